@@ -1,0 +1,372 @@
+"""The manifold contract every rfed algorithm is written against.
+
+A manifold object is pure geometry: points, tangent vectors, the Riemannian metric, and the maps
+between them. It knows nothing of agents or privacy. Conventions:
+
+* **Point first**, as in pymanopt and geoopt: ``exp(x, u)``, ``log(x, y)``, ``transport(x, y, u)``.
+* **Batching**: every method accepts leading batch axes and broadcasts them. A point has shape
+  ``point_shape``; ``x`` of shape ``(n_agents, *point_shape)`` with ``u`` of shape
+  ``(n_agents, n_samples, *point_shape)`` is *not* broadcast automatically (the batch axes are
+  aligned from the right, numpy style), so insert the axis: ``exp(x[:, None], u)``.
+  Scalar-valued methods (``inner``, ``norm``, ``dist``) return the broadcast batch shape.
+* **Randomness** comes from an explicit :class:`numpy.random.Generator` (or an int seed) passed in;
+  no method touches global random state.
+* **Validation** is free in hot paths: methods do not check their inputs. Public boundaries call
+  :meth:`Manifold.check_point` / :meth:`Manifold.check_tangent`, and :meth:`Manifold.checked`
+  returns a view of the manifold that validates every argument of every call (for debugging).
+"""
+
+from __future__ import annotations
+
+import abc
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+
+__all__ = ["Manifold", "CheckedManifold", "as_generator", "karcher_mean"]
+
+#: Relative tolerance used by :meth:`Manifold.belongs` and :meth:`Manifold.is_tangent`.
+DEFAULT_ATOL = 1e-8
+
+
+def as_generator(rng: np.random.Generator | int | None, name: str = "rng") -> np.random.Generator:
+    """Return a :class:`numpy.random.Generator` from a generator or an integer seed.
+
+    ``None`` is refused: rfed never falls back to unseeded or global random state silently.
+    """
+    if isinstance(rng, np.random.Generator):
+        return rng
+    if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
+        return np.random.default_rng(int(rng))
+    raise TypeError(
+        f"argument '{name}' must be a numpy.random.Generator or an int seed, got {type(rng).__name__}"
+        " (rfed does not use global random state; pass np.random.default_rng(seed))"
+    )
+
+
+class Manifold(abc.ABC):
+    """Abstract Riemannian manifold with batched, point-first geometry.
+
+    Subclasses set ``name``, ``dim`` (intrinsic dimension) and ``point_shape`` (shape of one point
+    in its ambient representation) and implement the abstract methods.
+    """
+
+    name: str
+    dim: int
+    point_shape: tuple[int, ...]
+
+    # ------------------------------------------------------------------ metric
+    @abc.abstractmethod
+    def inner(self, x: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
+        r"""Riemannian inner product :math:`\langle u, v \rangle_x`, shape: broadcast batch shape."""
+
+    def norm(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        r"""Riemannian norm :math:`\|u\|_x = \sqrt{\langle u, u\rangle_x}`."""
+        return np.sqrt(np.maximum(self.inner(x, u, u), 0.0))
+
+    def dist(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        r"""Geodesic distance :math:`d(x, y) = \|\mathrm{Log}_x y\|_x`."""
+        return self.norm(x, self.log(x, y))
+
+    # ------------------------------------------------------------------ maps
+    @abc.abstractmethod
+    def exp(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        r"""Exponential map :math:`\mathrm{Exp}_x(u)`."""
+
+    @abc.abstractmethod
+    def log(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
+        r"""Logarithmic map :math:`\mathrm{Log}_x(y)`, the inverse of ``exp`` inside the
+        injectivity radius. ``log(x, x)`` is exactly zero."""
+
+    def retract(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Retraction; defaults to the exponential map."""
+        return self.exp(x, u)
+
+    @abc.abstractmethod
+    def transport(self, x: np.ndarray, y: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Parallel transport of ``u`` in T_x along the minimizing geodesic to T_y (an isometry)."""
+
+    @abc.abstractmethod
+    def proj(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
+        """Orthogonal projection (for the Riemannian metric) of an ambient vector onto T_x."""
+
+    def egrad2rgrad(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
+        """Riemannian gradient from the Euclidean gradient ``g`` of a smooth extension."""
+        return self.proj(x, g)
+
+    def zero_vector(self, x: np.ndarray) -> np.ndarray:
+        """The zero tangent vector at ``x``."""
+        return np.zeros_like(np.asarray(x, dtype=float))
+
+    # ------------------------------------------------------------------ random
+    @abc.abstractmethod
+    def random_point(
+        self, rng: np.random.Generator | int, size: int | Sequence[int] = ()
+    ) -> np.ndarray:
+        """Random points of shape ``(*size, *point_shape)``."""
+
+    @abc.abstractmethod
+    def tangent_gaussian(
+        self, x: np.ndarray, sigma: float | np.ndarray, rng: np.random.Generator | int
+    ) -> np.ndarray:
+        r"""Sample :math:`\xi \sim N(0, \sigma^2 I_{\dim})` on :math:`T_x M`.
+
+        Isotropic for the Riemannian metric: for every tangent ``a``,
+        :math:`E\langle\xi, a\rangle_x^2 = \sigma^2\|a\|_x^2` and
+        :math:`E\|\xi\|_x^2 = \sigma^2 \dim`. ``sigma`` is a scalar or an array broadcastable to
+        the batch shape of ``x`` (one scale per agent). The result has the shape of ``x``.
+        """
+
+    def random_tangent(self, x: np.ndarray, rng: np.random.Generator | int) -> np.ndarray:
+        """A standard Gaussian tangent vector at ``x`` (``tangent_gaussian`` with sigma = 1)."""
+        return self.tangent_gaussian(x, 1.0, rng)
+
+    # ------------------------------------------------------------------ coordinates
+    @abc.abstractmethod
+    def tangent_basis(self, x: np.ndarray) -> np.ndarray:
+        """An orthonormal basis of T_x, shape ``(*batch, dim, *point_shape)``."""
+
+    def to_coords(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """Coordinates of ``u`` in the orthonormal basis :meth:`tangent_basis` of T_x.
+
+        Shape ``(*batch, dim)``; ``from_coords(x, to_coords(x, u)) == u`` for tangent ``u``.
+        """
+        basis = self.tangent_basis(x)
+        xb = np.expand_dims(np.asarray(x), -1 - len(self.point_shape))
+        ub = np.expand_dims(np.asarray(u), -1 - len(self.point_shape))
+        return self.inner(xb, basis, ub)
+
+    def from_coords(self, x: np.ndarray, coords: np.ndarray) -> np.ndarray:
+        """The tangent vector at ``x`` with orthonormal coordinates ``coords`` (``(*batch, dim)``)."""
+        basis = self.tangent_basis(x)
+        k = len(self.point_shape)
+        c = np.asarray(coords, dtype=float).reshape(np.shape(coords) + (1,) * k)
+        return np.sum(c * basis, axis=-1 - k)
+
+    # ------------------------------------------------------------------ membership
+    @abc.abstractmethod
+    def point_violation(self, x: np.ndarray) -> np.ndarray:
+        """How far ``x`` is from the manifold (0 on it), relative to the scale of ``x``.
+
+        Shape: the batch shape of ``x``.
+        """
+
+    @abc.abstractmethod
+    def tangent_violation(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
+        """How far ``u`` is from T_x (0 when tangent), relative to the scale of ``u``."""
+
+    def belongs(self, x: np.ndarray, atol: float = DEFAULT_ATOL) -> np.ndarray:
+        """Whether ``x`` is a point of the manifold (per batch element)."""
+        x = np.asarray(x, dtype=float)
+        if x.shape[x.ndim - len(self.point_shape) :] != self.point_shape:
+            return np.zeros(x.shape[: max(x.ndim - len(self.point_shape), 0)], dtype=bool)
+        finite = np.all(np.isfinite(x), axis=tuple(range(-len(self.point_shape), 0)))
+        with np.errstate(invalid="ignore"):
+            return finite & (self.point_violation(np.where(np.isfinite(x), x, 0.0)) <= atol)
+
+    def is_tangent(self, x: np.ndarray, u: np.ndarray, atol: float = DEFAULT_ATOL) -> np.ndarray:
+        """Whether ``u`` is a tangent vector at ``x`` (per batch element)."""
+        u = np.asarray(u, dtype=float)
+        finite = np.all(np.isfinite(u), axis=tuple(range(-len(self.point_shape), 0)))
+        return finite & (self.tangent_violation(x, u) <= atol)
+
+    # ------------------------------------------------------------------ validation
+    def _check_array(self, a: Any, name: str) -> np.ndarray:
+        try:
+            arr = np.asarray(a, dtype=float)
+        except (TypeError, ValueError) as exc:
+            raise ValueError(f"{self}: argument '{name}' is not a numeric array ({exc})") from None
+        k = len(self.point_shape)
+        if arr.ndim < k or arr.shape[arr.ndim - k :] != self.point_shape:
+            raise ValueError(
+                f"{self}: argument '{name}' has shape {arr.shape}; expected (..., "
+                f"{', '.join(map(str, self.point_shape))}) (point_shape {self.point_shape})"
+            )
+        if not np.all(np.isfinite(arr)):
+            n_bad = int(np.size(arr) - np.count_nonzero(np.isfinite(arr)))
+            raise ValueError(f"{self}: argument '{name}' has {n_bad} non-finite value(s) (NaN/inf)")
+        return arr
+
+    def check_point(self, x: Any, name: str = "x", atol: float = DEFAULT_ATOL) -> np.ndarray:
+        """Return ``x`` as a float array, or raise ``ValueError`` naming ``name`` and the violation."""
+        arr = self._check_array(x, name)
+        viol = np.asarray(self.point_violation(arr))
+        worst = float(np.max(viol)) if viol.size else 0.0
+        if not worst <= atol:
+            where = ""
+            if viol.ndim:
+                where = f" (worst at batch index {np.unravel_index(np.argmax(viol), viol.shape)})"
+            raise ValueError(
+                f"{self}: argument '{name}' is not on the manifold: violation {worst:.3e} > "
+                f"tolerance {atol:.1e}{where}; {self.point_violation_description}"
+            )
+        return arr
+
+    def check_tangent(
+        self, x: Any, u: Any, name: str = "u", atol: float = DEFAULT_ATOL
+    ) -> np.ndarray:
+        """Return ``u`` as a float array, or raise ``ValueError`` if it is not tangent at ``x``."""
+        arr = self._check_array(u, name)
+        viol = np.asarray(self.tangent_violation(np.asarray(x, dtype=float), arr))
+        worst = float(np.max(viol)) if viol.size else 0.0
+        if not worst <= atol:
+            raise ValueError(
+                f"{self}: argument '{name}' is not a tangent vector at the base point: violation "
+                f"{worst:.3e} > tolerance {atol:.1e}; {self.tangent_violation_description}"
+            )
+        return arr
+
+    point_violation_description = "see point_violation"
+    tangent_violation_description = "see tangent_violation"
+
+    def checked(self) -> CheckedManifold:
+        """A view of this manifold that validates every argument of every call."""
+        return CheckedManifold(self)
+
+    # ------------------------------------------------------------------ mean
+    def mean(
+        self,
+        points: np.ndarray,
+        weights: np.ndarray | None = None,
+        *,
+        tol: float = 1e-12,
+        max_iter: int = 100,
+        init: np.ndarray | None = None,
+    ) -> np.ndarray:
+        r"""Weighted Frechet (Karcher) mean of ``points`` along the axis before the point axes.
+
+        Parameters
+        ----------
+        points : array, shape ``(*batch, n_points, *point_shape)``
+        weights : array, shape ``(*batch, n_points)`` or ``(n_points,)``, optional
+            Non-negative; normalized to sum to one. Uniform when omitted.
+        tol : float
+            Stop when the Riemannian gradient norm :math:`\|\sum_i w_i \mathrm{Log}_x p_i\|_x`
+            falls below ``tol`` for every batch element.
+        max_iter : int
+            Iteration cap of the fixed-point iteration :math:`x \leftarrow \mathrm{Exp}_x(\sum_i
+            w_i \mathrm{Log}_x p_i)`.
+        init : array, shape ``(*batch, *point_shape)``, optional
+            Starting point; the first point by default.
+
+        Returns
+        -------
+        array, shape ``(*batch, *point_shape)``
+        """
+        return karcher_mean(self, points, weights, tol=tol, max_iter=max_iter, init=init)
+
+    # ------------------------------------------------------------------ misc
+    def _batch_ndim(self, x: np.ndarray) -> int:
+        return np.ndim(x) - len(self.point_shape)
+
+    def _sum_point_axes(self, a: np.ndarray) -> np.ndarray:
+        return np.sum(a, axis=tuple(range(-len(self.point_shape), 0)))
+
+    def __repr__(self) -> str:
+        return self.name
+
+    def __eq__(self, other: object) -> bool:
+        return type(self) is type(other) and repr(self) == repr(other)
+
+    def __hash__(self) -> int:
+        return hash(repr(self))
+
+
+def _normalize_weights(weights: np.ndarray | None, n_points: int, name: str = "weights"):
+    if weights is None:
+        return np.full(n_points, 1.0 / n_points)
+    w = np.asarray(weights, dtype=float)
+    if w.shape[-1:] != (n_points,):
+        raise ValueError(f"argument '{name}' has shape {w.shape}; expected (..., {n_points})")
+    if not np.all(np.isfinite(w)) or np.any(w < 0):
+        raise ValueError(f"argument '{name}' must be finite and non-negative")
+    total = w.sum(axis=-1, keepdims=True)
+    if np.any(total <= 0):
+        raise ValueError(f"argument '{name}' must have a positive sum")
+    return w / total
+
+
+def karcher_mean(
+    manifold: Manifold,
+    points: np.ndarray,
+    weights: np.ndarray | None = None,
+    *,
+    tol: float = 1e-12,
+    max_iter: int = 100,
+    init: np.ndarray | None = None,
+) -> np.ndarray:
+    """Batched weighted Karcher mean by the fixed-point iteration (see :meth:`Manifold.mean`)."""
+    points = np.asarray(points, dtype=float)
+    k = len(manifold.point_shape)
+    if points.ndim < k + 1 or points.shape[points.ndim - k :] != manifold.point_shape:
+        raise ValueError(
+            f"{manifold}: argument 'points' has shape {points.shape}; expected "
+            f"(..., n_points, {', '.join(map(str, manifold.point_shape))})"
+        )
+    n_points = points.shape[-1 - k]
+    w = _normalize_weights(weights, n_points)
+    w_b = w.reshape(w.shape + (1,) * k)
+    x = np.array(points[(..., 0) + (slice(None),) * k]) if init is None else np.array(init, float)
+    for _ in range(max_iter):
+        logs = manifold.log(np.expand_dims(x, -1 - k), points)
+        step = np.sum(w_b * logs, axis=-1 - k)
+        x = manifold.exp(x, step)
+        if np.all(manifold.norm(x, step) <= tol):
+            break
+    return x
+
+
+class CheckedManifold:
+    """A validating view of a manifold: every point and tangent argument is checked first.
+
+    Points are the arguments named ``x`` and ``y`` (and ``points``); tangent vectors ``u`` and
+    ``v`` are checked against the base point ``x``. Costs a membership test per call; meant for
+    debugging and for public boundaries, not for hot loops.
+    """
+
+    _POINT_FIRST = {
+        "inner": ("x", "u", "v"),
+        "norm": ("x", "u"),
+        "dist": ("x", "y"),
+        "exp": ("x", "u"),
+        "retract": ("x", "u"),
+        "log": ("x", "y"),
+        "transport": ("x", "y", "u"),
+        "to_coords": ("x", "u"),
+        "tangent_gaussian": ("x",),
+        "tangent_basis": ("x",),
+        "from_coords": ("x",),
+        "zero_vector": ("x",),
+        "proj": ("x",),
+        "egrad2rgrad": ("x",),
+    }
+
+    def __init__(self, manifold: Manifold):
+        self.manifold = manifold
+
+    def __getattr__(self, attr: str):
+        target = getattr(self.manifold, attr)
+        roles = self._POINT_FIRST.get(attr)
+        if roles is None:
+            return target
+
+        def checked_call(*args, **kwargs):
+            args = list(args)
+            base = None
+            for i, role in enumerate(roles):
+                if i >= len(args):
+                    break
+                if role in ("x", "y"):
+                    args[i] = self.manifold.check_point(args[i], role)
+                    if role == "x":
+                        base = args[i]
+                else:
+                    args[i] = self.manifold.check_tangent(base, args[i], role)
+            return target(*args, **kwargs)
+
+        checked_call.__doc__ = target.__doc__
+        return checked_call
+
+    def __repr__(self) -> str:
+        return f"checked({self.manifold!r})"

@@ -1,0 +1,96 @@
+"""Euclidean space R^shape with the standard inner product (flat: exp is addition)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from rfed.manifolds.base import Manifold, as_generator
+
+__all__ = ["Euclidean"]
+
+
+class Euclidean(Manifold):
+    r"""Euclidean space :math:`\mathbb{R}^{n_1 \times \dots \times n_k}`.
+
+    :math:`\langle u, v\rangle = \sum u v`, :math:`\mathrm{Exp}_x u = x + u`,
+    :math:`\mathrm{Log}_x y = y - x`, transport is the identity.
+
+    Parameters
+    ----------
+    *shape : int
+        Shape of one point, e.g. ``Euclidean(5)`` or ``Euclidean(3, 4)``.
+    """
+
+    def __init__(self, *shape: int):
+        if not shape:
+            raise ValueError("Euclidean: argument 'shape' must name at least one dimension")
+        for s in shape:
+            if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 1:
+                raise ValueError(f"Euclidean: argument 'shape' must be positive ints, got {shape!r}")
+        self.point_shape = tuple(int(s) for s in shape)
+        self.dim = int(np.prod(self.point_shape))
+        self.name = f"Euclidean({', '.join(map(str, self.point_shape))})"
+
+    def inner(self, x, u, v):
+        return self._sum_point_axes(np.asarray(u) * np.asarray(v))
+
+    def norm(self, x, u):
+        return np.sqrt(self._sum_point_axes(np.square(u)))
+
+    def dist(self, x, y):
+        return self.norm(x, np.asarray(y) - np.asarray(x))
+
+    def exp(self, x, u):
+        return np.asarray(x) + np.asarray(u)
+
+    def log(self, x, y):
+        return np.asarray(y) - np.asarray(x)
+
+    def transport(self, x, y, u):
+        shape = np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(u))
+        return np.broadcast_to(np.asarray(u, dtype=float), shape).copy()
+
+    def proj(self, x, v):
+        return np.asarray(v, dtype=float)
+
+    def random_point(self, rng, size: int | Sequence[int] = ()):
+        size = (size,) if np.isscalar(size) else tuple(size)
+        return as_generator(rng).standard_normal(size + self.point_shape)
+
+    def tangent_gaussian(self, x, sigma, rng):
+        x = np.asarray(x, dtype=float)
+        sigma = np.asarray(sigma, dtype=float)
+        sigma = sigma.reshape(sigma.shape + (1,) * len(self.point_shape))
+        return sigma * as_generator(rng).standard_normal(x.shape)
+
+    def tangent_basis(self, x):
+        x = np.asarray(x, dtype=float)
+        eye = np.eye(self.dim).reshape((self.dim,) + self.point_shape)
+        return np.broadcast_to(eye, x.shape[: self._batch_ndim(x)] + eye.shape)
+
+    def to_coords(self, x, u):
+        u = np.asarray(u, dtype=float)
+        return u.reshape(u.shape[: self._batch_ndim(u)] + (self.dim,))
+
+    def from_coords(self, x, coords):
+        c = np.asarray(coords, dtype=float)
+        return c.reshape(c.shape[:-1] + self.point_shape)
+
+    def point_violation(self, x):
+        return np.zeros(np.shape(x)[: self._batch_ndim(x)])
+
+    def tangent_violation(self, x, u):
+        return np.zeros(np.shape(u)[: self._batch_ndim(u)])
+
+    point_violation_description = "every finite array is a point of Euclidean space"
+
+    def mean(self, points, weights=None, *, tol=1e-12, max_iter=100, init=None):
+        """Weighted arithmetic mean (the closed-form Frechet mean)."""
+        from rfed.manifolds.base import _normalize_weights
+
+        points = np.asarray(points, dtype=float)
+        k = len(self.point_shape)
+        w = _normalize_weights(weights, points.shape[-1 - k])
+        return np.sum(w.reshape(w.shape + (1,) * k) * points, axis=-1 - k)
