@@ -122,10 +122,11 @@ class Sphere(Manifold):
         return self.proj(x, sigma * as_generator(rng).standard_normal(x.shape))
 
     def tangent_basis(self, x):
-        r"""Orthonormal basis of :math:`x^\perp` from the Householder reflection taking x to e_0.
+        r"""Orthonormal basis of :math:`x^\perp` from a Householder reflection.
 
-        Rows 1..d of :math:`H = I - 2 v v^T / \|v\|^2`, :math:`v = x - e_0` (or ``x + e_0`` when
-        x is close to e_0, using the reflection to -e_0), shape ``(*batch, d, d + 1)``.
+        Rows 1..d of :math:`H = I - 2 v v^T / \|v\|^2` with
+        :math:`v = x + \mathrm{sign}(x_0) e_0` (H maps x to :math:`\mp e_0`, so its other rows
+        span :math:`x^\perp`), shape ``(*batch, d, d + 1)``.
         """
         x = np.asarray(x, dtype=float)
         e0 = np.zeros(self.point_shape)
