@@ -1,0 +1,471 @@
+"""The one interface through which all communication between agents (and with a server) goes.
+
+Data model
+----------
+An algorithm holds every per-agent quantity as an array with a leading agent axis,
+``(n_agents, *shape)``, and computes on it row-wise (agent-locally) with numpy. Whatever crosses
+from one agent to another goes through a :class:`Communicator`:
+
+* :meth:`Communicator.mix` -- every agent ``i`` obtains :math:`\\sum_j W_{ij} v_j` (pull with
+  row weights, or push with column weights: the arithmetic is the same; only who multiplies
+  differs, and the message on the wire is the unscaled :math:`v_j` either way);
+* :meth:`Communicator.gather_from_neighbors` -- every agent receives its in-neighbours' values
+  (one row per arc, CSR order), e.g. for Riemannian gossip, which needs
+  :math:`\\mathrm{Log}_{x_i}(x_j)` per arc;
+* :meth:`Communicator.publish` -- senders broadcast an update of their *public copy* to their
+  out-neighbours, who all hold identical copies (DO-ADP's :math:`\\hat x`);
+  :meth:`Communicator.mix` with ``copies=True`` then mixes the copies without new messages;
+* :meth:`Communicator.gather` / :meth:`Communicator.broadcast` -- agents to server / server to
+  agents (federated setting).
+
+The in-process engine (:class:`InProcessCommunicator`) keeps all rows in one array and does one
+sparse product or one fancy index per call. A distributed engine (e.g. mpi4py neighbour
+collectives: ``Create_dist_graph_adjacent`` + ``Neighbor_alltoallv``) would subclass
+:class:`Communicator`, hold only its local rows, and serve the same calls; algorithms do not
+change. No MPI engine is implemented here.
+
+Accounting
+----------
+Every call counts messages (one per arc that carries a value, or per agent for server traffic)
+and bytes. A message's size is, by default, the dense size of one row,
+``prod(shape) * itemsize``; an algorithm that sends a compressed payload declares its size with
+``payload_bytes`` (see :func:`sparse_payload_bytes`: top-k sends k values and k indices).
+"""
+
+from __future__ import annotations
+
+import abc
+from dataclasses import dataclass, field
+
+import numpy as np
+import scipy.sparse as sp
+
+from rfed.networks.graphs import Graph
+
+__all__ = [
+    "CommStats",
+    "NeighborValues",
+    "Communicator",
+    "InProcessCommunicator",
+    "dense_payload_bytes",
+    "sparse_payload_bytes",
+    "segment_sum",
+    "arc_list",
+]
+
+
+def dense_payload_bytes(shape: tuple[int, ...] | int, dtype=np.float64) -> int:
+    """Bytes of one dense message of the given per-agent shape: ``prod(shape) * itemsize``."""
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
+
+
+def sparse_payload_bytes(k: int, value_dtype=np.float64, index_dtype=np.int32) -> int:
+    """Bytes of one sparsified message: ``k`` values and ``k`` indices.
+
+    With float64 values and int32 indices (enough for dimensions below 2^31): ``12 k``.
+    """
+    if not isinstance(k, (int, np.integer)) or k < 0:
+        raise ValueError(f"argument 'k' must be a non-negative int, got {k!r}")
+    return int(k) * (np.dtype(value_dtype).itemsize + np.dtype(index_dtype).itemsize)
+
+
+@dataclass
+class CommStats:
+    """Running totals of communication.
+
+    Attributes
+    ----------
+    messages, bytes : int
+        Totals over all calls.
+    messages_sent, bytes_sent : ndarray, shape ``(n_agents,)``
+        Per sending agent (the server is not an agent: its broadcasts are in ``server_bytes``).
+    server_messages, server_bytes : int
+        Messages and bytes sent by the server (:meth:`Communicator.broadcast`).
+    calls : dict
+        ``{kind: number of calls}`` for kind in mix, gather_from_neighbors, publish, gather,
+        broadcast.
+    """
+
+    n_agents: int
+    messages: int = 0
+    bytes: int = 0
+    server_messages: int = 0
+    server_bytes: int = 0
+    messages_sent: np.ndarray = field(default=None)  # type: ignore[assignment]
+    bytes_sent: np.ndarray = field(default=None)  # type: ignore[assignment]
+    calls: dict = field(default_factory=dict)
+
+    def __post_init__(self):
+        if self.messages_sent is None:
+            self.messages_sent = np.zeros(self.n_agents, dtype=np.int64)
+        if self.bytes_sent is None:
+            self.bytes_sent = np.zeros(self.n_agents, dtype=np.int64)
+
+    def reset(self) -> None:
+        """Zero every counter."""
+        self.messages = self.bytes = self.server_messages = self.server_bytes = 0
+        self.messages_sent[:] = 0
+        self.bytes_sent[:] = 0
+        self.calls.clear()
+
+    def snapshot(self) -> dict:
+        """A plain-dict copy of the totals (for histories)."""
+        return {
+            "messages": int(self.messages),
+            "bytes": int(self.bytes),
+            "server_messages": int(self.server_messages),
+            "server_bytes": int(self.server_bytes),
+        }
+
+
+@dataclass(frozen=True)
+class NeighborValues:
+    """Values received along arcs, one row per arc, grouped by receiver (CSR order).
+
+    Attributes
+    ----------
+    receivers, senders : ndarray of int, shape ``(m,)``
+        Arc ``senders[e] -> receivers[e]``; ``receivers`` is non-decreasing.
+    weights : ndarray, shape ``(m,)``
+        The mixing weight ``W[receiver, sender]`` of each arc.
+    values : ndarray, shape ``(m, *shape)``
+        ``values[e]`` is the sender's value.
+    arc_ids : ndarray of int, shape ``(m,)``
+        Position of each arc in the full off-diagonal arc list of ``W`` (CSR order), to update
+        per-arc state such as neighbours' copies.
+    """
+
+    receivers: np.ndarray
+    senders: np.ndarray
+    weights: np.ndarray
+    values: np.ndarray
+    arc_ids: np.ndarray
+
+
+def segment_sum(
+    receivers: np.ndarray, arc_values: np.ndarray, n_agents: int, weights: np.ndarray | None = None
+) -> np.ndarray:
+    """Agent-local reduction :math:`out_i = \\sum_{e: receivers_e = i} w_e\\, arc\\_values_e`.
+
+    One sparse ``(n_agents, m) @ (m, prod(shape))`` product, O(m prod(shape)); no communication.
+
+    Parameters
+    ----------
+    receivers : ndarray of int, shape ``(m,)``
+    arc_values : ndarray, shape ``(m, *shape)``
+    weights : ndarray, shape ``(m,)``, optional (ones)
+
+    Returns
+    -------
+    ndarray, shape ``(n_agents, *shape)``
+    """
+    arc_values = np.asarray(arc_values)
+    m = arc_values.shape[0]
+    w = np.ones(m) if weights is None else np.asarray(weights, dtype=float)
+    sel = sp.csr_matrix((w, (np.asarray(receivers), np.arange(m))), shape=(n_agents, m))
+    out = sel @ arc_values.reshape(m, -1)
+    return np.asarray(out).reshape((n_agents,) + arc_values.shape[1:])
+
+
+def _pattern(weights, n_agents: int, name: str = "weights") -> sp.csr_matrix:
+    """CSR weights from a matrix or (weight 1 per arc) a Graph; sorted indices."""
+    if isinstance(weights, Graph):
+        w = weights.adjacency
+    elif isinstance(weights, sp.csr_matrix) and weights.dtype == np.float64:
+        # used as is: scipy caches the sorted-indices flag on the object across calls
+        w = weights
+    elif sp.issparse(weights):
+        w = sp.csr_matrix(weights, dtype=float)
+    else:
+        w = sp.csr_matrix(np.asarray(weights, dtype=float))
+    if w.shape != (n_agents, n_agents):
+        raise ValueError(
+            f"argument '{name}' has shape {w.shape}; expected ({n_agents}, {n_agents})"
+        )
+    w.sort_indices()
+    return w
+
+
+def arc_list(weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``(receivers, senders, weights)`` of the non-zero off-diagonal entries, CSR order.
+
+    Arc ``e`` is ``senders[e] -> receivers[e]``; this is the order of
+    :meth:`Communicator.gather_from_neighbors` and of ``arc_values`` in
+    :meth:`Communicator.send_along_arcs`.
+    """
+    w = _pattern(weights, weights.n_nodes if isinstance(weights, Graph) else weights.shape[0])
+    rows, cols, vals, _ = _offdiag_arcs(w)
+    return rows, cols, vals
+
+
+def _offdiag_arcs(
+    w: sp.csr_matrix, row_offset: int = 0
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """(receivers, senders, weights, indptr) of the non-zero off-diagonal arcs, CSR order.
+
+    ``w`` may be a block of rows whose first row is row ``row_offset`` of the full matrix.
+    """
+    n_rows = w.shape[0]
+    local = np.repeat(np.arange(n_rows), np.diff(w.indptr))
+    keep = (local + row_offset != w.indices) & (w.data != 0)
+    local, cols, vals = local[keep], w.indices[keep], w.data[keep]
+    indptr = np.concatenate([[0], np.cumsum(np.bincount(local, minlength=n_rows))])
+    rows = local + row_offset
+    return rows, cols, vals, indptr
+
+
+class Communicator(abc.ABC):
+    """Abstract communication engine for ``n_agents`` agents (and an optional server).
+
+    Subclasses implement the five operations; :attr:`stats` accumulates the traffic. Arguments
+    named ``senders`` are boolean masks ``(n_agents,)`` (or index arrays) of the agents that
+    transmit in this call; ``payload_bytes`` is the size of one message: an int, or an array
+    ``(n_agents,)`` of per-sender sizes; ``None`` means the dense row size.
+    """
+
+    def __init__(self, n_agents: int):
+        if not isinstance(n_agents, (int, np.integer)) or n_agents < 1:
+            raise ValueError(f"argument 'n_agents' must be a positive int, got {n_agents!r}")
+        self.n_agents = int(n_agents)
+        self.stats = CommStats(self.n_agents)
+
+    # ------------------------------------------------------------------ helpers
+    def _sender_mask(self, senders) -> np.ndarray:
+        if senders is None:
+            return np.ones(self.n_agents, dtype=bool)
+        s = np.asarray(senders)
+        if s.dtype == bool:
+            if s.shape != (self.n_agents,):
+                raise ValueError(
+                    f"argument 'senders' mask has shape {s.shape}; expected ({self.n_agents},)"
+                )
+            return s
+        mask = np.zeros(self.n_agents, dtype=bool)
+        mask[s.astype(int)] = True
+        return mask
+
+    def _agent_index(self, agents) -> np.ndarray:
+        if agents is None:
+            return np.arange(self.n_agents)
+        a = np.asarray(agents)
+        if a.dtype == bool:
+            return np.flatnonzero(self._sender_mask(a))
+        a = a.astype(int).ravel()
+        if a.size and (a.min() < 0 or a.max() >= self.n_agents):
+            raise ValueError(f"argument 'agents' has indices outside 0..{self.n_agents - 1}")
+        return a
+
+    def _per_message_bytes(self, values: np.ndarray, payload_bytes) -> np.ndarray:
+        """Bytes of one message per sender: declared, or the dense size of one row."""
+        if payload_bytes is None:
+            size = int(np.prod(values.shape[1:], dtype=np.int64)) * values.dtype.itemsize
+            return np.full(self.n_agents, size, dtype=np.int64)
+        pb = np.asarray(payload_bytes)
+        if pb.ndim == 0:
+            return np.full(self.n_agents, int(pb), dtype=np.int64)
+        if pb.shape != (self.n_agents,):
+            raise ValueError(
+                f"argument 'payload_bytes' must be an int or shape ({self.n_agents},), "
+                f"got shape {pb.shape}"
+            )
+        return pb.astype(np.int64)
+
+    def _check_values(self, values, name: str = "values") -> np.ndarray:
+        v = np.asarray(values)
+        if v.ndim < 1 or v.shape[0] != self.n_agents:
+            raise ValueError(
+                f"argument '{name}' must have a leading agent axis of length {self.n_agents}, "
+                f"got shape {v.shape}"
+            )
+        return v
+
+    def _record(self, kind: str, counts: np.ndarray, per_msg: np.ndarray) -> None:
+        """Add ``counts[j]`` messages of ``per_msg[j]`` bytes sent by each agent ``j``."""
+        b = counts * per_msg
+        self.stats.messages_sent += counts
+        self.stats.bytes_sent += b
+        self.stats.messages += int(counts.sum())
+        self.stats.bytes += int(b.sum())
+        self.stats.calls[kind] = self.stats.calls.get(kind, 0) + 1
+
+    # ------------------------------------------------------------------ operations
+    @abc.abstractmethod
+    def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False):
+        """Every agent ``i`` obtains :math:`\\sum_j W_{ij} v_j`.
+
+        Parameters
+        ----------
+        weights : sparse matrix, shape ``(n_agents, n_agents)``
+        values : ndarray, shape ``(n_agents, *shape)``
+        senders : bool mask or indices, optional
+            Agents that transmit; an off-diagonal weight on a non-sender's value raises
+            ``ValueError``. Default: all.
+        payload_bytes : int or ndarray ``(n_agents,)``, optional
+        copies : bool
+            ``values`` are public copies already held by every out-neighbour (kept in sync with
+            :meth:`publish`): nothing is sent or counted.
+
+        Returns
+        -------
+        ndarray, shape ``(n_agents, *shape)``
+        """
+
+    @abc.abstractmethod
+    def gather_from_neighbors(
+        self, weights, values, *, senders=None, payload_bytes=None, receivers=None, copies=False
+    ) -> NeighborValues:
+        """Each agent receives its in-neighbours' values (one row per off-diagonal arc).
+
+        Parameters
+        ----------
+        weights : sparse matrix or Graph
+            Its off-diagonal non-zeros are the arcs (``W[i, j] != 0``: ``j -> i``).
+        values : ndarray, shape ``(n_agents, *shape)``
+        senders : optional
+            Only arcs from these agents carry a value (and are returned).
+        copies : bool
+            ``values`` are public copies every receiver already holds: nothing is counted.
+        receivers : tuple (start, stop), optional
+            Only the in-arcs of agents ``start .. stop - 1`` (the in-process engine uses this to
+            bound memory; a distributed engine serves its local agents).
+        """
+
+    @abc.abstractmethod
+    def send_along_arcs(self, weights, arc_values, *, payload_bytes=None) -> NeighborValues:
+        """Each arc carries its own value (``Neighbor_alltoallv``): ``arc_values[e]`` goes from
+        ``senders[e]`` to ``receivers[e]`` for the arcs of :func:`arc_list` (CSR order).
+
+        Parameters
+        ----------
+        weights : sparse matrix or Graph
+        arc_values : ndarray, shape ``(n_arcs, *shape)``
+            Held by the senders (e.g. DPDL's cross-gradient of the receiver's model on the
+            sender's data).
+
+        Returns
+        -------
+        NeighborValues
+            As received, grouped by receiver.
+        """
+
+    @abc.abstractmethod
+    def publish(self, weights, copies, delta, *, senders=None, payload_bytes=None):
+        """Senders broadcast ``delta`` to their out-neighbours; every holder adds it to its copy.
+
+        Returns the updated copies ``copies + delta`` on the sender rows (shape of ``copies``).
+        """
+
+    @abc.abstractmethod
+    def gather(self, values, agents=None, *, payload_bytes=None) -> np.ndarray:
+        """Agents send their rows to the server; returns ``values[agents]``."""
+
+    @abc.abstractmethod
+    def broadcast(self, value, agents=None, *, payload_bytes=None) -> np.ndarray:
+        """The server sends ``value`` (shape ``shape``) to ``agents``; returns
+        ``(len(agents), *shape)`` copies."""
+
+
+class InProcessCommunicator(Communicator):
+    """All agents in one process: one sparse product or fancy index per call (the default)."""
+
+    def _count_arcs(self, kind, w, v, senders, payload_bytes):
+        if senders is None:
+            counts = np.bincount(w.indices[w.data != 0], minlength=self.n_agents)
+            counts = (counts - (w.diagonal() != 0)).astype(np.int64)
+        else:
+            mask = self._sender_mask(senders)
+            rows, cols, _, _ = _offdiag_arcs(w)
+            bad = ~mask[cols]
+            if np.any(bad):
+                e = int(np.flatnonzero(bad)[0])
+                raise ValueError(
+                    f"{kind}: weights[{rows[e]}, {cols[e]}] = {w[rows[e], cols[e]]:.6g} uses the "
+                    f"value of agent {cols[e]}, which does not send this round"
+                )
+            counts = np.bincount(cols, minlength=self.n_agents).astype(np.int64)
+        self._record(kind, counts, self._per_message_bytes(v, payload_bytes))
+
+    def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False):
+        v = self._check_values(values)
+        w = _pattern(weights, self.n_agents)
+        if not copies:
+            self._count_arcs("mix", w, v, senders, payload_bytes)
+        out = w @ v.reshape(self.n_agents, -1)
+        return np.asarray(out).reshape(v.shape)
+
+    def gather_from_neighbors(
+        self, weights, values, *, senders=None, payload_bytes=None, receivers=None, copies=False
+    ) -> NeighborValues:
+        v = self._check_values(values)
+        w = _pattern(weights, self.n_agents)
+        if receivers is None:
+            rows, cols, vals, _ = _offdiag_arcs(w)
+            arc_ids = np.arange(rows.size)
+        else:
+            start, stop = (int(r) for r in receivers)
+            if not 0 <= start <= stop <= self.n_agents:
+                raise ValueError(
+                    f"argument 'receivers' must be (start, stop) with 0 <= start <= stop <= "
+                    f"{self.n_agents}, got {receivers!r}"
+                )
+            # only this block's rows are touched; its first arc id is the number of non-zero
+            # off-diagonal entries in the rows above
+            rows, cols, vals, _ = _offdiag_arcs(w[start:stop], row_offset=start)
+            before = np.count_nonzero(w.data[: w.indptr[start]]) - np.count_nonzero(
+                w.diagonal()[:start]
+            )
+            arc_ids = before + np.arange(rows.size)
+        if senders is not None:
+            keep = self._sender_mask(senders)[cols]
+            rows, cols, vals, arc_ids = rows[keep], cols[keep], vals[keep], arc_ids[keep]
+        if not copies:
+            counts = np.bincount(cols, minlength=self.n_agents).astype(np.int64)
+            self._record("gather_from_neighbors", counts, self._per_message_bytes(v, payload_bytes))
+        return NeighborValues(rows, cols, vals, v[cols], arc_ids)
+
+    def send_along_arcs(self, weights, arc_values, *, payload_bytes=None) -> NeighborValues:
+        w = _pattern(weights, self.n_agents)
+        rows, cols, vals, _ = _offdiag_arcs(w)
+        a = np.asarray(arc_values)
+        if a.ndim < 1 or a.shape[0] != rows.size:
+            raise ValueError(
+                f"argument 'arc_values' must have one row per arc ({rows.size}), got shape "
+                f"{a.shape}"
+            )
+        counts = np.bincount(cols, minlength=self.n_agents).astype(np.int64)
+        # a row of arc_values is one message, like a row of values elsewhere
+        self._record("send_along_arcs", counts, self._per_message_bytes(a, payload_bytes))
+        return NeighborValues(rows, cols, vals, a.copy(), np.arange(rows.size))
+
+    def publish(self, weights, copies, delta, *, senders=None, payload_bytes=None):
+        c = self._check_values(copies, "copies")
+        d = self._check_values(delta, "delta")
+        if d.shape != c.shape:
+            raise ValueError(f"argument 'delta' has shape {d.shape}, copies have {c.shape}")
+        w = _pattern(weights, self.n_agents)
+        mask = self._sender_mask(senders)
+        rows, cols, _, _ = _offdiag_arcs(w)
+        sent = mask[cols]
+        counts = np.bincount(cols[sent], minlength=self.n_agents).astype(np.int64)
+        self._record("publish", counts, self._per_message_bytes(d, payload_bytes))
+        shape = (self.n_agents,) + (1,) * (c.ndim - 1)
+        return c + np.where(mask.reshape(shape), d, 0.0)
+
+    def gather(self, values, agents=None, *, payload_bytes=None) -> np.ndarray:
+        v = self._check_values(values)
+        idx = self._agent_index(agents)
+        counts = np.bincount(idx, minlength=self.n_agents).astype(np.int64)
+        self._record("gather", counts, self._per_message_bytes(v, payload_bytes))
+        return v[idx]
+
+    def broadcast(self, value, agents=None, *, payload_bytes=None) -> np.ndarray:
+        value = np.asarray(value)
+        idx = self._agent_index(agents)
+        size = value.nbytes if payload_bytes is None else int(payload_bytes)
+        self.stats.server_messages += idx.size
+        self.stats.server_bytes += idx.size * size
+        self.stats.messages += idx.size
+        self.stats.bytes += idx.size * size
+        self.stats.calls["broadcast"] = self.stats.calls.get("broadcast", 0) + 1
+        return np.broadcast_to(value, (idx.size,) + value.shape).copy()

@@ -1,0 +1,277 @@
+r"""Riemannian gossip: consensus steps and tangent-space mixing, batched over the arcs of W.
+
+For points :math:`x_1, \dots, x_n` on a manifold and weights :math:`W`, one gossip step is
+
+.. math:: x_i \leftarrow \mathrm{Exp}_{x_i}\Big(\gamma \sum_j w_{ij}\, \mathrm{Log}_{x_i}(x_j)\Big).
+
+It is computed as: gather :math:`x_j` along the off-diagonal arcs (CSR order, through the
+communicator), one batched ``log`` over all arcs, one sparse segment sum per receiver, one
+batched ``exp``; O(arcs) work, in chunks of at most ``max_chunk_arcs`` arcs to bound memory.
+
+On Euclidean space :math:`\mathrm{Log}_{x_i}(x_j) = x_j - x_i` and :math:`\mathrm{Exp}` is
+addition, so the step is :math:`x_i + \gamma((WX)_i - r_i x_i)` with :math:`r = W\mathbf 1`; for a
+row-stochastic W and :math:`\gamma = 1` this is exactly :math:`WX`. This module evaluates that
+closed form (one sparse product) whenever the manifold is :class:`~rfed.manifolds.Euclidean`;
+algorithms never special-case it.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from rfed.manifolds.base import CheckedManifold, Manifold
+from rfed.manifolds.euclidean import Euclidean
+from rfed.networks.comm import Communicator, InProcessCommunicator, segment_sum
+
+__all__ = [
+    "riemannian_gossip",
+    "consensus_direction",
+    "mix_tangent",
+    "consensus_error",
+]
+
+#: Default bound on the number of arcs processed at once (memory ~ arcs * point size * a few).
+MAX_CHUNK_ARCS = 1 << 16
+
+
+def _setup(manifold, points, weights, comm, name="points"):
+    if not isinstance(manifold, (Manifold, CheckedManifold)):
+        raise TypeError(
+            f"argument 'manifold' must be an rfed Manifold, got {type(manifold).__name__}"
+        )
+    x = np.asarray(points, dtype=float)
+    k = len(manifold.point_shape)
+    if x.ndim != k + 1 or x.shape[1:] != manifold.point_shape:
+        raise ValueError(
+            f"argument '{name}' has shape {x.shape}; expected (n_agents, "
+            f"{', '.join(map(str, manifold.point_shape))}) for {manifold}"
+        )
+    n = x.shape[0]
+    if isinstance(weights, sp.csr_matrix) and weights.dtype == np.float64:
+        w = weights
+    elif sp.issparse(weights):
+        w = sp.csr_matrix(weights, dtype=float)
+    else:
+        w = sp.csr_matrix(np.asarray(weights, dtype=float))
+    w.sort_indices()
+    if w.shape != (n, n):
+        raise ValueError(f"argument 'weights' has shape {w.shape}; expected ({n}, {n})")
+    if comm is None:
+        comm = InProcessCommunicator(n)
+    elif not isinstance(comm, Communicator):
+        raise TypeError(f"argument 'comm' must be a Communicator, got {type(comm).__name__}")
+    elif comm.n_agents != n:
+        raise ValueError(f"argument 'comm' serves {comm.n_agents} agents, points have {n}")
+    return x, w, comm
+
+
+def _is_euclidean(manifold) -> bool:
+    """Euclidean space, possibly behind a validating view (where the W @ X closed form holds)."""
+    return isinstance(getattr(manifold, "manifold", manifold), Euclidean)
+
+
+def _receiver_chunks(w: sp.csr_matrix, max_chunk_arcs: int) -> list[tuple[int, int]]:
+    """Consecutive receiver ranges of at most ``max_chunk_arcs`` stored entries (>= 1 row)."""
+    n = w.shape[0]
+    chunks, start = [], 0
+    while start < n:
+        stop = int(np.searchsorted(w.indptr, w.indptr[start] + max_chunk_arcs, side="right")) - 1
+        stop = min(max(stop, start + 1), n)
+        chunks.append((start, stop))
+        start = stop
+    return chunks
+
+
+def consensus_direction(
+    manifold: Manifold,
+    weights,
+    points: np.ndarray,
+    base: np.ndarray | None = None,
+    *,
+    comm: Communicator | None = None,
+    payload_bytes=None,
+    copies: bool = False,
+    max_chunk_arcs: int = MAX_CHUNK_ARCS,
+) -> np.ndarray:
+    r"""Tangent consensus direction :math:`v_i = \sum_j w_{ij}\, \mathrm{Log}_{b_i}(x_j)`.
+
+    Parameters
+    ----------
+    manifold : Manifold
+    weights : sparse matrix, shape ``(n, n)``
+    points : ndarray, shape ``(n, *point_shape)``
+        :math:`x_j`, sent along the arcs of ``weights``.
+    base : ndarray, shape ``(n, *point_shape)``, optional
+        :math:`b_i`, held by agent ``i``; defaults to ``points`` (then the ``j = i`` term is zero).
+        DO-ADP on a manifold reads public copies: ``base = points = xhat`` [spec 000, section 7].
+    comm : Communicator, optional
+        Counts the point messages (a fresh in-process one if omitted).
+    copies : bool
+        ``points`` are public copies every receiver already holds (DO-ADP's :math:`\hat x`, kept
+        in sync by :meth:`Communicator.publish`): nothing is sent or counted.
+
+    Returns
+    -------
+    ndarray, shape ``(n, *point_shape)``, tangent at ``base``.
+    """
+    x, w, comm = _setup(manifold, points, weights, comm)
+    b = x if base is None else np.asarray(base, dtype=float)
+    if b.shape != x.shape:
+        raise ValueError(f"argument 'base' has shape {b.shape}; expected {x.shape}")
+    n = x.shape[0]
+    if _is_euclidean(manifold):
+        wx = comm.mix(w, x, payload_bytes=payload_bytes, copies=copies)
+        r = np.asarray(w.sum(axis=1)).reshape((n,) + (1,) * (x.ndim - 1))
+        return wx - r * b
+    out = np.zeros_like(x)
+    for start, stop in _receiver_chunks(w, max_chunk_arcs):
+        nb = comm.gather_from_neighbors(
+            w, x, receivers=(start, stop), payload_bytes=payload_bytes, copies=copies
+        )
+        if nb.receivers.size == 0:
+            continue
+        logs = manifold.log(b[nb.receivers], nb.values)
+        out[start:stop] = segment_sum(nb.receivers - start, logs, stop - start, nb.weights)
+    if base is not None:
+        # the j = i term: agent i's own point seen from its base, no message
+        diag = w.diagonal().reshape((n,) + (1,) * (x.ndim - 1))
+        out = out + diag * manifold.log(b, x)
+    return out
+
+
+def riemannian_gossip(
+    manifold: Manifold,
+    points: np.ndarray,
+    weights,
+    gamma: float = 1.0,
+    *,
+    comm: Communicator | None = None,
+    payload_bytes=None,
+    max_chunk_arcs: int = MAX_CHUNK_ARCS,
+) -> np.ndarray:
+    r"""One consensus step :math:`x_i \leftarrow \mathrm{Exp}_{x_i}(\gamma \sum_j w_{ij}
+    \mathrm{Log}_{x_i}(x_j))` for all agents at once.
+
+    Parameters
+    ----------
+    manifold : Manifold
+    points : ndarray, shape ``(n, *point_shape)``
+    weights : sparse matrix, shape ``(n, n)``
+        Typically doubly stochastic (not checked here; see :mod:`rfed.networks.mixing`).
+    gamma : float
+        Consensus step size (DO-ADP's :math:`\gamma`; 1 for plain gossip).
+    comm : Communicator, optional
+
+    Returns
+    -------
+    ndarray, shape ``(n, *point_shape)``
+
+    Notes
+    -----
+    On Euclidean space returns :math:`X + \gamma(WX - \mathrm{diag}(W\mathbf 1) X)`, which is
+    :math:`WX` for row-stochastic W and :math:`\gamma = 1` (one sparse product). On a sphere
+    the step is defined while no two neighbours are antipodal (``AntipodalError`` otherwise).
+    """
+    if not np.isfinite(gamma):
+        raise ValueError(f"argument 'gamma' must be finite, got {gamma!r}")
+    x, w, comm = _setup(manifold, points, weights, comm)
+    if _is_euclidean(manifold):
+        n = x.shape[0]
+        wx = comm.mix(w, x, payload_bytes=payload_bytes)
+        r = np.asarray(w.sum(axis=1)).reshape((n,) + (1,) * (x.ndim - 1))
+        return gamma * wx + (1.0 - gamma * r) * x
+    v = consensus_direction(
+        manifold, w, x, comm=comm, payload_bytes=payload_bytes, max_chunk_arcs=max_chunk_arcs
+    )
+    return manifold.exp(x, gamma * v)
+
+
+def mix_tangent(
+    manifold: Manifold,
+    weights,
+    base_from: np.ndarray,
+    tangents: np.ndarray,
+    base_to: np.ndarray,
+    *,
+    comm: Communicator | None = None,
+    payload_bytes=None,
+    max_chunk_arcs: int = MAX_CHUNK_ARCS,
+) -> np.ndarray:
+    r"""Mix tangent vectors living at different points:
+    :math:`v_i = \sum_j w_{ij}\, P_{y_j \to z_i}(u_j)`.
+
+    Each sender ``j`` transmits its base point :math:`y_j` and its vector
+    :math:`u_j \in T_{y_j}M`; receiver ``i`` parallel-transports them to its own point
+    :math:`z_i` and takes the weighted sum (e.g. DPDL's momentum gossip
+    :math:`v^i_t = \sum_j w_{ij} P_{x^j_{t-1} \to x^i_t}(\tilde v^j_t)` [spec 001, section 7]).
+
+    Parameters
+    ----------
+    weights : sparse matrix, shape ``(n, n)``
+    base_from : ndarray, shape ``(n, *point_shape)``
+    tangents : ndarray, shape ``(n, *point_shape)``, tangent at ``base_from``
+    base_to : ndarray, shape ``(n, *point_shape)``
+    payload_bytes : optional
+        Size of one message; default: the point and the vector, dense.
+
+    Returns
+    -------
+    ndarray, shape ``(n, *point_shape)``, tangent at ``base_to``. On Euclidean space exactly
+    ``W @ tangents``.
+    """
+    y, w, comm = _setup(manifold, base_from, weights, comm, "base_from")
+    u = np.asarray(tangents, dtype=float)
+    z = np.asarray(base_to, dtype=float)
+    for arr, nm in ((u, "tangents"), (z, "base_to")):
+        if arr.shape != y.shape:
+            raise ValueError(f"argument '{nm}' has shape {arr.shape}; expected {y.shape}")
+    n = y.shape[0]
+    if _is_euclidean(manifold):
+        return comm.mix(w, u, payload_bytes=payload_bytes)
+    packed = np.stack([y, u], axis=1)  # one message carries the point and the vector
+    out = np.zeros_like(u)
+    for start, stop in _receiver_chunks(w, max_chunk_arcs):
+        nb = comm.gather_from_neighbors(
+            w, packed, receivers=(start, stop), payload_bytes=payload_bytes
+        )
+        if nb.receivers.size == 0:
+            continue
+        moved = manifold.transport(nb.values[:, 0], z[nb.receivers], nb.values[:, 1])
+        out[start:stop] = segment_sum(nb.receivers - start, moved, stop - start, nb.weights)
+    diag = w.diagonal().reshape((n,) + (1,) * (y.ndim - 1))
+    return out + diag * manifold.transport(y, z, u)
+
+
+def consensus_error(
+    manifold: Manifold,
+    points: np.ndarray,
+    center: np.ndarray | None = None,
+    *,
+    return_center: bool = False,
+):
+    r"""Consensus error :math:`\frac1n \sum_i d(x_i, \bar x)^2` around the Karcher mean.
+
+    Parameters
+    ----------
+    points : ndarray, shape ``(n, *point_shape)``
+    center : ndarray, shape ``point_shape``, optional
+        :math:`\bar x`; by default ``manifold.mean(points)`` (the arithmetic mean on Euclidean
+        space, where the error is :math:`\frac1n\|X - \mathbf 1 \bar x^T\|_F^2`).
+    return_center : bool
+        Also return :math:`\bar x`.
+
+    Returns
+    -------
+    float, or (float, ndarray) with ``return_center``.
+    """
+    x = np.asarray(points, dtype=float)
+    k = len(manifold.point_shape)
+    if x.ndim != k + 1 or x.shape[1:] != manifold.point_shape:
+        raise ValueError(
+            f"argument 'points' has shape {x.shape}; expected (n_agents, "
+            f"{', '.join(map(str, manifold.point_shape))}) for {manifold}"
+        )
+    c = manifold.mean(x) if center is None else np.asarray(center, dtype=float)
+    err = float(np.mean(manifold.dist(x, c) ** 2))
+    return (err, c) if return_center else err

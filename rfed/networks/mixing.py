@@ -1,0 +1,778 @@
+"""Mixing (weight) matrices, their validation, and the spectral constants the papers' theorems use.
+
+Every matrix is a ``scipy.sparse.csr_matrix`` of shape ``(n, n)`` with ``W[i, j]`` the weight
+agent ``i`` puts on agent ``j``'s value (row ``i`` is what ``i`` receives), supported on the
+graph's arcs plus the diagonal, so one mixing round costs O(edges).
+
+Constants, named as the papers name them:
+
+=====================  ==========================================================================
+DO-ADP [spec 000]      ``rho = 1 - |lambda_2(W)|`` (spectral gap), ``phi = ||I - W||_2``
+DPDL [spec 001]        ``rho = max(|lambda_2|, |lambda_N|)^2`` (so ``sqrt(rho) = |lambda_2|``),
+                       ``w_min = min_{i, j in N_i} w_ij``, ``S0 = sum_i sum_{j in N_i} 1/w_ij^2``
+DP-DDA [spec 002]      ``beta = sqrt(rho(E[W^T W] - 11^T/n))`` for random gossip matrices
+DP-DGT [spec 003]      Perron vectors ``pi_R`` (left, of R), ``pi_C`` (right, of C);
+                       ``rho(R_phi - 1 pi_R^T)``, ``rho(C_gamma - pi_C 1^T)``, ``q_R``, ``q_C``,
+                       ``pi_C^T pi_R``
+=====================  ==========================================================================
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+import scipy.linalg
+import scipy.sparse as sp
+import scipy.sparse.linalg as spla
+
+from rfed.manifolds.base import as_generator
+from rfed.networks.graphs import Graph
+
+__all__ = [
+    "metropolis_hastings_weights",
+    "laplacian_weights",
+    "uniform_weights",
+    "lazy_weights",
+    "row_stochastic_weights",
+    "column_stochastic_weights",
+    "two_hub_weights",
+    "check_nonnegative",
+    "check_symmetric",
+    "check_row_stochastic",
+    "check_column_stochastic",
+    "check_doubly_stochastic",
+    "check_support",
+    "lambda2_modulus",
+    "spectral_gap",
+    "second_singular_value",
+    "identity_gap_norm",
+    "DOADPConstants",
+    "doadp_constants",
+    "DPDLConstants",
+    "dpdl_constants",
+    "left_perron_vector",
+    "right_perron_vector",
+    "PushPullConstants",
+    "push_pull_constants",
+    "GossipRound",
+    "RandomGossip",
+    "dda_beta",
+]
+
+#: Default tolerance of the stochasticity / symmetry checks.
+ATOL = 1e-10
+#: Above this size the symmetric spectral quantities use iterative (Lanczos) solvers.
+DENSE_LIMIT = 2000
+
+
+def _csr(w, name: str = "W") -> sp.csr_matrix:
+    if sp.issparse(w):
+        m = sp.csr_matrix(w, dtype=float)
+    else:
+        arr = np.asarray(w, dtype=float)
+        if arr.ndim != 2:
+            raise ValueError(f"argument '{name}' must be a 2-d matrix, got shape {arr.shape}")
+        m = sp.csr_matrix(arr)
+    if m.shape[0] != m.shape[1]:
+        raise ValueError(f"argument '{name}' must be square, got shape {m.shape}")
+    if not np.all(np.isfinite(m.data)):
+        raise ValueError(f"argument '{name}' has non-finite entries")
+    m.sort_indices()
+    return m
+
+
+def _check_graph(graph, name: str = "graph") -> Graph:
+    if not isinstance(graph, Graph):
+        raise TypeError(
+            f"argument '{name}' must be an rfed.networks.Graph, got {type(graph).__name__}"
+        )
+    return graph
+
+
+def _require_undirected(graph: Graph, what: str) -> None:
+    if graph.directed:
+        raise ValueError(
+            f"{what} needs an undirected graph, got {graph!r}; for a digraph use "
+            "row_stochastic_weights / column_stochastic_weights"
+        )
+
+
+# ---------------------------------------------------------------------- constructors
+def metropolis_hastings_weights(graph: Graph) -> sp.csr_matrix:
+    r"""Metropolis-Hastings weights: symmetric, doubly stochastic, supported on the graph.
+
+    :math:`w_{ij} = 1 / (1 + \max(d_i, d_j))` on edges, :math:`w_{ii} = 1 - \sum_{j\ne i} w_{ij}`
+    (Xiao, Boyd & Kim 2007, the Metropolis weights DP-DDA's experiments use [spec 002, 5.3]).
+    On a ``d``-regular graph every weight is ``1 / (d + 1)``.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
+    """
+    graph = _check_graph(graph)
+    _require_undirected(graph, "metropolis_hastings_weights")
+    a = graph.adjacency.tocoo()
+    deg = graph.degree.astype(float)
+    w = 1.0 / (1.0 + np.maximum(deg[a.row], deg[a.col]))
+    off = sp.csr_matrix((w, (a.row, a.col)), shape=a.shape)
+    diag = 1.0 - np.asarray(off.sum(axis=1)).ravel()
+    return _csr(off + sp.diags(diag))
+
+
+def laplacian_weights(graph: Graph, alpha: float | None = None) -> sp.csr_matrix:
+    r"""Laplacian-based weights :math:`W = I - \alpha L_G` (symmetric, doubly stochastic).
+
+    DO-ADP's "classical choice" :math:`W = I - L_G/\iota` with :math:`\iota \in (d_{max}, \infty)`
+    [spec 000, Assumption 3], i.e. :math:`\alpha = 1/\iota \in (0, 1/d_{max})`, which keeps every
+    weight in (0, 1) and the diagonal positive.
+
+    Parameters
+    ----------
+    alpha : float, optional
+        Default ``1 / (d_max + 1)`` (:math:`\iota = d_{max} + 1`, the spec's resolution P10; on a
+        regular graph this is the uniform weight ``1/(d+1)`` on self and each neighbour).
+    """
+    graph = _check_graph(graph)
+    _require_undirected(graph, "laplacian_weights")
+    dmax = graph.max_degree
+    if alpha is None:
+        alpha = 1.0 / (dmax + 1.0)
+    if not (0.0 < alpha and (dmax == 0 or alpha < 1.0 / dmax)):
+        raise ValueError(
+            f"argument 'alpha' must be in (0, 1/d_max) = (0, {1.0 / max(dmax, 1):.6g}) so that "
+            f"every weight lies in (0, 1) (iota = 1/alpha > d_max = {dmax}), got {alpha!r}"
+        )
+    return _csr(sp.identity(graph.n_nodes) - alpha * graph.laplacian())
+
+
+def uniform_weights(graph: Graph) -> sp.csr_matrix:
+    """Uniform weights over closed neighbourhoods, ``1 / (d + 1)``, on a ``d``-regular graph.
+
+    The natural W of DPDL's experiments [spec 001, 5.3]: complete graph ``1/N``, ring ``1/3``,
+    K_{N/2,N/2} ``1/(N/2 + 1)``. Only regular graphs make these weights doubly stochastic, so
+    an irregular graph raises ``ValueError`` (use :func:`metropolis_hastings_weights`).
+    """
+    graph = _check_graph(graph)
+    _require_undirected(graph, "uniform_weights")
+    deg = graph.degree
+    if not graph.is_regular():
+        lo, hi = int(np.argmin(deg)), int(np.argmax(deg))
+        raise ValueError(
+            f"uniform_weights needs a regular graph: node {lo} has degree {deg[lo]} but node "
+            f"{hi} has degree {deg[hi]}; use metropolis_hastings_weights"
+        )
+    d = int(deg[0]) if deg.size else 0
+    return _csr((graph.adjacency + sp.identity(graph.n_nodes)) / (d + 1.0))
+
+
+def lazy_weights(w, mix: float = 0.5) -> sp.csr_matrix:
+    r"""Lazy matrix :math:`(1 - \text{mix}) I + \text{mix}\, W`.
+
+    DP-DGT's :math:`C_\gamma = (1-\gamma) I + \gamma C` and :math:`R_\phi = (1-\phi) I + \phi R`
+    [spec 003, L281-282]; ``mix = 1/2`` is the usual lazy walk. Keeps row/column stochasticity
+    and the Perron vectors; moves every eigenvalue ``lambda`` to ``1 - mix + mix lambda``.
+    """
+    if not 0.0 < mix <= 1.0:
+        raise ValueError(f"argument 'mix' must be in (0, 1], got {mix!r}")
+    w = _csr(w)
+    return _csr((1.0 - mix) * sp.identity(w.shape[0]) + mix * w)
+
+
+def row_stochastic_weights(graph: Graph) -> sp.csr_matrix:
+    r"""Row-stochastic R (pull): :math:`R_{ij} = 1 / (1 + |N^{in}_i|)` for ``j`` in
+    :math:`N^{in}_i \cup \{i\}`.
+
+    DP-DGT's R built from the digraph with self-loops and uniform weights [spec 003, 5.3]: the
+    receiver weights what it pulls, so it needs only its own in-degree.
+    """
+    graph = _check_graph(graph)
+    scale = 1.0 / (1.0 + graph.in_degree)
+    return _csr(sp.diags(scale) @ (graph.adjacency + sp.identity(graph.n_nodes)))
+
+
+def column_stochastic_weights(graph: Graph) -> sp.csr_matrix:
+    r"""Column-stochastic C (push): :math:`C_{li} = 1 / (1 + |N^{out}_i|)` for ``l`` in
+    :math:`N^{out}_i \cup \{i\}`.
+
+    DP-DGT's C [spec 003, 5.3]: the sender splits its value over itself and its out-neighbours,
+    so it needs only its own out-degree.
+    """
+    graph = _check_graph(graph)
+    scale = 1.0 / (1.0 + graph.out_degree)
+    return _csr((graph.adjacency + sp.identity(graph.n_nodes)) @ sp.diags(scale))
+
+
+def two_hub_weights(graph: Graph) -> sp.csr_matrix:
+    r"""The CGA code's weights on its two-hub "bipartite" graph (DPDL reading (b) [spec 001, 5.3]).
+
+    With :math:`a = \lfloor 100/(N-1) \rfloor / 100`: a leaf keeps ``1 - 2a`` and puts ``a`` on
+    each hub; a hub puts ``a`` on every leaf, ``0`` on the other hub, and keeps
+    ``1 - (N-2) a``. Symmetric and doubly stochastic.
+
+    Parameters
+    ----------
+    graph : Graph
+        Must be :func:`rfed.networks.two_hub_bipartite` (hubs 0 and 1).
+    """
+    graph = _check_graph(graph)
+    n = graph.n_nodes
+    if (
+        graph.directed
+        or n < 3
+        or not np.array_equal(graph.degree, np.concatenate([[n - 2, n - 2], np.full(n - 2, 2)]))
+        or graph.adjacency[0, 1] != 0
+    ):
+        raise ValueError(f"two_hub_weights needs two_hub_bipartite(n), got {graph!r}")
+    a = np.floor(100.0 / (n - 1)) / 100.0
+    w = graph.adjacency * a
+    diag = np.full(n, 1.0 - 2.0 * a)
+    diag[:2] = 1.0 - (n - 2) * a
+    return _csr(w + sp.diags(diag))
+
+
+# ---------------------------------------------------------------------- validation
+def _worst(values: np.ndarray, bad: np.ndarray) -> int:
+    idx = np.flatnonzero(bad)
+    return int(idx[np.argmax(np.abs(values[idx] - 1.0))])
+
+
+def check_nonnegative(w, name: str = "W") -> sp.csr_matrix:
+    """Return ``w`` as CSR, or raise ``ValueError`` naming the most negative entry."""
+    m = _csr(w, name)
+    if m.nnz and m.data.min() < 0:
+        coo = m.tocoo()
+        k = int(np.argmin(coo.data))
+        raise ValueError(
+            f"argument '{name}' has a negative entry: {name}[{coo.row[k]}, {coo.col[k]}] = "
+            f"{coo.data[k]:.6g} ({int(np.sum(coo.data < 0))} negative entries)"
+        )
+    return m
+
+
+def check_symmetric(w, name: str = "W", atol: float = ATOL) -> sp.csr_matrix:
+    """Return ``w`` as CSR, or raise ``ValueError`` naming the most asymmetric pair."""
+    m = _csr(w, name)
+    diff = (m - m.T).tocoo()
+    if diff.nnz and np.max(np.abs(diff.data)) > atol:
+        k = int(np.argmax(np.abs(diff.data)))
+        i, j = diff.row[k], diff.col[k]
+        raise ValueError(
+            f"argument '{name}' is not symmetric: {name}[{i}, {j}] = {m[i, j]:.6g} but "
+            f"{name}[{j}, {i}] = {m[j, i]:.6g} (tolerance {atol:g})"
+        )
+    return m
+
+
+def _check_sums(m: sp.csr_matrix, axis: int, name: str, atol: float) -> None:
+    sums = np.asarray(m.sum(axis=axis)).ravel()
+    bad = np.abs(sums - 1.0) > atol
+    if np.any(bad):
+        k = _worst(sums, bad)
+        kind = "row" if axis == 1 else "column"
+        raise ValueError(
+            f"argument '{name}' is not {kind}-stochastic: {kind} {k} sums to {float(sums[k]):.12g} "
+            f"(expected 1 within {atol:g}; {int(bad.sum())} {kind}(s) off)"
+        )
+
+
+def check_row_stochastic(w, name: str = "W", atol: float = ATOL) -> sp.csr_matrix:
+    """Return ``w`` as CSR, or raise ``ValueError``: negative entry, or the row whose sum is off."""
+    m = check_nonnegative(w, name)
+    _check_sums(m, 1, name, atol)
+    return m
+
+
+def check_column_stochastic(w, name: str = "W", atol: float = ATOL) -> sp.csr_matrix:
+    """Return ``w`` as CSR, or raise ``ValueError``: negative entry, or the column whose sum is
+    off."""
+    m = check_nonnegative(w, name)
+    _check_sums(m, 0, name, atol)
+    return m
+
+
+def check_doubly_stochastic(w, name: str = "W", atol: float = ATOL) -> sp.csr_matrix:
+    """Return ``w`` as CSR, or raise ``ValueError`` naming the offending row or column."""
+    m = check_row_stochastic(w, name, atol)
+    _check_sums(m, 0, name, atol)
+    return m
+
+
+def check_support(w, graph: Graph, name: str = "W") -> sp.csr_matrix:
+    """Raise ``ValueError`` if ``w`` has a non-zero weight off the graph's arcs and diagonal."""
+    m = _csr(w, name)
+    graph = _check_graph(graph)
+    if m.shape != (graph.n_nodes, graph.n_nodes):
+        raise ValueError(f"argument '{name}' has shape {m.shape}, graph has {graph.n_nodes} nodes")
+    allowed = graph.adjacency + sp.identity(graph.n_nodes)
+    off = m.multiply(m != 0) - m.multiply(allowed != 0)
+    off = sp.coo_matrix(off)
+    off.eliminate_zeros()
+    if off.nnz:
+        i, j = int(off.row[0]), int(off.col[0])
+        raise ValueError(
+            f"argument '{name}' puts weight {m[i, j]:.6g} on {name}[{i}, {j}] but node {i} does "
+            f"not receive from node {j} in {graph!r} ({off.nnz} such entries)"
+        )
+    return m
+
+
+# ---------------------------------------------------------------------- spectra
+def _is_symmetric(m: sp.csr_matrix, atol: float = ATOL) -> bool:
+    d = (m - m.T).tocoo()
+    return d.nnz == 0 or float(np.max(np.abs(d.data))) <= atol
+
+
+def _deflated_operator(m: sp.csr_matrix) -> spla.LinearOperator:
+    """``x -> (W - 11^T/n) x`` for a symmetric doubly stochastic W, never forming 11^T."""
+    n = m.shape[0]
+
+    def mv(x):
+        x = np.asarray(x).reshape(n, -1)
+        return (m @ x - x.mean(axis=0, keepdims=True)).squeeze()
+
+    return spla.LinearOperator((n, n), matvec=mv, matmat=mv, dtype=float)
+
+
+def _eigvals(m: sp.csr_matrix) -> np.ndarray:
+    """All eigenvalues (dense), sorted by decreasing modulus."""
+    if m.shape[0] > DENSE_LIMIT:
+        raise ValueError(
+            f"matrix of size {m.shape[0]} > {DENSE_LIMIT}: non-symmetric spectra are computed "
+            "densely; raise rfed.networks.mixing.DENSE_LIMIT if memory allows"
+        )
+    dense = m.toarray()
+    ev = np.linalg.eigvalsh(dense) if _is_symmetric(m) else np.linalg.eigvals(dense)
+    return ev[np.argsort(-np.abs(ev), kind="stable")]
+
+
+def lambda2_modulus(w) -> float:
+    r""":math:`|\lambda_2(W)|`: the second largest eigenvalue modulus of a stochastic matrix.
+
+    For symmetric doubly stochastic W this is :math:`\|W - 11^T/n\|_2 =
+    \max(|\lambda_2|, |\lambda_n|)` (computed by Lanczos on the deflated operator when
+    ``n > DENSE_LIMIT``). For a non-symmetric matrix, the second largest modulus of its
+    eigenvalues (dense).
+    """
+    m = _csr(w)
+    n = m.shape[0]
+    if n < 2:
+        return 0.0
+    if _is_symmetric(m) and n > DENSE_LIMIT:
+        check_doubly_stochastic(m)
+        val = spla.eigsh(_deflated_operator(m), k=1, which="LM", return_eigenvectors=False)
+        return float(np.abs(val[0]))
+    return float(np.abs(_eigvals(m)[1]))
+
+
+def spectral_gap(w) -> float:
+    r"""Spectral gap :math:`1 - |\lambda_2(W)|` (DO-ADP's :math:`\rho` [spec 000, Assumption 3])."""
+    return 1.0 - lambda2_modulus(w)
+
+
+def second_singular_value(w) -> float:
+    r"""Second largest singular value :math:`\sigma_2(W)`.
+
+    For doubly stochastic W the largest is 1 (vector :math:`\mathbf 1`) and
+    :math:`\sigma_2 = \|W - 11^T/n\|_2`, the per-round contraction factor of the consensus error
+    :math:`\|X - \bar X\|_F`. Equals :math:`|\lambda_2|` for symmetric W.
+    """
+    m = _csr(w)
+    n = m.shape[0]
+    if n < 2:
+        return 0.0
+    if _is_symmetric(m):
+        return lambda2_modulus(m)
+    if n > DENSE_LIMIT:
+        vals = spla.svds(m, k=2, return_singular_vectors=False)
+        return float(np.sort(vals)[0])
+    return float(scipy.linalg.svdvals(m.toarray())[1])
+
+
+def identity_gap_norm(w) -> float:
+    r""":math:`\phi = \|I - W\|_2` (DO-ADP [spec 000, L81]); in [0, 2] for symmetric stochastic
+    W."""
+    m = _csr(w)
+    d = sp.identity(m.shape[0]) - m
+    if m.shape[0] > DENSE_LIMIT and _is_symmetric(m):
+        return float(np.abs(spla.eigsh(d, k=1, which="LM", return_eigenvectors=False)[0]))
+    return float(scipy.linalg.svdvals(d.toarray())[0])
+
+
+@dataclass(frozen=True)
+class DOADPConstants:
+    """Spectral constants of DO-ADP's Theorem 2 [spec 000, Assumption 3].
+
+    Attributes
+    ----------
+    lambda_2 : float
+        :math:`|\\lambda_2(W)|`.
+    rho : float
+        Spectral gap :math:`1 - |\\lambda_2(W)|`.
+    phi : float
+        :math:`\\|I - W\\|_2`.
+    """
+
+    lambda_2: float
+    rho: float
+    phi: float
+
+
+def doadp_constants(w) -> DOADPConstants:
+    """DO-ADP's ``rho`` and ``phi`` for a symmetric doubly stochastic W (checked)."""
+    m = check_symmetric(check_doubly_stochastic(w))
+    lam = lambda2_modulus(m)
+    return DOADPConstants(lambda_2=lam, rho=1.0 - lam, phi=identity_gap_norm(m))
+
+
+@dataclass(frozen=True)
+class DPDLConstants:
+    """Constants of DPDL's Assumption 3 and Theorem 2 [spec 001, 4.1-4.2].
+
+    Attributes
+    ----------
+    rho : float
+        :math:`\\max(|\\lambda_2|, |\\lambda_N|)^2`, the smallest admissible ``rho`` in
+        Assumption 3 (so that the bound :math:`\\sqrt\\rho` is tight).
+    w_min : float
+        :math:`\\min_{i, j \\in N_i} w_{ij}` (``N_i`` includes ``i``).
+    S0 : float
+        :math:`\\sum_i \\sum_{j \\in N_i} 1 / w_{ij}^2 \\le N^2 / w_{min}^2`.
+    """
+
+    rho: float
+    w_min: float
+    S0: float
+
+
+def dpdl_constants(w) -> DPDLConstants:
+    """DPDL's ``rho``, ``w_min`` and ``S0`` for a symmetric doubly stochastic W (checked)."""
+    m = check_symmetric(check_doubly_stochastic(w))
+    if np.any(m.diagonal() <= 0):
+        i = int(np.flatnonzero(m.diagonal() <= 0)[0])
+        raise ValueError(f"DPDL needs w_ii > 0 (self in N_i by default); W[{i}, {i}] = {m[i, i]}")
+    pos = m.data[m.data > 0]
+    return DPDLConstants(
+        rho=lambda2_modulus(m) ** 2, w_min=float(pos.min()), S0=float(np.sum(1.0 / pos**2))
+    )
+
+
+def _perron(m: sp.csr_matrix, name: str) -> np.ndarray:
+    """Solve ``(M - I) v = 0``, ``1^T v = 1`` with one equation replaced by the normalization."""
+    n = m.shape[0]
+    a = (m - sp.identity(n)).tolil()
+    a[n - 1, :] = np.ones(n)
+    b = np.zeros(n)
+    b[-1] = 1.0
+    a = a.tocsc()
+    with warnings.catch_warnings():
+        # a singular system (eigenvalue 1 not simple) is reported below as a ValueError
+        warnings.simplefilter("ignore", spla.MatrixRankWarning)
+        v = spla.spsolve(a, b)
+    if not np.all(np.isfinite(v)) or np.linalg.norm(m @ v - v) > 1e-8 * max(1.0, np.abs(v).max()):
+        raise ValueError(f"{name}: the eigenvalue 1 is not simple (the graph has no spanning tree)")
+    return np.where(np.abs(v) < 1e-15, 0.0, v)
+
+
+def left_perron_vector(r) -> np.ndarray:
+    r"""Left Perron vector of a row-stochastic R: :math:`\pi_R^T R = \pi_R^T`,
+    :math:`\pi_R^T \mathbf 1 = 1` [spec 003, Lemma 4.5]. Shape ``(n,)``."""
+    m = check_row_stochastic(r, "R")
+    return _perron(_csr(m.T), "R")
+
+
+def right_perron_vector(c) -> np.ndarray:
+    r"""Right Perron vector of a column-stochastic C: :math:`C \pi_C = \pi_C`,
+    :math:`\mathbf 1^T \pi_C = 1` [spec 003, Lemma 4.5]. Shape ``(n,)``."""
+    m = check_column_stochastic(c, "C")
+    return _perron(m, "C")
+
+
+@dataclass(frozen=True)
+class PushPullConstants:
+    """Spectral constants of DP-DGT's push-pull analysis [spec 003, 1.3 and 4].
+
+    Attributes
+    ----------
+    pi_R, pi_C : ndarray, shape ``(n,)``
+        Left Perron vector of R, right Perron vector of C (each sums to one).
+    rho_R, rho_C : float
+        Spectral radii :math:`\\rho(R_\\phi - \\mathbf 1 \\pi_R^T)` and
+        :math:`\\rho(C_\\gamma - \\pi_C \\mathbf 1^T)`: the infima of the norms
+        :math:`\\sigma_R, \\sigma_C` of Lemma 4.6.
+    q_R, q_C : float
+        :math:`(1 + \\sigma^2)/2` evaluated at :math:`\\sigma = \\rho` (the limit of
+        admissible norms; any admissible :math:`q` is larger). Step decays must satisfy
+        :math:`q > q_C` [spec 003, P12-P13].
+    pi_C_dot_pi_R : float
+        :math:`\\pi_C^T \\pi_R` (enters the step-size bound of Theorem 4.9).
+    """
+
+    pi_R: np.ndarray
+    pi_C: np.ndarray
+    rho_R: float
+    rho_C: float
+    q_R: float
+    q_C: float
+    pi_C_dot_pi_R: float
+
+
+def push_pull_constants(r, c, gamma: float, phi: float) -> PushPullConstants:
+    r"""DP-DGT's constants for row-stochastic R, column-stochastic C and lazy factors gamma, phi.
+
+    :math:`R_\phi = (1-\phi) I + \phi R`, :math:`C_\gamma = (1-\gamma) I + \gamma C`
+    [spec 003, L281-282]. On the IEEE 14-bus digraph with uniform weights, gamma = 0.8 and
+    phi = 0.7 the spec reports rho_C = 0.804, rho_R = 0.853, pi_C^T pi_R = 0.0726.
+    """
+    rm = check_row_stochastic(r, "R")
+    cm = check_column_stochastic(c, "C")
+    if rm.shape != cm.shape:
+        raise ValueError(f"R has shape {rm.shape} but C has shape {cm.shape}")
+    pi_r = left_perron_vector(rm)
+    pi_c = right_perron_vector(cm)
+    n = rm.shape[0]
+    r_phi = lazy_weights(rm, phi).toarray() - np.outer(np.ones(n), pi_r)
+    c_gamma = lazy_weights(cm, gamma).toarray() - np.outer(pi_c, np.ones(n))
+    rho_r = float(np.max(np.abs(np.linalg.eigvals(r_phi))))
+    rho_c = float(np.max(np.abs(np.linalg.eigvals(c_gamma))))
+    return PushPullConstants(
+        pi_R=pi_r,
+        pi_C=pi_c,
+        rho_R=rho_r,
+        rho_C=rho_c,
+        q_R=(1.0 + rho_r**2) / 2.0,
+        q_C=(1.0 + rho_c**2) / 2.0,
+        pi_C_dot_pi_R=float(pi_c @ pi_r),
+    )
+
+
+# ---------------------------------------------------------------------- DP-DDA random gossip
+@dataclass(frozen=True)
+class GossipRound:
+    """One random gossip round.
+
+    Attributes
+    ----------
+    active : ndarray of bool, shape ``(n,)``
+        DP-DDA's :math:`\\eta_i^{(t)}`: the nodes that compute, release and mix this round.
+    weights : scipy.sparse.csr_matrix, shape ``(n, n)``
+        :math:`W^{(t)}`: symmetric, doubly stochastic, identity rows for inactive nodes.
+    pairs : ndarray of int, shape ``(n_sampled_edges, 2)``
+        The sampled edges.
+    """
+
+    active: np.ndarray
+    weights: sp.csr_matrix
+    pairs: np.ndarray
+
+
+class RandomGossip:
+    r"""Random gossip matrices :math:`W^{(t)}` of DP-DDA (node subsampling) [spec 002, 2.1 and P4].
+
+    Parameters
+    ----------
+    graph : Graph
+        Undirected supergraph (the experiments use the complete graph on 20 nodes).
+    n_active : int, optional
+        ``mode="matching"``: exactly ``n_active = n * iota`` nodes, uniformly at random, as in
+        Definition 2 (must be even).
+    n_edges : int, optional
+        ``mode="edges"``: this many distinct edges drawn uniformly from the supergraph's edges
+        ("1 or 2 edges are sampled uniformly at random", spec 002 5.3); they may share a node,
+        so the number of active nodes varies and ``iota`` is only its expectation.
+    mode : {"matching", "edges"}
+        ``"matching"`` (the spec's resolution P4): the active set is paired by a uniformly random
+        perfect matching, weight 1/2 per pair. On a non-complete supergraph the draw is repeated
+        until every pair is an edge (up to ``max_tries``), which gives a uniformly random
+        ``n_active/2``-matching of the supergraph. ``"edges"``: Metropolis-Hastings weights of the
+        sampled subgraph (degrees in the sampled graph, not the supergraph).
+    max_tries : int
+        Rejection limit of ``"matching"`` on non-complete supergraphs.
+
+    Notes
+    -----
+    A round costs O(n + n_active): only the sampled pairs carry off-diagonal weights.
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        n_active: int | None = None,
+        *,
+        n_edges: int | None = None,
+        mode: str = "matching",
+        max_tries: int = 1000,
+    ):
+        graph = _check_graph(graph)
+        _require_undirected(graph, "RandomGossip")
+        self.graph = graph
+        self.mode = mode
+        self.max_tries = int(max_tries)
+        n = graph.n_nodes
+        self._edges = graph.edges()
+        if mode == "matching":
+            if n_edges is not None:
+                raise ValueError("argument 'n_edges' is for mode='edges'; give 'n_active'")
+            ok = isinstance(n_active, (int, np.integer)) and 2 <= n_active <= n
+            if not ok or n_active % 2:
+                raise ValueError(
+                    f"argument 'n_active' must be an even int in 2..{n} (n * iota nodes paired "
+                    f"into n_active/2 edges), got {n_active!r}"
+                )
+            self.n_active = int(n_active)
+        elif mode == "edges":
+            if n_active is not None:
+                raise ValueError("argument 'n_active' is for mode='matching'; give 'n_edges'")
+            m = self._edges.shape[0]
+            if not isinstance(n_edges, (int, np.integer)) or not 1 <= n_edges <= m:
+                raise ValueError(
+                    f"argument 'n_edges' must be an int in 1..{m} (edges of the supergraph), got "
+                    f"{n_edges!r}"
+                )
+            self.n_edges = int(n_edges)
+        else:
+            raise ValueError(f"argument 'mode' must be 'matching' or 'edges', got {mode!r}")
+
+    @property
+    def iota(self) -> float:
+        """Activation probability of a node: exact for ``"matching"`` on the complete graph;
+        for ``"edges"`` on the complete graph, ``1 - P(node in none of the sampled edges)``."""
+        n = self.graph.n_nodes
+        if self.mode == "matching":
+            return self.n_active / n
+        if not self.graph.is_complete():
+            raise ValueError("iota of mode='edges' is only computed in closed form on K_n")
+        m = self._edges.shape[0]
+        avoid = m - (n - 1)  # edges not touching a given node
+        from math import comb
+
+        return 1.0 - comb(avoid, self.n_edges) / comb(m, self.n_edges)
+
+    def _weights_from_pairs(self, pairs: np.ndarray) -> sp.csr_matrix:
+        """Sparse W^(t): identity off the sampled nodes, Metropolis-Hastings block on them."""
+        n = self.graph.n_nodes
+        nodes, local = np.unique(pairs, return_inverse=True)
+        block = self._weights_from_pairs_local(local.reshape(-1, 2), nodes.size)
+        rows = np.concatenate([np.arange(n), np.repeat(nodes, nodes.size)])
+        cols = np.concatenate([np.arange(n), np.tile(nodes, nodes.size)])
+        vals = np.concatenate([np.ones(n), block.ravel()])
+        # drop the identity entry of sampled nodes (their diagonal is in the block) and zeros
+        keep = np.ones(rows.size, dtype=bool)
+        keep[nodes] = False
+        keep[n:] = vals[n:] != 0
+        rows, cols, vals = rows[keep], cols[keep], vals[keep]
+        order = np.lexsort((cols, rows))
+        indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
+        return sp.csr_matrix((vals[order], cols[order], indptr), shape=(n, n))
+
+    def _sample_pairs(self, rng: np.random.Generator) -> np.ndarray:
+        n = self.graph.n_nodes
+        if self.mode == "edges":
+            idx = rng.choice(self._edges.shape[0], size=self.n_edges, replace=False)
+            return self._edges[idx]
+        complete = self.graph.is_complete()
+        for _ in range(1 if complete else self.max_tries):
+            pairs = rng.permutation(rng.choice(n, size=self.n_active, replace=False)).reshape(-1, 2)
+            if complete or np.all(self._is_edge(pairs)):
+                return pairs
+        raise ValueError(
+            f"RandomGossip: no random {self.n_active // 2}-matching of {self.graph!r} "
+            f"found in {self.max_tries} draws; use mode='edges' or fewer active nodes"
+        )
+
+    def _is_edge(self, pairs: np.ndarray) -> np.ndarray:
+        a = self.graph.adjacency
+        return np.asarray(a[pairs[:, 0], pairs[:, 1]]).ravel() != 0
+
+    def sample(self, rng: np.random.Generator | int) -> GossipRound:
+        """Draw :math:`W^{(t)}` and the active set for one round."""
+        pairs = self._sample_pairs(as_generator(rng))
+        active = np.zeros(self.graph.n_nodes, dtype=bool)
+        active[pairs.ravel()] = True
+        return GossipRound(active=active, weights=self._weights_from_pairs(pairs), pairs=pairs)
+
+    def expected_gram(
+        self,
+        rng: np.random.Generator | int | None = None,
+        n_samples: int = 20000,
+        max_enumeration: int = 200_000,
+    ) -> np.ndarray:
+        r""":math:`E[W^{(t)T} W^{(t)}]`, dense ``(n, n)``.
+
+        * ``"matching"`` on :math:`K_n` with ``k = n_active/2`` pairs: closed form
+          :math:`I - \frac{k}{n-1}(I - 11^T/n)` [spec 002, 5.3] (each of the ``n(n-1)/2`` edges is
+          in the matching with probability ``k / C(n, 2)``, and :math:`W^T W = W` for disjoint
+          pairs of weight 1/2).
+        * ``"edges"`` with at most ``max_enumeration`` edge subsets: exact, by enumerating every
+          subset (each is equally likely).
+        * Otherwise a Monte Carlo average over ``n_samples`` draws (needs ``rng``). Its noise biases
+          :func:`dda_beta` upwards (by about 1e-3 at 80,000 draws on K_20).
+        """
+        n = self.graph.n_nodes
+        if self.mode == "matching" and self.graph.is_complete():
+            k = self.n_active // 2
+            return np.eye(n) - (k / (n - 1.0)) * (np.eye(n) - np.full((n, n), 1.0 / n))
+        if self.mode == "edges":
+            from itertools import combinations
+            from math import comb
+
+            m = self._edges.shape[0]
+            if comb(m, self.n_edges) <= max_enumeration:
+                acc = np.zeros((n, n))
+                for subset in combinations(range(m), self.n_edges):
+                    pairs = self._edges[list(subset)]
+                    nodes, local = np.unique(pairs, return_inverse=True)
+                    # W differs from I only on the sampled nodes: accumulate that block
+                    wb = self._weights_from_pairs_local(local.reshape(-1, 2), nodes.size)
+                    acc[np.ix_(nodes, nodes)] += wb.T @ wb - np.eye(nodes.size)
+                return np.eye(n) + acc / comb(m, self.n_edges)
+        if rng is None:
+            raise ValueError(
+                "argument 'rng' is needed: E[W^T W] has no closed form here and is estimated by "
+                "Monte Carlo"
+            )
+        rng = as_generator(rng)
+        acc = np.zeros((n, n))
+        for _ in range(int(n_samples)):
+            pairs = self._sample_pairs(rng)
+            nodes, local = np.unique(pairs, return_inverse=True)
+            wb = self._weights_from_pairs_local(local.reshape(-1, 2), nodes.size)
+            acc[np.ix_(nodes, nodes)] += wb.T @ wb - np.eye(nodes.size)
+        return np.eye(n) + acc / n_samples
+
+    @staticmethod
+    def _weights_from_pairs_local(pairs: np.ndarray, size: int) -> np.ndarray:
+        """Dense Metropolis-Hastings weights of the sampled graph on ``size`` nodes."""
+        deg = np.bincount(pairs.ravel(), minlength=size)
+        w = np.zeros((size, size))
+        val = 1.0 / (1.0 + np.maximum(deg[pairs[:, 0]], deg[pairs[:, 1]]))
+        w[pairs[:, 0], pairs[:, 1]] = val
+        w[pairs[:, 1], pairs[:, 0]] = val
+        w[np.diag_indices(size)] = 1.0 - w.sum(axis=1)
+        return w
+
+    def beta(self, rng: np.random.Generator | int | None = None, n_samples: int = 20000) -> float:
+        """DP-DDA's mixing constant (4): ``sqrt(rho(E[W^T W] - 11^T/n))`` (see :func:`dda_beta`).
+
+        Closed form ``sqrt(1 - k/(n-1))`` for ``"matching"`` on ``K_n`` (k = n_active/2 pairs);
+        exact enumeration for small ``"edges"`` cases; otherwise estimated from ``n_samples``
+        draws (see :meth:`expected_gram`).
+        """
+        return dda_beta(self.expected_gram(rng, n_samples))
+
+
+def dda_beta(expected_gram: np.ndarray) -> float:
+    r"""DP-DDA's :math:`\beta = \sqrt{\rho(E[W^T W] - 11^T/n)}` [spec 002, Assumption 2 (4)].
+
+    Parameters
+    ----------
+    expected_gram : array, shape ``(n, n)``
+        :math:`E[W^{(t)T} W^{(t)}]` (symmetric).
+    """
+    g = np.asarray(expected_gram, dtype=float)
+    if g.ndim != 2 or g.shape[0] != g.shape[1]:
+        raise ValueError(f"argument 'expected_gram' must be square, got shape {g.shape}")
+    n = g.shape[0]
+    ev = np.linalg.eigvalsh((g + g.T) / 2.0 - np.full((n, n), 1.0 / n))
+    return float(np.sqrt(max(np.max(np.abs(ev)), 0.0)))

@@ -1,0 +1,137 @@
+"""A :class:`Network`: a graph, its (validated) mixing matrix and a communicator in one object."""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.sparse as sp
+
+from rfed.manifolds.base import Manifold
+from rfed.networks.comm import Communicator, InProcessCommunicator, NeighborValues
+from rfed.networks.gossip import consensus_direction, mix_tangent, riemannian_gossip
+from rfed.networks.graphs import Graph
+from rfed.networks.mixing import (
+    check_column_stochastic,
+    check_doubly_stochastic,
+    check_row_stochastic,
+    check_support,
+    check_symmetric,
+    metropolis_hastings_weights,
+)
+
+__all__ = ["Network"]
+
+_CHECKS = {
+    "doubly": check_doubly_stochastic,
+    "symmetric_doubly": lambda w, name: check_symmetric(check_doubly_stochastic(w, name), name),
+    "row": check_row_stochastic,
+    "column": check_column_stochastic,
+}
+
+
+class Network:
+    """Graph + mixing matrix + communicator: what a decentralized algorithm talks to.
+
+    Parameters
+    ----------
+    graph : Graph
+        Must be connected (strongly connected if directed) unless ``require_connected=False``.
+    weights : sparse or dense matrix, optional
+        Mixing matrix supported on the graph's arcs and the diagonal. Default: Metropolis-Hastings
+        weights (undirected graphs only).
+    stochastic : {"doubly", "symmetric_doubly", "row", "column", None}
+        Property ``weights`` must have (checked; the error names the offending row/column).
+        Default ``"doubly"`` for undirected graphs; directed graphs need an explicit choice.
+    communicator : Communicator, optional
+        Default: a new :class:`InProcessCommunicator`.
+    require_connected : bool
+
+    Examples
+    --------
+    >>> import numpy as np
+    >>> from rfed.networks import Network, circulant
+    >>> net = Network(circulant(20, 3))
+    >>> y = net.mix(np.ones((20, 5)))   # every agent averages its neighbours
+    """
+
+    def __init__(
+        self,
+        graph: Graph,
+        weights=None,
+        *,
+        stochastic: str | None = "auto",
+        communicator: Communicator | None = None,
+        require_connected: bool = True,
+    ):
+        if not isinstance(graph, Graph):
+            raise TypeError(f"argument 'graph' must be a Graph, got {type(graph).__name__}")
+        if require_connected:
+            graph.check_connected()
+        if stochastic == "auto":
+            if graph.directed:
+                raise ValueError(
+                    "argument 'stochastic' must be given for a directed graph: 'row' (pull, R) "
+                    "or 'column' (push, C)"
+                )
+            stochastic = "doubly"
+        if weights is None:
+            weights = metropolis_hastings_weights(graph)
+        w = check_support(weights, graph, "weights")
+        if stochastic is not None:
+            if stochastic not in _CHECKS:
+                raise ValueError(
+                    f"argument 'stochastic' must be one of {sorted(_CHECKS)} or None, got "
+                    f"{stochastic!r}"
+                )
+            w = _CHECKS[stochastic](w, "weights")
+        if communicator is None:
+            communicator = InProcessCommunicator(graph.n_nodes)
+        elif communicator.n_agents != graph.n_nodes:
+            raise ValueError(
+                f"argument 'communicator' serves {communicator.n_agents} agents, graph has "
+                f"{graph.n_nodes} nodes"
+            )
+        self.graph = graph
+        self.weights: sp.csr_matrix = sp.csr_matrix(w)
+        self.comm = communicator
+
+    @property
+    def n_agents(self) -> int:
+        return self.graph.n_nodes
+
+    @property
+    def stats(self):
+        """The communicator's :class:`~rfed.networks.comm.CommStats`."""
+        return self.comm.stats
+
+    def mix(self, values: np.ndarray, **kwargs) -> np.ndarray:
+        """``W @ values`` through the communicator (see :meth:`Communicator.mix`)."""
+        return self.comm.mix(self.weights, values, **kwargs)
+
+    def gather_from_neighbors(self, values: np.ndarray, **kwargs) -> NeighborValues:
+        """In-neighbours' values, one row per arc (:meth:`Communicator.gather_from_neighbors`)."""
+        return self.comm.gather_from_neighbors(self.weights, values, **kwargs)
+
+    def send_along_arcs(self, arc_values: np.ndarray, **kwargs) -> NeighborValues:
+        """One distinct value per arc (:meth:`Communicator.send_along_arcs`)."""
+        return self.comm.send_along_arcs(self.weights, arc_values, **kwargs)
+
+    def publish(self, copies: np.ndarray, delta: np.ndarray, **kwargs) -> np.ndarray:
+        """Update public copies (see :meth:`Communicator.publish`)."""
+        return self.comm.publish(self.weights, copies, delta, **kwargs)
+
+    def gossip(self, manifold: Manifold, points: np.ndarray, gamma: float = 1.0, **kwargs):
+        """One Riemannian consensus step (see :func:`rfed.networks.riemannian_gossip`)."""
+        return riemannian_gossip(manifold, points, self.weights, gamma, comm=self.comm, **kwargs)
+
+    def consensus_direction(self, manifold: Manifold, points, base=None, **kwargs):
+        """``sum_j w_ij Log_{base_i}(points_j)`` (see :func:`rfed.networks.consensus_direction`)."""
+        return consensus_direction(manifold, self.weights, points, base, comm=self.comm, **kwargs)
+
+    def mix_tangent(self, manifold: Manifold, base_from, tangents, base_to, **kwargs):
+        """Transport-then-mix of tangent vectors (see :func:`rfed.networks.mix_tangent`)."""
+        return mix_tangent(
+            manifold, self.weights, base_from, tangents, base_to, comm=self.comm, **kwargs
+        )
+
+    def __repr__(self) -> str:
+        return f"Network({self.graph!r}, nnz(W)={self.weights.nnz})"

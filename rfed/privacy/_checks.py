@@ -1,0 +1,95 @@
+"""Argument validation shared by the privacy modules (every message names the argument)."""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+
+def _as_float(value: Any, name: str) -> float:
+    if isinstance(value, bool):
+        raise TypeError(f"argument '{name}' must be a real number, got bool")
+    try:
+        out = float(value)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"argument '{name}' must be a real number, got {type(value).__name__}"
+        ) from None
+    if math.isnan(out):
+        raise ValueError(f"argument '{name}' must be a number, got NaN")
+    return out
+
+
+def check_epsilon(value: Any, name: str = "epsilon") -> float:
+    """A privacy budget: finite and > 0."""
+    eps = _as_float(value, name)
+    if not (eps > 0 and math.isfinite(eps)):
+        raise ValueError(f"argument '{name}' must be a finite epsilon > 0, got {value!r}")
+    return eps
+
+
+def check_delta(value: Any, name: str = "delta") -> float:
+    """A failure probability in the open interval (0, 1)."""
+    d = _as_float(value, name)
+    if not 0.0 < d < 1.0:
+        raise ValueError(f"argument '{name}' must lie in the open interval (0, 1), got {value!r}")
+    return d
+
+
+def check_rate(value: Any, name: str = "sampling_rate") -> float:
+    """A sampling probability in (0, 1]."""
+    r = _as_float(value, name)
+    if not 0.0 < r <= 1.0:
+        raise ValueError(f"argument '{name}' must lie in (0, 1], got {value!r}")
+    return r
+
+
+def check_nonneg(value: Any, name: str) -> float:
+    """A finite non-negative scalar (noise scale, sensitivity, ...)."""
+    v = _as_float(value, name)
+    if not (v >= 0 and math.isfinite(v)):
+        raise ValueError(f"argument '{name}' must be finite and >= 0, got {value!r}")
+    return v
+
+
+def check_positive(value: Any, name: str) -> float:
+    """A finite positive scalar."""
+    v = _as_float(value, name)
+    if not (v > 0 and math.isfinite(v)):
+        raise ValueError(f"argument '{name}' must be finite and > 0, got {value!r}")
+    return v
+
+
+def check_int(value: Any, name: str, minimum: int = 1) -> int:
+    """An integer >= ``minimum`` (numpy integers and integral floats are accepted)."""
+    if isinstance(value, bool):
+        raise TypeError(f"argument '{name}' must be an integer, got bool")
+    if isinstance(value, (int, np.integer)):
+        out = int(value)
+    elif isinstance(value, (float, np.floating)) and float(value).is_integer():
+        out = int(value)
+    else:
+        raise TypeError(f"argument '{name}' must be an integer, got {value!r}")
+    if out < minimum:
+        raise ValueError(f"argument '{name}' must be an integer >= {minimum}, got {value!r}")
+    return out
+
+
+def check_choice(value: Any, name: str, choices: tuple[str, ...]) -> str:
+    """One of a fixed set of strings."""
+    if value not in choices:
+        raise ValueError(f"argument '{name}' must be one of {choices}, got {value!r}")
+    return str(value)
+
+
+def check_nonneg_array(value: Any, name: str) -> np.ndarray:
+    """A finite, non-negative float array (per-coordinate or per-agent scales)."""
+    try:
+        arr = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"argument '{name}' must be a numeric scalar or array") from None
+    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+        raise ValueError(f"argument '{name}' must be finite and >= 0 everywhere")
+    return arr

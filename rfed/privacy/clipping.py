@@ -1,0 +1,96 @@
+"""Clipping: bound each sample's contribution before noise is added.
+
+* :func:`clip_by_norm` is the clipping of PriRFed (Alg. 2 line 4, specs/004_prirfed.md section
+  1.4) and DPDL (eq. 9): ``clip_tau(v) = min(1, tau / ||v||_x) v`` with the **Riemannian** norm at
+  the point where ``v`` lives, and ``clip_tau(0) = 0``.
+* :func:`clip_coordinates` clamps every coordinate to ``[-bound, bound]``, which is what DO-ADP's
+  Assumption 2 (``|g_j| <= G / sqrt(d)``) needs for its ``sqrt(k/d)`` sensitivity (spec
+  000_doadp.md, pitfall P2): L2 clipping does not bound the selected coordinates that way.
+
+Floating point: a clipped vector has norm ``bound`` up to rounding (a relative 1e-15 or so).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rfed.manifolds.base import Manifold
+from rfed.privacy._checks import check_nonneg_array
+from rfed.privacy._tangent import as_array, expand_batch, scale
+
+__all__ = ["clip_by_norm", "clip_coordinates", "clip_factors"]
+
+
+def clip_factors(norms: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
+    """The factors ``min(1, bound / norm)`` (1 where the norm is 0), broadcast."""
+    norms = np.asarray(norms, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        factor = np.where(norms > bound, bound / np.where(norms > 0, norms, 1.0), 1.0)
+    return factor
+
+
+def clip_by_norm(
+    manifold: Manifold, x: np.ndarray, g: np.ndarray, bound: float | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    r"""Per-sample clipping of tangent vectors by their Riemannian norm.
+
+    ``clip(g) = min(1, bound / ||g||_x) g``.
+
+    Parameters
+    ----------
+    manifold : Manifold
+    x : array, shape ``(*batch, *point_shape)`` (a tuple of blocks for a ``Product``)
+        Base points (e.g. one per agent).
+    g : array, shape ``(*batch, n_samples, *point_shape)`` (a tuple of such for a ``Product``)
+        Tangent vectors at ``x``: sample axis ``n_samples`` right after the batch axes of ``x``.
+        ``x`` is broadcast against ``g`` by inserting that sample axis, so ``x`` of shape
+        ``(n_agents, d+1)`` pairs with ``g`` of shape ``(n_agents, n_samples, d+1)``.
+    bound : float or array
+        Clipping level ``tau >= 0``; an array must broadcast against ``(*batch, n_samples)``
+        (pass ``tau[:, None]`` for one level per agent).
+
+    Returns
+    -------
+    clipped : array, shape of ``g``
+        Each vector with norm at most ``bound``, same direction.
+    n_clipped : int array, shape ``(*batch,)``
+        How many samples were shortened, per batch element (``n_clipped.sum()`` for the total).
+    """
+    bound = check_nonneg_array(bound, "bound")
+    g = as_array(manifold, g, "g", extra_axes=1)
+    x = as_array(manifold, x, "x")
+    norms = manifold.norm(expand_batch(manifold, x, -1), g)
+    factor = clip_factors(norms, bound)
+    clipped = scale(manifold, g, factor)
+    n_clipped = np.sum(factor < 1.0, axis=-1)
+    return clipped, n_clipped
+
+
+def clip_coordinates(
+    v: np.ndarray, bound: float | np.ndarray, ndim: int = 1
+) -> tuple[np.ndarray, np.ndarray]:
+    """Per-coordinate clipping: clamp each coordinate to ``[-bound, bound]``.
+
+    Parameters
+    ----------
+    v : array, shape ``(*batch, *vector_shape)``
+        The last ``ndim`` axes form one vector.
+    bound : float or array
+        ``>= 0``; scalar or per-coordinate, broadcastable to ``v`` (DO-ADP: ``G / sqrt(d)``).
+    ndim : int
+        Number of trailing axes that make up one vector.
+
+    Returns
+    -------
+    clipped : array, shape of ``v``
+    n_clipped : int array, shape ``(*batch,)``
+        Number of clamped coordinates in each vector.
+    """
+    bound = check_nonneg_array(bound, "bound")
+    v = np.asarray(v, dtype=float)
+    if not isinstance(ndim, (int, np.integer)) or not 0 <= ndim <= v.ndim:
+        raise ValueError(f"argument 'ndim' must be an int in [0, v.ndim={v.ndim}], got {ndim!r}")
+    clipped = np.clip(v, -bound, bound)
+    changed = clipped != v
+    n_clipped = np.sum(changed, axis=tuple(range(v.ndim - ndim, v.ndim))) if ndim else changed
+    return clipped, n_clipped.astype(int)

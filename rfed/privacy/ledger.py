@@ -1,0 +1,516 @@
+"""A privacy ledger: what each agent spent, in which round, and the (epsilon, delta) it adds up to.
+
+An algorithm calls :meth:`PrivacyLedger.record` as it runs (once per round or per step, for all
+agents at once); the ledger aggregates identical events into counts, so recording is cheap, and
+answers ``epsilon(delta)`` per agent and overall at any time, with the certified accountant of
+:mod:`rfed.privacy.accountants`.
+
+* **Per agent**: the events that touched the agent's own records, composed adaptively.
+* **Overall**: the maximum over agents. Agents hold disjoint data and every recorded event is
+  attributed to the agent whose records it reads, so a change of one record changes only that
+  agent's events (parallel composition).
+* **Subsampling of agents** (PriRFed's server sampling, DO-ADP's activation, DP-DDA's node
+  sampling) is recorded as it happened: an agent is charged for the rounds it took part in and
+  nothing else. This treats the selection as public and claims no amplification from it (the
+  papers' closed forms do claim it and can be stored beside the certified value with
+  :meth:`PrivacyLedger.add_paper_bound`).
+
+Example
+-------
+>>> import numpy as np
+>>> led = PrivacyLedger(n_agents=4, method="rdp", neighboring="replace_one")
+>>> for t in range(10):
+...     led.record(t, agents=np.array([t % 4]), sigma=2.0, sensitivity=0.1,
+...                sampling="without_replacement", dataset_size=70, sample_size=35, count=5)
+>>> print(led.report(1e-5))  # doctest: +SKIP
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+
+from rfed.privacy._checks import check_choice, check_delta, check_epsilon, check_int
+from rfed.privacy.accountants import (
+    DEFAULT_PLD_DISCRETIZATION,
+    METHODS,
+    NEIGHBORING,
+    EventSpec,
+    assumptions_text,
+    compose_delta,
+    compose_epsilon,
+)
+
+__all__ = ["PrivacyLedger"]
+
+
+class PrivacyLedger:
+    """Record privacy events per agent and round; report (epsilon, delta) per agent and overall.
+
+    Parameters
+    ----------
+    n_agents : int
+        Agents are ids ``0 .. n_agents-1``.
+    method : {'rdp', 'pld'}
+        Certified accountant (dp-accounting).
+    neighboring : {'replace_one', 'add_remove_one'}
+        The relation the sensitivities and noise multipliers refer to. ``'replace_one'`` (the
+        default) is the papers' adjacency and the one sampling without replacement needs.
+    pld_discretization : float
+        PLD value discretization interval.
+    keep_history : bool
+        Keep a run-length encoded history ``(first_round, last_round, event, agents, count)``;
+        consecutive identical records extend one entry.
+    description : str
+        Free text printed in the report (e.g. the algorithm and its configuration).
+    """
+
+    def __init__(
+        self,
+        n_agents: int,
+        method: str = "rdp",
+        neighboring: str = "replace_one",
+        *,
+        pld_discretization: float = DEFAULT_PLD_DISCRETIZATION,
+        keep_history: bool = True,
+        description: str = "",
+    ):
+        self.n_agents = check_int(n_agents, "n_agents")
+        self.method = check_choice(method, "method", METHODS)
+        self.neighboring = check_choice(neighboring, "neighboring", NEIGHBORING)
+        self.pld_discretization = float(pld_discretization)
+        self.keep_history = bool(keep_history)
+        self.description = str(description)
+        self._specs: list[EventSpec] = []
+        self._index: dict[EventSpec, int] = {}
+        self._counts = np.zeros((0, self.n_agents), dtype=np.int64)
+        self._rounds = np.zeros(self.n_agents, dtype=np.int64)
+        self._last_round = np.full(self.n_agents, np.iinfo(np.int64).min, dtype=np.int64)
+        self._first_round: int | None = None
+        self._max_round: int | None = None
+        self._history: list[dict[str, Any]] = []
+        self._paper: list[dict[str, Any]] = []
+        self._cache: dict[tuple, float] = {}
+
+    # ------------------------------------------------------------------ recording
+    def _agent_ids(self, agents) -> np.ndarray:
+        if agents is None:
+            return np.arange(self.n_agents)
+        a = np.asarray(agents)
+        if a.dtype == bool:
+            if a.shape != (self.n_agents,):
+                raise ValueError(
+                    f"argument 'agents' as a mask must have shape ({self.n_agents},), got {a.shape}"
+                )
+            return np.flatnonzero(a)
+        if not np.issubdtype(a.dtype, np.integer):
+            raise TypeError("argument 'agents' must be an int, an int array, a bool mask or None")
+        a = a.reshape(-1)
+        if a.size and (a.min() < 0 or a.max() >= self.n_agents):
+            raise ValueError(
+                f"argument 'agents' must hold ids in [0, {self.n_agents}), got min {a.min()} "
+                f"max {a.max()}"
+            )
+        return a
+
+    def _key(self, spec: EventSpec) -> int:
+        idx = self._index.get(spec)
+        if idx is None:
+            spec.check_supported(self.method, self.neighboring)
+            idx = len(self._specs)
+            self._specs.append(spec)
+            self._index[spec] = idx
+            self._counts = np.vstack([self._counts, np.zeros((1, self.n_agents), np.int64)])
+        return idx
+
+    def record(
+        self,
+        round: int,
+        agents: int | np.ndarray | None = None,
+        mechanism: str = "gaussian",
+        *,
+        noise_multiplier: float | np.ndarray | None = None,
+        sigma: float | np.ndarray | None = None,
+        sensitivity: float | np.ndarray | None = None,
+        sampling: str = "none",
+        sampling_rate: float | np.ndarray = 1.0,
+        dataset_size: int | np.ndarray | None = None,
+        sample_size: int | np.ndarray | None = None,
+        count: int = 1,
+    ) -> None:
+        """Charge ``count`` invocations of one mechanism to each of ``agents`` in ``round``.
+
+        Parameters
+        ----------
+        round : int
+            Round (or iteration) index, >= 0.
+        agents : int, int array, bool mask of shape ``(n_agents,)``, or None
+            The agents whose records the mechanism read (None: all agents).
+        mechanism : {'gaussian', 'laplace'}
+        noise_multiplier : float or array, optional
+            Noise std (Laplace: scale) over the sensitivity under the ledger's relation.
+            Give either this or ``sigma`` and ``sensitivity``.
+        sigma, sensitivity : float or array, optional
+            Noise std (Laplace scale) and L2 (Laplace: L1) sensitivity; e.g. a mean of ``b``
+            samples clipped to ``tau`` has sensitivity ``2 tau / b`` under replace-one
+            (:func:`rfed.privacy.accountants.clipped_mean_sensitivity`).
+        sampling : {'none', 'poisson', 'without_replacement'}
+            How the records fed to the mechanism were sampled from the agent's data.
+        sampling_rate : float or array
+        dataset_size, sample_size : int or array, optional
+            For ``'without_replacement'``: the agent's data size and the batch size.
+        count : int
+            Number of invocations in this round (e.g. local steps).
+
+        Arrays are per agent (aligned with ``agents``); agents with identical parameters share
+        one aggregated counter.
+        """
+        rnd = check_int(round, "round", minimum=0)
+        count = check_int(count, "count", minimum=0)
+        ids = self._agent_ids(agents)
+        if noise_multiplier is not None:
+            if sigma is not None or sensitivity is not None:
+                raise ValueError(
+                    "give either 'noise_multiplier' or 'sigma' and 'sensitivity', not both"
+                )
+            nm = np.asarray(noise_multiplier, dtype=float)
+        else:
+            if sigma is None or sensitivity is None:
+                raise ValueError(
+                    "argument 'noise_multiplier' (or both 'sigma' and 'sensitivity') is required"
+                )
+            sig = np.asarray(sigma, dtype=float)
+            sens = np.asarray(sensitivity, dtype=float)
+            if np.any(sig < 0) or not np.all(np.isfinite(sig)):
+                raise ValueError("argument 'sigma' must be finite and >= 0")
+            if np.any(sens <= 0) or not np.all(np.isfinite(sens)):
+                raise ValueError("argument 'sensitivity' must be finite and > 0")
+            nm = sig / sens
+        n = ids.size
+        cols = [
+            np.broadcast_to(np.asarray(v, dtype=float), (n,))
+            for v in (
+                nm,
+                sampling_rate,
+                -1.0 if dataset_size is None else dataset_size,
+                -1.0 if sample_size is None else sample_size,
+            )
+        ]
+        if all(np.ndim(v) == 0 for v in (nm, sampling_rate, dataset_size, sample_size)):
+            # common case: one event for every agent of the call, no grouping needed
+            combos = np.array([[c[0] for c in cols]]) if n else np.zeros((0, 4))
+            inverse = np.zeros(n, dtype=int)
+        else:
+            table = np.stack(cols, axis=1) if n else np.zeros((0, 4))
+            combos, inverse = np.unique(table, axis=0, return_inverse=True)
+            inverse = np.asarray(inverse).reshape(-1)
+        for c, (nm_c, rate_c, n_c, m_c) in enumerate(combos):
+            spec = EventSpec.make(
+                mechanism,
+                nm_c,
+                sampling,
+                rate_c,
+                None if n_c < 0 else int(n_c),
+                None if m_c < 0 else int(m_c),
+            )
+            idx = self._key(spec)
+            members = ids[inverse == c]
+            if count:
+                np.add.at(self._counts[idx], members, count)
+            if self.keep_history:
+                self._append_history(rnd, idx, members, agents is None, count)
+        if n:
+            uniq = np.unique(ids)
+            new = self._last_round[uniq] != rnd
+            self._rounds[uniq[new]] += 1
+            self._last_round[uniq] = rnd
+        self._first_round = rnd if self._first_round is None else min(self._first_round, rnd)
+        self._max_round = rnd if self._max_round is None else max(self._max_round, rnd)
+        self._cache.clear()
+
+    def _append_history(self, rnd, idx, members, all_agents, count):
+        agents_repr: str | list[int] = "all" if all_agents else sorted(int(a) for a in members)
+        if self._history:
+            last = self._history[-1]
+            if (
+                last["event"] == idx
+                and last["agents"] == agents_repr
+                and last["count"] == count
+                and last["last_round"] + 1 == rnd
+            ):
+                last["last_round"] = rnd
+                return
+        self._history.append(
+            {
+                "first_round": rnd,
+                "last_round": rnd,
+                "event": idx,
+                "agents": agents_repr,
+                "count": count,
+            }
+        )
+
+    def add_paper_bound(
+        self,
+        name: str,
+        epsilon: float,
+        delta: float,
+        source: str,
+        agent: int | None = None,
+        note: str = "",
+    ) -> None:
+        """Store a paper's closed-form (epsilon, delta) to print beside the certified value.
+
+        Parameters
+        ----------
+        name : str
+            E.g. ``'PriRFed Thm 4.2'``.
+        epsilon, delta : float
+            The closed form's values (``delta`` may be 0 for pure DP, or vacuous: say so in
+            ``note``).
+        source : str
+            Theorem / equation and spec section.
+        agent : int, optional
+            Agent the bound is for (None: the whole run).
+        note : str
+            Caveats (violated hypotheses, heuristic constants...).
+        """
+        self._paper.append(
+            {
+                "name": str(name),
+                "epsilon": float(epsilon),
+                "delta": float(delta),
+                "source": str(source),
+                "agent": None if agent is None else int(agent),
+                "note": str(note),
+            }
+        )
+
+    # ------------------------------------------------------------------ queries
+    def _events_of_column(self, column: np.ndarray) -> list[tuple[EventSpec, int]]:
+        return [(self._specs[i], int(c)) for i, c in enumerate(column) if c]
+
+    def _per_agent(self, value_fn, arg: float, kind: str) -> np.ndarray:
+        out = np.zeros(self.n_agents)
+        if not self._specs:
+            return out
+        cols, inverse = np.unique(self._counts.T, axis=0, return_inverse=True)
+        inverse = np.asarray(inverse).reshape(-1)
+        vals = np.empty(len(cols))
+        for u, col in enumerate(cols):
+            key = (kind, arg, col.tobytes(), len(self._specs))
+            if key not in self._cache:
+                self._cache[key] = value_fn(self._events_of_column(col), arg)
+            vals[u] = self._cache[key]
+        return vals[inverse]
+
+    def epsilons(self, delta: float) -> np.ndarray:
+        """Epsilon of every agent at ``delta``, shape ``(n_agents,)``."""
+        delta = check_delta(delta)
+        return self._per_agent(
+            lambda ev, d: compose_epsilon(
+                ev, d, self.method, self.neighboring, pld_discretization=self.pld_discretization
+            ),
+            delta,
+            "eps",
+        )
+
+    def epsilon(self, delta: float, agent: int | None = None) -> float:
+        """Epsilon at ``delta`` of one agent, or overall (max over agents) if ``agent`` is None."""
+        eps = self.epsilons(delta)
+        if agent is None:
+            return float(eps.max())
+        return float(eps[self._agent_ids(np.asarray([agent]))[0]])
+
+    def deltas(self, epsilon: float) -> np.ndarray:
+        """Delta of every agent at ``epsilon``, shape ``(n_agents,)``."""
+        epsilon = check_epsilon(epsilon)
+        return self._per_agent(
+            lambda ev, e: compose_delta(
+                ev, e, self.method, self.neighboring, pld_discretization=self.pld_discretization
+            ),
+            epsilon,
+            "delta",
+        )
+
+    def delta(self, epsilon: float, agent: int | None = None) -> float:
+        """Delta at ``epsilon`` of one agent, or overall (max over agents)."""
+        d = self.deltas(epsilon)
+        if agent is None:
+            return float(d.max())
+        return float(d[self._agent_ids(np.asarray([agent]))[0]])
+
+    @property
+    def rounds_participated(self) -> np.ndarray:
+        """Number of distinct rounds each agent was charged in, shape ``(n_agents,)``."""
+        return self._rounds.copy()
+
+    def spent(self, agent: int) -> list[tuple[EventSpec, int]]:
+        """The events charged to ``agent`` with their counts."""
+        a = self._agent_ids(np.asarray([agent]))[0]
+        return self._events_of_column(self._counts[:, a])
+
+    @property
+    def history(self) -> list[dict[str, Any]]:
+        """Run-length encoded records (event given as its description)."""
+        return [dict(h, event=self._specs[h["event"]].describe()) for h in self._history]
+
+    def describe(self) -> str:
+        """The accountant and its assumptions, plus the ledger's composition rule."""
+        return (
+            assumptions_text(self.method, self.neighboring, self.pld_discretization)
+            + " Per agent: events that read the agent's records. Overall: max over agents "
+            "(disjoint data, parallel composition). Agent selection is treated as public: no "
+            "amplification by agent subsampling is claimed."
+        )
+
+    def report(self, delta: float, max_rows: int = 20) -> str:
+        """A plain-text table: accountant, assumptions, events, per-agent and overall epsilon.
+
+        Paper closed forms stored with :meth:`add_paper_bound` are listed beside the certified
+        value. Agents are listed one per row up to ``max_rows``; beyond that, a summary.
+        """
+        delta = check_delta(delta)
+        eps = self.epsilons(delta)
+        lines = ["Privacy report"]
+        if self.description:
+            lines.append(f"run: {self.description}")
+        lines.append(f"accountant: {self.describe()}")
+        if self._max_round is None:
+            lines.append("nothing recorded yet: epsilon = 0")
+        else:
+            lines.append(
+                f"rounds recorded: {self._first_round}..{self._max_round}; agents: {self.n_agents}"
+            )
+        lines.append(
+            f"overall (certified, {self.method.upper()}, {self.neighboring}): "
+            f"epsilon = {eps.max():.6g} at delta = {delta:g} (max over agents)"
+        )
+        if self._specs:
+            lines.append("events (count per agent: min / max / total):")
+            for i, spec in enumerate(self._specs):
+                c = self._counts[i]
+                lines.append(
+                    f"  {spec.describe():<48} {c.min():>8d} / {c.max():>8d} / {c.sum():>10d}"
+                )
+        if self.n_agents <= max_rows:
+            lines.append(f"{'agent':>6} {'rounds':>8} {'epsilon':>12}")
+            for a in range(self.n_agents):
+                lines.append(f"{a:>6d} {self._rounds[a]:>8d} {eps[a]:>12.6g}")
+        else:
+            order = np.argsort(eps)
+            lines.append(
+                f"per-agent epsilon: min {eps[order[0]]:.6g} (agent {order[0]}), median "
+                f"{np.median(eps):.6g}, max {eps[order[-1]]:.6g} (agent {order[-1]})"
+            )
+        if self._paper:
+            lines.append("paper closed forms (as supplied by the algorithm; not certified here):")
+            for p in self._paper:
+                who = "run" if p["agent"] is None else f"agent {p['agent']}"
+                certified = eps.max() if p["agent"] is None else eps[p["agent"]]
+                note = f"  [{p['note']}]" if p["note"] else ""
+                lines.append(
+                    f"  {p['name']} ({p['source']}), {who}: epsilon = {p['epsilon']:.6g}, "
+                    f"delta = {p['delta']:.3g}  | certified: epsilon = {certified:.6g} at delta "
+                    f"= {delta:g}{note}"
+                )
+        return "\n".join(lines)
+
+    def report_dict(self, delta: float) -> dict[str, Any]:
+        """The report as a JSON-serializable dict (to save beside a run's results).
+
+        Keys: ``delta``, ``epsilon`` (overall), ``epsilon_per_agent``, ``rounds_participated``,
+        ``method``, ``neighboring``, ``accountant`` (the assumptions text), ``events`` (each
+        event with its per-agent count min / max / total) and ``paper_bounds`` (as stored by
+        :meth:`add_paper_bound`).
+        """
+        delta = check_delta(delta)
+        eps = self.epsilons(delta)
+        return {
+            "delta": delta,
+            "epsilon": float(eps.max()),
+            "epsilon_per_agent": [float(e) for e in eps],
+            "rounds_participated": self._rounds.tolist(),
+            "method": self.method,
+            "neighboring": self.neighboring,
+            "accountant": self.describe(),
+            "events": [
+                {
+                    "event": spec.describe(),
+                    "count_min": int(self._counts[i].min()),
+                    "count_max": int(self._counts[i].max()),
+                    "count_total": int(self._counts[i].sum()),
+                }
+                for i, spec in enumerate(self._specs)
+            ],
+            "paper_bounds": [dict(p) for p in self._paper],
+        }
+
+    def __str__(self) -> str:
+        return self.describe()
+
+    def __repr__(self) -> str:
+        return (
+            f"PrivacyLedger(n_agents={self.n_agents}, method={self.method!r}, "
+            f"neighboring={self.neighboring!r}, events={len(self._specs)})"
+        )
+
+    # ------------------------------------------------------------------ persistence
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-serializable state (``json.dumps(ledger.to_dict())`` works)."""
+        return {
+            "format": "rfed.PrivacyLedger/1",
+            "n_agents": self.n_agents,
+            "method": self.method,
+            "neighboring": self.neighboring,
+            "pld_discretization": self.pld_discretization,
+            "keep_history": self.keep_history,
+            "description": self.description,
+            "events": [s.to_dict() for s in self._specs],
+            "counts": self._counts.tolist(),
+            "rounds": self._rounds.tolist(),
+            "last_round": self._last_round.tolist(),
+            "first_round": self._first_round,
+            "max_round": self._max_round,
+            "history": [dict(h) for h in self._history],
+            "paper": [dict(p) for p in self._paper],
+        }
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> PrivacyLedger:
+        """Rebuild a ledger from :meth:`to_dict` (to resume a run)."""
+        if data.get("format") != "rfed.PrivacyLedger/1":
+            raise ValueError(
+                f"argument 'data' is not a saved PrivacyLedger (format {data.get('format')!r})"
+            )
+        led = cls(
+            data["n_agents"],
+            data["method"],
+            data["neighboring"],
+            pld_discretization=data["pld_discretization"],
+            keep_history=data["keep_history"],
+            description=data.get("description", ""),
+        )
+        for spec in data["events"]:
+            led._key(EventSpec.from_dict(spec))
+        counts = np.asarray(data["counts"], dtype=np.int64).reshape(len(led._specs), led.n_agents)
+        led._counts = counts
+        led._rounds = np.asarray(data["rounds"], dtype=np.int64)
+        led._last_round = np.asarray(data["last_round"], dtype=np.int64)
+        led._first_round = data["first_round"]
+        led._max_round = data["max_round"]
+        led._history = [dict(h) for h in data["history"]]
+        led._paper = [dict(p) for p in data["paper"]]
+        return led
+
+    def to_json(self) -> str:
+        """``json.dumps(self.to_dict())``."""
+        return json.dumps(self.to_dict())
+
+    @classmethod
+    def from_json(cls, text: str) -> PrivacyLedger:
+        """Inverse of :meth:`to_json`."""
+        return cls.from_dict(json.loads(text))

@@ -1,0 +1,161 @@
+"""PrivacyLedger: per-agent accounting equals the accountant on the same events; persistence."""
+
+import json
+
+import numpy as np
+import pytest
+
+from rfed.privacy import CertifiedAccountant, PrivacyLedger, papers
+
+
+def _prirfed_like(ledger, rounds, rng, n_agents=6, s=2, k=3):
+    """Record s of n agents per round (without replacement), K local WOR steps each."""
+    chosen = []
+    for t in range(rounds):
+        sel = rng.choice(n_agents, size=s, replace=False)
+        chosen.append(sel)
+        ledger.record(
+            t,
+            sel,
+            sigma=1.5,
+            sensitivity=2 * 1.0 / 35,
+            sampling="without_replacement",
+            dataset_size=70,
+            sample_size=35,
+            count=k,
+        )
+    return chosen
+
+
+def test_per_agent_epsilon_equals_the_accountant():
+    rng = np.random.default_rng(0)
+    led = PrivacyLedger(6, "rdp", "replace_one")
+    chosen = _prirfed_like(led, 40, rng)
+    counts = np.bincount(np.concatenate(chosen), minlength=6)
+    eps = led.epsilons(1e-5)
+    z = 1.5 / (2 / 35)
+    for a in range(6):
+        acc = CertifiedAccountant("rdp", "replace_one")
+        acc.add_gaussian(
+            z, sampling="without_replacement", dataset_size=70, sample_size=35, count=3 * counts[a]
+        )
+        assert eps[a] == pytest.approx(acc.epsilon(1e-5), rel=1e-12)
+        assert led.rounds_participated[a] == counts[a]
+    # overall = max over agents (disjoint data)
+    assert led.epsilon(1e-5) == eps.max()
+    assert led.epsilon(1e-5, agent=int(np.argmin(counts))) == eps.min()
+    # more participation never means less epsilon
+    order = np.argsort(counts)
+    assert np.all(np.diff(eps[order]) >= -1e-12)
+
+
+def test_batched_parameters_and_masks():
+    led = PrivacyLedger(4, "pld", "add_remove_one")
+    led.record(
+        0,
+        np.array([0, 1, 2]),
+        noise_multiplier=np.array([1.0, 1.0, 2.0]),
+        sampling="poisson",
+        sampling_rate=0.1,
+        count=10,
+    )
+    led.record(
+        1,
+        np.array([True, False, False, True]),
+        noise_multiplier=1.0,
+        sampling="poisson",
+        sampling_rate=0.1,
+        count=10,
+    )
+    eps = led.epsilons(1e-5)
+    ref = CertifiedAccountant("pld")
+    ref.add_gaussian(1.0, 0.1, count=20)
+    assert eps[0] == pytest.approx(ref.epsilon(1e-5), rel=1e-12)
+    assert eps[1] < eps[0] and eps[2] < eps[1]
+    assert eps[3] == eps[1]
+    assert led.rounds_participated.tolist() == [2, 1, 1, 1]
+    assert len(led.spent(0)) == 1 and led.spent(0)[0][1] == 20
+
+
+def test_aggregation_keeps_recording_cheap():
+    led = PrivacyLedger(100)
+    for t in range(500):
+        led.record(t, None, sigma=2.0, sensitivity=0.1, count=1)
+    assert len(led._specs) == 1  # one aggregated counter per distinct event
+    assert len(led.history) == 1 and led.history[0]["last_round"] == 499
+    assert np.all(led._counts == 500)
+
+
+def test_report_names_accountant_and_lists_paper_bound():
+    led = PrivacyLedger(3, description="PriRFed-DP-RSGD, sphere PCA")
+    led.record(0, [0, 1], sigma=1.0, sensitivity=0.1, count=2)
+    pb = papers.prirfed_privacy(3, 1, 0.15, 1e-5, 1, 1e-3)
+    led.add_paper_bound(
+        "PriRFed Thm 4.2", pb.epsilon, pb.delta, "spec 004 section 3.3", note="o_i = 1 heuristic"
+    )
+    text = led.report(1e-5)
+    for word in (
+        "RDP accountant",
+        "replace-one",
+        "max over agents",
+        "PriRFed Thm 4.2",
+        "certified",
+        "PriRFed-DP-RSGD",
+        "gaussian(z=10)",
+    ):
+        assert word in text
+    assert f"{led.epsilon(1e-5):.6g}" in text
+    summary = json.loads(json.dumps(led.report_dict(1e-5)))
+    assert summary["epsilon"] == led.epsilon(1e-5)
+    assert summary["epsilon_per_agent"][2] == 0.0  # agent 2 never touched
+    assert summary["events"][0]["count_total"] == 4
+    assert summary["paper_bounds"][0]["name"] == "PriRFed Thm 4.2"
+
+
+def test_json_round_trip_and_resume():
+    rng = np.random.default_rng(1)
+    led = PrivacyLedger(6)
+    _prirfed_like(led, 10, rng)
+    led.add_paper_bound("x", 1.0, 1e-3, "src")
+    text = json.dumps(led.to_dict())
+    back = PrivacyLedger.from_dict(json.loads(text))
+    assert np.array_equal(back.epsilons(1e-5), led.epsilons(1e-5))
+    # resuming: recording the rest of the run on either gives the same answer
+    rng_a, rng_b = np.random.default_rng(5), np.random.default_rng(5)
+    for t in range(10, 20):
+        for ledger, r in ((led, rng_a), (back, rng_b)):
+            ledger.record(
+                t,
+                r.choice(6, 2, replace=False),
+                sigma=1.5,
+                sensitivity=2 / 35,
+                sampling="without_replacement",
+                dataset_size=70,
+                sample_size=35,
+                count=3,
+            )
+    assert np.array_equal(back.epsilons(1e-5), led.epsilons(1e-5))
+    assert back.report(1e-5) == led.report(1e-5)
+
+
+def test_empty_ledger_and_bad_input():
+    led = PrivacyLedger(2)
+    assert led.epsilon(1e-5) == 0.0
+    with pytest.raises(ValueError, match="'agents'"):
+        led.record(0, [2], sigma=1.0, sensitivity=1.0)
+    with pytest.raises(ValueError, match="'sensitivity'"):
+        led.record(0, [0], sigma=1.0, sensitivity=0.0)
+    with pytest.raises(ValueError, match="'sigma'"):
+        led.record(0, [0], sigma=-1.0, sensitivity=1.0)
+    with pytest.raises(ValueError, match="noise_multiplier"):
+        led.record(0, [0])
+    with pytest.raises(ValueError, match="'delta'"):
+        led.epsilon(0.0)
+    with pytest.raises(ValueError, match="'sampling_rate'"):
+        led.record(0, [0], noise_multiplier=1.0, sampling="poisson", sampling_rate=0.0)
+    # Poisson with RDP under replace-one is not something the accountant can certify
+    with pytest.raises(ValueError, match="Poisson"):
+        led.record(0, [0], noise_multiplier=1.0, sampling="poisson", sampling_rate=0.1)
+    with pytest.raises(ValueError, match="'data'"):
+        PrivacyLedger.from_dict({"format": "other"})
+    assert led.epsilon(1e-5) == 0.0  # refused records left no trace
