@@ -40,7 +40,8 @@ def as_generator(rng: np.random.Generator | int | None, name: str = "rng") -> np
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
         return np.random.default_rng(int(rng))
     raise TypeError(
-        f"argument '{name}' must be a numpy.random.Generator or an int seed, got {type(rng).__name__}"
+        f"argument '{name}' must be a numpy.random.Generator or an int seed, got "
+        f"{type(rng).__name__}"
         " (rfed does not use global random state; pass np.random.default_rng(seed))"
     )
 
@@ -55,11 +56,13 @@ class Manifold(abc.ABC):
     name: str
     dim: int
     point_shape: tuple[int, ...]
+    #: A lower bound on the sectional curvature (used by :meth:`mean` for its step size).
+    curvature_lower_bound: float = 0.0
 
     # ------------------------------------------------------------------ metric
     @abc.abstractmethod
     def inner(self, x: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-        r"""Riemannian inner product :math:`\langle u, v \rangle_x`, shape: broadcast batch shape."""
+        r"""Riemannian inner product :math:`\langle u, v \rangle_x` (shape: the broadcast batch)."""
 
     def norm(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         r"""Riemannian norm :math:`\|u\|_x = \sqrt{\langle u, u\rangle_x}`."""
@@ -94,6 +97,20 @@ class Manifold(abc.ABC):
     def egrad2rgrad(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
         """Riemannian gradient from the Euclidean gradient ``g`` of a smooth extension."""
         return self.proj(x, g)
+
+    def ehess2rhess(
+        self, x: np.ndarray, egrad: np.ndarray, ehess: np.ndarray, u: np.ndarray
+    ) -> np.ndarray:
+        """Riemannian Hessian applied to ``u`` from the Euclidean gradient ``egrad`` and the
+        Euclidean Hessian-vector product ``ehess`` (= D egrad[u]) of a smooth extension.
+
+        Needed by second-order solvers (pymanopt's trust regions through
+        :func:`rfed.manifolds.to_pymanopt`). Manifolds without a derived formula raise
+        ``NotImplementedError`` (first-order solvers only).
+        """
+        raise NotImplementedError(
+            f"{self}: ehess2rhess is not implemented; only first-order solvers are supported"
+        )
 
     def zero_vector(self, x: np.ndarray) -> np.ndarray:
         """The zero tangent vector at ``x``."""
@@ -138,7 +155,7 @@ class Manifold(abc.ABC):
         return self.inner(xb, basis, ub)
 
     def from_coords(self, x: np.ndarray, coords: np.ndarray) -> np.ndarray:
-        """The tangent vector at ``x`` with orthonormal coordinates ``coords`` (``(*batch, dim)``)."""
+        """The tangent vector at ``x`` with orthonormal coordinates ``coords`` (*batch, dim)."""
         basis = self.tangent_basis(x)
         k = len(self.point_shape)
         c = np.asarray(coords, dtype=float).reshape(np.shape(coords) + (1,) * k)
@@ -189,14 +206,15 @@ class Manifold(abc.ABC):
         return arr
 
     def check_point(self, x: Any, name: str = "x", atol: float = DEFAULT_ATOL) -> np.ndarray:
-        """Return ``x`` as a float array, or raise ``ValueError`` naming ``name`` and the violation."""
+        """Return ``x`` as a float array, or raise ``ValueError`` naming it and the violation."""
         arr = self._check_array(x, name)
         viol = np.asarray(self.point_violation(arr))
         worst = float(np.max(viol)) if viol.size else 0.0
         if not worst <= atol:
             where = ""
             if viol.ndim:
-                where = f" (worst at batch index {np.unravel_index(np.argmax(viol), viol.shape)})"
+                idx = tuple(int(i) for i in np.unravel_index(np.argmax(viol), viol.shape))
+                where = f" (worst at batch index {idx})"
             raise ValueError(
                 f"{self}: argument '{name}' is not on the manifold: violation {worst:.3e} > "
                 f"tolerance {atol:.1e}{where}; {self.point_violation_description}"
@@ -245,8 +263,13 @@ class Manifold(abc.ABC):
             Stop when the Riemannian gradient norm :math:`\|\sum_i w_i \mathrm{Log}_x p_i\|_x`
             falls below ``tol`` for every batch element.
         max_iter : int
-            Iteration cap of the fixed-point iteration :math:`x \leftarrow \mathrm{Exp}_x(\sum_i
-            w_i \mathrm{Log}_x p_i)`.
+            Iteration cap of the gradient iteration :math:`x \leftarrow \mathrm{Exp}_x(g / L)`,
+            :math:`g = \sum_i w_i \mathrm{Log}_x p_i`, with :math:`L = 1` when the curvature is
+            non-negative (the classical fixed-point iteration) and
+            :math:`L = \sum_i w_i \kappa d_i \coth(\kappa d_i)` when it is bounded below by
+            :math:`-\kappa^2` (:attr:`curvature_lower_bound`): the bound on the Hessian of
+            :math:`\frac12 \sum_i w_i d(x, p_i)^2` at x (comparison theorem), so the step does not
+            overshoot for spread-out data, where the unit step diverges.
         init : array, shape ``(*batch, *point_shape)``, optional
             Starting point; the first point by default.
 
@@ -308,12 +331,22 @@ def karcher_mean(
     w = _normalize_weights(weights, n_points)
     w_b = w.reshape(w.shape + (1,) * k)
     x = np.array(points[(..., 0) + (slice(None),) * k]) if init is None else np.array(init, float)
+    kappa = np.sqrt(max(-float(manifold.curvature_lower_bound), 0.0))
     for _ in range(max_iter):
-        logs = manifold.log(np.expand_dims(x, -1 - k), points)
+        xe = np.expand_dims(x, -1 - k)
+        logs = manifold.log(xe, points)
         step = np.sum(w_b * logs, axis=-1 - k)
-        x = manifold.exp(x, step)
         if np.all(manifold.norm(x, step) <= tol):
             break
+        if kappa > 0:
+            # On curvature >= -kappa^2 the Hessian of d(., p)^2 / 2 is at most
+            # kappa d coth(kappa d); a unit step overshoots (and diverges) for spread data.
+            kd = kappa * manifold.norm(xe, logs)
+            safe = np.where(kd > 1e-8, kd, 1.0)
+            h = np.where(kd > 1e-8, safe / np.tanh(safe), 1.0)
+            lip = np.sum(w * h, axis=-1)
+            step = step / lip.reshape(lip.shape + (1,) * k)
+        x = manifold.exp(x, step)
     return x
 
 

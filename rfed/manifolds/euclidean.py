@@ -28,7 +28,9 @@ class Euclidean(Manifold):
             raise ValueError("Euclidean: argument 'shape' must name at least one dimension")
         for s in shape:
             if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 1:
-                raise ValueError(f"Euclidean: argument 'shape' must be positive ints, got {shape!r}")
+                raise ValueError(
+                    f"Euclidean: argument 'shape' must be positive ints, got {shape!r}"
+                )
         self.point_shape = tuple(int(s) for s in shape)
         self.dim = int(np.prod(self.point_shape))
         self.name = f"Euclidean({', '.join(map(str, self.point_shape))})"
@@ -54,6 +56,9 @@ class Euclidean(Manifold):
 
     def proj(self, x, v):
         return np.asarray(v, dtype=float)
+
+    def ehess2rhess(self, x, egrad, ehess, u):
+        return np.asarray(ehess, dtype=float)
 
     def random_point(self, rng, size: int | Sequence[int] = ()):
         size = (size,) if np.isscalar(size) else tuple(size)

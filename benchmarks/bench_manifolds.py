@@ -1,0 +1,250 @@
+"""Speed of rfed's batched manifold maps against geomstats (batched) and a pymanopt loop.
+
+Run on demand: ``python benchmarks/bench_manifolds.py [--quick]``. Prints one table row per
+(manifold, operation) with the best-of-``repeat`` wall time of
+
+* rfed: one batched call on all points;
+* geomstats 2.8.0: one batched call (``Hypersphere(24)``, ``Hyperboloid(2)``, ``SPDMatrices(9)``
+  with their default metrics; argument order ``metric.exp(v, x)``); geomstats has no tangent
+  Gaussian, so its ``random_tangent_vec`` is the comparison for ``tangent_gaussian``;
+* a per-point Python loop over pymanopt 2.2.1 (``Sphere(25)``, ``SymmetricPositiveDefinite(9)``;
+  pymanopt has no hyperboloid, so its ``PoincareBall(2)`` stands in, and since that has no
+  transport the hyperboloid transport loop calls geomstats point by point; pymanopt's SPD
+  transport is the identity, so the SPD transport loop calls geomstats point by point too);
+  ``tangent_gaussian``
+  is compared with ``random_tangent_vector``. The loop runs on a subsample (``--loop-points``,
+  2,000 by default) and its time is scaled linearly to the full point count.
+
+Ratios are baseline time / rfed time (above 1: rfed is faster). Targets (issue 2): ratio >= 1
+against geomstats on every row, >= 30 against the loop.
+"""
+
+from __future__ import annotations
+
+import argparse
+import time
+import warnings
+
+import numpy as np
+
+from rfed.manifolds import SPD, Hyperboloid, PoincareBall, Sphere
+
+
+def best_times(fns, repeat: int) -> list[float]:
+    """Best wall time of ``repeat`` calls of each function, in seconds.
+
+    The calls are interleaved (round robin), so a burst of load on the machine hits every
+    contender alike instead of one of them.
+    """
+    best = [np.inf] * len(fns)
+    for _ in range(repeat):
+        for i, fn in enumerate(fns):
+            t0 = time.perf_counter()
+            fn()
+            best[i] = min(best[i], time.perf_counter() - t0)
+    return best
+
+
+def best_time(fn, repeat: int) -> float:
+    """Best wall time of ``repeat`` calls, in seconds."""
+    return best_times([fn], repeat)[0]
+
+
+def loop_time(fn, n_loop: int, n_full: int, repeat: int) -> float:
+    """Time of a per-point loop over ``n_loop`` points, scaled to ``n_full`` points."""
+    return best_time(lambda: [fn(i) for i in range(n_loop)], repeat) * n_full / n_loop
+
+
+def sphere_rows(n, n_loop, repeat, rng):
+    import geomstats.geometry.hypersphere as gh
+    import pymanopt.manifolds as pm
+
+    m = Sphere(24)
+    x = m.random_point(rng, n)
+    y = m.random_point(rng, n)
+    u = m.tangent_gaussian(x, 0.5, rng)
+    v = m.tangent_gaussian(x, 1.0, rng)
+    gs = gh.Hypersphere(24)
+    pym = pm.Sphere(25)
+    g = np.random.default_rng(1)
+    return (
+        "Sphere(24)",
+        n,
+        {
+            "exp": (
+                lambda: m.exp(x, u),
+                lambda: gs.metric.exp(u, x),
+                lambda i: pym.exp(x[i], u[i]),
+            ),
+            "log": (
+                lambda: m.log(x, y),
+                lambda: gs.metric.log(y, x),
+                lambda i: pym.log(x[i], y[i]),
+            ),
+            "dist": (
+                lambda: m.dist(x, y),
+                lambda: gs.metric.dist(x, y),
+                lambda i: pym.dist(x[i], y[i]),
+            ),
+            "transport": (
+                lambda: m.transport(x, y, v),
+                lambda: gs.metric.parallel_transport(v, x, end_point=y),
+                lambda i: pym.transport(x[i], y[i], v[i]),
+            ),
+            "tangent_gaussian": (
+                lambda: m.tangent_gaussian(x, 1.0, g),
+                lambda: gs.random_tangent_vec(x, n_samples=n),
+                lambda i: pym.random_tangent_vector(x[i]),
+            ),
+        },
+    )
+
+
+def hyperboloid_rows(n, n_loop, repeat, rng):
+    import geomstats.geometry.hyperboloid as gh
+    import pymanopt.manifolds as pm
+
+    m = Hyperboloid(2)
+    x = m.random_point(rng, n)
+    y = m.random_point(rng, n)
+    u = m.tangent_gaussian(x, 0.5, rng)
+    v = m.tangent_gaussian(x, 1.0, rng)
+    gs = gh.Hyperboloid(2)
+    ball = PoincareBall(2)
+    px, py = ball.from_hyperboloid(x), ball.from_hyperboloid(y)
+    pu = ball.tangent_gaussian(px, 0.5, rng)
+    pym = pm.PoincareBall(2)
+    g = np.random.default_rng(1)
+    return (
+        "Hyperboloid(2)",
+        n,
+        {
+            "exp": (
+                lambda: m.exp(x, u),
+                lambda: gs.metric.exp(u, x),
+                lambda i: pym.exp(px[i], pu[i]),
+            ),
+            "log": (
+                lambda: m.log(x, y),
+                lambda: gs.metric.log(y, x),
+                lambda i: pym.log(px[i], py[i]),
+            ),
+            "dist": (
+                lambda: m.dist(x, y),
+                lambda: gs.metric.dist(x, y),
+                lambda i: pym.dist(px[i], py[i]),
+            ),
+            "transport": (
+                lambda: m.transport(x, y, v),
+                lambda: gs.metric.parallel_transport(v, x, end_point=y),
+                lambda i: gs.metric.parallel_transport(v[i], x[i], end_point=y[i]),
+            ),
+            "tangent_gaussian": (
+                lambda: m.tangent_gaussian(x, 1.0, g),
+                lambda: gs.random_tangent_vec(x, n_samples=n),
+                lambda i: pym.random_tangent_vector(px[i]),
+            ),
+        },
+    )
+
+
+def spd_rows(n, n_loop, repeat, rng):
+    import geomstats.geometry.spd_matrices as gspd
+    import pymanopt.manifolds as pm
+
+    m = SPD(9)
+    x = m.random_point(rng, n)
+    y = m.random_point(rng, n)
+    u = m.tangent_gaussian(x, 0.5, rng)
+    v = m.tangent_gaussian(x, 1.0, rng)
+    gs = gspd.SPDMatrices(9)
+    pym = pm.SymmetricPositiveDefinite(9)
+    g = np.random.default_rng(1)
+    return (
+        "SPD(9)",
+        n,
+        {
+            "exp": (
+                lambda: m.exp(x, u),
+                lambda: gs.metric.exp(u, x),
+                lambda i: pym.exp(x[i], u[i]),
+            ),
+            "log": (
+                lambda: m.log(x, y),
+                lambda: gs.metric.log(y, x),
+                lambda i: pym.log(x[i], y[i]),
+            ),
+            "dist": (
+                lambda: m.dist(x, y),
+                lambda: gs.metric.dist(x, y),
+                lambda i: pym.dist(x[i], y[i]),
+            ),
+            "transport": (
+                lambda: m.transport(x, y, v),
+                lambda: gs.metric.parallel_transport(v, x, end_point=y),
+                lambda i: gs.metric.parallel_transport(v[i], x[i], end_point=y[i]),
+            ),
+            "tangent_gaussian": (
+                lambda: m.tangent_gaussian(x, 1.0, g),
+                lambda: gs.random_tangent_vec(x, n_samples=n),
+                lambda i: pym.random_tangent_vector(x[i]),
+            ),
+        },
+    )
+
+
+NOTES = [
+    "geomstats tangent_gaussian column: random_tangent_vec (no tangent Gaussian in geomstats; on "
+    "SPD it is sqrtm(P) (2U - 1 + transpose) sqrtm(P) with U uniform, elsewhere a projected "
+    "normal)",
+    "loop tangent_gaussian column: pymanopt random_tangent_vector (unit norm, not Gaussian)",
+    "Sphere loop transport: pymanopt's Sphere.transport is a projection, not parallel transport",
+    "SPD loop transport: pymanopt's SymmetricPositiveDefinite.transport is the identity (no "
+    "work), so the loop calls geomstats SPDMatrices(9) parallel_transport per point instead",
+    "Hyperboloid loop: pymanopt has no hyperboloid; exp/log/dist/tangent use pymanopt "
+    "PoincareBall(2) on the same points, transport calls geomstats Hyperboloid(2) per point",
+]
+
+
+def main(argv=None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="10x fewer points")
+    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--loop-points", type=int, default=2000)
+    args = parser.parse_args(argv)
+    div = 10 if args.quick else 1
+    rng = np.random.default_rng(0)
+    suites = [
+        sphere_rows(100_000 // div, args.loop_points, args.repeat, rng),
+        hyperboloid_rows(100_000 // div, args.loop_points, args.repeat, rng),
+        spd_rows(10_000 // div, args.loop_points, args.repeat, rng),
+    ]
+    header = (
+        f"{'manifold':<15} {'n':>7} {'operation':<17} {'rfed ms':>9} {'geomstats ms':>13} "
+        f"{'gs/rfed':>8} {'loop ms':>10} {'loop/rfed':>10}"
+    )
+    print(header)
+    print("-" * len(header))
+    worst_gs, worst_loop = np.inf, np.inf
+    for name, n, rows in suites:
+        n_loop = min(args.loop_points, n)
+        for op, (ours, theirs, loop) in rows.items():
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                t_ours, t_gs = best_times([ours, theirs], args.repeat)
+                t_loop = loop_time(loop, n_loop, n, max(1, args.repeat - 1))
+            worst_gs = min(worst_gs, t_gs / t_ours)
+            worst_loop = min(worst_loop, t_loop / t_ours)
+            print(
+                f"{name:<15} {n:>7} {op:<17} {1e3 * t_ours:>9.2f} {1e3 * t_gs:>13.2f} "
+                f"{t_gs / t_ours:>8.1f} {1e3 * t_loop:>10.1f} {t_loop / t_ours:>10.0f}"
+            )
+    print(f"\nworst ratio vs geomstats: {worst_gs:.2f} (target >= 1)")
+    print(f"worst ratio vs per-point loop: {worst_loop:.0f} (target >= 30)")
+    print(f"loop times measured on {args.loop_points} points per row and scaled linearly")
+    for note in NOTES:
+        print("note:", note)
+
+
+if __name__ == "__main__":
+    main()

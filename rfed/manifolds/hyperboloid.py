@@ -1,0 +1,235 @@
+"""Hyperbolic space H^d, Lorentz (hyperboloid) model, curvature -1."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from rfed.manifolds.base import Manifold, as_generator
+
+__all__ = ["Hyperboloid", "minkowski_inner", "sinhc"]
+
+#: Below this argument the series branches of sinh(t)/t and t/sinh(t) are used.
+_SERIES = 1e-4
+
+
+def minkowski_inner(u: np.ndarray, v: np.ndarray) -> np.ndarray:
+    r"""Lorentz inner product :math:`\langle u, v\rangle_L = -u_0 v_0 + \sum_{i>0} u_i v_i`."""
+    u = np.asarray(u, dtype=float)
+    v = np.asarray(v, dtype=float)
+    return np.einsum("...i,...i->...", u, v) - 2.0 * u[..., 0] * v[..., 0]
+
+
+def sinhc(t: np.ndarray) -> np.ndarray:
+    """sinh(t)/t, with its Taylor series near 0 (exact 1 at 0)."""
+    t = np.asarray(t, dtype=float)
+    small = np.abs(t) < _SERIES
+    ts = np.where(small, 1.0, t)
+    return np.where(small, 1.0 + t * t / 6.0, np.sinh(ts) / ts)
+
+
+def _inv_sinhc(t: np.ndarray) -> np.ndarray:
+    """t/sinh(t), with its Taylor series near 0."""
+    t = np.asarray(t, dtype=float)
+    small = np.abs(t) < _SERIES
+    ts = np.where(small, 1.0, t)
+    return np.where(small, 1.0 - t * t / 6.0, ts / np.sinh(ts))
+
+
+class Hyperboloid(Manifold):
+    r"""The hyperboloid :math:`H^d = \{x \in \mathbb{R}^{d+1} : \langle x, x\rangle_L = -1,
+    x_0 > 0\}` with the metric induced by the Lorentz form (curvature -1).
+
+    Parameters
+    ----------
+    dim : int
+        Intrinsic dimension ``d``; points have shape ``(d + 1,)``, coordinate 0 is time-like.
+
+    Notes
+    -----
+    * :math:`\mathrm{Exp}_x u = \cosh(\|u\|_L) x + \mathrm{sinhc}(\|u\|_L) u`, after which the time
+      coordinate is recomputed as :math:`\sqrt{1 + \|x_{1:}\|^2}` so the result lies on the
+      hyperboloid to rounding even for :math:`\|u\| = 30` (coordinates of order 1e13).
+    * Distance: with :math:`z = -\langle x, y\rangle_L = \cosh d` and the Lorentz chord
+      :math:`c^2 = \langle y - x, y - x\rangle_L = 4\sinh^2(d/2)`,
+      :math:`d = 2\,\mathrm{asinh}(c/2)` when :math:`c^2 < 2` (no arccosh of a number near 1,
+      so points 1e-9 apart keep their digits) and :math:`d = \log(z + \sqrt{(z-1)(z+1)})`
+      otherwise (there ``z`` is computed without cancellation trouble and the formula never
+      overflows into NaN for large ``d``).
+    * :math:`\mathrm{Log}_x y = \frac{d}{\sinh d}\,w`, :math:`w = (y - x) + \langle x, y - x
+      \rangle_L\, x` (the projection of ``y - x`` onto :math:`T_x`, equal to
+      :math:`y - z x`); exactly zero when ``y == x``.
+    * Parallel transport along the geodesic:
+      :math:`P_{x\to y} u = u + \frac{\langle y, u\rangle_L}{1 + z}(x + y)`.
+    * Tangent Gaussian: :math:`(0, \sigma g)`, :math:`g \sim N(0, I_d)`, at the origin
+      :math:`o = (1, 0, \dots, 0)`, transported to x (specs/anchors_manifolds.md section 4).
+      The orthonormal tangent basis is the transported standard basis of :math:`T_o`.
+    """
+
+    #: constant curvature -1
+    curvature_lower_bound = -1.0
+
+    def __init__(self, dim: int):
+        if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:
+            raise ValueError(f"Hyperboloid: argument 'dim' must be an int >= 1, got {dim!r}")
+        self.dim = int(dim)
+        self.point_shape = (self.dim + 1,)
+        self.name = f"Hyperboloid({self.dim})"
+
+    @property
+    def origin(self) -> np.ndarray:
+        """The point (1, 0, ..., 0)."""
+        o = np.zeros(self.point_shape)
+        o[0] = 1.0
+        return o
+
+    # ------------------------------------------------------------------ metric
+    def inner(self, x, u, v):
+        return minkowski_inner(u, v)
+
+    def norm(self, x, u):
+        return np.sqrt(np.maximum(minkowski_inner(u, u), 0.0))
+
+    def _dist_parts(self, x, y):
+        """(y - x, d(x, y), <x, y - x>_L)."""
+        x = np.asarray(x, dtype=float)
+        diff = np.asarray(y, dtype=float) - x
+        a = minkowski_inner(x, diff)  # = 1 - z = 1 - cosh(d) on the manifold
+        chord2 = minkowski_inner(diff, diff)  # = 2 (cosh d - 1)
+        near = chord2 < 2.0
+        d_near = 2.0 * np.arcsinh(0.5 * np.sqrt(np.maximum(chord2, 0.0)))
+        # far branch: z >= 2, so (z - 1)(z + 1) > 0 and the log has no cancellation
+        z = np.maximum(1.0 - a, 2.0)
+        d_far = np.log(z + np.sqrt((z - 1.0) * (z + 1.0)))
+        return diff, np.where(near, d_near, d_far), a
+
+    def dist(self, x, y):
+        return self._dist_parts(x, y)[1]
+
+    # ------------------------------------------------------------------ maps
+    def _lift(self, spatial):
+        """The point with spatial part ``spatial`` (time coordinate recomputed)."""
+        out = np.empty(spatial.shape[:-1] + (spatial.shape[-1] + 1,))
+        out[..., 1:] = spatial
+        out[..., 0] = np.sqrt(1.0 + np.einsum("...i,...i->...", spatial, spatial))
+        return out
+
+    def exp(self, x, u):
+        x = np.asarray(x, dtype=float)
+        u = np.asarray(u, dtype=float)
+        t = self.norm(x, u)[..., None]
+        return self._lift(np.cosh(t) * x[..., 1:] + sinhc(t) * u[..., 1:])
+
+    def log(self, x, y):
+        x = np.asarray(x, dtype=float)
+        y = np.asarray(y, dtype=float)
+        diff, d, a = self._dist_parts(x, y)
+        # y == x gives diff == 0 and a == 0 exactly, hence an exactly zero log
+        return _inv_sinhc(d)[..., None] * (diff + a[..., None] * x)
+
+    def transport(self, x, y, u):
+        x = np.asarray(x, dtype=float)
+        y = np.asarray(y, dtype=float)
+        u = np.asarray(u, dtype=float)
+        z = -minkowski_inner(x, y)
+        coef = minkowski_inner(y, u) / (1.0 + z)
+        return u + coef[..., None] * (x + y)
+
+    def proj(self, x, v):
+        x = np.asarray(x, dtype=float)
+        v = np.asarray(v, dtype=float)
+        return v + minkowski_inner(x, v)[..., None] * x
+
+    @staticmethod
+    def _flip(g):
+        g = np.array(g, dtype=float, copy=True)
+        g[..., 0] *= -1.0
+        return g
+
+    def egrad2rgrad(self, x, g):
+        r"""Riemannian gradient :math:`\mathrm{proj}_x(J g)`, :math:`J = \mathrm{diag}(-1, 1,
+        \dots, 1)` (the Lorentz metric's inverse applied to the Euclidean gradient)."""
+        return self.proj(x, self._flip(g))
+
+    def ehess2rhess(self, x, egrad, ehess, u):
+        r"""Riemannian Hessian :math:`\mathrm{proj}_x(J H) + (x \cdot g)\, u`.
+
+        Differentiating :math:`\mathrm{grad} f = Jg + \langle x, Jg\rangle_L x` along u and
+        projecting onto :math:`T_x` (the Levi-Civita connection of a semi-Riemannian
+        submanifold); :math:`\langle x, Jg\rangle_L = x \cdot g` (Euclidean dot product).
+        """
+        x = np.asarray(x, dtype=float)
+        xg = np.sum(x * np.asarray(egrad, dtype=float), axis=-1, keepdims=True)
+        return self.proj(x, self._flip(ehess)) + xg * np.asarray(u, dtype=float)
+
+    # ------------------------------------------------------------------ random
+    def random_point(self, rng, size: int | Sequence[int] = ()):
+        """``Exp_o`` of a standard Gaussian tangent vector at the origin."""
+        size = (size,) if np.isscalar(size) else tuple(size)
+        v = as_generator(rng).standard_normal(size + (self.dim,))
+        r = np.linalg.norm(v, axis=-1, keepdims=True)
+        return self._lift(sinhc(r) * v)
+
+    def _from_origin(self, x, spatial):
+        """Parallel transport of the origin tangent vector (0, spatial) to x."""
+        x = np.asarray(x, dtype=float)
+        xs = x[..., 1:]
+        time = np.einsum("...i,...i->...", spatial, xs)  # <(0, s), x>_L
+        coef = (time / (1.0 + x[..., 0]))[..., None]
+        out = np.empty(np.broadcast_shapes(x.shape, spatial.shape[:-1] + x.shape[-1:]))
+        out[..., 0] = time
+        out[..., 1:] = spatial + coef * xs
+        return out
+
+    def tangent_gaussian(self, x, sigma, rng):
+        x = np.asarray(x, dtype=float)
+        shape = np.broadcast_shapes(x.shape[:-1], np.shape(sigma)) + (self.dim,)
+        g = np.asarray(sigma, dtype=float)[..., None] * as_generator(rng).standard_normal(shape)
+        return self._from_origin(x, g)
+
+    # ------------------------------------------------------------------ coordinates
+    def tangent_basis(self, x):
+        x = np.asarray(x, dtype=float)
+        eye = np.eye(self.dim)
+        return self._from_origin(x[..., None, :], eye)
+
+    def to_coords(self, x, u):
+        """Spatial part of the transport of u back to the origin: u_s - u_0 x_s / (1 + x_0)."""
+        x = np.asarray(x, dtype=float)
+        u = np.asarray(u, dtype=float)
+        return u[..., 1:] - u[..., :1] * x[..., 1:] / (1.0 + x[..., :1])
+
+    def from_coords(self, x, coords):
+        return self._from_origin(x, np.asarray(coords, dtype=float))
+
+    # ------------------------------------------------------------------ poincare
+    @staticmethod
+    def to_poincare(x: np.ndarray) -> np.ndarray:
+        r"""Map to the Poincare ball: :math:`x_{1:} / (1 + x_0)`, shape ``(..., d)``."""
+        x = np.asarray(x, dtype=float)
+        return x[..., 1:] / (1.0 + x[..., :1])
+
+    @staticmethod
+    def from_poincare(p: np.ndarray) -> np.ndarray:
+        r"""Inverse of :meth:`to_poincare`: :math:`(1 + |p|^2, 2p) / (1 - |p|^2)`."""
+        p = np.asarray(p, dtype=float)
+        sq = np.sum(p * p, axis=-1, keepdims=True)
+        return np.concatenate([1.0 + sq, 2.0 * p], axis=-1) / (1.0 - sq)
+
+    # ------------------------------------------------------------------ membership
+    def point_violation(self, x):
+        x = np.asarray(x, dtype=float)
+        scale = 1.0 + np.sum(x * x, axis=-1)
+        return np.abs(minkowski_inner(x, x) + 1.0) / scale + np.where(x[..., 0] > 0, 0.0, 1.0)
+
+    def tangent_violation(self, x, u):
+        x = np.asarray(x, dtype=float)
+        u = np.asarray(u, dtype=float)
+        scale = np.maximum(np.linalg.norm(x, axis=-1) * np.linalg.norm(u, axis=-1), 1e-300)
+        return np.abs(minkowski_inner(x, u)) / scale
+
+    point_violation_description = (
+        "violation is |<x, x>_L + 1| / (1 + ||x||^2), plus 1 when x_0 <= 0 (lower sheet)"
+    )
+    tangent_violation_description = "violation is |<x, u>_L| / (||x|| ||u||) (Euclidean norms)"

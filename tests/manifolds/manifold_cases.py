@@ -1,0 +1,104 @@
+"""Manifold cases and tuple-aware array helpers shared by the manifold tests."""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rfed.manifolds import (
+    SPD,
+    Euclidean,
+    Hyperboloid,
+    PoincareBall,
+    Product,
+    Sphere,
+)
+
+CASES = {
+    "Euclidean(3)": lambda: Euclidean(3),
+    "Euclidean(2,3)": lambda: Euclidean(2, 3),
+    "Sphere(1)": lambda: Sphere(1),
+    "Sphere(2)": lambda: Sphere(2),
+    "Sphere(24)": lambda: Sphere(24),
+    "SPD(2)": lambda: SPD(2),
+    "SPD(3)": lambda: SPD(3),
+    "SPD(5)": lambda: SPD(5),
+    "Hyperboloid(2)": lambda: Hyperboloid(2),
+    "Hyperboloid(5)": lambda: Hyperboloid(5),
+    "PoincareBall(2)": lambda: PoincareBall(2),
+    "PoincareBall(3)": lambda: PoincareBall(3),
+    "Product(S2,SPD2).flat": lambda: Product(Sphere(2), SPD(2)).as_flat(),
+    "Product(S2,SPD2)": lambda: Product(Sphere(2), SPD(2)),
+}
+
+
+# ---------------------------------------------------------------- tuple-aware helpers
+def is_product(m) -> bool:
+    return isinstance(m, Product)
+
+
+def blocks(m, a):
+    """(manifold, array) pairs: the blocks of a product, or the single array."""
+    if is_product(m):
+        return list(zip(m.manifolds, a, strict=True))
+    return [(m, a)]
+
+
+def tmap(m, f, *args):
+    """Apply f(block_manifold, *block_arrays) blockwise; rebuild a tuple for products."""
+    if is_product(m):
+        return tuple(f(mi, *(a[i] for a in args)) for i, mi in enumerate(m.manifolds))
+    return f(m, *args)
+
+
+def scale(m, u, s):
+    """Multiply tangent vectors u (batch shape of s) by the per-batch scalars s."""
+    s = np.asarray(s, dtype=float)
+    return tmap(m, lambda mi, b: b * s.reshape(s.shape + (1,) * len(mi.point_shape)), u)
+
+
+def sub(m, a, b):
+    return tmap(m, lambda mi, x, y: np.asarray(x) - np.asarray(y), a, b)
+
+
+def take(m, a, idx):
+    return tmap(m, lambda mi, x: np.asarray(x)[idx], a)
+
+
+def insert_axis(m, a, axis):
+    """np.expand_dims on a batch axis (counted from the left)."""
+    return tmap(m, lambda mi, x: np.expand_dims(x, axis), a)
+
+
+def broadcast_batch(m, a, batch):
+    return tmap(m, lambda mi, x: np.broadcast_to(x, tuple(batch) + mi.point_shape), a)
+
+
+def ambient_normal(m, rng, batch):
+    """Standard normal arrays with the shape of points (ambient vectors)."""
+    return tmap(m, lambda mi: rng.standard_normal(tuple(batch) + mi.point_shape))
+
+
+def allclose(m, a, b, atol):
+    return all(
+        np.allclose(x, y, rtol=0, atol=atol)
+        for (_, x), (_, y) in zip(blocks(m, a), blocks(m, b), strict=True)
+    )
+
+
+def max_abs(m, a):
+    return max(float(np.max(np.abs(x))) for _, x in blocks(m, a))
+
+
+def unit_tangent(m, x, rng, norms):
+    """Tangent vectors at x with the prescribed Riemannian norms (shape: batch of x)."""
+    u = m.tangent_gaussian(x, 1.0, rng)
+    return scale(m, u, np.asarray(norms) / m.norm(x, u))
+
+
+def radius(m) -> float:
+    """A tangent norm safely inside the injectivity radius (pi on the sphere)."""
+    if isinstance(m, Sphere) or (
+        hasattr(m, "manifolds") and any(isinstance(f, Sphere) for f in m.manifolds)
+    ):
+        return 2.5
+    return 3.0

@@ -1,0 +1,189 @@
+"""Manifold-specific numerics and the maps between models."""
+
+import numpy as np
+import pytest
+
+from rfed.manifolds import (
+    SPD,
+    AntipodalError,
+    Euclidean,
+    Hyperboloid,
+    PoincareBall,
+    Product,
+    Sphere,
+)
+
+
+# ---------------------------------------------------------------- sphere
+def test_sphere_close_points_keep_their_distance():
+    s = Sphere(3)
+    rng = np.random.default_rng(0)
+    x = s.random_point(rng, (5,))
+    u = s.tangent_gaussian(x, 1.0, rng)
+    u = 1e-9 * u / s.norm(x, u)[:, None]
+    y = s.exp(x, u)
+    np.testing.assert_allclose(s.dist(x, y), 1e-9, rtol=1e-6)
+    np.testing.assert_allclose(s.norm(x, s.log(x, y)), 1e-9, rtol=1e-6)
+
+
+def test_sphere_near_antipodal_distance():
+    s = Sphere(2)
+    x = np.array([1.0, 0.0, 0.0])
+    y = s.exp(x, np.array([0.0, np.pi - 1e-6, 0.0]))
+    np.testing.assert_allclose(s.dist(x, y), np.pi - 1e-6, rtol=1e-12)
+    # pi - 1e-6 is still inside the injectivity radius: log works
+    np.testing.assert_allclose(s.log(x, y), [0.0, np.pi - 1e-6, 0.0], atol=1e-9)
+
+
+def test_sphere_antipodal_log_raises():
+    s = Sphere(2)
+    x = s.random_point(0, (3,))
+    y = x.copy()
+    y[1] = -x[1]
+    with pytest.raises(AntipodalError, match="antipodal"):
+        s.log(x, y)
+    assert issubclass(AntipodalError, ValueError)
+
+
+# ---------------------------------------------------------------- hyperboloid
+@pytest.mark.parametrize("dim", [2, 5])
+def test_hyperboloid_exp_of_norm_30(dim):
+    h = Hyperboloid(dim)
+    rng = np.random.default_rng(dim)
+    x = h.random_point(rng, (8,))
+    u = h.tangent_gaussian(x, 1.0, rng)
+    u = 30.0 * u / h.norm(x, u)[:, None]
+    y = h.exp(x, u)
+    assert np.all(np.isfinite(y))
+    assert np.all(h.belongs(y, atol=1e-12))
+    np.testing.assert_allclose(h.dist(x, y), 30.0, rtol=1e-8)
+    np.testing.assert_allclose(h.norm(x, h.log(x, y)), 30.0, rtol=1e-8)
+    # the log recovers the direction too
+    v = h.log(x, y)
+    cos = h.inner(x, u, v) / (h.norm(x, u) * h.norm(x, v))
+    np.testing.assert_allclose(cos, 1.0, atol=1e-10)
+
+
+def test_hyperboloid_close_points():
+    h = Hyperboloid(3)
+    rng = np.random.default_rng(1)
+    x = h.random_point(rng, (5,))
+    u = h.tangent_gaussian(x, 1.0, rng)
+    u = 1e-9 * u / h.norm(x, u)[:, None]
+    np.testing.assert_allclose(h.dist(x, h.exp(x, u)), 1e-9, rtol=1e-6)
+
+
+def test_hyperboloid_tangent_gaussian_is_transport_from_origin():
+    h = Hyperboloid(3)
+    x = h.random_point(0, (4,))
+    g = h.tangent_gaussian(x, 1.3, np.random.default_rng(5))
+    spatial = 1.3 * np.random.default_rng(5).standard_normal((4, 3))
+    at_origin = np.concatenate([np.zeros((4, 1)), spatial], axis=-1)
+    np.testing.assert_allclose(g, h.transport(h.origin, x, at_origin), atol=1e-12)
+
+
+# ---------------------------------------------------------------- poincare <-> hyperboloid
+def test_poincare_hyperboloid_maps_are_inverse_isometries():
+    h = Hyperboloid(3)
+    ball = PoincareBall(3)
+    rng = np.random.default_rng(2)
+    x = h.random_point(rng, (10,))
+    y = h.random_point(rng, (10,))
+    px, py = h.to_poincare(x), h.to_poincare(y)
+    assert np.all(ball.belongs(px))
+    np.testing.assert_allclose(h.from_poincare(px), x, rtol=1e-12)
+    np.testing.assert_allclose(ball.to_hyperboloid(px), x, rtol=1e-12)
+    np.testing.assert_allclose(ball.from_hyperboloid(x), px, rtol=0, atol=0)
+    np.testing.assert_allclose(ball.dist(px, py), h.dist(x, y), rtol=1e-11)
+    # exp commutes with the isometry: pushing a tangent vector forward by the differential
+    u = ball.tangent_gaussian(px, 0.8, rng)
+    hu = ball._push(px, u)
+    np.testing.assert_allclose(h.norm(x, hu), ball.norm(px, u), rtol=1e-12)
+    np.testing.assert_allclose(
+        ball.to_hyperboloid(ball.exp(px, u)), h.exp(x, hu), rtol=1e-10, atol=1e-12
+    )
+
+
+def test_poincare_log_at_origin_and_clamp():
+    ball = PoincareBall(2)
+    y = np.array([0.3, -0.4])
+    # at 0, lambda = 2 and Log_0 y = artanh(|y|) y / |y|
+    np.testing.assert_allclose(ball.log(np.zeros(2), y), np.arctanh(0.5) * y / 0.5, rtol=1e-14)
+    far = ball.exp(np.zeros(2), np.array([60.0, 0.0]))
+    assert np.linalg.norm(far) < 1.0 and ball.belongs(far)
+
+
+# ---------------------------------------------------------------- SPD
+@pytest.mark.parametrize("n", [2, 3, 5])
+def test_spd_condition_1e8_round_trips(n):
+    """Relative accuracy 1e-8: exp(log) in ||.||_F / ||Q||_F, and log(exp) in ||.||_F relative to
+    ||P||_F |U|_P (a tangent vector of unit AI norm has Frobenius size ||P||_F at most)."""
+    m = SPD(n)
+    rng = np.random.default_rng(n)
+    q = np.linalg.qr(rng.standard_normal((50, n, n)))[0]
+    p = (q * np.logspace(0, -8, n)[None, None, :]) @ np.swapaxes(q, -1, -2)
+    p = 0.5 * (p + np.swapaxes(p, -1, -2))
+    np.testing.assert_allclose(np.linalg.cond(p), 1e8, rtol=1e-3)
+    u = m.tangent_gaussian(p, 1.0, rng)
+    u = u / m.norm(p, u)[:, None, None]
+    qq = m.exp(p, u)
+    u2 = m.log(p, qq)
+    fro = np.linalg.norm
+    assert np.all(fro(u2 - u, axis=(1, 2)) <= 1e-8 * fro(p, axis=(1, 2)))
+    assert np.all(fro(m.exp(p, u2) - qq, axis=(1, 2)) <= 1e-8 * fro(qq, axis=(1, 2)))
+    np.testing.assert_allclose(m.dist(p, qq), 1.0, rtol=1e-7)
+
+
+def test_spd_retraction_is_second_order():
+    m = SPD(3)
+    rng = np.random.default_rng(3)
+    x = m.random_point(rng, (5,))
+    u = m.tangent_gaussian(x, 1.0, rng)
+    u = u / m.norm(x, u)[:, None, None]
+    errs = [np.max(m.dist(m.retract(x, t * u), m.exp(x, t * u))) for t in (1e-2, 1e-3)]
+    assert errs[1] <= errs[0] / 200  # O(t^3): a factor 1000 per decade (first order: 100)
+
+
+# ---------------------------------------------------------------- products
+def test_product_flat_and_tuple_agree():
+    prod = Product(Sphere(2), SPD(2), Euclidean(2))
+    flat = prod.as_flat()
+    rng = np.random.default_rng(4)
+    x = prod.random_point(rng, (3,))
+    y = prod.random_point(rng, (3,))
+    u = prod.tangent_gaussian(x, 0.5, rng)
+    fx, fy, fu = flat.join(x), flat.join(y), flat.join(u)
+    assert fx.shape == (3, 3 + 4 + 2) and flat.point_shape == (9,)
+    assert flat.dim == prod.dim == 2 + 3 + 2
+    np.testing.assert_allclose(flat.exp(fx, fu), flat.join(prod.exp(x, u)), rtol=1e-14)
+    np.testing.assert_allclose(flat.dist(fx, fy), prod.dist(x, y), rtol=1e-14)
+    np.testing.assert_allclose(
+        prod.dist(x, y) ** 2,
+        sum(m.dist(a, b) ** 2 for m, a, b in zip(prod.manifolds, x, y, strict=True)),
+    )
+    for a, b in zip(flat.split(fx), x, strict=True):
+        np.testing.assert_array_equal(a, b)
+    # one generator drives every block: same seed, same bits
+    a1 = prod.random_point(7, (2,))
+    a2 = prod.random_point(7, (2,))
+    for b1, b2 in zip(a1, a2, strict=True):
+        np.testing.assert_array_equal(b1, b2)
+    assert not np.allclose(a1[0][0], prod.random_point(8, (2,))[0][0])
+
+
+# ---------------------------------------------------------------- Karcher mean
+@pytest.mark.parametrize(
+    "manifold, spread",
+    [(Hyperboloid(2), 6.0), (PoincareBall(2), 3.0), (SPD(3), 2.0)],
+    ids=str,
+)
+def test_karcher_mean_converges_on_spread_data(manifold, spread):
+    """The unit-step fixed-point iteration diverges here (NaN on the hyperboloid); the
+    curvature-aware step converges."""
+    rng = np.random.default_rng(0)
+    c = manifold.random_point(rng, (20,))
+    cs = np.broadcast_to(c[:, None], (20, 10) + manifold.point_shape)
+    pts = manifold.exp(cs, manifold.tangent_gaussian(cs, spread, rng))
+    mean = manifold.mean(pts, max_iter=200)
+    grad = np.mean(manifold.log(mean[:, None], pts), axis=1)
+    assert np.all(manifold.norm(mean, grad) <= 1e-9)

@@ -1,0 +1,196 @@
+"""Bad input gets a ValueError naming the argument, the manifold and the violation size."""
+
+import re
+
+import numpy as np
+import pytest
+
+from rfed.manifolds import (
+    SPD,
+    Euclidean,
+    Hyperboloid,
+    PoincareBall,
+    Product,
+    Sphere,
+    as_generator,
+    to_pymanopt,
+)
+
+
+def _off_points():
+    """(manifold, valid point, point off the manifold, expected violation) per case."""
+    rng = np.random.default_rng(0)
+    s = Sphere(2)
+    x_s = s.random_point(rng)
+    spd = SPD(3)
+    p = spd.random_point(rng)
+    h = Hyperboloid(2)
+    x_h = h.random_point(rng)
+    ball = PoincareBall(2)
+    return [
+        (s, x_s, 2.0 * x_s, 1.0),  # | ||x|| - 1 | = 1
+        (spd, p, -p, None),  # negative definite
+        (spd, p, p + np.triu(np.ones((3, 3)), 1), None),  # not symmetric
+        (h, x_h, 2.0 * x_h, 3.0 / (1.0 + 4.0 * np.sum(x_h**2))),
+        (h, x_h, -x_h, 1.0),  # lower sheet
+        (ball, ball.random_point(rng), np.array([0.6, 0.9]), np.hypot(0.6, 0.9)),
+    ]
+
+
+@pytest.mark.parametrize("case", range(6))
+def test_point_off_manifold(case):
+    m, _, bad, expected = _off_points()[case]
+    with pytest.raises(ValueError) as info:
+        m.check_point(bad, "x0")
+    msg = str(info.value)
+    assert "argument 'x0'" in msg and m.name in msg and "not on the manifold" in msg
+    size = float(re.search(r"violation ([0-9.e+-]+)", msg).group(1))
+    np.testing.assert_allclose(size, float(np.max(m.point_violation(bad))), rtol=1e-3)
+    if expected is not None:
+        np.testing.assert_allclose(size, expected, rtol=1e-3)
+    assert not m.belongs(bad)
+
+
+def test_off_manifold_reports_batch_index():
+    s = Sphere(2)
+    x = s.random_point(0, (4,))
+    x[2] *= 1.5
+    with pytest.raises(ValueError, match=r"batch index \(2,\)"):
+        s.check_point(x)
+
+
+def _off_tangents():
+    rng = np.random.default_rng(1)
+    s = Sphere(2)
+    x_s = s.random_point(rng)
+    spd = SPD(2)
+    p = spd.random_point(rng)
+    h = Hyperboloid(2)
+    x_h = h.random_point(rng)
+    return [
+        (s, x_s, x_s + s.tangent_gaussian(x_s, 1.0, rng)),
+        (spd, p, np.array([[1.0, 2.0], [0.0, 1.0]])),
+        (h, x_h, x_h),
+    ]
+
+
+@pytest.mark.parametrize("case", range(3))
+def test_vector_off_tangent_space(case):
+    m, x, bad = _off_tangents()[case]
+    with pytest.raises(ValueError) as info:
+        m.check_tangent(x, bad, "grad")
+    msg = str(info.value)
+    assert "argument 'grad'" in msg and m.name in msg and "not a tangent vector" in msg
+    size = float(re.search(r"violation ([0-9.e+-]+)", msg).group(1))
+    np.testing.assert_allclose(size, float(m.tangent_violation(x, bad)), rtol=1e-3)
+    assert size > 1e-3
+    assert not m.is_tangent(x, bad)
+
+
+ALL = [
+    Euclidean(3),
+    Sphere(2),
+    SPD(2),
+    Hyperboloid(2),
+    PoincareBall(2),
+    Product(Sphere(2), SPD(2)).as_flat(),
+]
+
+
+@pytest.mark.parametrize("m", ALL, ids=str)
+def test_wrong_shape(m):
+    bad = np.zeros((4,) + tuple(d + 1 for d in m.point_shape))
+    with pytest.raises(ValueError) as info:
+        m.check_point(bad, "y")
+    msg = str(info.value)
+    assert "argument 'y'" in msg and m.name in msg and "has shape (4," in msg
+    assert str(m.point_shape) in msg
+
+
+@pytest.mark.parametrize("m", ALL, ids=str)
+def test_non_finite(m):
+    x = np.array(m.random_point(0, (3,)))
+    x[1].flat[0] = np.nan
+    x[2].flat[-1] = np.inf
+    with pytest.raises(ValueError, match=r"argument 'x'.*2 non-finite value") as info:
+        m.check_point(x)
+    assert m.name in str(info.value)
+    assert list(m.belongs(x)) == [True, False, False]
+    u = np.array(m.tangent_gaussian(m.random_point(0), 1.0, 0))
+    u.flat[0] = np.nan
+    with pytest.raises(ValueError, match=r"argument 'u'.*1 non-finite value"):
+        m.check_tangent(m.random_point(0), u)
+
+
+def test_not_numeric():
+    with pytest.raises(ValueError, match=r"Sphere\(2\): argument 'x' is not a numeric array"):
+        Sphere(2).check_point("abc")
+
+
+@pytest.mark.parametrize(
+    "make, arg",
+    [
+        (lambda: SPD(0), "'n'"),
+        (lambda: SPD(2.5), "'n'"),
+        (lambda: Hyperboloid(0), "'dim'"),
+        (lambda: Hyperboloid(True), "'dim'"),
+        (lambda: PoincareBall(-1), "'dim'"),
+        (lambda: Sphere("3"), "'dim'"),
+        (lambda: Euclidean(), "'shape'"),
+        (lambda: Euclidean(3, 0), "'shape'"),
+        (lambda: Product(), "'manifolds'"),
+        (lambda: Product(Sphere(2), "SPD(2)"), "'manifolds[1]'"),
+    ],
+)
+def test_bad_constructor_argument(make, arg):
+    with pytest.raises(ValueError, match=re.escape(arg)):
+        make()
+
+
+def test_product_validation_names_the_block():
+    prod = Product(Sphere(2), SPD(2))
+    x = prod.random_point(0)
+    bad = (x[0], -x[1])
+    with pytest.raises(ValueError, match=r"SPD\(2\): argument 'x\[1\]' is not on the manifold"):
+        prod.check_point(bad)
+    with pytest.raises(ValueError, match=r"argument 'x' must be a tuple of 2 arrays"):
+        prod.check_point(x[0])
+    with pytest.raises(ValueError, match=r"of length 3"):
+        prod.check_point(x + (x[0],))
+    u = prod.tangent_gaussian(x, 1.0, 0)
+    with pytest.raises(ValueError, match=r"Sphere\(2\): argument 'u\[0\]' is not a tangent"):
+        prod.check_tangent(x, (u[0] + x[0], u[1]))
+    assert not prod.belongs(bad)
+    assert prod.belongs(x)
+    with pytest.raises(ValueError, match=r"SPD\(2\): argument 'x\[1\]'"):
+        prod.checked().exp(bad, u)
+
+
+def test_checked_view_rejects_bad_input():
+    s = Sphere(2)
+    x = s.random_point(0)
+    with pytest.raises(ValueError, match=r"Sphere\(2\): argument 'y' is not on the manifold"):
+        s.checked().log(x, 3 * x)
+    with pytest.raises(ValueError, match=r"argument 'u' is not a tangent vector"):
+        s.checked().exp(x, x)
+
+
+def test_generator_argument():
+    assert isinstance(as_generator(3), np.random.Generator)
+    with pytest.raises(TypeError, match="argument 'rng'"):
+        Sphere(2).random_point(None)
+    with pytest.raises(TypeError, match="argument 'seed'"):
+        to_pymanopt(Sphere(2), seed=None)
+    with pytest.raises(ValueError, match="argument 'manifold'"):
+        to_pymanopt("Sphere(2)")
+
+
+def test_mean_weights_validation():
+    s = Sphere(2)
+    pts = s.random_point(0, (3,))
+    with pytest.raises(ValueError, match="argument 'weights'"):
+        s.mean(pts, np.array([1.0, -1.0, 1.0]))
+    with pytest.raises(ValueError, match="argument 'weights' has shape"):
+        s.mean(pts, np.ones(4))
+    with pytest.raises(ValueError, match="argument 'points' has shape"):
+        s.mean(np.zeros((3, 4)))
