@@ -55,142 +55,91 @@ def loop_time(fn, n_loop: int, n_full: int, repeat: int) -> float:
     return best_time(lambda: [fn(i) for i in range(n_loop)], repeat) * n_full / n_loop
 
 
-def sphere_rows(n, n_loop, repeat, rng):
+def sample_pairs(m, n, rng):
+    """``n`` point pairs ``x, y`` and tangent vectors ``u`` (std 0.5), ``v`` (std 1) at ``x``."""
+    x = m.random_point(rng, n)
+    y = m.random_point(rng, n)
+    return x, y, m.tangent_gaussian(x, 0.5, rng), m.tangent_gaussian(x, 1.0, rng)
+
+
+def suite(name, m, gs, pts, loop):
+    """Rows of one manifold: rfed and geomstats batched on ``pts``, with the given loop column.
+
+    ``pts = (x, y, u, v)`` from :func:`sample_pairs`; ``loop`` maps each operation to a
+    per-point callable ``i -> result``.
+    """
+    x, y, u, v = pts
+    n = len(x)
+    g = np.random.default_rng(1)
+    batched = {
+        "exp": (lambda: m.exp(x, u), lambda: gs.metric.exp(u, x)),
+        "log": (lambda: m.log(x, y), lambda: gs.metric.log(y, x)),
+        "dist": (lambda: m.dist(x, y), lambda: gs.metric.dist(x, y)),
+        "transport": (
+            lambda: m.transport(x, y, v),
+            lambda: gs.metric.parallel_transport(v, x, end_point=y),
+        ),
+        "tangent_gaussian": (
+            lambda: m.tangent_gaussian(x, 1.0, g),
+            lambda: gs.random_tangent_vec(x, n_samples=n),
+        ),
+    }
+    return name, n, {op: (ours, theirs, loop[op]) for op, (ours, theirs) in batched.items()}
+
+
+def pymanopt_loop(pym, x, y, u, transport):
+    """Per-point pymanopt calls on ``x, y, u``, with the given per-point ``transport``."""
+    return {
+        "exp": lambda i: pym.exp(x[i], u[i]),
+        "log": lambda i: pym.log(x[i], y[i]),
+        "dist": lambda i: pym.dist(x[i], y[i]),
+        "transport": transport,
+        "tangent_gaussian": lambda i: pym.random_tangent_vector(x[i]),
+    }
+
+
+def geomstats_transport_loop(gs, pts):
+    """Per-point geomstats parallel transport (for manifolds where pymanopt has none)."""
+    x, y, _, v = pts
+    return lambda i: gs.metric.parallel_transport(v[i], x[i], end_point=y[i])
+
+
+def sphere_rows(n, rng):
     import geomstats.geometry.hypersphere as gh
     import pymanopt.manifolds as pm
 
     m = Sphere(24)
-    x = m.random_point(rng, n)
-    y = m.random_point(rng, n)
-    u = m.tangent_gaussian(x, 0.5, rng)
-    v = m.tangent_gaussian(x, 1.0, rng)
-    gs = gh.Hypersphere(24)
+    pts = x, y, u, v = sample_pairs(m, n, rng)
     pym = pm.Sphere(25)
-    g = np.random.default_rng(1)
-    return (
-        "Sphere(24)",
-        n,
-        {
-            "exp": (
-                lambda: m.exp(x, u),
-                lambda: gs.metric.exp(u, x),
-                lambda i: pym.exp(x[i], u[i]),
-            ),
-            "log": (
-                lambda: m.log(x, y),
-                lambda: gs.metric.log(y, x),
-                lambda i: pym.log(x[i], y[i]),
-            ),
-            "dist": (
-                lambda: m.dist(x, y),
-                lambda: gs.metric.dist(x, y),
-                lambda i: pym.dist(x[i], y[i]),
-            ),
-            "transport": (
-                lambda: m.transport(x, y, v),
-                lambda: gs.metric.parallel_transport(v, x, end_point=y),
-                lambda i: pym.transport(x[i], y[i], v[i]),
-            ),
-            "tangent_gaussian": (
-                lambda: m.tangent_gaussian(x, 1.0, g),
-                lambda: gs.random_tangent_vec(x, n_samples=n),
-                lambda i: pym.random_tangent_vector(x[i]),
-            ),
-        },
-    )
+    loop = pymanopt_loop(pym, x, y, u, lambda i: pym.transport(x[i], y[i], v[i]))
+    return suite("Sphere(24)", m, gh.Hypersphere(24), pts, loop)
 
 
-def hyperboloid_rows(n, n_loop, repeat, rng):
+def hyperboloid_rows(n, rng):
     import geomstats.geometry.hyperboloid as gh
     import pymanopt.manifolds as pm
 
     m = Hyperboloid(2)
-    x = m.random_point(rng, n)
-    y = m.random_point(rng, n)
-    u = m.tangent_gaussian(x, 0.5, rng)
-    v = m.tangent_gaussian(x, 1.0, rng)
+    pts = x, y, _, _ = sample_pairs(m, n, rng)
     gs = gh.Hyperboloid(2)
     ball = PoincareBall(2)
     px, py = ball.from_hyperboloid(x), ball.from_hyperboloid(y)
     pu = ball.tangent_gaussian(px, 0.5, rng)
     pym = pm.PoincareBall(2)
-    g = np.random.default_rng(1)
-    return (
-        "Hyperboloid(2)",
-        n,
-        {
-            "exp": (
-                lambda: m.exp(x, u),
-                lambda: gs.metric.exp(u, x),
-                lambda i: pym.exp(px[i], pu[i]),
-            ),
-            "log": (
-                lambda: m.log(x, y),
-                lambda: gs.metric.log(y, x),
-                lambda i: pym.log(px[i], py[i]),
-            ),
-            "dist": (
-                lambda: m.dist(x, y),
-                lambda: gs.metric.dist(x, y),
-                lambda i: pym.dist(px[i], py[i]),
-            ),
-            "transport": (
-                lambda: m.transport(x, y, v),
-                lambda: gs.metric.parallel_transport(v, x, end_point=y),
-                lambda i: gs.metric.parallel_transport(v[i], x[i], end_point=y[i]),
-            ),
-            "tangent_gaussian": (
-                lambda: m.tangent_gaussian(x, 1.0, g),
-                lambda: gs.random_tangent_vec(x, n_samples=n),
-                lambda i: pym.random_tangent_vector(px[i]),
-            ),
-        },
-    )
+    loop = pymanopt_loop(pym, px, py, pu, geomstats_transport_loop(gs, pts))
+    return suite("Hyperboloid(2)", m, gs, pts, loop)
 
 
-def spd_rows(n, n_loop, repeat, rng):
+def spd_rows(n, rng):
     import geomstats.geometry.spd_matrices as gspd
     import pymanopt.manifolds as pm
 
     m = SPD(9)
-    x = m.random_point(rng, n)
-    y = m.random_point(rng, n)
-    u = m.tangent_gaussian(x, 0.5, rng)
-    v = m.tangent_gaussian(x, 1.0, rng)
+    pts = x, y, u, _ = sample_pairs(m, n, rng)
     gs = gspd.SPDMatrices(9)
     pym = pm.SymmetricPositiveDefinite(9)
-    g = np.random.default_rng(1)
-    return (
-        "SPD(9)",
-        n,
-        {
-            "exp": (
-                lambda: m.exp(x, u),
-                lambda: gs.metric.exp(u, x),
-                lambda i: pym.exp(x[i], u[i]),
-            ),
-            "log": (
-                lambda: m.log(x, y),
-                lambda: gs.metric.log(y, x),
-                lambda i: pym.log(x[i], y[i]),
-            ),
-            "dist": (
-                lambda: m.dist(x, y),
-                lambda: gs.metric.dist(x, y),
-                lambda i: pym.dist(x[i], y[i]),
-            ),
-            "transport": (
-                lambda: m.transport(x, y, v),
-                lambda: gs.metric.parallel_transport(v, x, end_point=y),
-                lambda i: gs.metric.parallel_transport(v[i], x[i], end_point=y[i]),
-            ),
-            "tangent_gaussian": (
-                lambda: m.tangent_gaussian(x, 1.0, g),
-                lambda: gs.random_tangent_vec(x, n_samples=n),
-                lambda i: pym.random_tangent_vector(x[i]),
-            ),
-        },
-    )
+    loop = pymanopt_loop(pym, x, y, u, geomstats_transport_loop(gs, pts))
+    return suite("SPD(9)", m, gs, pts, loop)
 
 
 NOTES = [
@@ -215,9 +164,9 @@ def main(argv=None) -> None:
     div = 10 if args.quick else 1
     rng = np.random.default_rng(0)
     suites = [
-        sphere_rows(100_000 // div, args.loop_points, args.repeat, rng),
-        hyperboloid_rows(100_000 // div, args.loop_points, args.repeat, rng),
-        spd_rows(10_000 // div, args.loop_points, args.repeat, rng),
+        sphere_rows(100_000 // div, rng),
+        hyperboloid_rows(100_000 // div, rng),
+        spd_rows(10_000 // div, rng),
     ]
     header = (
         f"{'manifold':<15} {'n':>7} {'operation':<17} {'rfed ms':>9} {'geomstats ms':>13} "

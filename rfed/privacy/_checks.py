@@ -8,7 +8,8 @@ from typing import Any
 import numpy as np
 
 
-def _as_float(value: Any, name: str) -> float:
+def check_real(value: Any, name: str) -> float:
+    """A real number, not NaN (infinities pass)."""
     if isinstance(value, bool):
         raise TypeError(f"argument '{name}' must be a real number, got bool")
     try:
@@ -24,7 +25,7 @@ def _as_float(value: Any, name: str) -> float:
 
 def check_epsilon(value: Any, name: str = "epsilon") -> float:
     """A privacy budget: finite and > 0."""
-    eps = _as_float(value, name)
+    eps = check_real(value, name)
     if not (eps > 0 and math.isfinite(eps)):
         raise ValueError(f"argument '{name}' must be a finite epsilon > 0, got {value!r}")
     return eps
@@ -32,7 +33,7 @@ def check_epsilon(value: Any, name: str = "epsilon") -> float:
 
 def check_delta(value: Any, name: str = "delta") -> float:
     """A failure probability in the open interval (0, 1)."""
-    d = _as_float(value, name)
+    d = check_real(value, name)
     if not 0.0 < d < 1.0:
         raise ValueError(f"argument '{name}' must lie in the open interval (0, 1), got {value!r}")
     return d
@@ -40,7 +41,7 @@ def check_delta(value: Any, name: str = "delta") -> float:
 
 def check_rate(value: Any, name: str = "sampling_rate") -> float:
     """A sampling probability in (0, 1]."""
-    r = _as_float(value, name)
+    r = check_real(value, name)
     if not 0.0 < r <= 1.0:
         raise ValueError(f"argument '{name}' must lie in (0, 1], got {value!r}")
     return r
@@ -48,7 +49,7 @@ def check_rate(value: Any, name: str = "sampling_rate") -> float:
 
 def check_nonneg(value: Any, name: str) -> float:
     """A finite non-negative scalar (noise scale, sensitivity, ...)."""
-    v = _as_float(value, name)
+    v = check_real(value, name)
     if not (v >= 0 and math.isfinite(v)):
         raise ValueError(f"argument '{name}' must be finite and >= 0, got {value!r}")
     return v
@@ -56,7 +57,7 @@ def check_nonneg(value: Any, name: str) -> float:
 
 def check_positive(value: Any, name: str) -> float:
     """A finite positive scalar."""
-    v = _as_float(value, name)
+    v = check_real(value, name)
     if not (v > 0 and math.isfinite(v)):
         raise ValueError(f"argument '{name}' must be finite and > 0, got {value!r}")
     return v

@@ -113,6 +113,21 @@ except importlib.metadata.PackageNotFoundError:  # pragma: no cover - imported a
     DP_ACCOUNTING_VERSION = "unknown"
 
 
+def _check_orders(orders: Iterable[float] | None) -> tuple[float, ...] | None:
+    """RDP orders as a tuple of finite floats > 1 (None keeps dp-accounting's defaults)."""
+    if orders is None:
+        return None
+    try:
+        out = tuple(float(o) for o in orders)
+    except (TypeError, ValueError):
+        raise TypeError("argument 'rdp_orders' must be a sequence of real numbers") from None
+    if not out or not all(math.isfinite(o) and o > 1 for o in out):
+        raise ValueError(
+            f"argument 'rdp_orders' must be a non-empty sequence of finite orders > 1, got {out}"
+        )
+    return out
+
+
 def clipped_mean_sensitivity(bound: float, batch_size: int, neighboring: str) -> float:
     """L2 sensitivity of ``(1/b) sum_{j in batch} clip_bound(g_j)`` with a public normaliser ``b``.
 
@@ -156,6 +171,18 @@ class EventSpec:
     sampling_rate: float = 1.0
     dataset_size: int | None = None
     sample_size: int | None = None
+
+    def __post_init__(self):
+        # direct construction skips make()'s normalisation, not the domain checks
+        check_choice(self.mechanism, "mechanism", MECHANISMS)
+        check_nonneg(self.noise_multiplier, "noise_multiplier")
+        check_choice(self.sampling, "sampling", SAMPLING)
+        check_rate(self.sampling_rate)
+        if (self.sampling == "without_replacement") != (self.dataset_size is not None):
+            raise ValueError(
+                "argument 'dataset_size' is required with sampling='without_replacement' and "
+                "only then"
+            )
 
     @classmethod
     def make(
@@ -331,6 +358,34 @@ def _canonical(events) -> tuple[tuple[EventSpec, int], ...]:
     return tuple(sorted(merged.items(), key=lambda kv: repr(kv[0])))
 
 
+def _compose(
+    events: Iterable[tuple[EventSpec, int]],
+    query: str,
+    value: float,
+    method: str,
+    neighboring: str,
+    pld_discretization: float,
+    rdp_orders: Iterable[float] | None,
+) -> float:
+    """``query`` ('epsilon' at delta ``value`` or 'delta' at epsilon ``value``) of the events."""
+    check_choice(method, "method", METHODS)
+    check_choice(neighboring, "neighboring", NEIGHBORING)
+    rdp_orders = _check_orders(rdp_orders)
+    events = _canonical(_check_all(events, method, neighboring))
+    want_eps = query == "epsilon"
+    if not events:
+        return 0.0
+    if any(s.noise_multiplier == 0 for s, _ in events):
+        return math.inf if want_eps else 1.0
+    if method == "rdp":
+        orders, rdp = _composed_rdp(events, neighboring, rdp_orders)
+        convert = dpa_rdp.compute_epsilon if want_eps else dpa_rdp.compute_delta
+        return float(convert(orders, rdp, value)[0])
+    vdi = check_positive(pld_discretization, "pld_discretization")
+    acc = _pld_accountant(events, neighboring, vdi)
+    return float(acc.get_epsilon(value) if want_eps else acc.get_delta(value))
+
+
 def compose_epsilon(
     events: Iterable[tuple[EventSpec, int]],
     delta: float,
@@ -338,25 +393,14 @@ def compose_epsilon(
     neighboring: str = "add_remove_one",
     *,
     pld_discretization: float = DEFAULT_PLD_DISCRETIZATION,
-    rdp_orders: tuple[float, ...] | None = None,
+    rdp_orders: Iterable[float] | None = None,
 ) -> float:
     """Epsilon at ``delta`` of the adaptive composition of ``(event, count)`` pairs.
 
     Zero events give epsilon 0; an event with noise multiplier 0 gives ``inf``.
     """
     delta = check_delta(delta)
-    check_choice(method, "method", METHODS)
-    check_choice(neighboring, "neighboring", NEIGHBORING)
-    events = _canonical(_check_all(events, method, neighboring))
-    if not events:
-        return 0.0
-    if any(s.noise_multiplier == 0 for s, _ in events):
-        return math.inf
-    if method == "rdp":
-        orders, rdp = _composed_rdp(events, neighboring, rdp_orders)
-        return float(dpa_rdp.compute_epsilon(orders, rdp, delta)[0])
-    vdi = check_positive(pld_discretization, "pld_discretization")
-    return float(_pld_accountant(events, neighboring, vdi).get_epsilon(delta))
+    return _compose(events, "epsilon", delta, method, neighboring, pld_discretization, rdp_orders)
 
 
 def compose_delta(
@@ -366,26 +410,21 @@ def compose_delta(
     neighboring: str = "add_remove_one",
     *,
     pld_discretization: float = DEFAULT_PLD_DISCRETIZATION,
-    rdp_orders: tuple[float, ...] | None = None,
+    rdp_orders: Iterable[float] | None = None,
 ) -> float:
-    """Delta at ``epsilon`` of the composition (the dual of :func:`compose_epsilon`)."""
+    """Delta at ``epsilon`` of the composition (the dual of :func:`compose_epsilon`).
+
+    Zero events give delta 0; an event with noise multiplier 0 gives 1.
+    """
     epsilon = check_epsilon(epsilon)
-    check_choice(method, "method", METHODS)
-    check_choice(neighboring, "neighboring", NEIGHBORING)
-    events = _canonical(_check_all(events, method, neighboring))
-    if not events:
-        return 0.0
-    if any(s.noise_multiplier == 0 for s, _ in events):
-        return 1.0
-    if method == "rdp":
-        orders, rdp = _composed_rdp(events, neighboring, rdp_orders)
-        return float(dpa_rdp.compute_delta(orders, rdp, epsilon)[0])
-    vdi = check_positive(pld_discretization, "pld_discretization")
-    return float(_pld_accountant(events, neighboring, vdi).get_delta(epsilon))
+    return _compose(events, "delta", epsilon, method, neighboring, pld_discretization, rdp_orders)
 
 
 def assumptions_text(method: str, neighboring: str, pld_discretization: float) -> str:
     """One paragraph naming the accountant and the assumptions behind its numbers."""
+    check_choice(method, "method", METHODS)
+    check_choice(neighboring, "neighboring", NEIGHBORING)
+    pld_discretization = check_positive(pld_discretization, "pld_discretization")
     if method == "rdp":
         engine = (
             f"RDP accountant of dp-accounting {DP_ACCOUNTING_VERSION} (default orders, "
@@ -441,7 +480,7 @@ class CertifiedAccountant:
         self.method = check_choice(method, "method", METHODS)
         self.neighboring = check_choice(neighboring, "neighboring", NEIGHBORING)
         self.pld_discretization = check_positive(pld_discretization, "pld_discretization")
-        self.rdp_orders = None if rdp_orders is None else tuple(float(o) for o in rdp_orders)
+        self.rdp_orders = _check_orders(rdp_orders)
         self._events: dict[EventSpec, int] = {}
 
     # ------------------------------------------------------------------ recording
@@ -452,8 +491,9 @@ class CertifiedAccountant:
         if count:
             self._events[spec] = self._events.get(spec, 0) + count
 
-    def add_gaussian(
+    def add(
         self,
+        mechanism: str,
         noise_multiplier: float,
         sampling_rate: float = 1.0,
         sampling: str = "poisson",
@@ -462,12 +502,14 @@ class CertifiedAccountant:
         dataset_size: int | None = None,
         sample_size: int | None = None,
     ) -> None:
-        """Compose ``count`` (subsampled) Gaussian mechanisms.
+        """Compose ``count`` (subsampled) Gaussian or Laplace mechanisms.
 
         Parameters
         ----------
+        mechanism : {'gaussian', 'laplace'}
         noise_multiplier : float
-            Noise std / L2 sensitivity under this accountant's neighbouring relation.
+            Gaussian: noise std / L2 sensitivity; Laplace: scale / L1 sensitivity (under this
+            accountant's neighbouring relation).
         sampling_rate : float
             In (0, 1]; 1 means no sampling.
         sampling : {'poisson', 'without_replacement', 'none'}
@@ -477,30 +519,18 @@ class CertifiedAccountant:
             For ``'without_replacement'`` (``sample_size`` defaults to
             ``sampling_rate * dataset_size``).
         """
-        self.add_event(
-            EventSpec.make(
-                "gaussian", noise_multiplier, sampling, sampling_rate, dataset_size, sample_size
-            ),
-            count,
+        spec = EventSpec.make(
+            mechanism, noise_multiplier, sampling, sampling_rate, dataset_size, sample_size
         )
+        self.add_event(spec, count)
 
-    def add_laplace(
-        self,
-        noise_multiplier: float,
-        sampling_rate: float = 1.0,
-        sampling: str = "poisson",
-        count: int = 1,
-        *,
-        dataset_size: int | None = None,
-        sample_size: int | None = None,
-    ) -> None:
-        """Compose ``count`` Laplace mechanisms (``noise_multiplier`` = scale / L1 sensitivity)."""
-        self.add_event(
-            EventSpec.make(
-                "laplace", noise_multiplier, sampling, sampling_rate, dataset_size, sample_size
-            ),
-            count,
-        )
+    def add_gaussian(self, noise_multiplier: float, *args: Any, **kwargs: Any) -> None:
+        """``add('gaussian', noise_multiplier, ...)``: multiplier = std / L2 sensitivity."""
+        self.add("gaussian", noise_multiplier, *args, **kwargs)
+
+    def add_laplace(self, noise_multiplier: float, *args: Any, **kwargs: Any) -> None:
+        """``add('laplace', noise_multiplier, ...)``: multiplier = scale / L1 sensitivity."""
+        self.add("laplace", noise_multiplier, *args, **kwargs)
 
     @property
     def events(self) -> tuple[tuple[EventSpec, int], ...]:
@@ -508,27 +538,23 @@ class CertifiedAccountant:
         return tuple(self._events.items())
 
     # ------------------------------------------------------------------ queries
-    def epsilon(self, delta: float) -> float:
-        """Epsilon of everything composed so far, at ``delta`` in (0, 1)."""
-        return compose_epsilon(
+    def _query(self, compose, value: float) -> float:
+        return compose(
             self._events.items(),
-            delta,
+            value,
             self.method,
             self.neighboring,
             pld_discretization=self.pld_discretization,
             rdp_orders=self.rdp_orders,
         )
 
+    def epsilon(self, delta: float) -> float:
+        """Epsilon of everything composed so far, at ``delta`` in (0, 1)."""
+        return self._query(compose_epsilon, delta)
+
     def delta(self, epsilon: float) -> float:
         """Delta of everything composed so far, at ``epsilon`` > 0."""
-        return compose_delta(
-            self._events.items(),
-            epsilon,
-            self.method,
-            self.neighboring,
-            pld_discretization=self.pld_discretization,
-            rdp_orders=self.rdp_orders,
-        )
+        return self._query(compose_delta, epsilon)
 
     def describe(self) -> str:
         """The accountant, its assumptions and the composed events."""

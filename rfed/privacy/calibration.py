@@ -169,6 +169,8 @@ def prirfed_local_epsilon(
     :func:`rfed.privacy.papers.dp_rsvrg_sigma` for the agents' noise.
     """
     target = check_epsilon(target_epsilon, "target_epsilon")
+    local_delta = check_delta(local_delta, "local_delta")
+    rtol = check_positive(rtol, "rtol")
     lo, hi = 0.0, 1.0
 
     def total(e: float) -> float:

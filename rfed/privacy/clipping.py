@@ -23,6 +23,7 @@ __all__ = ["clip_by_norm", "clip_coordinates", "clip_factors"]
 
 def clip_factors(norms: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
     """The factors ``min(1, bound / norm)`` (1 where the norm is 0), broadcast."""
+    bound = check_nonneg_array(bound, "bound")
     norms = np.asarray(norms, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(norms > bound, bound / np.where(norms > 0, norms, 1.0), 1.0)
@@ -56,7 +57,6 @@ def clip_by_norm(
     n_clipped : int array, shape ``(*batch,)``
         How many samples were shortened, per batch element (``n_clipped.sum()`` for the total).
     """
-    bound = check_nonneg_array(bound, "bound")
     g = as_array(manifold, g, "g", extra_axes=1)
     x = as_array(manifold, x, "x")
     norms = manifold.norm(expand_batch(manifold, x, -1), g)

@@ -33,7 +33,15 @@ from typing import Any
 
 import numpy as np
 
-from rfed.privacy._checks import check_choice, check_delta, check_epsilon, check_int
+from rfed.privacy._checks import (
+    check_choice,
+    check_delta,
+    check_epsilon,
+    check_int,
+    check_nonneg,
+    check_positive,
+    check_real,
+)
 from rfed.privacy.accountants import (
     DEFAULT_PLD_DISCRETIZATION,
     METHODS,
@@ -81,7 +89,7 @@ class PrivacyLedger:
         self.n_agents = check_int(n_agents, "n_agents")
         self.method = check_choice(method, "method", METHODS)
         self.neighboring = check_choice(neighboring, "neighboring", NEIGHBORING)
-        self.pld_discretization = float(pld_discretization)
+        self.pld_discretization = check_positive(pld_discretization, "pld_discretization")
         self.keep_history = bool(keep_history)
         self.description = str(description)
         self._specs: list[EventSpec] = []
@@ -114,6 +122,12 @@ class PrivacyLedger:
                 f"argument 'agents' must hold ids in [0, {self.n_agents}), got min {a.min()} "
                 f"max {a.max()}"
             )
+        return a
+
+    def _one_agent(self, agent: int) -> int:
+        a = check_int(agent, "agent", minimum=0)
+        if a >= self.n_agents:
+            raise ValueError(f"argument 'agent' must be < n_agents = {self.n_agents}, got {a}")
         return a
 
     def _key(self, spec: EventSpec) -> int:
@@ -190,15 +204,21 @@ class PrivacyLedger:
                 raise ValueError("argument 'sensitivity' must be finite and > 0")
             nm = sig / sens
         n = ids.size
-        cols = [
-            np.broadcast_to(np.asarray(v, dtype=float), (n,))
-            for v in (
-                nm,
-                sampling_rate,
-                -1.0 if dataset_size is None else dataset_size,
-                -1.0 if sample_size is None else sample_size,
-            )
-        ]
+        per_agent = {
+            "noise_multiplier" if noise_multiplier is not None else "sigma": nm,
+            "sampling_rate": sampling_rate,
+            "dataset_size": -1.0 if dataset_size is None else dataset_size,
+            "sample_size": -1.0 if sample_size is None else sample_size,
+        }
+        cols = []
+        for name, v in per_agent.items():
+            try:
+                cols.append(np.broadcast_to(np.asarray(v, dtype=float), (n,)))
+            except (TypeError, ValueError):
+                raise ValueError(
+                    f"argument '{name}' must be a number or one value per agent ({n} agents), "
+                    f"got {v!r}"
+                ) from None
         if all(np.ndim(v) == 0 for v in (nm, sampling_rate, dataset_size, sample_size)):
             # common case: one event for every agent of the call, no grouping needed
             combos = np.array([[c[0] for c in cols]]) if n else np.zeros((0, 4))
@@ -278,13 +298,21 @@ class PrivacyLedger:
         note : str
             Caveats (violated hypotheses, heuristic constants...).
         """
+        eps = check_real(epsilon, "epsilon")
+        if not eps >= 0:
+            raise ValueError(f"argument 'epsilon' must be >= 0 (inf allowed), got {epsilon!r}")
+        delta = check_nonneg(delta, "delta")
+        if delta > 1:
+            raise ValueError(f"argument 'delta' must lie in [0, 1], got {delta!r}")
+        if agent is not None:
+            agent = self._one_agent(agent)
         self._paper.append(
             {
                 "name": str(name),
-                "epsilon": float(epsilon),
-                "delta": float(delta),
+                "epsilon": eps,
+                "delta": delta,
                 "source": str(source),
-                "agent": None if agent is None else int(agent),
+                "agent": agent,
                 "note": str(note),
             }
         )
@@ -293,7 +321,12 @@ class PrivacyLedger:
     def _events_of_column(self, column: np.ndarray) -> list[tuple[EventSpec, int]]:
         return [(self._specs[i], int(c)) for i, c in enumerate(column) if c]
 
-    def _per_agent(self, value_fn, arg: float, kind: str) -> np.ndarray:
+    def _per_agent(self, compose, value: float) -> np.ndarray:
+        """``compose`` (:func:`compose_epsilon` or :func:`compose_delta`) of every agent's events.
+
+        Agents with identical counts share one accountant call; results are cached until the
+        next record.
+        """
         out = np.zeros(self.n_agents)
         if not self._specs:
             return out
@@ -301,47 +334,38 @@ class PrivacyLedger:
         inverse = np.asarray(inverse).reshape(-1)
         vals = np.empty(len(cols))
         for u, col in enumerate(cols):
-            key = (kind, arg, col.tobytes(), len(self._specs))
+            key = (compose.__name__, value, col.tobytes(), len(self._specs))
             if key not in self._cache:
-                self._cache[key] = value_fn(self._events_of_column(col), arg)
+                self._cache[key] = compose(
+                    self._events_of_column(col),
+                    value,
+                    self.method,
+                    self.neighboring,
+                    pld_discretization=self.pld_discretization,
+                )
             vals[u] = self._cache[key]
         return vals[inverse]
 
+    def _one_or_max(self, values: np.ndarray, agent: int | None) -> float:
+        if agent is None:
+            return float(values.max())
+        return float(values[self._one_agent(agent)])
+
     def epsilons(self, delta: float) -> np.ndarray:
         """Epsilon of every agent at ``delta``, shape ``(n_agents,)``."""
-        delta = check_delta(delta)
-        return self._per_agent(
-            lambda ev, d: compose_epsilon(
-                ev, d, self.method, self.neighboring, pld_discretization=self.pld_discretization
-            ),
-            delta,
-            "eps",
-        )
+        return self._per_agent(compose_epsilon, check_delta(delta))
 
     def epsilon(self, delta: float, agent: int | None = None) -> float:
         """Epsilon at ``delta`` of one agent, or overall (max over agents) if ``agent`` is None."""
-        eps = self.epsilons(delta)
-        if agent is None:
-            return float(eps.max())
-        return float(eps[self._agent_ids(np.asarray([agent]))[0]])
+        return self._one_or_max(self.epsilons(delta), agent)
 
     def deltas(self, epsilon: float) -> np.ndarray:
         """Delta of every agent at ``epsilon``, shape ``(n_agents,)``."""
-        epsilon = check_epsilon(epsilon)
-        return self._per_agent(
-            lambda ev, e: compose_delta(
-                ev, e, self.method, self.neighboring, pld_discretization=self.pld_discretization
-            ),
-            epsilon,
-            "delta",
-        )
+        return self._per_agent(compose_delta, check_epsilon(epsilon))
 
     def delta(self, epsilon: float, agent: int | None = None) -> float:
         """Delta at ``epsilon`` of one agent, or overall (max over agents)."""
-        d = self.deltas(epsilon)
-        if agent is None:
-            return float(d.max())
-        return float(d[self._agent_ids(np.asarray([agent]))[0]])
+        return self._one_or_max(self.deltas(epsilon), agent)
 
     @property
     def rounds_participated(self) -> np.ndarray:
@@ -350,7 +374,7 @@ class PrivacyLedger:
 
     def spent(self, agent: int) -> list[tuple[EventSpec, int]]:
         """The events charged to ``agent`` with their counts."""
-        a = self._agent_ids(np.asarray([agent]))[0]
+        a = self._one_agent(agent)
         return self._events_of_column(self._counts[:, a])
 
     @property
@@ -374,6 +398,7 @@ class PrivacyLedger:
         value. Agents are listed one per row up to ``max_rows``; beyond that, a summary.
         """
         delta = check_delta(delta)
+        max_rows = check_int(max_rows, "max_rows", minimum=0)
         eps = self.epsilons(delta)
         lines = ["Privacy report"]
         if self.description:

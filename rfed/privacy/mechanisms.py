@@ -82,7 +82,12 @@ def laplace_noise(
     """
     scale = check_nonneg_array(scale, "scale")
     shape = (shape,) if np.isscalar(shape) else tuple(shape)
-    np.broadcast_shapes(scale.shape, shape)
+    try:
+        fits = np.broadcast_shapes(scale.shape, shape) == shape
+    except ValueError:
+        fits = False
+    if not fits:
+        raise ValueError(f"argument 'scale' of shape {scale.shape} must broadcast to shape {shape}")
     return as_generator(rng).laplace(0.0, 1.0, size=shape) * scale
 
 
@@ -117,7 +122,11 @@ class LaplaceSchedule:
     def scale(self, k: int | np.ndarray) -> float | np.ndarray:
         """``theta0 * q**k`` for iteration(s) ``k >= 0`` (vectorized)."""
         k_arr = np.asarray(k)
-        if np.any(k_arr < 0):
+        if (
+            not np.issubdtype(k_arr.dtype, np.number)
+            or np.any(np.isnan(k_arr))
+            or np.any(k_arr < 0)
+        ):
             raise ValueError(f"argument 'k' must be >= 0, got {k!r}")
         out = self.theta0 * np.power(self.q, k_arr, dtype=float)
         return float(out) if np.ndim(out) == 0 else out

@@ -45,8 +45,10 @@ from rfed.privacy._checks import (
     check_epsilon,
     check_int,
     check_nonneg,
+    check_nonneg_array,
     check_positive,
     check_rate,
+    check_real,
 )
 from rfed.privacy.accountants import EventSpec
 
@@ -95,9 +97,11 @@ def round_sig(x: float, digits: int = 3) -> float:
     Works on the shortest decimal representation of ``x`` so that a value that prints as an
     exact half rounds up.
     """
+    x = check_real(x, "x")
+    digits = check_int(digits, "digits")
     if x == 0 or not math.isfinite(x):
         return x
-    d = Decimal(repr(float(x)))
+    d = Decimal(repr(x))
     exponent = d.adjusted() - digits + 1
     return float(d.quantize(Decimal(1).scaleb(exponent), rounding=ROUND_HALF_UP))
 
@@ -150,14 +154,11 @@ def heterogeneous_composition(
     -------
     (eps_tilde, delta_tilde)
     """
-    eps = np.atleast_1d(np.asarray(epsilons, dtype=float))
-    dts = np.atleast_1d(np.asarray(deltas, dtype=float))
+    eps = np.atleast_1d(check_nonneg_array(epsilons, "epsilons"))
+    dts = np.atleast_1d(check_nonneg_array(deltas, "deltas"))
     n = 1 if count is None else check_int(count, "count")
-    if not 0 < delta_hat <= 1:
-        raise ValueError(f"argument 'delta_hat' must lie in (0, 1], got {delta_hat!r}")
-    if np.any(eps < 0) or not np.all(np.isfinite(eps)):
-        raise ValueError("argument 'epsilons' must be finite and >= 0")
-    if np.any((dts < 0) | (dts > 1)):
+    delta_hat = check_rate(delta_hat, "delta_hat")
+    if np.any(dts > 1):
         raise ValueError("argument 'deltas' must lie in [0, 1]")
     if np.any(eps > 0.9):
         _warn(
@@ -434,16 +435,22 @@ class DoAdpNoise:
     t_condition_holds: bool
 
 
-def _doadp_args(delta0, iterations, n_local, p, k, d, grad_bound):
+def _chain_args(delta0, iterations, n_local, rate, rate_name, bound, bound_name):
+    """Validate the arguments shared by DO-ADP's and DP-DDA's proof chains."""
     delta0 = check_delta(delta0, "delta0") if delta0 != 1 else 1.0
     t = check_int(iterations, "iterations")
     q = check_int(n_local, "n_local")
-    p = check_rate(p, "p")
+    rate = check_rate(rate, rate_name)
+    bound = check_positive(bound, bound_name)
+    return delta0, t, q, rate, bound
+
+
+def _doadp_args(delta0, iterations, n_local, p, k, d, grad_bound):
+    delta0, t, q, p, g = _chain_args(delta0, iterations, n_local, p, "p", grad_bound, "grad_bound")
     d = check_int(d, "d")
     k = check_int(k, "k")
     if k > d:
         raise ValueError(f"argument 'k' ({k}) must not exceed d ({d})")
-    g = check_positive(grad_bound, "grad_bound")
     return delta0, t, q, p, k, d, g
 
 
@@ -679,7 +686,10 @@ def dpdl_noise_multipliers(sigma: float, mixing: np.ndarray, alpha: float, h: fl
     + alpha w_ii (h+1)^2 N / (2h))``: the std of the noise in ``g~^i`` (eq. 40) over the
     replace-one sensitivity bound (eq. 53). Spec-derived (the spec's "equivalent noise-multiplier
     view", consistent with L1028), not printed in the paper; feed it to the certified accountant
-    (Poisson rate q, ``T`` rounds, ``neighboring='replace_one'``).
+    with ``neighboring='replace_one'`` and ``T`` rounds, at agent i's own sampling rate
+    ``B / |D_i|``, not the paper's global ``q`` (N times smaller, spec P9): Poisson batches need
+    ``method='pld'`` (RDP takes Poisson only with add/remove), fixed-size batches
+    ``sampling='without_replacement'`` with ``method='rdp'``.
 
     Parameters
     ----------
@@ -693,10 +703,10 @@ def dpdl_noise_multipliers(sigma: float, mixing: np.ndarray, alpha: float, h: fl
     array, shape ``(N,)``
     """
     sigma = check_nonneg(sigma, "sigma")
-    w = np.asarray(mixing, dtype=float)
+    w = check_nonneg_array(mixing, "mixing")
     if w.ndim != 2 or w.shape[0] != w.shape[1]:
         raise ValueError(f"argument 'mixing' must be a square matrix, got shape {w.shape}")
-    if np.any(w < 0) or np.any(np.diag(w) <= 0):
+    if np.any(np.diag(w) <= 0):
         raise ValueError("argument 'mixing' must be non-negative with a positive diagonal")
     n = w.shape[0]
     alpha = check_nonneg(alpha, "alpha")
@@ -740,15 +750,6 @@ class DpDdaNoise:
     t_condition_holds: bool
 
 
-def _dpdda_args(delta0, iterations, n_local, iota, lipschitz):
-    delta0 = check_delta(delta0, "delta0") if delta0 != 1 else 1.0
-    t = check_int(iterations, "iterations")
-    q = check_int(n_local, "n_local")
-    iota = check_rate(iota, "iota")
-    lip = check_positive(lipschitz, "lipschitz")
-    return delta0, t, q, iota, lip
-
-
 def dpdda_sigma(
     epsilon: float,
     delta0: float,
@@ -775,7 +776,9 @@ def dpdda_sigma(
     if epsilon > 1:
         raise ValueError(f"argument 'epsilon' must lie in (0, 1] for DP-DDA Thm 1, got {epsilon}")
     check_choice(constant, "constant", ("paper", "corrected"))
-    delta0, t, q, iota, lip = _dpdda_args(delta0, iterations, n_local, iota, lipschitz)
+    delta0, t, q, iota, lip = _chain_args(
+        delta0, iterations, n_local, iota, "iota", lipschitz, "lipschitz"
+    )
     c = 32.0 if constant == "paper" else 160.0
     sigma = math.sqrt(c * iota**2 * lip**2 * t * math.log(2 / delta0) / (q**2 * epsilon**2))
     factor = 5.0 if constant == "paper" else 1.0
@@ -824,7 +827,9 @@ def dpdda_sigma_for_delta(
     """
     epsilon = check_epsilon(epsilon)
     delta_prime = check_delta(delta_prime, "delta_prime")
-    delta0, t, q, iota, lip = _dpdda_args(delta0, iterations, n_local, iota, lipschitz)
+    delta0, t, q, iota, lip = _chain_args(
+        delta0, iterations, n_local, iota, "iota", lipschitz, "lipschitz"
+    )
     s = _largest_budget(epsilon, delta_prime)
     sigma = math.sqrt(32 * iota**2 * lip**2 * t * math.log(2 / delta0) / (q**2 * s))
     eps_t = 2 * lip * math.sqrt(2 * math.log(2 / delta0)) / sigma
@@ -885,7 +890,7 @@ def dpdgt_epsilon(
             f"argument 'q' ({q:g}) must be < min(q_xi, q_zeta) = {min(q_xi, q_zeta):g}: the step "
             "sizes must decay faster than the noise scale for a finite epsilon"
         )
-    lower = max(q_xi**2, q_zeta**2, 0.0 if q_c is None else float(q_c))
+    lower = max(q_xi**2, q_zeta**2, 0.0 if q_c is None else check_rate(q_c, "q_c"))
     if not q > lower:
         _warn(
             f"DP-DGT Cor. 5.14 needs q > max(q_C, q_xi^2, q_zeta^2) = {lower:.6g} for "
@@ -938,6 +943,22 @@ def dpdgt_sensitivities(
     return varphi, eta
 
 
+def _dpdgt_scales(alphas, theta_xi, theta_zeta) -> tuple[np.ndarray, np.ndarray]:
+    """Laplace scale sequences: finite, > 0 (0 means no privacy), one per step size."""
+    shape = np.shape(alphas)
+    out = []
+    for name, theta in (("theta_xi", theta_xi), ("theta_zeta", theta_zeta)):
+        th = check_nonneg_array(theta, name)
+        if th.shape != shape:
+            raise ValueError(
+                f"argument '{name}' must have the shape of 'alphas' {shape}, got {th.shape}"
+            )
+        if np.any(th == 0):
+            raise ValueError(f"argument '{name}' must be > 0 everywhere (0 means no privacy)")
+        out.append(th)
+    return out[0], out[1]
+
+
 def dpdgt_epsilon_recursion(
     alphas: np.ndarray,
     theta_xi: np.ndarray,
@@ -954,14 +975,8 @@ def dpdgt_epsilon_recursion(
     the paper's own bound without the algebra slips of (36)-(38); on Sec. 6.1's setting it is
     about 2.7 % above eq. (38). Pure eps-DP (delta = 0) for a run of ``len(alphas)`` iterations.
     """
-    th_x = np.asarray(theta_xi, dtype=float)
-    th_z = np.asarray(theta_zeta, dtype=float)
-    a = np.asarray(alphas, dtype=float)
-    if th_x.shape != a.shape or th_z.shape != a.shape:
-        raise ValueError("arguments 'theta_xi' and 'theta_zeta' must have the shape of 'alphas'")
-    if np.any(th_x <= 0) or np.any(th_z <= 0):
-        raise ValueError("arguments 'theta_xi' and 'theta_zeta' must be > 0 (0 means no privacy)")
-    varphi, eta = dpdgt_sensitivities(a, mu, gamma, phi, adjacency_delta)
+    th_x, th_z = _dpdgt_scales(alphas, theta_xi, theta_zeta)
+    varphi, eta = dpdgt_sensitivities(alphas, mu, gamma, phi, adjacency_delta)
     return float(np.sum(varphi / th_x) + np.sum(eta / th_z))
 
 
@@ -982,10 +997,10 @@ def dpdgt_laplace_events(
     are skipped. Compose with ``method='rdp'`` (the relation only enters through the
     sensitivity: DP-DGT's adjacency is a change of one agent's cost function).
     """
+    th_x, th_z = _dpdgt_scales(alphas, theta_xi, theta_zeta)
     varphi, eta = dpdgt_sensitivities(alphas, mu, gamma, phi, adjacency_delta)
     events: dict[EventSpec, int] = {}
-    pairs = ((varphi, np.asarray(theta_xi, float)), (eta, np.asarray(theta_zeta, float)))
-    for sens, theta in pairs:
+    for sens, theta in ((varphi, th_x), (eta, th_z)):
         for s_k, th_k in zip(sens, theta, strict=True):
             if s_k > 0:
                 spec = EventSpec.make("laplace", float(th_k / s_k))
