@@ -36,9 +36,8 @@ def evaluate_point(problem: Problem, x: np.ndarray, with_reference: bool = True)
     """
     out = {"cost": problem.cost(x), "grad_norm": problem.grad_norm(x)}
     if with_reference:
-        ref = problem.reference_point()
         out["excess_risk"] = out["cost"] - problem.reference_cost()
-        out["dist_to_ref"] = float(problem.manifold.dist(x, ref))
+        out["dist_to_ref"] = problem.distance_to_reference(x)
     return out
 
 

@@ -23,7 +23,7 @@ import numpy as np
 
 from rfed.manifolds.base import Manifold, as_generator
 
-__all__ = ["Problem", "sample_without_replacement"]
+__all__ = ["Problem", "sample_without_replacement", "stack_agents"]
 
 
 def sample_without_replacement(
@@ -63,6 +63,43 @@ def sample_without_replacement(
         return np.argsort(keys, axis=1)
     part = np.argpartition(keys, batch_size - 1, axis=1)[:, :batch_size]
     return part
+
+
+def stack_agents(arrays, name: str = "data") -> tuple[np.ndarray, np.ndarray]:
+    """Stack per-agent arrays of shapes ``(N_i, ...)`` into ``(n_agents, n_max, ...)``.
+
+    Parameters
+    ----------
+    arrays : sequence of array, or array of shape ``(n_agents, n_max, ...)``
+        One array per agent (a stacked array is returned as is, with full counts).
+    name : str
+        Argument name used in error messages.
+
+    Returns
+    -------
+    stacked : array, shape ``(n_agents, max N_i, ...)``, zero-padded
+    counts : int array, shape ``(n_agents,)``
+    """
+    if isinstance(arrays, np.ndarray):
+        if arrays.ndim < 2:
+            raise ValueError(f"argument '{name}' has shape {arrays.shape}; expected "
+                             "(n_agents, n_max, ...)")
+        return arrays, np.full(arrays.shape[0], arrays.shape[1])
+    arrays = [np.asarray(a, dtype=float) for a in arrays]
+    if not arrays:
+        raise ValueError(f"argument '{name}' must hold at least one agent's data")
+    tail = arrays[0].shape[1:]
+    for i, a in enumerate(arrays):
+        if a.ndim < 1 or a.shape[1:] != tail or a.shape[0] < 1:
+            raise ValueError(
+                f"argument '{name}': agent {i} has shape {a.shape}; expected (N_i, "
+                f"{', '.join(map(str, tail))}) with N_i >= 1"
+            )
+    counts = np.array([a.shape[0] for a in arrays])
+    out = np.zeros((len(arrays), int(counts.max()), *tail))
+    for i, a in enumerate(arrays):
+        out[i, : a.shape[0]] = a
+    return out, counts
 
 
 class Problem(abc.ABC):
@@ -133,6 +170,7 @@ class Problem(abc.ABC):
             raise ValueError(f"argument 'gradient_bound' must be > 0, got {gradient_bound}")
         self.gradient_bound = gradient_bound
         self._reference: np.ndarray | None = None
+        self._reference_cost: float | None = None
 
     # ---------------------------------------------------------------- to implement
     @abc.abstractmethod
@@ -152,6 +190,58 @@ class Problem(abc.ABC):
     @abc.abstractmethod
     def sample_rgrad(self, x: np.ndarray, batch: Mapping[str, np.ndarray]) -> np.ndarray:
         """Per-sample Riemannian gradients at ``x``, shape ``(*lead, b, *point_shape)``."""
+
+    def clipped_grad_sum(
+        self,
+        x: np.ndarray,
+        batch: Mapping[str, np.ndarray],
+        bound: float | None,
+        mask: np.ndarray | None = None,
+    ) -> tuple[np.ndarray, np.ndarray]:
+        """Sum over a batch of per-sample Riemannian gradients, each clipped in norm.
+
+        Each gradient ``g_j`` at ``x`` is scaled by ``min(1, bound / ||g_j||_x)`` (PriRFed
+        Alg. 2 line 4, clip_tau; a zero gradient stays zero) before summing. Subclasses with a
+        structured gradient override this to avoid materializing every per-sample gradient (the
+        per-sample norms suffice to clip).
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, *point_shape)``
+        batch : mapping of str to array, each of shape ``(*lead, b, ...)``
+        bound : float or None
+            Clipping level tau; ``None`` sums the raw gradients.
+        mask : bool array, shape ``(*lead, b)``, optional
+            Samples to include (padding rows are ``False``).
+
+        Returns
+        -------
+        total : array, shape ``(*lead, *point_shape)``
+        n_clipped : int array, shape ``lead``
+            How many included samples had ``||g_j||_x > bound``.
+        """
+        x = np.asarray(x, dtype=float)
+        k = len(self.manifold.point_shape)
+        g = self.sample_rgrad(x, batch)
+        xb = np.expand_dims(x, -1 - k)
+        lead = g.shape[: g.ndim - k - 1]
+        scale = np.ones(g.shape[: g.ndim - k])
+        n_clipped = np.zeros(lead, dtype=int)
+        if bound is not None:
+            norms = self.manifold.norm(xb, g)
+            over = norms > bound
+            scale = np.where(over, bound / np.where(over, norms, 1.0), 1.0)
+            if mask is not None:
+                over = over & mask
+            n_clipped = np.sum(over, axis=-1)
+        if mask is not None:
+            scale = np.where(mask, scale, 0.0)
+        total = np.sum(scale.reshape(scale.shape + (1,) * k) * g, axis=-1 - k)
+        return total, n_clipped
+
+    def distance_to_reference(self, x: np.ndarray) -> float:
+        """``d(x, x*)``; problems whose minimizer is a set (e.g. ``±v``) take the nearest."""
+        return float(self.manifold.dist(x, self.reference_point()))
 
     # ---------------------------------------------------------------- data access
     @property
@@ -230,8 +320,10 @@ class Problem(abc.ABC):
         return self._reference
 
     def reference_cost(self) -> float:
-        """``f(x*)`` at :meth:`reference_point`."""
-        return self.cost(self.reference_point())
+        """``f(x*)`` at :meth:`reference_point` (cached)."""
+        if self._reference_cost is None:
+            self._reference_cost = self.cost(self.reference_point())
+        return self._reference_cost
 
     def _compute_reference(self) -> np.ndarray:
         raise NotImplementedError(

@@ -1,0 +1,272 @@
+"""DO-ADP: decentralized momentum SGD with random activation, sparsified gossip and Gaussian noise.
+
+Spec ``specs/000_doadp.md`` (Huo, Liu, Ding, Johansson, Shi). Every agent is active with
+probability ``p``; an active agent samples ``b`` local records (``b = 1`` in the paper), clips each
+per-sample gradient **per coordinate** to ``G / sqrt(dim)`` (Assumption 2, pitfall P2), adds
+``N(0, sigma^2 I_dim)``, takes a momentum step plus a consensus step on the *public copies*, and
+broadcasts the Top-k (or rand-k) sparsified difference between its new state and its public copy
+(eqs. (5a)-(5d); Algorithm 1 with the own-copy update of P8 and Jacobi semantics).
+
+Manifold form (spec section 7, intrinsic reading): the momentum lives in ``T_{x_i}`` and is
+parallel-transported along each step, the consensus direction is
+``sum_j w_ij Log_{xhat_i}(xhat_j)`` transported to ``x_i``, the message is Top-k of the
+coordinates of ``Log_{xhat_i}(x_i^new)`` in the orthonormal basis ``tangent_basis(xhat_i)``
+(computable by every neighbour since ``xhat_i`` is public), and receivers set
+``xhat_i <- Exp_{xhat_i}(from_coords(s_i))``. On Euclidean space every map is the identity or
+addition and the update is exactly the paper's.
+"""
+
+from __future__ import annotations
+
+import warnings
+from dataclasses import dataclass
+
+import numpy as np
+
+from rfed.algorithms.decentralized._common import (
+    DecentralizedAlgorithm,
+    DecentralizedState,
+    check_mixing_matrix,
+    check_nonneg,
+    check_probability,
+    offdiag_arcs,
+    tangent_mix,
+)
+from rfed.algorithms.decentralized._privacy import PrivacyTracker
+from rfed.manifolds import Euclidean, as_generator
+from rfed.networks.comm import dense_payload_bytes, sparse_payload_bytes
+from rfed.networks.network import Network
+from rfed.privacy.clipping import clip_coordinates
+
+__all__ = ["DOADP", "NoisyDSGD", "sparsify"]
+
+
+def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
+             rng: np.random.Generator | None = None) -> np.ndarray:
+    """Keep ``k`` coordinates of every row of ``coords`` ``(A, dim)``, zero the rest.
+
+    ``'top_k'``: the ``k`` largest magnitudes (Definition 2), ties broken by the lowest index
+    (spec P18), selected in O(dim) per row with ``np.partition``. ``'rand_k'``: ``k`` indices
+    uniformly at random per row, drawn from ``rng`` independently of the data (spec P1: the
+    fixed-index sensitivity argument holds).
+    """
+    coords = np.asarray(coords, dtype=float)
+    a, dim = coords.shape
+    if k >= dim:
+        return coords.copy()
+    if method == "top_k":
+        # O(dim) selection: everything above the k-th largest magnitude, then the ties at that
+        # magnitude by lowest index (deterministic, spec P18)
+        mag = np.abs(coords)
+        thr = np.partition(mag, dim - k, axis=1)[:, dim - k][:, None]
+        above = mag > thr
+        ties = mag == thr
+        room = k - above.sum(axis=1, keepdims=True)
+        keep = above | (ties & (np.cumsum(ties, axis=1) <= room))
+        return np.where(keep, coords, 0.0)
+    if method == "rand_k":
+        if rng is None:
+            raise ValueError("rand_k sparsification needs a generator 'rng'")
+        idx = np.argpartition(rng.random((a, dim)), k - 1, axis=1)[:, :k]
+    else:
+        raise ValueError(f"argument 'method' must be 'top_k' or 'rand_k', got {method!r}")
+    out = np.zeros_like(coords)
+    rows = np.arange(a)[:, None]
+    out[rows, idx] = coords[rows, idx]
+    return out
+
+
+@dataclass
+class DOADPState(DecentralizedState):
+    """DO-ADP state: iterates ``x``, momenta ``m`` (tangent at ``x``), public copies ``xhat``."""
+
+    m: np.ndarray = None  # type: ignore[assignment]
+    xhat: np.ndarray = None  # type: ignore[assignment]
+    n_active_total: int = 0
+
+
+class DOADP(DecentralizedAlgorithm):
+    r"""DO-ADP (spec 000, Algorithm 1 / eqs. (5a)-(5d)), generic over the manifold.
+
+    Parameters
+    ----------
+    network : Network
+        Graph, symmetric doubly stochastic ``W`` (Assumption 3) and the communicator.
+    alpha, beta, gamma : float
+        SGD step, momentum factor, consensus step (experiments: 1e-3 / 1e-2, 0.15, 0.05).
+    p : float
+        Activation probability in (0, 1]; the convergence theory needs ``p >= 1/2`` (a warning
+        otherwise, spec P20).
+    k : int, optional
+        Coordinates kept per message; ``k_ratio`` gives it as a fraction of ``dim`` instead
+        (``k = max(1, round(k_ratio * dim))``, spec P18). Default: all (no sparsification).
+    sparsifier : {'top_k', 'rand_k'}
+    sigma : float
+        Gaussian noise std per coordinate (the paper's sigma, a standard deviation, P3); 0 turns
+        the noise off. Calibrate with :func:`rfed.privacy.papers.doadp_sigma` (Theorem 1).
+    grad_bound : float, optional
+        ``G``: each tangent coordinate of each per-sample gradient is clamped to
+        ``G / sqrt(dim)`` before the noise (the resolution of P2). ``None``: no clipping (then the
+        run is not private and no privacy is reported).
+    batch_size : int or None
+        Samples per active agent per round (1 in the paper; the spec's mini-batch extension for
+        ``b > 1``). ``None``: the full local data set (deterministic gradients; for tests of the
+        optimization, requires equal local sizes).
+    xhat_init : {'x0', 'zero'}
+        Initial public copies: the common public start ``x0`` (P15; costs no privacy) or the
+        paper's 0 (Euclidean only).
+    delta0 : float
+        Per-step delta of the Gaussian mechanism, for the paper's privacy report (spec P13).
+    """
+
+    name = "DO-ADP"
+
+    def __init__(self, network: Network, *, alpha: float, beta: float = 0.15, gamma: float = 0.05,
+                 p: float = 1.0, k: int | None = None, k_ratio: float | None = None,
+                 sparsifier: str = "top_k", sigma: float = 0.0, grad_bound: float | None = None,
+                 batch_size: int | None = 1, xhat_init: str = "x0", delta0: float = 1e-5):
+        if not isinstance(network, Network):
+            raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
+        self.network = network
+        self.weights = check_mixing_matrix(network.weights, "network.weights")
+        self.alpha = check_nonneg(alpha, "alpha")
+        self.beta = check_nonneg(beta, "beta")
+        if self.beta >= 1:
+            raise ValueError(f"argument 'beta' must be in [0, 1), got {beta!r}")
+        self.gamma = check_nonneg(gamma, "gamma")
+        self.p = check_probability(p, "p")
+        if self.p < 0.5:
+            warnings.warn(f"DO-ADP's convergence theory needs p >= 1/2 (spec P20), got p={p}",
+                          stacklevel=2)
+        if k is not None and k_ratio is not None:
+            raise ValueError("give at most one of 'k' and 'k_ratio'")
+        if k is not None and (not isinstance(k, (int, np.integer)) or k < 1):
+            raise ValueError(f"argument 'k' must be an int >= 1, got {k!r}")
+        self.k = k
+        self.k_ratio = None if k_ratio is None else check_probability(k_ratio, "k_ratio")
+        if sparsifier not in ("top_k", "rand_k"):
+            raise ValueError(f"argument 'sparsifier' must be 'top_k' or 'rand_k', got "
+                             f"{sparsifier!r}")
+        self.sparsifier = sparsifier
+        self.sigma = check_nonneg(sigma, "sigma")
+        self.grad_bound = None if grad_bound is None else check_nonneg(grad_bound, "grad_bound")
+        if batch_size is not None and (not isinstance(batch_size, (int, np.integer))
+                                       or batch_size < 1):
+            raise ValueError(f"argument 'batch_size' must be an int >= 1 or None, got "
+                             f"{batch_size!r}")
+        self.batch_size = batch_size
+        if xhat_init not in ("x0", "zero"):
+            raise ValueError(f"argument 'xhat_init' must be 'x0' or 'zero', got {xhat_init!r}")
+        self.xhat_init = xhat_init
+        self.delta0 = check_probability(delta0, "delta0")
+        self._arcs = offdiag_arcs(self.weights)
+
+    def resolved_k(self, dim: int) -> int:
+        """The number of kept coordinates for intrinsic dimension ``dim``."""
+        if self.k is not None:
+            if self.k > dim:
+                raise ValueError(f"argument 'k' ({self.k}) exceeds the dimension {dim}")
+            return self.k
+        if self.k_ratio is not None:
+            return max(1, int(round(self.k_ratio * dim)))
+        return dim
+
+    def init(self, problem, x0, rng):
+        manifold = problem.manifold
+        if self.network.n_agents != problem.n_agents:
+            raise ValueError(f"network has {self.network.n_agents} agents, problem has "
+                             f"{problem.n_agents}")
+        if self.batch_size is None and np.any(problem.counts != problem.n_max):
+            raise ValueError("batch_size=None (full local gradients) needs equal local sizes")
+        if self.batch_size is not None and self.batch_size > problem.counts.min():
+            raise ValueError(f"argument 'batch_size' ({self.batch_size}) exceeds the smallest "
+                             f"local data set ({problem.counts.min()})")
+        n = problem.n_agents
+        x = np.broadcast_to(x0, (n,) + manifold.point_shape).copy()
+        if self.xhat_init == "zero":
+            if not isinstance(manifold, Euclidean):
+                raise ValueError("xhat_init='zero' is only defined on Euclidean space; use 'x0'")
+            xhat = np.zeros_like(x)
+        else:
+            xhat = x.copy()
+        tracker = self._privacy_tracker(problem)
+        return DOADPState(t=0, x=x, rng=as_generator(rng), comm=self.network.comm,
+                          ledger=tracker, info={"comm0": self.network.stats.snapshot()},
+                          m=np.zeros_like(x), xhat=xhat)
+
+    # ------------------------------------------------------------------ privacy
+    def _privacy_tracker(self, problem) -> PrivacyTracker | None:
+        if self.sigma <= 0 or self.grad_bound is None:
+            return None
+        return PrivacyTracker.doadp(self, problem)
+
+    # ------------------------------------------------------------------ one round
+    def _noisy_gradients(self, problem, x_act, act, rng):
+        """Clipped, averaged, noised gradients of the active agents, tangent at ``x_act``."""
+        manifold = problem.manifold
+        if self.batch_size is None:
+            idx = np.broadcast_to(np.arange(problem.n_max), (act.size, problem.n_max))
+        else:
+            idx = problem.sample_batches(act, self.batch_size, rng)
+        grads = problem.per_sample_grad(x_act, act, idx)  # (A, b, *ps)
+        coords = manifold.to_coords(np.expand_dims(x_act, 1), grads)  # (A, b, dim)
+        if self.grad_bound is not None:
+            coords, _ = clip_coordinates(coords, self.grad_bound / np.sqrt(manifold.dim))
+        mean = coords.mean(axis=1)
+        if self.sigma > 0:
+            mean = mean + self.sigma * rng.standard_normal(mean.shape)
+        return manifold.from_coords(x_act, mean)
+
+    def step(self, problem, state):
+        manifold = problem.manifold
+        rng = state.rng
+        n = problem.n_agents
+        eta = rng.random(n) < self.p
+        act = np.flatnonzero(eta)
+        # Phase A: consensus on the public copies (held by every neighbour: no messages)
+        cons = tangent_mix(manifold, self.weights, state.xhat, self._arcs)
+        u = self.gamma * manifold.transport(state.xhat, state.x, cons)
+        m = self.beta * state.m
+        if act.size:
+            g = self._noisy_gradients(problem, state.x[act], act, rng)
+            m[act] = m[act] + g
+            u[act] = u[act] - self.alpha * m[act]
+        x_new = manifold.exp(state.x, u)
+        m_new = manifold.transport(state.x, x_new, m)
+        # messages: sparsified Log_{xhat_i}(x_i^new) in the orthonormal basis at xhat_i
+        delta = np.zeros_like(state.xhat)
+        k = self.resolved_k(manifold.dim)
+        if act.size:
+            xh = state.xhat[act]
+            c = manifold.to_coords(xh, manifold.log(xh, x_new[act]))
+            s = sparsify(c, k, self.sparsifier, rng)
+            delta[act] = manifold.exp(xh, manifold.from_coords(xh, s)) - xh
+        payload = (dense_payload_bytes(manifold.dim) if k >= manifold.dim
+                   else sparse_payload_bytes(k))
+        xhat = state.comm.publish(self.weights, state.xhat, delta, senders=eta,
+                                  payload_bytes=payload)
+        if state.ledger is not None:
+            state.ledger.record_round(eta)
+        return DOADPState(t=state.t + 1, x=x_new, rng=rng, comm=state.comm, ledger=state.ledger,
+                          info=state.info, m=m_new, xhat=xhat,
+                          n_active_total=state.n_active_total + int(act.size))
+
+
+class NoisyDSGD(DOADP):
+    r"""Decentralized SGD with Gaussian gradient noise (the "traditional" method of spec 000).
+
+    ``x_i <- Exp_{x_i}(sum_j w_ij Log_{x_i}(x_j) - alpha (g_i + noise))``, i.e. on Euclidean space
+    ``X <- W X - alpha (G + noise)``. It is exactly DO-ADP with every agent active (``p = 1``),
+    dense messages (``k = dim``), no momentum (``beta = 0``) and a full consensus step
+    (``gamma = 1``): the public copies then equal the iterates after every round, so the same
+    code serves as the baseline and its traffic is one dense vector per arc and round.
+    """
+
+    name = "DSGD"
+
+    def __init__(self, network: Network, *, alpha: float, sigma: float = 0.0,
+                 grad_bound: float | None = None, batch_size: int | None = 1,
+                 delta0: float = 1e-5):
+        super().__init__(network, alpha=alpha, beta=0.0, gamma=1.0, p=1.0, k=None,
+                         sigma=sigma, grad_bound=grad_bound, batch_size=batch_size,
+                         xhat_init="x0", delta0=delta0)

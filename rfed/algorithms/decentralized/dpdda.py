@@ -1,0 +1,205 @@
+"""DP-DDA: differentially private distributed dual averaging with node subsampling.
+
+Spec ``specs/002_dpdda.md`` (Liu, Johansson, Shi). Each round exactly ``n iota`` nodes are active
+(Definition 2) and gossip with a random doubly stochastic matrix ``W^(t)`` on the active set;
+an active node draws one local record, releases its noisy subgradient
+``zeta = ghat + N(0, sigma^2 I)`` and mixes duals ``z_i <- sum_j w_ij (z_j + a_t eta_j zeta_j)``
+(eq. 5), then takes the prox step (eq. 6)
+
+``x_i = argmin_x <z_i, x> + iota A_{t+1} h(x) + gamma_{t+1} ||x||^2 / 2``
+
+(closed forms for l2 and l1 ``h`` in :mod:`rfed.problems.linear`), and the output is the running
+weighted average ``A_T^{-1} sum_t a_t x_i^(t)``. Step sizes: ``a_t = t`` with constant
+``gamma_t`` (strongly convex case; Cor. 3.2/3.5 take ``gamma_t = 0``, the l2-SVM experiment 20)
+or ``a_t = 1`` with ``gamma_t = gamma sqrt(t)`` (general convex case, Cor. 3.4/3.6).
+
+Manifold form (spec section 8): all duals live in the tangent space of one fixed anchor (the
+origin on Euclidean space, the common start ``x0`` otherwise), stored in orthonormal coordinates
+of ``tangent_basis(anchor)``; a subgradient at ``x_i`` is parallel-transported to the anchor
+before the noise (drawn isotropically in those coordinates), and the primal map is
+``x = Exp_anchor(from_coords(prox(z)))``. On Euclidean space with anchor 0 this is exactly
+Algorithm 1; gossip, schedules and privacy are unchanged (transport is an isometry).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from rfed.algorithms.decentralized._common import (
+    DecentralizedAlgorithm,
+    DecentralizedState,
+    check_nonneg,
+    check_probability,
+)
+from rfed.algorithms.decentralized._privacy import PrivacyTracker
+from rfed.manifolds import Euclidean, as_generator
+from rfed.networks.mixing import RandomGossip
+from rfed.networks.network import Network
+from rfed.privacy import papers
+from rfed.privacy.clipping import clip_by_norm
+from rfed.problems.linear import L2Regularizer
+
+__all__ = ["DPDDA"]
+
+
+@dataclass
+class DPDDAState(DecentralizedState):
+    """Duals ``z`` (coordinates at the anchor), iterates ``x``, output averages ``xtilde``,
+    ``A_t``, the anchor and the last round's active mask."""
+
+    z: np.ndarray = None  # type: ignore[assignment]
+    xtilde: np.ndarray = None  # type: ignore[assignment]
+    big_a: float = 0.0
+    anchor: np.ndarray = None  # type: ignore[assignment]
+    active: np.ndarray = None  # type: ignore[assignment]
+
+
+class DPDDA(DecentralizedAlgorithm):
+    r"""DP-DDA (spec 002, Algorithm 1), dual averaging with node subsampling.
+
+    Parameters
+    ----------
+    network : Network
+        The undirected supergraph (complete graph on 20 nodes in the experiments) and the
+        communicator; its mixing matrix is not used (each round draws its own ``W^(t)``).
+    n_active : int
+        Exactly ``n iota`` active nodes per round, paired by a uniformly random matching with
+        weights 1/2 (spec P4). ``n_active = n`` (all nodes) is the full-participation baseline
+        [19] of the paper (spec 5.6).
+    schedule : {'strongly_convex', 'general'}
+        ``a_t = t`` with ``gamma_t = gamma`` (constant), or ``a_t = 1`` with
+        ``gamma_t = gamma sqrt(t)``.
+    gamma : float
+        ``gamma_t``'s constant (20 for the l2-SVM, 0.01 for the l1-SVM experiment); 0 is allowed
+        for ``'strongly_convex'`` with a strongly convex regularizer (spec P10).
+    sigma : float
+        Noise std on each released subgradient; Theorem 1 gives it (see
+        :meth:`theorem_sigma`). 0 disables the noise.
+    clip : float, optional
+        Clip each subgradient to this norm (enforces Assumption 3's ``L``; not in the paper,
+        spec P13). Default: no clipping, ``L`` = the problem's ``gradient_bound``.
+    inactive_x : {'freeze', 'recompute'}
+        Inactive nodes keep ``x`` (Algorithm 1 line 12, default) or recompute the prox with the
+        new ``(A, gamma)`` (the analysis' reading, spec P3); both are local post-processing.
+    delta0 : float
+        Per-step delta of Theorem 1 (0.01 in the experiments).
+    """
+
+    name = "DP-DDA"
+
+    def __init__(self, network: Network, *, n_active: int, schedule: str = "strongly_convex",
+                 gamma: float = 1.0, sigma: float = 0.0, clip: float | None = None,
+                 inactive_x: str = "freeze", delta0: float = 0.01):
+        if not isinstance(network, Network):
+            raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
+        self.network = network
+        self.gossip = RandomGossip(network.graph, n_active)
+        self.n_active = int(n_active)
+        if schedule not in ("strongly_convex", "general"):
+            raise ValueError(f"argument 'schedule' must be 'strongly_convex' or 'general', got "
+                             f"{schedule!r}")
+        self.schedule = schedule
+        self.gamma = check_nonneg(gamma, "gamma")
+        if schedule == "general" and self.gamma == 0:
+            raise ValueError("argument 'gamma' must be > 0 for the general convex schedule")
+        self.sigma = check_nonneg(sigma, "sigma")
+        self.clip = None if clip is None else check_nonneg(clip, "clip")
+        if inactive_x not in ("freeze", "recompute"):
+            raise ValueError(f"argument 'inactive_x' must be 'freeze' or 'recompute', got "
+                             f"{inactive_x!r}")
+        self.inactive_x = inactive_x
+        self.delta0 = check_probability(delta0, "delta0")
+
+    @property
+    def iota(self) -> float:
+        """Node sampling ratio ``n_active / n``."""
+        return self.gossip.iota
+
+    @staticmethod
+    def theorem_sigma(epsilon: float, delta0: float, iterations: int, n_local: int, iota: float,
+                      lipschitz: float, constant: str = "paper") -> float:
+        """Theorem 1's noise std (constant 32 ``'paper'`` or 160 ``'corrected'``, spec P0)."""
+        return papers.dpdda_sigma(epsilon, delta0, iterations, n_local, iota, lipschitz,
+                                  constant).sigma
+
+    def _a(self, t: int) -> float:
+        return float(t) if self.schedule == "strongly_convex" else 1.0
+
+    def _gamma(self, t: int) -> float:
+        return self.gamma if self.schedule == "strongly_convex" else self.gamma * np.sqrt(t)
+
+    def _regularizer(self, problem):
+        return getattr(problem, "regularizer", None) or L2Regularizer(0.0)
+
+    def _primal(self, problem, anchor, z, t_next, big_a_next):
+        """Eq. (6) for duals ``z`` ``(A, dim)`` with ``(A_{t+1}, gamma_{t+1})``."""
+        v = self._regularizer(problem).dual_averaging_step(
+            z, self.iota * big_a_next, self._gamma(t_next))
+        manifold = problem.manifold
+        return manifold.exp(anchor, manifold.from_coords(anchor, v))
+
+    def init(self, problem, x0, rng):
+        manifold = problem.manifold
+        n = problem.n_agents
+        if self.network.n_agents != n:
+            raise ValueError(f"network has {self.network.n_agents} agents, problem has {n}")
+        anchor = (np.zeros(manifold.point_shape) if isinstance(manifold, Euclidean)
+                  else np.asarray(x0, dtype=float))
+        z = np.zeros((n, manifold.dim))
+        a1 = self._a(1)
+        x = self._primal(problem, np.broadcast_to(anchor, (n,) + anchor.shape), z, 1, a1)
+        tracker = None
+        if self.sigma > 0:
+            lip = self.clip if self.clip is not None else problem.gradient_bound
+            if lip is None:
+                raise ValueError("a private DP-DDA run needs a Lipschitz bound: pass 'clip' or "
+                                 "use a problem with gradient_bound")
+            tracker = PrivacyTracker.dpdda(self, problem, lip, self.iota)
+        return DPDDAState(t=0, x=x, rng=as_generator(rng), comm=self.network.comm,
+                          ledger=tracker, info={"comm0": self.network.stats.snapshot()},
+                          z=z, xtilde=x.copy(), big_a=0.0, anchor=anchor)
+
+    def _output_points(self, state):
+        return state.xtilde
+
+    def step(self, problem, state):
+        manifold = problem.manifold
+        rng = state.rng
+        n = problem.n_agents
+        t = state.t + 1
+        a_t = self._a(t)
+        big_a = state.big_a + a_t
+        # output average over x^(1..t) with weights a_tau (Alg. 1 line 2)
+        xtilde = manifold.exp(state.xtilde, (a_t / big_a) * manifold.log(state.xtilde, state.x))
+        rnd = self.gossip.sample(rng)
+        act = np.flatnonzero(rnd.active)
+        anchor = np.broadcast_to(state.anchor, (act.size,) + state.anchor.shape)
+        idx = problem.sample_batches(act, 1, rng)
+        batch = problem.batch(act, idx)
+        x_act = state.x[act]
+        if hasattr(problem, "sample_data_grad"):
+            g = problem.sample_data_grad(x_act, batch)
+        else:
+            g = problem.sample_rgrad(x_act, batch)
+        if self.clip is not None:
+            g, _ = clip_by_norm(manifold, x_act, g, self.clip)
+        g = manifold.transport(x_act, anchor, g[:, 0])
+        zeta = manifold.to_coords(anchor, g)
+        if self.sigma > 0:
+            zeta = zeta + self.sigma * rng.standard_normal(zeta.shape)
+        msg = state.z.copy()
+        msg[act] += a_t * zeta
+        z = state.comm.mix(rnd.weights, msg, senders=rnd.active)
+        big_a_next = big_a + self._a(t + 1)
+        x = state.x.copy()
+        update = act if self.inactive_x == "freeze" else np.arange(n)
+        x[update] = self._primal(problem, np.broadcast_to(state.anchor, (update.size,)
+                                                          + state.anchor.shape),
+                                 z[update], t + 1, big_a_next)
+        if state.ledger is not None:
+            state.ledger.record_round(rnd.active)
+        return DPDDAState(t=t, x=x, rng=rng, comm=state.comm, ledger=state.ledger,
+                          info=state.info, z=z, xtilde=xtilde, big_a=big_a, anchor=state.anchor,
+                          active=rnd.active)

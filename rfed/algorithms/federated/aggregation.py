@@ -1,0 +1,58 @@
+"""Server aggregation of the agents' local parameters (PriRFed eq. 3.1 and 3.2).
+
+Both are post-processing of the agents' outputs and the public ``x^(t)`` (spec section 2.2), so
+they cost no privacy. Weights are data-size weights over the sampled agents,
+``w_i = N_i / sum_{l in S_t} N_l`` (the sizes are treated as public).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rfed.manifolds.base import Manifold
+
+__all__ = ["tangent_mean", "karcher_aggregate", "data_size_weights", "AGGREGATIONS"]
+
+AGGREGATIONS = ("tangent", "karcher")
+
+
+def data_size_weights(counts: np.ndarray) -> np.ndarray:
+    """``N_i / sum N_l`` over the sampled agents, shape ``(A,)``."""
+    counts = np.asarray(counts, dtype=float)
+    return counts / counts.sum()
+
+
+def tangent_mean(
+    manifold: Manifold, x: np.ndarray, points: np.ndarray, weights: np.ndarray
+) -> np.ndarray:
+    r"""PriRFed eq. (3.2): :math:`\mathrm{Exp}_x(\sum_i w_i \mathrm{Log}_x(x_i))`.
+
+    One Riemannian gradient step of unit size on the Karcher objective (3.1), started at ``x``.
+
+    Parameters
+    ----------
+    x : array, shape ``point_shape``
+        The current global parameter :math:`x^{(t)}`.
+    points : array, shape ``(A, *point_shape)``
+        The received local parameters.
+    weights : array, shape ``(A,)``
+        Non-negative, summing to one.
+    """
+    k = len(manifold.point_shape)
+    logs = manifold.log(x, points)
+    step = np.sum(np.asarray(weights).reshape((-1,) + (1,) * k) * logs, axis=0)
+    return manifold.exp(x, step)
+
+
+def karcher_aggregate(
+    manifold: Manifold,
+    x: np.ndarray,
+    points: np.ndarray,
+    weights: np.ndarray,
+    *,
+    tol: float = 1e-12,
+    max_iter: int = 200,
+) -> np.ndarray:
+    r"""Exact weighted Karcher mean (3.1): iterate (3.2) from ``x`` until the gradient norm
+    :math:`\|\sum_i w_i \mathrm{Log}_y(x_i)\|_y` is below ``tol``."""
+    return manifold.mean(points, weights, tol=tol, max_iter=max_iter, init=x)

@@ -1,0 +1,84 @@
+"""Shared runner of the decentralized papers' experiments (DO-ADP, DPDL, DP-DDA, DP-DGT).
+
+A *setting* is one curve: a label, a problem, an algorithm factory and optional extra metrics.
+Each setting runs ``repetitions`` times with independent generators derived from the context's
+seed; every evaluated round is logged (``ctx.log``) with the setting, repetition and metrics, and
+the privacy report of the first repetition is stored with ``ctx.set_privacy``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from rfed.experiments.registry import RunContext
+
+__all__ = ["DecSetting", "run_dec_settings", "privacy_summary"]
+
+
+@dataclass
+class DecSetting:
+    """One curve: ``make()`` builds a fresh algorithm (its network counts traffic per run)."""
+
+    label: str
+    problem: Any
+    make: Callable[[], Any]
+    x0: Callable[[np.random.Generator], np.ndarray] | None = None
+    extra: Callable[[Any, Any], dict] | None = None
+    tags: dict = field(default_factory=dict)
+    rounds: int | None = None
+    epochs_per_round: float | None = None
+
+
+def privacy_summary(report: Any) -> dict:
+    """Flatten a tracker's ``report()`` into a few table columns (empty for non-private runs)."""
+    if report is None:
+        return {"epsilon_certified": None}
+    rep = report.report()
+    out = {"epsilon_certified": rep["certified"]["epsilon_max"],
+           "delta_certified": rep["certified"]["delta"]}
+    for key, val in rep["paper"].items():
+        if key.startswith("epsilon") or key.startswith("delta"):
+            out[f"paper_{key}"] = val
+    return out
+
+
+def run_dec_settings(ctx: RunContext, settings: Sequence[DecSetting], *, rounds: int,
+                     repetitions: int, eval_every: int, with_reference: bool = True
+                     ) -> dict[str, list]:
+    """Run every setting ``repetitions`` times; returns ``{label: [RunResult, ...]}``.
+
+    A setting with its own ``rounds`` runs that many (evaluated proportionally as often) and,
+    with ``epochs_per_round``, logs an ``epoch`` column to compare settings on one axis.
+    """
+    results: dict[str, list] = {}
+    total = sum(st.rounds or rounds for st in settings) * repetitions
+    bar = ctx.progress_bar(total, desc="rounds")
+    for si, st in enumerate(settings):
+        runs = []
+        for rep in range(repetitions):
+            alg = st.make()
+            x0 = st.x0(ctx.rng(10_000, rep)) if st.x0 is not None else None
+            last = [0]
+
+            def callback(t, rec, state, st=st, rep=rep, last=last):
+                extra = st.extra(st.problem, state) if st.extra else {}
+                if st.epochs_per_round is not None:
+                    extra["epoch"] = t * st.epochs_per_round
+                ctx.log(setting=st.label, repetition=rep, **st.tags, **rec, **extra)
+                bar.update(t - last[0])
+                last[0] = t
+
+            n_rounds = st.rounds or rounds
+            every = max(1, round(eval_every * n_rounds / rounds))
+            runs.append(alg.run(st.problem, n_rounds, rng=ctx.rng(si, rep), x0=x0,
+                                eval_every=every, with_reference=with_reference,
+                                callback=callback))
+        results[st.label] = runs
+        if runs[0].privacy is not None:
+            ctx.set_privacy(st.label, runs[0].privacy.report())
+    bar.close()
+    return results

@@ -1,0 +1,317 @@
+"""Linear classifiers split across agents: l2-regularized logistic regression and l1/l2 SVM.
+
+The decentralized papers use these Euclidean problems:
+
+* DO-ADP (spec 000 section 5.1): logistic regression on ``epsilon``,
+  ``f_i(x) = (1/q) sum_j log(1 + exp(-b_j a_j^T x)) + (1/(2q)) ||x||^2``, i.e. the pooled mean
+  logistic loss plus ``(lambda/2)||x||^2`` with ``lambda = 1/q``.
+* DP-DDA (spec 002 sections 5.2-5.5): hinge-loss SVM ``(1/n) sum_i f_i(x) + h(x)`` with
+  ``h = (mu/2)||x||^2`` (l2-SVM) or ``h = phi ||x||_1`` (l1-SVM), no intercept.
+
+Each problem is *composite*: a data term (per-sample loss ``l(x, (a, b))``) plus a regularizer
+``h`` shared by all agents. :meth:`LinearProblem.sample_loss` / :meth:`sample_rgrad` return the
+per-sample loss of the full objective ``l + h`` (so the generic :class:`~rfed.problems.Problem`
+machinery computes ``F = mean l + h``), while :meth:`sample_data_loss` / :meth:`sample_data_grad`
+return the data term alone, which is what dual averaging needs (DP-DDA puts ``h`` in its prox step).
+
+Reference optima are computed independently of rfed's algorithms with scipy on the pooled
+objective: L-BFGS for the smooth logistic objective, a linear program (HiGHS) for the l1-SVM
+(``x = u - v`` with ``u, v >= 0`` and one slack per sample makes the objective linear and exact),
+and a quadratic program for the l2-SVM solved in its dual by L-BFGS-B with box constraints.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+import numpy as np
+import scipy.optimize as sopt
+import scipy.sparse as sp
+
+from rfed.manifolds import Euclidean
+from rfed.problems.base import Problem
+
+__all__ = [
+    "L1Regularizer",
+    "L2Regularizer",
+    "LinearProblem",
+    "LogisticRegression",
+    "Regularizer",
+    "HingeSVM",
+    "split_evenly",
+]
+
+
+def split_evenly(features: np.ndarray, labels: np.ndarray, n_agents: int,
+                 rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Stack ``(N, d)`` data into ``(n_agents, N // n_agents, d)`` (the papers' even split).
+
+    Rows are shuffled first when ``rng`` is given ("randomly and evenly distributed", spec 000
+    section 5.0); the ``N mod n_agents`` remaining rows are dropped (spec 002 pitfall P6).
+    """
+    features = np.asarray(features, dtype=float)
+    labels = np.asarray(labels, dtype=float)
+    if features.ndim != 2 or labels.shape != (features.shape[0],):
+        raise ValueError(
+            f"arguments 'features' and 'labels' must have shapes (N, d) and (N,), got "
+            f"{features.shape} and {labels.shape}"
+        )
+    if not isinstance(n_agents, (int, np.integer)) or not 1 <= n_agents <= features.shape[0]:
+        raise ValueError(f"argument 'n_agents' must be an int in [1, {features.shape[0]}], "
+                         f"got {n_agents!r}")
+    q = features.shape[0] // n_agents
+    order = np.arange(features.shape[0]) if rng is None else rng.permutation(features.shape[0])
+    order = order[: n_agents * q]
+    return (features[order].reshape(n_agents, q, -1), labels[order].reshape(n_agents, q))
+
+
+class Regularizer:
+    """A regularizer ``h`` shared by all agents, with the dual-averaging prox step it admits."""
+
+    strength: float
+    #: modulus of strong convexity of ``h`` (``mu`` in spec 002 Assumption 1).
+    modulus: float
+
+    def value(self, x: np.ndarray) -> np.ndarray:
+        """``h(x)``, shape: the batch shape of ``x`` (``(*lead, d)``)."""
+        raise NotImplementedError
+
+    def subgrad(self, x: np.ndarray) -> np.ndarray:
+        """A subgradient of ``h`` at ``x`` (same shape as ``x``)."""
+        raise NotImplementedError
+
+    def dual_averaging_step(self, z: np.ndarray, c: float, g: float) -> np.ndarray:
+        r"""``argmin_x <z, x> + c h(x) + (g/2)||x||^2`` (DP-DDA prox step (6), spec 002 sec. 2.5).
+
+        Parameters
+        ----------
+        z : array, shape ``(*lead, d)``
+            Dual variables.
+        c : float
+            Weight of ``h`` (``iota A_{t+1}`` in DP-DDA).
+        g : float
+            Weight of ``d(x) = ||x||^2/2`` (``gamma_{t+1}``).
+        """
+        raise NotImplementedError
+
+
+class L2Regularizer(Regularizer):
+    """``h(x) = (strength / 2) ||x||^2`` (modulus ``strength``)."""
+
+    def __init__(self, strength: float):
+        if not strength >= 0:
+            raise ValueError(f"argument 'strength' must be >= 0, got {strength!r}")
+        self.strength = float(strength)
+        self.modulus = self.strength
+
+    def value(self, x):
+        return 0.5 * self.strength * np.sum(np.square(x), axis=-1)
+
+    def subgrad(self, x):
+        return self.strength * np.asarray(x, dtype=float)
+
+    def dual_averaging_step(self, z, c, g):
+        """Closed form ``x = -z / (mu c + g)`` (spec 002 section 2.5)."""
+        denom = self.strength * c + g
+        if not denom > 0:
+            raise ValueError(
+                "dual averaging with an l2 regularizer needs mu * c + gamma > 0 (gamma_t = 0 is "
+                f"allowed only when mu > 0; spec 002 pitfall P10); got mu={self.strength}, "
+                f"c={c}, gamma={g}"
+            )
+        return -np.asarray(z, dtype=float) / denom
+
+    def __repr__(self) -> str:
+        return f"L2Regularizer({self.strength})"
+
+
+class L1Regularizer(Regularizer):
+    """``h(x) = strength * ||x||_1`` (modulus 0)."""
+
+    def __init__(self, strength: float):
+        if not strength >= 0:
+            raise ValueError(f"argument 'strength' must be >= 0, got {strength!r}")
+        self.strength = float(strength)
+        self.modulus = 0.0
+
+    def value(self, x):
+        return self.strength * np.sum(np.abs(x), axis=-1)
+
+    def subgrad(self, x):
+        return self.strength * np.sign(x)
+
+    def dual_averaging_step(self, z, c, g):
+        """Soft threshold ``x = -(1/g) S_{phi c}(z)`` (spec 002 section 2.5); needs ``g > 0``."""
+        if not g > 0:
+            raise ValueError(
+                f"dual averaging with an l1 regularizer needs gamma > 0 (spec 002 section 2.5), "
+                f"got gamma={g}"
+            )
+        z = np.asarray(z, dtype=float)
+        return -np.sign(z) * np.maximum(np.abs(z) - self.strength * c, 0.0) / g
+
+    def __repr__(self) -> str:
+        return f"L1Regularizer({self.strength})"
+
+
+class LinearProblem(Problem):
+    """A linear model ``x in R^d`` with per-sample data loss plus a shared regularizer.
+
+    Parameters
+    ----------
+    features : array, shape ``(n_agents, n_max, d)``
+    labels : array, shape ``(n_agents, n_max)``, values in {-1, +1}
+    regularizer : Regularizer, optional
+    counts : array of int, shape ``(n_agents,)``, optional
+    """
+
+    def __init__(self, features: np.ndarray, labels: np.ndarray,
+                 regularizer: Regularizer | None = None, counts: np.ndarray | None = None):
+        features = np.asarray(features, dtype=float)
+        labels = np.asarray(labels, dtype=float)
+        if features.ndim != 3:
+            raise ValueError(f"argument 'features' must have shape (n_agents, n_max, d), got "
+                             f"{features.shape}")
+        if labels.shape != features.shape[:2]:
+            raise ValueError(f"argument 'labels' must have shape {features.shape[:2]}, got "
+                             f"{labels.shape}")
+        if not np.all(np.isin(labels, (-1.0, 1.0))):
+            raise ValueError("argument 'labels' must take values in {-1, +1}")
+        self.regularizer = regularizer if regularizer is not None else L2Regularizer(0.0)
+        if not isinstance(self.regularizer, Regularizer):
+            raise TypeError(f"argument 'regularizer' must be a Regularizer, got {regularizer!r}")
+        row_norm = float(np.max(np.linalg.norm(features, axis=-1)))
+        super().__init__(Euclidean(features.shape[-1]), {"features": features, "labels": labels},
+                         counts=counts, gradient_bound=self._data_lipschitz(row_norm))
+        self.dim = features.shape[-1]
+
+    # data term ---------------------------------------------------------------
+    def _data_lipschitz(self, row_norm: float) -> float | None:
+        return row_norm if row_norm > 0 else None
+
+    def _margins(self, x, batch):
+        return batch["labels"] * np.einsum("...bd,...d->...b", batch["features"], x)
+
+    def sample_data_loss(self, x: np.ndarray, batch: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Per-sample data loss (no regularizer), shape ``(*lead, b)``."""
+        raise NotImplementedError
+
+    def _dloss_dmargin(self, margins: np.ndarray) -> np.ndarray:
+        raise NotImplementedError
+
+    def sample_data_grad(self, x: np.ndarray, batch: Mapping[str, np.ndarray]) -> np.ndarray:
+        """Per-sample (sub)gradient of the data loss, shape ``(*lead, b, d)``."""
+        coef = self._dloss_dmargin(self._margins(x, batch)) * batch["labels"]
+        return coef[..., None] * batch["features"]
+
+    # full objective ------------------------------------------------------------
+    def sample_loss(self, x, batch):
+        return self.sample_data_loss(x, batch) + self.regularizer.value(x)[..., None]
+
+    def sample_rgrad(self, x, batch):
+        return self.sample_data_grad(x, batch) + self.regularizer.subgrad(x)[..., None, :]
+
+    def pooled(self) -> tuple[np.ndarray, np.ndarray]:
+        """All valid samples: features ``(N, d)`` and labels ``(N,)``."""
+        return self.data["features"][self.mask], self.data["labels"][self.mask]
+
+    def accuracy(self, x: np.ndarray, features: np.ndarray | None = None,
+                 labels: np.ndarray | None = None) -> float:
+        """Fraction of samples with ``sign(a^T x) == b`` (the pooled training set by default)."""
+        if features is None:
+            features, labels = self.pooled()
+        return float(np.mean(np.where(features @ x >= 0, 1.0, -1.0) == labels))
+
+
+class LogisticRegression(LinearProblem):
+    r"""Logistic regression ``l(x; a, b) = log(1 + exp(-b a^T x))`` plus ``h`` (spec 000 sec. 5.1).
+
+    With ``regularizer = L2Regularizer(1/q)`` this is DO-ADP's objective exactly. The reference
+    optimum is computed by scipy's L-BFGS on the pooled objective with ``gtol = 1e-12`` (smooth
+    regularizers only).
+    """
+
+    name = "logistic"
+
+    def sample_data_loss(self, x, batch):
+        return np.logaddexp(0.0, -self._margins(x, batch))
+
+    def _dloss_dmargin(self, margins):
+        # d/dm log(1 + e^{-m}) = -sigmoid(-m), written stably for large |m|
+        return -0.5 * (1.0 - np.tanh(0.5 * margins))
+
+    def smoothness(self) -> float:
+        """Lipschitz constant of the per-sample gradient: ``max ||a||^2 / 4 + mu``."""
+        return self.gradient_bound ** 2 / 4 + self.regularizer.modulus
+
+    def _compute_reference(self) -> np.ndarray:
+        if isinstance(self.regularizer, L1Regularizer) and self.regularizer.strength > 0:
+            raise NotImplementedError("the l1-regularized logistic reference is not implemented")
+        a, b = self.pooled()
+        ab = a * b[:, None]
+        mu = self.regularizer.strength
+
+        def fun(x):
+            m = ab @ x
+            f = np.mean(np.logaddexp(0.0, -m)) + 0.5 * mu * x @ x
+            g = -(ab.T @ (0.5 * (1.0 - np.tanh(0.5 * m)))) / len(m) + mu * x
+            return f, g
+
+        res = sopt.minimize(fun, np.zeros(a.shape[1]), jac=True, method="L-BFGS-B",
+                            options={"gtol": 1e-12, "ftol": 1e-16, "maxiter": 20000,
+                                     "maxcor": 30})
+        return res.x
+
+
+class HingeSVM(LinearProblem):
+    r"""Hinge-loss SVM ``l(x; a, b) = max(0, 1 - b a^T x)`` plus ``h`` (spec 002 section 5.2).
+
+    Subgradient of one sample: ``-b a`` when ``b a^T x < 1``, else 0 (spec 002 section 5.2). The
+    per-sample Lipschitz constant is ``max ||a||`` (1 for unit-norm rows; spec 002 pitfall P13).
+
+    Reference optimum (independent of rfed, on the pooled objective with ``N`` samples):
+
+    * l1 (``h = phi ||x||_1``): the linear program
+      ``min (1/N) sum s_j + phi sum (u + v)`` s.t. ``s_j >= 1 - b_j a_j^T (u - v)``,
+      ``s, u, v >= 0``, solved by HiGHS (exact up to the LP tolerance);
+    * l2 (``h = (mu/2)||x||^2``): the dual QP
+      ``max sum alpha - (1/(2 mu N)) ||sum alpha_j b_j a_j||^2``, ``0 <= alpha <= 1``,
+      solved by L-BFGS-B, with ``x = (1/(mu N)) sum alpha_j b_j a_j``.
+    """
+
+    name = "svm"
+
+    def sample_data_loss(self, x, batch):
+        return np.maximum(0.0, 1.0 - self._margins(x, batch))
+
+    def _dloss_dmargin(self, margins):
+        return np.where(margins < 1.0, -1.0, 0.0)
+
+    def _compute_reference(self) -> np.ndarray:
+        a, b = self.pooled()
+        n, d = a.shape
+        reg = self.regularizer
+        if isinstance(reg, L1Regularizer):
+            ab = sp.csr_matrix(a * b[:, None])
+            # variables [u (d), v (d), s (n)];  -ab u + ab v - s <= -1
+            a_ub = sp.hstack([-ab, ab, -sp.identity(n)], format="csr")
+            c = np.concatenate([np.full(2 * d, reg.strength), np.full(n, 1.0 / n)])
+            res = sopt.linprog(c, A_ub=a_ub, b_ub=-np.ones(n), bounds=(0, None),
+                               method="highs", options={"primal_feasibility_tolerance": 1e-10,
+                                                        "dual_feasibility_tolerance": 1e-10})
+            if res.status != 0:
+                raise RuntimeError(f"l1-SVM reference LP failed: {res.message}")
+            return res.x[:d] - res.x[d: 2 * d]
+        mu = reg.strength
+        if not mu > 0:
+            raise ValueError("the SVM reference needs a regularizer with strength > 0")
+        ab = a * b[:, None]
+
+        def negdual(alpha):
+            v = ab.T @ alpha
+            return (-alpha.sum() + v @ v / (2 * mu * n), -1.0 + ab @ v / (mu * n))
+
+        res = sopt.minimize(negdual, np.full(n, 0.5), jac=True, method="L-BFGS-B",
+                            bounds=[(0.0, 1.0)] * n,
+                            options={"gtol": 1e-13, "ftol": 1e-16, "maxiter": 50000})
+        return ab.T @ res.x / (mu * n)

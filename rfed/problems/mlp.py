@@ -1,0 +1,176 @@
+"""A small neural-network classifier, the offline stand-in for the papers' CNNs.
+
+DO-ADP (spec 000 section 5.3) trains a 3-conv-layer CNN on MNIST and DPDL (spec 001 section 5.2)
+a LeNet on MNIST and a small CNN on CIFAR-10. Neither data set can be downloaded here, so rfed
+uses scikit-learn's shipped 8x8 digits (1,797 images, 10 classes) with a one-hidden-layer
+perceptron; experiments label it as a stand-in.
+
+The parameters are one flat vector in ``Euclidean(d)`` (weights of both layers and biases,
+concatenated; :meth:`MLPClassifier.unflatten` names the blocks). Per-sample gradients come from
+autograd without a loop over samples: each parameter block is broadcast to one copy per sample,
+the sum of the per-sample losses is differentiated with respect to the copies, and since sample
+``b`` only touches copy ``b`` the gradient of the sum is the stack of per-sample gradients.
+"""
+
+from __future__ import annotations
+
+import autograd.numpy as anp
+import numpy as np
+from autograd import grad as agrad
+from autograd.scipy.special import logsumexp
+
+from rfed.manifolds import Euclidean, as_generator
+from rfed.problems.base import Problem
+
+__all__ = ["MLPClassifier", "load_digits_split"]
+
+
+def load_digits_split(test_fraction: float = 0.2, rng: np.random.Generator | int = 0):
+    """scikit-learn's shipped digits scaled to [0, 1], split into train and test sets.
+
+    Returns
+    -------
+    (X_train, y_train, X_test, y_test)
+        ``X`` of shape ``(N, 64)``, integer labels ``y`` in 0..9.
+    """
+    from sklearn.datasets import load_digits
+
+    if not 0.0 < test_fraction < 1.0:
+        raise ValueError(f"argument 'test_fraction' must be in (0, 1), got {test_fraction!r}")
+    data = load_digits()
+    x = data.data / 16.0
+    y = data.target.astype(int)
+    order = as_generator(rng).permutation(len(y))
+    n_test = int(round(test_fraction * len(y)))
+    test, train = order[:n_test], order[n_test:]
+    return x[train], y[train], x[test], y[test]
+
+
+class MLPClassifier(Problem):
+    r"""Softmax classifier with one tanh hidden layer; parameters flattened in ``Euclidean(d)``.
+
+    ``logits = W2^T tanh(W1^T a + b1) + b2`` and the per-sample loss is the cross-entropy
+    ``logsumexp(logits) - logits[y]``; ``d = n_in h + h + h n_classes + n_classes``.
+
+    Parameters
+    ----------
+    features : array, shape ``(n_agents, n_max, n_in)``
+    labels : array of int, shape ``(n_agents, n_max)``, values in ``0..n_classes-1``
+    n_hidden : int
+    n_classes : int
+    counts : array of int, shape ``(n_agents,)``, optional
+        Valid rows per agent (non-IID partitions have unequal sizes).
+    """
+
+    name = "mlp"
+
+    def __init__(self, features: np.ndarray, labels: np.ndarray, n_hidden: int = 32,
+                 n_classes: int = 10, counts: np.ndarray | None = None):
+        features = np.asarray(features, dtype=float)
+        labels = np.asarray(labels)
+        if features.ndim != 3:
+            raise ValueError(f"argument 'features' must have shape (n_agents, n_max, n_in), got "
+                             f"{features.shape}")
+        if labels.shape != features.shape[:2] or not np.issubdtype(labels.dtype, np.integer):
+            raise ValueError(f"argument 'labels' must be integers of shape {features.shape[:2]}")
+        if labels.min() < 0 or labels.max() >= n_classes:
+            raise ValueError(f"argument 'labels' must lie in [0, {n_classes - 1}]")
+        if not isinstance(n_hidden, (int, np.integer)) or n_hidden < 1:
+            raise ValueError(f"argument 'n_hidden' must be an int >= 1, got {n_hidden!r}")
+        self.n_in = features.shape[-1]
+        self.n_hidden = int(n_hidden)
+        self.n_classes = int(n_classes)
+        sizes = [self.n_in * self.n_hidden, self.n_hidden, self.n_hidden * self.n_classes,
+                 self.n_classes]
+        self._offsets = np.cumsum([0] + sizes)
+        onehot = np.eye(self.n_classes)[labels]
+        super().__init__(Euclidean(int(self._offsets[-1])),
+                         {"features": features, "labels": labels, "onehot": onehot},
+                         counts=counts)
+        self._grad_sum = agrad(self._loss_sum)
+
+    @property
+    def n_params(self) -> int:
+        """``d``, the length of the flat parameter vector."""
+        return int(self._offsets[-1])
+
+    def unflatten(self, x):
+        """``(W1, b1, W2, b2)`` of shapes ``(*lead, n_in, h)``, ``(*lead, h)``,
+        ``(*lead, h, n_classes)``, ``(*lead, n_classes)`` from ``x`` of shape ``(*lead, d)``."""
+        o = self._offsets
+        lead = x.shape[:-1]
+        return (anp.reshape(x[..., o[0]:o[1]], lead + (self.n_in, self.n_hidden)),
+                x[..., o[1]:o[2]],
+                anp.reshape(x[..., o[2]:o[3]], lead + (self.n_hidden, self.n_classes)),
+                x[..., o[3]:o[4]])
+
+    @classmethod
+    def from_parts(cls, features: np.ndarray, labels: np.ndarray, parts, **kwargs):
+        """Build from pooled data ``(N, n_in)``, ``(N,)`` and per-agent index arrays ``parts``
+        (e.g. a Dirichlet partition); unequal parts are padded and ``counts`` records the sizes."""
+        parts = [np.asarray(p, dtype=int) for p in parts]
+        if not parts or min(len(p) for p in parts) < 1:
+            raise ValueError("argument 'parts' must be a non-empty list of non-empty index arrays")
+        counts = np.array([len(p) for p in parts])
+        n_max = int(counts.max())
+        idx = np.stack([np.concatenate([p, np.full(n_max - len(p), p[0])]) for p in parts])
+        return cls(np.asarray(features)[idx], np.asarray(labels)[idx], counts=counts, **kwargs)
+
+    def initial_point(self, rng: np.random.Generator | int) -> np.ndarray:
+        """Glorot-uniform weights and zero biases (one common start for all agents)."""
+        gen = as_generator(rng)
+        x = np.zeros(self.n_params)
+        o = self._offsets
+        lim1 = np.sqrt(6.0 / (self.n_in + self.n_hidden))
+        lim2 = np.sqrt(6.0 / (self.n_hidden + self.n_classes))
+        x[o[0]:o[1]] = gen.uniform(-lim1, lim1, o[1] - o[0])
+        x[o[2]:o[3]] = gen.uniform(-lim2, lim2, o[3] - o[2])
+        return x
+
+    def _loss_sum(self, blocks, feats, onehot):
+        # blocks: (W1, b1, W2, b2), one copy per sample: (*lead, b, n_in, h), (*lead, b, h), ...
+        w1, b1, w2, b2 = blocks
+        hidden = anp.tanh(anp.einsum("...i,...ih->...h", feats, w1) + b1)
+        logits = anp.einsum("...h,...hc->...c", hidden, w2) + b2
+        return anp.sum(logsumexp(logits, axis=-1) - anp.sum(logits * onehot, axis=-1))
+
+    def logits(self, x: np.ndarray, features: np.ndarray) -> np.ndarray:
+        """Logits at ``x`` ``(*lead, d)`` for ``features`` ``(*lead, b, n_in)``.
+
+        Returns an array of shape ``(*lead, b, n_classes)``.
+        """
+        w1, b1, w2, b2 = self.unflatten(np.asarray(x, dtype=float))
+        hidden = np.tanh(np.einsum("...bi,...ih->...bh", features, w1) + b1[..., None, :])
+        return np.einsum("...bh,...hc->...bc", hidden, w2) + b2[..., None, :]
+
+    def sample_loss(self, x, batch):
+        logits = self.logits(x, batch["features"])
+        m = logits.max(axis=-1, keepdims=True)
+        lse = m[..., 0] + np.log(np.sum(np.exp(logits - m), axis=-1))
+        return lse - np.sum(logits * batch["onehot"], axis=-1)
+
+    def sample_rgrad(self, x, batch):
+        x = np.asarray(x, dtype=float)
+        feats = batch["features"]
+        lead = feats.shape[:-1]
+        # differentiate w.r.t. per-sample copies of each block (slicing one flat copy would make
+        # autograd scatter with np.add.at, which is much slower)
+        blocks = tuple(np.broadcast_to(np.expand_dims(blk, -1 - (blk.ndim - x.ndim + 1)),
+                                       lead + blk.shape[x.ndim - 1:]).copy()
+                       for blk in self.unflatten(x))
+        # autograd differentiates tanh as g / cosh(x)^2: cosh overflows to inf for |x| > 710 and
+        # the quotient is then the correct limit 0, so the overflow warning is spurious
+        with np.errstate(over="ignore"):
+            grads = self._grad_sum(blocks, feats, batch["onehot"])
+        return np.concatenate([g.reshape(lead + (-1,)) for g in grads], axis=-1)
+
+    def accuracy(self, x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        """Classification accuracy of parameters ``x`` ``(*lead, d)`` on ``(N, n_in)`` data.
+
+        Returns an array of the batch shape of ``x`` (a float for one point).
+        """
+        x = np.asarray(x, dtype=float)
+        lead = x.shape[:-1]
+        feats = np.broadcast_to(features, lead + np.shape(features))
+        pred = np.argmax(self.logits(x, feats), axis=-1)
+        return np.mean(pred == labels, axis=-1)

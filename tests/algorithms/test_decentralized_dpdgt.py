@@ -1,0 +1,97 @@
+"""DP-DGT (spec 003) on the IEEE 14-bus economic dispatch, and noisy DDGT."""
+
+import numpy as np
+import pytest
+
+from rfed.algorithms.decentralized import DPDGT, NoisyDDGT
+from rfed.manifolds import Sphere
+from rfed.networks.graphs import ieee14_digraph
+from rfed.privacy.mechanisms import LaplaceSchedule
+from rfed.problems.dispatch import ieee14_problem
+
+W_STAR = np.array([76.7398, 85.6530, 59.1311, 68.9863, 70.4898])  # the paper's CVX optimum
+
+
+@pytest.fixture(scope="module")
+def setup():
+    return ieee14_problem(), ieee14_digraph("paper")
+
+
+def test_noise_free_constant_step_reproduces_the_paper_optimum(setup):
+    prob, graph = setup
+    alg = DPDGT(graph, alpha0=0.015, q=1.0)  # no decay, no noise: exact dual tracking
+    res = alg.run(prob, 1500, rng=0, eval_every=1500)
+    np.testing.assert_allclose(res.x[prob.data.generators, 0], W_STAR, atol=1e-3)
+    assert abs(res.x.sum() - 361.0) < 1e-6
+    assert res.privacy is None
+
+
+def test_tracking_identity(setup):
+    # eq. (14): 1^T (s_{k+1} - s_k) = -alpha_k (sum w_k - sum d) + gamma 1^T xi_k; with the
+    # price noise zeta on and xi off, the tracker conserves the mismatch exactly (1^T C = 1^T)
+    prob, graph = setup
+    alg = DPDGT(graph, theta_xi=LaplaceSchedule(0.0, 0.995),
+                theta_zeta=LaplaceSchedule(0.05, 0.995))
+    state = alg.init(prob, np.zeros(1), np.random.default_rng(1))
+    for _ in range(30):
+        new = alg.step(prob, state)
+        drift = -alg.alpha(state.t) * (state.w.sum() - prob.demand.sum())
+        assert new.s.sum() - state.s.sum() == pytest.approx(drift, abs=1e-10)
+        state = new
+
+
+def test_error_grows_with_the_noise_level(setup):
+    prob, graph = setup
+
+    def mean_error(theta0, runs=6):
+        errs = []
+        for r in range(runs):
+            alg = DPDGT(graph, theta_xi=LaplaceSchedule(theta0, 0.995),
+                        theta_zeta=LaplaceSchedule(theta0, 0.995), track_privacy=False)
+            errs.append(alg.run(prob, 600, rng=r, eval_every=600).history[-1]["sq_error"])
+        return np.mean(errs)
+
+    e0, e1, e2 = mean_error(0.0, 1), mean_error(0.02), mean_error(0.1)
+    # spec 003 section 5.5 (2000 runs): 0.032, 0.350, 7.87
+    assert e0 < e1 < e2
+    assert e0 == pytest.approx(0.032, abs=2e-3)
+
+
+def test_reported_epsilon_follows_eq_38(setup):
+    prob, graph = setup
+    eps = []
+    for theta0 in (0.01, 0.02):
+        alg = DPDGT(graph, theta_xi=LaplaceSchedule(theta0, 0.995),
+                    theta_zeta=LaplaceSchedule(theta0, 0.995))
+        rep = alg.run(prob, 200, rng=0, eval_every=200).privacy.report()
+        eps.append(rep["paper"]["epsilon_eq38"])
+        assert rep["paper"]["epsilon_recursion"] > 0
+        assert rep["certified"]["epsilon_max"] > 0
+    # spec 003 section 5.4: eq. (38) = 493.27 delta / theta0 on the Sec. 6.1 setting
+    assert eps[0] == pytest.approx(493.27 / 0.01, rel=1e-4)
+    assert eps[1] == pytest.approx(eps[0] / 2, rel=1e-12)
+
+
+def test_noisy_ddgt_is_worse_under_the_same_noise(setup):
+    prob, graph = setup
+    noise = LaplaceSchedule(0.01, 0.995)
+    dgt = DPDGT(graph, alpha0=0.034, q=0.99, theta_xi=noise, theta_zeta=noise,
+                track_privacy=False).run(prob, 600, rng=3, eval_every=600)
+    ddgt = NoisyDDGT(graph, beta0=1.0, q=0.99, iota=0.034, theta_xi=noise,
+                     theta_zeta=noise).run(prob, 600, rng=3, eval_every=600)
+    assert dgt.history[-1]["sq_error"] < ddgt.history[-1]["sq_error"]
+
+
+def test_refuses_a_non_euclidean_manifold(setup):
+    _, graph = setup
+    prob = ieee14_problem(Sphere(1))
+    with pytest.raises(ValueError, match="only Euclidean space.*conservation"):
+        DPDGT(graph).run(prob, 5, rng=0)
+    with pytest.raises(ValueError, match="only Euclidean space"):
+        NoisyDDGT(graph).init(prob, np.zeros(2), np.random.default_rng(0))
+
+
+def test_refuses_bad_weights(setup):
+    _, graph = setup
+    with pytest.raises(ValueError, match="R"):
+        DPDGT(graph, r=np.full((14, 14), 0.5))

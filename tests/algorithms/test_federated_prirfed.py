@@ -1,0 +1,310 @@
+"""PriRFed and its local trainers: each checkable line of Algorithms 1-3."""
+
+import math
+
+import dp_accounting as dpa
+import numpy as np
+import pytest
+from scipy import stats
+
+from rfed.algorithms.federated import (
+    DPRSGD,
+    DPRSVRG,
+    PriRFed,
+    agent_sampling_epsilon,
+    karcher_aggregate,
+    paper_sigma,
+    sample_agents,
+    sample_minibatches,
+    tangent_mean,
+)
+from rfed.datasets.synthetic import make_pca_synthetic, make_wishart_spd
+from rfed.manifolds import Euclidean, Hyperboloid, Sphere
+from rfed.problems import (
+    FrechetMean,
+    HyperbolicPrediction,
+    Problem,
+    SPDFrechetMean,
+    SpherePCA,
+)
+
+
+class Quadratic(Problem):
+    """f_ij(x) = 0.5 |x - a_ij|^2 on Euclidean space (gradient x - a)."""
+
+    def __init__(self, a, counts=None, gradient_bound=None):
+        super().__init__(Euclidean(a.shape[-1]), {"a": a}, counts, gradient_bound)
+
+    def sample_loss(self, x, batch):
+        return 0.5 * np.sum((np.expand_dims(x, -2) - batch["a"]) ** 2, -1)
+
+    def sample_rgrad(self, x, batch):
+        return np.expand_dims(x, -2) - batch["a"]
+
+
+# ------------------------------------------------------------ sampling (Alg. 1 l.2, Alg. 2 l.3)
+def test_sample_agents_distinct_and_uniform():
+    rng = np.random.default_rng(0)
+    n, s, reps = 10, 3, 6000
+    draws = np.array([sample_agents(n, s, rng) for _ in range(reps)])
+    assert all(len(set(d)) == s for d in draws)
+    freq = np.bincount(draws.ravel(), minlength=n)
+    # chi-square goodness of fit to uniform inclusion (s/n per agent per round)
+    p = stats.chisquare(freq, np.full(n, reps * s / n)).pvalue
+    assert p > 1e-4
+
+
+def test_sample_minibatches_distinct_uniform_and_per_agent_sizes():
+    rng = np.random.default_rng(1)
+    counts = np.array([12, 7, 9])
+    sizes = np.array([5, 3, 9])
+    hits = np.zeros((3, 12))
+    reps = 4000
+    for _ in range(reps):
+        idx, mask = sample_minibatches(counts, sizes, rng)
+        for a in range(3):
+            chosen = idx[a, mask[a]]
+            assert chosen.size == sizes[a] and len(set(chosen)) == sizes[a]
+            assert chosen.max() < counts[a]
+            hits[a, chosen] += 1
+    for a in range(3):
+        expected = np.full(counts[a], reps * sizes[a] / counts[a])
+        if sizes[a] < counts[a]:
+            assert stats.chisquare(hits[a, : counts[a]], expected).pvalue > 1e-4
+        else:
+            np.testing.assert_array_equal(hits[a, : counts[a]], expected)
+
+
+# ------------------------------------------------------------------ Alg. 2 line 4: clipping, noise
+def test_dprsgd_clips_each_sample_gradient_at_tau():
+    rng = np.random.default_rng(2)
+    a = rng.standard_normal((3, 8, 4)) * 5
+    prob = Quadratic(a)
+    x0 = np.zeros((3, 4))
+    tau, alpha = 0.7, 0.3
+    tr = DPRSGD(steps=1, clip=tau)
+    out, info = tr.train(prob, tr.plan(prob), x0, np.arange(3), alpha, rng)
+    g = -a  # per-sample gradients at 0
+    norms = np.linalg.norm(g, axis=-1, keepdims=True)
+    expected = -alpha * np.mean(g * np.minimum(1.0, tau / norms), axis=1)
+    np.testing.assert_allclose(out, expected, atol=1e-14)
+    assert info["n_clipped"] == int(np.sum(norms > tau))
+
+
+def test_dprsgd_minibatch_step_on_pca_matches_manual_computation():
+    """The masked minibatch path of SpherePCA equals clipping and averaging the drawn batch."""
+    prob = SpherePCA(make_pca_synthetic(3, 30, 6, 0.3, 5))
+    tau, alpha = 0.02, 0.7
+    tr = DPRSGD(steps=1, batch_size=0.5, clip=tau)
+    x = prob.manifold.random_point(np.random.default_rng(1), 3)
+    out, _ = tr.train(prob, tr.plan(prob), x, np.arange(3), alpha, np.random.default_rng(9))
+    idx, _ = sample_minibatches(prob.counts, np.full(3, 15), np.random.default_rng(9))
+    for a in range(3):
+        z = prob.data["z"][a, idx[a]]
+        g = np.array([-2 * (zj @ x[a]) * (zj - (zj @ x[a]) * x[a]) for zj in z])
+        n = np.linalg.norm(g, axis=1, keepdims=True)
+        eta = np.mean(g * np.minimum(1.0, tau / n), axis=0)
+        np.testing.assert_allclose(out[a], prob.manifold.exp(x[a], -alpha * eta), atol=1e-14)
+
+
+@pytest.mark.parametrize("manifold", [Euclidean(5), Sphere(5)])
+def test_dprsgd_noise_has_variance_sigma2_dim(manifold):
+    """One step with zero gradient: Log_x(x_out) = -alpha xi, E|xi|^2 = sigma^2 dim."""
+    rng = np.random.default_rng(3)
+    n_agents = 4000
+    base = manifold.random_point(rng)
+    pts = np.broadcast_to(base, (n_agents, 2) + manifold.point_shape).copy()
+    prob = FrechetMean(manifold, pts)  # every sample equals x: all gradients are zero
+    sigma, alpha = 0.2, 0.5
+    tr = DPRSGD(steps=1, sigma=sigma, clip=1.0)
+    x = np.broadcast_to(base, (n_agents,) + manifold.point_shape)
+    out, _ = tr.train(prob, tr.plan(prob), x, np.arange(n_agents), alpha, rng)
+    xi = -manifold.log(x, out) / alpha
+    sq = manifold.norm(x, xi) ** 2 / sigma**2  # chi-square with dim degrees of freedom
+    d = manifold.dim
+    assert abs(sq.mean() - d) < 5 * math.sqrt(2 * d / n_agents)
+    assert np.all(manifold.is_tangent(x, xi, atol=1e-9))
+
+
+def test_paper_sigma_reproduces_spec_table():
+    # spec 004 section 5.5: SPD (K=3, m=10, tau=1, eps=0.15, delta=1e-4), N_i = 250 and 100
+    rsgd = paper_sigma(np.array([250, 100]), epsilon=0.15, delta=1e-4, clip=1.0, steps=3)
+    rsvrg = paper_sigma(np.array([250, 100]), epsilon=0.15, delta=1e-4, clip=1.0, steps=3,
+                        inner_steps=10)
+    np.testing.assert_allclose(rsgd, [0.140, 0.350], atol=5e-4)
+    np.testing.assert_allclose(rsvrg, [0.443, 1.108], atol=5e-4)
+    # Fig. 1 column 1: K = 1, N_i = 70, delta = 1e-5, eps = 0.08 -> sigma / tau = 0.606
+    assert np.isclose(paper_sigma(np.array([70]), epsilon=0.08, delta=1e-5, clip=1.0,
+                                  steps=1)[0], 0.606, atol=5e-4)
+
+
+# ------------------------------------------------------------------ aggregation (3.1), (3.2)
+def test_tangent_mean_is_weighted_exp_of_logs_and_identity_for_one_agent():
+    man = Sphere(3)
+    rng = np.random.default_rng(4)
+    x = man.random_point(rng)
+    pts = man.exp(x, 0.3 * man.random_tangent(np.tile(x, (4, 1)), rng))
+    w = np.array([0.1, 0.2, 0.3, 0.4])
+    manual = man.exp(x, sum(w[i] * man.log(x, pts[i]) for i in range(4)))
+    np.testing.assert_allclose(tangent_mean(man, x, pts, w), manual, atol=1e-15)
+    np.testing.assert_allclose(tangent_mean(man, x, pts[:1], np.ones(1)), pts[0], atol=1e-14)
+
+
+def test_karcher_aggregate_is_stationary():
+    man = Hyperboloid(3)
+    rng = np.random.default_rng(5)
+    pts = man.random_point(rng, 5)
+    w = rng.random(5)
+    w /= w.sum()
+    y = karcher_aggregate(man, pts[0], pts, w)
+    grad = np.sum(w[:, None] * man.log(y, pts), axis=0)
+    assert man.norm(y, grad) < 1e-10
+
+
+# ------------------------------------------------------------------ Alg. 1 on Euclidean space
+def test_euclidean_prirfed_one_step_full_batch_is_fedavg():
+    rng = np.random.default_rng(6)
+    parts = [rng.standard_normal((n, 3)) + i for i, n in enumerate((4, 9, 6))]
+    a, counts = (np.zeros((3, 9, 3)), np.array([4, 9, 6]))
+    for i, part in enumerate(parts):
+        a[i, : len(part)] = part
+    prob = Quadratic(a, counts)
+    alpha, rounds = 0.3, 5
+    alg = PriRFed(DPRSGD(steps=1), n_sampled=None, step_size=alpha)
+    x0 = np.array([1.0, -2.0, 0.5])
+    res = alg.run(prob, rounds, rng=0, x0=x0, with_reference=False)
+    x = x0.copy()
+    w = counts / counts.sum()
+    for _ in range(rounds):  # federated averaging of one local gradient step per agent
+        local = [x - alpha * (x - p.mean(0)) for p in parts]
+        x = sum(wi * li for wi, li in zip(w, local, strict=False))
+    np.testing.assert_allclose(res.x, x, atol=1e-13)
+    assert res.history[-1]["bytes_sent"] == rounds * 2 * 3 * 3 * 8  # broadcast + gather
+
+
+# ------------------------------------------------------------------ convergence, non-private
+def test_nonprivate_prirfed_reaches_leading_eigenvector():
+    prob = SpherePCA(make_pca_synthetic(4, 40, 8, 0.3, 0, shared_basis=True))
+    lam = np.linalg.eigvalsh(prob.covariance())[-1]
+    alg = PriRFed(DPRSGD(steps=1), n_sampled=None, step_size=0.5 / lam)
+    res = alg.run(prob, 200, rng=1, eval_every=200)
+    assert prob.distance_to_reference(res.x) < 1e-6
+
+
+def test_nonprivate_prirfed_reaches_spd_karcher_mean():
+    pts = make_wishart_spd(200, 3, 2)
+    prob = SPDFrechetMean(pts.reshape(4, 50, 3, 3))
+    alg = PriRFed(DPRSGD(steps=1), n_sampled=None, step_size=0.4)
+    res = alg.run(prob, 60, rng=2, x0=np.eye(3) * 2.0, eval_every=60)
+    assert abs(res.history[-1]["excess_risk"]) < 1e-6
+
+
+def test_nonprivate_prirfed_reaches_hyperbolic_reference():
+    rng = np.random.default_rng(7)
+    man = Hyperboloid(2)
+    prob = HyperbolicPrediction(rng.standard_normal((3, 15, 3)), man.random_point(rng, (3, 15)),
+                                rng.standard_normal(3), gamma=1e-2, bandwidth=1.0)
+    c, _ = prob.pooled_weights()
+    alg = PriRFed(DPRSVRG(steps=2, inner_steps=5), n_sampled=None,
+                  step_size=0.1 / (2 * np.abs(c).sum() * prob.n_samples))
+    rsgd = PriRFed(DPRSGD(steps=1), n_sampled=None, step_size=0.5 / (2 * c.sum()))
+    x0 = prob.reference_point()
+    x0 = man.exp(x0, man.random_tangent(x0, rng) * 0.5)
+    res = rsgd.run(prob, 200, rng=3, x0=x0, eval_every=200)
+    assert abs(res.history[-1]["excess_risk"]) < 1e-6
+    assert alg.run(prob, 3, rng=3, x0=x0).history[-1]["cost"] < prob.cost(x0)
+
+
+def test_nonprivate_rsvrg_converges_on_spd():
+    pts = make_wishart_spd(120, 2, 3)
+    prob = SPDFrechetMean(pts.reshape(3, 40, 2, 2))
+    alg = PriRFed(DPRSVRG(steps=3, inner_steps=40), n_sampled=None, step_size=0.1)
+    res = alg.run(prob, 15, rng=4, x0=np.eye(2) * 3.0, eval_every=15)
+    assert abs(res.history[-1]["excess_risk"]) < 1e-6
+
+
+# ------------------------------------------------------------------ output option 2
+def test_output_option_two_returns_one_of_the_iterates():
+    prob = SpherePCA(make_pca_synthetic(4, 30, 6, 0.3, 1))
+    alg = PriRFed(DPRSGD(steps=2, batch_size=0.5, sigma=0.05, clip=1.0), n_sampled=2,
+                  step_size=0.5, output_option=2)
+    seen = []
+    res = alg.run(prob, 12, rng=5, callback=lambda t, rec, st: seen.append(st.x.copy()))
+    assert any(np.array_equal(res.x, s) for s in seen[1:])
+
+
+# ------------------------------------------------------------------ privacy
+def test_private_runs_order_by_epsilon():
+    prob = SpherePCA(make_pca_synthetic(8, 30, 6, 0.3, 2, shared_basis=True))
+    lam = np.linalg.eigvalsh(prob.covariance())[-1]
+    finals = []
+    for eps in (0.5, 5.0, 50.0):
+        alg = PriRFed(DPRSGD(steps=1, epsilon=eps, delta=1e-5), None, 0.5 / lam)
+        runs = [alg.run(prob, 60, rng=r, eval_every=60).history[-1]["excess_risk"]
+                for r in range(4)]
+        finals.append(np.mean(runs))
+    assert finals[0] > finals[1] > finals[2]
+
+
+def test_dp_rsvrg_beats_dp_rsgd_on_spd_early_rounds():
+    """Paper Fig. 3 (s = 1, K = 3, m = 10, tau = 1, step 0.05, eps 0.15, N = 20, N_i = 250)."""
+    pts = make_wishart_spd(5000, 2, 0)
+    prob = SPDFrechetMean(pts.reshape(20, 250, 2, 2), gradient_bound=1.0)
+    common = {"epsilon": 0.15, "delta": 1e-4}
+    out = {}
+    for name, tr in (("rsgd", DPRSGD(steps=3, batch_size=0.5, **common)),
+                     ("rsvrg", DPRSVRG(steps=3, inner_steps=10, **common))):
+        alg = PriRFed(tr, 1, 0.05)
+        out[name] = np.mean([alg.run(prob, 5, rng=r, x0=np.diag([3.0, 0.5]), eval_every=5)
+                             .history[-1]["excess_risk"] for r in range(3)])
+    assert out["rsvrg"] < 0.5 * out["rsgd"]
+
+
+def test_certified_agent_sampling_bound_matches_dp_accounting():
+    """Full participation, full batch, K = 2: T compositions of a Gaussian with z / sqrt(K)."""
+    prob = SpherePCA(make_pca_synthetic(4, 20, 6, 0.3, 3))
+    tr = DPRSGD(steps=2, epsilon=1.0, delta=1e-5)
+    plan = tr.plan(prob)
+    eps, z = agent_sampling_epsilon(tr, plan, prob.counts, 4, 30, 1e-5)
+    assert np.isclose(z, plan.sigma[0] * 20 / (2 * plan.clip))
+    acc = dpa.rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
+    acc.compose(dpa.GaussianDpEvent(z / math.sqrt(2)), 30)
+    assert np.isclose(eps, acc.get_epsilon(1e-5), rtol=1e-9)
+
+
+def test_privacy_report_of_a_run():
+    prob = SpherePCA(make_pca_synthetic(16, 20, 6, 0.3, 4))
+    alg = PriRFed(DPRSGD(steps=3, batch_size=0.5, epsilon=0.15, delta=1e-4), 1, 0.5)
+    res = alg.run(prob, 50, rng=6, eval_every=50)
+    rep = res.privacy
+    # Theorem 4.2 with (N, s, T) = (16, 1, 50), local (0.15, 1e-4), delta_hat 1e-3
+    eps_t = math.log1p((1 / 16) * math.expm1(0.15))
+    adv = math.sqrt(2 * 50 * math.log(1e3)) * eps_t + 50 * eps_t * math.expm1(eps_t)
+    assert np.isclose(rep["epsilon_paper"], min(50 * eps_t, adv))
+    assert np.isclose(rep["delta"], 1e-3 + 50 * (1 / 16) * 1e-4)
+    cert = rep["certified"]
+    assert cert["epsilon"] == min(cert["epsilon_agent_sampling"], cert["epsilon_ledger"])
+    assert 0 < cert["epsilon"] < math.inf
+    assert res.state.ledger.rounds_participated.sum() == 50
+    nonpriv = PriRFed(DPRSGD(steps=1), 1, 0.5).run(prob, 3, rng=0).privacy
+    assert nonpriv["epsilon_certified"] == math.inf and nonpriv["epsilon_paper"] is None
+
+
+def test_validation_messages():
+    with pytest.raises(ValueError, match="batch_size"):
+        DPRSGD(batch_size=1.5)
+    with pytest.raises(ValueError, match="delta"):
+        DPRSGD(epsilon=1.0)
+    with pytest.raises(ValueError, match="not both"):
+        DPRSGD(epsilon=1.0, delta=1e-5, sigma=1.0)
+    with pytest.raises(ValueError, match="inner_steps"):
+        DPRSVRG(inner_steps=0)
+    with pytest.raises(TypeError, match="trainer"):
+        PriRFed("sgd")
+    with pytest.raises(ValueError, match="aggregation"):
+        PriRFed(DPRSGD(), aggregation="mean")
+    prob = Quadratic(np.zeros((2, 3, 2)))
+    with pytest.raises(ValueError, match="n_sampled"):
+        PriRFed(DPRSGD(), n_sampled=5).run(prob, 1, rng=0, with_reference=False)
+    with pytest.raises(ValueError, match="gradient_bound"):
+        PriRFed(DPRSGD(sigma=1.0)).run(prob, 1, rng=0, with_reference=False)

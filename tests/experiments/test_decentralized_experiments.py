@@ -1,0 +1,64 @@
+"""The decentralized papers' registered experiments, on tiny configurations (defaults: slow)."""
+
+import numpy as np
+import pytest
+
+from rfed.experiments.registry import get_experiment, run_experiment
+
+W_STAR = np.array([76.7398, 85.6530, 59.1311, 68.9863, 70.4898])
+
+
+def test_registered():
+    for name in ("doadp-logreg", "doadp-digits", "dpdl-digits", "dpdda-svm", "dpdgt-ieee14"):
+        assert get_experiment(name).paper
+
+
+def test_dpdgt_experiment_small(tmp_path):
+    summary, ctx = run_experiment("dpdgt-ieee14", overrides={
+        "iterations": 400, "thetas": [0.0, 0.1], "mc_runs": 2, "eval_every": 50},
+        out_dir=tmp_path)
+    final = np.array([r["w_final"] for r in summary["final_generation"]])
+    assert np.all(np.abs(final - W_STAR) < 1.0)  # a small neighbourhood of w* (Fig. 2)
+    assert abs(summary["total_generation"] - 361.0) < 2.0  # Fig. 3
+    fig4 = {r["theta0"]: r["sq_error_mean"] for r in summary["fig4"]}
+    assert fig4[0.0] < fig4[0.1]
+    for name in ("fig2_fig3_trajectories.png", "fig4_accuracy_privacy.md", "fig5_comparison.md"):
+        assert (tmp_path / name).exists()
+
+
+def test_doadp_logreg_small_table_one():
+    summary, ctx = run_experiment("doadp-logreg", overrides={
+        "n_per_agent": 40, "dim": 20, "epochs": 2, "repetitions": 1, "eps_sweep": [1.0],
+        "baselines": False, "eval_every": 40})
+    rows = {r["setting"]: r for r in ctx.tables["table1_communication_and_fig2a"]}
+    for r in rows.values():
+        # k is rounded to an integer, so k/d is 6/20 = 0.3 exactly here; 5-sigma binomial band
+        n_draws = 20 * 80
+        p = r["comm_rate_pk_over_d"] / (1.0 if "k/d=1" in r["setting"] else 0.3)
+        band = 5 * np.sqrt(p * (1 - p) / n_draws) + 1e-12
+        assert abs(r["values_ratio_to_p1_k1"] - r["comm_rate_pk_over_d"]) <= band
+    assert len(ctx.tables["fig2b_suboptimality_vs_eps"]) == 4
+
+
+def test_dpdda_svm_small():
+    summary, ctx = run_experiment("dpdda-svm", overrides={
+        "n_per_agent": 20, "dim": 10, "epochs": 1, "eps_sweep": [1.0], "eval_every": 40})
+    assert set(summary["l2"]["final_suboptimality"]) == {
+        "DP-DDA iota=0.1 eps=0.8", "DP-DDA iota=0.2 eps=0.8", "[19] (all nodes) eps=0.8"}
+    for row in ctx.tables["fig2_l2_privacy_utility"]:
+        assert row["paper_epsilon_paper_32"] == pytest.approx(1.0, rel=1e-9)
+
+
+def test_doadp_digits_small():
+    summary, ctx = run_experiment("doadp-digits", overrides={
+        "epochs": 1, "epsilons": [1.0], "hidden": 8, "eval_every": 100, "non_private": False})
+    (row,) = summary["table2"]
+    assert set(row) == {"eps", "p=1, k/d=1", "p=0.8, k/d=1", "p=1, k/d=0.4", "p=0.8, k/d=0.4"}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("name", ["dpdgt-ieee14", "doadp-logreg", "dpdda-svm", "dpdl-digits",
+                                  "doadp-digits"])
+def test_defaults_run(name, tmp_path):
+    summary, _ = run_experiment(name, out_dir=tmp_path)
+    assert summary["seconds"] > 0

@@ -1,0 +1,80 @@
+"""The PriRFed experiments and the generic plotting helper."""
+
+import json
+
+import numpy as np
+import pytest
+
+from rfed.experiments import get_experiment, list_experiments, run_experiment
+from rfed.experiments.plotting import aggregate, plot_curves
+
+
+def test_aggregate_mean_and_bands_over_repetitions():
+    rng = np.random.default_rng(0)
+    vals = rng.standard_normal((3, 4))  # repetitions x rounds
+    recs = [{"setting": s, "repetition": r, "round": t, "cost": vals[r, t] + (s == "b")}
+            for s in ("a", "b") for r in range(3) for t in range(4)]
+    recs.append({"setting": "a", "round": 9, "cost": float("nan")})  # skipped
+    out = aggregate(recs, "round", "cost", "setting")
+    assert list(out) == ["a", "b"]
+    np.testing.assert_allclose(out["a"]["mean"], vals.mean(0))
+    np.testing.assert_allclose(out["b"]["hi"] - out["b"]["mean"], vals.std(0))
+    mm = aggregate(recs, "round", "cost", "setting", band="minmax")
+    np.testing.assert_allclose(mm["a"]["lo"], vals.min(0))
+    assert np.array_equal(out["a"]["count"], [3, 3, 3, 3])
+    with pytest.raises(ValueError, match="band"):
+        aggregate(recs, "round", "cost", band="iqr")
+
+
+def test_plot_curves_draws_one_line_per_setting_and_panel():
+    recs = [{"setting": s, "round": t, "cost": -t, "grad_norm": 1.0 / (t + 1)}
+            for s in ("x", "y", "z") for t in range(5)]
+    fig = plot_curves(recs, "round", ["cost", "grad_norm"], by="setting", logy=[False, True],
+                      hlines=[{"true value": -4.0}, None])
+    ax0, ax1 = fig.axes[:2]
+    assert len(ax0.get_lines()) == 4 and len(ax1.get_lines()) == 3
+    assert ax1.get_yscale() == "log"
+    np.testing.assert_allclose(ax0.get_lines()[0].get_ydata(), -np.arange(5))
+
+
+def test_registry_lists_the_paper_figures():
+    names = {e.name for e in list_experiments()}
+    assert {"pca-synthetic", "prirfed-fig1", "prirfed-fig2", "prirfed-fig3", "prirfed-fig4",
+            "prirfed-fig5"} <= names
+    for name in ("prirfed-fig2", "prirfed-fig4", "prirfed-fig5"):
+        assert "STAND-IN" in get_experiment(name).description
+
+
+def test_pca_synthetic_writes_history_privacy_table_and_plot(tmp_path):
+    summary, ctx = run_experiment(
+        "pca-synthetic", seed=1, out_dir=tmp_path,
+        overrides={"rounds": 20, "repetitions": 2, "epsilons": "[0.3, 30.0]", "eval_every": 10},
+    )
+    for name in ("history.jsonl", "history.csv", "privacy.json", "final.csv", "final.md",
+                 "summary.json", "pca_synthetic.png", "config.json"):
+        assert (tmp_path / name).is_file(), name
+    lines = (tmp_path / "history.jsonl").read_text().splitlines()
+    assert len(lines) == 3 * 2 * 3  # settings x repetitions x evaluated rounds (0, 10, 20)
+    privacy = json.loads((tmp_path / "privacy.json").read_text())
+    assert set(privacy) == {"eps=0.3", "eps=30", "non-private"}
+    assert privacy["eps=0.3"]["epsilon_paper"] < privacy["eps=30"]["epsilon_paper"]
+    s = summary["settings"]
+    assert s["eps=0.3"]["epsilon_certified"] < s["eps=30"]["epsilon_certified"]
+    assert s["non-private"]["final_excess_risk_mean"] >= -1e-12
+    assert np.isclose(summary["reference_cost"], -summary["lambda_max"])
+
+
+def test_hyperbolic_experiment_small(tmp_path):
+    summary, ctx = run_experiment(
+        "prirfed-fig5", seed=0, out_dir=tmp_path,
+        overrides={"rounds": 6, "repetitions": 1, "eval_every": 3},
+    )
+    assert (tmp_path / "fig6_poincare.png").is_file() and (tmp_path / "fig5.png").is_file()
+    assert all("dist_to_primate" in r for r in ctx.records)
+    # the pooled optimum lands far nearer "primate" than a typical word of the embedding does
+    from rfed.datasets.wordnet import wordnet_prediction_data
+    from rfed.manifolds import Hyperboloid
+
+    data = wordnet_prediction_data()
+    typical = np.median(Hyperboloid(2).dist(data["targets"], data["test_target"]))
+    assert summary["dist_reference_to_primate"] < 0.35 * typical

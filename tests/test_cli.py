@@ -1,0 +1,39 @@
+"""The rfed command line, end to end in a temporary directory."""
+
+import json
+
+from rfed.cli import main
+
+
+def test_rfed_list(capsys):
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    assert "pca-synthetic" in out and "prirfed-fig3" in out
+
+
+def test_rfed_run_default_writes_results_and_prints_summary(tmp_path, capsys):
+    out_dir = tmp_path / "res"
+    code = main(["run", "--set", "rounds=10", "--set", "repetitions=1", "--set",
+                 "eval_every=5", "--out", str(out_dir), "--no-progress", "--seed", "3"])
+    assert code == 0
+    out = capsys.readouterr().out
+    assert "pca-synthetic" in out and "eps (certified)" in out and "accountant" in out
+    assert "eps=0.15" in out and "reference (true value) cost" in out
+    cfg = json.loads((out_dir / "config.json").read_text())
+    assert cfg["seed"] == 3 and cfg["config"]["rounds"] == 10
+    assert (out_dir / "pca_synthetic.png").stat().st_size > 0
+    assert (out_dir / "summary.json").is_file()
+
+
+def test_rfed_run_errors_exit_2_without_traceback(tmp_path, capsys):
+    assert main(["run", "no-such-experiment", "--out", str(tmp_path)]) == 2
+    err = capsys.readouterr().err
+    assert "unknown experiment" in err and "Traceback" not in err
+    assert main(["run", "pca-synthetic", "--set", "rounds"]) == 2
+    assert "key=value" in capsys.readouterr().err
+    assert main(["run", "pca-synthetic", "--set", "nope=1"]) == 2
+    assert "no setting 'nope'" in capsys.readouterr().err
+    assert main(["run", "pca-synthetic", "--set", "rounds=abc"]) == 2
+    assert main(["run", "pca-synthetic", "--set", "epsilons=[-1.0]", "--no-progress",
+                 "--out", str(tmp_path / "x")]) == 2
+    assert "epsilon" in capsys.readouterr().err
