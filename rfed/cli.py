@@ -20,6 +20,8 @@ import sys
 from collections.abc import Sequence
 from pathlib import Path
 
+from rfed.experiments.registry import format_table
+
 DEFAULT_EXPERIMENT = "pca-synthetic"
 
 
@@ -66,7 +68,7 @@ def _print_list() -> None:
               + ", ".join(f"{k}={v!r}" for k, v in e.defaults.items()))
 
 
-def _print_summary(name: str, summary: dict, out: Path) -> None:
+def _print_summary(name: str, summary: dict, out: Path, privacy: dict) -> None:
     print(f"\n{name}: done in {summary.get('seconds', float('nan')):.1f} s; results in {out}")
     settings = summary.get("settings")
     if isinstance(settings, dict) and settings:
@@ -82,10 +84,53 @@ def _print_summary(name: str, summary: dict, out: Path) -> None:
         print(f"reference (true value) cost: {_fmt(summary['reference_cost'])}")
     shown = {"settings", "reference_cost", "accountant", "seconds"}
     for key, value in summary.items():
-        if key not in shown and isinstance(value, (int, float, str)):
+        if key in shown:
+            continue
+        if isinstance(value, (int, float, str)):
             print(f"{key}: {_fmt(value)}")
+        elif isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
+            print(f"\n{key}:")
+            print(format_table(value[:_MAX_ROWS]), end="")
+            if len(value) > _MAX_ROWS:
+                print(f"... {len(value) - _MAX_ROWS} more rows in the files")
     if "accountant" in summary:
         print(f"accountant: {summary['accountant']}")
+    elif privacy:
+        _print_privacy(privacy)
+
+
+_MAX_ROWS = 12
+
+
+def _find(report: dict, prefix: str) -> float | None:
+    """The first number whose key starts with ``prefix`` (depth-first through sub-reports)."""
+    for key, value in report.items():
+        if key.startswith(prefix) and isinstance(value, (int, float)) and value is not True:
+            return float(value)
+    for value in report.values():
+        if isinstance(value, dict):
+            found = _find(value, prefix)
+            if found is not None:
+                return found
+    return None
+
+
+def _print_privacy(privacy: dict) -> None:
+    """Per setting: the paper's epsilon, the certified epsilon at its delta, the accountant."""
+    rows, accountants = [], []
+    for label, report in privacy.items():
+        paper = report.get("paper", {}) if isinstance(report.get("paper"), dict) else {}
+        certified = report.get("certified", {})
+        certified = certified if isinstance(certified, dict) else {}
+        rows.append({"setting": label, "eps (paper)": _find(paper, "epsilon"),
+                     "eps (certified)": _find(certified, "epsilon"),
+                     "delta (certified)": _find(certified, "delta")})
+        if certified.get("accountant") and certified["accountant"] not in accountants:
+            accountants.append(certified["accountant"])
+    print("\nprivacy (full reports in privacy.json):")
+    print(format_table(rows[:_MAX_ROWS]), end="")
+    for text in accountants:
+        print(f"accountant: {text}")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -110,7 +155,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     out = args.out if args.out is not None else Path("results") / args.name
     print(f"rfed run {args.name} (seed {args.seed}) -> {out}")
     try:
-        summary, _ = run_experiment(args.name, seed=args.seed, overrides=overrides, out_dir=out,
+        summary, ctx = run_experiment(args.name, seed=args.seed, overrides=overrides, out_dir=out,
                                     progress=not args.no_progress)
     except (ValueError, TypeError) as exc:
         # bad values reach the experiment's constructors, which name the argument
@@ -120,7 +165,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"\nrfed: interrupted; partial history in {out / 'history.jsonl'}",
               file=sys.stderr)
         return 130
-    _print_summary(args.name, summary, out)
+    _print_summary(args.name, summary, out, ctx.privacy)
     return 0
 
 
