@@ -37,3 +37,16 @@ def test_rfed_run_errors_exit_2_without_traceback(tmp_path, capsys):
     assert main(["run", "pca-synthetic", "--set", "epsilons=[-1.0]", "--no-progress",
                  "--out", str(tmp_path / "x")]) == 2
     assert "epsilon" in capsys.readouterr().err
+
+
+def test_rfed_run_decentralized_prints_privacy_table(tmp_path, capsys):
+    code = main(["run", "dpdgt-ieee14", "--set", "iterations=60", "--set", "mc_runs=1",
+                 "--set", "thetas=[0.0, 0.05]", "--out", str(tmp_path), "--no-progress"])
+    assert code == 0
+    out = capsys.readouterr().out
+    report = json.loads((tmp_path / "privacy.json").read_text())
+    eps_paper = report["theta0=0.05"]["paper"]["epsilon_eq38"]
+    assert "privacy (full reports in privacy.json)" in out
+    assert f"{eps_paper:.4g}" in out
+    assert "accountant: RDP accountant of dp-accounting" in out
+    assert "final_generation:" in out and "| generator_bus |" in out
