@@ -101,6 +101,46 @@ class SpherePCA(Problem):
         total = -2.0 * (np.einsum("...bd,...b->...d", z, ca) - np.sum(ca * a, -1)[..., None] * x)
         return total, n_clipped
 
+    def sample_lipschitz(self) -> np.ndarray:
+        r"""Exact per-sample gradient bounds :math:`\sup_x \|\mathrm{grad} f_{i,j}(x)\| =
+        \|z_{i,j}\|^2`, one per valid sample, shape ``(n_samples,)``.
+
+        With :math:`z^T x = \|z\| \cos\theta` the gradient norm is
+        :math:`2 \|z\|^2 \cos\theta \sin\theta = \|z\|^2 \sin 2\theta`, maximal at
+        :math:`\theta = \pi/4`; the paper's bound :math:`2\|z\|^2` (L440) is twice this.
+        """
+        return self.data["sq"][self.mask]
+
+    def clip_level(self, rule: str | float) -> float:
+        r"""A clipping level for the private trainers.
+
+        Parameters
+        ----------
+        rule : "paper", "tight" or float in (0, 1)
+            ``"paper"``: :math:`\tau = L_g = 2 \max \|z\|^2` (paper L445, spec 5.1; never
+            activates). ``"tight"``: :math:`\max \|z\|^2`, the exact supremum of the per-sample
+            gradient norms (:meth:`sample_lipschitz`): still never activates, half the paper's
+            noise. A float ``q``: the ``q``-quantile of the per-sample bounds
+            :math:`\|z_{i,j}\|^2` -- a DEVIATION from the paper (clipping then activates on the
+            samples of large norm, which biases the gradient, and the level is read from the
+            private data, as the paper's own maximum is, spec pitfall 16).
+
+        Returns
+        -------
+        float
+        """
+        if isinstance(rule, str):
+            if rule == "paper":
+                return 2.0 * self.theta
+            if rule == "tight":
+                return self.theta
+            raise ValueError(f"argument 'rule' must be 'paper', 'tight' or a float in (0, 1), "
+                             f"got {rule!r}")
+        q = float(rule)
+        if not 0.0 < q < 1.0:
+            raise ValueError(f"argument 'rule' as a quantile must be in (0, 1), got {rule!r}")
+        return float(np.quantile(self.sample_lipschitz(), q))
+
     def covariance(self) -> np.ndarray:
         """The pooled second-moment matrix :math:`C = \\sum z z^T / \\sum_l N_l`, ``(d+1, d+1)``."""
         z = self.data["z"][self.mask]

@@ -56,12 +56,34 @@ def test_pca_synthetic_writes_history_privacy_table_and_plot(tmp_path):
     lines = (tmp_path / "history.jsonl").read_text().splitlines()
     assert len(lines) == 3 * 2 * 3  # settings x repetitions x evaluated rounds (0, 10, 20)
     privacy = json.loads((tmp_path / "privacy.json").read_text())
-    assert set(privacy) == {"eps=0.3", "eps=30", "non-private"}
-    assert privacy["eps=0.3"]["epsilon_paper"] < privacy["eps=30"]["epsilon_paper"]
+    lo, hi = "eps=0.3 clip=0.5", "eps=30 clip=0.5"
+    assert set(privacy) == {lo, hi, "non-private"}
+    assert privacy[lo]["epsilon_paper"] < privacy[hi]["epsilon_paper"]
     s = summary["settings"]
-    assert s["eps=0.3"]["epsilon_certified"] < s["eps=30"]["epsilon_certified"]
+    assert s[lo]["epsilon_certified"] < s[hi]["epsilon_certified"]
     assert s["non-private"]["final_excess_risk_mean"] >= -1e-12
     assert np.isclose(summary["reference_cost"], -summary["lambda_max"])
+    # the default clip level is the labelled deviation: the median per-sample bound |z|^2
+    from rfed.datasets.synthetic import make_pca_synthetic
+    from rfed.experiments.registry import RunContext
+
+    z = make_pca_synthetic(16, 70, 25, 1e-3, RunContext(seed=1).rng(0))
+    assert np.isclose(summary["clip_level"], np.median(np.sum(z**2, axis=-1)))
+    c = np.linalg.eigvalsh(np.einsum("anj,ank->jk", z, z) / z[..., 0].size)
+    assert np.isclose(summary["random_start_excess_risk"], c[-1] - c.mean())
+
+
+def test_spd_experiment_reports_early_rounds(tmp_path):
+    summary, ctx = run_experiment(
+        "prirfed-fig3", seed=0, out_dir=tmp_path,
+        overrides={"n_samples": 400, "agents": "[4]", "rounds": 10, "repetitions": 2,
+                   "eval_every": 5, "report_rounds": "[5]"},
+    )
+    for label in ("N=4 DP-RSGD", "N=4 DP-RSVRG"):
+        at5 = [r["excess_risk"] for r in ctx.records
+               if r.get("setting") == label and r.get("round") == 5]
+        assert len(at5) == 2
+        assert np.isclose(summary["settings"][label]["excess_risk_at_5_mean"], np.mean(at5))
 
 
 def test_hyperbolic_experiment_small(tmp_path):
