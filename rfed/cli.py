@@ -73,9 +73,9 @@ def _print_summary(name: str, summary: dict, out: Path, privacy: dict) -> None:
     settings = summary.get("settings")
     if isinstance(settings, dict) and settings:
         cols = ("final_cost_mean", "final_excess_risk_mean", "final_excess_risk_std",
-                "epsilon_paper", "epsilon_certified", "delta", "diverged")
-        heads = ("final cost", "excess risk", "+- std", "eps (Thm 4.2)", "eps (certified)",
-                 "delta", "diverged runs")
+                "epsilon_paper", "delta_paper", "epsilon_certified", "delta", "diverged")
+        heads = ("final cost", "excess risk", "+- std", "eps (Thm 4.2)", "delta (Thm 4.2)",
+                 "eps (certified)", "delta (cert.)", "diverged runs")
         width = max(len(k) for k in settings)
         print(f"{'setting':<{width}}  " + "  ".join(f"{h:>15}" for h in heads))
         for label, row in settings.items():

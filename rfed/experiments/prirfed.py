@@ -101,6 +101,7 @@ def run_settings(
             "epsilon_paper": report["epsilon_paper"],
             "epsilon_certified": report["epsilon_certified"],
             "delta": report["delta"],
+            "delta_paper": report["delta_paper"],
             "certified_bound": report["certified"]["bound"],
         })
         for t in report_rounds:
@@ -114,7 +115,7 @@ def run_settings(
 
 def _summary(rows: list[dict], reference_cost: float | None = None, **extra) -> dict:
     keys = ("final_cost_mean", "final_excess_risk_mean", "final_excess_risk_std",
-            "epsilon_paper", "epsilon_certified", "delta", "diverged")
+            "epsilon_paper", "delta_paper", "epsilon_certified", "delta", "diverged")
     out: dict[str, Any] = {"settings": {
         r["setting"]: {k: v for k, v in r.items()
                        if k in keys or k.startswith("excess_risk_at_")}

@@ -385,3 +385,23 @@ def test_validation_messages():
         PriRFed(DPRSGD(), n_sampled=5).run(prob, 1, rng=0, with_reference=False)
     with pytest.raises(ValueError, match="gradient_bound"):
         PriRFed(DPRSGD(sigma=1.0)).run(prob, 1, rng=0, with_reference=False)
+
+
+def test_certified_delta_is_the_theorems_unless_that_guarantees_little():
+    from rfed.algorithms.federated import DPRSGD, prirfed_privacy_report
+    from rfed.datasets import make_pca_synthetic
+    from rfed.privacy.papers import prirfed_privacy
+    from rfed.problems import SpherePCA
+
+    problem = SpherePCA(make_pca_synthetic(n_agents=16, n_per_agent=70, dim=8, rng=0))
+    trainer = DPRSGD(steps=1, epsilon=0.15, delta=1e-5, clip=1.0)
+    plan = trainer.plan(problem)
+    # one agent per round, 100 rounds: Thm 4.2 gives delta' ~ 1e-3, read like for like
+    small = prirfed_privacy_report(trainer, plan, problem.counts, 1, 100)
+    expected = prirfed_privacy(16, 1, 0.15, 1e-5, 100, 1e-3).delta
+    assert small["delta_paper"] == pytest.approx(expected) and expected < 1e-2
+    assert small["delta"] == pytest.approx(expected)
+    # all 16 agents for 2000 rounds: delta' ~ 0.3 is no guarantee; certify at the local delta
+    large = prirfed_privacy_report(trainer, plan, problem.counts, 16, 2000)
+    assert large["delta_paper"] > 1e-2
+    assert large["delta"] == 1e-5

@@ -47,7 +47,12 @@ __all__ = [
     "record_round",
     "agent_sampling_epsilon",
     "prirfed_privacy_report",
+    "MAX_MEANINGFUL_DELTA",
 ]
+
+#: The largest theorem delta' at which the certified epsilon is read by default; above it the
+#: report reads the certified epsilon at the trainer's local delta instead.
+MAX_MEANINGFUL_DELTA = 1e-2
 
 
 def sensitivities(trainer: LocalTrainer, plan: LocalPlan, counts: np.ndarray) -> np.ndarray:
@@ -149,7 +154,10 @@ def prirfed_privacy_report(
         The free ``delta_hat`` of Theorem 4.2 (1e-3 in the paper's Table 1).
     delta : float, optional
         The delta at which the certified epsilon is read; default: the theorem's ``delta'``
-        (like for like), or ``1e-5`` when the theorem does not apply.
+        (like for like) when it is at most :data:`MAX_MEANINGFUL_DELTA`; otherwise (a
+        ``delta'`` that large guarantees little, e.g. 0.32 after 2000 rounds of full
+        participation) the local ``delta`` of the trainer, or ``1e-5`` when the theorem does
+        not apply.
 
     Returns
     -------
@@ -173,7 +181,10 @@ def prirfed_privacy_report(
             "note": "from the paper's heuristic sigma calibration with o_i = 1: not a certificate",
         }
     if delta is None:
-        delta = paper["delta"] if paper is not None else 1e-5
+        if paper is not None and paper["delta"] <= MAX_MEANINGFUL_DELTA:
+            delta = paper["delta"]
+        else:
+            delta = trainer.delta if getattr(trainer, "delta", None) else 1e-5
     eps_agent, z = agent_sampling_epsilon(trainer, plan, counts, n_sampled, rounds, delta)
     eps_ledger = None
     if ledger is not None and plan.private and math.isfinite(eps_agent):
@@ -204,6 +215,7 @@ def prirfed_privacy_report(
         "paper": paper,
         "certified": cert,
         "delta": delta,
+        "delta_paper": paper["delta"] if paper is not None else None,
         "epsilon_paper": paper["epsilon"] if paper is not None else None,
         "epsilon_certified": cert["epsilon"],
         "accountant": accountant,
