@@ -7,7 +7,11 @@ implementation of the same round (spec 000 section 2.3) with Python loops over a
 neighbours, written in the same run on the same data; both are timed on identical states, and the
 loop's result is checked against the batched one (same activations, samples and noise).
 
-Run: ``python benchmarks/bench_doadp.py [--repeats 20]``.
+A third row times the batched round with the privacy ledger off (same arithmetic and noise; the
+loop does no privacy bookkeeping), and a per-phase breakdown of the batched round shows where the
+time goes (the Gaussian draw is one phase among several, not the bulk).
+
+Run: ``python benchmarks/bench_doadp.py [--repeats 20] [--agents 20]``.
 """
 
 from __future__ import annotations
@@ -17,8 +21,9 @@ import time
 
 import numpy as np
 
-from rfed.algorithms.decentralized import DOADP
+from rfed.algorithms.decentralized import DOADP, sparsify
 from rfed.datasets.synthetic import make_epsilon_like
+from rfed.networks.gossip import consensus_direction
 from rfed.networks.graphs import circulant
 from rfed.networks.network import Network
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
@@ -60,8 +65,41 @@ def loop_round(problem, alg, x, m, xhat, rng):
     return x_new, m_new, xhat_new
 
 
-def main(repeats: int = 20) -> None:
-    n, d, q = 20, 2000, 50
+def phase_times(problem, alg, state, rng, repeats: int) -> dict[str, float]:
+    """Median seconds of the main phases of one batched round (Euclidean space)."""
+    man = problem.manifold
+    n, d = state.x.shape
+    eta = rng.random(n) < alg.p
+    act = np.flatnonzero(eta)
+    k = alg.resolved_k(d)
+    coords = state.x[act] - state.xhat[act]
+    phases = {
+        "Gaussian draw (active only)": lambda: rng.standard_normal((act.size, d)),
+        "gradients + clipping + noise": lambda: alg._noisy_gradients(problem, state.x[act], act,
+                                                                     rng),
+        "consensus on public copies": lambda: consensus_direction(
+            man, alg.weights, state.xhat, comm=state.comm, copies=True),
+        "Top-k (partition)": lambda: sparsify(coords, k),
+        "publish (counted)": lambda: state.comm.publish(alg.weights, state.xhat,
+                                                        np.zeros_like(state.xhat), senders=eta,
+                                                        payload_bytes=12 * k),
+        "privacy ledger": lambda: state.ledger.record_round(eta),
+    }
+    return {name: _median_time(fn, repeats) for name, fn in phases.items()}
+
+
+def _median_time(fn, repeats: int) -> float:
+    fn()
+    ts = []
+    for _ in range(repeats):
+        t0 = time.perf_counter()
+        fn()
+        ts.append(time.perf_counter() - t0)
+    return float(np.median(ts))
+
+
+def main(repeats: int = 20, n: int = 20) -> None:
+    d, q = 2000, 50
     x, y = make_epsilon_like(n * q, d, 0)
     f, lab = split_evenly(x, y, n, np.random.default_rng(0))
     problem = LogisticRegression(f, lab, L2Regularizer(1.0 / q))
@@ -76,30 +114,36 @@ def main(repeats: int = 20) -> None:
         s = type(state)(**{**state.__dict__, "rng": np.random.default_rng(seed)})
         return alg.step(problem, s)
 
+    def batched_no_ledger():
+        s = type(state)(**{**state.__dict__, "rng": np.random.default_rng(seed), "ledger": None})
+        return alg.step(problem, s)
+
     def looped():
         return loop_round(problem, alg, state.x, state.m, state.xhat, np.random.default_rng(seed))
 
     b, lp = batched(), looped()
     agree = max(np.abs(b.x - lp[0]).max(), np.abs(b.m - lp[1]).max(),
                 np.abs(b.xhat - lp[2]).max())
-    times = {}
-    for name, fn in (("batched (DOADP.step)", batched), ("per-agent loop", looped)):
-        fn()
-        ts = []
-        for _ in range(repeats):
-            t0 = time.perf_counter()
-            fn()
-            ts.append(time.perf_counter() - t0)
-        times[name] = np.median(ts)
+    times = {name: _median_time(fn, repeats) for name, fn in (
+        ("batched (DOADP.step)", batched), ("batched, ledger off", batched_no_ledger),
+        ("per-agent loop", looped))}
     base = times["per-agent loop"]
     print(f"DO-ADP round: n = {n} agents, d = {d}, circulant +-1,2,3, p = 0.8, k/d = 0.3; "
           f"median of {repeats}; max |batched - loop| = {agree:.2e}")
-    print(f"{'implementation':<24}{'ms / round':>12}{'speed-up vs loop':>20}")
+    print(f"{'implementation':<28}{'ms / round':>12}{'speed-up vs loop':>20}")
     for name, t in times.items():
-        print(f"{name:<24}{1e3 * t:>12.2f}{base / t:>20.1f}")
+        print(f"{name:<28}{1e3 * t:>12.3f}{base / t:>20.1f}")
+    total = times["batched (DOADP.step)"]
+    print(f"\nphases of the batched round (each timed alone; % of {1e3 * total:.3f} ms)")
+    print(f"{'phase':<32}{'ms':>8}{'%':>8}")
+    for name, t in phase_times(problem, alg, state, np.random.default_rng(seed),
+                               repeats).items():
+        print(f"{name:<32}{1e3 * t:>8.3f}{100 * t / total:>8.1f}")
 
 
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=20)
-    main(parser.parse_args().repeats)
+    parser.add_argument("--agents", type=int, default=20)
+    args = parser.parse_args()
+    main(args.repeats, args.agents)

@@ -26,7 +26,9 @@ from rfed.networks.comm import (
     InProcessCommunicator,
     NeighborValues,
     arc_list,
+    as_csr_weights,
     dense_payload_bytes,
+    reverse_arcs,
     segment_sum,
     sparse_payload_bytes,
 )
@@ -137,7 +139,9 @@ __all__ = [
     "InProcessCommunicator",
     "NeighborValues",
     "arc_list",
+    "as_csr_weights",
     "dense_payload_bytes",
+    "reverse_arcs",
     "segment_sum",
     "sparse_payload_bytes",
     # gossip

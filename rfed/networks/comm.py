@@ -51,6 +51,8 @@ __all__ = [
     "sparse_payload_bytes",
     "segment_sum",
     "arc_list",
+    "reverse_arcs",
+    "as_csr_weights",
 ]
 
 
@@ -168,22 +170,33 @@ def segment_sum(
     return np.asarray(out).reshape((n_agents,) + arc_values.shape[1:])
 
 
-def _pattern(weights, n_agents: int, name: str = "weights") -> sp.csr_matrix:
-    """CSR weights from a matrix or (weight 1 per arc) a Graph; sorted indices."""
+def as_csr_weights(weights, name: str = "weights") -> sp.csr_matrix:
+    """``weights`` as float64 CSR with sorted indices (a Graph gives weight 1 per arc).
+
+    A float64 CSR matrix is used as is: scipy caches the sorted-indices flag on the object, so a
+    matrix reused every round is sorted once.
+    """
     if isinstance(weights, Graph):
         w = weights.adjacency
     elif isinstance(weights, sp.csr_matrix) and weights.dtype == np.float64:
-        # used as is: scipy caches the sorted-indices flag on the object across calls
         w = weights
     elif sp.issparse(weights):
         w = sp.csr_matrix(weights, dtype=float)
     else:
         w = sp.csr_matrix(np.asarray(weights, dtype=float))
+    if w.ndim != 2 or w.shape[0] != w.shape[1]:
+        raise ValueError(f"argument '{name}' must be a square matrix, got shape {w.shape}")
+    w.sort_indices()
+    return w
+
+
+def _pattern(weights, n_agents: int, name: str = "weights") -> sp.csr_matrix:
+    """:func:`as_csr_weights`, checked to be ``(n_agents, n_agents)``."""
+    w = as_csr_weights(weights, name)
     if w.shape != (n_agents, n_agents):
         raise ValueError(
             f"argument '{name}' has shape {w.shape}; expected ({n_agents}, {n_agents})"
         )
-    w.sort_indices()
     return w
 
 
@@ -194,9 +207,35 @@ def arc_list(weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     :meth:`Communicator.gather_from_neighbors` and of ``arc_values`` in
     :meth:`Communicator.send_along_arcs`.
     """
-    w = _pattern(weights, weights.n_nodes if isinstance(weights, Graph) else weights.shape[0])
-    rows, cols, vals, _ = _offdiag_arcs(w)
+    rows, cols, vals, _ = _offdiag_arcs(as_csr_weights(weights))
     return rows, cols, vals
+
+
+def reverse_arcs(weights) -> np.ndarray:
+    """For a symmetric pattern, ``rev[e]``: the position in :func:`arc_list` of arc ``e``
+    reversed (``receivers[rev[e]] == senders[e]`` and ``senders[rev[e]] == receivers[e]``).
+
+    A reply to what arrived along the arcs of :meth:`Communicator.gather_from_neighbors` travels
+    as ``send_along_arcs(weights, replies[rev])`` (e.g. DPDL's cross-gradients going back to the
+    model owners).
+
+    Raises
+    ------
+    ValueError
+        The off-diagonal pattern is not symmetric (names an arc without its reverse).
+    """
+    rows, cols, _ = arc_list(weights)
+    n = int(max(rows.max(), cols.max())) + 1 if rows.size else 0
+    keys = rows.astype(np.int64) * n + cols
+    missing = ~np.isin(cols.astype(np.int64) * n + rows, keys)
+    if np.any(missing):
+        e = int(np.flatnonzero(missing)[0])
+        raise ValueError(
+            f"argument 'weights' must have a symmetric off-diagonal pattern; arc "
+            f"{cols[e]} -> {rows[e]} has no reverse {rows[e]} -> {cols[e]}"
+        )
+    # sorting the arcs by (sender, receiver) lists their reverses in CSR order
+    return np.lexsort((rows, cols))
 
 
 def _offdiag_arcs(

@@ -22,7 +22,7 @@ import scipy.sparse as sp
 
 from rfed.manifolds.base import CheckedManifold, Manifold
 from rfed.manifolds.euclidean import Euclidean
-from rfed.networks.comm import Communicator, InProcessCommunicator, segment_sum
+from rfed.networks.comm import Communicator, InProcessCommunicator, _pattern, segment_sum
 
 __all__ = [
     "riemannian_gossip",
@@ -35,11 +35,8 @@ __all__ = [
 MAX_CHUNK_ARCS = 1 << 16
 
 
-def _setup(manifold, points, weights, comm, name="points"):
-    if not isinstance(manifold, (Manifold, CheckedManifold)):
-        raise TypeError(
-            f"argument 'manifold' must be an rfed Manifold, got {type(manifold).__name__}"
-        )
+def _check_points(manifold, points, name: str = "points") -> np.ndarray:
+    """``points`` as a float array ``(n_agents, *point_shape)`` of ``manifold``."""
     x = np.asarray(points, dtype=float)
     k = len(manifold.point_shape)
     if x.ndim != k + 1 or x.shape[1:] != manifold.point_shape:
@@ -47,28 +44,38 @@ def _setup(manifold, points, weights, comm, name="points"):
             f"argument '{name}' has shape {x.shape}; expected (n_agents, "
             f"{', '.join(map(str, manifold.point_shape))}) for {manifold}"
         )
+    return x
+
+
+def _setup(manifold, points, weights, comm, name="points"):
+    if not isinstance(manifold, (Manifold, CheckedManifold)):
+        raise TypeError(
+            f"argument 'manifold' must be an rfed Manifold, got {type(manifold).__name__}"
+        )
+    x = _check_points(manifold, points, name)
     n = x.shape[0]
-    if isinstance(weights, sp.csr_matrix) and weights.dtype == np.float64:
-        w = weights
-    elif sp.issparse(weights):
-        w = sp.csr_matrix(weights, dtype=float)
-    else:
-        w = sp.csr_matrix(np.asarray(weights, dtype=float))
-    w.sort_indices()
-    if w.shape != (n, n):
-        raise ValueError(f"argument 'weights' has shape {w.shape}; expected ({n}, {n})")
     if comm is None:
         comm = InProcessCommunicator(n)
     elif not isinstance(comm, Communicator):
         raise TypeError(f"argument 'comm' must be a Communicator, got {type(comm).__name__}")
     elif comm.n_agents != n:
         raise ValueError(f"argument 'comm' serves {comm.n_agents} agents, points have {n}")
-    return x, w, comm
+    return x, _pattern(weights, n), comm
 
 
 def _is_euclidean(manifold) -> bool:
     """Euclidean space, possibly behind a validating view (where the W @ X closed form holds)."""
     return isinstance(getattr(manifold, "manifold", manifold), Euclidean)
+
+
+def _row_sums(w: sp.csr_matrix, ndim: int) -> np.ndarray:
+    """``W 1``, shaped ``(n, 1, ...)`` to broadcast against ``ndim``-d per-agent arrays.
+
+    One sparse matvec; ``w.sum(axis=1)`` goes through scipy's matrix type and costs several times
+    more, which shows in a round of a few hundred microseconds.
+    """
+    n = w.shape[0]
+    return (w @ np.ones(n)).reshape((n,) + (1,) * (ndim - 1))
 
 
 def _receiver_chunks(w: sp.csr_matrix, max_chunk_arcs: int) -> list[tuple[int, int]]:
@@ -122,7 +129,7 @@ def consensus_direction(
     n = x.shape[0]
     if _is_euclidean(manifold):
         wx = comm.mix(w, x, payload_bytes=payload_bytes, copies=copies)
-        r = np.asarray(w.sum(axis=1)).reshape((n,) + (1,) * (x.ndim - 1))
+        r = _row_sums(w, x.ndim)
         return wx - r * b
     out = np.zeros_like(x)
     for start, stop in _receiver_chunks(w, max_chunk_arcs):
@@ -177,9 +184,8 @@ def riemannian_gossip(
         raise ValueError(f"argument 'gamma' must be finite, got {gamma!r}")
     x, w, comm = _setup(manifold, points, weights, comm)
     if _is_euclidean(manifold):
-        n = x.shape[0]
         wx = comm.mix(w, x, payload_bytes=payload_bytes)
-        r = np.asarray(w.sum(axis=1)).reshape((n,) + (1,) * (x.ndim - 1))
+        r = _row_sums(w, x.ndim)
         return gamma * wx + (1.0 - gamma * r) * x
     v = consensus_direction(
         manifold, w, x, comm=comm, payload_bytes=payload_bytes, max_chunk_arcs=max_chunk_arcs
@@ -265,13 +271,7 @@ def consensus_error(
     -------
     float, or (float, ndarray) with ``return_center``.
     """
-    x = np.asarray(points, dtype=float)
-    k = len(manifold.point_shape)
-    if x.ndim != k + 1 or x.shape[1:] != manifold.point_shape:
-        raise ValueError(
-            f"argument 'points' has shape {x.shape}; expected (n_agents, "
-            f"{', '.join(map(str, manifold.point_shape))}) for {manifold}"
-        )
+    x = _check_points(manifold, points)
     c = manifold.mean(x) if center is None else np.asarray(center, dtype=float)
     err = float(np.mean(manifold.dist(x, c) ** 2))
     return (err, c) if return_center else err

@@ -4,23 +4,21 @@ import warnings
 
 import numpy as np
 import pytest
+from decentralized_cases import logreg_problem
 
 from rfed.algorithms.decentralized import DOADP, NoisyDSGD, sparsify
-from rfed.datasets.synthetic import make_epsilon_like, make_pca_synthetic
+from rfed.datasets.synthetic import make_pca_synthetic
 from rfed.manifolds import Sphere
 from rfed.networks.graphs import circulant, complete, ring
 from rfed.networks.network import Network
 from rfed.privacy import papers
 from rfed.privacy.accountants import CertifiedAccountant
-from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 from rfed.problems.pca import SpherePCA
 
 
 @pytest.fixture(scope="module")
 def logreg():
-    x, y = make_epsilon_like(3200, 10, 0)
-    f, lab = split_evenly(x, y, 8, np.random.default_rng(0))
-    return LogisticRegression(f, lab, L2Regularizer(0.1))
+    return logreg_problem(3200, 10, 8, 0, 0.1)
 
 
 def test_full_participation_no_noise_reaches_the_scipy_optimum(logreg):
@@ -88,6 +86,20 @@ def test_sparsifiers():
     assert np.all(np.count_nonzero(r, axis=1) == 6)
     with pytest.raises(ValueError, match="rng"):
         sparsify(c, 6, "rand_k")
+
+
+def test_top_k_breaks_ties_by_lowest_index():
+    # reference: a stable sort by decreasing magnitude keeps the lowest indices among equals
+    # (spec P18); integer data with many ties, rows with and without overflowing ties
+    rng = np.random.default_rng(3)
+    c = rng.integers(-3, 4, size=(200, 15)).astype(float)
+    c[:50] = rng.standard_normal((50, 15))
+    for k in (1, 4, 9):
+        ref = np.zeros_like(c)
+        order = np.argsort(-np.abs(c), axis=1, kind="stable")[:, :k]
+        rows = np.arange(c.shape[0])[:, None]
+        ref[rows, order] = c[rows, order]
+        np.testing.assert_array_equal(sparsify(c, k, "top_k"), ref)
 
 
 def test_noisy_dsgd_is_mixing_then_gradient_step(logreg):

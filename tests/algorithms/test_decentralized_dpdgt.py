@@ -6,6 +6,8 @@ import pytest
 from rfed.algorithms.decentralized import DPDGT, NoisyDDGT
 from rfed.manifolds import Sphere
 from rfed.networks.graphs import ieee14_digraph
+from rfed.privacy import papers
+from rfed.privacy.accountants import compose_epsilon
 from rfed.privacy.mechanisms import LaplaceSchedule
 from rfed.problems.dispatch import ieee14_problem
 
@@ -95,3 +97,19 @@ def test_refuses_bad_weights(setup):
     _, graph = setup
     with pytest.raises(ValueError, match="R"):
         DPDGT(graph, r=np.full((14, 14), 0.5))
+
+
+def test_ledger_charges_the_laplace_events_of_recursion_32(setup):
+    # the round-by-round ledger equals composing the privacy module's events for the whole run
+    # (recursion (32) for the sensitivities, theta_k / sensitivity_k per release); 100 rounds
+    # cross the tracker's first horizon of 64
+    prob, graph = setup
+    xi, zeta = LaplaceSchedule(0.01, 0.995), LaplaceSchedule(0.02, 0.99)
+    alg = DPDGT(graph, theta_xi=xi, theta_zeta=zeta, adjacency_delta=0.5)
+    res = alg.run(prob, 100, rng=0, eval_every=100)
+    k = np.arange(100)
+    events = papers.dpdgt_laplace_events(alg.alpha0 * alg.q ** k, xi.scale(k), zeta.scale(k),
+                                         prob.strong_convexity, alg.gamma, alg.phi, 0.5)
+    want = compose_epsilon(events, 1e-5, "rdp", "replace_one")
+    got = res.privacy.ledger.epsilons(1e-5)
+    np.testing.assert_allclose(got, want, rtol=1e-9)

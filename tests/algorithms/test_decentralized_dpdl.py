@@ -2,17 +2,16 @@
 
 import numpy as np
 import pytest
+from decentralized_cases import logreg_problem
 
 from rfed.algorithms.decentralized import DPDL, DPDPSGD, calibration_weights
-from rfed.algorithms.decentralized.dpdl import _return_along_arcs
-from rfed.datasets.synthetic import make_epsilon_like, make_pca_synthetic
+from rfed.datasets.synthetic import make_pca_synthetic
 from rfed.experiments.registry import run_experiment
 from rfed.manifolds import Euclidean
-from rfed.networks.comm import InProcessCommunicator
+from rfed.networks.comm import InProcessCommunicator, reverse_arcs
 from rfed.networks.graphs import complete, dpdl_bipartite, ring
 from rfed.networks.mixing import uniform_weights
 from rfed.networks.network import Network
-from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 from rfed.problems.pca import SpherePCA
 
 LOW, HIGH = 1 / (1 + np.e), np.e / (1 + np.e)  # 0.26894, 0.73106
@@ -39,19 +38,19 @@ def test_cross_gradients_travel_back_to_the_model_owner():
     w = uniform_weights(ring(n))
     comm = InProcessCommunicator(n)
     nb = comm.gather_from_neighbors(w, np.zeros((n, 1)))
-    # value on arc (data owner i -> model owner j) encodes (i, j)
+    # value computed by data owner i on the model of j encodes (i, j)
     vals = (10.0 * nb.receivers + nb.senders)[:, None] * np.ones((1, 3))
-    back = _return_along_arcs(comm, w, nb.receivers, nb.senders, vals, n)
-    np.testing.assert_array_equal(back, vals)
+    back = comm.send_along_arcs(w, vals[reverse_arcs(w)])
+    np.testing.assert_array_equal(back.values, (10.0 * back.senders + back.receivers)[:, None]
+                                  * np.ones((1, 3)))
+    np.testing.assert_array_equal(np.sort(back.values[:, 0]), np.sort(vals[:, 0]))
     # the probe (one float per arc), then one 3-vector per arc (not the whole mailbox)
     assert comm.stats.bytes == nb.receivers.size * 8 + nb.receivers.size * 3 * 8
 
 
 @pytest.fixture(scope="module")
 def logreg():
-    x, y = make_epsilon_like(400, 6, 1)
-    f, lab = split_evenly(x, y, 6, np.random.default_rng(1))
-    return LogisticRegression(f, lab, L2Regularizer(0.05))
+    return logreg_problem(400, 6, 6, 1, 0.05)
 
 
 def test_mean_recursions_83_84(logreg):

@@ -16,6 +16,7 @@ from rfed.networks import (
     graph_from_edges,
     ieee14_digraph,
     metropolis_hastings_weights,
+    reverse_arcs,
     ring,
     row_stochastic_weights,
     segment_sum,
@@ -187,6 +188,24 @@ def test_send_along_arcs_delivers_one_value_per_arc():
     np.testing.assert_array_equal(net.stats.messages_sent, g.out_degree)
     with pytest.raises(ValueError, match="one row per arc"):
         net.send_along_arcs(vals[:-1])
+
+
+def test_reverse_arcs_pairs_every_arc_with_its_reverse(setup):
+    _, w, _ = setup
+    rec, snd, wts = arc_list(w)
+    rev = reverse_arcs(w)
+    np.testing.assert_array_equal(rec[rev], snd)
+    np.testing.assert_array_equal(snd[rev], rec)
+    np.testing.assert_array_equal(rev[rev], np.arange(rec.size))  # an involution
+    # a reply to each gathered value reaches the agent it came from
+    comm = InProcessCommunicator(30)
+    nb = comm.gather_from_neighbors(w, np.arange(30.0)[:, None])
+    back = comm.send_along_arcs(w, np.stack([nb.values[:, 0], nb.receivers], axis=1)[rev])
+    np.testing.assert_array_equal(back.values[:, 0], back.receivers)
+    np.testing.assert_array_equal(back.values[:, 1], back.senders)
+    directed = ieee14_digraph()
+    with pytest.raises(ValueError, match="symmetric off-diagonal pattern"):
+        reverse_arcs(directed)
 
 
 def test_copies_are_not_counted(setup):

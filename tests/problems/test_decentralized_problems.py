@@ -143,3 +143,15 @@ def test_resource_allocation_validation():
         QuadraticResourceAllocation([1.0, 1.0], [0, 0], [0, 0], [1, 1], [2.0, 1.0])
     prob = ieee14_problem(Sphere(1))
     assert isinstance(prob.manifold, Sphere)
+
+
+def test_package_exports_the_decentralized_problems():
+    import rfed.problems as pkg
+    from rfed.problems import dispatch, linear, mlp
+
+    for mod in (linear, mlp, dispatch):
+        for name in ("LogisticRegression", "HingeSVM", "L1Regularizer", "L2Regularizer",
+                     "MLPClassifier", "QuadraticResourceAllocation", "ieee14_problem"):
+            if hasattr(mod, name):
+                assert getattr(pkg, name) is getattr(mod, name) and name in pkg.__all__
+    assert {"SpherePCA", "AutogradProblem", "Problem"} <= set(pkg.__all__)

@@ -1,9 +1,9 @@
-"""What the decentralized algorithms share: state fields, outputs, metrics, local tangent mixing.
+"""What the decentralized algorithms share: state fields, outputs, metrics, argument checks.
 
 Per-agent points are stacked as ``(n_agents, *point_shape)``. Every value that crosses from one
 agent to another goes through a :class:`rfed.networks.comm.Communicator` (bytes and messages are
-counted there); quantities an agent already holds (its neighbours' public copies) are combined
-locally with :func:`tangent_mix`.
+counted there); quantities an agent already holds (its neighbours' public copies) are mixed by
+the same :mod:`rfed.networks.gossip` functions with ``copies=True``, which counts nothing.
 """
 
 from __future__ import annotations
@@ -15,13 +15,13 @@ import numpy as np
 import scipy.sparse as sp
 
 from rfed.algorithms.base import Algorithm, evaluate_point
-from rfed.manifolds import Euclidean, Manifold
-from rfed.networks.comm import Communicator, segment_sum
+from rfed.manifolds import Manifold
+from rfed.networks.comm import Communicator
 from rfed.networks.gossip import consensus_error
 from rfed.networks.mixing import check_doubly_stochastic, check_symmetric
 
-__all__ = ["DecentralizedAlgorithm", "DecentralizedState", "offdiag_arcs", "tangent_mix",
-           "agents_mean", "check_mixing_matrix", "check_probability"]
+__all__ = ["DecentralizedAlgorithm", "DecentralizedState", "agents_mean", "check_choice",
+           "check_mixing_matrix", "check_nonneg", "check_probability"]
 
 
 def check_probability(value: Any, name: str) -> float:
@@ -33,6 +33,14 @@ def check_probability(value: Any, name: str) -> float:
     if not 0.0 < v <= 1.0:
         raise ValueError(f"argument '{name}' must be in (0, 1], got {value!r}")
     return v
+
+
+def check_choice(value: Any, name: str, options: tuple[str, ...]) -> str:
+    """``value`` if it is one of ``options``, else a ``ValueError`` listing them."""
+    if value not in options:
+        valid = " or ".join(repr(o) for o in options)
+        raise ValueError(f"argument '{name}' must be {valid}, got {value!r}")
+    return value
 
 
 def check_nonneg(value: Any, name: str) -> float:
@@ -53,42 +61,6 @@ def check_mixing_matrix(weights: Any, name: str = "weights") -> sp.csr_matrix:
     check_doubly_stochastic(w, name)
     w.sort_indices()
     return w
-
-
-def offdiag_arcs(w: sp.csr_matrix) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """``(receivers, senders, weights)`` of the non-zero off-diagonal entries of ``w``."""
-    coo = w.tocoo()
-    keep = (coo.row != coo.col) & (coo.data != 0)
-    order = np.lexsort((coo.col[keep], coo.row[keep]))
-    return coo.row[keep][order], coo.col[keep][order], coo.data[keep][order]
-
-
-def tangent_mix(manifold: Manifold, w: sp.csr_matrix, points: np.ndarray,
-                arcs: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None) -> np.ndarray:
-    r"""Local consensus direction :math:`\sum_j w_{ij} \mathrm{Log}_{p_i}(p_j)` for every agent.
-
-    Used on values every agent already holds (DO-ADP's public copies), so nothing is sent. On
-    Euclidean space it is exactly :math:`(W P)_i - p_i` for a row-stochastic ``W``.
-
-    Parameters
-    ----------
-    manifold : Manifold
-    w : csr_matrix, shape ``(n, n)``
-    points : array, shape ``(n, *point_shape)``
-    arcs : output of :func:`offdiag_arcs`, optional (cached by callers)
-
-    Returns
-    -------
-    array, shape ``(n, *point_shape)``: tangent vectors at ``points``.
-    """
-    points = np.asarray(points, dtype=float)
-    n = points.shape[0]
-    if isinstance(manifold, Euclidean):
-        flat = points.reshape(n, -1)
-        return (np.asarray(w @ flat) - np.asarray(w.sum(axis=1)) * flat).reshape(points.shape)
-    rows, cols, vals = offdiag_arcs(w) if arcs is None else arcs
-    logs = manifold.log(points[rows], points[cols])
-    return segment_sum(rows, logs, n, vals)
 
 
 def agents_mean(manifold: Manifold, x: np.ndarray) -> np.ndarray:

@@ -68,6 +68,7 @@ class PrivacyTracker:
         self._paper_added_at = -1
         self._eps_memo: dict[tuple[int, float], np.ndarray] = {}
         self._equal_sizes = bool(np.all(self.local_sizes == self.local_sizes[0]))
+        self._release_counts = np.unique(self.releases_per_round)
 
     def record_round(self, active: np.ndarray) -> None:
         """Charge one round to the agents of the boolean mask ``active``."""
@@ -77,7 +78,13 @@ class PrivacyTracker:
         # batch is shared, so amplification applies to the composite, not to each release).
         # Agents are grouped by r (a few distinct values); equal local sizes are passed as
         # scalars (the ledger then skips its grouping).
-        for count in np.unique(self.releases_per_round[active]):
+        if not active.any():
+            counts = ()
+        elif self._release_counts.size == 1:
+            counts = self._release_counts
+        else:
+            counts = np.unique(self.releases_per_round[active])
+        for count in counts:
             who = active & (self.releases_per_round == count)
             sizes = self.local_sizes[who]
             if self._equal_sizes:
@@ -249,21 +256,27 @@ class DGTPrivacy:
         self.ledger = PrivacyLedger(problem.n_agents, "rdp", "replace_one",
                                     description="DP-DGT Laplace releases (adjacency radius "
                                                 f"{alg.adjacency_delta:g})")
-        self._varphi = 0.0
-        self._eta = 0.0
+        self._sens = (np.zeros(0), np.zeros(0))
         self._paper_added_at = -1
 
+    def sensitivities(self, k: int) -> tuple[float, float]:
+        """``(varphi_k, eta_k)`` of the recursion (32) (:func:`rfed.privacy.papers.
+        dpdgt_sensitivities`), evaluated over a horizon that doubles when ``k`` passes it."""
+        if k >= self._sens[0].size:
+            alg = self.alg
+            horizon = max(2 * self._sens[0].size, k + 1, 64)
+            self._sens = papers.dpdgt_sensitivities(
+                alg.alpha0 * alg.q ** np.arange(horizon), self.mu, alg.gamma, alg.phi,
+                alg.adjacency_delta)
+        return float(self._sens[0][k]), float(self._sens[1][k])
+
     def record_round(self, k: int) -> None:
-        """Charge iteration ``k``'s two releases, then advance the recursion (32)."""
+        """Charge iteration ``k``'s two releases."""
         alg = self.alg
-        for sens, sched in ((self._varphi, alg.theta_xi), (self._eta, alg.theta_zeta)):
+        for sens, sched in zip(self.sensitivities(k), (alg.theta_xi, alg.theta_zeta),
+                               strict=True):
             if sens > 0:
                 self.ledger.record(k, None, "laplace", noise_multiplier=sched.scale(k) / sens)
-        a_k, mu, dl = alg.alpha(k), self.mu, alg.adjacency_delta
-        self._varphi, self._eta = (
-            (1 - alg.gamma) * self._varphi + a_k / mu * self._eta + a_k * dl / mu,
-            (2 - alg.gamma) * self._varphi + (1 - alg.phi + a_k / mu) * self._eta + a_k * dl / mu,
-        )
         self.rounds = k + 1
 
     def paper(self) -> dict:

@@ -26,15 +26,15 @@ import numpy as np
 from rfed.algorithms.decentralized._common import (
     DecentralizedAlgorithm,
     DecentralizedState,
+    check_choice,
     check_mixing_matrix,
     check_nonneg,
     check_probability,
-    offdiag_arcs,
-    tangent_mix,
 )
 from rfed.algorithms.decentralized._privacy import PrivacyTracker
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.comm import dense_payload_bytes, sparse_payload_bytes
+from rfed.networks.gossip import consensus_direction
 from rfed.networks.network import Network
 from rfed.privacy.clipping import clip_coordinates
 
@@ -55,14 +55,18 @@ def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
     if k >= dim:
         return coords.copy()
     if method == "top_k":
-        # O(dim) selection: everything above the k-th largest magnitude, then the ties at that
-        # magnitude by lowest index (deterministic, spec P18)
+        # O(dim) selection: everything at or above the k-th largest magnitude; rows where ties
+        # at that magnitude overflow k keep the lowest indices (deterministic, spec P18). Ties
+        # are rare in noisy coordinates, so only those rows pay for the running count.
         mag = np.abs(coords)
         thr = np.partition(mag, dim - k, axis=1)[:, dim - k][:, None]
-        above = mag > thr
-        ties = mag == thr
-        room = k - above.sum(axis=1, keepdims=True)
-        keep = above | (ties & (np.cumsum(ties, axis=1) <= room))
+        keep = mag >= thr
+        over = np.flatnonzero(np.count_nonzero(keep, axis=1) > k)
+        if over.size:
+            m, t = mag[over], thr[over]
+            ties = m == t
+            room = k - np.count_nonzero(m > t, axis=1)[:, None]
+            keep[over] = (m > t) | (ties & (np.cumsum(ties, axis=1) <= room))
         return np.where(keep, coords, 0.0)
     if method == "rand_k":
         if rng is None:
@@ -144,10 +148,7 @@ class DOADP(DecentralizedAlgorithm):
             raise ValueError(f"argument 'k' must be an int >= 1, got {k!r}")
         self.k = k
         self.k_ratio = None if k_ratio is None else check_probability(k_ratio, "k_ratio")
-        if sparsifier not in ("top_k", "rand_k"):
-            raise ValueError(f"argument 'sparsifier' must be 'top_k' or 'rand_k', got "
-                             f"{sparsifier!r}")
-        self.sparsifier = sparsifier
+        self.sparsifier = check_choice(sparsifier, "sparsifier", ("top_k", "rand_k"))
         self.sigma = check_nonneg(sigma, "sigma")
         self.grad_bound = None if grad_bound is None else check_nonneg(grad_bound, "grad_bound")
         if batch_size is not None and (not isinstance(batch_size, (int, np.integer))
@@ -155,11 +156,8 @@ class DOADP(DecentralizedAlgorithm):
             raise ValueError(f"argument 'batch_size' must be an int >= 1 or None, got "
                              f"{batch_size!r}")
         self.batch_size = batch_size
-        if xhat_init not in ("x0", "zero"):
-            raise ValueError(f"argument 'xhat_init' must be 'x0' or 'zero', got {xhat_init!r}")
-        self.xhat_init = xhat_init
+        self.xhat_init = check_choice(xhat_init, "xhat_init", ("x0", "zero"))
         self.delta0 = check_probability(delta0, "delta0")
-        self._arcs = offdiag_arcs(self.weights)
 
     def resolved_k(self, dim: int) -> int:
         """The number of kept coordinates for intrinsic dimension ``dim``."""
@@ -214,7 +212,10 @@ class DOADP(DecentralizedAlgorithm):
             coords, _ = clip_coordinates(coords, self.grad_bound / np.sqrt(manifold.dim))
         mean = coords.mean(axis=1)
         if self.sigma > 0:
-            mean = mean + self.sigma * rng.standard_normal(mean.shape)
+            # only the active agents release, so only their A x dim coordinates are drawn
+            noise = rng.standard_normal(mean.shape)
+            noise *= self.sigma
+            mean += noise
         return manifold.from_coords(x_act, mean)
 
     def step(self, problem, state):
@@ -224,7 +225,8 @@ class DOADP(DecentralizedAlgorithm):
         eta = rng.random(n) < self.p
         act = np.flatnonzero(eta)
         # Phase A: consensus on the public copies (held by every neighbour: no messages)
-        cons = tangent_mix(manifold, self.weights, state.xhat, self._arcs)
+        cons = consensus_direction(manifold, self.weights, state.xhat, comm=state.comm,
+                                   copies=True)
         u = self.gamma * manifold.transport(state.xhat, state.x, cons)
         m = self.beta * state.m
         if act.size:

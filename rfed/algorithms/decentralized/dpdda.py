@@ -30,6 +30,7 @@ import numpy as np
 from rfed.algorithms.decentralized._common import (
     DecentralizedAlgorithm,
     DecentralizedState,
+    check_choice,
     check_nonneg,
     check_probability,
 )
@@ -97,19 +98,13 @@ class DPDDA(DecentralizedAlgorithm):
         self.network = network
         self.gossip = RandomGossip(network.graph, n_active)
         self.n_active = int(n_active)
-        if schedule not in ("strongly_convex", "general"):
-            raise ValueError(f"argument 'schedule' must be 'strongly_convex' or 'general', got "
-                             f"{schedule!r}")
-        self.schedule = schedule
+        self.schedule = check_choice(schedule, "schedule", ("strongly_convex", "general"))
         self.gamma = check_nonneg(gamma, "gamma")
         if schedule == "general" and self.gamma == 0:
             raise ValueError("argument 'gamma' must be > 0 for the general convex schedule")
         self.sigma = check_nonneg(sigma, "sigma")
         self.clip = None if clip is None else check_nonneg(clip, "clip")
-        if inactive_x not in ("freeze", "recompute"):
-            raise ValueError(f"argument 'inactive_x' must be 'freeze' or 'recompute', got "
-                             f"{inactive_x!r}")
-        self.inactive_x = inactive_x
+        self.inactive_x = check_choice(inactive_x, "inactive_x", ("freeze", "recompute"))
         self.delta0 = check_probability(delta0, "delta0")
 
     @property

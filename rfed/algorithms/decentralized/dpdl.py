@@ -29,11 +29,10 @@ from rfed.algorithms.decentralized._common import (
     DecentralizedState,
     check_mixing_matrix,
     check_nonneg,
-    offdiag_arcs,
 )
 from rfed.algorithms.decentralized._privacy import PrivacyTracker
 from rfed.manifolds import as_generator
-from rfed.networks.comm import dense_payload_bytes, segment_sum
+from rfed.networks.comm import reverse_arcs, segment_sum
 from rfed.networks.network import Network
 from rfed.privacy.clipping import clip_by_norm
 
@@ -127,10 +126,10 @@ class DPDL(DecentralizedAlgorithm):
         self.h = float(h)
         self.c2 = float(c2)
         self.delta = float(delta)
-        self._arcs = offdiag_arcs(self.weights)
-        n = self.weights.shape[0]
+        # a cross-gradient computed on the arc j -> i (model of j, data of i) returns on i -> j
+        self._reverse = reverse_arcs(self.weights)
         self.closed_sizes = np.diff(self.weights.indptr)  # |N_i| including i (w_ii > 0)
-        self.n_agents = n
+        self.n_agents = self.weights.shape[0]
 
     # ------------------------------------------------------------------ helpers
     def _check(self, problem):
@@ -173,18 +172,18 @@ class DPDL(DecentralizedAlgorithm):
         idx = problem.sample_batches(np.arange(n), self.batch_size, rng)
         # 1. every agent sends its model to its neighbours (one dense point per arc)
         nb = comm.gather_from_neighbors(w, x)
-        # 2. each data owner nb.receivers evaluates the model of nb.senders on its batch
-        model_owner = np.concatenate([nb.senders, np.arange(n)])
-        data_owner = np.concatenate([nb.receivers, np.arange(n)])
-        x_models = np.concatenate([nb.values, x])
-        clean, noisy = self._clipped_sums(problem, x_models, data_owner, idx, rng)
+        # 2. each data owner nb.receivers evaluates the model of nb.senders on its batch; the
+        # agents' own pairs (j = i) follow the m arcs
         m = nb.senders.size
+        clean, noisy = self._clipped_sums(problem, np.concatenate([nb.values, x]),
+                                          np.concatenate([nb.receivers, np.arange(n)]), idx, rng)
         ghat_self = clean[m:]
         # 3. the cross-gradients travel back to the model owners (one dense vector per arc)
-        returned = _return_along_arcs(comm, w, nb.receivers, nb.senders, noisy[:m], n)
+        back = comm.send_along_arcs(w, noisy[:m][self._reverse])
         # 4. calibration at each model owner, j = i included (spec P4)
-        recv_all = np.concatenate([returned, noisy[m:]])
-        wij = np.concatenate([nb.weights, w.diagonal()])
+        model_owner = np.concatenate([back.receivers, np.arange(n)])
+        recv_all = np.concatenate([back.values, noisy[m:]])
+        wij = np.concatenate([back.weights, w.diagonal()])
         _, cal = calibration_weights(manifold, x[model_owner], recv_all, ghat_self[model_owner])
         coef = 1.0 / (np.sqrt(wij) * n)
         k = len(manifold.point_shape)
@@ -203,35 +202,6 @@ class DPDL(DecentralizedAlgorithm):
         info["cal_min"], info["cal_max"] = float(cal.min()), float(cal.max())
         return DPDLState(t=state.t + 1, x=x_new, rng=rng, comm=comm, ledger=state.ledger,
                          info=info, v=v_new, gtilde=gtilde, last_cal=cal)
-
-
-def _return_along_arcs(comm, w, data_owner, model_owner, values, n):
-    """Send ``values[e]`` from ``data_owner[e]`` back to ``model_owner[e]`` for every arc ``e``.
-
-    Each agent has one distinct vector per out-neighbour. The communicator's gather moves one
-    row per sender, so each sender packs its outgoing vectors in a mailbox (slot ``r`` = its
-    ``r``-th outgoing arc) and declares the payload of one slot; the receiver reads its slot.
-    Counted: one message of one dense vector per arc, as on the wire.
-    """
-    m = data_owner.size
-    order = np.argsort(data_owner, kind="stable")
-    starts = np.searchsorted(data_owner[order], np.arange(n))
-    slot = np.empty(m, dtype=int)
-    slot[order] = np.arange(m) - starts[data_owner[order]]
-    width = int(slot.max()) + 1 if m else 1
-    mailbox = np.zeros((n, width) + values.shape[1:])
-    mailbox[data_owner, slot] = values
-    # arcs of the reversed direction: receiver = model owner, sender = data owner (W symmetric)
-    nb = comm.gather_from_neighbors(w, mailbox,
-                                    payload_bytes=dense_payload_bytes(values.shape[1:]))
-    # caller's arc e is (data_owner[e] -> model_owner[e]); find it for every delivered arc
-    keys = data_owner.astype(np.int64) * n + model_owner
-    key_order = np.argsort(keys)
-    found = key_order[np.searchsorted(keys[key_order], nb.senders.astype(np.int64) * n
-                                      + nb.receivers)]
-    out = np.empty_like(values)
-    out[found] = nb.values[np.arange(nb.receivers.size), slot[found]]
-    return out
 
 
 class DPDPSGD(DecentralizedAlgorithm):
