@@ -156,8 +156,14 @@ def _pca_clip(problem: SpherePCA, rule: str) -> float:
     return problem.clip_level(q)
 
 
-def _clip_note(rule: str) -> str:
-    return "" if str(rule) == "paper" else f" clip={rule}"
+def _clip_note(rule: str | float) -> str:
+    """Label suffix for a non-paper clip rule: a quantile q of |z|^2 reads 'clip=q0.5'."""
+    if str(rule) == "paper":
+        return ""
+    try:
+        return f" clip=q{float(rule):g}"
+    except ValueError:
+        return f" clip={rule}"
 
 
 @register(

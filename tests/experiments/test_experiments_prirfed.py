@@ -56,7 +56,7 @@ def test_pca_synthetic_writes_history_privacy_table_and_plot(tmp_path):
     lines = (tmp_path / "history.jsonl").read_text().splitlines()
     assert len(lines) == 3 * 2 * 3  # settings x repetitions x evaluated rounds (0, 10, 20)
     privacy = json.loads((tmp_path / "privacy.json").read_text())
-    lo, hi = "eps=0.3 clip=0.5", "eps=30 clip=0.5"
+    lo, hi = "eps=0.3 clip=q0.5", "eps=30 clip=q0.5"
     assert set(privacy) == {lo, hi, "non-private"}
     assert privacy[lo]["epsilon_paper"] < privacy[hi]["epsilon_paper"]
     s = summary["settings"]
