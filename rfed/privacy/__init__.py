@@ -13,6 +13,8 @@ Modules
     Certified accountant on dp-accounting (RDP and PLD) and its conventions.
 :mod:`~rfed.privacy.papers`
     The five papers' closed forms (PriRFed, DO-ADP, DPDL, DP-DDA, DP-DGT), paper vs corrected.
+:mod:`~rfed.privacy.budget`
+    Budget-first API: the user's whole-run (epsilon, delta), delta checks, certify, calibrate.
 :mod:`~rfed.privacy.calibration`
     Smallest noise for a target budget; inverses of the closed forms.
 :mod:`~rfed.privacy.ledger`
@@ -64,6 +66,15 @@ from rfed.privacy.accountants import (
     compose_epsilon,
     gaussian_epsilon,
 )
+from rfed.privacy.budget import (
+    Calibration,
+    Certificate,
+    PrivacyBudget,
+    calibrate,
+    certify,
+    check_delta_for_dataset,
+    default_delta,
+)
 from rfed.privacy.calibration import (
     calibrate_noise_multiplier,
     calibrate_sigma,
@@ -82,18 +93,25 @@ from rfed.privacy.mechanisms import (
 from rfed.privacy.papers import PrivacyConditionWarning
 
 __all__ = [
+    "Calibration",
+    "Certificate",
     "CertifiedAccountant",
     "EventSpec",
     "LaplaceSchedule",
+    "PrivacyBudget",
     "PrivacyConditionWarning",
     "PrivacyLedger",
+    "calibrate",
     "calibrate_noise_multiplier",
     "calibrate_sigma",
+    "certify",
+    "check_delta_for_dataset",
     "clip_by_norm",
     "clip_coordinates",
     "clipped_mean_sensitivity",
     "compose_delta",
     "compose_epsilon",
+    "default_delta",
     "dpdgt_theta0",
     "gaussian_epsilon",
     "gaussian_mechanism",
