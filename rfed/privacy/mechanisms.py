@@ -27,6 +27,8 @@ from rfed.privacy._tangent import add, as_array, batch_shape, broadcast_batch
 
 __all__ = [
     "gaussian_mechanism",
+    "gaussian_release",
+    "release_sensitivity",
     "laplace_noise",
     "laplace_mechanism",
     "LaplaceSchedule",
@@ -66,6 +68,37 @@ def gaussian_mechanism(
     batch = np.broadcast_shapes(batch_shape(manifold, x), batch_shape(manifold, value))
     xb = broadcast_batch(manifold, x, batch)
     return add(manifold, value, manifold.tangent_gaussian(xb, sigma, as_generator(rng)))
+
+
+def gaussian_release(
+    value: np.ndarray, sigma: float | np.ndarray, rng: np.random.Generator | int
+) -> np.ndarray:
+    """Release ``value + N(0, sigma^2)`` per coordinate of a flat (Euclidean) array.
+
+    Parameters
+    ----------
+    value : array
+    sigma : float or array
+        Noise standard deviation ``>= 0``, broadcastable to ``value``.
+    rng : Generator or int
+    """
+    sigma = check_nonneg_array(sigma, "sigma")
+    value = np.asarray(value, dtype=float)
+    return value + sigma * as_generator(rng).standard_normal(value.shape)
+
+
+def release_sensitivity(
+    sensitivity: float | np.ndarray, dim: int, rng: object, norm: str = "l2"
+) -> float | np.ndarray:
+    """The sensitivity a ledger must record for a release through this module's mechanisms.
+
+    With a seeded :class:`numpy.random.Generator` the release adds continuous noise to the value
+    itself, so the sensitivity is unchanged. ``dim`` (coordinates released) and ``norm``
+    (``'l2'`` for Gaussian, ``'l1'`` for Laplace) matter for releases that round the value first.
+    """
+    if norm not in ("l2", "l1"):
+        raise ValueError(f"argument 'norm' must be 'l2' or 'l1', got {norm!r}")
+    return sensitivity
 
 
 def laplace_noise(
