@@ -219,8 +219,9 @@ class PrivacyLedger:
                     f"argument '{name}' must be a number or one value per agent ({n} agents), "
                     f"got {v!r}"
                 ) from None
-        if all(np.ndim(v) == 0 for v in (nm, sampling_rate, dataset_size, sample_size)):
-            # common case: one event for every agent of the call, no grouping needed
+        if n == 0 or all(bool(np.all(c == c[0])) for c in cols):
+            # common case: one event for every agent of the call (scalars, or per-agent arrays
+            # that are all equal), no grouping needed
             combos = np.array([[c[0] for c in cols]]) if n else np.zeros((0, 4))
             inverse = np.zeros(n, dtype=int)
         else:
@@ -252,7 +253,9 @@ class PrivacyLedger:
         self._cache.clear()
 
     def _append_history(self, rnd, idx, members, all_agents, count):
-        agents_repr: str | list[int] = "all" if all_agents else sorted(int(a) for a in members)
+        if not all_agents and members.size == self.n_agents:
+            all_agents = np.unique(members).size == self.n_agents
+        agents_repr: str | list[int] = "all" if all_agents else np.sort(members).tolist()
         if self._history:
             last = self._history[-1]
             if (
@@ -482,6 +485,53 @@ class PrivacyLedger:
             f"PrivacyLedger(n_agents={self.n_agents}, method={self.method!r}, "
             f"neighboring={self.neighboring!r}, events={len(self._specs)})"
         )
+
+    # ------------------------------------------------------------------ combining
+    def merge(self, other: PrivacyLedger) -> PrivacyLedger:
+        """A new ledger holding the events of ``self`` and ``other`` (neither is changed).
+
+        For ledgers kept by separate processes that each recorded the events of their own block
+        of agents (an MPI rank, a Flower client group): events compose by adding their counts, so
+        every agent's epsilon after the merge is that of all its events. Both ledgers must use the
+        same agent set, accountant, relation and discretization. Rounds participated add up, so
+        ledgers that charged the same agent in the same round count that round twice (the
+        events, and so the epsilons, are right either way).
+
+        Parameters
+        ----------
+        other : PrivacyLedger
+
+        Returns
+        -------
+        PrivacyLedger
+        """
+        if not isinstance(other, PrivacyLedger):
+            raise TypeError(f"argument 'other' must be a PrivacyLedger, got {other!r}")
+        for attr in ("n_agents", "method", "neighboring", "pld_discretization"):
+            if getattr(self, attr) != getattr(other, attr):
+                raise ValueError(
+                    f"cannot merge ledgers with different {attr}: {getattr(self, attr)!r} and "
+                    f"{getattr(other, attr)!r}"
+                )
+        out = PrivacyLedger.from_dict(self.to_dict())
+        remap = np.array([out._key(spec) for spec in other._specs], dtype=int)
+        if remap.size:
+            out._counts[remap] += other._counts
+        out._rounds = self._rounds + other._rounds
+        out._last_round = np.maximum(self._last_round, other._last_round)
+        firsts = [r for r in (self._first_round, other._first_round) if r is not None]
+        lasts = [r for r in (self._max_round, other._max_round) if r is not None]
+        out._first_round = min(firsts) if firsts else None
+        out._max_round = max(lasts) if lasts else None
+        if out.keep_history and other.keep_history:
+            moved = [dict(h, event=int(remap[h["event"]])) for h in other._history]
+            out._history = sorted(out._history + moved, key=lambda h: h["first_round"])
+        else:
+            out.keep_history = False
+            out._history = []
+        out._paper.extend(p for p in other._paper if p not in out._paper)
+        out._cache.clear()
+        return out
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:

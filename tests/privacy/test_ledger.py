@@ -159,3 +159,44 @@ def test_empty_ledger_and_bad_input():
     with pytest.raises(ValueError, match="'data'"):
         PrivacyLedger.from_dict({"format": "other"})
     assert led.epsilon(1e-5) == 0.0  # refused records left no trace
+
+
+def test_merge_of_agent_blocks_equals_one_ledger():
+    # two processes each record their own block of agents; the merged ledger is the one ledger
+    rng = np.random.default_rng(3)
+    whole = PrivacyLedger(8, "rdp", "replace_one")
+    block_a = PrivacyLedger(8, "rdp", "replace_one")
+    block_b = PrivacyLedger(8, "rdp", "replace_one")
+    for t in range(12):
+        agents = np.sort(rng.choice(8, size=3, replace=False))
+        sigma = rng.choice([1.0, 2.0])
+        kw = dict(sigma=sigma, sensitivity=0.5, sampling="without_replacement", dataset_size=20,
+                  sample_size=10, count=2)
+        whole.record(t, agents, **kw)
+        for block, mine in ((block_a, agents[agents < 4]), (block_b, agents[agents >= 4])):
+            if mine.size:
+                block.record(t, mine, **kw)
+    merged = block_a.merge(block_b)
+    np.testing.assert_array_equal(merged.epsilons(1e-5), whole.epsilons(1e-5))
+    np.testing.assert_array_equal(merged.rounds_participated, whole.rounds_participated)
+    for agent in range(8):
+        assert sorted(map(repr, merged.spent(agent))) == sorted(map(repr, whole.spent(agent)))
+    # the inputs are untouched
+    assert block_a.epsilons(1e-5)[4:].max() == 0.0
+
+
+def test_merge_refuses_different_accounting():
+    a = PrivacyLedger(4, "rdp", "replace_one")
+    with pytest.raises(ValueError, match="neighboring"):
+        a.merge(PrivacyLedger(4, "rdp", "add_remove_one"))
+    with pytest.raises(ValueError, match="n_agents"):
+        a.merge(PrivacyLedger(5, "rdp", "replace_one"))
+    with pytest.raises(TypeError, match="other"):
+        a.merge({"events": []})
+
+
+def test_equal_per_agent_arrays_share_one_event():
+    led = PrivacyLedger(1000, "rdp", "replace_one")
+    led.record(0, np.arange(1000), sigma=np.full(1000, 2.0), sensitivity=np.full(1000, 0.5))
+    assert len(led.history) == 1 and led.history[0]["agents"] == "all"
+    assert led.epsilon(1e-5) == pytest.approx(led.epsilon(1e-5, agent=999))
