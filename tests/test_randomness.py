@@ -1,0 +1,91 @@
+"""Keyed streams: Philox4x32-10 known answers, engine independence, distributions."""
+
+import numpy as np
+import pytest
+from scipy import stats
+
+from rfed.randomness import AgentStreams, philox4x32, public_generator, purpose_code
+
+
+@pytest.mark.parametrize(
+    "counter, key, expected",
+    [
+        # Random123's known-answer vectors for Philox4x32-10 (kat_vectors)
+        ((0, 0, 0, 0), (0, 0), (0x6627E8D5, 0xE169C58D, 0xBC57AC4C, 0x9B00DBD8)),
+        ((0xFFFFFFFF,) * 4, (0xFFFFFFFF, 0xFFFFFFFF),
+         (0x408F276D, 0x41C83B0E, 0xA20BC7C6, 0x6D5451FD)),
+        ((0x243F6A88, 0x85A308D3, 0x13198A2E, 0x03707344), (0xA4093822, 0x299F31D0),
+         (0xD16CFE09, 0x94FDCCEB, 0x5001E420, 0x24126EA1)),
+    ],
+)
+def test_philox_known_answers(counter, key, expected):
+    assert tuple(int(w) for w in philox4x32(counter, key)) == expected
+
+
+def test_an_agents_draws_do_not_depend_on_its_block():
+    s = AgentStreams(seed=123)
+    everyone = s.normal(np.arange(16), round=5, purpose="noise", shape=(3, 7))
+    for block in (np.arange(0, 5), np.arange(5, 11), np.array([15, 2, 9])):
+        np.testing.assert_array_equal(s.normal(block, 5, "noise", (3, 7)), everyone[block])
+    # another instance with the same seed (another process) draws the same
+    np.testing.assert_array_equal(AgentStreams(123).normal(np.arange(16), 5, "noise", (3, 7)),
+                                  everyone)
+
+
+def test_streams_differ_by_seed_round_purpose_and_agent():
+    s = AgentStreams(seed=1)
+    base = s.uniform([0, 1], 0, "noise", 64)
+    assert not np.array_equal(base[0], base[1])
+    for other in (AgentStreams(2).uniform([0, 1], 0, "noise", 64),
+                  s.uniform([0, 1], 1, "noise", 64),
+                  s.uniform([0, 1], 0, "minibatch", 64)):
+        assert not np.any(other == base)
+
+
+def test_uniforms_are_uniform_and_open():
+    u = AgentStreams(seed=9).uniform(np.arange(50), 0, "u", 2000).ravel()
+    assert u.min() > 0.0 and u.max() < 1.0
+    # Kolmogorov-Smirnov at a fixed seed: the statistic is below the 1e-4 critical value
+    assert stats.kstest(u, "uniform").pvalue > 1e-4
+
+
+def test_normals_have_the_standard_moments_and_no_cross_correlation():
+    z = AgentStreams(seed=11).normal(np.arange(200), 3, "noise", 5000)
+    n = z.size
+    assert abs(z.mean()) < 5 / np.sqrt(n)
+    assert abs(z.var() - 1.0) < 5 * np.sqrt(2.0 / n)
+    assert stats.kstest(z.ravel(), "norm").pvalue > 1e-4
+    # neighbouring agents' streams are uncorrelated
+    r = np.corrcoef(z[:-1].ravel(), z[1:].ravel())[0, 1]
+    assert abs(r) < 5 / np.sqrt(z[:-1].size)
+
+
+def test_integers_cover_the_range_evenly_per_agent():
+    high = np.array([3, 10, 7])
+    k = AgentStreams(seed=4).integers(np.arange(3), 0, "batch", high, 30000)
+    for row, h in zip(k, high, strict=True):
+        assert row.min() == 0 and row.max() == h - 1
+        counts = np.bincount(row, minlength=h)
+        assert stats.chisquare(counts).pvalue > 1e-4
+
+
+def test_public_generator_is_keyed_by_seed_round_and_purpose():
+    a = public_generator(5, 2, "agent-sampling").random(8)
+    np.testing.assert_array_equal(a, public_generator(5, 2, "agent-sampling").random(8))
+    assert not np.array_equal(a, public_generator(5, 3, "agent-sampling").random(8))
+    assert not np.array_equal(a, public_generator(5, 2, "activation").random(8))
+
+
+def test_bad_keys_are_refused_with_the_argument_named():
+    with pytest.raises(ValueError, match="'seed'"):
+        AgentStreams(-1)
+    with pytest.raises(TypeError, match="'seed'"):
+        AgentStreams(1.5)
+    with pytest.raises(ValueError, match="'round'"):
+        public_generator(1, -2, "x")
+    with pytest.raises(TypeError, match="'purpose'"):
+        purpose_code("")
+    with pytest.raises(ValueError, match="'agents'"):
+        AgentStreams(1).normal([[0, 1]], 0, "x", 2)
+    with pytest.raises(ValueError, match="'high'"):
+        AgentStreams(1).integers([0], 0, "x", 0, 2)
