@@ -286,23 +286,87 @@ def calibrate(
                                pld_discretization=pld_discretization)
         return cache[z]
 
-    hi = 1.0
-    while cert(hi).epsilon > target:
-        hi *= 2.0
-        if hi > _MAX_MULTIPLIER:
-            raise ValueError(
-                f"argument 'epsilon' ({target:g}) needs a noise multiplier above "
-                f"{_MAX_MULTIPLIER:g} for this run; raise the budget or shorten the run"
-            )
-    lo = hi / 2.0
-    while cert(lo).epsilon <= target:
-        hi, lo = lo, lo / 2.0
-        if lo < _MIN_MULTIPLIER:
-            return Calibration(hi, cert(hi), target)
+    lo, hi = _bracket(lambda z: cert(z).epsilon, target)
+    if lo is None:
+        return Calibration(hi, cert(hi), target)
+    hi = _shrink_bracket(lambda z: cert(z).epsilon, target, lo, hi, rtol)
+    return Calibration(hi, cert(hi), target)
+
+
+def _bracket(
+    epsilon_of: Callable[[float], float], target: float, name: str = "epsilon"
+) -> tuple[float | None, float]:
+    """``lo, hi`` with ``epsilon_of(lo) > target >= epsilon_of(hi)`` (``lo`` None at the floor).
+
+    Steps are scaled by ``epsilon / target`` (epsilon falls roughly like ``1 / z``), so the
+    bracket is usually found in two or three calls.
+    """
+    z = 1.0
+    e = epsilon_of(z)
+    if e > target:
+        lo = z
+        while True:
+            ratio = e / target if math.isfinite(e) else 1e3
+            z = lo * min(max(1.25 * ratio, 1.5), 1e3)
+            if z > _MAX_MULTIPLIER:
+                raise ValueError(
+                    f"argument '{name}' ({target:g}) needs a noise multiplier above "
+                    f"{_MAX_MULTIPLIER:g} for this run; raise the budget or shorten the run"
+                )
+            e = epsilon_of(z)
+            if e <= target:
+                return lo, z
+            lo = z
+    hi = z
+    while True:
+        ratio = e / target
+        z = hi * max(min(0.8 * ratio, 1 / 1.5), 1e-3)
+        if z < _MIN_MULTIPLIER:
+            return None, hi
+        e = epsilon_of(z)
+        if e > target:
+            return z, hi
+        hi = z
+
+
+def _shrink_bracket(
+    epsilon_of: Callable[[float], float], target: float, lo: float, hi: float, rtol: float
+) -> float:
+    """Shrink ``epsilon_of(lo) > target >= epsilon_of(hi)`` until ``hi / lo <= 1 + rtol``.
+
+    Safeguarded secant on ``log epsilon`` against ``log z`` (epsilon is smooth and decreasing in
+    ``z``, close to a power law), with a bisection step whenever the secant would not shrink the
+    bracket by half: about 6 accountant calls instead of the ~20 of plain bisection. Once the
+    bracket is narrow, the next trial points straddle the secant estimate by ``rtol / 2`` so that
+    one pair of calls usually closes it. Returns ``hi``.
+    """
+    log_t = math.log(target)
     while hi / lo > 1.0 + rtol:
-        mid = math.sqrt(lo * hi)
-        if cert(mid).epsilon <= target:
+        f_lo = math.log(epsilon_of(lo)) - log_t
+        e_hi = epsilon_of(hi)
+        f_hi = math.log(e_hi) - log_t if e_hi > 0 else -math.inf
+        width = math.log(hi / lo)
+        frac = f_lo / (f_lo - f_hi) if math.isfinite(f_lo) and math.isfinite(f_hi) else 0.5
+        frac = min(max(frac, 0.0), 1.0)
+        estimate = math.log(lo) + frac * width
+        if width <= 8.0 * rtol:
+            # straddle the estimate: above it for hi, below it for lo
+            above = min(math.exp(estimate) * (1.0 + 0.5 * rtol), hi)
+            if above < hi and epsilon_of(above) <= target:
+                hi = above
+            below = max(hi / (1.0 + rtol), lo)
+            if below > lo and epsilon_of(below) > target:
+                lo = below
+            elif below > lo:
+                hi = below
+            continue
+        step = estimate - math.log(lo)
+        if not 0.1 * width <= step <= 0.9 * width:
+            step = 0.5 * width if not 0.0 < step < width else min(max(step, 0.1 * width),
+                                                                  0.9 * width)
+        mid = lo * math.exp(step)
+        if epsilon_of(mid) <= target:
             hi = mid
         else:
             lo = mid
-    return Calibration(hi, cert(hi), target)
+    return hi

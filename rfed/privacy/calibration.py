@@ -35,6 +35,7 @@ from rfed.privacy.accountants import (
     EventSpec,
     compose_epsilon,
 )
+from rfed.privacy.budget import _bracket, _shrink_bracket
 from rfed.privacy.papers import dpdgt_epsilon, prirfed_privacy
 
 __all__ = [
@@ -44,7 +45,6 @@ __all__ = [
     "dpdgt_theta0",
 ]
 
-_MAX_MULTIPLIER = 1e6
 
 
 def calibrate_noise_multiplier(
@@ -111,19 +111,10 @@ def calibrate_noise_multiplier(
             [(spec, steps)], delta, method, neighboring, pld_discretization=pld_discretization
         )
 
-    hi = 1.0
-    while eps(hi) > target:
-        hi *= 2.0
-        if hi > _MAX_MULTIPLIER:
-            raise ValueError(
-                f"argument 'target_epsilon' ({target:g}) needs a noise multiplier above "
-                f"{_MAX_MULTIPLIER:g} for this configuration"
-            )
-    lo = hi / 2.0
-    while eps(lo) <= target:
-        hi, lo = lo, lo / 2.0
-        if lo < 1e-6:
-            return hi
+    lo, hi = _bracket(eps, target, "target_epsilon")
+    if lo is None:
+        return hi
+    return _shrink_bracket(eps, target, lo, hi, rtol)
     while hi / lo > 1.0 + rtol:
         mid = math.sqrt(lo * hi)
         if eps(mid) <= target:

@@ -128,3 +128,26 @@ def test_calibration_is_deterministic_and_serializable():
     d = a1.to_dict()
     assert d["method"] == "rdp" and "dp-accounting" in d["accountant"]
     assert np.isfinite(d["noise_multiplier"])
+
+
+def test_calibration_needs_few_accountant_calls_and_agrees_with_bisection():
+    calls = []
+
+    def events(z):
+        calls.append(z)
+        return [(EventSpec.make("gaussian", z, "poisson", 0.02), 500)]
+
+    budget = PrivacyBudget(1.5, delta=1e-5, neighboring="add_remove_one", method="rdp")
+    cal = calibrate(events, budget, rtol=1e-4)
+    # plain bisection from the doubling bracket would need ~14 more calls at this rtol
+    assert len(set(calls)) <= 14
+    # independent bisection on the same accountant
+    lo, hi = 0.1, 10.0
+    for _ in range(60):
+        mid = math.sqrt(lo * hi)
+        if certify(events(mid), 1e-5, "add_remove_one", "rdp").epsilon <= 1.5:
+            hi = mid
+        else:
+            lo = mid
+    assert cal.noise_multiplier == pytest.approx(hi, rel=1.5e-4)
+    assert cal.epsilon <= 1.5
