@@ -1,0 +1,83 @@
+"""What the private baselines share: their result, the calibration of one agent's releases."""
+
+from __future__ import annotations
+
+import dataclasses
+from typing import Any
+
+import numpy as np
+
+from rfed.privacy.accountants import EventSpec
+from rfed.privacy.budget import Calibration, PrivacyBudget, calibrate
+
+__all__ = ["BaselineResult", "calibrate_releases", "privacy_report", "clip_rows"]
+
+
+@dataclasses.dataclass
+class BaselineResult:
+    """The output of a private baseline.
+
+    Attributes
+    ----------
+    x : array
+        The released estimate (a point of the problem's manifold).
+    cost : float
+        The problem's global cost at ``x``.
+    privacy : dict
+        The privacy report (same keys as the algorithms' reports).
+    info : dict
+        Noise levels, clipping counts and other diagnostics.
+    """
+
+    x: np.ndarray
+    cost: float
+    privacy: dict[str, Any]
+    info: dict[str, Any]
+
+
+def calibrate_releases(
+    budget: PrivacyBudget, n_releases: int, min_dataset_size: int
+) -> tuple[Calibration, float]:
+    """Noise multiplier of ``n_releases`` Gaussian releases per agent meeting ``budget``.
+
+    Returns the calibration and the delta it certifies (the user's, or the default for the
+    smallest local dataset).
+    """
+    delta = budget.resolve_delta(min_dataset_size)
+    cal = calibrate(lambda z: [(EventSpec.make("gaussian", z), n_releases)], budget, delta=delta)
+    return cal, delta
+
+
+def is_secure(rng: Any) -> bool:
+    """Whether ``rng`` is secure mode's OS-randomness source (not replayable from a seed)."""
+    return type(rng).__name__ == "SecureRandom"
+
+
+def privacy_report(
+    cal: Calibration, budget: PrivacyBudget, assumptions: list[str], rng: Any
+) -> dict[str, Any]:
+    """The report dict every rfed algorithm returns (certified figure first)."""
+    secure = is_secure(rng)
+    return {
+        "private": True,
+        "epsilon_certified": cal.epsilon,
+        "delta": cal.delta,
+        "accountant": cal.certificate.accountant,
+        "neighboring": budget.neighboring,
+        "level": "record",
+        "assumptions": list(assumptions),
+        "target_epsilon": budget.epsilon,
+        "noise_multiplier": cal.noise_multiplier,
+        "epsilon_paper": None,
+        "paper": None,
+        "secure": secure,
+        "replayable_from_seed": not secure,
+    }
+
+
+def clip_rows(z: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
+    """Scale every row of ``z`` (last axis) to norm at most ``bound``; count the rows clipped."""
+    norms = np.linalg.norm(z, axis=-1, keepdims=True)
+    over = norms > bound
+    scale = np.where(over, bound / np.where(over, norms, 1.0), 1.0)
+    return z * scale, int(np.sum(over))

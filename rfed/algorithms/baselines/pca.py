@@ -1,0 +1,204 @@
+"""Private PCA baselines: federated Analyze Gauss and the federated noisy power method.
+
+Both estimate the leading eigenvector of the pooled second-moment matrix
+:math:`C = \\sum_{\\text{all}} z z^T / \\sum_i N_i` of a :class:`rfed.problems.SpherePCA` problem,
+the quantity PriRFed's PCA experiments estimate, so the utilities compare directly
+(``problem.cost(x) = -x^T C x``).
+
+Sensitivities (record level; every record's norm is clipped to the PUBLIC bound ``B``):
+
+* Analyze Gauss releases :math:`A_i = \\sum_j z_j z_j^T` in orthonormal coordinates of the
+  symmetric matrices (diagonal, and off-diagonal entries times :math:`\\sqrt 2`), where the L2
+  norm is the Frobenius norm. Replacing ``z`` by ``z'`` moves it by
+  :math:`\\|z z^T - z' z'^T\\|_F = (\\|z\\|^4 + \\|z'\\|^4 - 2 (z^T z')^2)^{1/2} \\le \\sqrt 2 B^2`;
+  adding or removing one record by :math:`\\|z\\|^2 \\le B^2`.
+* The noisy power method releases :math:`A_i x_t` for a public unit vector :math:`x_t` each
+  iteration: the difference :math:`(z z^T - z' z'^T) x_t` has norm at most the operator norm of
+  :math:`z z^T - z' z'^T`, whose eigenvalues are
+  :math:`\\pm((\\|z\\|^2 + \\|z'\\|^2)^2 / 4 - (z^T z')^2)^{1/2} + (\\|z\\|^2 - \\|z'\\|^2) / 2`,
+  at most :math:`B^2` in magnitude; the same :math:`B^2` under add/remove.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Any
+
+import numpy as np
+
+from rfed.algorithms.baselines.oneshot import (
+    BaselineResult,
+    calibrate_releases,
+    clip_rows,
+    is_secure,
+    privacy_report,
+)
+from rfed.manifolds.base import as_generator
+from rfed.privacy.budget import PrivacyBudget
+from rfed.privacy.mechanisms import gaussian_release, release_sensitivity
+
+__all__ = ["AnalyzeGauss", "NoisyPowerMethod", "sym_to_vec", "vec_to_sym"]
+
+
+def sym_to_vec(a: np.ndarray) -> np.ndarray:
+    """Orthonormal coordinates of symmetric matrices, shape ``(..., n, n) -> (..., n(n+1)/2)``.
+
+    Diagonal entries, then the upper off-diagonal entries times :math:`\\sqrt 2`, so the vector's
+    L2 norm is the matrix's Frobenius norm.
+    """
+    n = a.shape[-1]
+    iu = np.triu_indices(n, 1)
+    return np.concatenate(
+        [np.diagonal(a, axis1=-2, axis2=-1), math.sqrt(2.0) * a[..., iu[0], iu[1]]], axis=-1
+    )
+
+
+def vec_to_sym(v: np.ndarray, n: int) -> np.ndarray:
+    """Inverse of :func:`sym_to_vec`."""
+    out = np.zeros(v.shape[:-1] + (n, n))
+    idx = np.arange(n)
+    out[..., idx, idx] = v[..., :n]
+    iu = np.triu_indices(n, 1)
+    off = v[..., n:] / math.sqrt(2.0)
+    out[..., iu[0], iu[1]] = off
+    out[..., iu[1], iu[0]] = off
+    return out
+
+
+def _check_budget(budget: Any) -> PrivacyBudget:
+    if not isinstance(budget, PrivacyBudget):
+        raise TypeError(f"argument 'budget' must be a PrivacyBudget, got {budget!r}")
+    return budget
+
+
+def _check_bound(norm_bound: Any) -> float:
+    b = float(norm_bound)
+    if not (b > 0 and math.isfinite(b)):
+        raise ValueError(
+            f"argument 'norm_bound' must be a finite public bound > 0 on the records' norms, "
+            f"got {norm_bound!r}"
+        )
+    return b
+
+
+def _pca_data(problem: Any) -> tuple[np.ndarray, np.ndarray]:
+    data = getattr(problem, "data", None)
+    if not isinstance(data, dict) or "z" not in data:
+        raise TypeError(
+            f"argument 'problem' must be a SpherePCA-like problem with data['z'], got {problem!r}"
+        )
+    z = np.where(problem.mask[..., None], data["z"], 0.0)
+    return z, np.asarray(problem.counts)
+
+
+def _top_eigenvector(a: np.ndarray) -> np.ndarray:
+    _, vecs = np.linalg.eigh(a)
+    v = vecs[:, -1]
+    return v * np.sign(v[np.argmax(np.abs(v))])
+
+
+class AnalyzeGauss:
+    """Federated Analyze Gauss: one noisy second-moment matrix per agent, summed by the server.
+
+    Parameters
+    ----------
+    budget : PrivacyBudget
+        The whole run's budget (one release per agent).
+    norm_bound : float
+        PUBLIC bound ``B`` on the records' norms; records are clipped to it (enforced).
+    """
+
+    name = "Analyze Gauss"
+
+    def __init__(self, budget: PrivacyBudget, norm_bound: float = 1.0):
+        self.budget = _check_budget(budget)
+        self.norm_bound = _check_bound(norm_bound)
+
+    def sensitivity(self) -> float:
+        factor = math.sqrt(2.0) if self.budget.neighboring == "replace_one" else 1.0
+        return factor * self.norm_bound**2
+
+    def run(self, problem: Any, rng: Any = None) -> BaselineResult:
+        """Release every agent's noisy ``A_i`` and return the top eigenvector of their sum."""
+        rng = rng if is_secure(rng) else as_generator(rng)
+        z, counts = _pca_data(problem)
+        z, n_clipped = clip_rows(z, self.norm_bound)
+        dim = z.shape[-1]
+        cal, _ = calibrate_releases(self.budget, 1, int(counts.min()))
+        n_coords = dim * (dim + 1) // 2
+        sens = release_sensitivity(self.sensitivity(), n_coords, rng)
+        sigma = cal.noise_multiplier * sens
+        local = sym_to_vec(np.einsum("anj,ank->ajk", z, z))
+        released = gaussian_release(local, sigma, rng)
+        total = vec_to_sym(released.sum(axis=0), dim) / counts.sum()
+        x = _top_eigenvector(total)
+        assumptions = [
+            f"record norms clipped to the public bound {self.norm_bound:g} (enforced; "
+            f"{n_clipped} clipped)",
+            "agents' dataset sizes are public (the server divides by their sum)",
+        ]
+        return BaselineResult(
+            x=x, cost=float(problem.cost(x)),
+            privacy=privacy_report(cal, self.budget, assumptions, rng),
+            info={"sigma": float(sigma), "n_clipped": n_clipped, "releases_per_agent": 1},
+        )
+
+
+class NoisyPowerMethod:
+    """Federated noisy power method (Hardt and Price 2014) for the leading eigenvector.
+
+    Each iteration the server broadcasts the unit vector :math:`x_t`; agent ``i`` releases
+    :math:`A_i x_t + g_i`, :math:`g_i \\sim N(0, \\sigma^2 I)`; the server sets
+    :math:`x_{t+1} = \\sum_i (A_i x_t + g_i) / \\|\\cdot\\|`.
+
+    Parameters
+    ----------
+    budget : PrivacyBudget
+        The whole run's budget (``n_iters`` releases per agent).
+    n_iters : int
+        Iterations ``T``.
+    norm_bound : float
+        PUBLIC bound on the records' norms; records are clipped to it (enforced).
+    """
+
+    name = "Noisy power method"
+
+    def __init__(self, budget: PrivacyBudget, n_iters: int = 10, norm_bound: float = 1.0):
+        self.budget = _check_budget(budget)
+        if isinstance(n_iters, bool) or not isinstance(n_iters, (int, np.integer)) or n_iters < 1:
+            raise ValueError(f"argument 'n_iters' must be an int >= 1, got {n_iters!r}")
+        self.n_iters = int(n_iters)
+        self.norm_bound = _check_bound(norm_bound)
+
+    def sensitivity(self) -> float:
+        return self.norm_bound**2
+
+    def run(self, problem: Any, rng: Any = None, x0: np.ndarray | None = None) -> BaselineResult:
+        """Run ``n_iters`` noisy power iterations from ``x0`` (default: a random unit vector)."""
+        rng = rng if is_secure(rng) else as_generator(rng)
+        z, counts = _pca_data(problem)
+        z, n_clipped = clip_rows(z, self.norm_bound)
+        dim = z.shape[-1]
+        cal, _ = calibrate_releases(self.budget, self.n_iters, int(counts.min()))
+        sigma = cal.noise_multiplier * release_sensitivity(self.sensitivity(), dim, rng)
+        if x0 is None:
+            # a data-independent random start (almost surely not orthogonal to the answer)
+            x0 = rng.random(dim) - 0.5
+        x = np.asarray(x0, dtype=float) / np.linalg.norm(x0)
+        for _ in range(self.n_iters):
+            zx = np.einsum("anj,j->an", z, x)
+            local = np.einsum("anj,an->aj", z, zx)
+            y = gaussian_release(local, sigma, rng).sum(axis=0)
+            x = y / np.linalg.norm(y)
+        x = x * np.sign(x[np.argmax(np.abs(x))])
+        assumptions = [
+            f"record norms clipped to the public bound {self.norm_bound:g} (enforced; "
+            f"{n_clipped} clipped)",
+            "the starting vector is data-independent",
+        ]
+        return BaselineResult(
+            x=x, cost=float(problem.cost(x)),
+            privacy=privacy_report(cal, self.budget, assumptions, rng),
+            info={"sigma": float(sigma), "n_clipped": n_clipped,
+                  "releases_per_agent": self.n_iters},
+        )
