@@ -17,6 +17,9 @@ Modules
     Smallest noise for a target budget; inverses of the closed forms.
 :mod:`~rfed.privacy.ledger`
     Per-agent, per-round record of what was spent, and the run's privacy report.
+:mod:`~rfed.privacy.audit`
+    Empirical privacy auditing: a Clopper-Pearson lower bound on epsilon from trials on
+    neighbouring datasets with a canary record (Jagielski et al. 2020, Nasr et al. 2021).
 
 Noise for a target budget
 -------------------------
@@ -64,6 +67,7 @@ from rfed.privacy.accountants import (
     compose_epsilon,
     gaussian_epsilon,
 )
+from rfed.privacy.audit import AuditResult, epsilon_lower_bound
 from rfed.privacy.calibration import (
     calibrate_noise_multiplier,
     calibrate_sigma,
@@ -82,6 +86,7 @@ from rfed.privacy.mechanisms import (
 from rfed.privacy.papers import PrivacyConditionWarning
 
 __all__ = [
+    "AuditResult",
     "CertifiedAccountant",
     "EventSpec",
     "LaplaceSchedule",
@@ -95,6 +100,7 @@ __all__ = [
     "compose_delta",
     "compose_epsilon",
     "dpdgt_theta0",
+    "epsilon_lower_bound",
     "gaussian_epsilon",
     "gaussian_mechanism",
     "laplace_mechanism",
