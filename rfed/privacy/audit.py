@@ -478,8 +478,14 @@ def _gaussian_config(sigma: float, noise_factor: float, secure: bool) -> _Config
     """Scalar Gaussian mechanism ``f(D) + N(0, sigma^2)``, ``f(D0) = 0``, ``f(D1) = 1``."""
     from rfed.privacy.accountants import CertifiedAccountant
 
+    sensitivity = 1.0
+    if secure:
+        from rfed.privacy.mechanisms import release_sensitivity
+        from rfed.privacy.secure import SecureRandom
+
+        sensitivity = float(release_sensitivity(sensitivity, 1, SecureRandom()))
     acc = CertifiedAccountant("pld", "add_remove_one", pld_discretization=1e-4)
-    acc.add_gaussian(sigma / 1.0, sampling="none")
+    acc.add_gaussian(sigma / sensitivity, sampling="none")
 
     def run_trials(neighbour: int, n: int, rng: Any) -> np.ndarray:
         value = np.full(n, float(neighbour))
