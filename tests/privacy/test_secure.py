@@ -350,3 +350,20 @@ def test_audit_main_secure_dp_rsgd(capsys):
     assert "not replayable" in capsys.readouterr().out
     assert audit_main(["dp-rsgd-onestep", "--secure", "--trials", "20000",
                        "--noise-factor", "4"]) == 1
+
+
+def test_prirfed_runs_in_secure_mode_with_a_public_start():
+    # end to end: agent sampling, minibatches and the tangent noise all from the OS CSPRNG
+    from rfed.algorithms.federated import DPRSGD, PriRFed
+    from rfed.datasets import make_pca_synthetic
+    from rfed.problems import SpherePCA
+
+    problem = SpherePCA(make_pca_synthetic(n_agents=4, n_per_agent=20, dim=6, rng=0))
+    alg = PriRFed(DPRSGD(steps=2, batch_size=0.5, clip=1.0, sigma=0.05), n_sampled=2,
+                  step_size=0.5)
+    x0 = problem.manifold.random_point(np.random.default_rng(0))  # public, seeded
+    res = alg.run(problem, n_rounds=3, rng=SecureRandom(), eval_every=3, x0=x0)
+    assert np.isfinite(res.history[-1]["cost"])
+    # a random start would need a floating-point Gaussian draw: refused loudly, not leaked
+    with pytest.raises(SecureModeError):
+        alg.run(problem, n_rounds=1, rng=SecureRandom())
