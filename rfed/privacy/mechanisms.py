@@ -45,6 +45,7 @@ from rfed.privacy._checks import (
     check_rate,
 )
 from rfed.privacy._tangent import add, as_array, batch_shape, broadcast_batch
+from rfed.privacy.clipping import _check_finite
 from rfed.privacy.secure import SecureModeError, SecureRandom, grid_release, is_secure
 
 __all__ = [
@@ -92,6 +93,7 @@ def gaussian_mechanism(
     sigma = check_nonneg_array(sigma, "sigma")
     value = as_array(manifold, value, "value")
     x = as_array(manifold, x, "x")
+    _check_finite(manifold, value, "value")
     batch = np.broadcast_shapes(batch_shape(manifold, x), batch_shape(manifold, value))
     xb = broadcast_batch(manifold, x, batch)
     if is_secure(rng):
@@ -148,6 +150,10 @@ def release_sensitivity(
     ``sensitivity + grid * dim`` (L1); with an integer shift, the discrete Gaussian's Renyi
     divergence is at most the continuous one's (Canonne, Kamath, Steinke 2020), so the
     accountant may treat the release as a Gaussian (Laplace) event of this sensitivity.
+
+    Not included: the floating-point error of computing the value itself (clipping, the tangent
+    coordinates ``to_coords``), a relative ``1e-15`` or so of the value's norm, which is far below
+    the grid term for values of norm below ``grid * 1e14`` (about 100 at the default grid).
 
     Parameters
     ----------
