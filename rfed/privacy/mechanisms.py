@@ -148,8 +148,11 @@ def release_sensitivity(
     rounding moves each of the ``dim`` released coordinates by at most ``grid / 2``, so between
     neighbours the rounded value moves by at most ``sensitivity + grid * sqrt(dim)`` (L2) or
     ``sensitivity + grid * dim`` (L1); with an integer shift, the discrete Gaussian's Renyi
-    divergence is at most the continuous one's (Canonne, Kamath, Steinke 2020), so the
-    accountant may treat the release as a Gaussian (Laplace) event of this sensitivity.
+    divergence is at most the continuous one's (Canonne, Kamath, Steinke 2020), so an RDP
+    accountant (``method='rdp'``) may treat the release as a Gaussian event of this sensitivity;
+    a Laplace release's privacy loss is at most ``sensitivity_l1 / scale`` (pure DP), as for the
+    continuous Laplace. The PLD accountant models the continuous Gaussian's privacy loss
+    distribution, which that result does not cover: account secure Gaussian releases with RDP.
 
     Not included: the floating-point error of computing the value itself (clipping, the tangent
     coordinates ``to_coords``), a relative ``1e-15`` or so of the value's norm, which is far below

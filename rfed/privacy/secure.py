@@ -34,9 +34,11 @@ two, so ``value / grid`` and ``(k + X) * grid`` are exact floating-point operati
   ``(Delta_1 + grid dim) / grid``; with that inflated sensitivity, the discrete Gaussian's Renyi
   divergence is at most the continuous Gaussian's, ``alpha Delta^2 / (2 sigma^2)`` (CKS 2020,
   concentrated-DP bound for the discrete Gaussian; independent coordinates add up), and the
-  discrete Laplace's privacy loss is at most ``Delta_1 / scale``, so the accountant treats
+  discrete Laplace's privacy loss is at most ``Delta_1 / scale``, so an RDP accountant treats
   the release as a Gaussian (Laplace) event of that sensitivity
-  (:func:`rfed.privacy.mechanisms.release_sensitivity`).
+  (:func:`rfed.privacy.mechanisms.release_sensitivity`). The PLD accountant models the
+  continuous Gaussian's loss distribution, which the RDP comparison does not cover: account
+  secure Gaussian releases with ``method='rdp'``.
 
 What is exact and what is floating point
 ----------------------------------------

@@ -332,7 +332,7 @@ def test_audit_secure_gaussian_below_certified_and_catches_broken_variant():
     sigma, delta = 2.0, 1e-5
     rng = SecureRandom()
     sens = release_sensitivity(1.0, 1, rng)
-    acc = CertifiedAccountant("pld", "add_remove_one", pld_discretization=1e-4)
+    acc = CertifiedAccountant("rdp", "add_remove_one")  # RDP: what CKS's bound covers
     acc.add_gaussian(sigma / sens, sampling="none")
     certified = acc.epsilon(delta)
 
