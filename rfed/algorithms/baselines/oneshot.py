@@ -9,8 +9,11 @@ import numpy as np
 
 from rfed.privacy.accountants import EventSpec
 from rfed.privacy.budget import Calibration, PrivacyBudget, calibrate
+from rfed.privacy.secure import is_secure
 
-__all__ = ["BaselineResult", "calibrate_releases", "privacy_report", "clip_rows"]
+__all__ = [
+    "BaselineResult", "calibrate_releases", "privacy_report", "clip_rows", "is_secure"
+]
 
 
 @dataclasses.dataclass
@@ -46,11 +49,6 @@ def calibrate_releases(
     delta = budget.resolve_delta(min_dataset_size)
     cal = calibrate(lambda z: [(EventSpec.make("gaussian", z), n_releases)], budget, delta=delta)
     return cal, delta
-
-
-def is_secure(rng: Any) -> bool:
-    """Whether ``rng`` is secure mode's OS-randomness source (not replayable from a seed)."""
-    return type(rng).__name__ == "SecureRandom"
 
 
 def privacy_report(
