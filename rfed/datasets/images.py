@@ -307,7 +307,7 @@ def extract_patches(images: np.ndarray, patch_size: int, stride: int | None = No
 
 
 def _descriptor_block(img: np.ndarray, eps: float, relative_ridge: bool) -> np.ndarray:
-    """Covariance descriptors of one block of float64 images (see :func:`covariance_descriptors`)."""
+    """Covariance descriptors of a block of float64 images (:func:`covariance_descriptors`)."""
     if img.ndim == 4:
         gray = img @ np.array([0.299, 0.587, 0.114])
         channels = [img[..., 0], img[..., 1], img[..., 2]]
@@ -332,7 +332,9 @@ def _descriptor_block(img: np.ndarray, eps: float, relative_ridge: bool) -> np.n
 
 def _check_descriptor_images(shape: tuple[int, ...]) -> None:
     if not (len(shape) == 3 or (len(shape) == 4 and shape[-1] == 3)):
-        raise ValueError(f"argument 'images' must have shape (n, H, W) or (n, H, W, 3), got {shape}")
+        raise ValueError(
+            f"argument 'images' must have shape (n, H, W) or (n, H, W, 3), got {shape}"
+        )
     if shape[1] < 3 or shape[2] < 3:
         raise ValueError(
             f"argument 'images': second derivatives need H, W >= 3, got {tuple(shape[1:3])}"
@@ -430,7 +432,7 @@ def _patch_descriptors(
     relative_ridge: bool,
     chunk_size: int,
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Descriptors of the grid patches of ``photos`` ``(n, H, W, 3)``, cut ``chunk_size`` at a time."""
+    """Descriptors of the grid patches of ``photos`` ``(n, H, W, 3)``, ``chunk_size`` at a time."""
     patch_size = check_int(patch_size, "patch_size")
     stride = patch_size if stride is None else check_int(stride, "stride")
     eps = check_float(eps, "eps", low=0.0, low_open=True)

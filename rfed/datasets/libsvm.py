@@ -15,7 +15,10 @@ statistics: :func:`rfed.datasets.make_epsilon_like`, :func:`rfed.datasets.make_r
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import os
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -50,6 +53,23 @@ def normalize_rows(x: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
     return x / np.where(norms > 0, norms, 1.0)
 
 
+def _first_non_finite(path: Path) -> tuple[int, str]:
+    """Line number (1-based) and token of the first NaN or infinite label or feature value."""
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    with opener(path, "rt") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            tokens = line.split("#", 1)[0].split()
+            for i, token in enumerate(tokens):
+                value = token if i == 0 else token.rpartition(":")[2]
+                try:
+                    finite = np.isfinite(float(value))
+                except ValueError:
+                    continue
+                if not finite:
+                    return lineno, token
+    return 0, "?"  # unreachable when the parsed arrays held a non-finite value
+
+
 def load_libsvm(
     path: str | os.PathLike,
     n_features: int | None = None,
@@ -80,6 +100,12 @@ def load_libsvm(
     -------
     X : scipy.sparse.csr_matrix or ndarray, shape ``(n_samples, n_features)``, float64
     y : ndarray, shape ``(n_samples,)``, float64
+
+    Raises
+    ------
+    ValueError
+        A malformed or empty file, or a NaN or infinite label or feature (``nan``, ``inf``, or a
+        value such as ``1e400`` that overflows float64); the message names the file and the line.
     """
     from sklearn.datasets import load_svmlight_file
 
@@ -92,6 +118,14 @@ def load_libsvm(
         )
     except ValueError as exc:
         raise ValueError(f"argument 'path': {str(p)!r} is not a valid LIBSVM file ({exc})") from exc
+    if x.shape[0] == 0:
+        raise ValueError(f"argument 'path': {str(p)!r} holds no samples")
+    if not (np.isfinite(x.data).all() and np.isfinite(y).all()):
+        lineno, token = _first_non_finite(p)
+        raise ValueError(
+            f"argument 'path': {str(p)!r} line {lineno}: non-finite value {token!r} (NaN and"
+            " infinite labels or features are not valid data)"
+        )
     if binary_labels:
         y = to_pm1_labels(y)
     if normalize:

@@ -67,7 +67,7 @@ _SOURCES = {
 
 
 class DatasetNotFoundError(FileNotFoundError):
-    """A data set's files are not in any of the folders searched; the message says how to get them."""
+    """A data set's files are in none of the folders searched; the message says how to get them."""
 
 
 def _split_names(split: str) -> tuple[str, ...]:
@@ -178,7 +178,8 @@ def _read_checked(images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.
         )
     if len(labels) and labels.max() >= _N_CLASSES:
         raise ValueError(
-            f"file {str(labels_path)!r} holds label {int(labels.max())}; expected 0..{_N_CLASSES - 1}"
+            f"file {str(labels_path)!r} holds label {int(labels.max())}; expected"
+            f" 0..{_N_CLASSES - 1}"
         )
     return images, labels.astype(np.int64)
 
