@@ -56,7 +56,14 @@ _N_CHECK_ROWS = 64
 def cache_dir(path: str | os.PathLike | None = None) -> Path:
     """The cache folder: ``path`` if given, else ``$RFED_CACHE``, else ``~/.cache/rfed``.
 
-    The folder is not created here.
+    Parameters
+    ----------
+    path : path or None
+
+    Returns
+    -------
+    pathlib.Path
+        The folder (not created here; the builders create it when they write an entry).
     """
     if path is not None:
         if not isinstance(path, (str, os.PathLike)):
@@ -70,7 +77,19 @@ def cache_dir(path: str | os.PathLike | None = None) -> Path:
 
 
 def cache_key(recipe: str, params: dict) -> str:
-    """SHA-256 (hex, first 24 characters) of the recipe name, its version and its parameters."""
+    """Key of a cache entry: SHA-256 of the recipe name, its version and its parameters.
+
+    Parameters
+    ----------
+    recipe : {"epsilon_like", "rcv1_like"}
+    params : dict
+        JSON-serialisable parameters that determine the data (sizes, seed, noise, dtype).
+
+    Returns
+    -------
+    str
+        The first 24 hexadecimal digits (96 bits) of the digest of the canonical JSON.
+    """
     blob = json.dumps(
         {"recipe": recipe, "version": _RECIPE_VERSIONS[recipe], "params": params}, sort_keys=True
     )

@@ -530,6 +530,11 @@ def load_emg_covariances(
     first = np.repeat(starts, n_win) + window * (
         np.arange(n_win.sum()) - np.repeat(np.cumsum(n_win) - n_win, n_win)
     )
+    if len(first) == 0:
+        raise ValueError(
+            f"argument 'window' ({window}) is longer than every run of one gesture in one"
+            f" experiment (longest: {int((ends - starts).max())} time steps)"
+        )
     seg = signal[first[:, None] + np.arange(window)]
     seg = seg - seg.mean(axis=1, keepdims=True)
     cov = np.swapaxes(seg, 1, 2) @ seg / window

@@ -31,9 +31,11 @@ __all__ = ["load_libsvm", "normalize_rows", "to_pm1_labels"]
 def to_pm1_labels(y: np.ndarray) -> np.ndarray:
     """Map binary labels to {-1.0, +1.0} (the smaller value becomes -1).
 
-    Raises ``ValueError`` if ``y`` does not take exactly two distinct values.
+    Raises ``ValueError`` if ``y`` does not take exactly two distinct values or is not finite.
     """
     y = np.asarray(y, dtype=np.float64)
+    if not np.isfinite(y).all():
+        raise ValueError("argument 'y' contains NaN or inf")
     values = np.unique(y)
     if len(values) != 2:
         raise ValueError(
@@ -43,12 +45,19 @@ def to_pm1_labels(y: np.ndarray) -> np.ndarray:
 
 
 def normalize_rows(x: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
-    """Scale every non-zero row to unit Euclidean norm (dense or sparse; zero rows unchanged)."""
+    """Scale every non-zero row to unit Euclidean norm (dense or sparse; zero rows unchanged).
+
+    Raises ``ValueError`` on NaN or infinite entries.
+    """
     if sp.issparse(x):
         x = sp.csr_matrix(x, dtype=np.float64)
+        if not np.isfinite(x.data).all():
+            raise ValueError("argument 'x' contains NaN or inf")
         norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
         return sp.csr_matrix(sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ x)
     x = np.asarray(x, dtype=np.float64)
+    if not np.isfinite(x).all():
+        raise ValueError("argument 'x' contains NaN or inf")
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.where(norms > 0, norms, 1.0)
 

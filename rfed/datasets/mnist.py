@@ -153,18 +153,36 @@ def _available(which: str, path: str | os.PathLike | None, split: str) -> bool:
 
 
 def fashion_mnist_available(path: str | os.PathLike | None = None, *, split: str = "both") -> bool:
-    """Whether the Fashion-MNIST files of ``split`` are found (the files are not read)."""
+    """Whether the Fashion-MNIST files of ``split`` are found (the files are not read).
+
+    Parameters
+    ----------
+    path : path or None
+        A folder to look in first (then ``$RFED_DATA`` and ``/usr/share/datasets/fashion-mnist``).
+    split : {"train", "test", "both"}
+
+    Returns
+    -------
+    bool
+        ``True`` when :func:`load_fashion_mnist` with the same arguments would find its files.
+    """
     return _available("fashion-mnist", path, split)
 
 
 def mnist_available(path: str | os.PathLike | None = None, *, split: str = "both") -> bool:
-    """Whether the MNIST files of ``split`` are found (the files are not read)."""
+    """Whether the MNIST files of ``split`` are found (the files are not read).
+
+    Parameters and returns as :func:`fashion_mnist_available` (folders ``$RFED_DATA``,
+    ``$RFED_DATA/mnist``, ``/usr/share/datasets/mnist``).
+    """
     return _available("mnist", path, split)
 
 
 def _read_checked(images_path: Path, labels_path: Path) -> tuple[np.ndarray, np.ndarray]:
     """Read one split's images and labels, checking the header against the MNIST format."""
     images = read_idx(images_path, expect_type=0x08, expect_ndim=3)
+    if len(images) == 0:
+        raise ValueError(f"file {str(images_path)!r} holds no images")
     if images.shape[1:] != _IMAGE_SHAPE:
         raise ValueError(
             f"file {str(images_path)!r} holds images of size {images.shape[1:]}; expected"

@@ -103,6 +103,8 @@ def dirichlet_partition(
             f"argument 'labels' must be a 1-d integer array, got shape {labels.shape} and dtype"
             f" {labels.dtype}"
         )
+    if len(labels) < 1:
+        raise ValueError("argument 'labels' is empty")
     n_agents = check_int(n_agents, "n_agents")
     alpha = check_float(alpha, "alpha", low=0.0, low_open=True)
     min_size = check_int(min_size, "min_size", minimum=0)

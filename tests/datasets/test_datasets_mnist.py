@@ -155,6 +155,8 @@ def _corrupt(folder: Path, name: str, payload: bytes) -> None:
         ("train-labels-idx1-ubyte", lambda: gzip.compress(_idx_bytes(np.zeros(11))), "labels"),
         ("train-labels-idx1-ubyte",
          lambda: gzip.compress(_idx_bytes(np.full(12, 10))), "label 10"),
+        ("train-images-idx3-ubyte",
+         lambda: gzip.compress(_idx_bytes(np.zeros((0, 28, 28)))), "no images"),
     ],
 )
 def test_corrupt_files_are_clear_errors(isolated, name, make, match):

@@ -71,6 +71,8 @@ def test_dirichlet_errors():
         dirichlet_partition(y.astype(float), 4, 1.0, 0)
     with pytest.raises(ValueError, match="alpha"):
         dirichlet_partition(y, 4, 0.0, 0)
+    with pytest.raises(ValueError, match="empty"):
+        dirichlet_partition(np.array([], dtype=np.int64), 4, 1.0, 0, min_size=0)
 
 
 def test_stack_agents():
