@@ -96,16 +96,21 @@ def cache_key(recipe: str, params: dict) -> str:
     return hashlib.sha256(blob.encode()).hexdigest()[:24]
 
 
-def _sha256(*arrays: np.ndarray) -> str:
+def _sha256(*arrays: np.ndarray, as_dtype: np.dtype | None = None) -> str:
+    """SHA-256 of the arrays' bytes (C order), fed in blocks so that no full copy is made."""
     h = hashlib.sha256()
+    block = 1 << 22
     for a in arrays:
-        h.update(np.ascontiguousarray(a).tobytes())
+        flat = np.ascontiguousarray(a).reshape(-1)
+        for start in range(0, flat.size, block):
+            part = flat[start : start + block]
+            h.update(memoryview(part if as_dtype is None else part.astype(as_dtype)))
     return h.hexdigest()
 
 
 def _sparse_sha256(x: sp.csr_matrix) -> str:
     # index arrays hashed as int64: scipy may pick int32 or int64 when it rebuilds them
-    return _sha256(x.indptr.astype(np.int64), x.indices.astype(np.int64), x.data)
+    return _sha256(x.indptr, x.indices, as_dtype=np.dtype(np.int64)) + _sha256(x.data)
 
 
 def _check_rows(n_rows: int) -> np.ndarray:

@@ -243,8 +243,8 @@ def make_wishart_spd(
             kept.append(ok)
             n_drawn += k
             # stop early when even an optimistic acceptance rate (upper 1 - 1e-9 confidence
-            # bound) cannot bring the missing samples within the remaining budget; this only
-            # ends hopeless runs, it never changes the samples of a run that succeeds
+            # bound) cannot bring the missing samples within the remaining budget; a run that
+            # goes on draws exactly what it would without this check
             rate_high = beta.ppf(1.0 - 1e-9, n_accepted + 1, n_drawn - n_accepted)
             if (n_samples - n_accepted) / rate_high > max_draws - n_drawn:
                 hopeless = True
@@ -403,7 +403,9 @@ def _rcv1_recipe(
         counts.append(tf)
     idf = np.log(n_samples / np.maximum(doc_freq, 1))
     chunks: list[sp.csr_matrix] = []
-    for tf in counts:
+    counts.reverse()
+    while counts:  # pop each count block once used, so that blocks and results never all coexist
+        tf = counts.pop()
         tf.data = (1.0 + np.log(tf.data.astype(np.float64))) * idf[tf.indices]
         tf.eliminate_zeros()
         norms = np.sqrt(np.asarray(tf.multiply(tf).sum(axis=1)).ravel())
@@ -414,7 +416,6 @@ def _rcv1_recipe(
                 " raise n_samples or n_features"
             )
         chunks.append(sp.csr_matrix(sp.diags(1.0 / norms) @ tf))
-    counts.clear()
     w = gen.standard_normal(n_features)
     scores = np.concatenate([x @ w for x in chunks])
     return chunks, scores
