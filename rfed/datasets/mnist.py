@@ -61,7 +61,8 @@ _SOURCES = {
         "MNIST",
         "mnist",
         Path("/usr/share/datasets/mnist"),
-        "copy MNIST's four IDX files (http://yann.lecun.com/exdb/mnist/ or a mirror) into a folder",
+        "copy MNIST's IDX files (http://yann.lecun.com/exdb/mnist/ or a mirror) to"
+        " /usr/share/datasets/mnist/",
     ),
 }
 
@@ -139,8 +140,9 @@ def find_mnist_files(
     title, subdir, _, how = _SOURCES[which]
     needed = ", ".join(f"{stem}[.gz]" for name in _split_names(split) for stem in _STEMS[name])
     raise DatasetNotFoundError(
-        f"{title} not found in {', '.join(str(d) for d in dirs)}: {how}, or set RFED_DATA to a"
-        f" folder holding {needed} (also looked in $RFED_DATA/{subdir}), or pass path=FOLDER"
+        f"{title} not found (looked in {', '.join(str(d) for d in dirs)}): {how}, or set"
+        f" RFED_DATA to a folder holding {needed} (directly or in its {subdir}/ sub-folder), or"
+        " pass path=FOLDER"
     )
 
 

@@ -215,3 +215,29 @@ def test_full_epsilon_shape_streams_in_bounded_memory(tmp_path):
     assert norm_err < 1e-6 and abs(y_mean) < 0.01
     print(f"\nfull epsilon shape {int(n)} x {int(d)} float32: built in {build_s:.1f} s,"
           f" peak RSS {rss_kib / 1024:.0f} MiB, subprocess total {time.perf_counter() - t0:.1f} s")
+
+
+@pytest.mark.slow
+def test_rcv1_test_split_size_in_bounded_memory(tmp_path):
+    # the paper's rcv1 training set (LIBSVM test split): 677,399 x 47,236, about 49 M non-zeros
+    code = textwrap.dedent(f"""
+        import resource, sys, time
+        sys.path.insert(0, {str(REPO)!r})
+        from rfed.datasets import RCV1_SHAPE, make_rcv1_like_cached
+        t0 = time.perf_counter()
+        x, y = make_rcv1_like_cached(*RCV1_SHAPE, 0, cache_dir={str(tmp_path)!r})
+        print(x.shape[0], x.shape[1], x.nnz, time.perf_counter() - t0,
+              resource.getrusage(resource.RUSAGE_SELF).ru_maxrss)
+    """)
+    try:
+        out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True,
+                             timeout=1800, check=True).stdout.split()
+    finally:
+        shutil.rmtree(tmp_path, ignore_errors=True)
+    n, d, nnz, build_s, rss_kib = (float(v) for v in out)
+    assert (n, d) == (677_399, 47_236)
+    assert 0.0013 < nnz / (n * d) < 0.0017
+    # float32 values + int32 indices of the result alone take 8 bytes per non-zero (0.4 GB)
+    assert rss_kib < 2 * 1024 * 1024, f"peak RSS {rss_kib / 1024:.0f} MiB"
+    print(f"\nrcv1 test-split shape, {int(nnz)} non-zeros: built in {build_s:.1f} s,"
+          f" peak RSS {rss_kib / 1024:.0f} MiB")
