@@ -56,3 +56,14 @@ def check_file(path: object, name: str) -> Path:
     if not p.is_file():
         raise ValueError(f"argument '{name}': no such file: {str(p)!r}")
     return p
+
+
+def check_float_dtype(dtype: object, name: str = "dtype") -> np.dtype:
+    """Return ``dtype`` as a numpy dtype if it is float32 or float64."""
+    try:
+        dt = np.dtype(dtype)
+    except TypeError as exc:
+        raise TypeError(f"argument '{name}' must be a numpy dtype, got {dtype!r}") from exc
+    if dt not in (np.dtype(np.float32), np.dtype(np.float64)):
+        raise ValueError(f"argument '{name}' must be float32 or float64, got {dt}")
+    return dt

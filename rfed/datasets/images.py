@@ -23,6 +23,7 @@ from __future__ import annotations
 import gzip
 import importlib.util
 import os
+import zlib
 from pathlib import Path
 
 import numpy as np
@@ -66,10 +67,20 @@ def scale_pixels(images: np.ndarray, max_value: float, normalize: str = "unit") 
         ``"unit"``: ``[0, 1]``, no centring (spec 004 pitfall 12, PriRFed's PCA);
         ``"symmetric"``: ``[-1, 1]`` (``Normalize(0.5, 0.5)``, what spec 001 infers for DPDL);
         ``"none"``: raw values as float64.
+
+    Raises
+    ------
+    ValueError
+        A value outside ``[0, max_value]`` or NaN.
     """
     check_choice(normalize, "normalize", _NORMALIZATIONS)
     check_float(max_value, "max_value", low=0.0, low_open=True)
     x = np.asarray(images, dtype=np.float64)
+    if x.size and not (x.min() >= 0.0 and x.max() <= max_value):  # also False for NaN
+        raise ValueError(
+            f"argument 'images' must hold raw pixel values in [0, {max_value}], got values in"
+            f" [{x.min()}, {x.max()}]"
+        )
     if normalize == "unit":
         return x / max_value
     if normalize == "symmetric":
@@ -108,32 +119,69 @@ _IDX_DTYPES = {
 }
 
 
-def read_idx(path: str | os.PathLike) -> np.ndarray:
+def read_idx(
+    path: str | os.PathLike,
+    *,
+    expect_type: int | None = None,
+    expect_ndim: int | None = None,
+) -> np.ndarray:
     """Read one IDX file (raw or gzip-compressed, detected from its first bytes).
 
     The header is two zero bytes, a type code, the number of dimensions ``k``, then ``k``
-    big-endian uint32 sizes.
+    big-endian uint32 sizes; the data follow, big-endian. MNIST's magic numbers are
+    ``0x00000803`` (uint8, 3 dimensions: images) and ``0x00000801`` (uint8, 1 dimension: labels).
+
+    Parameters
+    ----------
+    path : path
+    expect_type, expect_ndim : int or None
+        If given, the type code and the number of dimensions the header must declare.
 
     Returns
     -------
     ndarray with the file's shape, in native byte order.
+
+    Raises
+    ------
+    ValueError
+        Bad magic number, unexpected type or dimensions, truncated header or data, extra bytes,
+        or a corrupt gzip stream; the message names the file.
     """
     p = check_file(path, "path")
     with open(p, "rb") as fh:
         raw = fh.read()
     if raw[:2] == b"\x1f\x8b":
-        raw = gzip.decompress(raw)
-    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES:
-        raise ValueError(f"argument 'path': {str(p)!r} is not an IDX file (bad magic number)")
-    dtype = _IDX_DTYPES[raw[2]]
+        try:
+            raw = gzip.decompress(raw)
+        except (EOFError, OSError, zlib.error) as exc:
+            raise ValueError(
+                f"argument 'path': {str(p)!r} is a truncated or corrupt gzip file ({exc})"
+            ) from exc
+    if len(raw) < 4 or raw[0] != 0 or raw[1] != 0 or raw[2] not in _IDX_DTYPES or raw[3] == 0:
+        raise ValueError(
+            f"argument 'path': {str(p)!r} is not an IDX file (bad magic number"
+            f" 0x{raw[:4].hex() or 'empty'})"
+        )
+    if expect_type is not None and raw[2] != expect_type:
+        raise ValueError(
+            f"argument 'path': {str(p)!r} has IDX type code 0x{raw[2]:02x}; expected"
+            f" 0x{expect_type:02x}"
+        )
     ndim = raw[3]
+    if expect_ndim is not None and ndim != expect_ndim:
+        raise ValueError(
+            f"argument 'path': {str(p)!r} declares {ndim} dimensions; expected {expect_ndim}"
+        )
+    dtype = _IDX_DTYPES[raw[2]]
     header = 4 + 4 * ndim
+    if len(raw) < header:
+        raise ValueError(f"argument 'path': {str(p)!r} is truncated inside its IDX header")
     shape = tuple(int(s) for s in np.frombuffer(raw[4:header], dtype=">u4"))
     count = int(np.prod(shape, dtype=np.int64))
     if len(raw) - header != count * dtype.itemsize:
         raise ValueError(
             f"argument 'path': {str(p)!r} declares shape {shape} ({count * dtype.itemsize} data"
-            f" bytes) but holds {len(raw) - header} data bytes"
+            f" bytes) but holds {len(raw) - header} data bytes (truncated or corrupt)"
         )
     data = np.frombuffer(raw, dtype=dtype, count=count, offset=header)
     return data.reshape(shape).astype(dtype.newbyteorder("="))
@@ -258,42 +306,15 @@ def extract_patches(images: np.ndarray, patch_size: int, stride: int | None = No
     return win.reshape(-1, *win.shape[3:])
 
 
-def covariance_descriptors(
-    images: np.ndarray, eps: float = 1e-6, *, relative_ridge: bool = False
-) -> np.ndarray:
-    """Region covariance descriptors of whole images, one SPD matrix per image.
-
-    For every pixel the feature vector is (Tuzel, Porikli and Meer 2006; spec 004 pitfall 13)
-
-    * colour images ``(n, H, W, 3)``: ``(x, y, R, G, B, |Ix|, |Iy|, |Ixx|, |Iyy|)``, SPD(9);
-    * grey images ``(n, H, W)``: ``(x, y, I, |Ix|, |Iy|, |Ixx|, |Iyy|)``, SPD(7);
-
-    with ``x, y`` the column and row coordinates scaled to [0, 1], intensities as given (scale them
-    to [0, 1] first), ``I`` the grey level (ITU-R 601 luma ``0.299 R + 0.587 G + 0.114 B`` for
-    colour) and its first and second derivatives by central differences (``numpy.gradient``,
-    one-sided at the border), in intensity units per pixel. The descriptor is the (biased, 1/P)
-    covariance of the ``P = H W`` feature vectors plus a ridge ``eps * I`` (``eps * trace / k * I``
-    with ``relative_ridge``), so that it is strictly positive definite even for flat regions.
-
-    Returns
-    -------
-    ndarray, shape ``(n, k, k)`` with ``k = 9`` (colour) or ``7`` (grey).
-    """
-    img = np.asarray(images, dtype=np.float64)
-    eps = check_float(eps, "eps", low=0.0, low_open=True)
-    if img.ndim == 4 and img.shape[-1] == 3:
+def _descriptor_block(img: np.ndarray, eps: float, relative_ridge: bool) -> np.ndarray:
+    """Covariance descriptors of a block of float64 images (:func:`covariance_descriptors`)."""
+    if img.ndim == 4:
         gray = img @ np.array([0.299, 0.587, 0.114])
         channels = [img[..., 0], img[..., 1], img[..., 2]]
-    elif img.ndim == 3:
+    else:
         gray = img
         channels = [img]
-    else:
-        raise ValueError(
-            f"argument 'images' must have shape (n, H, W) or (n, H, W, 3), got {img.shape}"
-        )
     n, h, w = gray.shape
-    if h < 3 or w < 3:
-        raise ValueError(f"argument 'images': second derivatives need H, W >= 3, got {(h, w)}")
     gy, gx = np.gradient(gray, axis=(1, 2))
     gyy = np.gradient(gy, axis=1)
     gxx = np.gradient(gx, axis=2)
@@ -309,18 +330,83 @@ def covariance_descriptors(
     return cov + ridge[:, None, None] * np.eye(k)
 
 
+def _check_descriptor_images(shape: tuple[int, ...]) -> None:
+    if not (len(shape) == 3 or (len(shape) == 4 and shape[-1] == 3)):
+        raise ValueError(
+            f"argument 'images' must have shape (n, H, W) or (n, H, W, 3), got {shape}"
+        )
+    if shape[1] < 3 or shape[2] < 3:
+        raise ValueError(
+            f"argument 'images': second derivatives need H, W >= 3, got {tuple(shape[1:3])}"
+        )
+
+
+def covariance_descriptors(
+    images: np.ndarray,
+    eps: float = 1e-6,
+    *,
+    relative_ridge: bool = False,
+    chunk_size: int = 512,
+) -> np.ndarray:
+    """Region covariance descriptors of whole images, one SPD matrix per image.
+
+    For every pixel the feature vector is (Tuzel, Porikli and Meer 2006; spec 004 pitfall 13)
+
+    * colour images ``(n, H, W, 3)``: ``(x, y, R, G, B, |Ix|, |Iy|, |Ixx|, |Iyy|)``, SPD(9);
+    * grey images ``(n, H, W)``: ``(x, y, I, |Ix|, |Iy|, |Ixx|, |Iyy|)``, SPD(7);
+
+    with ``x, y`` the column and row coordinates scaled to [0, 1], intensities as given (scale them
+    to [0, 1] first), ``I`` the grey level (ITU-R 601 luma ``0.299 R + 0.587 G + 0.114 B`` for
+    colour) and its first and second derivatives by central differences (``numpy.gradient``,
+    one-sided at the border), in intensity units per pixel. The descriptor is the (biased, 1/P)
+    covariance of the ``P = H W`` feature vectors plus a ridge ``eps * I`` (``eps * trace / k * I``
+    with ``relative_ridge``), so that it is strictly positive definite even for flat regions.
+
+    Parameters
+    ----------
+    images : ndarray, shape ``(n, H, W)`` or ``(n, H, W, 3)``, finite
+    eps : float > 0
+        Ridge.
+    relative_ridge : bool
+    chunk_size : int
+        Images processed at once: the per-pixel features of a block take ``chunk_size * H * W * k``
+        float64 values (512 colour 28x28 patches: 29 MB), so memory stays bounded for any ``n``.
+        The result does not depend on it (every image is computed independently).
+
+    Returns
+    -------
+    ndarray, shape ``(n, k, k)`` with ``k = 9`` (colour) or ``7`` (grey).
+    """
+    eps = check_float(eps, "eps", low=0.0, low_open=True)
+    chunk_size = check_int(chunk_size, "chunk_size")
+    images = np.asarray(images)
+    _check_descriptor_images(images.shape)
+    k = 9 if images.ndim == 4 else 7
+    out = np.empty((images.shape[0], k, k))
+    for start in range(0, images.shape[0], chunk_size):
+        block = np.asarray(images[start : start + chunk_size], dtype=np.float64)
+        if not np.isfinite(block).all():
+            raise ValueError("argument 'images' contains NaN or inf")
+        out[start : start + chunk_size] = _descriptor_block(block, eps, relative_ridge)
+    return out
+
+
 def load_sample_image_descriptors(
     patch_size: int = 28,
     stride: int | None = None,
     eps: float = 1e-3,
     *,
     relative_ridge: bool = True,
+    chunk_size: int = 512,
 ) -> tuple[np.ndarray, np.ndarray]:
     """SPD(9) covariance descriptors of patches of scikit-learn's two shipped photos.
 
     ``china.jpg`` and ``flower.jpg`` (427 x 640 RGB each) are scaled to [0, 1] and cut into
     ``patch_size`` patches (default 28x28 like PathMNIST's images, non-overlapping: 15 x 22 = 330
-    patches per photo); each patch gives one descriptor of :func:`covariance_descriptors`.
+    patches per photo; ``stride=7`` gives 10,208); each patch gives one descriptor of
+    :func:`covariance_descriptors`. Patches are cut and described ``chunk_size`` at a time, so the
+    peak memory does not grow with the number of patches (the result is the same bits as
+    ``covariance_descriptors(extract_patches(photos, patch_size, stride), ...)``).
 
     The default ridge is relative (``1e-3 * trace / 9``): JPEG stores colour at reduced resolution,
     so inside a smooth patch R, G and B move together and about half of the raw descriptors are
@@ -335,10 +421,40 @@ def load_sample_image_descriptors(
     from sklearn.datasets import load_sample_images
 
     photos = np.stack(load_sample_images().images).astype(np.float64) / 255.0
-    patches = extract_patches(photos, patch_size, stride)
-    per_photo = len(patches) // len(photos)
-    labels = np.repeat(np.arange(len(photos), dtype=np.int64), per_photo)
-    return covariance_descriptors(patches, eps, relative_ridge=relative_ridge), labels
+    return _patch_descriptors(photos, patch_size, stride, eps, relative_ridge, chunk_size)
+
+
+def _patch_descriptors(
+    photos: np.ndarray,
+    patch_size: int,
+    stride: int | None,
+    eps: float,
+    relative_ridge: bool,
+    chunk_size: int,
+) -> tuple[np.ndarray, np.ndarray]:
+    """Descriptors of the grid patches of ``photos`` ``(n, H, W, 3)``, ``chunk_size`` at a time."""
+    patch_size = check_int(patch_size, "patch_size")
+    stride = patch_size if stride is None else check_int(stride, "stride")
+    eps = check_float(eps, "eps", low=0.0, low_open=True)
+    chunk_size = check_int(chunk_size, "chunk_size")
+    if patch_size > min(photos.shape[1:3]):
+        raise ValueError(
+            f"argument 'patch_size' ({patch_size}) exceeds the image size {photos.shape[1:3]}"
+        )
+    win = np.lib.stride_tricks.sliding_window_view(photos, (patch_size, patch_size), axis=(1, 2))
+    win = win[:, ::stride, ::stride]  # (n, rows, cols, 3, p, p), a view
+    grid = win.shape[:3]
+    n_patches = int(np.prod(grid))
+    k = 9
+    out = np.empty((n_patches, k, k))
+    for start in range(0, n_patches, chunk_size):
+        i, r, c = np.unravel_index(np.arange(start, min(start + chunk_size, n_patches)), grid)
+        # contiguous (chunk, p, p, 3) copy, laid out exactly as extract_patches lays it out
+        block = np.ascontiguousarray(np.moveaxis(win[i, r, c], 1, -1))
+        _check_descriptor_images(block.shape)
+        out[start : start + len(block)] = _descriptor_block(block, eps, relative_ridge)
+    labels = np.repeat(np.arange(len(photos), dtype=np.int64), n_patches // len(photos))
+    return out, labels
 
 
 def load_digits_descriptors(eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
@@ -414,6 +530,11 @@ def load_emg_covariances(
     first = np.repeat(starts, n_win) + window * (
         np.arange(n_win.sum()) - np.repeat(np.cumsum(n_win) - n_win, n_win)
     )
+    if len(first) == 0:
+        raise ValueError(
+            f"argument 'window' ({window}) is longer than every run of one gesture in one"
+            f" experiment (longest: {int((ends - starts).max())} time steps)"
+        )
     seg = signal[first[:, None] + np.arange(window)]
     seg = seg - seg.mean(axis=1, keepdims=True)
     cov = np.swapaxes(seg, 1, 2) @ seg / window

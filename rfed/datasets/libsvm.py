@@ -15,7 +15,10 @@ statistics: :func:`rfed.datasets.make_epsilon_like`, :func:`rfed.datasets.make_r
 
 from __future__ import annotations
 
+import bz2
+import gzip
 import os
+from pathlib import Path
 
 import numpy as np
 import scipy.sparse as sp
@@ -28,9 +31,11 @@ __all__ = ["load_libsvm", "normalize_rows", "to_pm1_labels"]
 def to_pm1_labels(y: np.ndarray) -> np.ndarray:
     """Map binary labels to {-1.0, +1.0} (the smaller value becomes -1).
 
-    Raises ``ValueError`` if ``y`` does not take exactly two distinct values.
+    Raises ``ValueError`` if ``y`` does not take exactly two distinct values or is not finite.
     """
     y = np.asarray(y, dtype=np.float64)
+    if not np.isfinite(y).all():
+        raise ValueError("argument 'y' contains NaN or inf")
     values = np.unique(y)
     if len(values) != 2:
         raise ValueError(
@@ -40,14 +45,38 @@ def to_pm1_labels(y: np.ndarray) -> np.ndarray:
 
 
 def normalize_rows(x: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
-    """Scale every non-zero row to unit Euclidean norm (dense or sparse; zero rows unchanged)."""
+    """Scale every non-zero row to unit Euclidean norm (dense or sparse; zero rows unchanged).
+
+    Raises ``ValueError`` on NaN or infinite entries.
+    """
     if sp.issparse(x):
         x = sp.csr_matrix(x, dtype=np.float64)
+        if not np.isfinite(x.data).all():
+            raise ValueError("argument 'x' contains NaN or inf")
         norms = np.sqrt(np.asarray(x.multiply(x).sum(axis=1)).ravel())
         return sp.csr_matrix(sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ x)
     x = np.asarray(x, dtype=np.float64)
+    if not np.isfinite(x).all():
+        raise ValueError("argument 'x' contains NaN or inf")
     norms = np.linalg.norm(x, axis=-1, keepdims=True)
     return x / np.where(norms > 0, norms, 1.0)
+
+
+def _first_non_finite(path: Path) -> tuple[int, str]:
+    """Line number (1-based) and token of the first NaN or infinite label or feature value."""
+    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    with opener(path, "rt") as fh:
+        for lineno, line in enumerate(fh, start=1):
+            tokens = line.split("#", 1)[0].split()
+            for i, token in enumerate(tokens):
+                value = token if i == 0 else token.rpartition(":")[2]
+                try:
+                    finite = np.isfinite(float(value))
+                except ValueError:
+                    continue
+                if not finite:
+                    return lineno, token
+    return 0, "?"  # unreachable when the parsed arrays held a non-finite value
 
 
 def load_libsvm(
@@ -80,6 +109,12 @@ def load_libsvm(
     -------
     X : scipy.sparse.csr_matrix or ndarray, shape ``(n_samples, n_features)``, float64
     y : ndarray, shape ``(n_samples,)``, float64
+
+    Raises
+    ------
+    ValueError
+        A malformed or empty file, or a NaN or infinite label or feature (``nan``, ``inf``, or a
+        value such as ``1e400`` that overflows float64); the message names the file and the line.
     """
     from sklearn.datasets import load_svmlight_file
 
@@ -92,6 +127,14 @@ def load_libsvm(
         )
     except ValueError as exc:
         raise ValueError(f"argument 'path': {str(p)!r} is not a valid LIBSVM file ({exc})") from exc
+    if x.shape[0] == 0:
+        raise ValueError(f"argument 'path': {str(p)!r} holds no samples")
+    if not (np.isfinite(x.data).all() and np.isfinite(y).all()):
+        lineno, token = _first_non_finite(p)
+        raise ValueError(
+            f"argument 'path': {str(p)!r} line {lineno}: non-finite value {token!r} (NaN and"
+            " infinite labels or features are not valid data)"
+        )
     if binary_labels:
         y = to_pm1_labels(y)
     if normalize:

@@ -1,7 +1,11 @@
 """Splitting a data set across agents: equal iid splits and Dirichlet non-IID splits by label.
 
 The index arrays returned here select rows of a data array; :func:`stack_agents` turns an equal
-split into one ``(n_agents, n_per_agent, ...)`` array so that algorithms batch over agents.
+split into one ``(n_agents, n_per_agent, ...)`` array so that algorithms batch over agents, and
+:func:`stack_agents_padded` turns any split (e.g. Dirichlet, unequal sizes) into the padded
+``(n_agents, n_max, ...)`` array plus ``counts`` that :class:`rfed.problems.Problem` takes.
+Everything is vectorized: at Fashion-MNIST's 60,000 samples a Dirichlet split over 1,000 agents
+takes a few hundredths of a second.
 """
 
 from __future__ import annotations
@@ -13,7 +17,13 @@ import numpy as np
 from rfed.datasets._validation import check_float, check_int
 from rfed.manifolds import as_generator
 
-__all__ = ["dirichlet_partition", "iid_partition", "label_counts", "stack_agents"]
+__all__ = [
+    "dirichlet_partition",
+    "iid_partition",
+    "label_counts",
+    "stack_agents",
+    "stack_agents_padded",
+]
 
 
 def iid_partition(
@@ -93,6 +103,8 @@ def dirichlet_partition(
             f"argument 'labels' must be a 1-d integer array, got shape {labels.shape} and dtype"
             f" {labels.dtype}"
         )
+    if len(labels) < 1:
+        raise ValueError("argument 'labels' is empty")
     n_agents = check_int(n_agents, "n_agents")
     alpha = check_float(alpha, "alpha", low=0.0, low_open=True)
     min_size = check_int(min_size, "min_size", minimum=0)
@@ -122,10 +134,13 @@ def dirichlet_partition(
             f" tries gave every one of the {n_agents} agents that many samples; lower min_size or"
             " raise alpha"
         )
-    # position of every sample of `order` in its class, and the agent owning that position
-    pos_in_class = np.arange(len(labels)) - np.repeat(class_start, class_sizes)
+    # Agent owning position p of `order` (p inside class k): the number of cut points of class k
+    # at or below p. Shifted by the class starts, the cut points of all classes form one
+    # non-decreasing sequence, and exactly k * n_agents of its entries (all of the earlier
+    # classes') lie at or below p before class k's own: one searchsorted serves every sample.
+    flat_cuts = (cuts + class_start[:, None]).ravel()
     cls_of = np.repeat(np.arange(len(classes)), class_sizes)
-    owner = (pos_in_class[:, None] >= cuts[cls_of]).sum(axis=1)
+    owner = np.searchsorted(flat_cuts, np.arange(len(labels)), side="right") - cls_of * n_agents
     agent_order = np.argsort(owner, kind="stable")
     sizes = np.bincount(owner, minlength=n_agents)
     parts = np.split(order[agent_order].astype(np.int64), np.cumsum(sizes)[:-1])
@@ -182,3 +197,43 @@ def stack_agents(
             )
         parts = [np.asarray(p)[: min(sizes)] for p in parts]
     return data[np.stack([np.asarray(p, dtype=np.int64) for p in parts])]
+
+
+def stack_agents_padded(
+    data: np.ndarray, parts: Sequence[np.ndarray] | np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """Gather per-agent rows into the padded layout of :class:`rfed.problems.Problem`.
+
+    Agent ``i`` owns rows ``0..counts[i]-1`` of ``stacked[i]``; the rows after them repeat the
+    agent's first sample (valid data, e.g. a point on the manifold, that the problems never use:
+    they mask by ``counts``).
+
+    Parameters
+    ----------
+    data : ndarray, shape ``(n_samples, ...)``
+    parts : list of ``n_agents`` non-empty int index arrays, or an index matrix ``(n_agents, m)``
+
+    Returns
+    -------
+    stacked : ndarray, shape ``(n_agents, max(counts), *data.shape[1:])``, dtype of ``data``
+    counts : ndarray of int64, shape ``(n_agents,)``
+    """
+    data = np.asarray(data)
+    parts = [np.asarray(p).ravel() for p in parts]
+    if not parts:
+        raise ValueError("argument 'parts' must hold at least one agent's indices")
+    counts = np.array([len(p) for p in parts], dtype=np.int64)
+    if counts.min() < 1:
+        raise ValueError(
+            f"argument 'parts': agent {int(np.argmin(counts))} has no samples; every agent needs"
+            " at least one"
+        )
+    flat = np.concatenate(parts)
+    if not np.issubdtype(flat.dtype, np.integer) or flat.min() < 0 or flat.max() >= len(data):
+        raise ValueError(
+            f"argument 'parts' must hold integer indices in [0, {len(data)}) into 'data'"
+        )
+    starts = np.cumsum(counts) - counts
+    col = np.arange(int(counts.max()))[None, :]
+    idx = flat[starts[:, None] + np.where(col < counts[:, None], col, 0)]
+    return data[idx], counts

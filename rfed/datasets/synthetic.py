@@ -16,15 +16,19 @@ the same bits.
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import scipy.sparse as sp
+from scipy.stats import beta
 
-from rfed.datasets._validation import check_float, check_int
+from rfed.datasets._validation import check_float, check_float_dtype, check_int
 from rfed.manifolds import as_generator
 
 __all__ = [
     "EPSILON_SHAPE",
     "RCV1_SHAPE",
+    "RCV1_TRAIN_SHAPE",
     "haar_orthogonal",
     "make_epsilon_like",
     "make_pca_synthetic",
@@ -38,6 +42,8 @@ __all__ = [
 EPSILON_SHAPE = (400_000, 2_000)
 #: (n_samples, n_features) of LIBSVM ``rcv1.binary`` test split, used as training set by DP-DDA.
 RCV1_SHAPE = (677_399, 47_236)
+#: (n_samples, n_features) of LIBSVM ``rcv1.binary`` training split (density about 0.16 %).
+RCV1_TRAIN_SHAPE = (20_242, 47_236)
 
 
 def random_orthonormal_columns(
@@ -160,7 +166,7 @@ def make_wishart_spd(
     *,
     df: int | None = None,
     radius: float | None = 0.5,
-    max_rounds: int = 1000,
+    max_draws: int | None = None,
 ) -> np.ndarray:
     """Wishart SPD samples ``W(I_n / n, df)`` for the Frechet-mean problem (6.2) of PriRFed.
 
@@ -184,20 +190,35 @@ def make_wishart_spd(
         Degrees of freedom, ``>= n`` (default ``n``, as in the paper).
     radius : float or None
         Rejection radius around the identity in the affine-invariant metric.
-    max_rounds : int
-        Cap on rejection rounds (each round draws a batch sized by the observed acceptance rate).
+    max_draws : int or None
+        Cap on the total number of Wishart draws of the rejection sampler (default
+        ``10_000 * n_samples + 1_000_000``). Each round draws a batch sized by the acceptance rate
+        observed so far; the sampler stops with ``ValueError`` as soon as an upper
+        ``1 - 1e-9`` confidence bound on the acceptance rate (Clopper-Pearson) shows that the
+        missing samples cannot be drawn within the cap, so an unreachable radius fails in seconds
+        instead of running for an hour. For reference, at
+        ``df = n`` the acceptance rate is about 1.5 % for ``(n, radius) = (2, 0.5)``, 10 % for
+        ``(2, 1.0)`` and 0.25 % for ``(3, 0.8)``; it is below 1e-5 for ``n = 9``.
 
     Returns
     -------
     ndarray, shape ``(n_samples, n, n)``, symmetric positive definite.
+
+    Raises
+    ------
+    ValueError
+        ``radius`` accepts too few draws to reach ``n_samples`` within ``max_draws``.
     """
     n_samples = check_int(n_samples, "n_samples")
     n = check_int(n, "n")
     df = n if df is None else check_int(df, "df", minimum=n)
     if radius is not None:
         radius = check_float(radius, "radius", low=0.0, low_open=True)
-    max_rounds = check_int(max_rounds, "max_rounds")
+    max_draws = 10_000 * n_samples + 1_000_000 if max_draws is None else check_int(
+        max_draws, "max_draws"
+    )
     gen = as_generator(rng)
+    sub_batch = 1 << 16  # draws held in memory at once (the stream does not depend on it)
 
     def draw(k: int) -> np.ndarray:
         g = gen.standard_normal((k, n, df)) / np.sqrt(n)
@@ -207,22 +228,37 @@ def make_wishart_spd(
     if radius is None:
         return draw(n_samples)
     kept: list[np.ndarray] = []
-    n_kept, n_drawn, n_accepted = 0, 0, 0
-    for _ in range(max_rounds):
+    n_drawn, n_accepted = 0, 0
+    while n_drawn < max_draws:
         rate = max(n_accepted / n_drawn, 1e-3) if n_drawn else 0.5
-        batch = int(np.ceil(1.2 * (n_samples - n_kept) / rate)) + 16
-        w = draw(batch)
-        dist = np.linalg.norm(np.log(np.linalg.eigvalsh(w)), axis=-1)
-        ok = w[dist <= radius]
-        n_drawn += batch
-        n_accepted += len(ok)
-        kept.append(ok)
-        n_kept += len(ok)
-        if n_kept >= n_samples:
+        batch = min(int(np.ceil(1.2 * (n_samples - n_accepted) / rate)) + 16, max_draws - n_drawn)
+        hopeless = False
+        for start in range(0, batch, sub_batch):
+            k = min(sub_batch, batch - start)
+            w = draw(k)
+            with np.errstate(divide="ignore", invalid="ignore"):  # singular draws: dist inf/NaN
+                dist = np.linalg.norm(np.log(np.linalg.eigvalsh(w)), axis=-1)
+            ok = w[dist <= radius]
+            n_accepted += len(ok)
+            kept.append(ok)
+            n_drawn += k
+            # stop early when even an optimistic acceptance rate (upper 1 - 1e-9 confidence
+            # bound) cannot bring the missing samples within the remaining budget; a run that
+            # goes on draws exactly what it would without this check
+            rate_high = beta.ppf(1.0 - 1e-9, n_accepted + 1, n_drawn - n_accepted)
+            if (n_samples - n_accepted) / rate_high > max_draws - n_drawn:
+                hopeless = True
+                break
+        if n_accepted >= n_samples:
             return np.concatenate(kept)[:n_samples]
+        if hopeless:
+            break
+    rate = n_accepted / n_drawn
+    need = f"about {n_samples / rate:.3g} draws" if n_accepted else "more draws than that"
     raise ValueError(
-        f"argument 'radius' ({radius}) accepted only {n_accepted} of {n_drawn} Wishart draws in"
-        f" {max_rounds} rounds; use a larger radius or radius=None"
+        f"argument 'radius' ({radius}) accepted only {n_accepted} of {n_drawn} Wishart"
+        f" W(I/{n}, {df}) draws (acceptance rate {rate:.3g}); {n_samples} samples need {need},"
+        f" over max_draws={max_draws}: use a larger radius, radius=None, or a larger max_draws"
     )
 
 
@@ -240,6 +276,7 @@ def make_epsilon_like(
     *,
     label_noise: float = 0.1,
     dtype: type = np.float64,
+    chunk_rows: int = 4096,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Dense stand-in for LIBSVM ``epsilon_normalized`` (labels in {-1, +1}).
 
@@ -250,7 +287,18 @@ def make_epsilon_like(
     labels flipped (the real set is not linearly separable; a linear model reaches about 90 %).
 
     The full shape is ``n_samples = EPSILON_SHAPE[0] = 400_000`` (6.4 GB in float64; pass
-    ``dtype=np.float32`` to halve it). The default is scaled down to 4,000 rows.
+    ``dtype=np.float32`` to halve it, or use :func:`rfed.datasets.make_epsilon_like_cached`, which
+    streams the same rows to a memory-mapped file). The default is scaled down to 4,000 rows.
+
+    Parameters
+    ----------
+    n_samples, n_features : int
+    rng : numpy.random.Generator or int
+    label_noise : float in [0, 0.5]
+        Fraction of labels flipped.
+    dtype : {numpy.float32, numpy.float64}
+    chunk_rows : int
+        Rows drawn at once in float64 (the result does not depend on it).
 
     Returns
     -------
@@ -260,23 +308,128 @@ def make_epsilon_like(
     n_samples = check_int(n_samples, "n_samples", minimum=2)
     n_features = check_int(n_features, "n_features")
     label_noise = check_float(label_noise, "label_noise", low=0.0, high=0.5)
+    dtype = check_float_dtype(dtype)
+    chunk_rows = check_int(chunk_rows, "chunk_rows")
     gen = as_generator(rng)
-    x = gen.standard_normal((n_samples, n_features)).astype(dtype, copy=False)
-    x /= np.linalg.norm(x, axis=1, keepdims=True)
+    x = np.empty((n_samples, n_features), dtype=dtype)
+    for start, rows in _epsilon_like_rows(n_samples, n_features, gen, dtype, chunk_rows):
+        x[start : start + len(rows)] = rows
     w = gen.standard_normal(n_features)
     return x, _linear_labels(x @ w.astype(dtype), label_noise, gen)
 
 
+def _epsilon_like_rows(
+    n_samples: int,
+    n_features: int,
+    gen: np.random.Generator,
+    dtype: np.dtype,
+    chunk_rows: int,
+) -> Iterator[tuple[int, np.ndarray]]:
+    """Rows of the epsilon stand-in, ``chunk_rows`` at a time: ``(first_row, rows)`` pairs.
+
+    Each block is drawn as float64 ``N(0, 1)``, cast to ``dtype`` and scaled to unit row norm in
+    ``dtype``. The generator is consumed in row order, so the blocks are the same bits as one
+    draw of the whole matrix (:func:`make_epsilon_like`) and only one float64 block is ever in
+    memory. The labels' direction ``w`` is drawn from ``gen`` after the last row.
+    """
+    for start in range(0, n_samples, chunk_rows):
+        rows = gen.standard_normal((min(chunk_rows, n_samples - start), n_features))
+        rows = rows.astype(dtype, copy=False)
+        rows /= np.linalg.norm(rows, axis=1, keepdims=True)
+        yield start, rows
+
+
 def _tokens_for_unique(p: np.ndarray, mean_nnz: float) -> float:
     """Token count T with expected number of distinct Zipf terms sum_k 1-(1-p_k)^T = mean_nnz."""
+
+    def distinct(t: float) -> float:
+        return float(np.sum(-np.expm1(t * np.log1p(-p))))
+
     lo, hi = mean_nnz, 1e3 * mean_nnz
+    if distinct(hi) < mean_nnz:
+        raise ValueError(
+            f"argument 'mean_nnz' ({mean_nnz}) is out of reach of this Zipf law: even"
+            f" {hi:.3g} tokens per document give only {distinct(hi):.4g} distinct terms on average;"
+            " lower mean_nnz or zipf_exponent"
+        )
     for _ in range(60):
         mid = 0.5 * (lo + hi)
-        if np.sum(-np.expm1(mid * np.log1p(-p))) < mean_nnz:
+        if distinct(mid) < mean_nnz:
             lo = mid
         else:
             hi = mid
     return 0.5 * (lo + hi)
+
+
+def _rcv1_recipe(
+    n_samples: int,
+    n_features: int,
+    gen: np.random.Generator,
+    mean_nnz: float,
+    zipf_exponent: float,
+    chunk_rows: int,
+) -> tuple[list[sp.csr_matrix], np.ndarray]:
+    """Rows of the rcv1 stand-in, ``chunk_rows`` at a time, and its labels' scores (float64).
+
+    The random stream is consumed in the same order whatever ``chunk_rows`` is (document lengths,
+    vocabulary permutation, then the tokens row by row, then ``w``), and every value of a row
+    depends only on that row and on the document frequencies, so the chunks concatenate to the
+    same bits for any chunk size. Token counts are held as float32 (exact small integers) until
+    the idf is known; only one chunk of tokens is in memory at a time.
+    """
+    p = 1.0 / np.arange(1, n_features + 1) ** zipf_exponent
+    p /= p.sum()
+    tokens = _tokens_for_unique(p, mean_nnz)
+    doc_len_sd = 0.5
+    lengths = np.maximum(
+        1, np.rint(tokens * np.exp(doc_len_sd * gen.standard_normal(n_samples) - doc_len_sd**2 / 2))
+    ).astype(np.int64)
+    vocab = gen.permutation(n_features)
+    cdf = np.cumsum(p)
+    counts: list[sp.csr_matrix] = []
+    doc_freq = np.zeros(n_features, dtype=np.int64)
+    for start in range(0, n_samples, chunk_rows):
+        ln = lengths[start : start + chunk_rows]
+        # inverse-CDF draw of Zipf ranks (clip guards the last bin against cumsum rounding)
+        rank = np.searchsorted(cdf, gen.random(ln.sum()), side="right")
+        cols = vocab[np.minimum(rank, n_features - 1)]
+        rows = np.repeat(np.arange(len(ln)), ln)
+        tf = sp.coo_matrix(
+            (np.ones(len(cols)), (rows, cols)), shape=(len(ln), n_features)
+        ).tocsr()
+        tf.sum_duplicates()
+        doc_freq += np.bincount(tf.indices, minlength=n_features)
+        tf.data = tf.data.astype(np.float32)
+        counts.append(tf)
+    idf = np.log(n_samples / np.maximum(doc_freq, 1))
+    chunks: list[sp.csr_matrix] = []
+    counts.reverse()
+    while counts:  # pop each count block once used, so that blocks and results never all coexist
+        tf = counts.pop()
+        tf.data = (1.0 + np.log(tf.data.astype(np.float64))) * idf[tf.indices]
+        tf.eliminate_zeros()
+        norms = np.sqrt(np.asarray(tf.multiply(tf).sum(axis=1)).ravel())
+        if np.any(norms == 0):
+            raise ValueError(
+                f"argument 'n_samples' ({n_samples}) is too small for this vocabulary: a document"
+                " holds only terms that occur in every document (idf 0) and has no feature left;"
+                " raise n_samples or n_features"
+            )
+        chunks.append(sp.csr_matrix(sp.diags(1.0 / norms) @ tf))
+    w = gen.standard_normal(n_features)
+    scores = np.concatenate([x @ w for x in chunks])
+    return chunks, scores
+
+
+def _check_rcv1_args(
+    n_samples, n_features, mean_nnz, zipf_exponent, label_noise
+) -> tuple[int, int, float, float, float]:
+    n_samples = check_int(n_samples, "n_samples", minimum=2)
+    n_features = check_int(n_features, "n_features", minimum=2)
+    mean_nnz = check_float(mean_nnz, "mean_nnz", low=1.0, high=n_features / 2)
+    zipf_exponent = check_float(zipf_exponent, "zipf_exponent", low=0.0, low_open=True)
+    label_noise = check_float(label_noise, "label_noise", low=0.0, high=0.5)
+    return n_samples, n_features, mean_nnz, zipf_exponent, label_noise
 
 
 def make_rcv1_like(
@@ -287,6 +440,7 @@ def make_rcv1_like(
     mean_nnz: float = 73.0,
     zipf_exponent: float = 1.0,
     label_noise: float = 0.05,
+    chunk_rows: int = 8192,
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """Sparse tf-idf stand-in for LIBSVM ``rcv1.binary`` (labels in {-1, +1}).
 
@@ -299,41 +453,39 @@ def make_rcv1_like(
     document get idf 0 and are dropped). Labels: sign of a Gaussian linear score around its
     median, with a fraction ``label_noise`` flipped.
 
-    The full shape is ``n_samples = RCV1_SHAPE[0] = 677_399`` (about 50 M non-zeros); the default
-    is scaled down to 4,000 rows with the full vocabulary.
+    The paper's shape is ``n_samples = RCV1_SHAPE[0] = 677_399`` (the LIBSVM test split, about
+    50 M non-zeros; the training split has ``RCV1_TRAIN_SHAPE[0] = 20_242`` rows); the default is
+    scaled down to 4,000 rows with the full vocabulary. :func:`rfed.datasets.make_rcv1_like_cached`
+    stores the same recipe in float32 on disk.
+
+    Parameters
+    ----------
+    n_samples, n_features : int
+    rng : numpy.random.Generator or int
+    mean_nnz : float
+        Expected number of distinct terms per document, in ``[1, n_features / 2]``.
+    zipf_exponent : float > 0
+    label_noise : float in [0, 0.5]
+    chunk_rows : int
+        Documents generated at once (bounds the token arrays in memory; the result does not
+        depend on it).
 
     Returns
     -------
-    X : scipy.sparse.csr_matrix, shape ``(n_samples, n_features)``
+    X : scipy.sparse.csr_matrix, shape ``(n_samples, n_features)``, float64
     y : ndarray, shape ``(n_samples,)``, values in {-1.0, +1.0}
-    """
-    n_samples = check_int(n_samples, "n_samples", minimum=2)
-    n_features = check_int(n_features, "n_features", minimum=2)
-    mean_nnz = check_float(mean_nnz, "mean_nnz", low=1.0, high=n_features / 2)
-    zipf_exponent = check_float(zipf_exponent, "zipf_exponent", low=0.0, low_open=True)
-    label_noise = check_float(label_noise, "label_noise", low=0.0, high=0.5)
-    gen = as_generator(rng)
 
-    p = 1.0 / np.arange(1, n_features + 1) ** zipf_exponent
-    p /= p.sum()
-    tokens = _tokens_for_unique(p, mean_nnz)
-    doc_len_sd = 0.5
-    lengths = np.maximum(
-        1, np.rint(tokens * np.exp(doc_len_sd * gen.standard_normal(n_samples) - doc_len_sd**2 / 2))
-    ).astype(np.int64)
-    vocab = gen.permutation(n_features)
-    # inverse-CDF draw of Zipf ranks (clip guards the last bin against cumsum rounding)
-    rank = np.searchsorted(np.cumsum(p), gen.random(lengths.sum()), side="right")
-    cols = vocab[np.minimum(rank, n_features - 1)]
-    rows = np.repeat(np.arange(n_samples), lengths)
-    tf = sp.coo_matrix((np.ones(len(cols)), (rows, cols)), shape=(n_samples, n_features)).tocsr()
-    tf.sum_duplicates()
-    doc_freq = np.bincount(tf.indices, minlength=n_features)
-    idf = np.log(n_samples / np.maximum(doc_freq, 1))
-    tf.data = (1.0 + np.log(tf.data)) * idf[tf.indices]
-    tf.eliminate_zeros()
-    norms = np.sqrt(np.asarray(tf.multiply(tf).sum(axis=1)).ravel())
-    x = sp.diags(1.0 / np.where(norms > 0, norms, 1.0)) @ tf
-    x = sp.csr_matrix(x)
-    w = gen.standard_normal(n_features)
-    return x, _linear_labels(x @ w, label_noise, gen)
+    Raises
+    ------
+    ValueError
+        Bad arguments, a ``mean_nnz`` the Zipf law cannot reach, or a document left with no
+        feature (only possible for tiny ``n_samples``).
+    """
+    n_samples, n_features, mean_nnz, zipf_exponent, label_noise = _check_rcv1_args(
+        n_samples, n_features, mean_nnz, zipf_exponent, label_noise
+    )
+    chunk_rows = check_int(chunk_rows, "chunk_rows")
+    gen = as_generator(rng)
+    chunks, scores = _rcv1_recipe(n_samples, n_features, gen, mean_nnz, zipf_exponent, chunk_rows)
+    x = chunks[0] if len(chunks) == 1 else sp.csr_matrix(sp.vstack(chunks, format="csr"))
+    return x, _linear_labels(scores, label_noise, gen)

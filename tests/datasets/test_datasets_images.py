@@ -195,3 +195,65 @@ def test_geomstats_emg_covariances():
     assert set(np.unique(labels)) == set(range(5))
     # 731,682 time steps in windows of 200 that never straddle a run: at most 3658 windows
     assert 3000 < len(cov) <= 731_682 // 200
+    with pytest.raises(ValueError, match="window"):
+        load_emg_covariances(window=10**6)
+
+
+def test_covariance_descriptors_chunked_equal_unchunked_bit_for_bit():
+    rng = np.random.default_rng(3)
+    colour = rng.random((37, 9, 8, 3))
+    grey = rng.random((23, 7, 6))
+    for img in (colour, grey):
+        whole = covariance_descriptors(img, 1e-3, relative_ridge=True, chunk_size=len(img))
+        for chunk in (1, 5, 16):
+            np.testing.assert_array_equal(
+                covariance_descriptors(img, 1e-3, relative_ridge=True, chunk_size=chunk), whole
+            )
+    with pytest.raises(ValueError, match="NaN"):
+        covariance_descriptors(np.where(colour > 0.99, np.nan, colour))
+    with pytest.raises(ValueError, match="chunk_size"):
+        covariance_descriptors(grey, chunk_size=0)
+
+
+def test_sample_photo_descriptors_chunked_match_whole_patch_stack():
+    # the photo loader cuts patches chunk by chunk from a window view; on a crop of the photos
+    # it must give the bits of describing the whole patch stack at once
+    from sklearn.datasets import load_sample_images
+
+    from rfed.datasets.images import _patch_descriptors
+
+    photos = np.stack(load_sample_images().images)[:, :90, :110].astype(np.float64) / 255.0
+    patches = extract_patches(photos, 28, 7)
+    whole = covariance_descriptors(patches, 1e-3, relative_ridge=True, chunk_size=len(patches))
+    chunked, labels = _patch_descriptors(photos, 28, 7, 1e-3, True, 13)
+    np.testing.assert_array_equal(chunked, whole)
+    assert np.array_equal(np.bincount(labels), [len(patches) // 2] * 2)
+
+
+def test_read_idx_strict_header_checks(tmp_path):
+    _write_idx(tmp_path / "a.gz", np.zeros((4, 3, 3), np.uint8), 0x08, True)
+    with pytest.raises(ValueError, match="type code"):
+        read_idx(tmp_path / "a.gz", expect_type=0x0D)
+    with pytest.raises(ValueError, match="dimensions"):
+        read_idx(tmp_path / "a.gz", expect_ndim=1)
+    (tmp_path / "cut.gz").write_bytes((tmp_path / "a.gz").read_bytes()[:-10])
+    with pytest.raises(ValueError, match="gzip"):
+        read_idx(tmp_path / "cut.gz")
+    (tmp_path / "head").write_bytes(b"\x00\x00\x08\x03\x00\x00\x00\x04")
+    with pytest.raises(ValueError, match="header"):
+        read_idx(tmp_path / "head")
+    (tmp_path / "extra").write_bytes(
+        bytes([0, 0, 8, 1]) + (2).to_bytes(4, "big") + b"\x01\x02\x03"
+    )
+    with pytest.raises(ValueError, match="declares shape"):
+        read_idx(tmp_path / "extra")
+
+
+def test_scale_pixels_refuses_out_of_range_values():
+    from rfed.datasets import scale_pixels
+
+    np.testing.assert_array_equal(scale_pixels(np.array([0, 51, 255]), 255.0), [0, 0.2, 1.0])
+    with pytest.raises(ValueError, match="images"):
+        scale_pixels(np.array([0.0, 300.0]), 255.0)
+    with pytest.raises(ValueError, match="images"):
+        scale_pixels(np.array([np.nan, 1.0]), 255.0)

@@ -70,3 +70,36 @@ def test_helpers():
     np.testing.assert_array_equal(to_pm1_labels(np.array([3, 7, 7])), [-1, 1, 1])
     z = normalize_rows(np.array([[3.0, 4.0], [0.0, 0.0]]))
     np.testing.assert_allclose(z, [[0.6, 0.8], [0.0, 0.0]])
+
+
+@pytest.mark.parametrize(
+    "text,line,token",
+    [
+        ("+1 1:0.5\n-1 2:nan 3:1\n", 2, "2:nan"),
+        ("+1 1:1\n# a comment line\n\n-1 2:-inf\n", 4, "2:-inf"),
+        ("nan 1:1\n+1 2:1\n", 1, "nan"),
+        ("+1 1:1\n-1 1:1e400\n", 2, "1:1e400"),  # overflows float64 to inf
+    ],
+)
+def test_non_finite_values_name_file_and_line(tmp_path, text, line, token):
+    path = tmp_path / "bad.svm.gz"
+    with gzip.open(path, "wt") as fh:
+        fh.write(text)
+    with pytest.raises(ValueError, match=f"line {line}: non-finite value '{token}'") as info:
+        load_libsvm(path)
+    assert "bad.svm.gz" in str(info.value)
+
+
+def test_empty_file_is_an_error(tmp_path):
+    (tmp_path / "empty.svm").write_text("")
+    with pytest.raises(ValueError, match="no samples"):
+        load_libsvm(tmp_path / "empty.svm")
+
+
+def test_helpers_refuse_non_finite_values():
+    with pytest.raises(ValueError, match="'y'"):
+        to_pm1_labels(np.array([1.0, np.nan, 1.0]))
+    with pytest.raises(ValueError, match="'x'"):
+        normalize_rows(np.array([[np.nan, 1.0]]))
+    with pytest.raises(ValueError, match="'x'"):
+        normalize_rows(sp.csr_matrix(np.array([[np.inf, 1.0]])))

@@ -71,6 +71,8 @@ def test_dirichlet_errors():
         dirichlet_partition(y.astype(float), 4, 1.0, 0)
     with pytest.raises(ValueError, match="alpha"):
         dirichlet_partition(y, 4, 0.0, 0)
+    with pytest.raises(ValueError, match="empty"):
+        dirichlet_partition(np.array([], dtype=np.int64), 4, 1.0, 0, min_size=0)
 
 
 def test_stack_agents():
@@ -85,3 +87,21 @@ def test_stack_agents():
     t = stack_agents(np.arange(52), parts, truncate=True)
     assert t.shape == (5, 10)
     np.testing.assert_array_equal(t[0], parts[0][:10])
+
+
+def test_dirichlet_class_counts_follow_the_drawn_proportions():
+    # Replays the documented recipe with the same stream: one uniform key per sample (the
+    # within-class shuffle), then p_k ~ Dir(alpha 1_N) per class; with min_size=0 the first
+    # draw is kept, and agent i must hold floor(c_{k,i} n_k) - floor(c_{k,i-1} n_k) samples of
+    # class k, c_k = cumsum(p_k) (the last cut forced to n_k).
+    y = np.random.default_rng(0).integers(0, 7, 5000)
+    n_agents, alpha, seed = 40, 0.3, 11
+    parts = dirichlet_partition(y, n_agents, alpha, seed, min_size=0)
+    gen = np.random.default_rng(seed)
+    gen.random(len(y))
+    props = gen.dirichlet(np.full(n_agents, alpha), size=7)
+    n_k = np.bincount(y, minlength=7)
+    cuts = np.floor(np.cumsum(props, axis=1) * n_k[:, None]).astype(np.int64)
+    cuts[:, -1] = n_k
+    expected = np.diff(np.concatenate([np.zeros((7, 1), np.int64), cuts], axis=1), axis=1)
+    np.testing.assert_array_equal(label_counts(y, parts, 7), expected.T)

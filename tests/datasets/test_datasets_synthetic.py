@@ -1,5 +1,8 @@
 """Synthetic recipes: shapes, seeds, and the recipe properties of the specs."""
 
+import re
+import time
+
 import numpy as np
 import pytest
 import scipy.sparse as sp
@@ -116,8 +119,51 @@ def test_wishart_rejection_ball():
     inv = np.linalg.inv(la)
     m = inv @ b @ np.swapaxes(inv, 1, 2)
     assert np.linalg.norm(np.log(np.linalg.eigvalsh(m)), axis=-1).max() <= 1.0
-    with pytest.raises(ValueError, match="radius"):
-        make_wishart_spd(10, 2, 0, radius=1e-6, max_rounds=2)
+    with pytest.raises(ValueError, match="max_draws=5000"):
+        make_wishart_spd(10, 2, 0, radius=1e-6, max_draws=5000)
+
+
+def test_wishart_unreachable_radius_fails_fast():
+    # radius 1e-6 around I: the acceptance probability is ~1e-12, so the paper-size request
+    # (5,000 samples) is hopeless; it used to run for about 50 minutes before failing
+    t0 = time.perf_counter()
+    with pytest.raises(ValueError, match="radius") as info:
+        make_wishart_spd(5000, 2, 0, radius=1e-6)
+    assert time.perf_counter() - t0 < 10.0
+    msg = str(info.value)
+    assert "accepted only 0 of" in msg and "larger radius" in msg
+    drawn = int(re.search(r"of (\d+) Wishart", msg).group(1))
+    assert drawn < 10_000 * 5000 + 1_000_000
+    # a reachable but rare radius still succeeds and respects the ball
+    w = make_wishart_spd(50, 3, 1, radius=0.8)
+    assert np.linalg.norm(np.log(np.linalg.eigvalsh(w)), axis=-1).max() <= 0.8
+    with pytest.raises(TypeError, match="max_draws"):
+        make_wishart_spd(10, 2, 0, max_draws=1.5)
+
+
+def test_chunked_recipes_do_not_depend_on_the_chunk_size():
+    a, ya = make_epsilon_like(203, 17, 4, dtype=np.float32, chunk_rows=203)
+    b, yb = make_epsilon_like(203, 17, 4, dtype=np.float32, chunk_rows=10)
+    assert a.dtype == np.float32
+    np.testing.assert_array_equal(a, b)
+    np.testing.assert_array_equal(ya, yb)
+    c, yc = make_rcv1_like(300, 800, 2, mean_nnz=15, chunk_rows=300)
+    d, yd = make_rcv1_like(300, 800, 2, mean_nnz=15, chunk_rows=7)
+    assert (c != d).nnz == 0 and np.array_equal(c.indices, d.indices)
+    np.testing.assert_array_equal(yc, yd)
+
+
+def test_generators_refuse_garbage():
+    # an integer dtype used to give NaN rows (zero norms)
+    with pytest.raises(ValueError, match="dtype"):
+        make_epsilon_like(10, 5, 0, dtype=np.int64)
+    # Zipf(3) over 1,000 terms cannot give 400 distinct terms per document
+    with pytest.raises(ValueError, match="mean_nnz"):
+        make_rcv1_like(100, 1000, 0, mean_nnz=400, zipf_exponent=3.0)
+    # two documents over a tiny vocabulary: one of them only holds terms both share (idf 0)
+    make_rcv1_like(2, 4, 0, mean_nnz=1.0)  # seed 0 happens to keep a term in each document
+    with pytest.raises(ValueError, match="n_samples"):
+        make_rcv1_like(2, 4, 1, mean_nnz=1.0)
 
 
 def test_epsilon_like_shape_statistics():
