@@ -110,9 +110,10 @@ def test_digits_dirichlet_dpdl_vs_dpdpsgd_same_epsilon():
         # both calibrated to the same certified epsilon (bracket of relative width 1e-3 on the
         # noise multiplier): at most the target, and within 1 % of it
         assert 8.0 * 0.99 <= r["epsilon_certified"] <= 8.0 + 1e-9
+        assert r["privacy"] == "certified eps=8 (delta=1e-05)"
         assert 0 <= r["test_acc_agents_pct"] <= 100
     dpdl = next(r for r in rows if r["algorithm"] == "DPDL")
     assert LOW <= dpdl["cal_min_last"] <= dpdl["cal_max_last"] <= HIGH
     # DPDL composes N_i releases per round, so it needs more noise for the same epsilon
     sgd = next(r for r in rows if r["algorithm"] == "DP-DPSGD")
-    assert dpdl["sigma"] > sgd["sigma"]
+    assert dpdl["noise_multiplier"] > sgd["noise_multiplier"]

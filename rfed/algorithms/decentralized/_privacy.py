@@ -50,6 +50,7 @@ from rfed.privacy.budget import (
 )
 from rfed.privacy.ledger import PrivacyLedger
 from rfed.privacy.mechanisms import release_sensitivity
+from rfed.privacy.secure import is_secure
 
 __all__ = ["NoiseConfig", "PaperFormula", "GaussianAccount", "DGTAccount", "reject_epsilon",
            "is_secure", "PAPER_LABEL", "gaussian_groups_calibration", "ddgt_sensitivities",
@@ -69,11 +70,6 @@ def reject_epsilon(kwargs: dict, algorithm: str) -> None:
         )
     if kwargs:
         raise TypeError(f"{algorithm} got unexpected keyword argument(s) {sorted(kwargs)}")
-
-
-def is_secure(rng: Any) -> bool:
-    """True when ``rng`` is rfed's cryptographic ``SecureRandom`` (not replayable from a seed)."""
-    return type(rng).__name__ == "SecureRandom"
 
 
 @dataclasses.dataclass(frozen=True)
