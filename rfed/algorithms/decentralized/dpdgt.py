@@ -290,15 +290,23 @@ class DPDGT(_PushPullBase):
         return "dgt", {"alpha0": self.alpha0, "q": self.q, "mu": problem.strong_convexity,
                        "gamma": self.gamma, "phi": self.phi}
 
+    def _q_c(self) -> float | None:
+        """``q_C`` of eq. (38)'s convergence condition (None when the digraph has no spanning
+        tree: the condition is then not checked; the privacy bound does not use it)."""
+        try:
+            return push_pull_constants(self.r, self.c, self.gamma, self.phi).q_C
+        except ValueError:
+            return None
+
     def _paper(self, problem, txi, tzeta):
-        q_c = push_pull_constants(self.r, self.c, self.gamma, self.phi).q_C
+        q_c = self._q_c()
         return PaperFormula("dpdgt", {
             "alpha0": self.alpha0, "q": self.q, "theta_xi0": txi.theta0, "q_xi": txi.q,
             "theta_zeta0": tzeta.theta0, "q_zeta": tzeta.q, "mu": problem.strong_convexity,
             "gamma": self.gamma, "phi": self.phi, "radius": self.adjacency_radius, "q_c": q_c})
 
     def _paper_theta0(self, problem, eps):
-        q_c = push_pull_constants(self.r, self.c, self.gamma, self.phi).q_C
+        q_c = self._q_c()
         return dpdgt_theta0(eps, self.alpha0, self.q, self.q_theta, self.q_theta,
                             problem.strong_convexity, self.gamma, self.phi,
                             self.adjacency_radius, q_c)
