@@ -190,6 +190,7 @@ def _paper_dpdgt(p: dict, rounds: int) -> dict:
         except ValueError as exc:
             out["epsilon"] = None
             out["warning"] = f"eq. (38) not applicable: {exc}"
+    out["epsilon_eq38"] = out["epsilon"]
     k = np.arange(max(rounds, 1))
     out["epsilon_recursion"] = papers.dpdgt_epsilon_recursion(
         p["alpha0"] * p["q"] ** k, p["theta_xi0"] * p["q_xi"] ** k,
