@@ -274,3 +274,18 @@ def test_dpdgt_paper_noise_certifies_for_the_stated_radius(dispatch):
     assert rep["certified"]["epsilon"] == rep["epsilon_certified"]
     assert rep["calibration"] == "paper_sigma"
     assert rep["epsilon_certified"] <= rep["paper"]["epsilon_recursion"] * (1 + 1e-9)
+
+
+def test_secure_mode_runs_end_to_end_and_says_so(logreg, svm1, dispatch):
+    from rfed.privacy.secure import SecureRandom
+
+    budget = PrivacyBudget(2.0, DELTA)
+    for prob, make, _ in _gaussian_makers(logreg, svm1, sampled=False).values():
+        rep = make(budget=budget, n_rounds=3).run(prob, 3, rng=SecureRandom(), x0=np.zeros(4),
+                                                  eval_every=3, with_reference=False).privacy
+        assert rep["secure"] is True and rep["replayable_from_seed"] is False
+        assert 0.9 * 2.0 <= rep["epsilon_certified"] <= 2.0
+    prob, graph = dispatch
+    rep = DPDGT(graph, budget=budget, n_rounds=5).run(prob, 5, rng=SecureRandom(),
+                                                      eval_every=5).privacy
+    assert rep["secure"] is True and rep["epsilon_certified"] <= 2.0

@@ -38,6 +38,7 @@ from rfed.algorithms.decentralized._privacy import (
     PaperFormula,
     gaussian_groups_calibration,
     is_secure,
+    public_stream,
     reject_epsilon,
 )
 from rfed.manifolds import Euclidean, as_generator
@@ -237,7 +238,7 @@ class DOADP(DecentralizedAlgorithm):
         rng = as_generator(rng)
         # activation is public randomness (visible on the wire): its own stream, so the planned
         # schedule can be replayed before the run for the calibration
-        act_rng = np.random.default_rng(rng.integers(2**63))
+        act_rng = public_stream(rng)
         account = self._account(problem, rng, act_rng)
         return DOADPState(t=0, x=x, rng=rng, comm=self.network.comm,
                           ledger=account, info={"comm0": self.network.stats.snapshot()},

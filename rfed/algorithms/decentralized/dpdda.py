@@ -42,6 +42,7 @@ from rfed.algorithms.decentralized._privacy import (
     PaperFormula,
     gaussian_groups_calibration,
     is_secure,
+    public_stream,
     reject_epsilon,
 )
 from rfed.manifolds import Euclidean, as_generator
@@ -187,7 +188,7 @@ class DPDDA(DecentralizedAlgorithm):
         x = self._primal(problem, np.broadcast_to(anchor, (n,) + anchor.shape), z, 1, a1)
         rng = as_generator(rng)
         # node sampling is public randomness: its own stream, replayable for the calibration
-        act_rng = np.random.default_rng(rng.integers(2**63))
+        act_rng = public_stream(rng)
         lip = self.clip if self.clip is not None else getattr(problem, "public_gradient_bound",
                                                                 None)
         account = self._account(problem, rng, act_rng, lip)
