@@ -32,6 +32,7 @@ included, can be pickled mid-run and resumed bit-identically.
 from __future__ import annotations
 
 import dataclasses
+import functools
 import math
 import warnings
 from typing import Any
@@ -276,6 +277,14 @@ def gaussian_groups_calibration(sizes: np.ndarray, sample: int | None, releases:
     groups = _groups(np.asarray(sizes), sample, np.asarray(releases), np.asarray(counts))
     if not groups:
         raise ValueError("the planned run releases nothing: no noise to calibrate")
+    return _calibrate_groups(tuple(groups), budget, float(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrate_groups(groups: tuple[_GroupEvents, ...], budget: PrivacyBudget, delta: float
+                      ) -> tuple[float, Certificate]:
+    # a pure function of public numbers: cached, so repetitions of one configuration (and
+    # repeated settings of an experiment) calibrate once
     z = 0.0
     worst = None
     for g in groups:
@@ -650,11 +659,24 @@ class DGTAccount:
         The pure sum is ``c / scale`` (closed form); the RDP composition is bisected with
         :func:`rfed.privacy.calibrate`; the smaller factor wins (both bound the same releases).
         """
+        key = None
+        if not self.secure:  # secure mode's grid inflates the sensitivities: not cached
+            key = (self.kind, tuple(sorted(self.params.items())), self.radius, self.dim,
+                   self.theta_xi, self.theta_zeta, budget, int(rounds), float(delta))
+            if key in _DGT_SCALES:
+                return _DGT_SCALES[key]
         pure_scale = self.pure_epsilon(rounds, 1.0) / budget.epsilon
         rdp_budget = PrivacyBudget(budget.epsilon, delta, method="rdp")
         rdp_scale = calibrate(_ScaledLaplace(self, rounds), rdp_budget, delta=delta
                               ).noise_multiplier
-        return float(min(pure_scale, rdp_scale))
+        scale = float(min(pure_scale, rdp_scale))
+        if key is not None:
+            _DGT_SCALES[key] = scale
+        return scale
+
+
+#: DGT calibrations already done (a pure function of public numbers), for repetitions.
+_DGT_SCALES: dict[tuple, float] = {}
 
 
 @dataclasses.dataclass(frozen=True)
