@@ -45,6 +45,7 @@ from rfed.privacy._checks import (
     check_rate,
 )
 from rfed.privacy._tangent import add, as_array, batch_shape, broadcast_batch
+from rfed.privacy.clipping import _check_finite
 from rfed.privacy.secure import SecureModeError, SecureRandom, grid_release, is_secure
 
 __all__ = [
@@ -92,6 +93,7 @@ def gaussian_mechanism(
     sigma = check_nonneg_array(sigma, "sigma")
     value = as_array(manifold, value, "value")
     x = as_array(manifold, x, "x")
+    _check_finite(manifold, value, "value")
     batch = np.broadcast_shapes(batch_shape(manifold, x), batch_shape(manifold, value))
     xb = broadcast_batch(manifold, x, batch)
     if is_secure(rng):
@@ -146,8 +148,15 @@ def release_sensitivity(
     rounding moves each of the ``dim`` released coordinates by at most ``grid / 2``, so between
     neighbours the rounded value moves by at most ``sensitivity + grid * sqrt(dim)`` (L2) or
     ``sensitivity + grid * dim`` (L1); with an integer shift, the discrete Gaussian's Renyi
-    divergence is at most the continuous one's (Canonne, Kamath, Steinke 2020), so the
-    accountant may treat the release as a Gaussian (Laplace) event of this sensitivity.
+    divergence is at most the continuous one's (Canonne, Kamath, Steinke 2020), so an RDP
+    accountant (``method='rdp'``) may treat the release as a Gaussian event of this sensitivity;
+    a Laplace release's privacy loss is at most ``sensitivity_l1 / scale`` (pure DP), as for the
+    continuous Laplace. The PLD accountant models the continuous Gaussian's privacy loss
+    distribution, which that result does not cover: account secure Gaussian releases with RDP.
+
+    Not included: the floating-point error of computing the value itself (clipping, the tangent
+    coordinates ``to_coords``), a relative ``1e-15`` or so of the value's norm, which is far below
+    the grid term for values of norm below ``grid * 1e14`` (about 100 at the default grid).
 
     Parameters
     ----------

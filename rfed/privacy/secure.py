@@ -33,9 +33,12 @@ two, so ``value / grid`` and ``(k + X) * grid`` are exact floating-point operati
   L2 norm at most ``(Delta_2 + grid sqrt(dim)) / grid`` and L1 norm at most
   ``(Delta_1 + grid dim) / grid``; with that inflated sensitivity, the discrete Gaussian's Renyi
   divergence is at most the continuous Gaussian's, ``alpha Delta^2 / (2 sigma^2)`` (CKS 2020,
-  Prop. 5 / Thm. 4), and the discrete Laplace's privacy loss is at most ``Delta_1 / scale``, so the
-  accountant treats the release as a Gaussian (Laplace) event of that sensitivity
-  (:func:`rfed.privacy.mechanisms.release_sensitivity`).
+  concentrated-DP bound for the discrete Gaussian; independent coordinates add up), and the
+  discrete Laplace's privacy loss is at most ``Delta_1 / scale``, so an RDP accountant treats
+  the release as a Gaussian (Laplace) event of that sensitivity
+  (:func:`rfed.privacy.mechanisms.release_sensitivity`). The PLD accountant models the
+  continuous Gaussian's loss distribution, which the RDP comparison does not cover: account
+  secure Gaussian releases with ``method='rdp'``.
 
 What is exact and what is floating point
 ----------------------------------------

@@ -226,3 +226,18 @@ def test_tuple_product_clipping_and_mechanism():
     assert abs(sq.mean() - m.dim) <= 6 * np.sqrt(2 * m.dim / n_samples)
     with pytest.raises(ValueError, match="'g'"):
         clip_by_norm(m, x, g[0], 1.0)
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_mechanisms_refuse_nonfinite_values(secure):
+    rng = SecureRandom() if secure else np.random.default_rng(0)
+    m = M.Sphere(2)
+    x = np.array([1.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="'value' contains NaN or inf"):
+        gaussian_mechanism(m, x, np.array([0.0, np.nan, 0.0]), 1.0, rng)
+    from rfed.privacy import gaussian_release, laplace_mechanism
+
+    with pytest.raises(ValueError, match="'value' contains NaN or inf"):
+        gaussian_release(np.array([np.inf]), 1.0, rng)
+    with pytest.raises(ValueError, match="'value' contains NaN or inf"):
+        laplace_mechanism(np.array([np.nan]), 1.0, rng)
