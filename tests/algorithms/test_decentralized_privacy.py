@@ -285,6 +285,8 @@ def test_secure_mode_runs_end_to_end_and_says_so(logreg, svm1, dispatch):
                                                   eval_every=3, with_reference=False).privacy
         assert rep["secure"] is True and rep["replayable_from_seed"] is False
         assert 0.9 * 2.0 <= rep["epsilon_certified"] <= 2.0
+        # discrete Gaussian releases are certified through RDP only (not the continuous PLD)
+        assert " RDP" in rep["accountant"]
     prob, graph = dispatch
     rep = DPDGT(graph, budget=budget, n_rounds=5).run(prob, 5, rng=SecureRandom(),
                                                       eval_every=5).privacy

@@ -267,13 +267,17 @@ def _groups(sizes: np.ndarray, sample: int | None, releases: np.ndarray,
 
 
 def gaussian_groups_calibration(sizes: np.ndarray, sample: int | None, releases: np.ndarray,
-                                counts: np.ndarray, budget: PrivacyBudget, delta: float
-                                ) -> tuple[float, Certificate]:
+                                counts: np.ndarray, budget: PrivacyBudget, delta: float,
+                                secure: bool = False) -> tuple[float, Certificate]:
     """Smallest noise multiplier whose planned run certifies ``budget`` for EVERY agent.
 
     Calibrates the likely worst group; any group still above the target at that multiplier is
     calibrated in turn (the multiplier only grows). Returns ``(z, worst certificate)``.
+    ``secure``: discrete Gaussian releases, certified with RDP only (the Canonne-Kamath-Steinke
+    comparison covers Renyi divergences, not the continuous PLD).
     """
+    if secure:
+        budget = dataclasses.replace(budget, method="rdp")
     groups = _groups(np.asarray(sizes), sample, np.asarray(releases), np.asarray(counts))
     if not groups:
         raise ValueError("the planned run releases nothing: no noise to calibrate")
@@ -350,7 +354,8 @@ class GaussianAccount:
         self.noise_multiplier = float(noise_multiplier)
         self.sensitivity = float(sensitivity)
         self.delta = float(delta)
-        self.method = method
+        # secure mode releases discrete Gaussians: RDP only (see gaussian_groups_calibration)
+        self.method = "rdp" if secure else method
         self.assumptions = list(assumptions or [])
         self.target_epsilon = target_epsilon
         self.planned_rounds = planned_rounds

@@ -277,7 +277,7 @@ class DOADP(DecentralizedAlgorithm):
         if cfg.mode == "budget":
             planned = self.planned_activity(act_rng, n, cfg.n_rounds)
             z, _ = gaussian_groups_calibration(sizes, b, np.ones(n, int), planned, cfg.budget,
-                                               delta)
+                                               delta, is_secure(rng))
             target = cfg.budget.epsilon
         elif cfg.mode == "noise_multiplier":
             z = cfg.noise_multiplier

@@ -227,7 +227,7 @@ class DPDDA(DecentralizedAlgorithm):
         if cfg.mode == "budget":
             planned = self.planned_activity(act_rng, cfg.n_rounds)
             z, _ = gaussian_groups_calibration(sizes, 1, np.ones(n, int), planned, cfg.budget,
-                                               delta)
+                                               delta, is_secure(rng))
             target = cfg.budget.epsilon
         elif cfg.mode == "noise_multiplier":
             z = cfg.noise_multiplier

@@ -211,7 +211,7 @@ class DPDL(DecentralizedAlgorithm):
         if cfg.mode == "budget":
             planned = np.full(problem.n_agents, cfg.n_rounds)
             z, _ = gaussian_groups_calibration(sizes, self.batch_size, releases, planned,
-                                               cfg.budget, delta)
+                                               cfg.budget, delta, is_secure(rng))
             target = cfg.budget.epsilon
         elif cfg.mode == "noise_multiplier":
             z = cfg.noise_multiplier
