@@ -17,6 +17,7 @@ Run: ``python benchmarks/bench_doadp.py [--repeats 20] [--agents 20]``.
 from __future__ import annotations
 
 import argparse
+import copy
 import time
 
 import numpy as np
@@ -29,11 +30,12 @@ from rfed.networks.network import Network
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 
 
-def loop_round(problem, alg, x, m, xhat, rng):
-    """The same DO-ADP round as ``alg.step`` with loops over agents (Euclidean space)."""
+def loop_round(problem, alg, x, m, xhat, rng, act_rng):
+    """The same DO-ADP round as ``alg.step`` with loops over agents (Euclidean space); the
+    activation comes from the public stream ``act_rng``, the rest from ``rng``."""
     n, d = x.shape
     w = alg.weights.toarray()
-    eta = rng.random(n) < alg.p
+    eta = act_rng.random(n) < alg.p
     act = np.flatnonzero(eta)
     idx = problem.sample_batches(act, 1, rng)
     bound = alg.grad_bound / np.sqrt(d)
@@ -76,7 +78,7 @@ def phase_times(problem, alg, state, rng, repeats: int) -> dict[str, float]:
     phases = {
         "Gaussian draw (active only)": lambda: rng.standard_normal((act.size, d)),
         "gradients + clipping + noise": lambda: alg._noisy_gradients(problem, state.x[act], act,
-                                                                     rng),
+                                                                     rng, state.noise_std),
         "consensus on public copies": lambda: consensus_direction(
             man, alg.weights, state.xhat, comm=state.comm, copies=True),
         "Top-k (partition)": lambda: sparsify(coords, k),
@@ -111,15 +113,18 @@ def main(repeats: int = 20, n: int = 20) -> None:
     seed = 12345
 
     def batched():
-        s = type(state)(**{**state.__dict__, "rng": np.random.default_rng(seed)})
+        s = type(state)(**{**state.__dict__, "rng": np.random.default_rng(seed),
+                           "act_rng": copy.deepcopy(state.act_rng)})
         return alg.step(problem, s)
 
     def batched_no_ledger():
-        s = type(state)(**{**state.__dict__, "rng": np.random.default_rng(seed), "ledger": None})
+        s = type(state)(**{**state.__dict__, "rng": np.random.default_rng(seed), "ledger": None,
+                           "act_rng": copy.deepcopy(state.act_rng)})
         return alg.step(problem, s)
 
     def looped():
-        return loop_round(problem, alg, state.x, state.m, state.xhat, np.random.default_rng(seed))
+        return loop_round(problem, alg, state.x, state.m, state.xhat, np.random.default_rng(seed),
+                          copy.deepcopy(state.act_rng))
 
     b, lp = batched(), looped()
     agree = max(np.abs(b.x - lp[0]).max(), np.abs(b.m - lp[1]).max(),

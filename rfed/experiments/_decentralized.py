@@ -3,7 +3,9 @@
 A *setting* is one curve: a label, a problem, an algorithm factory and optional extra metrics.
 Each setting runs ``repetitions`` times with independent generators derived from the context's
 seed; every evaluated round is logged (``ctx.log``) with the setting, repetition and metrics, and
-the privacy report of the first repetition is stored with ``ctx.set_privacy``.
+the privacy report of the first repetition is stored with ``ctx.set_privacy``. Private settings
+run at a certified budget (the algorithms' ``budget=``) are labelled
+``'certified eps=X (delta=Y)'``; the papers' calibrations are extra settings labelled as such.
 """
 
 from __future__ import annotations
@@ -16,7 +18,7 @@ import numpy as np
 
 from rfed.experiments.registry import RunContext
 
-__all__ = ["DecSetting", "run_dec_settings", "privacy_summary"]
+__all__ = ["DecSetting", "run_dec_settings", "privacy_summary", "budget_label"]
 
 
 @dataclass
@@ -33,17 +35,29 @@ class DecSetting:
     epochs_per_round: float | None = None
 
 
-def privacy_summary(report: Any) -> dict:
-    """Flatten a tracker's ``report()`` into a few table columns (empty for non-private runs)."""
+def privacy_summary(report: dict | None) -> dict:
+    """Flatten a run's privacy report (``result.privacy``) into table columns.
+
+    The primary label is the certified ``(epsilon, delta)`` of the whole run; the paper's value
+    (if any) sits beside it, marked as the paper's formula.
+    """
     if report is None:
-        return {"epsilon_certified": None}
-    rep = report.report()
-    out = {"epsilon_certified": rep["certified"]["epsilon_max"],
-           "delta_certified": rep["certified"]["delta"]}
-    for key, val in rep["paper"].items():
-        if key.startswith("epsilon") or key.startswith("delta"):
+        return {"privacy": "non-private", "epsilon_certified": None}
+    out = {"privacy": report["label"], "epsilon_certified": report["epsilon_certified"],
+           "delta": report["delta"], "level": report["level"],
+           "noise_multiplier": report["noise_multiplier"],
+           "target_epsilon": report["target_epsilon"],
+           "epsilon_paper": report["epsilon_paper"]}
+    paper = report.get("paper") or {}
+    for key, val in paper.items():
+        if key.startswith("epsilon") and key != "epsilon":
             out[f"paper_{key}"] = val
     return out
+
+
+def budget_label(epsilon: float, delta: float) -> str:
+    """``'certified eps=X (delta=Y)'``: the label of a setting run at a certified budget."""
+    return f"certified eps={epsilon:g} (delta={delta:g})"
 
 
 def run_dec_settings(ctx: RunContext, settings: Sequence[DecSetting], *, rounds: int,
@@ -79,6 +93,6 @@ def run_dec_settings(ctx: RunContext, settings: Sequence[DecSetting], *, rounds:
                                 callback=callback))
         results[st.label] = runs
         if runs[0].privacy is not None:
-            ctx.set_privacy(st.label, runs[0].privacy.report())
+            ctx.set_privacy(st.label, runs[0].privacy)
     bar.close()
     return results

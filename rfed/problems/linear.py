@@ -163,10 +163,27 @@ class LinearProblem(Problem):
     labels : array, shape ``(n_agents, n_max)``, values in {-1, +1}
     regularizer : Regularizer, optional
     counts : array of int, shape ``(n_agents,)``, optional
+    feature_bound : float, optional
+        A PUBLIC bound ``R`` on the feature rows' norm, asserted by the user about the data
+        domain (e.g. 1 for unit-normalised rows). It is ENFORCED: rows longer than ``R`` are
+        scaled onto the sphere of radius ``R`` (a per-record map, so record adjacency is
+        preserved). The per-sample data-loss (sub)gradient then has norm ``<= R`` (``|dl/dm|
+        <= 1`` for the logistic and hinge losses): :attr:`public_gradient_bound`, the Lipschitz
+        bound private algorithms may use.
+
+    Attributes
+    ----------
+    public_gradient_bound : float or None
+        ``feature_bound`` (public), or None.
+    gradient_bound : float or None
+        ``public_gradient_bound`` when given; otherwise the largest row norm of the data
+        (data-derived: for step sizes of non-private runs only, never for a privacy
+        calibration).
     """
 
     def __init__(self, features: np.ndarray, labels: np.ndarray,
-                 regularizer: Regularizer | None = None, counts: np.ndarray | None = None):
+                 regularizer: Regularizer | None = None, counts: np.ndarray | None = None,
+                 feature_bound: float | None = None):
         features = np.asarray(features, dtype=float)
         labels = np.asarray(labels, dtype=float)
         if features.ndim != 3:
@@ -180,14 +197,28 @@ class LinearProblem(Problem):
         self.regularizer = regularizer if regularizer is not None else L2Regularizer(0.0)
         if not isinstance(self.regularizer, Regularizer):
             raise TypeError(f"argument 'regularizer' must be a Regularizer, got {regularizer!r}")
-        row_norm = float(np.max(np.linalg.norm(features, axis=-1)))
+        self.public_gradient_bound = None
+        if feature_bound is not None:
+            try:
+                bound = float(feature_bound)
+            except (TypeError, ValueError):
+                bound = float("nan")
+            if not (np.isfinite(bound) and bound > 0):
+                raise ValueError(f"argument 'feature_bound' must be a finite number > 0, got "
+                                 f"{feature_bound!r}")
+            norms = np.linalg.norm(features, axis=-1, keepdims=True)
+            features = features * np.minimum(1.0, bound / np.maximum(norms, 1e-300))
+            self.public_gradient_bound = bound
+        if self.public_gradient_bound is not None:
+            grad_bound = self.public_gradient_bound
+        else:
+            row_norm = float(np.max(np.linalg.norm(features, axis=-1)))
+            grad_bound = row_norm if row_norm > 0 else None
         super().__init__(Euclidean(features.shape[-1]), {"features": features, "labels": labels},
-                         counts=counts, gradient_bound=self._data_lipschitz(row_norm))
+                         counts=counts, gradient_bound=grad_bound)
         self.dim = features.shape[-1]
 
     # data term ---------------------------------------------------------------
-    def _data_lipschitz(self, row_norm: float) -> float | None:
-        return row_norm if row_norm > 0 else None
 
     def _margins(self, x, batch):
         return batch["labels"] * np.einsum("...bd,...d->...b", batch["features"], x)

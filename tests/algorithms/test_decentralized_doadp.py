@@ -137,17 +137,23 @@ def test_privacy_report_paper_and_certified(logreg):
         sigma = papers.doadp_sigma(0.5, 1e-5, rounds, q, p, k, d, g).sigma
     alg = DOADP(Network(ring(8)), alpha=0.1, p=p, k=k, sigma=sigma, grad_bound=g)
     res = alg.run(logreg, rounds, rng=5, x0=np.zeros(d), eval_every=rounds)
-    rep = res.privacy.report()
+    rep = res.privacy
     assert rep["paper"]["epsilon"] == pytest.approx(0.5, rel=1e-12)
+    assert rep["paper"]["label"] == "paper's formula, not a guarantee"
     # certified: each agent's active rounds, one record of q, std sigma on sensitivity 2G
-    counts = res.privacy.ledger.rounds_participated
-    eps = res.privacy.certified_epsilons()
+    account = res.state.ledger
+    counts = account.ledger.rounds_participated
+    eps = account.certified_epsilons(rep["delta"])
     for i in (0, 3):
         acc = CertifiedAccountant("rdp", "replace_one")
         acc.add_gaussian(sigma / (2 * g), sampling="without_replacement", dataset_size=q,
                          sample_size=1, count=int(counts[i]))
-        assert eps[i] == pytest.approx(acc.epsilon(1e-5), rel=1e-9)
-    assert "DO-ADP" in res.privacy.text()
+        assert eps[i] == pytest.approx(acc.epsilon(rep["delta"]), rel=1e-9)
+    # the report's figure is the worst agent's (RDP is the only accountant for this sampling)
+    assert rep["epsilon_certified"] == pytest.approx(eps.max(), rel=1e-9)
+    assert rep["level"] == "record" and rep["neighboring"] == "replace_one"
+    assert rep["delta"] == pytest.approx(min(1e-5, 1 / (10 * q)))
+    assert "DO-ADP" in account.text()
 
 
 def test_bad_arguments():

@@ -33,9 +33,11 @@ def data():
 def test_noise_free_strongly_convex_converges_to_the_optimum(data, make):
     prob = make(*data)
     alg = DPDDA(Network(complete(8)), n_active=8, schedule="strongly_convex", gamma=0.0)
-    res = alg.run(prob, 3000, rng=0, x0=np.zeros(6), eval_every=1000)
-    dist = res.metric("dist_to_ref")
-    # Cor. 3.2: (1/n) sum ||xtilde_i - x*||^2 = O(log t / t); the distance keeps shrinking
+    # Cor. 3.2: E (1/n) sum ||xtilde_i - x*||^2 = O(log t / t): on average over runs the
+    # distance keeps shrinking (one run's hinge subgradients make it non-monotone)
+    runs = [alg.run(prob, 3000, rng=seed, x0=np.zeros(6), eval_every=1000) for seed in range(3)]
+    dist = np.mean([res.metric("dist_to_ref") for res in runs], axis=0)
+    res = runs[0]
     assert dist[-1] < 0.1 * dist[0]
     assert dist[-1] < dist[1]
     assert res.history[-1]["excess_risk"] < 2e-3
@@ -98,14 +100,15 @@ def test_privacy_report_follows_theorem_one(data):
     q, rounds = int(prob.n_max), 50
     with warnings.catch_warnings():
         warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
-        sigma = DPDDA.theorem_sigma(0.8, 0.01, rounds, q, 0.5, prob.gradient_bound)
-    alg = DPDDA(Network(complete(8)), n_active=4, gamma=1.0, sigma=sigma)
+        sigma = DPDDA.theorem_sigma(0.8, 0.01, rounds, q, 0.5, 1.0)
+    alg = DPDDA(Network(complete(8)), n_active=4, gamma=1.0, sigma=sigma, clip=1.0)
     res = alg.run(prob, rounds, rng=4, x0=np.zeros(6), eval_every=rounds)
-    rep = res.privacy.report()
-    assert rep["paper"]["epsilon_paper_32"] == pytest.approx(0.8, rel=1e-12)
+    rep = res.privacy
+    assert rep["paper"]["epsilon"] == pytest.approx(0.8, rel=1e-12)
     assert rep["paper"]["epsilon_corrected_160"] == pytest.approx(0.8 * np.sqrt(5), rel=1e-12)
-    assert res.privacy.ledger.rounds_participated.sum() == rounds * 4
-    assert rep["certified"]["epsilon_max"] > 0
+    assert res.state.ledger.ledger.rounds_participated.sum() == rounds * 4
+    assert rep["epsilon_certified"] > 0
+    assert any("L = 1 (enforced; given by the user" in a for a in rep["assumptions"])
 
 
 def test_bad_arguments():

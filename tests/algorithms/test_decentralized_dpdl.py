@@ -105,14 +105,17 @@ def test_digits_dirichlet_dpdl_vs_dpdpsgd_same_epsilon():
         overrides={"rounds": 12, "n_agents": 6, "topologies": ["bipartite"], "epsilons": [8.0],
                    "non_private": False, "hidden": 8, "eval_every": 12, "batch_size": 8})
     rows = ctx.tables["table1_test_accuracy"]
+    assert set(ctx.privacy) == {"DPDL bipartite certified eps=8 (delta=1e-05)",
+                                "DP-DPSGD bipartite certified eps=8 (delta=1e-05)"}
     assert {r["algorithm"] for r in rows} == {"DPDL", "DP-DPSGD"}
     for r in rows:
         # both calibrated to the same certified epsilon (bracket of relative width 1e-3 on the
         # noise multiplier): at most the target, and within 1 % of it
         assert 8.0 * 0.99 <= r["epsilon_certified"] <= 8.0 + 1e-9
+        assert r["privacy"] == f"certified eps={r['epsilon_certified']:.3g} (delta=1e-05)"
         assert 0 <= r["test_acc_agents_pct"] <= 100
     dpdl = next(r for r in rows if r["algorithm"] == "DPDL")
     assert LOW <= dpdl["cal_min_last"] <= dpdl["cal_max_last"] <= HIGH
     # DPDL composes N_i releases per round, so it needs more noise for the same epsilon
     sgd = next(r for r in rows if r["algorithm"] == "DP-DPSGD")
-    assert dpdl["sigma"] > sgd["sigma"]
+    assert dpdl["noise_multiplier"] > sgd["noise_multiplier"]

@@ -8,9 +8,17 @@
   cosine-similarity calibration ``1 / (1 + e^S)``).
 
 Every algorithm stacks the agents' points as ``(n_agents, *point_shape)``, talks through a
-:class:`rfed.networks.Network`'s communicator (messages and bytes are counted), records its
-privacy in a :class:`rfed.privacy.PrivacyLedger` with the paper's closed form beside it, and
-reports the agents' (Karcher) mean as its output and the consensus error in its history.
+:class:`rfed.networks.Network`'s communicator (messages and bytes are counted), and reports the
+agents' (Karcher) mean as its output and the consensus error in its history.
+
+Privacy is budget-first: ``budget=PrivacyBudget(epsilon, delta)`` with the planned ``n_rounds``
+calibrates the noise of the whole run so that it certifies ``(epsilon, delta)``; ``result.privacy``
+(``alg.privacy(state)``) is the report dict every private rfed algorithm gives
+(``epsilon_certified``, ``delta``, ``accountant``, ``neighboring``, ``level``, ``assumptions``,
+``target_epsilon``, ``noise_multiplier``, ``epsilon_paper``, ``paper``, ``secure``,
+``replayable_from_seed``, ``label``). The papers' calibrations (``sigma=``/``theta_xi=``,
+``paper_epsilon=``) are reported as the paper's formula, not a guarantee, with the certified
+epsilon beside them. See :mod:`rfed.algorithms.decentralized._privacy`.
 """
 
 from rfed.algorithms.decentralized.doadp import DOADP, NoisyDSGD, sparsify

@@ -1,23 +1,38 @@
-"""Privacy bookkeeping of the decentralized algorithms: the paper's closed form beside a
-certified accountant, fed round by round with what each agent actually released.
+"""Privacy of the decentralized algorithms: budget-first noise, certified reports, papers' formulas.
 
-Conventions of the certified side (stated in every report):
+Every private decentralized algorithm takes one of (mutually exclusive):
 
-* record-level DP of each agent's local data set, replace-one adjacency (the papers' relation:
-  every sensitivity they use is ``2 x`` a clipping bound), RDP accountant of dp-accounting;
-* an agent's release in a round is a Gaussian mechanism on a clipped (mean) gradient, its local
-  sample drawn uniformly **without replacement** (``b`` of ``q_i`` records), which is what the
-  code does; the count is the number of rounds in which the agent actually released (activation
-  is visible on the wire: a neighbour sees whether a message arrives, so the paper's amplification
-  by the activation probability is not claimed);
-* everything after the noisy gradient (momentum, sparsification, mixing) is post-processing.
+* ``budget=PrivacyBudget(epsilon, delta)`` with the planned ``n_rounds``: the noise multiplier of
+  the whole planned run is calibrated at ``init`` with :func:`rfed.privacy.calibrate`, so the
+  finished run certifies at most ``budget.epsilon`` (and, the noise not being wasted, at least
+  0.9 of it); stepping past ``n_rounds`` raises (the budget would be exceeded);
+* ``noise_multiplier=z`` (research): noise std ``z`` times the replace-one sensitivity of one
+  release; its certified epsilon is reported the same way;
+* the algorithm's paper parametrisation (``sigma=`` / ``theta_xi=``) and ``paper_epsilon=``:
+  the paper's calibration, reported as "the paper's formula (not a guarantee)" with the
+  certified epsilon beside it.
 
-The paper side evaluates the paper's theorem for the configured noise (documented per paper in
-:class:`PrivacyTracker`'s constructors); it is only as rigorous as the paper (see the specs).
+A plain ``epsilon=`` keyword does not exist: it raises a ``TypeError`` naming ``budget=`` and
+``paper_epsilon=`` (a number called epsilon must be the epsilon the run delivers).
+
+Certified side (stated in every report): record-level DP of each agent's local data set,
+replace-one adjacency; each release is a Gaussian mechanism on a clipped mean (or sum) whose
+clip level is a PUBLIC number enforced by clipping; the minibatch is drawn uniformly without
+replacement (``b`` of ``q_i`` records), as the code does; ``r`` releases of one minibatch in one
+round compose to one Gaussian mechanism with multiplier ``z / sqrt(r)``, subsampled once; the
+count is the number of rounds in which the agent released (activation is visible on the wire, so
+no amplification by activation or node sampling is claimed); everything computed from the noisy
+releases (momentum, sparsification, mixing, calibration weights) is post-processing. The
+accountant is the tighter of dp-accounting's RDP and PLD among those that support the events.
+
+Every object here is a plain picklable object (no closures): a run's state, its account
+included, can be pickled mid-run and resumed bit-identically.
 """
 
 from __future__ import annotations
 
+import dataclasses
+import functools
 import math
 import warnings
 from typing import Any
@@ -25,300 +40,656 @@ from typing import Any
 import numpy as np
 
 from rfed.privacy import papers
+from rfed.privacy.accountants import EventSpec
+from rfed.privacy.budget import (
+    Certificate,
+    PrivacyBudget,
+    calibrate,
+    certify,
+    check_delta_for_dataset,
+    default_delta,
+)
 from rfed.privacy.ledger import PrivacyLedger
+from rfed.privacy.mechanisms import release_sensitivity
+from rfed.privacy.secure import is_secure
 
-__all__ = ["PrivacyTracker", "DGTPrivacy"]
+__all__ = ["public_stream", "NoiseConfig", "PaperFormula", "GaussianAccount", "DGTAccount",
+           "reject_epsilon", "is_secure", "PAPER_LABEL", "gaussian_groups_calibration",
+           "ddgt_sensitivities", "label"]
+
+#: How every paper value is labelled.
+PAPER_LABEL = "paper's formula, not a guarantee"
 
 
-class PrivacyTracker:
-    """Feeds a :class:`~rfed.privacy.PrivacyLedger` round by round and adds the paper's bound.
+def reject_epsilon(kwargs: dict, algorithm: str) -> None:
+    """Refuse ``epsilon=`` (it would not deliver that epsilon) and any other unknown keyword."""
+    if "epsilon" in kwargs:
+        raise TypeError(
+            f"{algorithm} has no 'epsilon=' argument: pass budget=PrivacyBudget(epsilon, delta) "
+            "with n_rounds= for a certified (epsilon, delta), or paper_epsilon= for the paper's "
+            "calibration (the paper's formula, not a guarantee)"
+        )
+    if kwargs:
+        raise TypeError(f"{algorithm} got unexpected keyword argument(s) {sorted(kwargs)}")
+
+
+def public_stream(rng: Any) -> np.random.Generator:
+    """A seeded generator for PUBLIC randomness (activation, node sampling), derived from the
+    run's generator (a :class:`~rfed.privacy.secure.SecureRandom` too): its own stream, so the
+    planned schedule can be replayed from a copy before the run."""
+    return np.random.default_rng(int(rng.integers(0, 2**62)))
+
+
+@dataclasses.dataclass(frozen=True)
+class NoiseConfig:
+    """How an algorithm's noise is set (at most one of the four ways; none: not private).
+
+    Attributes
+    ----------
+    budget : PrivacyBudget or None
+        Budget-first: the planned run of ``n_rounds`` rounds certifies ``budget``.
+    n_rounds : int or None
+        Planned rounds (required with ``budget`` and ``paper_epsilon``).
+    noise_multiplier : float or None
+        Noise std over the replace-one sensitivity of one release.
+    paper_sigma : float or None
+        The paper's own noise parameter (``sigma=``), converted by the algorithm.
+    paper_epsilon : float or None
+        The paper's epsilon, converted to noise by the paper's formula (not a guarantee).
+    delta : float or None
+        Delta of the report for the non-budget modes (default ``min(1e-5, 1/(10 N))``).
+    """
+
+    budget: PrivacyBudget | None = None
+    n_rounds: int | None = None
+    noise_multiplier: float | None = None
+    paper_sigma: float | None = None
+    paper_epsilon: float | None = None
+    delta: float | None = None
+
+    def __post_init__(self):
+        given = [name for name in ("budget", "noise_multiplier", "paper_sigma", "paper_epsilon")
+                 if getattr(self, name) not in (None, 0.0)]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of 'budget', 'noise_multiplier', 'sigma' and "
+                             f"'paper_epsilon', got {given}")
+        if self.budget is not None and not isinstance(self.budget, PrivacyBudget):
+            raise TypeError(f"argument 'budget' must be a PrivacyBudget, got {self.budget!r}")
+        if self.n_rounds is not None and (not isinstance(self.n_rounds, (int, np.integer))
+                                          or self.n_rounds < 1):
+            raise ValueError(f"argument 'n_rounds' must be an int >= 1, got {self.n_rounds!r}")
+        if (self.budget is not None or self.paper_epsilon is not None) and self.n_rounds is None:
+            raise ValueError("argument 'n_rounds' (the planned run length) is required with "
+                             "'budget' and 'paper_epsilon': the noise is set for the whole run")
+        for name in ("noise_multiplier", "paper_sigma", "paper_epsilon"):
+            val = getattr(self, name)
+            if val is not None and not (np.isfinite(val) and val >= 0):
+                raise ValueError(f"argument '{name}' must be a finite number >= 0, got {val!r}")
+        if self.delta is not None and not 0 < self.delta < 1:
+            raise ValueError(f"argument 'delta' must be in (0, 1), got {self.delta!r}")
+
+    @property
+    def mode(self) -> str | None:
+        """'budget', 'noise_multiplier', 'paper_sigma', 'paper_epsilon' or None (no noise)."""
+        if self.budget is not None:
+            return "budget"
+        for name in ("noise_multiplier", "paper_sigma", "paper_epsilon"):
+            if getattr(self, name):
+                return name
+        return None
+
+    def resolve_delta(self, min_local_size: int) -> float:
+        """The delta to certify, checked ``< 1/N`` for the smallest local data set."""
+        if self.budget is not None:
+            return self.budget.resolve_delta(min_local_size)
+        if self.delta is None:
+            return default_delta(min_local_size)
+        return check_delta_for_dataset(self.delta, min_local_size)
+
+    @property
+    def method(self) -> str:
+        return "auto" if self.budget is None else self.budget.method
+
+
+# ---------------------------------------------------------------------- papers' formulas
+def _paper_doadp(p: dict, rounds: int) -> dict:
+    # DO-ADP Thm 1 eq. (7) at equality, solved for eps (sigma^2 proportional to 1/eps^2)
+    eps = (math.sqrt(160 * (p["k"] / p["dim"]) * p["p"] ** 2 * rounds
+                     * math.log(1.25 / p["delta0"])) * p["G"] / (p["q"] * p["sigma"]))
+    out = {"epsilon": eps, "delta": p["delta0"],
+           "formula": "DO-ADP Thm 1 eq. (7): sigma^2 = 160 k p^2 T ln(1.25/delta0) G^2 "
+                      "/ (q^2 d eps^2), solved for eps (per-step delta0; Top-k indices treated "
+                      "as fixed, activation amplification claimed)"}
+    if eps > 1:
+        out["warning"] = "eps > 1 lies outside Theorem 1 (eps in (0, 1])"
+    return out
+
+
+def _paper_dpdl(p: dict, rounds: int) -> dict:
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
+        ref = papers.dpdl_sigma(1.0, p["delta"], rounds, p["q_global"], p["alpha"], p["n"],
+                                p["w_min"], p["w_max"], p["closed_min"], h=p["h"], c2=p["c2"])
+    return {"epsilon": ref / p["sigma"], "delta": p["delta"],
+            "formula": f"DPDL Thm 1 eq. (23) as printed, solved for eps (c2={p['c2']}, "
+                       f"h={p['h']}, the paper's global rate q = B/(N min|D_i|))"}
+
+
+def _paper_dpdda(p: dict, rounds: int) -> dict:
+    out = {"formula": "DP-DDA Thm 1: sigma^2 = C iota^2 L^2 T ln(2/delta0) / (q^2 eps^2) "
+                      "solved for eps (printed C = 32; corrected C = 160, spec 002 P0; node "
+                      "sampling amplification claimed)", "delta": p["delta0"]}
+    for label, c in (("", 32.0), ("_corrected_160", 160.0)):
+        out[f"epsilon{label}"] = (math.sqrt(c * rounds * math.log(2 / p["delta0"]))
+                                  * p["iota"] * p["L"] / (p["q"] * p["sigma"]))
+    return out
+
+
+def _paper_dpdgt(p: dict, rounds: int) -> dict:
+    out = {"formula": "DP-DGT Cor. 5.14 eq. (38) (infinite run) and the likelihood-ratio sum "
+                      "of the recursion (32) over the rounds run", "delta": 0.0,
+           "adjacency_radius": p["radius"]}
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
+        try:
+            out["epsilon"] = papers.dpdgt_epsilon(
+                p["alpha0"], p["q"], p["theta_xi0"], p["q_xi"], p["theta_zeta0"], p["q_zeta"],
+                p["mu"], p["gamma"], p["phi"], p["radius"], q_c=p["q_c"])
+        except ValueError as exc:
+            out["epsilon"] = None
+            out["warning"] = f"eq. (38) not applicable: {exc}"
+    out["epsilon_eq38"] = out["epsilon"]
+    k = np.arange(max(rounds, 1))
+    out["epsilon_recursion"] = papers.dpdgt_epsilon_recursion(
+        p["alpha0"] * p["q"] ** k, p["theta_xi0"] * p["q_xi"] ** k,
+        p["theta_zeta0"] * p["q_zeta"] ** k, p["mu"], p["gamma"], p["phi"], p["radius"])
+    return out
+
+
+_PAPERS = {"doadp": _paper_doadp, "dpdl": _paper_dpdl, "dpdda": _paper_dpdda,
+           "dpdgt": _paper_dpdgt}
+
+
+@dataclasses.dataclass(frozen=True)
+class PaperFormula:
+    """A paper's closed form, evaluated for a run length (picklable: a kind and numbers)."""
+
+    kind: str
+    params: dict
+
+    def evaluate(self, rounds: int) -> dict:
+        """``{'label', 'formula', 'epsilon', 'delta', ...}`` for a run of ``rounds`` rounds."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
+            out = _PAPERS[self.kind](self.params, max(int(rounds), 1))
+        return {"label": PAPER_LABEL, **out}
+
+
+# ---------------------------------------------------------------------- calibration
+def _gaussian_events(z: float, size: int, sample: int | None, releases: int, count: int):
+    nm = z / math.sqrt(releases)
+    if sample is None or sample >= size:
+        spec = EventSpec.make("gaussian", nm)
+    else:
+        spec = EventSpec.make("gaussian", nm, "without_replacement", dataset_size=int(size),
+                              sample_size=int(sample))
+    return [(spec, int(count))]
+
+
+@dataclasses.dataclass(frozen=True)
+class _GroupEvents:
+    """``events_for(z)`` of one group of agents (a picklable callable, no closure)."""
+
+    size: int
+    sample: int | None
+    releases: int
+    count: int
+
+    def __call__(self, z: float):
+        return _gaussian_events(z, self.size, self.sample, self.releases, self.count)
+
+
+def _groups(sizes: np.ndarray, sample: int | None, releases: np.ndarray,
+            counts: np.ndarray) -> list[_GroupEvents]:
+    """One group per distinct (local size, releases per round), with its largest count (the
+    epsilon of a group grows with the count, so its worst agent is the one with most rounds)."""
+    keys = np.stack([sizes, releases], axis=1)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
+    out = []
+    for u, (size, rel) in enumerate(uniq):
+        cnt = int(counts[inverse == u].max())
+        if cnt > 0:
+            out.append(_GroupEvents(int(size), sample, int(rel), cnt))
+    # likely worst first: most releases x rounds, smallest data set
+    out.sort(key=lambda g: (-g.releases * g.count, g.size))
+    return out
+
+
+def gaussian_groups_calibration(sizes: np.ndarray, sample: int | None, releases: np.ndarray,
+                                counts: np.ndarray, budget: PrivacyBudget, delta: float,
+                                secure: bool = False) -> tuple[float, Certificate]:
+    """Smallest noise multiplier whose planned run certifies ``budget`` for EVERY agent.
+
+    Calibrates the likely worst group; any group still above the target at that multiplier is
+    calibrated in turn (the multiplier only grows). Returns ``(z, worst certificate)``.
+    ``secure``: discrete Gaussian releases, certified with RDP only (the Canonne-Kamath-Steinke
+    comparison covers Renyi divergences, not the continuous PLD).
+    """
+    if secure:
+        budget = dataclasses.replace(budget, method="rdp")
+    groups = _groups(np.asarray(sizes), sample, np.asarray(releases), np.asarray(counts))
+    if not groups:
+        raise ValueError("the planned run releases nothing: no noise to calibrate")
+    return _calibrate_groups(tuple(groups), budget, float(delta))
+
+
+@functools.lru_cache(maxsize=256)
+def _calibrate_groups(groups: tuple[_GroupEvents, ...], budget: PrivacyBudget, delta: float
+                      ) -> tuple[float, Certificate]:
+    # a pure function of public numbers: cached, so repetitions of one configuration (and
+    # repeated settings of an experiment) calibrate once
+    z = 0.0
+    worst = None
+    for g in groups:
+        if z > 0:
+            cert = certify(g(z), delta, budget.neighboring, budget.method)
+            if cert.epsilon <= budget.epsilon:
+                if worst is None or cert.epsilon > worst.epsilon:
+                    worst = cert
+                continue
+        # rtol 1e-2 on z keeps the certified epsilon within about 2 % of the target
+        cal = calibrate(g, budget, delta=delta, rtol=1e-2)
+        z = cal.noise_multiplier
+        worst = cal.certificate
+    # the final z may exceed what earlier groups needed: re-certify them all at z
+    certs = [certify(g(z), delta, budget.neighboring, budget.method) for g in groups]
+    worst = max(certs, key=lambda c: c.epsilon)
+    return z, worst
+
+
+# ---------------------------------------------------------------------- accounts
+class GaussianAccount:
+    """Round-by-round account of a Gaussian-release decentralized algorithm.
 
     Parameters
     ----------
     algorithm : str
-    noise_multiplier : float
-        Noise std over the replace-one L2 sensitivity of one release.
     local_sizes : array of int, shape ``(n_agents,)``
-        ``q_i`` (records of agent ``i``).
-    sample_size : int
-        Records per release (``b``).
+        ``q_i``.
+    sample_size : int or None
+        Records per release (``b``); None: the full local data set (no subsampling).
     releases_per_round : array of int, shape ``(n_agents,)``
         Gaussian releases an active agent makes per round, all on one minibatch.
-    paper : callable ``(rounds) -> dict``
-        The paper's closed form for a run of ``rounds`` rounds; the dict has ``epsilon`` (or
-        ``epsilon_*`` entries), optionally ``delta``, and ``formula``.
+    noise_multiplier : float
+        Noise std over the (release) sensitivity of one release.
+    sensitivity : float
+        Replace-one L2 sensitivity of one release, as returned by
+        :func:`rfed.privacy.mechanisms.release_sensitivity` (recorded in the ledger).
     delta : float
-        Delta at which the certified epsilon is reported.
+    method : {'auto', 'rdp', 'pld'}
+    assumptions : list of str
+    target_epsilon : float or None
+    planned_rounds : int or None
+        With a budget: stepping past it raises.
+    paper : PaperFormula or None
+    epsilon_paper : float or None
+        The paper epsilon the noise was calibrated for (``paper_epsilon=``), if any.
+    secure : bool
     """
 
-    def __init__(self, algorithm: str, noise_multiplier: float, local_sizes: np.ndarray,
-                 sample_size: int, releases_per_round: np.ndarray, paper, delta: float = 1e-5,
-                 note: str = ""):
+    level = "record"
+    neighboring = "replace_one"
+
+    def __init__(self, algorithm: str, local_sizes: np.ndarray, sample_size: int | None,
+                 releases_per_round: np.ndarray, noise_multiplier: float, sensitivity: float,
+                 delta: float, method: str = "auto", assumptions: list[str] | None = None,
+                 target_epsilon: float | None = None, planned_rounds: int | None = None,
+                 paper: PaperFormula | None = None, epsilon_paper: float | None = None,
+                 secure: bool = False, mode: str | None = None):
         self.algorithm = algorithm
-        self.noise_multiplier = float(noise_multiplier)
         self.local_sizes = np.asarray(local_sizes, dtype=int)
-        self.sample_size = int(sample_size)
-        self.releases_per_round = np.asarray(releases_per_round, dtype=int)
-        self.paper = paper
+        self.sample_size = None if sample_size is None else int(sample_size)
+        self.releases = np.asarray(releases_per_round, dtype=int)
+        self.noise_multiplier = float(noise_multiplier)
+        self.sensitivity = float(sensitivity)
         self.delta = float(delta)
-        self.note = note
+        # secure mode releases discrete Gaussians: RDP only (see gaussian_groups_calibration)
+        self.method = "rdp" if secure else method
+        self.assumptions = list(assumptions or [])
+        self.target_epsilon = target_epsilon
+        self.planned_rounds = planned_rounds
+        self.paper = paper
+        self.epsilon_paper = epsilon_paper
+        self.secure = bool(secure)
+        self.mode = mode
         self.rounds = 0
+        self.counts = np.zeros(self.local_sizes.size, dtype=np.int64)
         self.ledger = PrivacyLedger(self.local_sizes.size, "rdp", "replace_one",
-                                    description=f"{algorithm}: {note}" if note else algorithm)
-        self._paper_added_at = -1
-        self._eps_memo: dict[tuple[int, float], np.ndarray] = {}
+                                    description=algorithm)
+        self._distinct_releases = np.unique(self.releases)
         self._equal_sizes = bool(np.all(self.local_sizes == self.local_sizes[0]))
-        self._release_counts = np.unique(self.releases_per_round)
+        self._memo: dict[tuple, Certificate] = {}
+
+    def check_can_step(self) -> None:
+        """Raise before a round beyond the planned run (the budget would be exceeded)."""
+        if self.planned_rounds is not None and self.rounds >= self.planned_rounds:
+            raise RuntimeError(
+                f"{self.algorithm}: the noise was calibrated for n_rounds={self.planned_rounds} "
+                f"rounds at epsilon={self.target_epsilon:g}; another round would exceed the "
+                "budget (plan a longer run with a larger n_rounds)"
+            )
 
     def record_round(self, active: np.ndarray) -> None:
         """Charge one round to the agents of the boolean mask ``active``."""
+        self.check_can_step()
         active = np.asarray(active, dtype=bool)
-        # r Gaussian releases of one sampled batch, each with noise multiplier z, compose to one
-        # Gaussian mechanism with multiplier z / sqrt(r) on that batch, subsampled once (the
-        # batch is shared, so amplification applies to the composite, not to each release).
-        # Agents are grouped by r (a few distinct values); equal local sizes are passed as
-        # scalars (the ledger then skips its grouping).
-        if not active.any():
-            counts = ()
-        elif self._release_counts.size == 1:
-            counts = self._release_counts
-        else:
-            counts = np.unique(self.releases_per_round[active])
-        for count in counts:
-            who = active & (self.releases_per_round == count)
-            sizes = self.local_sizes[who]
-            if self._equal_sizes:
-                sizes = sizes[:1].reshape(())
-            self.ledger.record(self.rounds, agents=who,
-                               noise_multiplier=self.noise_multiplier / np.sqrt(count),
-                               sampling="without_replacement", dataset_size=sizes,
-                               sample_size=np.minimum(self.sample_size, sizes))
+        self.counts += active
+        rel = (self._distinct_releases if self._distinct_releases.size == 1
+               else np.unique(self.releases[active]))
+        if active.any():
+            sampling = "none" if self.sample_size is None else "without_replacement"
+            for r in rel:
+                who = active & (self.releases == r)
+                sizes = self.local_sizes[who]
+                if self._equal_sizes:
+                    sizes = sizes[:1].reshape(())
+                kw = {}
+                if sampling == "without_replacement":
+                    kw = {"dataset_size": sizes,
+                          "sample_size": np.minimum(self.sample_size, sizes)}
+                    if np.all(kw["sample_size"] >= sizes):
+                        sampling, kw = "none", {}
+                # r releases of one batch = one Gaussian with sensitivity sqrt(r) x one release
+                self.ledger.record(self.rounds, agents=who,
+                                   sigma=self.noise_multiplier * self.sensitivity,
+                                   sensitivity=self.sensitivity * math.sqrt(r),
+                                   sampling=sampling, **kw)
         self.rounds += 1
 
-    def _paper_now(self) -> dict:
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
-            return self.paper(max(self.rounds, 1))
-
-    def finalize(self) -> PrivacyTracker:
-        """Store the paper's bound for the rounds run so far in the ledger (once per length)."""
-        if self._paper_added_at != self.rounds:
-            paper = self._paper_now()
-            for key, val in paper.items():
-                if key.startswith("epsilon") and val is not None:
-                    self.ledger.add_paper_bound(
-                        f"{self.algorithm} {key}", float(val),
-                        float(paper.get("delta", paper.get("delta_implied") or 0.0) or 0.0),
-                        paper["formula"], note=paper.get("warning", ""))
-            self._paper_added_at = self.rounds
-        return self
-
-    def certified_epsilons(self, delta: float | None = None) -> np.ndarray:
-        """Per-agent certified epsilon at ``delta`` (memoized per run length)."""
-        key = (self.rounds, self.delta if delta is None else float(delta))
-        if key not in self._eps_memo:
-            self._eps_memo[key] = self.ledger.epsilons(key[1])
-        return self._eps_memo[key]
+    def certificate(self, delta: float | None = None) -> Certificate | None:
+        """The certified ``(epsilon, delta)`` of the worst-off agent so far (None: no release)."""
+        delta = self.delta if delta is None else float(delta)
+        key = (self.rounds, delta)
+        if key not in self._memo:
+            groups = _groups(self.local_sizes, self.sample_size, self.releases, self.counts)
+            certs = [certify(g(self.noise_multiplier), delta, self.neighboring,
+                             self.method if self.method != "auto" else "auto")
+                     for g in groups]
+            self._memo[key] = max(certs, key=lambda c: c.epsilon) if certs else None
+        return self._memo[key]
 
     def report(self, delta: float | None = None) -> dict[str, Any]:
-        """Paper's closed form and certified accountant side by side (JSON-ready)."""
+        """The report every private rfed algorithm gives (same keys everywhere; JSON-ready)."""
+        cert = self.certificate(delta)
+        eps = 0.0 if cert is None else cert.epsilon
         delta = self.delta if delta is None else float(delta)
-        eps = self.certified_epsilons(delta)
+        accountant = (cert.accountant if cert is not None else "no release yet")
+        paper = None if self.paper is None else self.paper.evaluate(self.rounds)
+        eps_paper = self.epsilon_paper
+        if eps_paper is None and paper is not None:
+            eps_paper = paper.get("epsilon")
         return {
             "algorithm": self.algorithm,
             "rounds": self.rounds,
-            "paper": self._paper_now(),
-            "certified": {
-                "epsilon_max": float(eps.max()) if eps.size else 0.0,
-                "epsilon_mean": float(eps.mean()) if eps.size else 0.0,
-                "delta": delta,
-                "accountant": self.ledger.describe(),
-                "noise_multiplier": self.noise_multiplier,
-                "note": self.note,
-            },
+            "epsilon_certified": eps,
+            "delta": delta,
+            "accountant": accountant,
+            "neighboring": self.neighboring,
+            "level": self.level,
+            "assumptions": self.assumptions,
+            "target_epsilon": self.target_epsilon,
+            "noise_multiplier": self.noise_multiplier,
+            "calibration": self.mode,
+            "epsilon_paper": eps_paper,
+            "paper": paper,
+            "secure": self.secure,
+            "replayable_from_seed": not self.secure,
+            "label": label(eps, delta),
+            # the CLI's privacy table reads this sub-report
+            "certified": {"epsilon": eps, "delta": delta, "accountant": accountant},
         }
 
-    def text(self, delta: float | None = None) -> str:
-        """The ledger's table with the paper's bound beside it."""
-        return self.finalize().ledger.report(self.delta if delta is None else float(delta))
+    def certified_epsilons(self, delta: float | None = None) -> np.ndarray:
+        """Per-agent certified epsilon (RDP ledger), shape ``(n_agents,)``."""
+        return self.ledger.epsilons(self.delta if delta is None else float(delta))
 
-    # ------------------------------------------------------------------ per paper
-    @classmethod
-    def doadp(cls, alg, problem) -> PrivacyTracker:
-        """DO-ADP: Theorem 1 (eq. 7) inverted for the configured sigma, and the certified side.
-
-        A release is the mean of ``b`` per-sample gradients whose coordinates are clamped to
-        ``G/sqrt(dim)`` (so each has L2 norm <= G) plus ``N(0, sigma^2 I)``: replace-one
-        sensitivity ``2G/b`` over all coordinates. The paper's ``sqrt(k/d)`` gain treats the
-        Top-k indices as fixed (spec P1) and is not used on the certified side.
-        """
-        dim = problem.manifold.dim
-        k = alg.resolved_k(dim)
-        b = alg.batch_size or int(problem.n_max)
-        g = alg.grad_bound
-        q = int(problem.counts.min())
-        nm = alg.sigma * b / (2 * g)
-
-        def paper(rounds: int) -> dict:
-            # eq. (7) at equality, solved for eps (sigma^2 proportional to 1/eps^2)
-            eps = math.sqrt(160 * (k / dim) * alg.p ** 2 * rounds * math.log(1.25 / alg.delta0)
-                            ) * g / (q * alg.sigma)
-            out = {"formula": "DO-ADP Thm 1 eq. (7): sigma^2 = 160 k p^2 T ln(1.25/delta0) G^2 "
-                              "/ (q^2 d eps^2), solved for eps", "epsilon": eps,
-                   "delta0": alg.delta0, "k_over_d": k / dim, "p": alg.p, "q": q}
-            if eps <= 1:
-                noise = papers.doadp_sigma(eps, alg.delta0, rounds, q, alg.p, k, dim, g)
-                out["delta_implied"] = noise.delta
-                out["t_condition_holds"] = noise.t_condition_holds
-            else:
-                out["delta_implied"] = None
-                out["t_condition_holds"] = False
-                out["warning"] = "eps > 1 lies outside Theorem 1 (eps in (0, 1])"
-            return out
-
-        return cls("DO-ADP", nm, problem.counts, b, np.ones(problem.n_agents, int), paper,
-                   note="Top-k/rand-k and momentum are post-processing of the noisy gradient")
-
-    @classmethod
-    def dpdl(cls, alg, problem, closed_sizes: np.ndarray, w_min: float, w_max: float,
-             delta: float) -> PrivacyTracker:
-        """DPDL: Theorem 1 eq. (23) inverted for the configured sigma, and the certified side.
-
-        Every round agent ``i`` releases ``N_i`` noisy clipped gradient sums of one minibatch (its
-        ``N_i - 1`` cross-gradients and the noisy self-gradient that enters the broadcast
-        momentum), each with noise std ``sigma C`` on a sum of replace-one sensitivity ``2C``:
-        noise multiplier ``sigma / 2`` each, ``sigma / (2 sqrt(N_i))`` for the round. The clean
-        self-gradient in the broadcast aggregate is masked only by the neighbours' noise (spec
-        P8) and is *not* covered by the certified side.
-        """
-        n = problem.n_agents
-        b = alg.batch_size
-        q_global = b / (n * int(problem.counts.min()))
-
-        def paper(rounds: int) -> dict:
-            ref = papers.dpdl_sigma(1.0, delta, rounds, q_global, alg.alpha, n, w_min, w_max,
-                                    int(closed_sizes.min()), h=alg.h, c2=alg.c2)
-            # eq. (23): sigma proportional to 1/eps
-            return {"formula": "DPDL Thm 1 eq. (23) as printed, solved for eps (c2="
-                               f"{alg.c2}, h={alg.h}, paper's global rate q = B/(N min|D_i|))",
-                    "epsilon": ref / alg.sigma if alg.sigma > 0 else math.inf, "delta": delta,
-                    "q": q_global}
-
-        return cls("DPDL", alg.sigma / 2, problem.counts, b, closed_sizes, paper, delta,
-                   note="the clean self-gradient inside the broadcast momentum is not covered "
-                        "(spec 001 P8)")
-
-    @classmethod
-    def dpsgd(cls, alg, problem, delta: float) -> PrivacyTracker:
-        """DP-DPSGD: one clipped noisy gradient sum per agent and round (noise multiplier
-        ``sigma/2`` under replace-one); the paper side is the certified one (A(DP)^2SGD's own
-        bound is not in the specs)."""
-        return cls("DP-DPSGD", alg.sigma / 2, problem.counts, alg.batch_size,
-                   np.ones(problem.n_agents, int),
-                   lambda rounds: {"formula": "none (baseline; certified accountant only)"},
-                   delta)
-
-    @classmethod
-    def dpdda(cls, alg, problem, lipschitz: float, iota: float) -> PrivacyTracker:
-        """DP-DDA: Theorem 1 inverted for sigma with the printed constant 32 and the corrected
-        160 (spec 002 P0); certified: one sampled record per active round, noise multiplier
-        ``sigma / (2L)``."""
-        q = int(problem.counts.min())
-
-        def paper(rounds: int) -> dict:
-            out = {"formula": "DP-DDA Thm 1: sigma^2 = C iota^2 L^2 T ln(2/delta0) / (q^2 eps^2) "
-                              "solved for eps", "delta0": alg.delta0, "iota": iota}
-            for label, c in (("paper_32", 32.0), ("corrected_160", 160.0)):
-                out[f"epsilon_{label}"] = (math.sqrt(c * rounds * math.log(2 / alg.delta0))
-                                           * iota * lipschitz / (q * alg.sigma))
-            return out
-
-        return cls("DP-DDA", alg.sigma / (2 * lipschitz), problem.counts, 1,
-                   np.ones(problem.n_agents, int), paper)
-
-
-class DGTPrivacy:
-    """DP-DGT's privacy: eq. (38), the proof's recursion (32) evaluated numerically, and the
-    Laplace releases recorded in a :class:`~rfed.privacy.PrivacyLedger` round by round.
-
-    Iteration ``k`` releases ``s_{i0,k} + xi`` and ``w~_{i0,k} + zeta``; under delta-adjacency
-    (Def. 2.2, one agent's cost changes, gradient distance ``<= delta`` in l1) their l1
-    sensitivities are bounded by the comparison system (32) ``(varphi_k, eta_k)``, so each is a
-    Laplace mechanism with noise multiplier ``theta_k / sensitivity_k`` (pure eps-DP; the ledger
-    composes them with RDP). Every agent can be the changed one, so every agent is charged.
-    """
-
-    def __init__(self, alg, problem, q_c: float):
-        self.alg = alg
-        self.mu = problem.strong_convexity
-        self.q_c = q_c
-        self.rounds = 0
-        self.ledger = PrivacyLedger(problem.n_agents, "rdp", "replace_one",
-                                    description="DP-DGT Laplace releases (adjacency radius "
-                                                f"{alg.adjacency_delta:g})")
-        self._sens = (np.zeros(0), np.zeros(0))
-        self._paper_added_at = -1
-
-    def sensitivities(self, k: int) -> tuple[float, float]:
-        """``(varphi_k, eta_k)`` of the recursion (32) (:func:`rfed.privacy.papers.
-        dpdgt_sensitivities`), evaluated over a horizon that doubles when ``k`` passes it."""
-        if k >= self._sens[0].size:
-            alg = self.alg
-            horizon = max(2 * self._sens[0].size, k + 1, 64)
-            self._sens = papers.dpdgt_sensitivities(
-                alg.alpha0 * alg.q ** np.arange(horizon), self.mu, alg.gamma, alg.phi,
-                alg.adjacency_delta)
-        return float(self._sens[0][k]), float(self._sens[1][k])
-
-    def record_round(self, k: int) -> None:
-        """Charge iteration ``k``'s two releases."""
-        alg = self.alg
-        for sens, sched in zip(self.sensitivities(k), (alg.theta_xi, alg.theta_zeta),
-                               strict=True):
-            if sens > 0:
-                self.ledger.record(k, None, "laplace", noise_multiplier=sched.scale(k) / sens)
-        self.rounds = k + 1
-
-    def paper(self) -> dict:
-        """Eq. (38) (infinite horizon; NaN with the reason when inapplicable) and the recursion
-        (32) summed over the iterations run."""
-        alg = self.alg
-        k = np.arange(max(self.rounds, 1))
-        out = {"formula": "DP-DGT Cor. 5.14 eq. (38) and the likelihood-ratio sum of (32)",
-               "delta": 0.0, "adjacency_delta": alg.adjacency_delta, "mu": self.mu}
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
-            try:
-                out["epsilon_eq38"] = papers.dpdgt_epsilon(
-                    alg.alpha0, alg.q, alg.theta_xi.theta0, alg.theta_xi.q,
-                    alg.theta_zeta.theta0, alg.theta_zeta.q, self.mu, alg.gamma, alg.phi,
-                    alg.adjacency_delta, q_c=self.q_c)
-            except ValueError as exc:
-                out["epsilon_eq38"] = None
-                out["warning"] = f"eq. (38) not applicable: {exc}"
-        out["epsilon_recursion"] = papers.dpdgt_epsilon_recursion(
-            alg.alpha0 * alg.q ** k, alg.theta_xi.scale(k), alg.theta_zeta.scale(k), self.mu,
-            alg.gamma, alg.phi, alg.adjacency_delta)
-        return out
-
-    def finalize(self) -> DGTPrivacy:
-        """Store the paper's bounds in the ledger (once per run length)."""
-        if self._paper_added_at != self.rounds:
-            paper = self.paper()
-            for key in ("epsilon_eq38", "epsilon_recursion"):
-                if paper.get(key) is not None:
-                    self.ledger.add_paper_bound(f"DP-DGT {key}", paper[key], 0.0,
-                                                paper["formula"], note=paper.get("warning", ""))
-            self._paper_added_at = self.rounds
+    def finalize(self):
+        """Store the paper's value for the rounds run in the ledger (for :meth:`text`)."""
+        if self.paper is not None and not self.ledger._paper:
+            val = self.paper.evaluate(self.rounds)
+            if val.get("epsilon") is not None:
+                self.ledger.add_paper_bound(f"{self.algorithm} (paper)", float(val["epsilon"]),
+                                            float(val.get("delta") or 0.0), val["formula"])
         return self
 
-    def report(self, delta: float = 1e-5) -> dict:
-        """Paper side and certified side (JSON-ready)."""
-        eps = self.ledger.epsilons(delta)
-        return {"algorithm": "DP-DGT", "rounds": self.rounds, "paper": self.paper(),
-                "certified": {"epsilon_max": float(eps.max()), "delta": delta,
-                              "accountant": self.ledger.describe()}}
+    def text(self, delta: float | None = None) -> str:
+        """The ledger's table with the paper's value beside it."""
+        return self.finalize().ledger.report(self.delta if delta is None else float(delta))
 
-    def text(self, delta: float = 1e-5) -> str:
-        """The ledger's table with the paper's bounds beside it."""
-        return self.finalize().ledger.report(delta)
+
+def label(epsilon: float, delta: float) -> str:
+    """The primary privacy label of a run: ``'certified eps=X (delta=Y)'``."""
+    return f"certified eps={epsilon:.3g} (delta={delta:.2g})"
+
+
+def ddgt_sensitivities(alphas: np.ndarray, betas: np.ndarray, iota: float, mu: float,
+                       radius: float) -> tuple[np.ndarray, np.ndarray]:
+    r"""L1 sensitivities of noisy DDGT's two messages under the cost-function adjacency.
+
+    With every message observed identically (the proof technique of DP-DGT, spec 003 section
+    3.1), only the changed agent's own state differs: ``Delta w~_{k+1} = beta_k Delta z_k``,
+    ``Delta z_{k+1} = -iota (Delta w_{k+1} - Delta w_k)`` with ``z_0 = -iota (w_0 - d)``, and the
+    argmin moves by at most ``||Delta w_k||_1 <= (||Delta w~_k||_1 + radius) / mu`` (it is
+    ``1/mu``-Lipschitz in the price and the gradient). So, for ``k = 0 .. K-1``::
+
+        u_0 = 0,  v_0 = iota radius / mu,  u_{k+1} = beta_k v_k,
+        v_{k+1} = iota ((u_{k+1} + radius) / mu + (u_k + radius) / mu),
+
+    ``u_k`` bounding the price message ``w~_k`` and ``v_k`` the tracker message ``z_k``.
+    ``v_k >= 2 iota radius / mu`` never decays: with decaying noise DDGT's epsilon grows without
+    bound (the reason DP-DGT exists). ``alphas`` is unused (same signature as DP-DGT's).
+    """
+    betas = np.asarray(betas, dtype=float)
+    k = betas.size
+    u = np.zeros(k)
+    v = np.zeros(k)
+    v[0] = iota * radius / mu
+    # a 2-term scalar recursion over iterations (not agents or samples)
+    for t in range(k - 1):
+        u[t + 1] = betas[t] * v[t]
+        v[t + 1] = iota * ((u[t + 1] + radius) / mu + (u[t] + radius) / mu)
+    return v, u
+
+
+def _laplace_events(sens_xi, theta_xi, sens_zeta, theta_zeta) -> list[tuple[EventSpec, int]]:
+    events: dict[EventSpec, int] = {}
+    for sens, theta in ((sens_xi, theta_xi), (sens_zeta, theta_zeta)):
+        for s_k, th_k in zip(np.atleast_1d(sens), np.atleast_1d(theta), strict=True):
+            if s_k > 0:
+                spec = EventSpec.make("laplace", float(th_k / s_k))
+                events[spec] = events.get(spec, 0) + 1
+    return list(events.items())
+
+
+class DGTAccount:
+    """DP-DGT's (and noisy DDGT's) Laplace releases under the paper's cost-function adjacency.
+
+    Relation (spec 003 Def. 2.2): two problems are neighbours when exactly one agent's cost
+    function differs and ``sup_w ||grad F_i(w) - grad F'_i(w)||_1 <= radius``; only cost
+    functions are protected (demands, graph and initial states are public). Iteration ``k``
+    releases ``s_{i,k} + xi`` and ``w~_{i,k} + zeta`` (Laplace, scales ``theta_k``) with L1
+    sensitivities from the proof's recursion (32) (DP-DGT, ``kind='dgt'``) or from
+    :func:`ddgt_sensitivities` (noisy DDGT, ``kind='ddgt'``), each passed through
+    :func:`rfed.privacy.mechanisms.release_sensitivity`. Certified: the smaller of the basic
+    composition ``sum_k varphi_k/theta_xi,k + eta_k/theta_zeta,k`` (pure, delta = 0; the paper's
+    own intermediate bound) and dp-accounting's RDP composition of the same Laplace events at
+    delta; both are upper bounds.
+    """
+
+    level = "dpdgt-cost-function"
+
+    def __init__(self, algorithm: str, kind: str, params: dict, radius: float, theta_xi,
+                 theta_zeta, dim: int, rng: Any, delta: float = 1e-5,
+                 target_epsilon: float | None = None, planned_rounds: int | None = None,
+                 paper: PaperFormula | None = None, epsilon_paper: float | None = None,
+                 mode: str | None = None):
+        self.algorithm = algorithm
+        self.kind = kind
+        self.params = dict(params)
+        self.radius = float(radius)
+        self.theta_xi, self.theta_zeta = theta_xi, theta_zeta
+        self.dim = int(dim)
+        self._rng = rng
+        self.delta = float(delta)
+        self.target_epsilon = target_epsilon
+        self.planned_rounds = planned_rounds
+        self.paper = paper
+        self.epsilon_paper = epsilon_paper
+        self.secure = is_secure(rng)
+        self.mode = mode
+        self.rounds = 0
+        self.neighboring = (f"one agent's cost function changes, sup_w ||grad F_i - grad F_i'||_1 "
+                            f"<= {self.radius:g}")
+        self._memo: dict[tuple, tuple[float, str]] = {}
+
+    def check_can_step(self) -> None:
+        """Raise before an iteration beyond the planned run (the budget would be exceeded)."""
+        if self.planned_rounds is not None and self.rounds >= self.planned_rounds:
+            raise RuntimeError(
+                f"{self.algorithm}: theta0 was calibrated for n_rounds={self.planned_rounds} "
+                f"iterations at epsilon={self.target_epsilon:g}; another iteration would exceed "
+                "the budget (plan a longer run with a larger n_rounds)"
+            )
+
+    def record_round(self) -> None:
+        self.check_can_step()
+        self.rounds += 1
+
+    def sensitivities(self, rounds: int) -> tuple[np.ndarray, np.ndarray]:
+        """L1 sensitivities ``(of s / z, of w~)`` for ``k < rounds``, as released."""
+        k = np.arange(max(rounds, 1))
+        p = self.params
+        if self.kind == "dgt":
+            sx, sz = papers.dpdgt_sensitivities(p["alpha0"] * p["q"] ** k, p["mu"], p["gamma"],
+                                                p["phi"], self.radius)
+        else:
+            sx, sz = ddgt_sensitivities(None, p["beta0"] * p["q"] ** k, p["iota"], p["mu"],
+                                        self.radius)
+        return (np.asarray(release_sensitivity(sx, self.dim, self._rng, "l1")),
+                np.asarray(release_sensitivity(sz, self.dim, self._rng, "l1")))
+
+    def _scales(self, rounds: int, scale: float):
+        k = np.arange(max(rounds, 1))
+        return (scale * np.asarray(self.theta_xi.scale(k)),
+                scale * np.asarray(self.theta_zeta.scale(k)))
+
+    def events(self, rounds: int, scale: float = 1.0) -> list[tuple[EventSpec, int]]:
+        """The Laplace events of ``rounds`` iterations with both schedules times ``scale``."""
+        sx, sz = self.sensitivities(rounds)
+        tx, tz = self._scales(rounds, scale)
+        return _laplace_events(sx, tx, sz, tz)
+
+    def pure_epsilon(self, rounds: int, scale: float = 1.0) -> float:
+        """Basic composition of the Laplace releases (pure epsilon, delta = 0)."""
+        sx, sz = self.sensitivities(rounds)
+        tx, tz = self._scales(rounds, scale)
+        return float(np.sum(sx / tx) + np.sum(sz / tz))
+
+    def certified(self, rounds: int, delta: float, scale: float = 1.0) -> tuple[float, str]:
+        """``(epsilon, how)``: the smaller of the pure sum and the RDP composition at delta."""
+        key = (rounds, delta, scale)
+        if key not in self._memo:
+            pure = self.pure_epsilon(rounds, scale)
+            events = self.events(rounds, scale)
+            rdp = (certify(events, delta, "replace_one", "rdp").epsilon if events else 0.0)
+            self._memo[key] = ((pure, "basic composition (pure eps-DP)") if pure <= rdp
+                               else (rdp, "dp-accounting RDP"))
+        return self._memo[key]
+
+    def report(self, delta: float | None = None) -> dict[str, Any]:
+        """The report every private rfed algorithm gives, for this relation."""
+        delta = self.delta if delta is None else float(delta)
+        eps, how = self.certified(self.rounds, delta)
+        accountant = (f"{how}: the smaller of basic composition (pure) and dp-accounting RDP "
+                      f"over the Laplace releases; relation: {self.neighboring}")
+        paper = None if self.paper is None else self.paper.evaluate(self.rounds)
+        eps_paper = self.epsilon_paper
+        if eps_paper is None and paper is not None:
+            eps_paper = paper.get("epsilon")
+        return {
+            "algorithm": self.algorithm,
+            "rounds": self.rounds,
+            "epsilon_certified": eps,
+            "delta": delta,
+            "accountant": accountant,
+            "neighboring": self.neighboring,
+            "level": self.level,
+            "adjacency_radius": self.radius,
+            "assumptions": [
+                "neighbouring problems differ in one agent's cost function F_i, with "
+                f"sup_w ||grad F_i(w) - grad F_i'(w)||_1 <= {self.radius:g} (spec 003 Def. 2.2)",
+                "demands, graph and initial states are public (only cost functions are "
+                "protected)",
+                f"every cost is mu-strongly convex with mu = {self.params['mu']:g} (public)",
+            ],
+            "target_epsilon": self.target_epsilon,
+            "noise_multiplier": float(self.theta_xi.theta0),
+            "calibration": self.mode,
+            "epsilon_paper": eps_paper,
+            "paper": paper,
+            "secure": self.secure,
+            "replayable_from_seed": not self.secure,
+            "label": label(eps, delta),
+            "certified": {"epsilon": eps, "delta": delta, "accountant": accountant},
+        }
+
+    def finalize(self):
+        return self
+
+    def text(self, delta: float | None = None) -> str:
+        """A short plain-text report."""
+        rep = self.report(delta)
+        lines = [f"{self.algorithm}: {rep['label']} over {self.rounds} iterations",
+                 f"relation: {self.neighboring} (level {self.level})",
+                 f"accountant: {rep['accountant']}"]
+        if rep["paper"] is not None:
+            lines.append(f"paper ({PAPER_LABEL}): eps = {rep['paper'].get('epsilon')} "
+                         f"[{rep['paper']['formula']}]")
+        return "\n".join(lines)
+
+    def calibrate_scale(self, budget: PrivacyBudget, rounds: int, delta: float) -> float:
+        """Smallest factor on the unit schedules whose run of ``rounds`` certifies ``budget``.
+
+        The pure sum is ``c / scale`` (closed form); the RDP composition is bisected with
+        :func:`rfed.privacy.calibrate`; the smaller factor wins (both bound the same releases).
+        """
+        key = None
+        if not self.secure:  # secure mode's grid inflates the sensitivities: not cached
+            key = (self.kind, tuple(sorted(self.params.items())), self.radius, self.dim,
+                   self.theta_xi, self.theta_zeta, budget, int(rounds), float(delta))
+            if key in _DGT_SCALES:
+                return _DGT_SCALES[key]
+        pure_scale = self.pure_epsilon(rounds, 1.0) / budget.epsilon
+        rdp_budget = PrivacyBudget(budget.epsilon, delta, method="rdp")
+        rdp_scale = calibrate(_ScaledLaplace(self, rounds), rdp_budget, delta=delta
+                              ).noise_multiplier
+        scale = float(min(pure_scale, rdp_scale))
+        if key is not None:
+            _DGT_SCALES[key] = scale
+        return scale
+
+
+#: DGT calibrations already done (a pure function of public numbers), for repetitions.
+_DGT_SCALES: dict[tuple, float] = {}
+
+
+@dataclasses.dataclass(frozen=True)
+class _ScaledLaplace:
+    """``events_for(scale)`` of a DGT account (picklable, no closure)."""
+
+    account: DGTAccount
+    rounds: int
+
+    def __call__(self, scale: float):
+        return self.account.events(self.rounds, scale)

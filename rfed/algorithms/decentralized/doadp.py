@@ -18,6 +18,7 @@ addition and the update is exactly the paper's.
 
 from __future__ import annotations
 
+import copy
 import warnings
 from dataclasses import dataclass
 
@@ -31,12 +32,23 @@ from rfed.algorithms.decentralized._common import (
     check_nonneg,
     check_probability,
 )
-from rfed.algorithms.decentralized._privacy import PrivacyTracker
+from rfed.algorithms.decentralized._privacy import (
+    GaussianAccount,
+    NoiseConfig,
+    PaperFormula,
+    gaussian_groups_calibration,
+    is_secure,
+    public_stream,
+    reject_epsilon,
+)
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.comm import dense_payload_bytes, sparse_payload_bytes
 from rfed.networks.gossip import consensus_direction
 from rfed.networks.network import Network
+from rfed.privacy import papers
+from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.clipping import clip_coordinates
+from rfed.privacy.mechanisms import gaussian_release, release_sensitivity
 
 __all__ = ["DOADP", "NoisyDSGD", "sparsify"]
 
@@ -82,11 +94,14 @@ def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
 
 @dataclass
 class DOADPState(DecentralizedState):
-    """DO-ADP state: iterates ``x``, momenta ``m`` (tangent at ``x``), public copies ``xhat``."""
+    """DO-ADP state: iterates ``x``, momenta ``m`` (tangent at ``x``), public copies ``xhat``,
+    the public activation generator and the per-coordinate noise std of this run."""
 
     m: np.ndarray = None  # type: ignore[assignment]
     xhat: np.ndarray = None  # type: ignore[assignment]
     n_active_total: int = 0
+    act_rng: np.random.Generator = None  # type: ignore[assignment]
+    noise_std: float = 0.0
 
 
 class DOADP(DecentralizedAlgorithm):
@@ -105,13 +120,37 @@ class DOADP(DecentralizedAlgorithm):
         Coordinates kept per message; ``k_ratio`` gives it as a fraction of ``dim`` instead
         (``k = max(1, round(k_ratio * dim))``, spec P18). Default: all (no sparsification).
     sparsifier : {'top_k', 'rand_k'}
+    budget : PrivacyBudget, optional
+        Budget-first (the way to run privately): the noise multiplier of the planned run of
+        ``n_rounds`` rounds is calibrated at ``init`` so that the finished run certifies
+        ``budget`` (record level, replace-one, per agent's data set); the activation schedule is
+        drawn from a public generator before the run, and the calibration uses the largest
+        number of rounds any agent is active in.
+    n_rounds : int, optional
+        Planned rounds (required with ``budget`` and ``paper_epsilon``); stepping past them
+        raises.
+    noise_multiplier : float, optional
+        Research: noise std over the replace-one sensitivity ``2 G / b`` of one release.
     sigma : float
-        Gaussian noise std per coordinate (the paper's sigma, a standard deviation, P3); 0 turns
-        the noise off. Calibrate with :func:`rfed.privacy.papers.doadp_sigma` (Theorem 1).
+        The paper's parametrisation: Gaussian noise std per coordinate (P3); 0 turns the noise
+        off. Its certified epsilon is reported beside the paper's.
+    paper_epsilon : float, optional
+        The paper's Theorem 1 calibration (:func:`rfed.privacy.papers.doadp_sigma`, variant
+        'paper') for ``n_rounds`` rounds: the paper's formula, not a guarantee (the certified
+        epsilon is reported beside it).
+    delta : float, optional
+        Delta of the certified report when no budget is given (default ``min(1e-5, 1/(10 q))``).
     grad_bound : float, optional
-        ``G``: each tangent coordinate of each per-sample gradient is clamped to
-        ``G / sqrt(dim)`` before the noise (the resolution of P2). ``None``: no clipping (then the
-        run is not private and no privacy is reported).
+        ``G``, a PUBLIC number: each tangent coordinate of each per-sample gradient is clamped
+        to ``G / sqrt(dim)`` before the noise (P2), so every per-sample gradient has L2 norm
+        ``<= G``. Required for a private run.
+
+    Privacy: the released value of an active agent is its noisy averaged gradient; the Top-k
+    (or rand-k) message is computed from the agent's iterate, which depends on its data only
+    through past noisy gradients, so the message, its values AND its chosen indices are
+    post-processing of accounted releases (the noise is added before the selection). The
+    paper's ``sqrt(k/d)`` gain (which treats the indices as fixed, spec P1) and activation
+    amplification are not claimed on the certified side.
     batch_size : int or None
         Samples per active agent per round (1 in the paper; the spec's mini-batch extension for
         ``b > 1``). ``None``: the full local data set (deterministic gradients; for tests of the
@@ -128,7 +167,11 @@ class DOADP(DecentralizedAlgorithm):
     def __init__(self, network: Network, *, alpha: float, beta: float = 0.15, gamma: float = 0.05,
                  p: float = 1.0, k: int | None = None, k_ratio: float | None = None,
                  sparsifier: str = "top_k", sigma: float = 0.0, grad_bound: float | None = None,
-                 batch_size: int | None = 1, xhat_init: str = "x0", delta0: float = 1e-5):
+                 batch_size: int | None = 1, xhat_init: str = "x0", delta0: float = 1e-5,
+                 budget: PrivacyBudget | None = None, n_rounds: int | None = None,
+                 noise_multiplier: float | None = None, paper_epsilon: float | None = None,
+                 delta: float | None = None, **kwargs):
+        reject_epsilon(kwargs, type(self).__name__)
         if not isinstance(network, Network):
             raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
         self.network = network
@@ -150,7 +193,12 @@ class DOADP(DecentralizedAlgorithm):
         self.k_ratio = None if k_ratio is None else check_probability(k_ratio, "k_ratio")
         self.sparsifier = check_choice(sparsifier, "sparsifier", ("top_k", "rand_k"))
         self.sigma = check_nonneg(sigma, "sigma")
+        self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, self.sigma or None,
+                                 paper_epsilon, delta)
         self.grad_bound = None if grad_bound is None else check_nonneg(grad_bound, "grad_bound")
+        if self.noise.mode is not None and not self.grad_bound:
+            raise ValueError("a private DO-ADP run needs 'grad_bound' (a public clip level G > 0 "
+                             "enforced by clipping)")
         if batch_size is not None and (not isinstance(batch_size, (int, np.integer))
                                        or batch_size < 1):
             raise ValueError(f"argument 'batch_size' must be an int >= 1 or None, got "
@@ -187,19 +235,78 @@ class DOADP(DecentralizedAlgorithm):
             xhat = np.zeros_like(x)
         else:
             xhat = x.copy()
-        tracker = self._privacy_tracker(problem)
-        return DOADPState(t=0, x=x, rng=as_generator(rng), comm=self.network.comm,
-                          ledger=tracker, info={"comm0": self.network.stats.snapshot()},
-                          m=np.zeros_like(x), xhat=xhat)
+        rng = as_generator(rng)
+        # activation is public randomness (visible on the wire): its own stream, so the planned
+        # schedule can be replayed before the run for the calibration
+        act_rng = public_stream(rng)
+        account = self._account(problem, rng, act_rng)
+        return DOADPState(t=0, x=x, rng=rng, comm=self.network.comm,
+                          ledger=account, info={"comm0": self.network.stats.snapshot()},
+                          m=np.zeros_like(x), xhat=xhat, act_rng=act_rng,
+                          noise_std=0.0 if account is None else
+                          account.noise_multiplier * account.sensitivity)
 
     # ------------------------------------------------------------------ privacy
-    def _privacy_tracker(self, problem) -> PrivacyTracker | None:
-        if self.sigma <= 0 or self.grad_bound is None:
+    def _activation(self, act_rng: np.random.Generator, n: int) -> np.ndarray:
+        return act_rng.random(n) < self.p
+
+    def planned_activity(self, act_rng: np.random.Generator, n: int, n_rounds: int
+                         ) -> np.ndarray:
+        """Rounds each agent will be active in over ``n_rounds`` (replays a copy of the public
+        activation generator; the run draws exactly the same schedule)."""
+        sim = copy.deepcopy(act_rng)
+        counts = np.zeros(n, dtype=np.int64)
+        for _ in range(n_rounds):  # one vectorized draw per round, as step() does
+            counts += self._activation(sim, n)
+        return counts
+
+    def _account(self, problem, rng, act_rng) -> GaussianAccount | None:
+        cfg = self.noise
+        if cfg.mode is None:
             return None
-        return PrivacyTracker.doadp(self, problem)
+        manifold = problem.manifold
+        dim, n = manifold.dim, problem.n_agents
+        sizes = problem.counts
+        b = self.batch_size
+        q = int(sizes.min())
+        delta = cfg.resolve_delta(q)
+        # mean of b per-sample gradients of L2 norm <= G: replace-one sensitivity 2G/b
+        sens = release_sensitivity(2.0 * self.grad_bound / (b or int(problem.n_max)), dim, rng)
+        k = self.resolved_k(dim)
+        target = None
+        if cfg.mode == "budget":
+            planned = self.planned_activity(act_rng, n, cfg.n_rounds)
+            z, _ = gaussian_groups_calibration(sizes, b, np.ones(n, int), planned, cfg.budget,
+                                               delta, is_secure(rng))
+            target = cfg.budget.epsilon
+        elif cfg.mode == "noise_multiplier":
+            z = cfg.noise_multiplier
+        elif cfg.mode == "paper_sigma":
+            z = cfg.paper_sigma / sens
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
+                sig = papers.doadp_sigma(cfg.paper_epsilon, self.delta0, cfg.n_rounds, q, self.p,
+                                         k, dim, self.grad_bound, variant="paper").sigma
+            z = sig / sens
+        paper = PaperFormula("doadp", {"k": k, "dim": dim, "p": self.p, "G": self.grad_bound,
+                                       "q": q, "sigma": z * sens, "delta0": self.delta0})
+        return GaussianAccount(
+            self.name, sizes, b, np.ones(n, int), z, sens, delta, cfg.method,
+            assumptions=[f"per-sample gradient coordinates clipped to G/sqrt(d), "
+                         f"G = {self.grad_bound:g} (enforced; public)",
+                         "minibatch of b records drawn without replacement, secret",
+                         "activation treated as public: no amplification claimed",
+                         "Top-k/rand-k message: post-processing of the noisy gradient"],
+            target_epsilon=target, planned_rounds=cfg.n_rounds if target is not None else None,
+            paper=paper, epsilon_paper=cfg.paper_epsilon, secure=is_secure(rng), mode=cfg.mode)
+
+    def privacy(self, state):
+        """The run's privacy report dict (``None`` without noise)."""
+        return None if state.ledger is None else state.ledger.report()
 
     # ------------------------------------------------------------------ one round
-    def _noisy_gradients(self, problem, x_act, act, rng):
+    def _noisy_gradients(self, problem, x_act, act, rng, noise_std):
         """Clipped, averaged, noised gradients of the active agents, tangent at ``x_act``."""
         manifold = problem.manifold
         if self.batch_size is None:
@@ -211,18 +318,18 @@ class DOADP(DecentralizedAlgorithm):
         if self.grad_bound is not None:
             coords, _ = clip_coordinates(coords, self.grad_bound / np.sqrt(manifold.dim))
         mean = coords.mean(axis=1)
-        if self.sigma > 0:
+        if noise_std > 0:
             # only the active agents release, so only their A x dim coordinates are drawn
-            noise = rng.standard_normal(mean.shape)
-            noise *= self.sigma
-            mean += noise
+            mean = gaussian_release(mean, noise_std, rng)
         return manifold.from_coords(x_act, mean)
 
     def step(self, problem, state):
         manifold = problem.manifold
         rng = state.rng
         n = problem.n_agents
-        eta = rng.random(n) < self.p
+        if state.ledger is not None:
+            state.ledger.check_can_step()
+        eta = self._activation(state.act_rng, n)
         act = np.flatnonzero(eta)
         # Phase A: consensus on the public copies (held by every neighbour: no messages)
         cons = consensus_direction(manifold, self.weights, state.xhat, comm=state.comm,
@@ -230,7 +337,7 @@ class DOADP(DecentralizedAlgorithm):
         u = self.gamma * manifold.transport(state.xhat, state.x, cons)
         m = self.beta * state.m
         if act.size:
-            g = self._noisy_gradients(problem, state.x[act], act, rng)
+            g = self._noisy_gradients(problem, state.x[act], act, rng, state.noise_std)
             m[act] = m[act] + g
             u[act] = u[act] - self.alpha * m[act]
         x_new = manifold.exp(state.x, u)
@@ -251,7 +358,8 @@ class DOADP(DecentralizedAlgorithm):
             state.ledger.record_round(eta)
         return DOADPState(t=state.t + 1, x=x_new, rng=rng, comm=state.comm, ledger=state.ledger,
                           info=state.info, m=m_new, xhat=xhat,
-                          n_active_total=state.n_active_total + int(act.size))
+                          n_active_total=state.n_active_total + int(act.size),
+                          act_rng=state.act_rng, noise_std=state.noise_std)
 
 
 class NoisyDSGD(DOADP):
@@ -268,7 +376,12 @@ class NoisyDSGD(DOADP):
 
     def __init__(self, network: Network, *, alpha: float, sigma: float = 0.0,
                  grad_bound: float | None = None, batch_size: int | None = 1,
-                 delta0: float = 1e-5):
+                 delta0: float = 1e-5, budget: PrivacyBudget | None = None,
+                 n_rounds: int | None = None, noise_multiplier: float | None = None,
+                 paper_epsilon: float | None = None, delta: float | None = None, **kwargs):
+        reject_epsilon(kwargs, type(self).__name__)
         super().__init__(network, alpha=alpha, beta=0.0, gamma=1.0, p=1.0, k=None,
                          sigma=sigma, grad_bound=grad_bound, batch_size=batch_size,
-                         xhat_init="x0", delta0=delta0)
+                         xhat_init="x0", delta0=delta0, budget=budget, n_rounds=n_rounds,
+                         noise_multiplier=noise_multiplier, paper_epsilon=paper_epsilon,
+                         delta=delta)

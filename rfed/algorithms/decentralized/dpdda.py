@@ -23,6 +23,8 @@ Algorithm 1; gossip, schedules and privacy are unchanged (transport is an isomet
 
 from __future__ import annotations
 
+import copy
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -34,12 +36,22 @@ from rfed.algorithms.decentralized._common import (
     check_nonneg,
     check_probability,
 )
-from rfed.algorithms.decentralized._privacy import PrivacyTracker
+from rfed.algorithms.decentralized._privacy import (
+    GaussianAccount,
+    NoiseConfig,
+    PaperFormula,
+    gaussian_groups_calibration,
+    is_secure,
+    public_stream,
+    reject_epsilon,
+)
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.mixing import RandomGossip
 from rfed.networks.network import Network
 from rfed.privacy import papers
+from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.clipping import clip_by_norm
+from rfed.privacy.mechanisms import gaussian_release, release_sensitivity
 from rfed.problems.linear import L2Regularizer
 
 __all__ = ["DPDDA"]
@@ -55,6 +67,9 @@ class DPDDAState(DecentralizedState):
     big_a: float = 0.0
     anchor: np.ndarray = None  # type: ignore[assignment]
     active: np.ndarray = None  # type: ignore[assignment]
+    act_rng: np.random.Generator = None  # type: ignore[assignment]
+    noise_std: float = 0.0
+    lipschitz: float | None = None
 
 
 class DPDDA(DecentralizedAlgorithm):
@@ -75,12 +90,30 @@ class DPDDA(DecentralizedAlgorithm):
     gamma : float
         ``gamma_t``'s constant (20 for the l2-SVM, 0.01 for the l1-SVM experiment); 0 is allowed
         for ``'strongly_convex'`` with a strongly convex regularizer (spec P10).
+    budget : PrivacyBudget, optional
+        Budget-first: the noise of the planned ``n_rounds`` rounds is calibrated at ``init`` so
+        the finished run certifies ``budget`` (record level, replace-one, per agent). Node
+        sampling is public (drawn from its own generator, replayed before the run): the
+        calibration uses the largest number of rounds any node is active in, no amplification
+        by node sampling is claimed.
+    n_rounds : int, optional
+        Planned rounds (required with ``budget`` and ``paper_epsilon``).
+    noise_multiplier : float, optional
+        Research: noise std over the replace-one sensitivity ``2L`` of one released subgradient.
     sigma : float
-        Noise std on each released subgradient; Theorem 1 gives it (see
-        :meth:`theorem_sigma`). 0 disables the noise.
+        The paper's parametrisation: noise std on each released subgradient (Theorem 1, see
+        :meth:`theorem_sigma`); reported with its certified epsilon. 0 disables the noise.
+    paper_epsilon : float, optional
+        The paper's Theorem 1 calibration (printed constant 32) for ``n_rounds`` rounds: the
+        paper's formula, not a guarantee.
+    delta : float, optional
+        Delta of the report without a budget (default ``min(1e-5, 1/(10 q))``).
     clip : float, optional
-        Clip each subgradient to this norm (enforces Assumption 3's ``L``; not in the paper,
-        spec P13). Default: no clipping, ``L`` = the problem's ``gradient_bound``.
+        ``L``, a PUBLIC Lipschitz bound: every per-sample subgradient is clipped to this norm
+        (enforces Assumption 3; not in the paper, spec P13). Default: the problem's declared
+        public bound ``public_gradient_bound`` (e.g. a linear problem built with
+        ``feature_bound``); a private run with neither is refused (a bound computed from the
+        private data would leak through the noise scale).
     inactive_x : {'freeze', 'recompute'}
         Inactive nodes keep ``x`` (Algorithm 1 line 12, default) or recompute the prox with the
         new ``(A, gamma)`` (the analysis' reading, spec P3); both are local post-processing.
@@ -92,7 +125,11 @@ class DPDDA(DecentralizedAlgorithm):
 
     def __init__(self, network: Network, *, n_active: int, schedule: str = "strongly_convex",
                  gamma: float = 1.0, sigma: float = 0.0, clip: float | None = None,
-                 inactive_x: str = "freeze", delta0: float = 0.01):
+                 inactive_x: str = "freeze", delta0: float = 0.01,
+                 budget: PrivacyBudget | None = None, n_rounds: int | None = None,
+                 noise_multiplier: float | None = None, paper_epsilon: float | None = None,
+                 delta: float | None = None, **kwargs):
+        reject_epsilon(kwargs, type(self).__name__)
         if not isinstance(network, Network):
             raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
         self.network = network
@@ -103,7 +140,11 @@ class DPDDA(DecentralizedAlgorithm):
         if schedule == "general" and self.gamma == 0:
             raise ValueError("argument 'gamma' must be > 0 for the general convex schedule")
         self.sigma = check_nonneg(sigma, "sigma")
+        self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, self.sigma or None,
+                                 paper_epsilon, delta)
         self.clip = None if clip is None else check_nonneg(clip, "clip")
+        if self.clip == 0:
+            raise ValueError("argument 'clip' must be > 0")
         self.inactive_x = check_choice(inactive_x, "inactive_x", ("freeze", "recompute"))
         self.delta0 = check_probability(delta0, "delta0")
 
@@ -145,16 +186,75 @@ class DPDDA(DecentralizedAlgorithm):
         z = np.zeros((n, manifold.dim))
         a1 = self._a(1)
         x = self._primal(problem, np.broadcast_to(anchor, (n,) + anchor.shape), z, 1, a1)
-        tracker = None
-        if self.sigma > 0:
-            lip = self.clip if self.clip is not None else problem.gradient_bound
-            if lip is None:
-                raise ValueError("a private DP-DDA run needs a Lipschitz bound: pass 'clip' or "
-                                 "use a problem with gradient_bound")
-            tracker = PrivacyTracker.dpdda(self, problem, lip, self.iota)
-        return DPDDAState(t=0, x=x, rng=as_generator(rng), comm=self.network.comm,
-                          ledger=tracker, info={"comm0": self.network.stats.snapshot()},
-                          z=z, xtilde=x.copy(), big_a=0.0, anchor=anchor)
+        rng = as_generator(rng)
+        # node sampling is public randomness: its own stream, replayable for the calibration
+        act_rng = public_stream(rng)
+        lip = self.clip if self.clip is not None else getattr(problem, "public_gradient_bound",
+                                                                None)
+        account = self._account(problem, rng, act_rng, lip)
+        return DPDDAState(t=0, x=x, rng=rng, comm=self.network.comm,
+                          ledger=account, info={"comm0": self.network.stats.snapshot()},
+                          z=z, xtilde=x.copy(), big_a=0.0, anchor=anchor, act_rng=act_rng,
+                          noise_std=0.0 if account is None else
+                          account.noise_multiplier * account.sensitivity, lipschitz=lip)
+
+    def planned_activity(self, act_rng: np.random.Generator, n_rounds: int) -> np.ndarray:
+        """Rounds each node will be active in over ``n_rounds`` (replays a copy of the public
+        node-sampling generator; the run draws exactly the same schedule)."""
+        sim = copy.deepcopy(act_rng)
+        counts = np.zeros(self.gossip.graph.n_nodes, dtype=np.int64)
+        for _ in range(n_rounds):  # one draw per round, as step() does
+            counts += self.gossip.sample(sim).active
+        return counts
+
+    def _account(self, problem, rng, act_rng, lip) -> GaussianAccount | None:
+        cfg = self.noise
+        if cfg.mode is None:
+            return None
+        if lip is None:
+            raise ValueError(
+                "a private DP-DDA run needs a PUBLIC Lipschitz bound: pass 'clip' (enforced by "
+                "clipping every per-sample subgradient) or use a problem that declares "
+                "'public_gradient_bound' (e.g. a linear problem with feature_bound); a bound "
+                "computed from the private data would leak through the noise scale")
+        sizes = problem.counts
+        q = int(sizes.min())
+        n = problem.n_agents
+        delta = cfg.resolve_delta(q)
+        # one record's clipped subgradient: replace-one sensitivity 2L
+        sens = release_sensitivity(2.0 * lip, problem.manifold.dim, rng)
+        target = None
+        if cfg.mode == "budget":
+            planned = self.planned_activity(act_rng, cfg.n_rounds)
+            z, _ = gaussian_groups_calibration(sizes, 1, np.ones(n, int), planned, cfg.budget,
+                                               delta, is_secure(rng))
+            target = cfg.budget.epsilon
+        elif cfg.mode == "noise_multiplier":
+            z = cfg.noise_multiplier
+        elif cfg.mode == "paper_sigma":
+            z = cfg.paper_sigma / sens
+        else:
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
+                sig = self.theorem_sigma(cfg.paper_epsilon, self.delta0, cfg.n_rounds, q,
+                                         self.iota, lip, "paper")
+            z = sig / sens
+        source = ("given by the user ('clip')" if self.clip is not None
+                  else "the problem's public data-domain bound (asserted by the user)")
+        return GaussianAccount(
+            self.name, sizes, 1, np.ones(n, int), z, sens, delta, cfg.method,
+            assumptions=[f"per-sample subgradient clipped to L = {lip:g} (enforced; {source})",
+                         "one record per active round, drawn uniformly without replacement, "
+                         "secret",
+                         "node sampling treated as public: no amplification claimed"],
+            target_epsilon=target, planned_rounds=cfg.n_rounds if target is not None else None,
+            paper=PaperFormula("dpdda", {"delta0": self.delta0, "iota": self.iota, "L": lip,
+                                         "q": q, "sigma": z * sens}),
+            epsilon_paper=cfg.paper_epsilon, secure=is_secure(rng), mode=cfg.mode)
+
+    def privacy(self, state):
+        """The run's privacy report dict (``None`` without noise)."""
+        return None if state.ledger is None else state.ledger.report()
 
     def _output_points(self, state):
         return state.xtilde
@@ -168,7 +268,9 @@ class DPDDA(DecentralizedAlgorithm):
         big_a = state.big_a + a_t
         # output average over x^(1..t) with weights a_tau (Alg. 1 line 2)
         xtilde = manifold.exp(state.xtilde, (a_t / big_a) * manifold.log(state.xtilde, state.x))
-        rnd = self.gossip.sample(rng)
+        if state.ledger is not None:
+            state.ledger.check_can_step()
+        rnd = self.gossip.sample(state.act_rng)
         act = np.flatnonzero(rnd.active)
         anchor = np.broadcast_to(state.anchor, (act.size,) + state.anchor.shape)
         idx = problem.sample_batches(act, 1, rng)
@@ -178,12 +280,12 @@ class DPDDA(DecentralizedAlgorithm):
             g = problem.sample_data_grad(x_act, batch)
         else:
             g = problem.sample_rgrad(x_act, batch)
-        if self.clip is not None:
-            g, _ = clip_by_norm(manifold, x_act, g, self.clip)
+        if state.lipschitz is not None:
+            g, _ = clip_by_norm(manifold, x_act, g, state.lipschitz)
         g = manifold.transport(x_act, anchor, g[:, 0])
         zeta = manifold.to_coords(anchor, g)
-        if self.sigma > 0:
-            zeta = zeta + self.sigma * rng.standard_normal(zeta.shape)
+        if state.noise_std > 0:
+            zeta = gaussian_release(zeta, state.noise_std, rng)
         msg = state.z.copy()
         msg[act] += a_t * zeta
         z = state.comm.mix(rnd.weights, msg, senders=rnd.active)
@@ -197,4 +299,5 @@ class DPDDA(DecentralizedAlgorithm):
             state.ledger.record_round(rnd.active)
         return DPDDAState(t=t, x=x, rng=rng, comm=state.comm, ledger=state.ledger,
                           info=state.info, z=z, xtilde=xtilde, big_a=big_a, anchor=state.anchor,
-                          active=rnd.active)
+                          active=rnd.active, act_rng=state.act_rng, noise_std=state.noise_std,
+                          lipschitz=state.lipschitz)

@@ -26,7 +26,11 @@ import numpy as np
 
 from rfed.algorithms.base import Algorithm
 from rfed.algorithms.decentralized._common import check_nonneg, check_probability
-from rfed.algorithms.decentralized._privacy import DGTPrivacy
+from rfed.algorithms.decentralized._privacy import (
+    DGTAccount,
+    PaperFormula,
+    reject_epsilon,
+)
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.comm import InProcessCommunicator
 from rfed.networks.graphs import Graph
@@ -37,7 +41,9 @@ from rfed.networks.mixing import (
     push_pull_constants,
     row_stochastic_weights,
 )
-from rfed.privacy.mechanisms import LaplaceSchedule
+from rfed.privacy.budget import PrivacyBudget
+from rfed.privacy.calibration import dpdgt_theta0
+from rfed.privacy.mechanisms import LaplaceSchedule, laplace_mechanism
 from rfed.problems.dispatch import QuadraticResourceAllocation
 
 __all__ = ["DPDGT", "NoisyDDGT", "require_euclidean"]
@@ -71,10 +77,93 @@ class DGTState:
     comm: object
     ledger: object = None
     comm0: dict = None  # type: ignore[assignment]
+    theta_xi: LaplaceSchedule = None  # type: ignore[assignment]
+    theta_zeta: LaplaceSchedule = None  # type: ignore[assignment]
 
 
 class _PushPullBase(Algorithm):
     """Shared plumbing: graph -> (R, C), communicator, run, metrics, output."""
+
+    def _noise_args(self, theta_xi, theta_zeta, budget, n_rounds, q_theta, paper_epsilon,
+                    adjacency_radius, delta, track_privacy):
+        """Check and store the noise configuration shared by DP-DGT and noisy DDGT."""
+        given = [nm for nm, v in (("budget", budget), ("paper_epsilon", paper_epsilon),
+                                  ("theta_xi/theta_zeta",
+                                   theta_xi if theta_xi is not None else theta_zeta))
+                 if v is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of 'budget', 'paper_epsilon' and "
+                             f"'theta_xi'/'theta_zeta', got {given}")
+        if budget is not None and not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"argument 'budget' must be a PrivacyBudget, got {budget!r}")
+        if (budget is not None or paper_epsilon is not None) and (
+                not isinstance(n_rounds, (int, np.integer)) or n_rounds < 1):
+            raise ValueError("argument 'n_rounds' (planned iterations, an int >= 1) is required "
+                             "with 'budget' and 'paper_epsilon'")
+        self.budget = budget
+        self.n_rounds = n_rounds
+        self.paper_epsilon = (None if paper_epsilon is None
+                              else check_nonneg(paper_epsilon, "paper_epsilon"))
+        self.q_theta = check_probability(q_theta, "q_theta")
+        self.theta_xi = theta_xi if theta_xi is not None else LaplaceSchedule(0.0, 1.0)
+        self.theta_zeta = theta_zeta if theta_zeta is not None else LaplaceSchedule(0.0, 1.0)
+        for nm, sched in (("theta_xi", self.theta_xi), ("theta_zeta", self.theta_zeta)):
+            if not isinstance(sched, LaplaceSchedule):
+                raise TypeError(f"argument '{nm}' must be a LaplaceSchedule, got {sched!r}")
+        self.adjacency_radius = check_nonneg(adjacency_radius, "adjacency_radius")
+        if self.adjacency_radius == 0:
+            raise ValueError("argument 'adjacency_radius' must be > 0 (the gradient-distance "
+                             "radius of the neighbouring relation, spec 003 Def. 2.2)")
+        self.delta = 1e-5 if delta is None else check_probability(delta, "delta")
+        self.track_privacy = bool(track_privacy)
+
+    @property
+    def adjacency_delta(self) -> float:
+        """Old name of :attr:`adjacency_radius` (the relation's radius, not DP's delta)."""
+        return self.adjacency_radius
+
+    def _private(self) -> bool:
+        return (self.budget is not None or bool(self.paper_epsilon)
+                or (self.theta_xi.theta0 > 0 and self.theta_zeta.theta0 > 0))
+
+    def _account(self, problem, rng) -> tuple[DGTAccount | None, LaplaceSchedule,
+                                              LaplaceSchedule]:
+        """The run's account and its two noise schedules (calibrated for a budget)."""
+        if not self._private():
+            return None, self.theta_xi, self.theta_zeta
+        kind, params = self._sens_params(problem)
+        mode = "paper_sigma"
+        txi, tzeta = self.theta_xi, self.theta_zeta
+        if self.budget is not None or self.paper_epsilon:
+            txi = tzeta = LaplaceSchedule(1.0, self.q_theta)
+        delta = self.delta
+        if self.budget is not None:
+            delta = self.budget.delta if self.budget.delta is not None else self.delta
+        account = DGTAccount(self.name, kind, params, self.adjacency_radius, txi, tzeta,
+                             problem.m, rng, delta, planned_rounds=None, paper=None, mode=mode)
+        if self.budget is not None:
+            theta0 = account.calibrate_scale(self.budget, self.n_rounds, delta)
+            account.mode, account.target_epsilon = "budget", self.budget.epsilon
+            account.planned_rounds = self.n_rounds
+        elif self.paper_epsilon:
+            theta0 = self._paper_theta0(problem, self.paper_epsilon)
+            account.mode, account.epsilon_paper = "paper_epsilon", self.paper_epsilon
+        if self.budget is not None or self.paper_epsilon:
+            txi = tzeta = LaplaceSchedule(theta0, self.q_theta)
+            account.theta_xi, account.theta_zeta = txi, tzeta
+        account.paper = self._paper(problem, txi, tzeta)
+        if not self.track_privacy and self.budget is None:
+            return None, txi, tzeta
+        return account, txi, tzeta
+
+    def _sens_params(self, problem) -> tuple[str, dict]:
+        raise NotImplementedError
+
+    def _paper(self, problem, txi, tzeta) -> PaperFormula | None:
+        return None
+
+    def _paper_theta0(self, problem, eps: float) -> float:
+        raise ValueError(f"{self.name} has no paper formula: use budget=")
 
     def __init__(self, graph: Graph, r=None, c=None, communicator=None):
         if not isinstance(graph, Graph):
@@ -108,8 +197,17 @@ class _PushPullBase(Algorithm):
         return state.w
 
     def privacy(self, state):
-        """The run's privacy tracker with the paper's bounds stored (``None`` without noise)."""
-        return None if state.ledger is None else state.ledger.finalize()
+        """The run's privacy report dict (``None`` without noise or tracking)."""
+        return None if state.ledger is None else state.ledger.report()
+
+    def _messages(self, state, comm):
+        """Release ``s + xi`` (pushed through C) and ``w~ + zeta`` (pulled through R)."""
+        k, rng = state.t, state.rng
+        if state.ledger is not None:
+            state.ledger.record_round()
+        sent_s = laplace_mechanism(state.s, state.theta_xi.scale(k), rng)
+        sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k), rng)
+        return comm.mix(self.c, sent_s), comm.mix(self.r, sent_w)
 
     def metrics(self, problem, state, with_reference):
         w = state.w
@@ -137,14 +235,30 @@ class DPDGT(_PushPullBase):
     gamma, phi : float
         Lazy mixing parameters of ``C`` and ``R`` (0.8, 0.7).
     theta_xi, theta_zeta : LaplaceSchedule
-        Noise scales of the pushed ``s`` and the pulled ``w~`` (Sec. 6.1: ``0.01 * 0.995^k``);
-        ``theta0 = 0`` means no noise.
-    adjacency_delta : float
-        Radius of the delta-adjacency (Def. 2.2) for the privacy report; the paper never fixes
-        it, so eps is reported per unit delta by default (spec P16).
+        The paper's parametrisation: noise scales of the pushed ``s`` and the pulled ``w~``
+        (Sec. 6.1: ``0.01 * 0.995^k``); ``theta0 = 0`` means no noise. Reported with the
+        certified epsilon under the relation below.
+    budget : PrivacyBudget, optional
+        Budget-first: ``theta0`` of both schedules ``theta0 q_theta^k`` is calibrated so that the
+        planned ``n_rounds`` iterations certify ``budget.epsilon`` (at ``budget.delta``, default
+        1e-5) under the cost-function adjacency of radius ``adjacency_radius``.
+    n_rounds : int, optional
+        Planned iterations (required with ``budget`` and ``paper_epsilon``).
+    q_theta : float
+        Decay of the calibrated schedules (Sec. 6.1: 0.995).
+    paper_epsilon : float, optional
+        ``theta0`` from eq. (38) (:func:`rfed.privacy.calibration.dpdgt_theta0`): the paper's
+        formula for an infinite run, not a guarantee (the certified epsilon is reported beside).
+    adjacency_radius : float
+        Radius of the paper's relation (Def. 2.2): neighbouring problems differ in ONE agent's
+        cost function, with ``sup_w ||grad F_i(w) - grad F_i'(w)||_1 <= adjacency_radius``. The
+        paper never fixes it (spec P16); the report names it (``level='dpdgt-cost-function'``,
+        ``neighboring``). This is not record-level DP.
+    delta : float, optional
+        Delta of the report (default 1e-5; the basic composition is pure, delta = 0).
     track_privacy : bool
-        Record the releases in a privacy ledger (Monte Carlo repetitions of one configuration
-        have identical privacy and may switch it off).
+        Keep the account (Monte Carlo repetitions of one configuration have identical privacy
+        and may switch it off; a budget always keeps it).
     """
 
     name = "DP-DGT"
@@ -152,48 +266,68 @@ class DPDGT(_PushPullBase):
     def __init__(self, graph: Graph, *, alpha0: float = 0.015, q: float = 0.991,
                  gamma: float = 0.8, phi: float = 0.7,
                  theta_xi: LaplaceSchedule | None = None,
-                 theta_zeta: LaplaceSchedule | None = None, adjacency_delta: float = 1.0,
-                 track_privacy: bool = True, r=None, c=None, communicator=None):
+                 theta_zeta: LaplaceSchedule | None = None, adjacency_radius: float = 1.0,
+                 track_privacy: bool = True, r=None, c=None, communicator=None,
+                 budget: PrivacyBudget | None = None, n_rounds: int | None = None,
+                 q_theta: float = 0.995, paper_epsilon: float | None = None,
+                 delta: float | None = None, **kwargs):
+        if "adjacency_delta" in kwargs:
+            adjacency_radius = kwargs.pop("adjacency_delta")
+        reject_epsilon(kwargs, type(self).__name__)
         super().__init__(graph, r, c, communicator)
-        self.track_privacy = bool(track_privacy)
         self.alpha0 = check_nonneg(alpha0, "alpha0")
         self.q = check_probability(q, "q")
         self.gamma = check_probability(gamma, "gamma")
         self.phi = check_probability(phi, "phi")
-        self.theta_xi = theta_xi if theta_xi is not None else LaplaceSchedule(0.0, 1.0)
-        self.theta_zeta = theta_zeta if theta_zeta is not None else LaplaceSchedule(0.0, 1.0)
-        for nm, sched in (("theta_xi", self.theta_xi), ("theta_zeta", self.theta_zeta)):
-            if not isinstance(sched, LaplaceSchedule):
-                raise TypeError(f"argument '{nm}' must be a LaplaceSchedule, got {sched!r}")
-        self.adjacency_delta = check_nonneg(adjacency_delta, "adjacency_delta")
+        self._noise_args(theta_xi, theta_zeta, budget, n_rounds, q_theta, paper_epsilon,
+                         adjacency_radius, delta, track_privacy)
 
     def alpha(self, k: int) -> float:
         """``alpha_k = alpha0 q^k``."""
         return self.alpha0 * self.q ** k
 
+    def _sens_params(self, problem):
+        return "dgt", {"alpha0": self.alpha0, "q": self.q, "mu": problem.strong_convexity,
+                       "gamma": self.gamma, "phi": self.phi}
+
+    def _q_c(self) -> float | None:
+        """``q_C`` of eq. (38)'s convergence condition (None when the digraph has no spanning
+        tree: the condition is then not checked; the privacy bound does not use it)."""
+        try:
+            return push_pull_constants(self.r, self.c, self.gamma, self.phi).q_C
+        except ValueError:
+            return None
+
+    def _paper(self, problem, txi, tzeta):
+        q_c = self._q_c()
+        return PaperFormula("dpdgt", {
+            "alpha0": self.alpha0, "q": self.q, "theta_xi0": txi.theta0, "q_xi": txi.q,
+            "theta_zeta0": tzeta.theta0, "q_zeta": tzeta.q, "mu": problem.strong_convexity,
+            "gamma": self.gamma, "phi": self.phi, "radius": self.adjacency_radius, "q_c": q_c})
+
+    def _paper_theta0(self, problem, eps):
+        q_c = self._q_c()
+        return dpdgt_theta0(eps, self.alpha0, self.q, self.q_theta, self.q_theta,
+                            problem.strong_convexity, self.gamma, self.phi,
+                            self.adjacency_radius, q_c)
+
     def init(self, problem, x0, rng):
         wt, w, comm = self._start(problem, x0, rng)
-        ledger = None
-        if self.track_privacy and self.theta_xi.theta0 > 0 and self.theta_zeta.theta0 > 0:
-            q_c = push_pull_constants(self.r, self.c, self.gamma, self.phi).q_C
-            ledger = DGTPrivacy(self, problem, q_c)
-        return DGTState(t=0, wt=wt, s=np.zeros_like(wt), w=w, rng=as_generator(rng), comm=comm,
-                        ledger=ledger)
+        rng = as_generator(rng)
+        account, txi, tzeta = self._account(problem, rng)
+        return DGTState(t=0, wt=wt, s=np.zeros_like(wt), w=w, rng=rng, comm=comm,
+                        ledger=account, theta_xi=txi, theta_zeta=tzeta)
 
     def step(self, problem, state):
-        k, rng, comm = state.t, state.rng, state.comm
-        shape = state.s.shape
-        xi = self.theta_xi.noise(k, shape, rng)
-        zeta = self.theta_zeta.noise(k, shape, rng)
-        pushed = comm.mix(self.c, state.s + xi)
-        pulled = comm.mix(self.r, state.wt + zeta)
+        k = state.t
+        pushed, pulled = self._messages(state, state.comm)
         s = (1 - self.gamma) * state.s + self.gamma * pushed - self.alpha(k) * (
             state.w - problem.demand)
         wt = (1 - self.phi) * state.wt + self.phi * pulled + (s - state.s)
         w = problem.primal(wt)
-        if state.ledger is not None:
-            state.ledger.record_round(k)
-        return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=rng, comm=comm, ledger=state.ledger)
+        return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
+                        ledger=state.ledger, theta_xi=state.theta_xi,
+                        theta_zeta=state.theta_zeta)
 
 
 
@@ -205,32 +339,47 @@ class NoisyDDGT(_PushPullBase):
         z_{k+1}  = C (z_k + xi_k) - iota (w_{k+1} - w_k),   z_0 = -iota (w_0 - d).
 
     The noise accumulates in ``1^T z_k`` (eq. (11)), which is why it does worse than DP-DGT.
-    Sec. 6.3 uses ``beta_k = 0.99^k`` and ``iota = 0.034``.
+    Sec. 6.3 uses ``beta_k = 0.99^k`` and ``iota = 0.034``. Privacy arguments as :class:`DPDGT`
+    (``budget=``, ``n_rounds=``, ``q_theta=``, ``adjacency_radius=``, ``delta=``), with the
+    sensitivities of :func:`~rfed.algorithms.decentralized._privacy.ddgt_sensitivities` (the
+    tracker's sensitivity never decays, so with decaying noise its epsilon grows quickly with
+    the run length); no paper formula.
     """
 
     name = "DDGT"
 
     def __init__(self, graph: Graph, *, beta0: float = 1.0, q: float = 0.99,
                  iota: float = 0.034, theta_xi: LaplaceSchedule | None = None,
-                 theta_zeta: LaplaceSchedule | None = None, r=None, c=None, communicator=None):
+                 theta_zeta: LaplaceSchedule | None = None, r=None, c=None, communicator=None,
+                 budget: PrivacyBudget | None = None, n_rounds: int | None = None,
+                 q_theta: float = 0.995, adjacency_radius: float = 1.0,
+                 delta: float | None = None, track_privacy: bool = True, **kwargs):
+        reject_epsilon(kwargs, type(self).__name__)
         super().__init__(graph, r, c, communicator)
         self.beta0 = check_nonneg(beta0, "beta0")
         self.q = check_probability(q, "q")
         self.iota = check_nonneg(iota, "iota")
-        self.theta_xi = theta_xi if theta_xi is not None else LaplaceSchedule(0.0, 1.0)
-        self.theta_zeta = theta_zeta if theta_zeta is not None else LaplaceSchedule(0.0, 1.0)
+        self._noise_args(theta_xi, theta_zeta, budget, n_rounds, q_theta, None,
+                         adjacency_radius, delta, track_privacy)
+
+    def _sens_params(self, problem):
+        return "ddgt", {"beta0": self.beta0, "q": self.q, "iota": self.iota,
+                        "mu": problem.strong_convexity}
 
     def init(self, problem, x0, rng):
         wt, w, comm = self._start(problem, x0, rng)
+        rng = as_generator(rng)
+        account, txi, tzeta = self._account(problem, rng)
         z = -self.iota * (w - problem.demand)
-        return DGTState(t=0, wt=wt, s=z, w=w, rng=as_generator(rng), comm=comm)
+        return DGTState(t=0, wt=wt, s=z, w=w, rng=rng, comm=comm, ledger=account,
+                        theta_xi=txi, theta_zeta=tzeta)
 
     def step(self, problem, state):
-        k, rng, comm = state.t, state.rng, state.comm
-        shape = state.s.shape
-        xi = self.theta_xi.noise(k, shape, rng)
-        zeta = self.theta_zeta.noise(k, shape, rng)
-        wt = comm.mix(self.r, state.wt + zeta) + self.beta0 * self.q ** k * state.s
+        k = state.t
+        pushed, pulled = self._messages(state, state.comm)
+        wt = pulled + self.beta0 * self.q ** k * state.s
         w = problem.primal(wt)
-        z = comm.mix(self.c, state.s + xi) - self.iota * (w - state.w)
-        return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=rng, comm=comm)
+        z = pushed - self.iota * (w - state.w)
+        return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=state.rng, comm=state.comm,
+                        ledger=state.ledger, theta_xi=state.theta_xi,
+                        theta_zeta=state.theta_zeta)

@@ -4,12 +4,19 @@ Spec ``specs/001_dpdl.md`` (Yuan, Xiao, Wang, Li). Each round, agent ``i`` sends
 neighbours; each neighbour ``j`` evaluates it on a minibatch of *its own* data, clips every
 per-sample gradient, adds ``N(0, sigma^2 C^2)`` to the sum and returns the mean (the
 cross-gradient ``gdd^{ij}``, eqs. (8)-(10)); ``i`` compares each received cross-gradient with its
-clean clipped self-gradient by cosine similarity ``S`` and forms (eqs. (15)-(18))
+self-gradient by cosine similarity ``S`` and forms (eqs. (15)-(18))
 
-``gtilde^i = sum_{j in N_i} gdd^{ij} / (sqrt(w_ij) N) + alpha (sum_j w_ij Cal^{ij}) ghat^{ii}``,
+``gtilde^i = sum_{j in N_i} gdd^{ij} / (sqrt(w_ij) N) + alpha (sum_j w_ij Cal^{ij}) gdd^{ii}``,
 ``Cal^{ij} = 1 / (1 + e^{S})`` (in ``[1/(1+e), e/(1+e)] = [0.2689, 0.7311]``),
 
 then takes a heavy-ball step and gossips both momentum and model with ``W`` (eqs. (19)-(22)).
+
+Privacy (issue 8, defect 3): the paper puts the agent's CLEAN clipped self-gradient ``ghat^{ii}``
+in the self term and the cosine reference; that value then leaves the agent inside the model it
+gossips, un-noised (infinite epsilon). rfed uses the agent's NOISY self-gradient ``gdd^{ii}`` (the
+same Gaussian mechanism as a cross-gradient, on the same minibatch) in both places, so everything
+that leaves agent ``i`` is post-processing of its ``|N_i|`` noisy releases per round (its
+``|N_i| - 1`` cross-gradients for its neighbours and its self-gradient), all accounted.
 
 Manifold form (spec section 7): the cross-gradient is computed at the receiver's own point
 ``x^i_{t-1}`` (the model it sent), so it lies in ``T_{x^i}`` already: no transport for the
@@ -30,11 +37,20 @@ from rfed.algorithms.decentralized._common import (
     check_mixing_matrix,
     check_nonneg,
 )
-from rfed.algorithms.decentralized._privacy import PrivacyTracker
+from rfed.algorithms.decentralized._privacy import (
+    GaussianAccount,
+    NoiseConfig,
+    PaperFormula,
+    gaussian_groups_calibration,
+    is_secure,
+    reject_epsilon,
+)
 from rfed.manifolds import as_generator
 from rfed.networks.comm import reverse_arcs, segment_sum
 from rfed.networks.network import Network
+from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.clipping import clip_by_norm
+from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 
 __all__ = ["DPDL", "DPDPSGD", "calibration_weights"]
 
@@ -48,7 +64,8 @@ def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
     x : array, shape ``(m, *point_shape)``
         Base points (the receiver's model).
     received, reference : arrays, shape ``(m, *point_shape)``
-        Noisy received gradients and the receiver's clean clipped self-gradient, tangent at ``x``.
+        Noisy received gradients and the receiver's reference self-gradient (its own noisy
+        self-gradient in :class:`DPDL`), tangent at ``x``.
 
     Returns
     -------
@@ -70,6 +87,7 @@ class DPDLState(DecentralizedState):
     v: np.ndarray = None  # type: ignore[assignment]
     gtilde: np.ndarray = None  # type: ignore[assignment]
     last_cal: np.ndarray = None  # type: ignore[assignment]
+    noise_std: float = 0.0
 
 
 class DPDL(DecentralizedAlgorithm):
@@ -88,21 +106,35 @@ class DPDL(DecentralizedAlgorithm):
     batch_size : int
         ``B`` (216), one minibatch per round reused for all cross-gradients and the self-gradient.
     clip : float
-        Per-sample clipping norm ``C`` (Riemannian norm; 2 MNIST, 3 CIFAR-10).
+        Per-sample clipping norm ``C`` (Riemannian norm; 2 MNIST, 3 CIFAR-10), a PUBLIC number.
+    budget : PrivacyBudget, optional
+        Budget-first: the noise of the planned ``n_rounds`` rounds is calibrated at ``init`` so
+        the finished run certifies ``budget`` (record level, replace-one, per agent).
+    n_rounds : int, optional
+        Planned rounds (required with ``budget`` and ``paper_epsilon``).
+    noise_multiplier : float, optional
+        Research: noise std over the replace-one sensitivity ``2C`` of one clipped sum.
     sigma : float
-        Noise multiplier: std ``sigma C`` on each clipped *sum*, then divided by ``B`` (spec P3).
+        The paper's parametrisation: std ``sigma C`` on each clipped *sum*, then divided by
+        ``B`` (spec P3); reported with its certified epsilon.
+    paper_epsilon : float, optional
+        The paper's Theorem 1 calibration (eq. (23) as printed) for ``n_rounds`` rounds: the
+        paper's formula, not a guarantee.
     h, c2 : float
-        Theorem 1's unspecified quantities, used only for the paper's privacy report (spec P12,
-        P13).
-    delta : float
-        Delta of both privacy reports (the paper gives none; spec 5.4 suggests 1e-5).
+        Theorem 1's unspecified quantities, used only for the paper's formula (spec P12, P13).
+    delta : float, optional
+        Delta of the reports without a budget (default ``min(1e-5, 1/(10 q))``).
     """
 
     name = "DPDL"
 
     def __init__(self, network: Network, *, lr: float, beta: float = 0.7, alpha: float = 1.5,
                  batch_size: int = 32, clip: float = 2.0, sigma: float = 0.0, h: float = 1.0,
-                 c2: float = 1.0, delta: float = 1e-5):
+                 c2: float = 1.0, delta: float | None = None,
+                 budget: PrivacyBudget | None = None, n_rounds: int | None = None,
+                 noise_multiplier: float | None = None, paper_epsilon: float | None = None,
+                 **kwargs):
+        reject_epsilon(kwargs, type(self).__name__)
         if not isinstance(network, Network):
             raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
         self.network = network
@@ -123,9 +155,10 @@ class DPDL(DecentralizedAlgorithm):
         if self.clip == 0:
             raise ValueError("argument 'clip' must be > 0")
         self.sigma = check_nonneg(sigma, "sigma")
+        self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, self.sigma or None,
+                                 paper_epsilon, delta)
         self.h = float(h)
         self.c2 = float(c2)
-        self.delta = float(delta)
         # a cross-gradient computed on the arc j -> i (model of j, data of i) returns on i -> j
         self._reverse = reverse_arcs(self.weights)
         self.closed_sizes = np.diff(self.weights.indptr)  # |N_i| including i (w_ii > 0)
@@ -141,56 +174,116 @@ class DPDL(DecentralizedAlgorithm):
                              f"local data set ({problem.counts.min()}); resample the partition "
                              "(spec 001 P10)")
 
-    def _clipped_sums(self, problem, x_models, data_owner, idx, rng):
-        """Per pair (model, data owner): clipped per-sample sum, and its noised mean (eq. 10)."""
+    def _noisy_means(self, problem, x_models, data_owner, idx, rng, noise_std):
+        """Per pair (model, data owner): the noised mean of the clipped per-sample gradients
+        (eq. 10), ``(sum_b clip_C(g_b) + N(0, noise_std^2)) / B``, tangent at ``x_models``."""
         manifold = problem.manifold
         grads = problem.sample_rgrad(x_models, problem.batch(data_owner, idx[data_owner]))
         clipped, _ = clip_by_norm(manifold, x_models, grads, self.clip)
         total = clipped.sum(axis=1)
-        noisy = total
-        if self.sigma > 0:
-            noisy = total + manifold.tangent_gaussian(x_models, self.sigma * self.clip, rng)
-        return total / self.batch_size, noisy / self.batch_size
+        if noise_std > 0:
+            total = gaussian_mechanism(manifold, x_models, total, noise_std, rng)
+        return total / self.batch_size
+
+    def _releases(self) -> np.ndarray:
+        """Gaussian releases per agent and round: ``|N_i|`` (cross-gradients and self)."""
+        return self.closed_sizes
+
+    def _paper(self, problem, delta, sigma) -> PaperFormula | None:
+        w = self.weights
+        return PaperFormula("dpdl", {
+            "q_global": self.batch_size / (problem.n_agents * int(problem.counts.min())),
+            "alpha": self.alpha, "n": problem.n_agents, "w_min": float(w.data.min()),
+            "w_max": float(w.data.max()), "closed_min": int(self.closed_sizes.min()),
+            "h": self.h, "c2": self.c2, "delta": delta, "sigma": sigma})
+
+    def _account(self, problem, rng) -> GaussianAccount | None:
+        cfg = self.noise
+        if cfg.mode is None:
+            return None
+        sizes = problem.counts
+        q = int(sizes.min())
+        delta = cfg.resolve_delta(q)
+        # a clipped sum of B per-sample gradients of norm <= C: replace-one sensitivity 2C
+        sens = release_sensitivity(2.0 * self.clip, problem.manifold.dim, rng)
+        releases = self._releases()
+        target = None
+        if cfg.mode == "budget":
+            planned = np.full(problem.n_agents, cfg.n_rounds)
+            z, _ = gaussian_groups_calibration(sizes, self.batch_size, releases, planned,
+                                               cfg.budget, delta, is_secure(rng))
+            target = cfg.budget.epsilon
+        elif cfg.mode == "noise_multiplier":
+            z = cfg.noise_multiplier
+        elif cfg.mode == "paper_sigma":
+            z = cfg.paper_sigma * self.clip / sens
+        else:
+            unit = self._paper(problem, delta, 1.0)
+            if unit is None:
+                raise ValueError(f"{self.name} has no paper formula: use budget= or "
+                                 "noise_multiplier=")
+            # eq. (23): sigma proportional to 1/eps
+            sig = unit.evaluate(cfg.n_rounds)["epsilon"] / cfg.paper_epsilon
+            z = sig * self.clip / sens
+        return GaussianAccount(
+            self.name, sizes, self.batch_size, releases, z, sens, delta, cfg.method,
+            assumptions=[f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; "
+                         "public)",
+                         "one minibatch of B records per round, drawn without replacement, "
+                         "secret; all of the round's releases use it",
+                         "the self-gradient in the model update is the noisy one (every value "
+                         "leaving an agent is post-processing of its noisy releases)"],
+            target_epsilon=target, planned_rounds=cfg.n_rounds if target is not None else None,
+            paper=self._paper(problem, delta, z * sens / self.clip),
+            epsilon_paper=cfg.paper_epsilon, secure=is_secure(rng), mode=cfg.mode)
+
+    def privacy(self, state):
+        """The run's privacy report dict (``None`` without noise)."""
+        return None if state.ledger is None else state.ledger.report()
 
     def init(self, problem, x0, rng):
         self._check(problem)
         n = problem.n_agents
         x = np.broadcast_to(x0, (n,) + problem.manifold.point_shape).copy()
-        tracker = None
-        if self.sigma > 0:
-            w = self.weights
-            tracker = PrivacyTracker.dpdl(self, problem, self.closed_sizes, float(w.data.min()),
-                                          float(w.data.max()), self.delta)
-        return DPDLState(t=0, x=x, rng=as_generator(rng), comm=self.network.comm, ledger=tracker,
-                         info={"comm0": self.network.stats.snapshot()}, v=np.zeros_like(x))
+        rng = as_generator(rng)
+        account = self._account(problem, rng)
+        std = 0.0 if account is None else account.noise_multiplier * account.sensitivity
+        return DPDLState(t=0, x=x, rng=rng, comm=self.network.comm, ledger=account,
+                         info={"comm0": self.network.stats.snapshot()}, v=np.zeros_like(x),
+                         noise_std=std)
 
     def step(self, problem, state):
         manifold = problem.manifold
         rng, comm, w = state.rng, state.comm, self.weights
         n = problem.n_agents
         x = state.x
+        if state.ledger is not None:
+            state.ledger.check_can_step()
         idx = problem.sample_batches(np.arange(n), self.batch_size, rng)
         # 1. every agent sends its model to its neighbours (one dense point per arc)
         nb = comm.gather_from_neighbors(w, x)
         # 2. each data owner nb.receivers evaluates the model of nb.senders on its batch; the
         # agents' own pairs (j = i) follow the m arcs
         m = nb.senders.size
-        clean, noisy = self._clipped_sums(problem, np.concatenate([nb.values, x]),
-                                          np.concatenate([nb.receivers, np.arange(n)]), idx, rng)
-        ghat_self = clean[m:]
+        noisy = self._noisy_means(problem, np.concatenate([nb.values, x]),
+                                  np.concatenate([nb.receivers, np.arange(n)]), idx, rng,
+                                  state.noise_std)
+        # the agent's own NOISY self-gradient: the clean one would leave the agent un-noised
+        # inside the model it gossips (issue 8, defect 3)
+        g_self = noisy[m:]
         # 3. the cross-gradients travel back to the model owners (one dense vector per arc)
         back = comm.send_along_arcs(w, noisy[:m][self._reverse])
         # 4. calibration at each model owner, j = i included (spec P4)
         model_owner = np.concatenate([back.receivers, np.arange(n)])
         recv_all = np.concatenate([back.values, noisy[m:]])
         wij = np.concatenate([back.weights, w.diagonal()])
-        _, cal = calibration_weights(manifold, x[model_owner], recv_all, ghat_self[model_owner])
+        _, cal = calibration_weights(manifold, x[model_owner], recv_all, g_self[model_owner])
         coef = 1.0 / (np.sqrt(wij) * n)
         k = len(manifold.point_shape)
         shape = (-1,) + (1,) * k
         cross = segment_sum(model_owner, coef.reshape(shape) * recv_all, n)
         self_weight = np.bincount(model_owner, weights=wij * cal, minlength=n)
-        gtilde = cross + self.alpha * self_weight.reshape(shape) * ghat_self
+        gtilde = cross + self.alpha * self_weight.reshape(shape) * g_self
         # 5. heavy ball, then gossip of momentum and model with the same W
         vtilde = self.beta * state.v + gtilde
         xtilde = manifold.exp(x, -self.lr * vtilde)
@@ -201,39 +294,47 @@ class DPDL(DecentralizedAlgorithm):
         info = dict(state.info)
         info["cal_min"], info["cal_max"] = float(cal.min()), float(cal.max())
         return DPDLState(t=state.t + 1, x=x_new, rng=rng, comm=comm, ledger=state.ledger,
-                         info=info, v=v_new, gtilde=gtilde, last_cal=cal)
+                         info=info, v=v_new, gtilde=gtilde, last_cal=cal,
+                         noise_std=state.noise_std)
 
 
-class DPDPSGD(DecentralizedAlgorithm):
+class DPDPSGD(DPDL):
     r"""DP-DPSGD baseline (spec 001 section 5.5, A(DP)^2SGD): decentralized parallel SGD where
     each agent perturbs its own clipped minibatch gradient.
 
     ``vtilde^i = beta v^i + gdd^{ii}``, ``xtilde^i = Exp_{x^i}(-eta vtilde^i)``, then the same
     gossip of model and momentum as DPDL (so the only difference from DPDL is the cross-gradient
-    aggregation and calibration). ``gdd^{ii} = (sum_b clip(g_b) + N(0, sigma^2 C^2)) / B``.
+    aggregation and calibration). ``gdd^{ii} = (sum_b clip(g_b) + N(0, sigma^2 C^2)) / B``: one
+    release per agent and round. The same privacy arguments as :class:`DPDL` (``budget=``,
+    ``n_rounds=``, ``noise_multiplier=``, ``sigma=``); no paper formula (its own bound is not in
+    the specs), so ``paper_epsilon=`` is refused.
     """
 
     name = "DP-DPSGD"
 
     def __init__(self, network: Network, *, lr: float, beta: float = 0.7, batch_size: int = 32,
-                 clip: float = 2.0, sigma: float = 0.0, delta: float = 1e-5):
-        self._dpdl = DPDL(network, lr=lr, beta=beta, alpha=0.0, batch_size=batch_size,
-                          clip=clip, sigma=sigma, delta=delta)
-        self.network = network
-        self.lr, self.beta, self.batch_size = lr, beta, batch_size
-        self.clip, self.sigma, self.delta = clip, sigma, delta
+                 clip: float = 2.0, sigma: float = 0.0, delta: float | None = None,
+                 budget: PrivacyBudget | None = None, n_rounds: int | None = None,
+                 noise_multiplier: float | None = None, **kwargs):
+        reject_epsilon(kwargs, type(self).__name__)
+        super().__init__(network, lr=lr, beta=beta, alpha=0.0, batch_size=batch_size,
+                         clip=clip, sigma=sigma, delta=delta, budget=budget, n_rounds=n_rounds,
+                         noise_multiplier=noise_multiplier)
 
-    def init(self, problem, x0, rng):
-        state = self._dpdl.init(problem, x0, rng)
-        state.ledger = PrivacyTracker.dpsgd(self, problem, self.delta) if self.sigma > 0 else None
-        return state
+    def _releases(self) -> np.ndarray:
+        return np.ones(self.n_agents, dtype=int)
+
+    def _paper(self, problem, delta, sigma) -> None:
+        return None
 
     def step(self, problem, state):
         manifold = problem.manifold
         n = problem.n_agents
         rng = state.rng
+        if state.ledger is not None:
+            state.ledger.check_can_step()
         idx = problem.sample_batches(np.arange(n), self.batch_size, rng)
-        _, noisy = self._dpdl._clipped_sums(problem, state.x, np.arange(n), idx, rng)
+        noisy = self._noisy_means(problem, state.x, np.arange(n), idx, rng, state.noise_std)
         vtilde = self.beta * state.v + noisy
         xtilde = manifold.exp(state.x, -self.lr * vtilde)
         x_new = self.network.gossip(manifold, xtilde)
@@ -241,4 +342,4 @@ class DPDPSGD(DecentralizedAlgorithm):
         if state.ledger is not None:
             state.ledger.record_round(np.ones(n, dtype=bool))
         return DPDLState(t=state.t + 1, x=x_new, rng=rng, comm=state.comm, ledger=state.ledger,
-                         info=state.info, v=v_new, gtilde=noisy)
+                         info=state.info, v=v_new, gtilde=noisy, noise_std=state.noise_std)
