@@ -243,8 +243,9 @@ def test_private_runs_order_by_epsilon():
     """Larger local epsilon, lower final excess risk (paper Fig. 1 claim), by a clear margin.
 
     Full participation, K = 1, full batch: each step adds the averaged noise of 8 agents, whose
-    std falls as the certified budget grows, so the stationary excess risk falls with eps. Each gap between means
-    must exceed 3 combined standard errors over 8 repetitions (a one-sided z-test at ~0.1%).
+    std falls as the certified budget grows, so the stationary excess risk falls with eps. Each
+    gap between means must exceed 3 combined standard errors over 8 repetitions (a one-sided
+    z-test at ~0.1%).
     """
     prob = SpherePCA(make_pca_synthetic(8, 30, 6, 0.3, 2, shared_basis=True))
     lam = np.linalg.eigvalsh(prob.covariance())[-1]

@@ -1,10 +1,10 @@
 """Federated private optimization on manifolds: PriRFed with DP-RSGD / DP-RSVRG local training.
 
-Composable pieces: :mod:`~rfed.algorithms.federated.sampling` (agents and minibatches), :mod:`~rfed.algorithms.federated.local` (batched local trainers),
+Composable pieces: :mod:`~rfed.algorithms.federated.sampling` (agents and minibatches),
+:mod:`~rfed.algorithms.federated.local` (batched local trainers),
 :mod:`~rfed.algorithms.federated.aggregation` (tangent mean, Karcher mean),
-:mod:`~rfed.algorithms.federated.accounting` (certified accounting, budget calibration,
-and the paper's Theorem 4.2 beside) and
-:class:`PriRFed` (Algorithm 1) tying them together.
+:mod:`~rfed.algorithms.federated.accounting` (certified accounting, budget calibration, and the
+paper's Theorem 4.2 beside) and :class:`PriRFed` (Algorithm 1) tying them together.
 """
 
 from rfed.algorithms.federated.accounting import (
