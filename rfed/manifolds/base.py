@@ -34,8 +34,10 @@ def as_generator(rng: np.random.Generator | int | None, name: str = "rng") -> np
     """Return a :class:`numpy.random.Generator` from a generator or an integer seed.
 
     ``None`` is refused: rfed never falls back to unseeded or global random state silently.
+    Secure mode's ``rfed.privacy.secure.SecureRandom`` passes through (recognized by its
+    ``is_secure_random`` marker: manifolds do not import rfed.privacy); it refuses Gaussian draws.
     """
-    if isinstance(rng, np.random.Generator):
+    if isinstance(rng, np.random.Generator) or getattr(rng, "is_secure_random", False) is True:
         return rng
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
         return np.random.default_rng(int(rng))

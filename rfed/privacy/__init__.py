@@ -8,7 +8,11 @@ Modules
 :mod:`~rfed.privacy.clipping`
     Per-sample clipping by the Riemannian norm; per-coordinate clipping.
 :mod:`~rfed.privacy.mechanisms`
-    Gaussian mechanism on a tangent space, Laplace noise and its decaying schedule, secure mode.
+    Gaussian mechanism on a tangent space, flat Gaussian and Laplace releases, the Laplace
+    schedule, and the sensitivity to record for each release (:func:`release_sensitivity`).
+:mod:`~rfed.privacy.secure`
+    Secure mode: :class:`SecureRandom` (OS CSPRNG, refuses floating-point noise draws) and the
+    discrete Gaussian / Laplace of Canonne, Kamath and Steinke 2020 on a grid.
 :mod:`~rfed.privacy.accountants`
     Certified accountant on dp-accounting (RDP and PLD) and its conventions.
 :mod:`~rfed.privacy.papers`
@@ -19,6 +23,9 @@ Modules
     Smallest noise for a target budget; inverses of the closed forms.
 :mod:`~rfed.privacy.ledger`
     Per-agent, per-round record of what was spent, and the run's privacy report.
+:mod:`~rfed.privacy.audit`
+    Empirical privacy auditing: a Clopper-Pearson lower bound on epsilon from trials on
+    neighbouring datasets with a canary record (Jagielski et al. 2020, Nasr et al. 2021).
 
 Noise for a target budget
 -------------------------
@@ -56,6 +63,30 @@ Algorithms feed a :class:`PrivacyLedger` as they run; read it at any time::
 The report lists the accountant (RDP or PLD, dp-accounting version), the neighbouring relation,
 the noise-multiplier convention, every event with its counts, the per-agent epsilons, the overall
 epsilon, and any paper closed form the algorithm stored with ``add_paper_bound``, side by side.
+
+Research runs and secure runs
+-----------------------------
+Seeded runs (``np.random.default_rng(seed)``) are for research: the noise is floating point and
+the run can be replayed from its seed. Secure mode draws from the OS CSPRNG and releases discrete
+noise on a grid, so no output is impossible for a neighbouring input (Mironov 2012)::
+
+    from rfed.privacy import make_generator, gaussian_mechanism, release_sensitivity
+    rng = make_generator(secure=True)                        # SecureRandom(grid=2**-40)
+    noisy = gaussian_mechanism(manifold, x, value, sigma, rng)
+    ledger.record(t, agents=a, sigma=sigma,
+                  sensitivity=release_sensitivity(2 * tau / b, manifold.dim, rng), ...)
+
+A SecureRandom refuses ``standard_normal``/``normal``/``laplace`` (:class:`SecureModeError`), so
+a noise path that bypasses the mechanisms fails loudly instead of leaking.
+
+Checking a claim empirically
+----------------------------
+``rfed.privacy.audit`` runs a mechanism on two neighbouring datasets many times and returns a
+Clopper-Pearson lower bound on epsilon; it must stay below the certified epsilon::
+
+    from rfed.privacy.audit import audit
+    res = audit(run_trials, n_trials=100_000, delta=1e-5, rng=np.random.default_rng(0))
+    res.epsilon_lower, res.confidence
 """
 
 from rfed.privacy.accountants import (
@@ -75,6 +106,7 @@ from rfed.privacy.budget import (
     check_delta_for_dataset,
     default_delta,
 )
+from rfed.privacy.audit import AuditResult, epsilon_lower_bound
 from rfed.privacy.calibration import (
     calibrate_noise_multiplier,
     calibrate_sigma,
@@ -86,15 +118,19 @@ from rfed.privacy.ledger import PrivacyLedger
 from rfed.privacy.mechanisms import (
     LaplaceSchedule,
     gaussian_mechanism,
+    gaussian_release,
     laplace_mechanism,
     laplace_noise,
+    release_sensitivity,
     secure_generator,
 )
 from rfed.privacy.papers import PrivacyConditionWarning
+from rfed.privacy.secure import SecureModeError, SecureRandom, make_generator
 
 __all__ = [
     "Calibration",
     "Certificate",
+    "AuditResult",
     "CertifiedAccountant",
     "EventSpec",
     "LaplaceSchedule",
@@ -102,6 +138,8 @@ __all__ = [
     "PrivacyConditionWarning",
     "PrivacyLedger",
     "calibrate",
+    "SecureModeError",
+    "SecureRandom",
     "calibrate_noise_multiplier",
     "calibrate_sigma",
     "certify",
@@ -113,12 +151,16 @@ __all__ = [
     "compose_epsilon",
     "default_delta",
     "dpdgt_theta0",
+    "epsilon_lower_bound",
     "gaussian_epsilon",
     "gaussian_mechanism",
+    "gaussian_release",
     "laplace_mechanism",
     "laplace_noise",
+    "make_generator",
     "papers",
     "prirfed_local_epsilon",
+    "release_sensitivity",
     "secure_generator",
 ]
 

@@ -8,6 +8,10 @@
   000_doadp.md, pitfall P2): L2 clipping does not bound the selected coordinates that way.
 
 Floating point: a clipped vector has norm ``bound`` up to rounding (a relative 1e-15 or so).
+
+Bad input raises: a NaN or infinite gradient (it would make the clipped sum NaN and the release
+meaningless, or silently unbounded) and a bound that is not finite and > 0 (a zero bound
+releases nothing useful and a zero sensitivity would make the accountant divide by zero).
 """
 
 from __future__ import annotations
@@ -16,7 +20,7 @@ import numpy as np
 
 from rfed.manifolds.base import Manifold
 from rfed.privacy._checks import check_nonneg_array
-from rfed.privacy._tangent import as_array, expand_batch, scale
+from rfed.privacy._tangent import as_array, blocks, expand_batch, scale
 
 __all__ = ["clip_by_norm", "clip_coordinates", "clip_factors"]
 
@@ -28,6 +32,23 @@ def clip_factors(norms: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
     with np.errstate(divide="ignore", invalid="ignore"):
         factor = np.where(norms > bound, bound / np.where(norms > 0, norms, 1.0), 1.0)
     return factor
+
+
+def _positive_bound(bound) -> np.ndarray:
+    bound = check_nonneg_array(bound, "bound")
+    if np.any(bound <= 0):
+        raise ValueError("argument 'bound' must be > 0 everywhere (a clipping level of 0 "
+                         "releases nothing and has no finite noise multiplier)")
+    return bound
+
+
+def _check_finite(manifold: Manifold | None, a, name: str) -> None:
+    parts = None if manifold is None else blocks(manifold)
+    arrays = a if parts is not None else (a,)
+    for arr in arrays:
+        if not np.all(np.isfinite(arr)):
+            raise ValueError(f"argument '{name}' contains NaN or inf (a per-sample gradient "
+                             "that is not finite cannot be clipped)")
 
 
 def clip_by_norm(
@@ -47,8 +68,8 @@ def clip_by_norm(
         ``x`` is broadcast against ``g`` by inserting that sample axis, so ``x`` of shape
         ``(n_agents, d+1)`` pairs with ``g`` of shape ``(n_agents, n_samples, d+1)``.
     bound : float or array
-        Clipping level ``tau >= 0``; an array must broadcast against ``(*batch, n_samples)``
-        (pass ``tau[:, None]`` for one level per agent).
+        Clipping level ``tau > 0``, finite; an array must broadcast against
+        ``(*batch, n_samples)`` (pass ``tau[:, None]`` for one level per agent).
 
     Returns
     -------
@@ -57,8 +78,11 @@ def clip_by_norm(
     n_clipped : int array, shape ``(*batch,)``
         How many samples were shortened, per batch element (``n_clipped.sum()`` for the total).
     """
+    bound = _positive_bound(bound)
     g = as_array(manifold, g, "g", extra_axes=1)
     x = as_array(manifold, x, "x")
+    _check_finite(manifold, g, "g")
+    _check_finite(manifold, x, "x")
     norms = manifold.norm(expand_batch(manifold, x, -1), g)
     factor = clip_factors(norms, bound)
     clipped = scale(manifold, g, factor)
@@ -76,7 +100,8 @@ def clip_coordinates(
     v : array, shape ``(*batch, *vector_shape)``
         The last ``ndim`` axes form one vector.
     bound : float or array
-        ``>= 0``; scalar or per-coordinate, broadcastable to ``v`` (DO-ADP: ``G / sqrt(d)``).
+        ``> 0``, finite; scalar or per-coordinate, broadcastable to ``v`` (DO-ADP:
+        ``G / sqrt(d)``).
     ndim : int
         Number of trailing axes that make up one vector.
 
@@ -86,8 +111,9 @@ def clip_coordinates(
     n_clipped : int array, shape ``(*batch,)``
         Number of clamped coordinates in each vector.
     """
-    bound = check_nonneg_array(bound, "bound")
+    bound = _positive_bound(bound)
     v = np.asarray(v, dtype=float)
+    _check_finite(None, v, "v")
     if not isinstance(ndim, (int, np.integer)) or not 0 <= ndim <= v.ndim:
         raise ValueError(f"argument 'ndim' must be an int in [0, v.ndim={v.ndim}], got {ndim!r}")
     clipped = np.clip(v, -bound, bound)

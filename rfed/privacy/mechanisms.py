@@ -1,8 +1,23 @@
 """Noise mechanisms: the Gaussian mechanism on a tangent space and the Laplace mechanism.
 
-Every function takes an explicit :class:`numpy.random.Generator` (or int seed). Seeded generators
-are the default for research and tests: the same seed gives the same bits. For deployments,
-:func:`secure_generator` returns a generator seeded from operating-system entropy.
+Every function takes an explicit random source ``rng``:
+
+* a :class:`numpy.random.Generator` (or int seed): research mode. The noise is drawn in floating
+  point and the run can be replayed from its seed. Floating-point noise leaks through the set
+  of representable outputs (Mironov 2012), so research runs are not for deployment.
+* a :class:`rfed.privacy.secure.SecureRandom` (:func:`secure_generator`,
+  ``make_generator(secure=True)``): secure mode. Randomness comes from the OS CSPRNG and the
+  release is discrete: the value is rounded to the grid ``rng.grid * Z`` and an integer number
+  of grid steps drawn from the discrete Gaussian (Laplace) of Canonne, Kamath and Steinke 2020 is
+  added (:func:`rfed.privacy.secure.grid_release`; its docstring says what is exact). Tangent
+  vectors are released in orthonormal tangent coordinates, where the Riemannian norm is the
+  coordinate L2 norm. Rounding inflates the sensitivity the ledger must record:
+  :func:`release_sensitivity`.
+
+Contract for the algorithms: noise a value with :func:`gaussian_mechanism` (tangent vectors),
+:func:`gaussian_release` (flat arrays) or :func:`laplace_mechanism`, and record in the ledger
+``release_sensitivity(sensitivity, dim, rng)``; never add bare noise to a value yourself
+(:func:`laplace_noise` refuses a secure ``rng``).
 
 Sources of the noise laws:
 
@@ -17,21 +32,29 @@ Sources of the noise laws:
 from __future__ import annotations
 
 import dataclasses
-import secrets
+from typing import Any
 
 import numpy as np
 
 from rfed.manifolds.base import Manifold, as_generator
-from rfed.privacy._checks import check_nonneg, check_nonneg_array, check_rate
+from rfed.privacy._checks import (
+    check_choice,
+    check_int,
+    check_nonneg,
+    check_nonneg_array,
+    check_rate,
+)
 from rfed.privacy._tangent import add, as_array, batch_shape, broadcast_batch
+from rfed.privacy.clipping import _check_finite
+from rfed.privacy.secure import SecureModeError, SecureRandom, grid_release, is_secure
 
 __all__ = [
     "gaussian_mechanism",
     "gaussian_release",
-    "release_sensitivity",
     "laplace_noise",
     "laplace_mechanism",
     "LaplaceSchedule",
+    "release_sensitivity",
     "secure_generator",
 ]
 
@@ -41,9 +64,14 @@ def gaussian_mechanism(
     x: np.ndarray,
     value: np.ndarray,
     sigma: float | np.ndarray,
-    rng: np.random.Generator | int,
+    rng: np.random.Generator | SecureRandom | int,
 ) -> np.ndarray:
     r"""Release ``value + xi`` with ``xi ~ N_x(0, sigma^2 I_dim)`` on :math:`T_x M`.
+
+    Secure mode (``rng`` a :class:`~rfed.privacy.secure.SecureRandom`): ``c = to_coords(x,
+    value)`` (orthonormal coordinates, ``|c|_2 = |value|_x``), ``c~ = grid_release(c, sigma)``
+    (grid rounding plus discrete Gaussian steps per coordinate), returned as ``from_coords(x,
+    c~)`` (post-processing). Record ``release_sensitivity(sensitivity, manifold.dim, rng)``.
 
     Parameters
     ----------
@@ -56,7 +84,7 @@ def gaussian_mechanism(
     sigma : float or array
         Noise standard deviation ``>= 0`` per intrinsic coordinate; an array broadcasts against
         the batch shape (one sigma per agent). It is ``noise_multiplier * sensitivity``.
-    rng : Generator or int
+    rng : Generator, int or SecureRandom
 
     Returns
     -------
@@ -65,40 +93,96 @@ def gaussian_mechanism(
     sigma = check_nonneg_array(sigma, "sigma")
     value = as_array(manifold, value, "value")
     x = as_array(manifold, x, "x")
+    _check_finite(manifold, value, "value")
     batch = np.broadcast_shapes(batch_shape(manifold, x), batch_shape(manifold, value))
     xb = broadcast_batch(manifold, x, batch)
+    if is_secure(rng):
+        coords = manifold.to_coords(xb, broadcast_batch(manifold, value, batch))
+        try:
+            scale = np.broadcast_to(sigma, batch)[..., None]
+        except ValueError:
+            raise ValueError(f"argument 'sigma' of shape {sigma.shape} must broadcast to the "
+                             f"batch shape {batch}") from None
+        return manifold.from_coords(xb, grid_release(coords, scale, rng, name="value"))
     return add(manifold, value, manifold.tangent_gaussian(xb, sigma, as_generator(rng)))
 
 
 def gaussian_release(
-    value: np.ndarray, sigma: float | np.ndarray, rng: np.random.Generator | int
+    value: np.ndarray, sigma: float | np.ndarray, rng: np.random.Generator | SecureRandom | int
 ) -> np.ndarray:
     """Release ``value + N(0, sigma^2)`` per coordinate of a flat (Euclidean) array.
 
     Parameters
     ----------
-    value : array
+    value : array, any shape
+        Finite.
     sigma : float or array
-        Noise standard deviation ``>= 0``, broadcastable to ``value``.
-    rng : Generator or int
+        ``>= 0``, broadcastable to ``value`` (one per coordinate, per agent, ...).
+    rng : Generator, int or SecureRandom
+        Secure mode: ``value`` is rounded to ``rng.grid`` and discrete Gaussian grid steps are
+        added (:func:`rfed.privacy.secure.grid_release`); record
+        ``release_sensitivity(sensitivity, value_dim, rng)``.
+
+    Returns
+    -------
+    array, shape of ``value``
     """
     sigma = check_nonneg_array(sigma, "sigma")
-    value = np.asarray(value, dtype=float)
+    value = _finite(value, "value")
+    try:
+        np.broadcast_to(sigma, value.shape)
+    except ValueError:
+        raise ValueError(f"argument 'sigma' of shape {sigma.shape} must broadcast to argument "
+                         f"'value' of shape {value.shape}") from None
+    if is_secure(rng):
+        return grid_release(value, sigma, rng, "gaussian", name="value")
     return value + sigma * as_generator(rng).standard_normal(value.shape)
 
 
 def release_sensitivity(
-    sensitivity: float | np.ndarray, dim: int, rng: object, norm: str = "l2"
+    sensitivity: float | np.ndarray, dim: int, rng: Any, norm: str = "l2"
 ) -> float | np.ndarray:
-    """The sensitivity a ledger must record for a release through this module's mechanisms.
+    """The sensitivity the ledger must record for a release through this module.
 
-    With a seeded :class:`numpy.random.Generator` the release adds continuous noise to the value
-    itself, so the sensitivity is unchanged. ``dim`` (coordinates released) and ``norm``
-    (``'l2'`` for Gaussian, ``'l1'`` for Laplace) matter for releases that round the value first.
+    Research mode (a numpy Generator or seed): ``sensitivity`` unchanged. Secure mode: the grid
+    rounding moves each of the ``dim`` released coordinates by at most ``grid / 2``, so between
+    neighbours the rounded value moves by at most ``sensitivity + grid * sqrt(dim)`` (L2) or
+    ``sensitivity + grid * dim`` (L1); with an integer shift, the discrete Gaussian's Renyi
+    divergence is at most the continuous one's (Canonne, Kamath, Steinke 2020), so an RDP
+    accountant (``method='rdp'``) may treat the release as a Gaussian event of this sensitivity;
+    a Laplace release's privacy loss is at most ``sensitivity_l1 / scale`` (pure DP), as for the
+    continuous Laplace. The PLD accountant models the continuous Gaussian's privacy loss
+    distribution, which that result does not cover: account secure Gaussian releases with RDP.
+
+    Not included: the floating-point error of computing the value itself (clipping, the tangent
+    coordinates ``to_coords``), a relative ``1e-15`` or so of the value's norm, which is far below
+    the grid term for values of norm below ``grid * 1e14`` (about 100 at the default grid).
+
+    Parameters
+    ----------
+    sensitivity : float or array
+        L2 (or L1) sensitivity of the value before rounding, ``>= 0``.
+    dim : int
+        Number of released coordinates (``manifold.dim`` for :func:`gaussian_mechanism`, the
+        size of one agent's value for :func:`gaussian_release` / :func:`laplace_mechanism`).
+    rng : Generator, int or SecureRandom
+        The source the release uses.
+    norm : {'l2', 'l1'}
+        ``'l2'`` for the Gaussian mechanisms, ``'l1'`` for the Laplace mechanism.
     """
-    if norm not in ("l2", "l1"):
-        raise ValueError(f"argument 'norm' must be 'l2' or 'l1', got {norm!r}")
-    return sensitivity
+    sens = check_nonneg_array(sensitivity, "sensitivity")
+    dim = check_int(dim, "dim")
+    check_choice(norm, "norm", ("l2", "l1"))
+    if is_secure(rng):
+        sens = sens + rng.grid * (np.sqrt(dim) if norm == "l2" else dim)
+    return float(sens) if sens.ndim == 0 else sens
+
+
+def _finite(value: Any, name: str) -> np.ndarray:
+    arr = np.asarray(value, dtype=float)
+    if not np.all(np.isfinite(arr)):
+        raise ValueError(f"argument '{name}' contains NaN or inf")
+    return arr
 
 
 def laplace_noise(
@@ -112,7 +196,15 @@ def laplace_noise(
     scale : float or array
         ``theta >= 0``; scalar or per-coordinate, broadcastable to ``shape``. Zero gives zeros.
     rng : Generator or int
+        Not a :class:`~rfed.privacy.secure.SecureRandom`: bare noise would be added to a value
+        in floating point by the caller; secure mode needs :func:`laplace_mechanism`.
     """
+    if is_secure(rng):
+        raise SecureModeError(
+            "laplace_noise returns bare noise that the caller adds in floating point, which is "
+            "not allowed in secure mode; use laplace_mechanism(value, scale, rng) (or "
+            "LaplaceSchedule.release)"
+        )
     scale = check_nonneg_array(scale, "scale")
     shape = (shape,) if np.isscalar(shape) else tuple(shape)
     try:
@@ -125,10 +217,18 @@ def laplace_noise(
 
 
 def laplace_mechanism(
-    value: np.ndarray, scale: float | np.ndarray, rng: np.random.Generator | int
+    value: np.ndarray, scale: float | np.ndarray, rng: np.random.Generator | SecureRandom | int
 ) -> np.ndarray:
-    """Release ``value + Lap(scale)`` per coordinate (noise multiplier = scale / L1 sensitivity)."""
-    value = np.asarray(value, dtype=float)
+    """Release ``value + Lap(scale)`` per coordinate (noise multiplier = scale / L1 sensitivity).
+
+    Secure mode (``rng`` a SecureRandom): ``value`` rounded to ``rng.grid`` plus discrete
+    Laplace grid steps of scale ``ceil(scale / grid)`` (at least ``scale``); record
+    ``release_sensitivity(sensitivity, value.size_per_agent, rng, norm="l1")``.
+    """
+    value = _finite(value, "value")
+    if is_secure(rng):
+        scale = check_nonneg_array(scale, "scale")
+        return grid_release(value, scale, rng, "laplace", name="value")
     return value + laplace_noise(value.shape, scale, rng)
 
 
@@ -167,17 +267,21 @@ class LaplaceSchedule:
     def noise(
         self, k: int, shape: int | tuple[int, ...], rng: np.random.Generator | int
     ) -> np.ndarray:
-        """Laplace noise of scale ``theta_k`` and the given shape."""
+        """Laplace noise of scale ``theta_k`` and the given shape (research mode only)."""
         return laplace_noise(shape, self.scale(k), rng)
 
+    def release(
+        self, k: int, value: np.ndarray, rng: np.random.Generator | SecureRandom | int
+    ) -> np.ndarray:
+        """``laplace_mechanism(value, theta_k, rng)``: works in both modes."""
+        return laplace_mechanism(value, self.scale(k), rng)
 
-def secure_generator() -> np.random.Generator:
-    """A generator seeded from 256 bits of operating-system entropy (``secrets``).
 
-    For deployments: the noise cannot be replayed from a seed stored with the run. It is not a
-    cryptographic generator (numpy's PCG64 state can in principle be recovered from enough raw
-    outputs), and floating-point noise samplers have known side channels (Mironov, CCS 2012);
-    an adversarial deployment needs a cryptographic, discretized sampler. Research runs and tests
-    keep seeded generators (``np.random.default_rng(seed)``), which rfed uses everywhere by default.
+def secure_generator(grid: float = 2.0**-40) -> SecureRandom:
+    """Secure mode's random source: ``SecureRandom(grid)`` (OS CSPRNG, not replayable).
+
+    Pass it as ``rng`` to the mechanisms of this module to get discrete noise on ``grid * Z``;
+    see :mod:`rfed.privacy.secure`. (It replaces an earlier entropy-seeded PCG64 generator, which
+    was neither cryptographic nor protected against floating-point leaks.)
     """
-    return np.random.Generator(np.random.PCG64(np.random.SeedSequence(secrets.randbits(256))))
+    return SecureRandom(grid)

@@ -14,6 +14,7 @@ from rfed.privacy import (
     laplace_noise,
     secure_generator,
 )
+from rfed.privacy.secure import SecureModeError, SecureRandom
 
 
 def _cases():
@@ -105,6 +106,33 @@ def test_clipping_bad_input():
         clip_coordinates(np.ones(3), np.nan)
 
 
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_clipping_refuses_nonfinite_gradients(bad):
+    # issue 12: a NaN/inf gradient must not silently become a NaN (or unclipped) release
+    m = M.Sphere(2)
+    x = m.random_point(0)
+    g = np.zeros((4, 3))
+    g[2, 1] = bad
+    with pytest.raises(ValueError, match="'g' contains NaN or inf"):
+        clip_by_norm(m, x, g, 1.0)
+    with pytest.raises(ValueError, match="'v' contains NaN or inf"):
+        clip_coordinates(g, 1.0)
+    xt = (m.random_point(0), M.SPD(2).random_point(0))
+    gt = (g, np.full((4, 2, 2), bad))
+    with pytest.raises(ValueError, match="'g'"):
+        clip_by_norm(M.Product(M.Sphere(2), M.SPD(2)), xt, gt, 1.0)
+
+
+@pytest.mark.parametrize("bound", [0.0, -1.0, np.array([1.0, 0.0, 1.0]), np.inf])
+def test_clipping_refuses_zero_negative_or_infinite_bounds(bound):
+    m = M.Sphere(2)
+    x = m.random_point(0)
+    with pytest.raises(ValueError, match="'bound'"):
+        clip_by_norm(m, x, np.zeros((3, 3)), bound)
+    with pytest.raises(ValueError, match="'bound'"):
+        clip_coordinates(np.ones((2, 3)), bound)
+
+
 def test_coordinate_clipping():
     v = np.array([[0.5, -2.0, 3.0], [0.1, 0.2, -0.3]])
     clipped, n = clip_coordinates(v, 1.0)
@@ -170,10 +198,12 @@ def test_laplace_noise_moments_and_schedule():
         LaplaceSchedule(-0.01, 0.9)
 
 
-def test_secure_generator_is_unseeded():
+def test_secure_generator_is_os_randomness_and_refuses_float_noise():
     a, b = secure_generator(), secure_generator()
-    assert isinstance(a, np.random.Generator)
-    assert not np.array_equal(a.standard_normal(8), b.standard_normal(8))
+    assert isinstance(a, SecureRandom) and a.grid == 2.0**-40
+    assert not np.array_equal(a.integers(0, 2**62, 4), b.integers(0, 2**62, 4))
+    with pytest.raises(SecureModeError, match="floating-point noise is not allowed"):
+        a.standard_normal(8)
 
 
 def test_tuple_product_clipping_and_mechanism():
@@ -196,3 +226,18 @@ def test_tuple_product_clipping_and_mechanism():
     assert abs(sq.mean() - m.dim) <= 6 * np.sqrt(2 * m.dim / n_samples)
     with pytest.raises(ValueError, match="'g'"):
         clip_by_norm(m, x, g[0], 1.0)
+
+
+@pytest.mark.parametrize("secure", [False, True])
+def test_mechanisms_refuse_nonfinite_values(secure):
+    rng = SecureRandom() if secure else np.random.default_rng(0)
+    m = M.Sphere(2)
+    x = np.array([1.0, 0.0, 0.0])
+    with pytest.raises(ValueError, match="'value' contains NaN or inf"):
+        gaussian_mechanism(m, x, np.array([0.0, np.nan, 0.0]), 1.0, rng)
+    from rfed.privacy import gaussian_release, laplace_mechanism
+
+    with pytest.raises(ValueError, match="'value' contains NaN or inf"):
+        gaussian_release(np.array([np.inf]), 1.0, rng)
+    with pytest.raises(ValueError, match="'value' contains NaN or inf"):
+        laplace_mechanism(np.array([np.nan]), 1.0, rng)
