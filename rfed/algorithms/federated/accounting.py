@@ -75,12 +75,10 @@ def _certify(events, delta: float, neighboring: str, method: str) -> Certificate
 
 
 def is_secure_rng(rng: Any) -> bool:
-    """True when ``rng`` is a :class:`rfed.privacy.secure.SecureRandom` (when that exists)."""
-    try:
-        from rfed.privacy.secure import SecureRandom
-    except ImportError:
-        return False
-    return isinstance(rng, SecureRandom)
+    """True when ``rng`` is a :class:`rfed.privacy.secure.SecureRandom`."""
+    from rfed.privacy.secure import is_secure
+
+    return bool(is_secure(rng))
 
 
 def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,

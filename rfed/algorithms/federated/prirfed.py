@@ -261,7 +261,11 @@ class PriRFed(Algorithm):
         )
         cals: dict = {}
         if self.budget is not None:
-            plan, cals = calibrate_plan(plan, self.budget, delta, self.n_rounds)
+            budget = self.budget
+            if is_secure_rng(rng) and budget.method != "rdp":
+                # secure (discrete Gaussian) releases are certified through RDP only
+                budget = replace(budget, method="rdp")
+            plan, cals = calibrate_plan(plan, budget, delta, self.n_rounds)
         return plan, delta, cals
 
     def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
@@ -316,10 +320,13 @@ class PriRFed(Algorithm):
 
     def privacy(self, state: PriRFedState) -> dict[str, Any]:
         """The privacy report after the rounds done (certified; the paper's value beside it)."""
+        secure = is_secure_rng(state.rng)
         return prirfed_privacy_report(
             self.trainer, state.plan, state.plan.extra["n_sampled"], state.round, state.delta,
-            state.ledger, budget=self.budget, planned_rounds=self.n_rounds, method=self.method,
-            delta_hat=self.delta_hat, secure=is_secure_rng(state.rng),
+            state.ledger, budget=self.budget, planned_rounds=self.n_rounds,
+            # secure (discrete Gaussian) releases are certified through RDP only
+            method="rdp" if secure else self.method,
+            delta_hat=self.delta_hat, secure=secure,
         )
 
     def privacy_after(self, problem: Problem, rounds: int) -> dict[str, Any]:
