@@ -298,8 +298,11 @@ class LocalTrainer(abc.ABC):
     def _finish_plan(self, plan: LocalPlan, problem: Problem, paper_clip: float | None,
                      rng: Any) -> LocalPlan:
         """Apply the trainer's own noise setting and the release's sensitivity to ``plan``."""
-        plan.sensitivity = np.asarray(
-            release_sensitivity(plan.sensitivity, problem.manifold.dim, rng, "l2"), dtype=float)
+        if np.all(np.isfinite(plan.sensitivity)):
+            # secure mode rounds the release to a grid, which adds to the sensitivity
+            plan.sensitivity = np.asarray(
+                release_sensitivity(plan.sensitivity, problem.manifold.dim, rng, "l2"),
+                dtype=float)
         n = problem.n_agents
         if self.paper_epsilon is not None:
             if paper_clip is None:
