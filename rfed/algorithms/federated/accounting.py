@@ -56,20 +56,22 @@ __all__ = [
 
 PAPER_LABEL = "paper's formula, not a guarantee"
 
-#: With ``method='auto'``, PLD is skipped when RDP already certifies more than this: PLD's
-#: tightness no longer matters there, and its cost explodes for tiny noise multipliers (1500
-#: compositions at z = 0.1 take minutes). Either value is a valid upper bound.
-PLD_SKIP_ABOVE = 20.0
+#: With ``method='auto'``, PLD is skipped when RDP already certifies more than this (and more
+#: than twice the target): PLD's tightness no longer matters there, and its cost explodes for
+#: tiny noise multipliers (1500 compositions at z = 0.1 take minutes). Either value is a valid
+#: upper bound.
+PLD_SKIP_ABOVE = 100.0
 
 
-def _certify(events, delta: float, neighboring: str, method: str) -> Certificate:
-    """:func:`rfed.privacy.certify`, with RDP alone when it already exceeds PLD_SKIP_ABOVE."""
+def _certify(events, delta: float, neighboring: str, method: str,
+             target: float | None = None) -> Certificate:
+    """:func:`rfed.privacy.certify`, with RDP alone when it is far above any target."""
     if method == "auto":
         try:
             rdp = certify(events, delta, neighboring, "rdp")
         except ValueError:
             rdp = None
-        if rdp is not None and rdp.epsilon > PLD_SKIP_ABOVE:
+        if rdp is not None and rdp.epsilon > max(PLD_SKIP_ABOVE, 2.0 * (target or 0.0)):
             return rdp
     return certify(events, delta, neighboring, method)
 
@@ -106,7 +108,7 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
 
 
 def _worst(events_by_agent: list[list[tuple[EventSpec, int]]], delta: float, neighboring: str,
-           method: str) -> tuple[float, str, int]:
+           method: str, target: float | None = None) -> tuple[float, str, int]:
     """Certified epsilon of the worst agent: ``(epsilon, method used, agent)``."""
     best: dict[tuple, tuple[float, str]] = {}
     worst = (0.0, method if method != "auto" else "rdp", 0)
@@ -115,7 +117,7 @@ def _worst(events_by_agent: list[list[tuple[EventSpec, int]]], delta: float, nei
         if not key:
             continue
         if key not in best:
-            cert = _certify(events, delta, neighboring, method)
+            cert = _certify(events, delta, neighboring, method, target)
             best[key] = (cert.epsilon, cert.method)
         eps, used = best[key]
         if eps > worst[0]:
@@ -133,11 +135,11 @@ def _pld_supports(events, neighboring: str) -> bool:
     return True
 
 
-def certified_epsilon(ledger: PrivacyLedger, delta: float, method: str = "auto"
-                      ) -> tuple[float, str, int]:
+def certified_epsilon(ledger: PrivacyLedger, delta: float, method: str = "auto",
+                      target: float | None = None) -> tuple[float, str, int]:
     """Epsilon at ``delta`` of the worst-off agent of ``ledger``: ``(eps, method, agent)``."""
     return _worst([ledger.spent(a) for a in range(ledger.n_agents)], delta,
-                  ledger.neighboring, method)
+                  ledger.neighboring, method, target)
 
 
 def planned_events(plan: LocalPlan, agent: int, rounds: int,
@@ -279,13 +281,14 @@ def prirfed_privacy_report(
             "delta_hat": delta_hat,
         }
     z = plan.noise_multiplier
+    target = None if budget is None else budget.epsilon
     if not plan.private or not np.all(np.isfinite(plan.sensitivity)):
         eps, used, worst = (math.inf if rounds > 0 else 0.0), "none", 0
     elif ledger is not None:
-        eps, used, worst = certified_epsilon(ledger, delta, method)
+        eps, used, worst = certified_epsilon(ledger, delta, method, target)
     else:
         eps, used, worst = _worst([planned_events(plan, a, rounds) for a in range(n_agents)],
-                                  delta, plan.neighboring, method)
+                                  delta, plan.neighboring, method, target)
     label = {"auto": "tighter of RDP and PLD", "rdp": "RDP", "pld": "PLD"}[method]
     accountant = (
         f"dp-accounting {DP_ACCOUNTING_VERSION} {used.upper()} ({label}), record-level "

@@ -356,6 +356,12 @@ class LocalTrainer(abc.ABC):
         """
 
     def _noise(self, problem, plan, x, value, agents, rng):
+        if not (np.all(np.isfinite(value)) and np.all(np.isfinite(x))):
+            # e.g. a noisy random walk on SPD or the hyperboloid overflowing expm / cosh
+            raise FloatingPointError(
+                f"{self.name}: a local iterate or its step left the floating-point range (the "
+                "run diverged; reduce the step size or the noise)"
+            )
         if not np.any(plan.sigma[agents] > 0):
             return value
         return gaussian_mechanism(problem.manifold, x, value, plan.sigma[agents], rng)

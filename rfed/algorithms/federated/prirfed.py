@@ -280,10 +280,18 @@ class PriRFed(Algorithm):
         agents = sample_agents(problem.n_agents, self._s(problem), rng)
         x_local = state.comm.broadcast(state.x, agents)
         with np.errstate(over="ignore", invalid="ignore"):
-            x_new, info = self.trainer.train(
-                problem, state.plan, x_local, agents, self._alpha(state.round), rng,
-                option=self.output_option,
-            )
+            try:
+                x_new, info = self.trainer.train(
+                    problem, state.plan, x_local, agents, self._alpha(state.round), rng,
+                    option=self.output_option,
+                )
+            except np.linalg.LinAlgError as exc:
+                # e.g. an SPD iterate that a huge noisy step pushed out of numerical reach
+                raise FloatingPointError(
+                    f"{self.name}: a local iterate left the numerical range in round "
+                    f"{state.round + 1} ({exc}; the run diverged; reduce the step size or the "
+                    "noise)"
+                ) from exc
         if not np.all(np.isfinite(x_new)):
             # e.g. a noisy random walk on the hyperboloid overflowing cosh: say so, never NaN
             raise FloatingPointError(
