@@ -97,6 +97,7 @@ from rfed.privacy.accountants import (
     compose_epsilon,
     gaussian_epsilon,
 )
+from rfed.privacy.audit import AuditResult, epsilon_lower_bound
 from rfed.privacy.budget import (
     Calibration,
     Certificate,
@@ -106,7 +107,6 @@ from rfed.privacy.budget import (
     check_delta_for_dataset,
     default_delta,
 )
-from rfed.privacy.audit import AuditResult, epsilon_lower_bound
 from rfed.privacy.calibration import (
     calibrate_noise_multiplier,
     calibrate_sigma,
