@@ -90,12 +90,15 @@ def main() -> None:
     for batch_label, batch in (("full batch", None), ("b = N_i/2", 0.5)):
         times = {}
         for label, prob in (("rfed batched (fast)", fast), ("rfed batched (generic)", generic)):
-            alg = PriRFed(DPRSGD(steps=k_steps, batch_size=batch, epsilon=0.15, delta=1e-4),
+            # public clip: pixels in [0, 1] give ||z||^2 <= dim, the paper's tau = 2 max|z|^2
+            alg = PriRFed(DPRSGD(steps=k_steps, batch_size=batch, clip=2.0 * dim,
+                                 paper_epsilon=0.15, paper_delta=1e-4),
                           n_sampled=None, step_size=0.1)
             state = alg.init(prob, x0, np.random.default_rng(1))
             times[label] = best_time(lambda alg=alg, prob=prob, state=state:
                                      alg.step(prob, state), args.repeat)
-        plan = DPRSGD(steps=k_steps, batch_size=batch, epsilon=0.15, delta=1e-4).plan(fast)
+        plan = DPRSGD(steps=k_steps, batch_size=batch, clip=2.0 * dim, paper_epsilon=0.15,
+                      paper_delta=1e-4).plan(fast)
         b = None if batch is None else n_per // 2
         times["per-agent loop"] = best_time(
             lambda plan=plan, b=b: loop_round(fast, plan, x0, 0.1, k_steps, b,

@@ -17,7 +17,7 @@ from rfed.problems.autograd_problem import AutogradProblem
 from rfed.problems.base import Problem, sample_without_replacement, stack_agents
 from rfed.problems.dispatch import QuadraticResourceAllocation, ieee14_problem
 from rfed.problems.frechet import FrechetMean, SPDFrechetMean
-from rfed.problems.hyperbolic import HyperbolicPrediction, kernel_weights
+from rfed.problems.hyperbolic import HyperbolicPrediction, kernel_similarity, kernel_weights
 from rfed.problems.linear import (
     HingeSVM,
     L1Regularizer,
@@ -42,6 +42,7 @@ __all__ = [
     "SPDFrechetMean",
     "SpherePCA",
     "ieee14_problem",
+    "kernel_similarity",
     "kernel_weights",
     "load_digits_split",
     "sample_without_replacement",

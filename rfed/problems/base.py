@@ -116,11 +116,23 @@ class Problem(abc.ABC):
     counts : array of int, shape ``(n_agents,)``, optional
         Number of valid rows per agent (default: all ``n_max``).
     gradient_bound : float, optional
-        A bound on the per-sample Riemannian gradient norm (a Lipschitz constant of the
-        per-sample losses), used as the default clipping level.
+        A PUBLIC bound on the per-sample Riemannian gradient norm (a Lipschitz constant of the
+        per-sample losses), given by the user or derived from a public assertion about the data
+        domain; a candidate clipping level. Never read from the private data.
+
+    Attributes
+    ----------
+    coupled_records : bool
+        True when a per-sample loss depends on other records of the same agent (replacing one
+        record may change every per-sample gradient); the private trainers then use the
+        sensitivity of a clipped mean whose every summand may change.
+    privacy_assumptions : tuple of str
+        Public assertions the problem's constants rest on, copied into privacy reports.
     """
 
     name: str = "problem"
+    coupled_records: bool = False
+    privacy_assumptions: tuple[str, ...] = ()
 
     def __init__(
         self,

@@ -9,7 +9,7 @@ import numpy as np
 from rfed.manifolds.hyperboloid import Hyperboloid
 from rfed.problems.base import Problem
 
-__all__ = ["HyperbolicPrediction", "kernel_weights"]
+__all__ = ["HyperbolicPrediction", "kernel_similarity", "kernel_weights"]
 
 _KERNELS = ("paper", "conventional")
 
@@ -66,6 +66,25 @@ def kernel_weights(
     return np.linalg.solve(gram, kw[..., None])[..., 0]
 
 
+_WEIGHTS = ("kernel_ridge", "kernel")
+
+
+def kernel_similarity(features: np.ndarray, query: np.ndarray, *, bandwidth: float,
+                      kernel: str = "paper") -> np.ndarray:
+    r"""Per-record kernel values :math:`k(w_{i,j}, w)`, shape ``features.shape[:-1]``.
+
+    Each value depends on its own record and the public query only (the per-record weights of
+    ``HyperbolicPrediction(weights="kernel")``). ``kernel`` as in :func:`kernel_weights`.
+    """
+    if kernel not in _KERNELS:
+        raise ValueError(f"argument 'kernel' must be one of {_KERNELS}, got {kernel!r}")
+    if not bandwidth > 0:
+        raise ValueError(f"argument 'bandwidth' must be > 0, got {bandwidth}")
+    scale = (2.0 * bandwidth) ** 2 if kernel == "paper" else 2.0 * bandwidth**2
+    f = np.asarray(features, dtype=float)
+    return np.exp(-np.sum((f - np.asarray(query, dtype=float)) ** 2, axis=-1) / scale)
+
+
 class HyperbolicPrediction(Problem):
     r"""Structured prediction on :math:`H^d`: a kernel-weighted Frechet mean of the targets.
 
@@ -74,13 +93,29 @@ class HyperbolicPrediction(Problem):
     .. math:: f_{i,j}(x) = \alpha_{i,j}(w)\,\mathrm{dist}^2(x, y_{i,j}), \qquad
               \mathrm{grad} f_{i,j}(x) = -2\,\alpha_{i,j}(w)\,\mathrm{Log}_x(y_{i,j}),
 
-    with the corrected sign (the paper prints ``+2 alpha Exp_x^{-1}(y)``, pitfall 5). The weights
-    :math:`\alpha_{i,j}` may be negative, so :math:`f_{i,j}` may be nonconvex.
+    with the corrected sign (the paper prints ``+2 alpha Exp_x^{-1}(y)``, pitfall 5).
 
-    Constants (spec 5.3, pitfall 8): with :math:`M` the diameter bound (the paper's 4,
-    "estimated from samples"), :math:`L_f = \max|\alpha| M` as in the paper's parameter list
-    (``lipschitz="paper"``, the default and the clipping level) or :math:`2 \max|\alpha| M` as the
-    derivation gives (``lipschitz="derived"``); :math:`L_g = \max|\alpha| M / \tanh M`.
+    **Weights and what is protected.** Two choices of :math:`\alpha_{i,j}`:
+
+    * ``weights="kernel_ridge"`` (the paper's): :math:`\alpha_i(w) = (K_i + \gamma I)^{-1}
+      K_{i,w}` from the agent's own Gram matrix (:func:`kernel_weights`). Every weight depends on
+      ALL of the agent's records, so replacing one record changes every per-sample loss: the
+      problem sets ``coupled_records = True`` and the private trainers then use the sensitivity
+      of a clipped mean whose every summand may change (DP-RSGD ``2 tau`` per step instead of
+      ``2 tau / b``, no minibatch amplification; see :mod:`rfed.algorithms.federated.local`).
+      Record-level privacy holds (a record = one pair ``(w_{i,j}, y_{i,j})``), at ``b`` times the
+      noise. The weights may be negative, so :math:`f_{i,j}` may be nonconvex, and there is no
+      public gradient bound (``gradient_bound`` is ``None`` unless given).
+    * ``weights="kernel"`` (an rfed variant, Nadaraya-Watson numerator):
+      :math:`\alpha_{i,j} = k(w_{i,j}, w) \in (0, 1]`, which depends on record ``j`` and the
+      public query only. Replacing one record changes that record's per-sample loss only, so the
+      usual ``2 tau / b`` holds (``coupled_records = False``); with :math:`\alpha \le 1` the
+      paper's :math:`L_f = \max|\alpha| M` becomes the public ``M`` for the diameter bound ``M``.
+
+    Constants (spec 5.3, pitfall 8), from public quantities only: with ``weights="kernel"``,
+    ``gradient_bound`` is :math:`M` (``lipschitz="paper"``) or :math:`2M` (``"derived"``) and
+    ``smoothness`` :math:`M / \tanh M`. Whatever the weights, the trainers clip every per-sample
+    gradient to the public level they are given.
 
     Parameters
     ----------
@@ -88,18 +123,20 @@ class HyperbolicPrediction(Problem):
     targets : array, shape ``(n_agents, n_max, d + 1)``
         Points of :math:`H^d` (checked).
     query : array, shape ``(r,)``
-        Test input :math:`w` whose structured output is predicted.
+        Test input :math:`w` whose structured output is predicted (public).
     counts : int array, shape ``(n_agents,)``, optional
     gamma, bandwidth : float
         Kernel ridge and bandwidth (paper: 1e-5 and 0.3).
     kernel : {"paper", "conventional"}
         See :func:`kernel_weights`.
+    weights : {"kernel_ridge", "kernel"}
+        See above.
     diameter : float
-        :math:`M` (paper: 4).
+        :math:`M` (paper: 4), a public bound.
     lipschitz : {"paper", "derived"}
-        Which :math:`L_f` is the default clipping level.
+        Which public :math:`L_f` is the ``gradient_bound`` of ``weights="kernel"``.
     gradient_bound : float, optional
-        Explicit clipping level (overrides ``lipschitz``).
+        Explicit public clipping level (overrides the above).
     """
 
     name = "hyperbolic-prediction"
@@ -114,6 +151,7 @@ class HyperbolicPrediction(Problem):
         gamma: float = 1e-5,
         bandwidth: float = 0.3,
         kernel: str = "paper",
+        weights: str = "kernel_ridge",
         diameter: float = 4.0,
         lipschitz: str = "paper",
         gradient_bound: float | None = None,
@@ -142,6 +180,8 @@ class HyperbolicPrediction(Problem):
             raise ValueError(
                 f"argument 'lipschitz' must be 'paper' or 'derived', got {lipschitz!r}"
             )
+        if weights not in _WEIGHTS:
+            raise ValueError(f"argument 'weights' must be one of {_WEIGHTS}, got {weights!r}")
         if not diameter > 0:
             raise ValueError(f"argument 'diameter' must be > 0, got {diameter}")
         manifold = Hyperboloid(targets.shape[-1] - 1)
@@ -151,16 +191,29 @@ class HyperbolicPrediction(Problem):
             self.data["y"] = np.where(self.mask[..., None], targets, targets[:, :1])
         self.query = query
         self.kernel = kernel
-        alpha = kernel_weights(features, query, self.counts, gamma=gamma, bandwidth=bandwidth,
-                               kernel=kernel)
+        self.weights = weights
+        if weights == "kernel_ridge":
+            alpha = kernel_weights(features, query, self.counts, gamma=gamma,
+                                   bandwidth=bandwidth, kernel=kernel)
+        else:
+            alpha = np.where(self.mask, kernel_similarity(features, query, bandwidth=bandwidth,
+                                                          kernel=kernel), 0.0)
         self.data["alpha"] = alpha
-        amax = float(np.max(np.abs(alpha[self.mask])))
+        self.coupled_records = weights == "kernel_ridge"
         self.diameter = float(diameter)
-        lf = amax * diameter * (2.0 if lipschitz == "derived" else 1.0)
         if gradient_bound is not None and not gradient_bound > 0:
             raise ValueError(f"argument 'gradient_bound' must be > 0, got {gradient_bound}")
-        self.gradient_bound = float(gradient_bound) if gradient_bound is not None else lf
-        self.smoothness = amax * diameter / np.tanh(diameter)
+        if gradient_bound is None and weights == "kernel":
+            # |alpha| <= 1: L_f = max|alpha| M <= M (public), or 2 M as derived (pitfall 8)
+            gradient_bound = diameter * (2.0 if lipschitz == "derived" else 1.0)
+        self.gradient_bound = None if gradient_bound is None else float(gradient_bound)
+        self.smoothness = diameter / np.tanh(diameter) if weights == "kernel" else None
+        self.privacy_assumptions = (
+            ("record = one (feature, target) pair; the query w, gamma, bandwidth and M are "
+             "public; kernel-ridge weights couple the agent's records (sensitivity 2 tau per "
+             "clipped mean)",) if self.coupled_records else
+            ("record = one (feature, target) pair; the query w, bandwidth and M are public; "
+             "each per-sample loss depends on its own record only",))
 
     def sample_loss(self, x, batch):
         d = self.manifold.dist(np.expand_dims(x, -2), batch["y"])

@@ -23,10 +23,15 @@ class SpherePCA(Problem):
 
     Per-sample Riemannian gradient (spec 5.1):
     :math:`\mathrm{grad} f_{i,j}(x) = -2 (I - x x^T) z z^T x = -2 (z^T x)(z - (z^T x) x)`,
-    with norm :math:`2 |z^T x| \sqrt{\|z\|^2 - (z^T x)^2} \le 2\|z\|^2`. The default clipping
-    level is the paper's :math:`\tau = L_g = 2\theta`, :math:`\theta = \max_{i,j} \|z_{i,j}\|^2`
-    (spec 5.1 and pitfall 16: it never activates, and it is computed from the private data, which
-    the paper ignores).
+    with norm :math:`2 |z^T x| \sqrt{\|z\|^2 - (z^T x)^2} \le \|z\|^2`
+    (:meth:`sample_lipschitz`; the paper's bound is :math:`2\|z\|^2`).
+
+    Constants for clipping and step sizes are PUBLIC: they come from ``norm_bound``, a bound
+    :math:`\|z\| \le B` that the user asserts about the data domain (e.g. ``sqrt(d + 1)`` for
+    pixels in [0, 1]); the paper's :math:`\tau = L_g = 2\theta` with :math:`\theta = \max
+    \|z\|^2` read from the private data (pitfall 16) leaks through the noise scale and is not
+    offered. The privacy of a run never rests on the assertion: the trainers clip every
+    per-sample gradient to the clip level they are given.
 
     Parameters
     ----------
@@ -34,8 +39,11 @@ class SpherePCA(Problem):
         The agents' samples (rows past ``counts[i]`` are padding).
     counts : array of int, shape ``(n_agents,)``, optional
         Valid rows per agent (default: all).
+    norm_bound : float, optional
+        Public bound :math:`B \ge \|z_{i,j}\|` asserted by the user; gives
+        ``gradient_bound = B^2``, ``smoothness = 2 B^2`` and :meth:`clip_level`.
     gradient_bound : float, optional
-        Override the default clipping level ``2 max ||z||^2``.
+        A public per-sample gradient bound (overrides the one from ``norm_bound``).
     """
 
     name = "sphere-pca"
@@ -47,6 +55,8 @@ class SpherePCA(Problem):
         z: np.ndarray,
         counts: np.ndarray | None = None,
         gradient_bound: float | None = None,
+        *,
+        norm_bound: float | None = None,
     ):
         z = np.asarray(z, dtype=float)
         if z.ndim != 3 or z.shape[-1] < 2:
@@ -57,15 +67,22 @@ class SpherePCA(Problem):
         # per-sample squared norms, gathered with every batch: clipping then needs no extra pass
         sq = np.einsum("anj,anj->an", z, z)
         super().__init__(Sphere(z.shape[-1] - 1), {"z": z, "sq": sq}, counts=counts)
-        self.theta = float(np.max(np.where(self.mask, sq, 0.0)))
-        if not self.theta > 0:
+        if not np.any(np.where(self.mask, sq, 0.0) > 0):
             raise ValueError("SpherePCA: argument 'z' is zero on every valid row")
-        if gradient_bound is None:
-            gradient_bound = 2.0 * self.theta
-        elif not gradient_bound > 0:
+        if norm_bound is not None and not (float(norm_bound) > 0 and np.isfinite(norm_bound)):
+            raise ValueError(f"argument 'norm_bound' must be a finite float > 0, got {norm_bound}")
+        self.norm_bound = None if norm_bound is None else float(norm_bound)
+        if gradient_bound is not None and not gradient_bound > 0:
             raise ValueError(f"argument 'gradient_bound' must be > 0, got {gradient_bound}")
-        self.gradient_bound = float(gradient_bound)
-        self.smoothness = 2.0 * self.theta
+        if gradient_bound is None and self.norm_bound is not None:
+            gradient_bound = self.norm_bound**2
+        self.gradient_bound = None if gradient_bound is None else float(gradient_bound)
+        #: L_g = 2 B^2 (spec 5.1), from the public bound only (None without it)
+        self.smoothness = None if self.norm_bound is None else 2.0 * self.norm_bound**2
+        self.privacy_assumptions = (
+            () if self.norm_bound is None else
+            (f"||z|| <= {self.norm_bound:g} asserted by the user (public data-domain bound, "
+             "used for clip levels and step sizes; privacy rests on clipping, not on it)",))
 
     def sample_loss(self, x, batch):
         zx = np.einsum("...bd,...d->...b", batch["z"], x)
@@ -103,7 +120,8 @@ class SpherePCA(Problem):
 
     def sample_lipschitz(self) -> np.ndarray:
         r"""Exact per-sample gradient bounds :math:`\sup_x \|\mathrm{grad} f_{i,j}(x)\| =
-        \|z_{i,j}\|^2`, one per valid sample, shape ``(n_samples,)``.
+        \|z_{i,j}\|^2`, one per valid sample, shape ``(n_samples,)`` (private: a diagnostic,
+        never a clip level).
 
         With :math:`z^T x = \|z\| \cos\theta` the gradient norm is
         :math:`2 \|z\|^2 \cos\theta \sin\theta = \|z\|^2 \sin 2\theta`, maximal at
@@ -111,35 +129,30 @@ class SpherePCA(Problem):
         """
         return self.data["sq"][self.mask]
 
-    def clip_level(self, rule: str | float) -> float:
-        r"""A clipping level for the private trainers.
+    def clip_level(self, rule: str) -> float:
+        r"""A public clipping level from ``norm_bound``.
 
         Parameters
         ----------
-        rule : "paper", "tight" or float in (0, 1)
-            ``"paper"``: :math:`\tau = L_g = 2 \max \|z\|^2` (paper L445, spec 5.1; never
-            activates). ``"tight"``: :math:`\max \|z\|^2`, the exact supremum of the per-sample
-            gradient norms (:meth:`sample_lipschitz`): still never activates, half the paper's
-            noise. A float ``q``: the ``q``-quantile of the per-sample bounds
-            :math:`\|z_{i,j}\|^2` -- a DEVIATION from the paper (clipping then activates on the
-            samples of large norm, which biases the gradient, and the level is read from the
-            private data, as the paper's own maximum is, spec pitfall 16).
+        rule : {"paper", "tight"}
+            ``"paper"``: :math:`\tau = L_g = 2 B^2` (paper L445 with the public ``B`` in place
+            of the data's maximum; never activates when the assertion holds). ``"tight"``:
+            :math:`B^2`, the supremum of the per-sample gradient norms (:meth:`sample_lipschitz`)
+            under the assertion: half the paper's noise. Levels from quantiles of the private
+            records are not offered (they leak); choose one on public data instead.
 
         Returns
         -------
         float
         """
-        if isinstance(rule, str):
-            if rule == "paper":
-                return 2.0 * self.theta
-            if rule == "tight":
-                return self.theta
-            raise ValueError(f"argument 'rule' must be 'paper', 'tight' or a float in (0, 1), "
-                             f"got {rule!r}")
-        q = float(rule)
-        if not 0.0 < q < 1.0:
-            raise ValueError(f"argument 'rule' as a quantile must be in (0, 1), got {rule!r}")
-        return float(np.quantile(self.sample_lipschitz(), q))
+        if rule not in ("paper", "tight"):
+            raise ValueError(f"argument 'rule' must be 'paper' or 'tight', got {rule!r}")
+        if self.norm_bound is None:
+            raise ValueError(
+                "SpherePCA.clip_level needs the public 'norm_bound' (a bound ||z|| <= B you "
+                "assert on the data domain); the data's own maximum is private"
+            )
+        return (2.0 if rule == "paper" else 1.0) * self.norm_bound**2
 
     def covariance(self) -> np.ndarray:
         """The pooled second-moment matrix :math:`C = \\sum z z^T / \\sum_l N_l`, ``(d+1, d+1)``."""

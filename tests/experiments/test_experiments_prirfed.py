@@ -56,19 +56,26 @@ def test_pca_synthetic_writes_history_privacy_table_and_plot(tmp_path):
     lines = (tmp_path / "history.jsonl").read_text().splitlines()
     assert len(lines) == 3 * 2 * 3  # settings x repetitions x evaluated rounds (0, 10, 20)
     privacy = json.loads((tmp_path / "privacy.json").read_text())
-    lo, hi = "eps=0.3 clip=q0.5", "eps=30 clip=q0.5"
+    # budget-first labels: the certified whole-run epsilon first (updated: the settings were
+    # the paper's local eps, which certified far more than they said)
+    lo = "certified eps=0.3 (delta=1e-05) clip=median"
+    hi = "certified eps=30 (delta=1e-05) clip=median"
     assert set(privacy) == {lo, hi, "non-private"}
-    assert privacy[lo]["epsilon_paper"] < privacy[hi]["epsilon_paper"]
     s = summary["settings"]
-    assert s[lo]["epsilon_certified"] < s[hi]["epsilon_certified"]
+    for label, target in ((lo, 0.3), (hi, 30.0)):
+        assert 0.9 * target <= s[label]["epsilon_certified"] <= target
+        assert privacy[label]["target_epsilon"] == target and privacy[label]["paper"] is None
     assert s["non-private"]["final_excess_risk_mean"] >= -1e-12
     assert np.isclose(summary["reference_cost"], -summary["lambda_max"])
-    # the default clip level is the labelled deviation: the median per-sample bound |z|^2
+    # the clip level is the median |z|^2 of a PUBLIC stand-in (same recipe, own seed), not of
+    # the private records (issue 8 defect 2)
     from rfed.datasets.synthetic import make_pca_synthetic
     from rfed.experiments.registry import RunContext
 
+    public = make_pca_synthetic(16, 70, 25, 1e-3, RunContext(seed=1).rng(7_777, 70))
+    assert np.isclose(summary["clip_level"], np.median(np.sum(public**2, axis=-1)))
     z = make_pca_synthetic(16, 70, 25, 1e-3, RunContext(seed=1).rng(0))
-    assert np.isclose(summary["clip_level"], np.median(np.sum(z**2, axis=-1)))
+    assert not np.isclose(summary["clip_level"], np.median(np.sum(z**2, axis=-1)))
     c = np.linalg.eigvalsh(np.einsum("anj,ank->jk", z, z) / z[..., 0].size)
     assert np.isclose(summary["random_start_excess_risk"], c[-1] - c.mean())
 
@@ -79,9 +86,19 @@ def test_spd_experiment_reports_early_rounds(tmp_path):
         overrides={"n_samples": 400, "agents": "[4]", "rounds": 10, "repetitions": 2,
                    "eval_every": 5, "report_rounds": "[5]"},
     )
-    for label in ("N=4 DP-RSGD", "N=4 DP-RSVRG"):
+    labels = list(summary["settings"])
+    assert len(labels) == 4  # per method: a budget-first setting and the paper's calibration
+    for label in labels:
+        assert label.startswith(("N=4 DP-RSGD certified eps=", "N=4 DP-RSVRG certified eps="))
+        row = summary["settings"][label]
+        if "paper's eps=0.15" in label:
+            assert row["epsilon_paper"] is not None and row["target_epsilon"] is None
+        else:
+            assert row["target_epsilon"] == 1.0 and row["epsilon_certified"] <= 1.0
         at5 = [r["excess_risk"] for r in ctx.records
                if r.get("setting") == label and r.get("round") == 5]
+        if row["diverged"]:  # DP-RSVRG at a certified eps = 1: sigma ~ 220 leaves SPD's range
+            continue
         assert len(at5) == 2
         assert np.isclose(summary["settings"][label]["excess_risk_at_5_mean"], np.mean(at5))
 
@@ -92,7 +109,9 @@ def test_hyperbolic_experiment_small(tmp_path):
         overrides={"rounds": 6, "repetitions": 1, "eval_every": 3},
     )
     assert (tmp_path / "fig6_poincare.png").is_file() and (tmp_path / "fig5.png").is_file()
-    assert all("dist_to_primate" in r for r in ctx.records)
+    # (runs that left the Lorentz model's floating-point range log a 'diverged' record instead)
+    assert all("dist_to_primate" in r for r in ctx.records if "diverged" not in r)
+    assert any("dist_to_primate" in r for r in ctx.records)
     # the pooled optimum lands far nearer "primate" than a typical word of the embedding does
     from rfed.datasets.wordnet import wordnet_prediction_data
     from rfed.manifolds import Hyperboloid

@@ -62,12 +62,17 @@ def test_pca_fast_clipped_sum_equals_generic(pca):
             np.testing.assert_array_equal(fast[1], slow[1])
 
 
-def test_pca_gradient_bound_dominates_sample_gradients(pca):
+def test_pca_gradient_bound_comes_from_the_public_norm_bound_and_dominates(pca):
+    # updated (issue 8 defect 2): the bound was 2 max|z|^2 read from the private data; it now
+    # comes only from a public assertion ||z|| <= B (B^2, the exact supremum under it)
+    assert pca.gradient_bound is None and pca.smoothness is None
+    bound = float(np.sqrt(np.max(np.sum(pca.data["z"] ** 2, -1)))) * 1.01  # a valid assertion
+    public = SpherePCA(pca.data["z"], norm_bound=bound)
     rng = np.random.default_rng(3)
-    x = pca.manifold.random_point(rng, (4,))
-    g = pca.sample_rgrad(x, {"z": pca.data["z"]})
-    assert np.linalg.norm(g, axis=-1).max() <= pca.gradient_bound
-    assert np.isclose(pca.gradient_bound, 2 * np.max(np.sum(pca.data["z"] ** 2, -1)))
+    x = public.manifold.random_point(rng, (4,))
+    g = public.sample_rgrad(x, {"z": public.data["z"]})
+    assert np.linalg.norm(g, axis=-1).max() <= public.gradient_bound == bound**2
+    assert any("asserted by the user" in a for a in public.privacy_assumptions)
 
 
 def test_pca_unequal_counts_ignore_padding():
@@ -176,6 +181,42 @@ def test_hyperbolic_reference_is_stationary_and_minimal():
     rng = np.random.default_rng(9)
     near = p.manifold.exp(ref, 0.05 * p.manifold.random_tangent(np.tile(ref, (20, 1)), rng))
     assert np.all([p.cost(y) >= p.cost(ref) - 1e-14 for y in near])
+
+
+def test_kernel_weights_protect_one_record_per_sample_loss():
+    """Issue 8 defect 4. With weights='kernel' replacing record r changes only record r's
+    per-sample gradient (the replace-one sensitivity 2 tau / b of a clipped mean holds); with the
+    paper's kernel-ridge weights it changes the OTHER records' gradients too, so the problem
+    declares coupled records and the trainer charges 2 tau per clipped mean."""
+    from rfed.algorithms.federated import DPRSGD
+
+    rng = np.random.default_rng(12)
+    man = Hyperboloid(2)
+    feats = rng.standard_normal((2, 12, 3))
+    targets = man.random_point(rng, (2, 12))
+    q = rng.standard_normal(3)
+    feats2, targets2 = feats.copy(), targets.copy()
+    feats2[1, 4] = q + 0.01  # record (1, 4) replaced by one close to the query
+    targets2[1, 4] = man.random_point(rng)
+    x = man.random_point(rng, 2)
+    for weights in ("kernel", "kernel_ridge"):
+        p, p2 = (HyperbolicPrediction(f, t, q, weights=weights, gamma=1e-2, bandwidth=1.0)
+                 for f, t in ((feats, targets), (feats2, targets2)))
+        g, g2 = (pp.sample_rgrad(x, pp.data) for pp in (p, p2))
+        changed = np.linalg.norm(g - g2, axis=-1) > 1e-12
+        plan = DPRSGD(steps=1, batch_size=6, clip=0.5).plan(p)
+        if weights == "kernel":
+            assert not p.coupled_records and p.gradient_bound == 4.0
+            only_r = np.zeros((2, 12), dtype=bool)
+            only_r[1, 4] = True
+            np.testing.assert_array_equal(changed, only_r)
+            np.testing.assert_allclose(plan.sensitivity, 2 * 0.5 / 6)
+            assert plan.sampling == "without_replacement"
+        else:
+            assert p.coupled_records and p.gradient_bound is None
+            assert changed[1].sum() == 12 and not changed[0].any()  # one agent, all its records
+            np.testing.assert_allclose(plan.sensitivity, 2 * 0.5)
+            assert plan.sampling == "none"
 
 
 def test_hyperbolic_validation():

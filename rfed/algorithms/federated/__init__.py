@@ -1,24 +1,32 @@
 """Federated private optimization on manifolds: PriRFed with DP-RSGD / DP-RSVRG local training.
 
-Composable pieces: :mod:`~rfed.algorithms.federated.sampling` (agents and minibatches without
-replacement), :mod:`~rfed.algorithms.federated.local` (batched local trainers),
+Composable pieces: :mod:`~rfed.algorithms.federated.sampling` (agents and minibatches),
+:mod:`~rfed.algorithms.federated.local` (batched local trainers),
 :mod:`~rfed.algorithms.federated.aggregation` (tangent mean, Karcher mean),
-:mod:`~rfed.algorithms.federated.accounting` (Theorem 4.2 and a certified accountant) and
-:class:`PriRFed` (Algorithm 1) tying them together.
+:mod:`~rfed.algorithms.federated.accounting` (certified accounting, budget calibration, and the
+paper's Theorem 4.2 beside) and :class:`PriRFed` (Algorithm 1) tying them together.
 """
 
 from rfed.algorithms.federated.accounting import (
-    agent_sampling_epsilon,
+    calibrate_plan,
+    certified_epsilon,
+    planned_events,
     prirfed_privacy_report,
     record_round,
-    sensitivities,
 )
 from rfed.algorithms.federated.aggregation import (
     data_size_weights,
     karcher_aggregate,
     tangent_mean,
 )
-from rfed.algorithms.federated.local import DPRSGD, DPRSVRG, LocalPlan, LocalTrainer, paper_sigma
+from rfed.algorithms.federated.local import (
+    DPRSGD,
+    DPRSVRG,
+    SAMPLINGS,
+    LocalPlan,
+    LocalTrainer,
+    paper_sigma,
+)
 from rfed.algorithms.federated.prirfed import PriRFed, PriRFedState
 from rfed.algorithms.federated.sampling import batch_sizes, sample_agents, sample_minibatches
 
@@ -29,8 +37,11 @@ __all__ = [
     "LocalTrainer",
     "PriRFed",
     "PriRFedState",
+    "SAMPLINGS",
     "batch_sizes",
-    "agent_sampling_epsilon",
+    "calibrate_plan",
+    "certified_epsilon",
+    "planned_events",
     "data_size_weights",
     "karcher_aggregate",
     "paper_sigma",
@@ -38,6 +49,5 @@ __all__ = [
     "sample_agents",
     "record_round",
     "sample_minibatches",
-    "sensitivities",
     "tangent_mean",
 ]

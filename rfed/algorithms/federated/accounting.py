@@ -1,222 +1,329 @@
-"""Privacy of a PriRFed run: the paper's Theorem 4.2 beside certified RDP accounting.
+"""Privacy of a PriRFed run: certified accounting, budget calibration, and the paper's Theorem 4.2.
 
-Two kinds of number for every run (both in :func:`prirfed_privacy_report`):
+**Certified (the guarantee).** Record-level DP of one agent's dataset, under the run's
+neighbouring relation (replace-one by default, as in the paper's Def. 2.4; add/remove-one with
+Poisson minibatches), accounted by dp-accounting (RDP and PLD, the tighter of the two that
+support the events when ``method='auto'``). A record lives in one agent, so in a round only that
+agent's local run depends on it; the other agents' runs are independent of it and the
+aggregation is post-processing. The :class:`~rfed.privacy.PrivacyLedger` charges each selected
+agent the noisy steps its local run performed (events of
+:meth:`~rfed.algorithms.federated.local.LocalPlan.events`), and the certified epsilon is that of
+the worst-off agent.
 
-* **paper** (PriRFed Theorem 4.2, :func:`rfed.privacy.papers.prirfed_privacy`): from the local
-  budget ``(epsilon, delta)`` that the paper's sigma formulas are said to give one local run, with
-  agent subsampling (Lemma 4.1), sequential composition of the ``s`` agents of a round and the
-  better of sequential and advanced composition over ``T`` rounds. Its inputs are heuristic
-  (the formulas' constants are set to one, spec pitfall 3), so it is not a certificate.
-* **certified** (dp-accounting RDP, record-level, replace-one adjacency as in the paper's
-  Def. 2.4; the agents' sizes ``N_i`` public). One record lives in one agent, so in a round only
-  that agent's local run depends on it (the other agents' runs are independent of it and the
-  aggregation is post-processing). Two valid upper bounds; the smaller is reported:
+**Agent sampling gives no record-level amplification here.** The server's selection of agents is
+public (the released global model is the trained agent's output when ``s = 1``), so a record's
+owner is charged in full for every round it trained; the paper's Theorem 4.2 does claim the
+amplification of Lemma 4.1, and an earlier version of rfed reported the minimum of the ledger and
+such a bound, which under-reported (16 agents, one per round, one full-batch step at noise
+multiplier 1.5: 0.80 reported for a mechanism whose exact epsilon at delta 1e-5 is 2.28).
+No agent-level (user-level) guarantee is offered: it would need the server to clip each agent's
+whole update, which PriRFed does not do.
 
-  - *ledger* (:class:`rfed.privacy.PrivacyLedger`): every round charges each selected agent the
-    events its local run performed (DP-RSGD: ``K`` Gaussian steps on minibatches drawn without
-    replacement ``b_i / N_i``); agent selection treated as public, no amplification claimed;
-    overall = max over agents;
-  - *agent sampling*: a local run of ``S`` noisy steps, each a Gaussian mechanism with noise
-    multiplier ``z`` (std / replace-one sensitivity), has the RDP curve of one Gaussian with
-    multiplier ``z / sqrt(S)`` (Gaussian RDP adds up over adaptive composition; sampling inside
-    the run can only lower it). A round samples ``s`` of ``N`` agents without replacement, so a
-    round is that Gaussian subsampled without replacement at ``s / N`` (Wang, Balle and
-    Kasiviswanathan 2019, whose bound depends only on the base mechanism's RDP curve), composed
-    over ``T`` rounds, with the worst agent's ``z``.
+**Budget first.** :func:`calibrate_plan` finds, for every distinct local configuration
+``(N_i, b_i)``, the smallest noise multiplier whose events over the WHOLE planned run (the agent
+trained in every one of the ``T`` planned rounds, the worst case of the selection) certify the
+user's :class:`~rfed.privacy.PrivacyBudget`.
 
-  Replace-one sensitivities: DP-RSGD's mean of ``b_i`` clipped gradients moves by at most
-  ``2 tau / b_i``; a DP-RSVRG inner step ``clip(g_l(x)) - PT(clip(g_l(xs)) - g)`` by at most
-  ``4 tau_1 + 2 tau_0 / N_i`` (the record may be the drawn ``l`` and is in the full gradient
-  ``g``); no amplification is claimed for DP-RSVRG's single-sample draws (with replacement).
+**Paper** (PriRFed Theorem 4.2, :func:`rfed.privacy.papers.prirfed_privacy`): from the local
+budget that the paper's sigma formulas are said to give one local run (``paper_epsilon``), with
+agent subsampling, sequential composition of the ``s`` agents of a round and the better of
+sequential and advanced composition over ``T`` rounds. Its inputs are heuristic (constants set to
+one, spec pitfall 3): the paper's formula, not a guarantee.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import math
 from typing import Any
 
 import numpy as np
 
-from rfed.algorithms.federated.local import DPRSGD, DPRSVRG, LocalPlan, LocalTrainer
-from rfed.privacy.accountants import CertifiedAccountant
+from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
+from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
+from rfed.privacy.budget import Calibration, Certificate, PrivacyBudget, calibrate, certify
 from rfed.privacy.ledger import PrivacyLedger
 from rfed.privacy.papers import prirfed_privacy
 
 __all__ = [
-    "sensitivities",
     "record_round",
-    "agent_sampling_epsilon",
+    "certified_epsilon",
+    "planned_events",
+    "calibrate_plan",
     "prirfed_privacy_report",
-    "MAX_MEANINGFUL_DELTA",
+    "is_secure_rng",
 ]
 
-#: The largest theorem delta' at which the certified epsilon is read by default; above it the
-#: report reads the certified epsilon at the trainer's local delta instead.
-MAX_MEANINGFUL_DELTA = 1e-2
+PAPER_LABEL = "paper's formula, not a guarantee"
+
+#: With ``method='auto'``, PLD is skipped when RDP already certifies more than this (and more
+#: than twice the target): PLD's tightness no longer matters there, and its cost explodes for
+#: tiny noise multipliers (1500 compositions at z = 0.1 take minutes). Either value is a valid
+#: upper bound.
+PLD_SKIP_ABOVE = 100.0
 
 
-def sensitivities(trainer: LocalTrainer, plan: LocalPlan, counts: np.ndarray) -> np.ndarray:
-    """Replace-one L2 sensitivity of one noisy step of each agent, shape ``(n_agents,)``.
+def _certify(events, delta: float, neighboring: str, method: str,
+             target: float | None = None) -> Certificate:
+    """:func:`rfed.privacy.certify`, with RDP alone when it is far above any target."""
+    if method == "auto":
+        try:
+            rdp = certify(events, delta, neighboring, "rdp")
+        except ValueError:
+            rdp = None
+        if rdp is not None and rdp.epsilon > max(PLD_SKIP_ABOVE, 2.0 * (target or 0.0)):
+            return rdp
+    return certify(events, delta, neighboring, method)
 
-    ``inf`` when there is no clipping (no finite sensitivity).
+
+def is_secure_rng(rng: Any) -> bool:
+    """True when ``rng`` is a :class:`rfed.privacy.secure.SecureRandom`."""
+    from rfed.privacy.secure import is_secure
+
+    return bool(is_secure(rng))
+
+
+def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
+                 agents: np.ndarray) -> None:
+    """Charge the selected agents the noisy steps of their local runs in this round.
+
+    The sensitivity recorded is the plan's, obtained from
+    :func:`rfed.privacy.mechanisms.release_sensitivity`.
     """
-    counts = np.asarray(counts, dtype=float)
-    if isinstance(trainer, DPRSGD):
-        if plan.clip is None:
-            return np.full(counts.shape, np.inf)
-        return 2.0 * plan.clip / plan.sizes
-    if isinstance(trainer, DPRSVRG):
-        if plan.clip is None or plan.clip_full is None:
-            return np.full(counts.shape, np.inf)
-        return 4.0 * plan.clip + 2.0 * plan.clip_full / counts
-    raise TypeError(f"no sensitivity analysis for trainer {type(trainer).__name__}")
-
-
-def record_round(
-    ledger: PrivacyLedger,
-    round_index: int,
-    trainer: LocalTrainer,
-    plan: LocalPlan,
-    counts: np.ndarray,
-    agents: np.ndarray,
-) -> None:
-    """Charge the selected agents the noisy steps of their local runs in this round."""
     if not plan.private:
         return
-    sens = sensitivities(trainer, plan, counts)[agents]
+    agents = np.asarray(agents)
+    sens = plan.sensitivity[agents]
     if not np.all(np.isfinite(sens)):
         return
     kwargs: dict[str, Any] = {}
-    if isinstance(trainer, DPRSGD) and np.any(plan.sizes[agents] < counts[agents]):
-        kwargs = {"sampling": "without_replacement", "dataset_size": counts[agents],
-                  "sample_size": plan.sizes[agents]}
+    if plan.sampling == "without_replacement":
+        kwargs = {"sampling": "without_replacement", "dataset_size": plan.counts[agents],
+                  "sample_size": plan.sizes[agents].astype(int)}
+    elif plan.sampling == "poisson":
+        kwargs = {"sampling": "poisson",
+                  "sampling_rate": plan.sizes[agents] / plan.counts[agents]}
     ledger.record(round_index, agents, sigma=plan.sigma[agents], sensitivity=sens,
-                  count=trainer.total_steps, **kwargs)
+                  count=plan.steps, **kwargs)
 
 
-def agent_sampling_epsilon(
-    trainer: LocalTrainer,
-    plan: LocalPlan,
-    counts: np.ndarray,
-    n_sampled: int,
-    rounds: int,
-    delta: float,
-) -> tuple[float, float]:
-    """Certified epsilon with amplification by agent sampling (module doc), and the worst ``z``.
+def _worst(events_by_agent: list[list[tuple[EventSpec, int]]], delta: float, neighboring: str,
+           method: str, target: float | None = None) -> tuple[float, str, int]:
+    """Certified epsilon of the worst agent: ``(epsilon, method used, agent)``."""
+    best: dict[tuple, tuple[float, str]] = {}
+    worst = (0.0, method if method != "auto" else "rdp", 0)
+    for a, events in enumerate(events_by_agent):
+        key = tuple(sorted((repr(s), c) for s, c in events if c))
+        if not key:
+            continue
+        if key not in best:
+            cert = _certify(events, delta, neighboring, method, target)
+            best[key] = (cert.epsilon, cert.method)
+        eps, used = best[key]
+        if eps > worst[0]:
+            worst = (eps, used, a)
+    return worst
+
+
+def _pld_supports(events, neighboring: str) -> bool:
+    try:
+        for spec, count in events:
+            if count:
+                spec.check_supported("pld", neighboring)
+    except ValueError:
+        return False
+    return True
+
+
+def certified_epsilon(ledger: PrivacyLedger, delta: float, method: str = "auto",
+                      target: float | None = None) -> tuple[float, str, int]:
+    """Epsilon at ``delta`` of the worst-off agent of ``ledger``: ``(eps, method, agent)``."""
+    return _worst([ledger.spent(a) for a in range(ledger.n_agents)], delta,
+                  ledger.neighboring, method, target)
+
+
+def planned_events(plan: LocalPlan, agent: int, rounds: int,
+                   z: float | None = None) -> list[tuple[EventSpec, int]]:
+    """Events of ``agent`` if it trains in each of ``rounds`` rounds (the worst-case selection)."""
+    return [(spec, count * rounds) for spec, count in plan.events(agent, z)]
+
+
+def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float, rounds: int
+                   ) -> tuple[LocalPlan, dict[int, Calibration]]:
+    """Noise multipliers that spend ``budget`` over ``rounds`` rounds, one per configuration.
+
+    Agents with the same ``(N_i, b_i)`` share one calibration (one bisection of
+    :func:`rfed.privacy.calibrate` each).
 
     Returns
     -------
-    epsilon : float
-        ``inf`` without noise or clipping, 0 after zero rounds.
-    noise_multiplier : float
-        The worst agent's per-step multiplier ``z``.
+    plan : LocalPlan
+        With ``sigma = z_i * sensitivity_i``.
+    calibrations : dict
+        ``{representative agent: Calibration}``.
     """
-    counts = np.asarray(counts, dtype=int)
-    sens = sensitivities(trainer, plan, counts)
-    z = np.where(np.isfinite(sens), plan.sigma / sens, 0.0)
-    worst = float(z.min())
-    if rounds == 0:
-        return 0.0, worst
-    if worst == 0.0:
-        return math.inf, worst
-    acc = CertifiedAccountant("rdp", "replace_one")
-    acc.add_gaussian(worst / math.sqrt(trainer.total_steps), sampling="without_replacement",
-                     dataset_size=counts.size, sample_size=n_sampled, count=rounds)
-    return acc.epsilon(delta), worst
+    if not np.all(np.isfinite(plan.sensitivity)):
+        raise ValueError(
+            "a privacy budget needs public clipping levels: set 'clip' (and 'clip_full' for "
+            "DP-RSVRG) on the trainer; without clipping no sensitivity holds"
+        )
+    keys = np.stack([plan.counts.astype(float), plan.sizes.astype(float),
+                     plan.sensitivity], axis=1)
+    uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    z = np.empty(len(uniq))
+    cals = {}
+    for u, agent in enumerate(first):
+        def events(zz, a=int(agent)):
+            return planned_events(plan, a, rounds, zz)
+
+        # RDP first (fast at every z); its multiplier is an upper bracket for 'auto' and PLD,
+        # which then bisect on the scale u of z = u z_rdp away from the tiny multipliers where
+        # PLD is slow
+        cal = calibrate(events, dataclasses.replace(budget, method="rdp"), delta=delta)
+        if budget.method == "pld" or (
+                budget.method == "auto"
+                and _pld_supports(events(cal.noise_multiplier), plan.neighboring)):
+            z_rdp = cal.noise_multiplier
+            scaled = calibrate(lambda uu, f=events, zr=z_rdp: f(uu * zr), budget, delta=delta)
+            cal = Calibration(scaled.noise_multiplier * z_rdp, scaled.certificate,
+                              budget.epsilon)
+        z[u] = cal.noise_multiplier
+        cals[int(agent)] = cal
+    return plan.with_noise_multiplier(z[np.asarray(inverse).reshape(-1)]), cals
+
+
+def _assumptions(trainer: LocalTrainer, plan: LocalPlan, secure: bool) -> list[str]:
+    out = []
+    if plan.clip is not None:
+        out.append(f"per-sample gradient clipped to {plan.clip:g} in the Riemannian norm "
+                   "(enforced)")
+    if plan.clip_full is not None and trainer.name == "DP-RSVRG":
+        out.append(f"full-gradient summands clipped to {plan.clip_full:g} (enforced)")
+    out.append("clip levels are public numbers given by the user, not read from the data")
+    out.append("local dataset sizes N_i public (the normalisers of the clipped means)")
+    if plan.sampling == "without_replacement":
+        out.append("minibatches: fixed size b_i drawn uniformly without replacement, secret")
+    elif plan.sampling == "poisson":
+        out.append("minibatches: Poisson (each record independently), secret; divided by the "
+                   "public expected batch size")
+    if plan.extra.get("coupled_records"):
+        out.append("per-sample losses couple the agent's records: every clipped summand may "
+                   "change (no 1/b, no minibatch amplification)")
+    out.append("agent selection public: no amplification by agent sampling is claimed")
+    out.extend(plan.extra.get("problem_assumptions", []))
+    if not secure:
+        out.append("seeded numpy generator and floating-point noise: a research run, replayable "
+                   "from its seed, not a deployment")
+    return out
 
 
 def prirfed_privacy_report(
     trainer: LocalTrainer,
     plan: LocalPlan,
-    counts: np.ndarray,
     n_sampled: int,
     rounds: int,
+    delta: float,
     ledger: PrivacyLedger | None = None,
     *,
+    budget: PrivacyBudget | None = None,
+    planned_rounds: int | None = None,
+    method: str = "auto",
     delta_hat: float = 1e-3,
-    delta: float | None = None,
+    secure: bool = False,
 ) -> dict[str, Any]:
-    """The privacy report of a PriRFed run after ``rounds`` rounds.
+    """The privacy report of a PriRFed run after ``rounds`` rounds (keys: module docstring).
 
     Parameters
     ----------
     trainer, plan
-        The local trainer and its resolved plan (noise, clipping, batch sizes).
-    counts : int array, shape ``(n_agents,)``
+        The local trainer and its resolved plan (noise, clipping, sizes, sensitivities).
     n_sampled : int
         ``s``.
     rounds : int
-        ``T`` (rounds performed).
+        Rounds performed.
+    delta : float
+        The delta at which the certified epsilon is read.
     ledger : PrivacyLedger, optional
-        The run's ledger (events recorded by :func:`record_round`); without it only the
-        agent-sampling bound is certified.
+        The run's ledger; without it (before a run) every agent is charged every round, the
+        worst case of the selection.
+    budget : PrivacyBudget, optional
+        The target, reported beside the certified value.
+    planned_rounds : int, optional
+    method : {'auto', 'rdp', 'pld'}
     delta_hat : float
         The free ``delta_hat`` of Theorem 4.2 (1e-3 in the paper's Table 1).
-    delta : float, optional
-        The delta at which the certified epsilon is read; default: the theorem's ``delta'``
-        (like for like) when it is at most :data:`MAX_MEANINGFUL_DELTA`; otherwise (a
-        ``delta'`` that large guarantees little, e.g. 0.32 after 2000 rounds of full
-        participation) the local ``delta`` of the trainer, or ``1e-5`` when the theorem does
-        not apply.
+    secure : bool
+        Whether the noise came from a secure generator.
 
     Returns
     -------
     dict
-        ``epsilon_paper`` (or ``None``), ``epsilon_certified``, ``delta`` and the details under
-        ``paper`` and ``certified`` (accountant name and assumptions included).
+        ``epsilon_certified``, ``delta``, ``accountant``, ``neighboring``, ``level``,
+        ``assumptions``, ``target_epsilon``, ``noise_multiplier``, ``epsilon_paper``, ``paper``,
+        ``secure``, ``replayable_from_seed``, plus ``certified`` (details), ``delta_paper``,
+        ``rounds``, ``planned_rounds``, ``private``, ``sigma`` and ``clip``.
     """
-    counts = np.asarray(counts, dtype=int)
+    counts = plan.counts
+    n_agents = counts.size
     paper = None
-    eps_local = getattr(trainer, "epsilon", None)
-    if eps_local is not None and rounds > 0:
-        res = prirfed_privacy(counts.size, n_sampled, eps_local, trainer.delta, rounds, delta_hat)
+    if trainer.paper_epsilon is not None and rounds > 0:
+        res = prirfed_privacy(n_agents, n_sampled, trainer.paper_epsilon, trainer.paper_delta,
+                              rounds, delta_hat)
         paper = {
-            "theorem": "PriRFed Theorem 4.2 (seed 004, L250-266)",
+            "label": PAPER_LABEL,
+            "name": "PriRFed Theorem 4.2 (seed 004, L250-266) with the sigma formula of "
+                    f"{'HMJG24 Thm 1' if trainer.name == 'DP-RSGD' else 'UHJM23 Claim 5'}",
             "epsilon": res.epsilon,
             "delta": res.delta,
             "branch": res.branch,
-            "local_epsilon": eps_local,
-            "local_delta": trainer.delta,
+            "local_epsilon": trainer.paper_epsilon,
+            "local_delta": trainer.paper_delta,
             "delta_hat": delta_hat,
-            "note": "from the paper's heuristic sigma calibration with o_i = 1: not a certificate",
         }
-    if delta is None:
-        if paper is not None and paper["delta"] <= MAX_MEANINGFUL_DELTA:
-            delta = paper["delta"]
-        else:
-            delta = trainer.delta if getattr(trainer, "delta", None) else 1e-5
-    eps_agent, z = agent_sampling_epsilon(trainer, plan, counts, n_sampled, rounds, delta)
-    eps_ledger = None
-    if ledger is not None and plan.private and math.isfinite(eps_agent):
-        eps_ledger = ledger.epsilon(delta)
-    candidates = {"agent sampling": eps_agent}
-    if eps_ledger is not None:
-        candidates["ledger (per-agent events, selection public)"] = eps_ledger
-    bound = min(candidates, key=candidates.get)
+    z = plan.noise_multiplier
+    target = None if budget is None else budget.epsilon
+    if not plan.private or not np.all(np.isfinite(plan.sensitivity)):
+        eps, used, worst = (math.inf if rounds > 0 else 0.0), "none", 0
+    elif ledger is not None:
+        eps, used, worst = certified_epsilon(ledger, delta, method, target)
+    else:
+        eps, used, worst = _worst([planned_events(plan, a, rounds) for a in range(n_agents)],
+                                  delta, plan.neighboring, method, target)
+    label = {"auto": "tighter of RDP and PLD", "rdp": "RDP", "pld": "PLD"}[method]
     accountant = (
-        "dp-accounting RDP, record-level, replace-one adjacency (sizes public); min of the "
-        "agent-sampling bound (WOR subsampled Gaussian) and the per-agent ledger"
+        f"dp-accounting {DP_ACCOUNTING_VERSION} {used.upper()} ({label}), record-level "
+        f"{plan.neighboring}; per-agent ledger, worst agent, agent selection public (no "
+        "amplification by agent sampling)"
     )
     cert = {
-        "epsilon": candidates[bound],
+        "epsilon": eps,
         "delta": delta,
-        "bound": bound if plan.private else "not private (no noise)",
-        "epsilon_agent_sampling": eps_agent,
-        "epsilon_ledger": eps_ledger,
-        "noise_multiplier": z,
-        "steps_per_round": trainer.total_steps,
+        "bound": "ledger (per-agent events, selection public)" if plan.private
+        else "not private (no noise)",
+        "method": used,
+        "worst_agent": int(worst),
+        "noise_multiplier": float(z.min()) if plan.private else 0.0,
+        "steps_per_round": plan.steps,
         "accountant": accountant,
     }
     return {
-        "private": bool(plan.private),
+        "epsilon_certified": eps,
+        "delta": delta,
+        "accountant": accountant,
+        "neighboring": plan.neighboring,
+        "level": "record",
+        "assumptions": _assumptions(trainer, plan, secure),
+        "target_epsilon": None if budget is None else budget.epsilon,
+        "noise_multiplier": float(z.min()) if plan.private else 0.0,
+        "epsilon_paper": None if paper is None else paper["epsilon"],
+        "delta_paper": None if paper is None else paper["delta"],
+        "paper": paper,
+        "secure": bool(secure),
+        "replayable_from_seed": not secure,
+        "certified": cert,
         "rounds": rounds,
+        "planned_rounds": planned_rounds,
+        "private": bool(plan.private),
         "sigma": {"min": float(plan.sigma.min()), "max": float(plan.sigma.max())},
         "clip": plan.clip,
-        "paper": paper,
-        "certified": cert,
-        "delta": delta,
-        "delta_paper": paper["delta"] if paper is not None else None,
-        "epsilon_paper": paper["epsilon"] if paper is not None else None,
-        "epsilon_certified": cert["epsilon"],
-        "accountant": accountant,
     }

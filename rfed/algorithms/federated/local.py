@@ -4,24 +4,69 @@ Both trainers run all selected agents at once: the iterate array has shape
 ``(A, *point_shape)``, one row per selected agent, and every manifold call serves all rows.
 Only the local steps (``k``, and ``j`` for RSVRG) are Python loops.
 
-Noise (PriRFed, seed 004, spec section 2.5, with the constants ``o_i = o~_i = 1`` of the paper's
-experiments, L430):
+**Noise.** Every noisy step adds tangent Gaussian noise of std ``sigma_i = z_i * Delta_i`` through
+:func:`rfed.privacy.mechanisms.gaussian_mechanism`, where ``Delta_i`` is the L2 sensitivity of the
+step's released value under the run's neighbouring relation (below) and ``z_i`` the noise
+multiplier. ``z`` comes from one of:
 
-* DP-RSGD (L322, quoting HMJG24 Thm 1):
-  :math:`\\sigma_i^2 = o_i K \\log(1/\\delta)\\, \\tau^2 / (N_i^2 \\epsilon^2)`;
-* DP-RSVRG (L416, quoting UHJM23 Claim 5):
-  :math:`\\sigma_i^2 = \\tilde o_i\\, m K \\log(1/\\delta)\\, \\tau^2 / (N_i^2 \\epsilon^2)`,
-  :math:`\\tau = \\max(\\tau_0, \\tau_1)`.
+* a :class:`~rfed.privacy.PrivacyBudget` given to :class:`~rfed.algorithms.federated.PriRFed`,
+  which calibrates ``z`` over the whole planned run (the default way to use the trainers);
+* ``noise_multiplier=`` (research: the certified epsilon is reported for whatever ``z`` is);
+* ``sigma=`` (an explicit noise std, research);
+* ``paper_epsilon=`` / ``paper_delta=``: the paper's formulas (spec section 2.5, constants
+  ``o_i = o~_i = 1`` as in its experiments, L430)
+  :math:`\\sigma_i^2 = m K \\log(1/\\delta) \\tau^2 / (N_i^2 \\epsilon^2)` (``m = 1`` for DP-RSGD),
+  which are heuristic calibrations and NOT guarantees: the run reports the certified epsilon of
+  the noise they give beside the paper's value.
 
-These are the paper's heuristic calibrations (the constants of the cited theorems are set to 1),
-not certified guarantees; :mod:`rfed.algorithms.federated.accounting` certifies what the code
-does with dp-accounting. A trainer with neither ``epsilon`` nor ``sigma`` is the non-private
-form (no noise, and by default no clipping).
+There is no ``epsilon=`` argument: it used to take the paper's local epsilon and did not deliver
+it (a local budget of 1.5 certified 7.8); it raises ``TypeError``.
+
+**Clipping.** The clip levels are PUBLIC numbers given by the user (``clip``; DP-RSVRG also
+``clip_full``); they are never read from the private data. Every per-sample gradient is clipped to
+them in the Riemannian norm at the point where it lives, which enforces the sensitivities below.
+
+**Sensitivities** (``tau`` = ``clip``, ``tau_0`` = ``clip_full``, records of agent ``i``).
+
+DP-RSGD, one step releases (inside ``x_{k+1}``) the noisy mean
+:math:`\\frac{1}{b}\\sum_{p \\in B_k} \\mathrm{clip}_\\tau(\\mathrm{grad} f_{i,p}(x_k))`:
+
+* fixed-size minibatch without replacement (the paper's), replace-one: one summand changes,
+  ``Delta = 2 tau / b_i``; accounted as a Gaussian subsampled without replacement ``b_i`` of
+  ``N_i`` (Wang, Balle and Kasiviswanathan 2019), RDP;
+* Poisson minibatch (each record independently with probability ``q_i``): the sum is divided by
+  the PUBLIC expected size ``bbar_i = q_i N_i`` (never by the realised size), add/remove-one:
+  one summand appears or disappears, ``Delta = tau / bbar_i``; accounted as the Poisson-subsampled
+  Gaussian under add/remove (RDP or PLD);
+* full batch: ``Delta = 2 tau / N_i`` (replace-one) or ``tau / N_i`` (add/remove), no sampling.
+
+DP-RSVRG, one inner step ``j`` of outer loop ``k`` releases
+:math:`\\eta = c_1(x_j) - \\Gamma(c_1(\\tilde x) - g)` plus noise, with
+:math:`c_1 = \\mathrm{clip}_{\\tau_1}(\\mathrm{grad} f_{i,l_j})` and the full clipped gradient
+:math:`g = \\frac{1}{N_i}\\sum_j \\mathrm{clip}_{\\tau_0}(\\mathrm{grad} f_{i,j}(\\tilde x))`.
+Replace one record ``r`` (given everything released before, so the points are fixed):
+
+* if ``l_j = r``: ``c_1(x_j)`` and ``Gamma c_1(x~)`` each lie in a ball of radius ``tau_1``, so
+  their difference moves by at most ``2 tau_1 + 2 tau_1``; ``g`` moves by ``2 tau_0 / N_i``
+  (one summand, and parallel transport is an isometry): ``4 tau_1 + 2 tau_0 / N_i``;
+* otherwise only ``g`` moves: ``2 tau_0 / N_i``.
+
+So every inner step is a Gaussian mechanism of sensitivity ``Delta = 4 tau_1 + 2 tau_0 / N_i``;
+``g`` itself is never released except through the noisy steps. A local run is ``K m`` such
+events (no amplification is claimed for the uniform pick of ``l_j``: the record also acts through
+``g`` in every step). The calibration and the ledger compose all ``K m`` events per round.
+
+**Coupled records.** When a problem's per-sample loss depends on other records of the same agent
+(``problem.coupled_records``, e.g. :class:`~rfed.problems.HyperbolicPrediction` with the paper's
+kernel-ridge weights), replacing one record may change EVERY clipped summand: DP-RSGD's
+``Delta = 2 tau`` (no minibatch amplification: the record acts on the sampled summands even when
+it is not sampled) and DP-RSVRG's ``Delta = 4 tau_1 + 2 tau_0``; only replace-one is supported.
 """
 
 from __future__ import annotations
 
 import abc
+import dataclasses
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -29,10 +74,21 @@ import numpy as np
 
 from rfed.algorithms.federated.sampling import batch_sizes, sample_minibatches
 from rfed.privacy import papers
-from rfed.privacy.mechanisms import gaussian_mechanism
+from rfed.privacy.accountants import EventSpec
+from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 from rfed.problems.base import Problem
 
-__all__ = ["LocalTrainer", "LocalPlan", "DPRSGD", "DPRSVRG", "paper_sigma"]
+__all__ = ["LocalTrainer", "LocalPlan", "DPRSGD", "DPRSVRG", "paper_sigma", "SAMPLINGS"]
+
+#: Minibatch schemes of DP-RSGD.
+SAMPLINGS = ("without_replacement", "poisson")
+
+_EPSILON_REMOVED = (
+    "argument '{name}' was removed: it took the paper's local epsilon, and the paper's sigma "
+    "formula does not deliver that epsilon. Use PriRFed(..., budget=PrivacyBudget(epsilon, "
+    "delta), n_rounds=T) for a certified whole-run budget, or paper_epsilon= / paper_delta= for "
+    "the paper's calibration (reported as the paper's formula, not a guarantee)."
+)
 
 
 def paper_sigma(
@@ -83,6 +139,7 @@ def paper_sigma(
     return np.asarray(vals, dtype=float)[inverse]
 
 
+
 @dataclass
 class LocalPlan:
     """What a trainer needs for every round, fixed at the start of a run.
@@ -92,40 +149,84 @@ class LocalPlan:
     sigma : array, shape ``(n_agents,)``
         Noise std of each agent (0: no noise).
     clip : float or None
-        Clipping level (``None``: no clipping). For DP-RSVRG, ``clip`` is tau_1 and
+        Public clipping level (``None``: no clipping). For DP-RSVRG, ``clip`` is tau_1 and
         ``clip_full`` tau_0.
-    sizes : int array, shape ``(n_agents,)``
-        Minibatch sizes ``b_i`` (DP-RSGD) or ``N_i`` (DP-RSVRG's full gradients).
+    sizes : array, shape ``(n_agents,)``
+        Minibatch sizes ``b_i`` (DP-RSGD; the expected size ``q_i N_i`` under Poisson sampling)
+        or ``N_i`` (DP-RSVRG's full gradients).
+    counts : int array, shape ``(n_agents,)``
+        ``N_i``.
+    sensitivity : array, shape ``(n_agents,)``
+        L2 sensitivity of one noisy step under ``neighboring`` (``inf`` without clipping), as
+        returned by :func:`rfed.privacy.mechanisms.release_sensitivity`.
+    neighboring : {'replace_one', 'add_remove_one'}
+    sampling : {'none', 'without_replacement', 'poisson'}
+        How a noisy step samples the agent's records (for the accountant).
+    steps : int
+        Noisy steps of one local run (``K``, or ``K m`` for DP-RSVRG).
     """
 
     sigma: np.ndarray
     clip: float | None
     sizes: np.ndarray
     clip_full: float | None = None
+    counts: np.ndarray | None = None
+    sensitivity: np.ndarray | None = None
+    neighboring: str = "replace_one"
+    sampling: str = "none"
+    steps: int = 1
     extra: dict = field(default_factory=dict)
 
     @property
     def private(self) -> bool:
         return bool(np.all(self.sigma > 0))
 
+    @property
+    def noise_multiplier(self) -> np.ndarray:
+        """``sigma / sensitivity`` per agent (0 without noise or without clipping)."""
+        with np.errstate(divide="ignore", invalid="ignore"):
+            z = np.where(np.isfinite(self.sensitivity), self.sigma / self.sensitivity, 0.0)
+        return z
 
-def _resolve_clip(clip: Any, problem: Problem, private: bool, name: str) -> float | None:
+    def with_noise_multiplier(self, z: np.ndarray | float) -> LocalPlan:
+        """The same plan with ``sigma = z * sensitivity`` (``z`` scalar or per agent)."""
+        if not np.all(np.isfinite(self.sensitivity)):
+            raise ValueError("a noise multiplier needs a finite sensitivity: set 'clip' (and "
+                             "'clip_full' for DP-RSVRG) to public clipping levels")
+        z = np.broadcast_to(np.asarray(z, dtype=float), self.sigma.shape)
+        return dataclasses.replace(self, sigma=z * self.sensitivity)
+
+    def events(self, agent: int, z: float | None = None) -> list[tuple[EventSpec, int]]:
+        """The accountant events of ONE local run of ``agent`` (with multiplier ``z``).
+
+        ``z`` defaults to the plan's own multiplier. Returns ``[(EventSpec, steps)]``.
+        """
+        z = float(self.noise_multiplier[agent]) if z is None else float(z)
+        n, b = int(self.counts[agent]), self.sizes[agent]
+        if self.sampling == "without_replacement":
+            spec = EventSpec.make("gaussian", z, "without_replacement", dataset_size=n,
+                                  sample_size=int(b))
+        elif self.sampling == "poisson":
+            spec = EventSpec.make("gaussian", z, "poisson", float(b) / n)
+        else:
+            spec = EventSpec.make("gaussian", z)
+        return [(spec, self.steps)]
+
+
+def _check_clip(clip: Any, name: str) -> float | None:
     if isinstance(clip, str):
-        if clip != "auto":
-            raise ValueError(f"argument '{name}' must be a float, None or 'auto', got {clip!r}")
-        if not private:
-            return None
-        if problem.gradient_bound is None:
-            raise ValueError(
-                f"argument '{name}'='auto' needs the problem's gradient_bound, and "
-                f"{type(problem).__name__} has none; pass {name}=<float>"
-            )
-        return float(problem.gradient_bound)
+        raise ValueError(
+            f"argument '{name}' must be a public float or None, got {clip!r}: clip levels read "
+            "from the private data (the former 'auto', a maximum or a quantile of the records) "
+            "leak through the noise scale; give a public number (e.g. a bound you assert on the "
+            "data domain, or one chosen on public data)"
+        )
     if clip is None:
         return None
-    if not float(clip) > 0:
-        raise ValueError(f"argument '{name}' must be > 0, got {clip}")
-    return float(clip)
+    clip = float(clip)
+    if not clip > 0 or not np.isfinite(clip):
+        raise ValueError(f"argument '{name}' must be a finite float > 0, got {clip}")
+    return clip
 
 
 class LocalTrainer(abc.ABC):
@@ -133,10 +234,96 @@ class LocalTrainer(abc.ABC):
 
     name = "local"
     steps: int
+    noise_multiplier: float | None
+    sigma: float | None
+    paper_epsilon: float | None
+    paper_delta: float | None
+    constant: float
+
+    def _check_noise(self, epsilon, delta) -> None:
+        if epsilon is not None:
+            raise TypeError(_EPSILON_REMOVED.format(name="epsilon"))
+        if delta is not None:
+            raise TypeError(_EPSILON_REMOVED.format(name="delta"))
+        s = self.steps
+        if not isinstance(s, (int, np.integer)) or isinstance(s, bool) or s < 1:
+            raise ValueError(f"argument 'steps' must be an int >= 1, got {s!r}")
+        given = [n for n in ("noise_multiplier", "sigma", "paper_epsilon")
+                 if getattr(self, n) is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of 'noise_multiplier', 'sigma' and "
+                             f"'paper_epsilon', not both {given[0]!r} and {given[1]!r}")
+        for n in ("noise_multiplier", "sigma"):
+            v = getattr(self, n)
+            if v is not None and not (float(v) >= 0 and np.isfinite(float(v))):
+                raise ValueError(f"argument '{n}' must be a finite float >= 0, got {v}")
+        if self.paper_epsilon is not None:
+            if not float(self.paper_epsilon) > 0:
+                raise ValueError(f"argument 'paper_epsilon' must be > 0, got "
+                                 f"{self.paper_epsilon}")
+            if self.paper_delta is None or not 0 < float(self.paper_delta) < 1:
+                raise ValueError(f"argument 'paper_delta' must be in (0, 1) with "
+                                 f"'paper_epsilon', got {self.paper_delta}")
+        elif self.paper_delta is not None:
+            raise ValueError("argument 'paper_delta' is only used with 'paper_epsilon'")
+        if not self.constant > 0:
+            raise ValueError(f"argument 'constant' must be > 0, got {self.constant}")
+
+    @property
+    def private(self) -> bool:
+        """True when the trainer adds noise by itself (a budget can also make it private)."""
+        return (self.paper_epsilon is not None
+                or (self.sigma is not None and self.sigma > 0)
+                or (self.noise_multiplier is not None and self.noise_multiplier > 0))
+
+    @property
+    def total_steps(self) -> int:
+        """Noisy steps of one local run."""
+        return self.steps
 
     @abc.abstractmethod
-    def plan(self, problem: Problem) -> LocalPlan:
-        """Resolve clipping, batch sizes and noise for ``problem``."""
+    def plan(self, problem: Problem, neighboring: str = "replace_one",
+             rng: Any = None) -> LocalPlan:
+        """Resolve clipping, batch sizes, sensitivities and noise for ``problem``.
+
+        Parameters
+        ----------
+        problem : Problem
+        neighboring : {'replace_one', 'add_remove_one'}
+            Relation the sensitivities refer to.
+        rng : Generator, optional
+            The run's generator (passed to :func:`release_sensitivity`).
+        """
+
+    def _finish_plan(self, plan: LocalPlan, problem: Problem, paper_clip: float | None,
+                     rng: Any) -> LocalPlan:
+        """Apply the trainer's own noise setting and the release's sensitivity to ``plan``."""
+        if np.all(np.isfinite(plan.sensitivity)):
+            # secure mode rounds the release to a grid, which adds to the sensitivity
+            plan.sensitivity = np.asarray(
+                release_sensitivity(plan.sensitivity, problem.manifold.dim, rng, "l2"),
+                dtype=float)
+        n = problem.n_agents
+        if self.paper_epsilon is not None:
+            if paper_clip is None:
+                raise ValueError("the paper's calibration needs clipping levels; set 'clip'"
+                                 + (" and 'clip_full'" if isinstance(self, DPRSVRG) else ""))
+            plan.sigma = paper_sigma(problem.counts, epsilon=self.paper_epsilon,
+                                     delta=self.paper_delta, clip=paper_clip, steps=self.steps,
+                                     inner_steps=getattr(self, "inner_steps", 1),
+                                     constant=self.constant)
+        elif self.noise_multiplier is not None:
+            if self.noise_multiplier > 0:
+                return plan.with_noise_multiplier(float(self.noise_multiplier))
+        elif self.sigma is not None:
+            plan.sigma = np.full(n, float(self.sigma))
+        if np.any(plan.sigma > 0) and not np.all(np.isfinite(plan.sensitivity)):
+            raise ValueError(
+                f"{self.name}: noise without clipping certifies nothing (no sensitivity holds); "
+                "set 'clip'" + (" and 'clip_full'" if isinstance(self, DPRSVRG) else "")
+                + " to public clipping levels"
+            )
+        return plan
 
     @abc.abstractmethod
     def train(
@@ -169,6 +356,12 @@ class LocalTrainer(abc.ABC):
         """
 
     def _noise(self, problem, plan, x, value, agents, rng):
+        if not (np.all(np.isfinite(value)) and np.all(np.isfinite(x))):
+            # e.g. a noisy random walk on SPD or the hyperboloid overflowing expm / cosh
+            raise FloatingPointError(
+                f"{self.name}: a local iterate or its step left the floating-point range (the "
+                "run diverged; reduce the step size or the noise)"
+            )
         if not np.any(plan.sigma[agents] > 0):
             return value
         return gaussian_mechanism(problem.manifold, x, value, plan.sigma[agents], rng)
@@ -181,21 +374,21 @@ def _agent_data(problem: Problem, agents: np.ndarray) -> tuple[dict, np.ndarray]
     return {key: v[agents] for key, v in problem.data.items()}, problem.mask[agents]
 
 
-def _check_common(steps: int, epsilon, delta, sigma, constant) -> None:
-    if not isinstance(steps, (int, np.integer)) or isinstance(steps, bool) or steps < 1:
-        raise ValueError(f"argument 'steps' must be an int >= 1, got {steps!r}")
-    if sigma is not None and epsilon is not None:
-        raise ValueError("give either 'sigma' (explicit noise std) or 'epsilon' (paper's "
-                         "calibration), not both")
-    if sigma is not None and not float(sigma) >= 0:
-        raise ValueError(f"argument 'sigma' must be >= 0, got {sigma}")
-    if epsilon is not None:
-        if not float(epsilon) > 0:
-            raise ValueError(f"argument 'epsilon' must be > 0, got {epsilon}")
-        if delta is None or not 0 < float(delta) < 1:
-            raise ValueError(f"argument 'delta' must be in (0, 1) with 'epsilon', got {delta}")
-    if not constant > 0:
-        raise ValueError(f"argument 'constant' must be > 0, got {constant}")
+def _check_neighboring(neighboring: str) -> str:
+    if neighboring not in ("replace_one", "add_remove_one"):
+        raise ValueError(f"argument 'neighboring' must be 'replace_one' or 'add_remove_one', "
+                         f"got {neighboring!r}")
+    return neighboring
+
+
+def _coupled(problem: Problem, neighboring: str) -> bool:
+    coupled = bool(getattr(problem, "coupled_records", False))
+    if coupled and neighboring != "replace_one":
+        raise ValueError(
+            f"{type(problem).__name__} couples its records (each per-sample loss depends on the "
+            "agent's other records), which rfed accounts only under neighboring='replace_one'"
+        )
+    return coupled
 
 
 @dataclass
@@ -204,10 +397,12 @@ class DPRSGD(LocalTrainer):
 
     For ``k = 0..K-1`` (spec section 2.3):
 
-    * line 3: minibatch :math:`B_k` of size :math:`b_i`, uniformly without replacement;
+    * line 3: minibatch :math:`B_k`: ``b_i`` records uniformly without replacement (the
+      paper's), or Poisson (each record independently with probability ``q_i``);
     * line 4: :math:`\eta_k = \frac{1}{b_i}\sum_{p \in B_k} \mathrm{clip}_\tau(\mathrm{grad}
       f_{i,p}(x_{i,k})) + \epsilon_{i,k}`, :math:`\epsilon_{i,k} \sim N_{x_{i,k}}(0,
-      \sigma_i^2)` (tangent Gaussian at the current local iterate);
+      \sigma_i^2)` (tangent Gaussian at the current local iterate); under Poisson sampling
+      ``b_i`` is the public expected size ``q_i N_i``;
     * line 5: :math:`x_{i,k+1} = \mathrm{Exp}_{x_{i,k}}(-\alpha \eta_k)`;
     * output option 1: :math:`x_{i,K}`; option 2: uniform over :math:`\{x_{i,k}\}_{k=0}^{K}`.
 
@@ -217,28 +412,38 @@ class DPRSGD(LocalTrainer):
         ``K``.
     batch_size : int, float or None
         ``b_i`` (see :func:`rfed.algorithms.federated.sampling.batch_sizes`); ``None`` = full.
-    clip : float, None or "auto"
-        :math:`\tau`; ``"auto"`` = the problem's ``gradient_bound`` when private, no clipping
-        when not (the paper's non-private runs); ``None`` = never clip.
-    epsilon, delta : float, optional
-        Local budget; sigma from :func:`paper_sigma` (with ``K`` steps).
+        Under Poisson sampling, the expected size (a fraction is the rate ``q``).
+    clip : float or None
+        Public clipping level :math:`\tau` (required for privacy; ``None`` = never clip, the
+        paper's non-private runs).
+    noise_multiplier : float, optional
+        Noise std over the step's sensitivity (research; a budget on PriRFed sets it instead).
     sigma : float, optional
-        Explicit noise std (same for all agents), instead of ``epsilon``.
+        Explicit noise std (same for all agents), research.
+    paper_epsilon, paper_delta : float, optional
+        The paper's calibration (module docstring): not a guarantee.
     constant : float
-        ``o_i`` of the calibration (1, as in the paper's experiments).
+        ``o_i`` of the paper's calibration (1, as in the paper's experiments).
+    sampling : {'without_replacement', 'poisson'}
+        Minibatch scheme (module docstring for the accounting of each).
     """
 
     steps: int = 1
     batch_size: int | float | None = None
-    clip: float | str | None = "auto"
-    epsilon: float | None = None
-    delta: float | None = None
+    clip: float | None = None
+    noise_multiplier: float | None = None
     sigma: float | None = None
+    paper_epsilon: float | None = None
+    paper_delta: float | None = None
     constant: float = 1.0
+    sampling: str = "without_replacement"
     name: str = "DP-RSGD"
+    epsilon: dataclasses.InitVar[None] = None
+    delta: dataclasses.InitVar[None] = None
 
-    def __post_init__(self):
-        _check_common(self.steps, self.epsilon, self.delta, self.sigma, self.constant)
+    def __post_init__(self, epsilon=None, delta=None):
+        self._check_noise(epsilon, delta)
+        self.clip = _check_clip(self.clip, "clip")
         b = self.batch_size
         if isinstance(b, (bool, np.bool_)) or not (
             b is None
@@ -249,27 +454,52 @@ class DPRSGD(LocalTrainer):
                 f"argument 'batch_size' must be None (full batch), an int >= 1 or a fraction in "
                 f"(0, 1], got {b!r}"
             )
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"argument 'sampling' must be one of {SAMPLINGS}, got "
+                             f"{self.sampling!r}")
 
-    @property
-    def private(self) -> bool:
-        return self.epsilon is not None or (self.sigma is not None and self.sigma > 0)
-
-    @property
-    def total_steps(self) -> int:
-        """Noisy steps of one local run: ``K``."""
-        return self.steps
-
-    def plan(self, problem: Problem) -> LocalPlan:
-        clip = _resolve_clip(self.clip, problem, self.private, "clip")
-        sizes = batch_sizes(problem.counts, self.batch_size)
-        if self.epsilon is not None:
-            if clip is None:
-                raise ValueError("the paper's calibration needs a clipping level; set 'clip'")
-            sigma = paper_sigma(problem.counts, epsilon=self.epsilon, delta=self.delta,
-                                clip=clip, steps=self.steps, constant=self.constant)
+    def plan(self, problem: Problem, neighboring: str = "replace_one", rng: Any = None
+             ) -> LocalPlan:
+        neighboring = _check_neighboring(neighboring)
+        coupled = _coupled(problem, neighboring)
+        counts = problem.counts
+        sizes = batch_sizes(counts, self.batch_size).astype(float)
+        if self.sampling == "poisson":
+            if neighboring != "add_remove_one":
+                raise ValueError(
+                    "Poisson minibatches are accounted under neighboring='add_remove_one' (the "
+                    "sum over the drawn records divided by the public expected batch size moves "
+                    "by tau / b when one record is added or removed); pass "
+                    "PrivacyBudget(..., neighboring='add_remove_one') or use "
+                    "sampling='without_replacement'"
+                )
+            if self.batch_size is not None and not isinstance(self.batch_size, float):
+                sizes = np.full(counts.shape, float(self.batch_size))
+            if np.any(sizes > counts):
+                raise ValueError("argument 'batch_size' (expected Poisson batch) must not "
+                                 f"exceed min N_i = {counts.min()}")
+            sampling = "poisson" if np.any(sizes < counts) else "none"
         else:
-            sigma = np.full(problem.n_agents, float(self.sigma or 0.0))
-        return LocalPlan(sigma=sigma, clip=clip, sizes=sizes)
+            if neighboring != "replace_one" and np.any(sizes < counts):
+                raise ValueError(
+                    "fixed-size minibatches without replacement are accounted under "
+                    "neighboring='replace_one' only (dp-accounting); use sampling='poisson' "
+                    "for add/remove"
+                )
+            sampling = "without_replacement" if np.any(sizes < counts) else "none"
+        if coupled:
+            # every clipped summand may change: no 1/b, no amplification by the minibatch
+            sens = np.full(counts.shape, 2.0 * self.clip if self.clip else np.inf)
+            sampling = "none"
+        elif self.clip is None:
+            sens = np.full(counts.shape, np.inf)
+        else:
+            factor = 2.0 if neighboring == "replace_one" else 1.0
+            sens = factor * self.clip / sizes
+        plan = LocalPlan(sigma=np.zeros(problem.n_agents), clip=self.clip, sizes=sizes,
+                         counts=counts.copy(), sensitivity=sens, neighboring=neighboring,
+                         sampling=sampling, steps=self.steps)
+        return self._finish_plan(plan, problem, self.clip, rng)
 
     def train(self, problem, plan, x, agents, step_size, rng, option=1):
         man = problem.manifold
@@ -277,19 +507,26 @@ class DPRSGD(LocalTrainer):
         agents = np.asarray(agents)
         counts = problem.counts[agents]
         sizes = plan.sizes[agents]
+        poisson = self.sampling == "poisson" and bool(np.any(sizes < counts))
         full = bool(np.all(sizes == counts))
-        masked = getattr(problem, "masked_batches", False) and 4 * sizes.min() >= counts.max()
-        if full or masked:
+        masked = (not full and not poisson and getattr(problem, "masked_batches", False)
+                  and 4 * sizes.min() >= counts.max())
+        if full or masked or poisson:
             data, full_mask = _agent_data(problem, agents)
             mask = full_mask
         chosen = x
         pick = rng.integers(0, self.steps + 1, size=agents.size) if option == 2 else None
         n_clipped = 0
+        int_sizes = sizes.astype(int)
         for k in range(self.steps):
             if option == 2:
                 chosen = np.where((pick == k).reshape((-1,) + (1,) * k_pts), x, chosen)
-            if not full:
-                idx, valid = sample_minibatches(counts, sizes, rng)
+            if poisson:
+                # each record independently with probability q_i = bbar_i / N_i
+                rate = (sizes / counts)[:, None]
+                mask = full_mask & (rng.random(full_mask.shape) < rate)
+            elif not full:
+                idx, valid = sample_minibatches(counts, int_sizes, rng)
                 if masked:
                     # large batches of a cheap per-sample gradient: select by a mask over all
                     # samples instead of gathering a copy of the batch
@@ -299,12 +536,14 @@ class DPRSGD(LocalTrainer):
                     data, mask = problem.batch(agents, idx), valid
             total, clipped = problem.clipped_grad_sum(x, data, plan.clip, mask)
             n_clipped += int(np.sum(clipped))
+            # the PUBLIC normaliser b_i (the expected size under Poisson sampling)
             mean = total / sizes.reshape((-1,) + (1,) * k_pts)
             eta = self._noise(problem, plan, x, mean, agents, rng)
             x = man.exp(x, -step_size * eta)
         if option == 2:
             x = np.where((pick == self.steps).reshape((-1,) + (1,) * k_pts), x, chosen)
-        return x, {"n_clipped": n_clipped, "grad_evals": int(self.steps * sizes.sum())}
+        evals = int(self.steps * (counts.sum() if poisson else sizes.sum()))
+        return x, {"n_clipped": n_clipped, "grad_evals": evals}
 
 
 @dataclass
@@ -325,53 +564,69 @@ class DPRSVRG(LocalTrainer):
     * output option 1: :math:`x_{K,m}`; option 2: uniform over the ``m K`` points
       :math:`x_{k+1,j}`, ``j = 0..m-1``.
 
+    Sensitivity of a noisy step: ``4 tau_1 + 2 tau_0 / N_i`` (replace-one; module docstring).
+
     Parameters
     ----------
     steps : int
         ``K`` (outer loops).
     inner_steps : int
         ``m``.
-    clip_full, clip : float, None or "auto"
-        :math:`\tau_0` (full gradient) and :math:`\tau_1` (single-sample gradients), kept
-        separate (pitfall 23).
-    epsilon, delta, sigma, constant
-        As in :class:`DPRSGD`; the calibration uses :math:`m K` and
+    clip, clip_full : float or None
+        Public :math:`\tau_1` (single-sample gradients) and :math:`\tau_0` (full gradient),
+        kept separate (pitfall 23); ``clip_full`` defaults to ``clip``.
+    noise_multiplier, sigma, paper_epsilon, paper_delta, constant
+        As in :class:`DPRSGD`; the paper's calibration uses :math:`m K` and
         :math:`\tau = \max(\tau_0, \tau_1)`.
     """
 
     steps: int = 1
     inner_steps: int = 1
-    clip: float | str | None = "auto"
-    clip_full: float | str | None = "auto"
-    epsilon: float | None = None
-    delta: float | None = None
+    clip: float | None = None
+    clip_full: float | None = None
+    noise_multiplier: float | None = None
     sigma: float | None = None
+    paper_epsilon: float | None = None
+    paper_delta: float | None = None
     constant: float = 1.0
     name: str = "DP-RSVRG"
+    epsilon: dataclasses.InitVar[None] = None
+    delta: dataclasses.InitVar[None] = None
 
-    def __post_init__(self):
-        _check_common(self.steps, self.epsilon, self.delta, self.sigma, self.constant)
+    def __post_init__(self, epsilon=None, delta=None):
+        self._check_noise(epsilon, delta)
         m = self.inner_steps
         if not isinstance(m, (int, np.integer)) or isinstance(m, bool) or m < 1:
             raise ValueError(f"argument 'inner_steps' must be an int >= 1, got {m!r}")
+        self.clip = _check_clip(self.clip, "clip")
+        self.clip_full = _check_clip(self.clip_full, "clip_full")
+        if self.clip_full is None:
+            self.clip_full = self.clip
 
     @property
-    def private(self) -> bool:
-        return self.epsilon is not None or (self.sigma is not None and self.sigma > 0)
+    def total_steps(self) -> int:
+        """Noisy steps of one local run: ``K m``."""
+        return self.steps * self.inner_steps
 
-    def plan(self, problem: Problem) -> LocalPlan:
-        tau1 = _resolve_clip(self.clip, problem, self.private, "clip")
-        tau0 = _resolve_clip(self.clip_full, problem, self.private, "clip_full")
-        if self.epsilon is not None:
-            if tau0 is None or tau1 is None:
-                raise ValueError("the paper's calibration needs clipping levels; set 'clip' and "
-                                 "'clip_full'")
-            sigma = paper_sigma(problem.counts, epsilon=self.epsilon, delta=self.delta,
-                                clip=max(tau0, tau1), steps=self.steps,
-                                inner_steps=self.inner_steps, constant=self.constant)
+    def plan(self, problem: Problem, neighboring: str = "replace_one", rng: Any = None
+             ) -> LocalPlan:
+        neighboring = _check_neighboring(neighboring)
+        if neighboring != "replace_one":
+            raise ValueError("DP-RSVRG is accounted under neighboring='replace_one' (its full "
+                             "gradient is normalised by the agent's dataset size)")
+        coupled = _coupled(problem, neighboring)
+        counts = problem.counts
+        tau1, tau0 = self.clip, self.clip_full
+        if tau1 is None or tau0 is None:
+            sens = np.full(counts.shape, np.inf)
         else:
-            sigma = np.full(problem.n_agents, float(self.sigma or 0.0))
-        return LocalPlan(sigma=sigma, clip=tau1, clip_full=tau0, sizes=problem.counts.copy())
+            sens = 4.0 * tau1 + 2.0 * tau0 / (1.0 if coupled else counts.astype(float))
+            sens = np.broadcast_to(sens, counts.shape).astype(float)
+        plan = LocalPlan(sigma=np.zeros(problem.n_agents), clip=tau1, clip_full=tau0,
+                         sizes=counts.astype(float), counts=counts.copy(), sensitivity=sens,
+                         neighboring=neighboring, sampling="none", steps=self.total_steps)
+        paper_clip = None if tau0 is None or tau1 is None else max(tau0, tau1)
+        return self._finish_plan(plan, problem, paper_clip, rng)
 
     def train(self, problem, plan, x, agents, step_size, rng, option=1):
         man = problem.manifold
@@ -408,8 +663,3 @@ class DPRSVRG(LocalTrainer):
         out = chosen if option == 2 else snap
         evals = int(self.steps * (counts.sum() + 2 * m * agents.size))
         return out, {"n_clipped": n_clipped, "grad_evals": evals}
-
-    @property
-    def total_steps(self) -> int:
-        """Noisy steps of one local run: ``K m``."""
-        return self.steps * self.inner_steps

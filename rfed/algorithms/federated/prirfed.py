@@ -3,13 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
 from rfed.algorithms.base import Algorithm, evaluate_point
-from rfed.algorithms.federated.accounting import prirfed_privacy_report, record_round
+from rfed.algorithms.federated.accounting import (
+    calibrate_plan,
+    is_secure_rng,
+    prirfed_privacy_report,
+    record_round,
+)
 from rfed.algorithms.federated.aggregation import (
     AGGREGATIONS,
     data_size_weights,
@@ -19,6 +24,7 @@ from rfed.algorithms.federated.aggregation import (
 from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
 from rfed.algorithms.federated.sampling import sample_agents
 from rfed.networks.comm import InProcessCommunicator
+from rfed.privacy.budget import PrivacyBudget, check_delta_for_dataset, default_delta
 from rfed.privacy.ledger import PrivacyLedger
 from rfed.problems.base import Problem
 
@@ -48,7 +54,11 @@ class PriRFedState:
     agents : int array
         The agents sampled in the last round.
     ledger : PrivacyLedger
-        Per-agent record of the noisy steps performed (certified RDP, replace-one).
+        Per-agent record of the noisy steps performed.
+    delta : float
+        The delta of the certified epsilon.
+    calibration : dict
+        The budget's calibrations (``{agent: Calibration}``), empty without a budget.
     """
 
     x: np.ndarray
@@ -60,6 +70,8 @@ class PriRFedState:
     ledger: PrivacyLedger
     n_clipped: int = 0
     agents: np.ndarray | None = None
+    delta: float = 1e-5
+    calibration: dict = field(default_factory=dict)
 
 
 class PriRFed(Algorithm):
@@ -80,8 +92,24 @@ class PriRFed(Algorithm):
     The history records :math:`f(x^{(t)})` at every evaluated round whatever the option (spec
     pitfall 11), plus the bytes exchanged and the clipped-gradient count. The result's
     ``privacy`` is the report of
-    :func:`~rfed.algorithms.federated.accounting.prirfed_privacy_report` (Theorem 4.2 and the
-    certified RDP accountant).
+    :func:`~rfed.algorithms.federated.accounting.prirfed_privacy_report` (the certified
+    epsilon of the worst-off agent, and the paper's Theorem 4.2 beside it when the trainer uses
+    the paper's calibration).
+
+    **Budget first.** ``PriRFed(trainer, budget=PrivacyBudget(epsilon, delta), n_rounds=T)``
+    calibrates the trainer's noise multiplier at :meth:`init` over the whole planned run (every
+    agent charged every round, the worst case of the selection), so that the finished run
+    certifies at most ``epsilon`` (and, with full participation, within 1% of it). Running more
+    than ``T`` rounds raises ``RuntimeError``.
+
+    Example
+    -------
+    >>> from rfed.privacy import PrivacyBudget
+    >>> alg = PriRFed(DPRSGD(steps=1, batch_size=0.5, clip=1.0), n_sampled=None,
+    ...               step_size=0.1, budget=PrivacyBudget(1.0, 1e-5), n_rounds=50)
+    >>> res = alg.run(problem, 50, rng=0)                      # doctest: +SKIP
+    >>> res.privacy["epsilon_certified"] <= 1.0                # doctest: +SKIP
+    True
 
     Parameters
     ----------
@@ -93,10 +121,21 @@ class PriRFed(Algorithm):
         :math:`\alpha_t`, a constant or a function of the round ``t`` (0-based).
     aggregation : {"tangent", "karcher"}
     output_option : {1, 2}
+    budget : PrivacyBudget, optional
+        The whole run's target (epsilon, delta, neighbouring relation, accountant); needs
+        ``n_rounds`` and public clip levels on the trainer. Without it the trainer's own noise
+        setting is used (``noise_multiplier``, ``sigma`` or the paper's calibration) and its
+        certified epsilon is reported the same way.
+    n_rounds : int, optional
+        ``T``, the planned number of rounds (required with a budget).
     delta_hat : float
         The free :math:`\hat\delta` of Theorem 4.2 (1e-3 as in Table 1).
     privacy_delta : float, optional
-        Delta at which the certified epsilon is read (default: the theorem's delta').
+        Delta at which the certified epsilon is read without a budget (default
+        ``min(1e-5, 1/(10 N))`` for the smallest local dataset ``N``); must be below ``1/N``.
+    neighboring : {'replace_one', 'add_remove_one'}, optional
+        Without a budget (default ``'replace_one'``; Poisson minibatches need
+        ``'add_remove_one'``).
     """
 
     name = "PriRFed"
@@ -109,9 +148,38 @@ class PriRFed(Algorithm):
         *,
         aggregation: str = "tangent",
         output_option: int = 1,
+        budget: PrivacyBudget | None = None,
+        n_rounds: int | None = None,
         delta_hat: float = 1e-3,
         privacy_delta: float | None = None,
+        neighboring: str | None = None,
+        epsilon: None = None,
     ):
+        if epsilon is not None:
+            raise TypeError(
+                "argument 'epsilon' is not a PriRFed argument: pass budget=PrivacyBudget(epsilon, "
+                "delta) with n_rounds=T for a certified budget, or paper_epsilon= on the trainer "
+                "for the paper's calibration (not a guarantee)"
+            )
+        if budget is not None and not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"argument 'budget' must be a PrivacyBudget or None, got {budget!r}")
+        if n_rounds is not None and (not isinstance(n_rounds, (int, np.integer))
+                                     or isinstance(n_rounds, bool) or n_rounds < 1):
+            raise ValueError(f"argument 'n_rounds' must be an int >= 1, got {n_rounds!r}")
+        if budget is not None:
+            if n_rounds is None:
+                raise ValueError("argument 'n_rounds' (the planned number of rounds) is required "
+                                 "with a budget: the noise is calibrated for the whole run")
+            if trainer.private:
+                raise ValueError(
+                    "give either a budget or the trainer's own noise (noise_multiplier, sigma, "
+                    "paper_epsilon), not both: the budget sets the noise"
+                )
+            if privacy_delta is not None:
+                raise ValueError("with a budget, give delta in the budget (PrivacyBudget(epsilon, "
+                                 "delta)), not 'privacy_delta'")
+            if neighboring is not None and neighboring != budget.neighboring:
+                raise ValueError("with a budget, the neighbouring relation is the budget's")
         if not isinstance(trainer, LocalTrainer):
             raise TypeError(
                 f"argument 'trainer' must be a LocalTrainer (DPRSGD, DPRSVRG), got {trainer!r}"
@@ -138,6 +206,13 @@ class PriRFed(Algorithm):
         self.output_option = output_option
         self.delta_hat = delta_hat
         self.privacy_delta = privacy_delta
+        self.budget = budget
+        self.n_rounds = n_rounds
+        self.neighboring = (budget.neighboring if budget is not None
+                            else neighboring or "replace_one")
+        self.method = budget.method if budget is not None else "auto"
+        # calibrations are deterministic in (problem, budget): computed once per problem
+        self._plans: dict = {}
         self.name = f"PriRFed-{trainer.name}"
 
     def _s(self, problem: Problem) -> int:
@@ -153,31 +228,77 @@ class PriRFed(Algorithm):
 
     # ------------------------------------------------------------------ Algorithm API
     def init(self, problem: Problem, x0: np.ndarray, rng: np.random.Generator) -> PriRFedState:
-        plan = self.trainer.plan(problem)
-        plan.extra.update(counts=problem.counts.copy(), n_sampled=self._s(problem))
+        plan, delta, cals = self._plan(problem, rng)
         return PriRFedState(
             x=np.array(x0, dtype=float), round=0, rng=rng, plan=plan, candidate=None,
             comm=InProcessCommunicator(problem.n_agents),
-            ledger=PrivacyLedger(problem.n_agents, "rdp", "replace_one", description=self.name),
+            ledger=PrivacyLedger(problem.n_agents, "rdp", self.neighboring,
+                                 description=self.name),
+            delta=delta, calibration=cals,
         )
+
+    def _plan(self, problem: Problem, rng=None):
+        """Resolved plan (noise calibrated to the budget), delta and calibrations (cached)."""
+        key = (id(problem), problem.counts.tobytes(), is_secure_rng(rng))
+        if key not in self._plans:
+            # one entry, holding the problem so that its id cannot be reused meanwhile
+            self._plans = {key: (problem, self._make_plan(problem, rng))}
+        return self._plans[key][1]
+
+    def _make_plan(self, problem: Problem, rng=None):
+        n_min = int(problem.counts.min())
+        if self.budget is not None:
+            delta = self.budget.resolve_delta(n_min)
+        elif self.privacy_delta is not None:
+            delta = check_delta_for_dataset(self.privacy_delta, n_min, "privacy_delta")
+        else:
+            delta = default_delta(n_min)
+        plan = self.trainer.plan(problem, self.neighboring, rng)
+        plan.extra.update(
+            n_sampled=self._s(problem),
+            coupled_records=bool(getattr(problem, "coupled_records", False)),
+            problem_assumptions=list(getattr(problem, "privacy_assumptions", ())),
+        )
+        cals: dict = {}
+        if self.budget is not None:
+            budget = self.budget
+            if is_secure_rng(rng) and budget.method != "rdp":
+                # secure (discrete Gaussian) releases are certified through RDP only
+                budget = replace(budget, method="rdp")
+            plan, cals = calibrate_plan(plan, budget, delta, self.n_rounds)
+        return plan, delta, cals
 
     def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
         man = problem.manifold
         rng = state.rng
+        if self.budget is not None and state.round >= self.n_rounds:
+            raise RuntimeError(
+                f"{self.name}: the noise was calibrated for n_rounds={self.n_rounds} rounds; "
+                f"round {state.round + 1} would exceed the privacy budget (epsilon "
+                f"{self.budget.epsilon:g}); plan more rounds with a new PriRFed"
+            )
         agents = sample_agents(problem.n_agents, self._s(problem), rng)
         x_local = state.comm.broadcast(state.x, agents)
         with np.errstate(over="ignore", invalid="ignore"):
-            x_new, info = self.trainer.train(
-                problem, state.plan, x_local, agents, self._alpha(state.round), rng,
-                option=self.output_option,
-            )
+            try:
+                x_new, info = self.trainer.train(
+                    problem, state.plan, x_local, agents, self._alpha(state.round), rng,
+                    option=self.output_option,
+                )
+            except np.linalg.LinAlgError as exc:
+                # e.g. an SPD iterate that a huge noisy step pushed out of numerical reach
+                raise FloatingPointError(
+                    f"{self.name}: a local iterate left the numerical range in round "
+                    f"{state.round + 1} ({exc}; the run diverged; reduce the step size or the "
+                    "noise)"
+                ) from exc
         if not np.all(np.isfinite(x_new)):
             # e.g. a noisy random walk on the hyperboloid overflowing cosh: say so, never NaN
             raise FloatingPointError(
                 f"{self.name}: a local iterate left the floating-point range in round "
                 f"{state.round + 1} (the run diverged; reduce the step size or the noise)"
             )
-        record_round(state.ledger, state.round, self.trainer, state.plan, problem.counts, agents)
+        record_round(state.ledger, state.round, state.plan, agents)
         received = _gather(state.comm, problem.n_agents, agents, x_new)
         weights = data_size_weights(problem.counts[agents])
         if agents.size == 1:
@@ -191,10 +312,8 @@ class PriRFed(Algorithm):
         candidate = state.candidate
         if self.output_option == 2 and (candidate is None or rng.random() < 1.0 / t):
             candidate = x_next
-        return PriRFedState(
-            x=x_next, round=t, rng=rng, plan=state.plan, candidate=candidate, comm=state.comm,
-            ledger=state.ledger, n_clipped=state.n_clipped + info["n_clipped"], agents=agents,
-        )
+        return replace(state, x=x_next, round=t, candidate=candidate,
+                       n_clipped=state.n_clipped + info["n_clipped"], agents=agents)
 
     def output(self, problem: Problem, state: PriRFedState) -> np.ndarray:
         if self.output_option == 2 and state.candidate is not None:
@@ -208,28 +327,34 @@ class PriRFed(Algorithm):
         return out
 
     def privacy(self, state: PriRFedState) -> dict[str, Any]:
-        """The privacy report after the rounds done (Theorem 4.2 and certified RDP)."""
-        counts = state.plan.extra["counts"]
+        """The privacy report after the rounds done (certified; the paper's value beside it)."""
+        secure = is_secure_rng(state.rng)
         return prirfed_privacy_report(
-            self.trainer, state.plan, counts, state.plan.extra["n_sampled"], state.round,
-            state.ledger, delta_hat=self.delta_hat, delta=self.privacy_delta,
+            self.trainer, state.plan, state.plan.extra["n_sampled"], state.round, state.delta,
+            state.ledger, budget=self.budget, planned_rounds=self.n_rounds,
+            # secure (discrete Gaussian) releases are certified through RDP only
+            method="rdp" if secure else self.method,
+            delta_hat=self.delta_hat, secure=secure,
         )
 
     def privacy_after(self, problem: Problem, rounds: int) -> dict[str, Any]:
         """The report for ``rounds`` rounds on ``problem`` before (or without) running.
 
-        Without a run there is no ledger, so only the agent-sampling bound is certified.
+        Without a run there is no ledger: every agent is charged every round (the worst case of
+        the selection), which is what the finished run certifies with full participation.
         """
+        plan, delta, _ = self._plan(problem)
         return prirfed_privacy_report(
-            self.trainer, self.trainer.plan(problem), problem.counts, self._s(problem), rounds,
-            delta_hat=self.delta_hat, delta=self.privacy_delta,
+            self.trainer, plan, plan.extra["n_sampled"], rounds, delta, budget=self.budget,
+            planned_rounds=self.n_rounds, method=self.method, delta_hat=self.delta_hat,
         )
 
     def __repr__(self) -> str:
         return (
             f"PriRFed(trainer={self.trainer!r}, n_sampled={self.n_sampled}, "
             f"step_size={self.step_size!r}, aggregation={self.aggregation!r}, "
-            f"output_option={self.output_option})"
+            f"output_option={self.output_option}, budget={self.budget!r}, "
+            f"n_rounds={self.n_rounds})"
         )
 
 
