@@ -50,6 +50,7 @@ import pickle
 import pkgutil
 import re
 import shutil
+import sys
 import tempfile
 import time
 import uuid
@@ -60,7 +61,7 @@ from typing import Any
 
 import numpy as np
 
-from rfed._io import append_line, atomic_pickle, atomic_write_bytes, atomic_write_text, strict_json
+from rfed._io import append_line, atomic_write_bytes, atomic_write_text, strict_json
 
 __all__ = [
     "Experiment",
@@ -535,6 +536,7 @@ class RunContext:
         self._completed: list[tuple[Any, int]] = []  # (RunResult, records it logged)
         self._current: tuple[int, int] | None = None  # (run index, _pos at its start)
         self._resume: dict | None = None
+        self._checkpoint_error: str | None = None
 
     # ------------------------------------------------------------------ folder
     def open(self, experiment: str, config: Mapping[str, Any]) -> None:
@@ -774,18 +776,26 @@ class RunContext:
         self._save_checkpoint(None)
 
     def _save_checkpoint(self, payload: dict | None) -> None:
-        if self.out_dir is None:
+        if self.out_dir is None or self._checkpoint_error is not None:
             return
         current = None
         if payload is not None and self._current is not None:
             index, start = self._current
             current = {"index": index, "start": start, "n_logged": self._pos - start,
                        "payload": payload}
-        atomic_pickle(self.out_dir / _CHECKPOINT, {
-            "format": _CHECKPOINT_FORMAT, "experiment": self.experiment,
-            "seed": int(self.seed), "run_id": self.run_id, "completed": self._completed,
-            "current": current, "records": self.records,
-        })
+        ck = {"format": _CHECKPOINT_FORMAT, "experiment": self.experiment,
+              "seed": int(self.seed), "run_id": self.run_id, "completed": self._completed,
+              "current": current, "records": self.records}
+        try:
+            data = pickle.dumps(ck, protocol=pickle.HIGHEST_PROTOCOL)
+        except (AttributeError, TypeError, pickle.PicklingError) as exc:
+            # an algorithm whose state cannot be pickled: run on without checkpoints, say so
+            self._checkpoint_error = f"{type(exc).__name__}: {exc}"
+            (self.out_dir / _CHECKPOINT).unlink(missing_ok=True)
+            print(f"rfed: warning: checkpoints disabled for this run (the algorithm's state "
+                  f"cannot be saved: {self._checkpoint_error})", file=sys.stderr)
+            return
+        atomic_write_bytes(self.out_dir / _CHECKPOINT, data)
         self._wrote_result = True
 
     # ------------------------------------------------------------------ end
