@@ -42,7 +42,7 @@ def _cases():
         "prirfed-dprsgd": (lambda: PriRFed(DPRSGD(steps=2, batch_size=0.5, epsilon=1.0,
                                                   delta=1e-5), n_sampled=2,
                                            step_size=0.2 / lam), _pca, None),
-        "prirfed-dprsvrg": (lambda: PriRFed(DPRSVRG(steps=2, inner=3, batch_size=0.5,
+        "prirfed-dprsvrg": (lambda: PriRFed(DPRSVRG(steps=2, inner_steps=3,
                                                     epsilon=1.0, delta=1e-5),
                                             n_sampled=1, step_size=0.05), _pca, None),
         "doadp": (lambda: DOADP(Network(ring(6)), alpha=0.1, p=0.8, k=3, sigma=0.3,
