@@ -537,6 +537,7 @@ class RunContext:
         self._current: tuple[int, int] | None = None  # (run index, _pos at its start)
         self._resume: dict | None = None
         self._checkpoint_error: str | None = None
+        self._wrote_config = False
 
     # ------------------------------------------------------------------ folder
     def open(self, experiment: str, config: Mapping[str, Any]) -> None:
@@ -597,6 +598,7 @@ class RunContext:
         if self.mode != "resume" or self._resume is None:
             self._write_json("config.json", {"experiment": experiment, "seed": int(self.seed),
                                              "run_id": self.run_id, "config": self._config})
+            self._wrote_config = True
             if self.mode == "resume":   # no checkpoint yet: start over in the same folder
                 atomic_write_text(out / "history.jsonl", "")
 
@@ -650,7 +652,7 @@ class RunContext:
             return
         if self._created is not None:
             self._remove_created()
-        else:
+        elif self._wrote_config:
             (self.out_dir / "config.json").unlink(missing_ok=True)
 
     # ------------------------------------------------------------------ writing
@@ -859,9 +861,9 @@ def run_experiment(
     config = exp.config(overrides)
     ctx = RunContext(seed=seed, out_dir=Path(out_dir) if out_dir is not None else None,
                      progress=progress, mode=mode, checkpoint_every=checkpoint_every)
-    ctx.open(name, config)
     start = time.perf_counter()
     try:
+        ctx.open(name, config)
         if ctx.out_dir is not None:
             with run_hook(ctx):
                 summary = dict(exp.func(config, ctx))
