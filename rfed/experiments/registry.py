@@ -362,13 +362,13 @@ def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
     if not rows:
         return "(no settings)\n"
     names = list(dict.fromkeys(r["utility_name"] for r in rows))
-    refs = list(dict.fromkeys(r.get("reference_name") or "" for r in rows))
+    refs = list(dict.fromkeys(r["reference_name"] for r in rows if r.get("reference_name")))
     accountants = list(dict.fromkeys(r["accountant"] for r in rows if r.get("accountant")))
     one_name = len(names) == 1
     head = ["setting", f"{names[0]} (mean +- std)" if one_name else "utility (mean +- std)"]
     if not one_name:
         head.insert(1, "utility")
-    ref_head = f"reference: {refs[0]}" if len(refs) == 1 and refs[0] else "reference"
+    ref_head = f"reference: {refs[0]}" if len(refs) == 1 else "reference"
     head += [ref_head, "eps (certified)", "delta", "figure", "diverged"]
     body = []
     for r in rows:
@@ -379,7 +379,7 @@ def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
         if r.get("accountant"):
             eps += f" [{accountants.index(r['accountant']) + 1}]"
         ref = _fmt(r.get("reference"))
-        if not (len(refs) == 1) and r.get("reference_name"):
+        if len(refs) > 1 and r.get("reference_name"):
             ref += f" ({r['reference_name']})"
         reps = r.get("repetitions")
         line = [r["setting"], util, ref, eps, _fmt(r.get("delta")), r.get("figure") or "-",
