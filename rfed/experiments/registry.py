@@ -526,6 +526,8 @@ class RunContext:
             self.out_dir = Path(self.out_dir)
         self.run_id = uuid.uuid4().hex[:12]
         self.experiment = ""
+        self.title = ""         # the figures' default title (the experiment's short line)
+        self.stand_in = False   # mark the figures "STAND-IN data"
         self._opened = False
         self._created: Path | None = None  # the top folder this run created (removed on failure)
         self._wrote_result = False
@@ -713,9 +715,19 @@ class RunContext:
         return format_summary_table(clean)
 
     def save_figure(self, fig: Any, name: str) -> Path | None:
-        """Save a matplotlib figure as ``NAME.png`` (atomically) and close it."""
+        """Finish a matplotlib figure, save it as ``NAME.png`` (atomically) and close it.
+
+        :func:`rfed.experiments.plotting.finish_figure` gives it a title if it has none, the
+        certified epsilon of every setting in the legend (from :meth:`set_privacy`), one
+        legend outside the data, and the "STAND-IN data" mark when the experiment's
+        description says it uses a stand-in.
+        """
+        from rfed.experiments.plotting import finish_figure
+
         path = None
         try:
+            finish_figure(fig, title=f"{self.title or self.experiment}: {name}",
+                          privacy=self.privacy, stand_in=self.stand_in)
             if self.out_dir is not None:
                 buf = io.BytesIO()
                 fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
@@ -861,6 +873,8 @@ def run_experiment(
     config = exp.config(overrides)
     ctx = RunContext(seed=seed, out_dir=Path(out_dir) if out_dir is not None else None,
                      progress=progress, mode=mode, checkpoint_every=checkpoint_every)
+    ctx.title = exp.short
+    ctx.stand_in = "stand-in" in exp.description.lower()
     start = time.perf_counter()
     try:
         ctx.open(name, config)
