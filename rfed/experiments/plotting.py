@@ -303,7 +303,7 @@ def plot_curves(
             ax.set_yscale("log")
             if shown_lo:
                 floor = min(shown_lo + [v for v in (hl[i] or {}).values() if v > 0])
-                ax.set_ylim(bottom=floor / 3.0)
+                ax.set_ylim(bottom=floor / 1.5)
         ax.set_xlabel(xlabel or axis_label(x))
         ax.set_ylabel(ylabels[i] if ylabels is not None else axis_label(key))
         if ttl[i]:
@@ -332,7 +332,7 @@ def finish_figure(
       certifies nothing);
     * the legend outside the data: when every panel shows the same entries, one legend below
       the panels; otherwise each panel's legend goes below that panel;
-    * ``stand_in``: a "STAND-IN data" mark in the top right corner.
+    * ``stand_in``: a "STAND-IN data" mark in the lower left corner.
     """
     axes = [ax for ax in fig.axes if ax.get_visible()]
     entries = []
@@ -344,23 +344,71 @@ def finish_figure(
     legends = [(ax, h, lab) for ax, h, lab in entries if ax.get_legend() is not None and lab]
     for ax, _, _ in legends:
         ax.get_legend().remove()
-    if legends:
-        label_sets = {tuple(lab) for _, _, lab in legends}
-        if len(label_sets) == 1 and len(legends) == len([a for a in axes if a.has_data()]):
-            _, handles, labels = legends[0]
-            ncol = 2 if len(labels) > 3 else len(labels)
-            fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-                       ncol=max(ncol, 1), fontsize=8, frameon=False)
-        else:
-            for ax, handles, labels in legends:
-                ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.2),
-                          ncol=2 if len(labels) > 3 else 1, fontsize=7, frameon=False)
+    sets = [set(lab) for _, _, lab in legends]
+    nested = all(a <= b or b <= a for a in sets for b in sets)
+    if legends and nested and len(legends) == len([a for a in axes if a.has_data()]):
+        # the panels show the same curves (some add reference lines): one legend for all
+        handles, labels = [], []
+        for _, hs, labs in legends:
+            for h, lab in zip(hs, labs, strict=True):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=2 if len(labels) > 2 else len(labels), fontsize=8, frameon=False)
+    else:
+        for ax, handles, labels in legends:
+            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                      ncol=2 if len(labels) > 3 else 1, fontsize=7, frameon=False)
+    for ax in axes:
+        _accuracy_in_percent(ax)
+        _plain_log_ticks(ax)
     if fig._suptitle is None and title and any(not ax.get_title() for ax in axes):
         fig.suptitle(title, fontsize=11)
-    if stand_in:
-        fig.text(0.995, 0.995, "STAND-IN data", ha="right", va="top", fontsize=8,
-                 color="firebrick", weight="bold")
     fig.tight_layout()
+    if stand_in:
+        # the lower left corner is free in every layout (left of the x label, above the legend)
+        fig.text(0.005, 0.005, "STAND-IN data", ha="left", va="bottom", fontsize=8,
+                 color="firebrick", weight="bold")
+
+
+def _accuracy_in_percent(ax) -> None:
+    """An axis labelled accuracy with all its data in [0, 1] is rescaled to percent."""
+    from matplotlib.collections import PathCollection, PolyCollection
+
+    label = ax.get_ylabel()
+    if "accuracy" not in label.lower() or "%" in label:
+        return
+    lines = [ln for ln in ax.get_lines() if len(ln.get_ydata())]
+    scatters = [c for c in ax.collections if isinstance(c, PathCollection)]
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    ys = [np.asarray(ln.get_ydata(), dtype=float) for ln in lines]
+    ys += [np.asarray(c.get_offsets(), dtype=float).reshape(-1, 2)[:, 1] for c in scatters]
+    values = np.concatenate(ys) if ys else np.array([])
+    values = values[np.isfinite(values)]
+    if not values.size or values.min() < 0 or values.max() > 1:
+        return
+    for ln in lines:
+        ln.set_ydata(np.asarray(ln.get_ydata(), dtype=float) * 100.0)
+    for c in scatters:
+        c.set_offsets(np.asarray(c.get_offsets(), dtype=float) * [1.0, 100.0])
+    for c in bands:
+        for path in c.get_paths():
+            path.vertices = path.vertices * [1.0, 100.0]
+    ax.set_ylabel(f"{label} (%)")
+    ax.relim()
+    ax.autoscale_view()
+
+
+def _plain_log_ticks(ax) -> None:
+    """Over two decades or more, label only the powers of ten (no 6x10^0, 4x10^0 clutter)."""
+    if ax.get_yscale() != "log":
+        return
+    from matplotlib.ticker import NullFormatter
+
+    lo, hi = ax.get_ylim()
+    if lo > 0 and hi / lo >= 100.0:
+        ax.yaxis.set_minor_formatter(NullFormatter())
 
 
 def _with_epsilon(label: str, privacy: Mapping[str, Any]) -> str:

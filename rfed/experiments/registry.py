@@ -726,7 +726,8 @@ class RunContext:
 
         path = None
         try:
-            finish_figure(fig, title=f"{self.title or self.experiment}: {name}",
+            finish_figure(fig, title=f"{self.title or self.experiment}: "
+                                     f"{name.replace('_', ' ')}",
                           privacy=self.privacy, stand_in=self.stand_in)
             if self.out_dir is not None:
                 buf = io.BytesIO()
