@@ -118,3 +118,11 @@ def test_one_progress_bar_per_experiment_labelled_by_setting(capsys):
     assert first._bar.total == 5
     ctx.finish({}, {})
     assert first._bar is None
+
+
+def test_default_output_folder_is_ignored_by_git_and_named_in_the_readme():
+    from rfed.cli import DEFAULT_OUT
+
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert f"/{DEFAULT_OUT}/" in ignored or f"{DEFAULT_OUT}/" in ignored
+    assert f"`{DEFAULT_OUT}/NAME`" in (ROOT / "README.md").read_text()
