@@ -109,29 +109,49 @@ def _fmt(v) -> str:
     return fmt(v)
 
 
+def _rows_from_settings(name: str, summary: dict, ctx) -> list[dict]:
+    """Summary-table rows from a PriRFed-style ``summary["settings"]`` (final excess risk per
+    setting), for experiments that do not call ``ctx.summary_table`` yet."""
+    from rfed.experiments import get_experiment
+    from rfed.experiments.registry import summary_row
+
+    settings = summary.get("settings")
+    if not isinstance(settings, dict) or not settings or not all(
+        isinstance(r, dict) and "final_excess_risk_mean" in r for r in settings.values()
+    ):
+        return []
+    exp = get_experiment(name)
+    reps = ctx.records and max((r.get("repetition", 0) for r in ctx.records), default=0) + 1
+    ref = summary.get("random_start_excess_risk")
+    rows = []
+    for label, row in settings.items():
+        lost = sum(1 for d in ctx.diverged_runs if d.get("setting") == label)
+        rows.append(summary_row(
+            label, utility_name="excess risk f(x) - f(x*)",
+            utility=row.get("final_excess_risk_mean"),
+            utility_std=row.get("final_excess_risk_std"),
+            reference=ref, reference_name="random start" if ref is not None else "",
+            epsilon=row.get("epsilon_certified"), delta=row.get("delta"),
+            accountant=summary.get("accountant", ""), figure=exp.paper_label,
+            repetitions=reps or None, diverged=max(int(row.get("diverged") or 0), lost),
+            epsilon_paper=row.get("epsilon_paper"),
+        ))
+    return rows
+
+
 def _print_summary(name: str, summary: dict, ctx) -> None:
     from rfed.experiments.registry import format_summary_table, format_table
 
     where = f"; results in {ctx.out_dir}" if ctx.out_dir is not None else ""
     print(f"\n{name}: done in {summary.get('seconds', float('nan')):.1f} s{where}")
-    if ctx.summary_rows:
-        print(format_summary_table(ctx.summary_rows), end="")
-        shown = {"settings", "accountant", "seconds"}
-    else:
-        shown = {"settings", "reference_cost", "accountant", "seconds"}
-        settings = summary.get("settings")
-        if isinstance(settings, dict) and settings:
-            cols = ("final_cost_mean", "final_excess_risk_mean", "final_excess_risk_std",
-                    "epsilon_paper", "delta_paper", "epsilon_certified", "delta", "diverged")
-            heads = ("final cost", "excess risk", "+- std", "eps (paper)", "delta (paper)",
-                     "eps (certified)", "delta (cert.)", "diverged runs")
-            width = max(len(k) for k in settings)
-            print(f"{'setting':<{width}}  " + "  ".join(f"{h:>15}" for h in heads))
-            for label, row in settings.items():
-                print(f"{label:<{width}}  " + "  ".join(f"{_fmt(row.get(c)):>15}"
-                                                        for c in cols))
-        if "reference_cost" in summary:
-            print(f"reference (true value) cost: {_fmt(summary['reference_cost'])}")
+    rows = ctx.summary_rows or _rows_from_settings(name, summary, ctx)
+    shown = {"seconds"}
+    if rows:
+        print(format_summary_table(rows), end="")
+        shown |= {"settings", "accountant", "random_start_excess_risk"}
+    if "reference_cost" in summary:
+        print(f"reference (true value) cost: {_fmt(summary['reference_cost'])}")
+        shown.add("reference_cost")
     for key, value in summary.items():
         if key in shown:
             continue
@@ -140,10 +160,18 @@ def _print_summary(name: str, summary: dict, ctx) -> None:
         elif isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
             print(f"\n{key}:")
             print(format_table(value), end="")
-    if "accountant" in summary:
+        elif key == "settings" and isinstance(value, dict) and value:
+            print("\nsettings:")
+            print(format_table([{"setting": k, **v} for k, v in value.items()
+                                if isinstance(v, dict)]), end="")
+    if "accountant" in summary and not rows:
         print(f"accountant: {summary['accountant']}")
-    elif ctx.privacy and not ctx.summary_rows:
+    elif ctx.privacy and not rows:
         _print_privacy(ctx.privacy)
+    for d in ctx.diverged_runs:
+        where = ", ".join(f"{k} {d[k]}" for k in ("setting", "repetition") if k in d)
+        print(f"diverged: {where or 'run ' + str(d['run'])} in round {d['diverged_round']} "
+              f"({d['reason']}); excluded where the experiment summarises repetitions")
 
 
 def _find(report: dict, prefix: str) -> float | None:

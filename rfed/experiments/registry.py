@@ -286,7 +286,7 @@ def _jsonable(value: Any) -> Any:
 #: Columns of the one summary table every experiment prints (see :func:`summary_row`).
 SUMMARY_COLUMNS = ("setting", "utility_name", "utility", "utility_std", "reference_name",
                    "reference", "epsilon", "delta", "accountant", "figure", "repetitions",
-                   "diverged")
+                   "diverged", "epsilon_paper")
 
 
 def summary_row(
@@ -303,6 +303,7 @@ def summary_row(
     figure: str = "",
     repetitions: int | None = None,
     diverged: int = 0,
+    epsilon_paper: float | None = None,
 ) -> dict:
     """One row of the summary table.
 
@@ -326,12 +327,16 @@ def summary_row(
         The paper's figure or table the row reproduces, where there is one.
     repetitions, diverged : int
         Repetitions run and how many of them diverged.
+    epsilon_paper : float, optional
+        The paper's closed-form epsilon, shown beside the certified one, labelled as the
+        paper's (never as the guarantee).
     """
     return {"setting": str(setting), "utility_name": str(utility_name),
             "utility": _num(utility), "utility_std": _num(utility_std),
             "reference_name": str(reference_name), "reference": _num(reference),
             "epsilon": _num(epsilon), "delta": _num(delta), "accountant": str(accountant),
-            "figure": str(figure), "repetitions": repetitions, "diverged": int(diverged)}
+            "figure": str(figure), "repetitions": repetitions, "diverged": int(diverged),
+            "epsilon_paper": _num(epsilon_paper)}
 
 
 def _num(v: Any) -> float | None:
@@ -369,7 +374,12 @@ def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
     if not one_name:
         head.insert(1, "utility")
     ref_head = f"reference: {refs[0]}" if len(refs) == 1 else "reference"
+    figures = list(dict.fromkeys(r.get("figure") or "" for r in rows))
+    one_figure = len(figures) == 1
     head += [ref_head, "eps (certified)", "delta", "figure", "diverged"]
+    with_paper = any(r.get("epsilon_paper") is not None for r in rows)
+    if with_paper:
+        head.insert(head.index("delta") + 1, "eps (paper's formula)")
     body = []
     for r in rows:
         util = _fmt(r.get("utility"))
@@ -385,11 +395,18 @@ def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
         line = [r["setting"], util, ref, eps, _fmt(r.get("delta")), r.get("figure") or "-",
                 f"{r.get('diverged', 0)}/{reps}" if reps is not None else
                 str(r.get("diverged", 0))]
+        if with_paper:
+            line.insert(5, _fmt(r.get("epsilon_paper")))
+        if one_figure:
+            line.pop(-2)
         if not one_name:
             line.insert(1, r["utility_name"])
         body.append(line)
+    if one_figure:
+        head.remove("figure")
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
-    out = ["  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip()]
+    out = ([f"paper's figure: {figures[0]}"] if one_figure and figures[0] else [])
+    out.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
     out.append("  ".join("-" * w for w in widths))
     out += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)).rstrip() for b in body]
     out += [f"[{i + 1}] accountant: {a}" for i, a in enumerate(accountants)]
@@ -507,6 +524,7 @@ class RunContext:
     tables: dict[str, list[dict]] = field(default_factory=dict)
     figures: list[Path] = field(default_factory=list)
     summary_rows: list[dict] = field(default_factory=list)
+    diverged_runs: list[dict] = field(default_factory=list)
 
     def __post_init__(self) -> None:
         if isinstance(self.seed, bool) or not isinstance(self.seed, (int, np.integer)) \
@@ -766,6 +784,13 @@ class RunContext:
             result, n_logged = ck["completed"][index]
             self._completed.append((result, n_logged))
             self._pos += n_logged
+            if getattr(result, "diverged", False):
+                rec = next((r for r in self.records[self._pos - n_logged:self._pos]
+                            if "diverged" in r), {})
+                self.diverged_runs.append({
+                    **{k: rec[k] for k in ("setting", "group", "repetition") if k in rec},
+                    "run": index, "diverged_round": result.diverged_round,
+                    "reason": result.diverged_reason})
             return result, None, None, 0
         resume = None
         start = self._pos
@@ -781,11 +806,26 @@ class RunContext:
                 resume = cur["payload"]
                 self._pos += cur["n_logged"]
         self._current = (index, start)
-        return None, resume, self._save_checkpoint, self.checkpoint_every
+        saver = self._save_checkpoint if self.out_dir is not None else None
+        return None, resume, saver, self.checkpoint_every
 
     def end_run(self, result: Any) -> None:
-        """Hook of :meth:`Algorithm.run`: the run finished; checkpoint it as completed."""
+        """Hook of :meth:`Algorithm.run`: the run finished; checkpoint it as completed.
+
+        A diverged run is logged as a record ``{setting, repetition, diverged,
+        diverged_round}`` (setting and repetition from the run's last record) and listed in
+        :attr:`diverged_runs`, so no experiment can lose it silently.
+        """
         assert self._current is not None
+        if getattr(result, "diverged", False):
+            index, start = self._current
+            last = self.records[-1] if len(self.records) > start else {}
+            where = {k: last[k] for k in ("setting", "group", "repetition") if k in last}
+            self.diverged_runs.append({**where, "run": index,
+                                       "diverged_round": result.diverged_round,
+                                       "reason": result.diverged_reason})
+            self.log(**where, diverged=result.diverged_reason,
+                     diverged_round=result.diverged_round)
         self._completed.append((result, self._pos - self._current[1]))
         self._current = None
         self._save_checkpoint(None)
@@ -826,7 +866,8 @@ class RunContext:
         self._write_json("summary.json", {"experiment": self.experiment, "seed": int(self.seed),
                                           "run_id": self.run_id,
                                           "config": _jsonable(dict(config)),
-                                          "summary": _jsonable(dict(summary))})
+                                          "summary": _jsonable(dict(summary)),
+                                          "diverged_runs": _jsonable(self.diverged_runs)})
         (self.out_dir / _CHECKPOINT).unlink(missing_ok=True)
 
 
@@ -879,10 +920,7 @@ def run_experiment(
     start = time.perf_counter()
     try:
         ctx.open(name, config)
-        if ctx.out_dir is not None:
-            with run_hook(ctx):
-                summary = dict(exp.func(config, ctx))
-        else:
+        with run_hook(ctx):
             summary = dict(exp.func(config, ctx))
         summary.setdefault("seconds", time.perf_counter() - start)
         ctx.finish(config, summary)
