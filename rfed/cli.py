@@ -237,6 +237,8 @@ def _resume_settings(resume: Path, name: str | None, seed: int | None,
 
 
 def _run(args) -> int:
+    import numpy as np
+
     from rfed.experiments.registry import OutputDirError, get_experiment, run_experiment
 
     try:
@@ -272,6 +274,10 @@ def _run(args) -> int:
     except OutputDirError as exc:
         _error(exc)
         return 2
+    except (FloatingPointError, np.linalg.LinAlgError) as exc:
+        # numerical failure outside an algorithm's rounds (those are marked diverged)
+        _error(f"the run failed: {type(exc).__name__}: {exc}")
+        return 1
     except (ValueError, TypeError) as exc:
         # bad values reach the experiment's constructors, which name the argument
         _error(_name_setting(str(exc), overrides if mode != "resume" else {}))

@@ -489,6 +489,7 @@ class _SharedBar:
 
 
 _CHECKPOINT = "checkpoint.pkl"
+_LOCK = ".rfed.lock"
 _CHECKPOINT_FORMAT = 1
 
 
@@ -558,6 +559,7 @@ class RunContext:
         self._resume: dict | None = None
         self._checkpoint_error: str | None = None
         self._wrote_config = False
+        self._locked = False
 
     # ------------------------------------------------------------------ folder
     def open(self, experiment: str, config: Mapping[str, Any]) -> None:
@@ -581,6 +583,7 @@ class RunContext:
             if parent.exists() and not parent.is_dir():
                 what = "is a file" if parent == out else f"lies under a file ({parent})"
                 raise OutputDirError(f"output folder '{out}' {what}")
+        self._check_lock()
         existing = out.is_dir() and any(out.iterdir())
         if self.mode == "new" and existing:
             raise OutputDirError(
@@ -615,6 +618,7 @@ class RunContext:
             self._remove_created()
             raise OutputDirError(f"cannot write to output folder '{out}': "
                                  f"{exc.strerror or exc}") from None
+        self._take_lock()
         if self.mode != "resume" or self._resume is None:
             self._write_json("config.json", {"experiment": experiment, "seed": int(self.seed),
                                              "run_id": self.run_id, "config": self._config})
@@ -652,6 +656,50 @@ class RunContext:
         lines = "".join(self._history_line(r) + "\n" for r in self.records)
         atomic_write_text(out / "history.jsonl", lines)
 
+    def _lock_holder(self) -> int | None:
+        """The pid of a live process holding the folder's lock, else ``None``."""
+        assert self.out_dir is not None
+        try:
+            pid = int((self.out_dir / _LOCK).read_text().strip() or 0)
+        except (FileNotFoundError, ValueError):
+            return None
+        if pid <= 0 or pid == os.getpid():
+            return None
+        try:
+            os.kill(pid, 0)
+        except ProcessLookupError:
+            return None                 # a run that was killed: the lock is stale
+        except PermissionError:
+            return pid
+        return pid
+
+    def _check_lock(self) -> None:
+        pid = self._lock_holder()
+        if pid is not None:
+            raise OutputDirError(f"another rfed run (pid {pid}) is writing to '{self.out_dir}'")
+
+    def _take_lock(self) -> None:
+        """Create ``.rfed.lock`` (exclusive create: of two runs started at once, one wins)."""
+        assert self.out_dir is not None
+        path = self.out_dir / _LOCK
+        for _ in range(2):
+            try:
+                fd = os.open(path, os.O_CREAT | os.O_EXCL | os.O_WRONLY, 0o644)
+            except FileExistsError:
+                self._check_lock()
+                path.unlink(missing_ok=True)   # stale: its process is gone
+                continue
+            with os.fdopen(fd, "w") as fh:
+                fh.write(f"{os.getpid()}\n")
+            self._locked = True
+            return
+        raise OutputDirError(f"cannot lock output folder '{self.out_dir}'")
+
+    def _release_lock(self) -> None:
+        if self._locked and self.out_dir is not None:
+            (self.out_dir / _LOCK).unlink(missing_ok=True)
+            self._locked = False
+
     def _clear(self) -> None:
         assert self.out_dir is not None
         for child in self.out_dir.iterdir():
@@ -668,6 +716,7 @@ class RunContext:
     def abandon(self) -> None:
         """After a failure: remove the folder (or ``config.json``) if no result was written."""
         self._bar.shutdown()
+        self._release_lock()
         if self.out_dir is None or self._wrote_result or self.mode == "resume":
             return
         if self._created is not None:
@@ -869,6 +918,7 @@ class RunContext:
                                           "summary": _jsonable(dict(summary)),
                                           "diverged_runs": _jsonable(self.diverged_runs)})
         (self.out_dir / _CHECKPOINT).unlink(missing_ok=True)
+        self._release_lock()
 
 
 def _strict_roundtrip(obj: Any) -> Any:

@@ -168,3 +168,24 @@ def test_bad_settings_are_named(tmp_path, capsys, args, words):
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
     assert not out.exists()
+
+
+def test_a_live_run_locks_its_folder_and_a_stale_lock_is_taken_over(tmp_path, capsys):
+    import subprocess
+    import sys
+
+    out = tmp_path / "res"
+    out.mkdir()
+    with subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"]) as other:
+        try:
+            (out / ".rfed.lock").write_text(f"{other.pid}\n")
+            assert _run(tmp_path) == 2
+            assert f"another rfed run (pid {other.pid}) is writing" in capsys.readouterr().err
+        finally:
+            other.kill()
+    other.wait()
+    # the process is gone: its lock is stale; an overwrite needs an rfed folder, so use a
+    # fresh empty folder holding only the stale lock and run into it with --overwrite
+    (out / "config.json").write_text("{}")
+    assert _run(tmp_path, "--overwrite") == 0
+    assert not (out / ".rfed.lock").exists()              # released at the end

@@ -105,4 +105,4 @@ def test_save_figure_finishes_and_writes_atomically(tmp_path):
     path = ctx.save_figure(fig, "curves")
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
-        "config.json", "curves.png", "history.jsonl", "privacy.json"]
+        ".rfed.lock", "config.json", "curves.png", "history.jsonl", "privacy.json"]
