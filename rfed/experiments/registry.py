@@ -740,6 +740,7 @@ class RunContext:
         self._pos += 1
         if self._pos <= len(self.records):   # replaying a resumed run: already recorded
             return
+        self._ensure_open()
         rec = _jsonable(record)
         if "setting" in rec:
             self._bar.label_setting(str(rec["setting"]))
@@ -760,6 +761,7 @@ class RunContext:
         self.tables[name] = rows
         if self.out_dir is None or not rows:
             return
+        self._ensure_open()
         keys = list(dict.fromkeys(k for r in rows for k in r))
         atomic_write_text(self.out_dir / f"{name}.csv", _csv_text(rows, keys))
         atomic_write_text(self.out_dir / f"{name}.md", format_table(rows, keys))
@@ -797,6 +799,7 @@ class RunContext:
                                      f"{name.replace('_', ' ')}",
                           privacy=self.privacy, stand_in=self.stand_in)
             if self.out_dir is not None:
+                self._ensure_open()
                 buf = io.BytesIO()
                 fig.savefig(buf, format="png", dpi=120, bbox_inches="tight")
                 path = self.out_dir / f"{name}.png"
@@ -819,8 +822,15 @@ class RunContext:
         """
         return self._bar.start(total, setting)
 
+    def _ensure_open(self) -> None:
+        """A context used without :func:`run_experiment` opens its folder on first write."""
+        if self.out_dir is not None and not self._opened:
+            self.open(self.experiment, {})
+
     def _write_json(self, name: str, obj: Any) -> None:
         if self.out_dir is not None:
+            if name != "config.json":
+                self._ensure_open()
             atomic_write_text(self.out_dir / name, strict_json(obj, indent=2) + "\n")
 
     # ------------------------------------------------------------------ checkpoints
