@@ -34,6 +34,7 @@ import math
 import os
 import pickle
 import signal
+import sys
 import threading
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
@@ -220,6 +221,8 @@ class _DeferredInterrupt:
         if self.pending:
             raise KeyboardInterrupt
         self.pending = True
+        print("\nrfed: interrupted; saving a checkpoint at the end of this round (Ctrl-C again "
+              "to stop at once, without it)", file=sys.stderr, flush=True)
 
 
 @contextlib.contextmanager
