@@ -302,8 +302,11 @@ def plot_curves(
         if logys[i]:
             ax.set_yscale("log")
             if shown_lo:
-                floor = min(shown_lo + [v for v in (hl[i] or {}).values() if v > 0])
-                ax.set_ylim(bottom=floor / 1.5)
+                # bands may reach far below the curves: stop the axis at 1/1.5 of the lowest
+                # curve or reference (never lower the bottom matplotlib chose)
+                floor = min(shown_lo + [v for v in (hl[i] or {}).values() if v > 0]) / 1.5
+                if ax.get_ylim()[0] < floor:
+                    ax.set_ylim(bottom=floor)
         ax.set_xlabel(xlabel or axis_label(x))
         ax.set_ylabel(ylabels[i] if ylabels is not None else axis_label(key))
         if ttl[i]:
