@@ -112,6 +112,8 @@ def _fmt(v) -> str:
 def _rows_from_settings(name: str, summary: dict, ctx) -> list[dict]:
     """Summary-table rows from a PriRFed-style ``summary["settings"]`` (final excess risk per
     setting), for experiments that do not call ``ctx.summary_table`` yet."""
+    import numpy as np
+
     from rfed.experiments import get_experiment
     from rfed.experiments.registry import summary_row
 
@@ -123,17 +125,28 @@ def _rows_from_settings(name: str, summary: dict, ctx) -> list[dict]:
     exp = get_experiment(name)
     reps = ctx.records and max((r.get("repetition", 0) for r in ctx.records), default=0) + 1
     ref = summary.get("random_start_excess_risk")
+    lost = {(d.get("setting"), d.get("repetition")) for d in ctx.diverged_runs}
+    finals: dict = {}
+    for rec in ctx.records:   # each repetition's last recorded excess risk
+        if "excess_risk" in rec and "round" in rec:
+            key = (rec.get("setting"), rec.get("repetition"))
+            if key not in finals or rec["round"] >= finals[key][0]:
+                finals[key] = (rec["round"], rec["excess_risk"])
     rows = []
     for label, row in settings.items():
-        lost = sum(1 for d in ctx.diverged_runs if d.get("setting") == label)
+        n_lost = sum(1 for s, _ in lost if s == label)
+        kept = [v for (s, r), (_, v) in finals.items() if s == label and (s, r) not in lost]
+        if n_lost:   # the experiment's own mean includes diverged runs: recompute without them
+            mean = float(np.mean(kept)) if kept else None
+            std = float(np.std(kept)) if kept else None
+        else:
+            mean, std = row.get("final_excess_risk_mean"), row.get("final_excess_risk_std")
         rows.append(summary_row(
-            label, utility_name="excess risk f(x) - f(x*)",
-            utility=row.get("final_excess_risk_mean"),
-            utility_std=row.get("final_excess_risk_std"),
+            label, utility_name="excess risk f(x) - f(x*)", utility=mean, utility_std=std,
             reference=ref, reference_name="random start" if ref is not None else "",
             epsilon=row.get("epsilon_certified"), delta=row.get("delta"),
             accountant=summary.get("accountant", ""), figure=exp.paper_label,
-            repetitions=reps or None, diverged=max(int(row.get("diverged") or 0), lost),
+            repetitions=reps or None, diverged=max(int(row.get("diverged") or 0), n_lost),
             epsilon_paper=row.get("epsilon_paper"),
         ))
     return rows
@@ -168,10 +181,12 @@ def _print_summary(name: str, summary: dict, ctx) -> None:
         print(f"accountant: {summary['accountant']}")
     elif ctx.privacy and not rows:
         _print_privacy(ctx.privacy)
+    if ctx.diverged_runs:
+        print(f"\n{len(ctx.diverged_runs)} run(s) diverged (kept out of the table's means; "
+              f"their history up to the divergence is in history.jsonl):")
     for d in ctx.diverged_runs:
         where = ", ".join(f"{k} {d[k]}" for k in ("setting", "repetition") if k in d)
-        print(f"diverged: {where or 'run ' + str(d['run'])} in round {d['diverged_round']} "
-              f"({d['reason']}); excluded where the experiment summarises repetitions")
+        print(f"  {where or 'run ' + str(d['run'])}: {d['reason']}")
 
 
 def _find(report: dict, prefix: str) -> float | None:
