@@ -360,12 +360,17 @@ def finish_figure(
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                    ncol=2 if len(labels) > 2 else len(labels), fontsize=8, frameon=False)
     else:
+        fig.tight_layout()
         for ax, handles, labels in legends:
             ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.2),
                       ncol=2 if len(labels) > 3 else 1, fontsize=7, frameon=False)
     for ax in axes:
         _accuracy_in_percent(ax)
         _plain_log_ticks(ax)
+    if legends and not fig.legends:
+        _below_axis_labels(fig, [ax for ax, _, _ in legends])   # room for them, then place
+        fig.tight_layout()
+        _below_axis_labels(fig, [ax for ax, _, _ in legends])
     if fig._suptitle is None and title and any(not ax.get_title() for ax in axes):
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
@@ -373,6 +378,19 @@ def finish_figure(
         # the lower left corner is free in every layout (left of the x label, above the legend)
         fig.text(0.005, 0.005, "STAND-IN data", ha="left", va="bottom", fontsize=8,
                  color="firebrick", weight="bold")
+
+
+def _below_axis_labels(fig, axes) -> None:
+    """Anchor each panel's legend just below its tick labels and x label (axes fraction)."""
+    renderer = fig.canvas.get_renderer()
+    for ax in axes:
+        legend = ax.get_legend()
+        legend.set_visible(False)           # measure the axis without its own legend
+        tight = ax.get_tightbbox(renderer)
+        legend.set_visible(True)
+        box = ax.get_window_extent(renderer)
+        drop = (tight.y0 - box.y0) / box.height if box.height else -0.2
+        legend.set_bbox_to_anchor((0.5, drop - 0.02), transform=ax.transAxes)
 
 
 def _accuracy_in_percent(ax) -> None:
