@@ -289,9 +289,12 @@ def _run(args) -> int:
     except OutputDirError as exc:
         _error(exc)
         return 2
-    except (FloatingPointError, np.linalg.LinAlgError) as exc:
+    except (ArithmeticError, np.linalg.LinAlgError) as exc:
         # numerical failure outside an algorithm's rounds (those are marked diverged)
-        _error(f"the run failed: {type(exc).__name__}: {exc}")
+        saved = (out / "checkpoint.pkl").is_file()
+        _error(f"the run failed: {type(exc).__name__}: {exc}"
+               + (f"; the rounds done are saved: continue with rfed run {name} --resume {out}"
+                  if saved else ""))
         return 1
     except (ValueError, TypeError) as exc:
         # bad values reach the experiment's constructors, which name the argument

@@ -418,10 +418,16 @@ class Algorithm(abc.ABC):
                         raise KeyboardInterrupt
                     if checkpoint_every and t % checkpoint_every == 0 and t < n_rounds:
                         checkpoint(self._payload(t, n_rounds, eval_every, state, history))
-        return RunResult(
-            x=self.output(problem, state), history=history, privacy=self.privacy(state),
-            state=state,
-        )
+        try:
+            privacy = self.privacy(state)
+        except Exception:
+            # what is computed after the rounds must not lose them: save the final state
+            # (resuming from it recomputes only the report), then report the error
+            if checkpoint is not None:
+                checkpoint(self._payload(n_rounds, n_rounds, eval_every, state, history))
+            raise
+        return RunResult(x=self.output(problem, state), history=history, privacy=privacy,
+                         state=state)
 
     def _payload(self, t, n_rounds, eval_every, state, history) -> dict:
         return {"format": CHECKPOINT_FORMAT, "algorithm": self.name, "n_rounds": n_rounds,

@@ -230,3 +230,17 @@ def test_callable_step_size_is_checked_each_round():
         step_size_at(sched, 3)
     with pytest.raises(ValueError, match="step_size"):
         step_size_at(lambda t: "fast", 1)
+
+
+def test_a_failing_privacy_report_after_the_rounds_keeps_the_rounds():
+    class _BadReport(_Walk):
+        def privacy(self, state):
+            raise OverflowError("math range error")
+
+    keep = _Keep()
+    with pytest.raises(OverflowError):
+        _BadReport(2.0).run(_Problem(Euclidean(2)), 6, rng=0, x0=np.ones(2), checkpoint=keep)
+    payload = pickle.loads(keep.saved[-1])
+    assert payload["round"] == 6 and len(payload["history"]) == 7
+    res = _Walk(2.0).run(_Problem(Euclidean(2)), 6, rng=0, resume_from=payload)
+    assert np.array_equal(res.x, np.ones(2) * 64.0) and len(res.history) == 7
