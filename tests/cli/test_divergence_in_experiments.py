@@ -75,3 +75,27 @@ def test_diverged_repetition_is_marked_counted_and_reported(tmp_path, capsys, mo
     assert len(marks) == 1 and marks[0]["repetition"] == 1 and "round 2" in marks[0]["diverged"]
     # the diverged run's history up to round 1 is kept, nothing after it
     assert [r["round"] for r in records if r.get("repetition") == 1 and "round" in r] == [0, 1]
+
+
+class _OverflowingReport(_Growth):
+    def privacy(self, state):
+        raise OverflowError("math range error")
+
+
+def _overflowing(config, ctx):
+    _OverflowingReport(0.5).run(_Problem(), 4, rng=0, x0=np.ones(2),
+                                callback=lambda t, rec, st: ctx.log(setting="s", **rec))
+    return {}
+
+
+def test_a_report_overflowing_after_the_rounds_keeps_them_and_says_how_to_resume(
+        tmp_path, capsys, monkeypatch):
+    exp = registry.Experiment("demo-overflow", "none", "A test.", {"rounds": 4}, _overflowing)
+    monkeypatch.setitem(registry._REGISTRY, exp.name, exp)
+    out = tmp_path / "o"
+    assert main(["run", exp.name, "--out", str(out), "--no-progress"]) == 1
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and "OverflowError: math range error" in err
+    assert f"--resume {out}" in err
+    assert (out / "checkpoint.pkl").is_file() and len(
+        (out / "history.jsonl").read_text().splitlines()) == 5
