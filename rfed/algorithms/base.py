@@ -19,6 +19,10 @@ Two rules hold for every algorithm, in :meth:`Algorithm.run`:
   ``run(..., resume_from=path_or_payload)`` continues from it and ends bit-identical to an
   uninterrupted run. A command-line run installs the same mechanism for every ``run`` call of an
   experiment through :func:`run_hook`.
+* **Step sizes.** An algorithm with a ``step_size`` attribute has it checked when the run
+  starts (a positive number or a callable); a callable is checked at each round's index (the
+  rounds done, ``t - 1``) before the round, so a negative or non-numeric value is an error
+  naming ``step_size`` rather than a silent step backwards.
 * **Divergence.** After every round the iterates are checked for non-finite values (and, at the
   recorded rounds, for leaving the manifold); a step raising ``FloatingPointError`` or
   ``numpy.linalg.LinAlgError`` counts the same. The run stops, keeps its history so far and
@@ -355,6 +359,8 @@ class Algorithm(abc.ABC):
             raise ValueError(
                 f"argument 'checkpoint_every' must be an int >= 0, got {checkpoint_every!r}"
             )
+        if getattr(self, "step_size", None) is not None:
+            check_step_size(self.step_size)   # e.g. the string "0.1" is refused, not parsed
         hook = _HOOK.get()
         if hook is not None and checkpoint is None and resume_from is None:
             done, resume_from, checkpoint, checkpoint_every = hook.start_run(
@@ -399,7 +405,10 @@ class Algorithm(abc.ABC):
             history.append(self._record(problem, state, 0, with_reference, callback))
 
         with _deferred_sigint(checkpoint is not None) as interrupt:
+            schedule = getattr(self, "step_size", None)
             for t in range(start + 1, n_rounds + 1):
+                if callable(schedule):
+                    step_size_at(schedule, t - 1)   # alpha_t of the round about to run
                 try:
                     new_state = self.step(problem, state)
                 except (FloatingPointError, np.linalg.LinAlgError) as exc:

@@ -244,3 +244,17 @@ def test_a_failing_privacy_report_after_the_rounds_keeps_the_rounds():
     assert payload["round"] == 6 and len(payload["history"]) == 7
     res = _Walk(2.0).run(_Problem(Euclidean(2)), 6, rng=0, resume_from=payload)
     assert np.array_equal(res.x, np.ones(2) * 64.0) and len(res.history) == 7
+
+
+def test_run_checks_a_step_size_attribute_and_each_value_of_a_schedule():
+    make, problem_factory, _ = CASES["prirfed-dprsgd"]
+    problem = problem_factory()
+    alg = make()
+    alg.step_size = "0.1"
+    with pytest.raises(ValueError, match="'step_size' must be a positive number"):
+        alg.run(problem, 3, rng=0)
+    alg.step_size = lambda t: 3.0 - t                   # not positive from t = 3 on
+    with pytest.raises(ValueError, match="'step_size' returned 0.0 at round 3"):
+        alg.run(problem, 6, rng=0)
+    alg.step_size = lambda t: 0.1 / (t + 1)
+    assert len(alg.run(problem, 6, rng=0, eval_every=3).history) == 3
