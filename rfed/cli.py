@@ -1,28 +1,39 @@
-"""The ``rfed`` command: list and run the registered experiments.
+"""The ``rfed`` command: list, describe and run the registered experiments.
 
 ::
 
     rfed list
-    rfed run [NAME] [--seed S] [--set key=value ...] [--out DIR] [--no-progress]
+    rfed show NAME
+    rfed run [NAME] [--seed S] [--set key=value ...] [--out DIR] [--overwrite]
+                    [--checkpoint-every N] [--no-progress]
+    rfed run [NAME] --resume DIR
+    rfed --version
 
-``rfed run`` without a name runs the default experiment, ``pca-synthetic``. Results are written
-to ``DIR`` (default ``results/NAME``) as they arrive: ``history.jsonl`` grows line by line,
-``privacy.json`` after each setting, then ``history.csv``, the tables (``.csv`` / ``.md``),
-``summary.json`` and the PNG figures. Bad input (unknown experiment, malformed ``--set``) prints
-one line on stderr and exits with status 2.
+``rfed run`` without a name runs the default experiment, ``pca-synthetic``. Results go to
+``DIR`` (default ``runs/NAME``), which must be empty or absent unless ``--overwrite`` (clears an
+earlier rfed results folder) or ``--resume`` (continues the run saved there from its last
+checkpoint; the experiment, seed and settings are read from ``DIR/config.json``). Files are
+written as results arrive (see :mod:`rfed.experiments.registry`); the run's state is
+checkpointed every ``N`` rounds and at Ctrl-C.
+
+Exit status: 0 done; 2 bad input (unknown experiment, bad ``--set``, unusable ``--out``); 1 the
+run failed (e.g. the disk is full); 130 interrupted (resume with ``--resume``). Errors are one
+line on stderr.
 """
 
 from __future__ import annotations
 
 import argparse
-import math
+import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
 
-from rfed.experiments.registry import format_table
+from rfed import __version__
 
 DEFAULT_EXPERIMENT = "pca-synthetic"
+DEFAULT_OUT = Path("runs")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -31,27 +42,36 @@ def _parser() -> argparse.ArgumentParser:
         description="Differentially private federated and decentralized optimization on "
         "Riemannian manifolds: run the papers' experiments.",
     )
+    parser.add_argument("--version", action="version", version=f"rfed {__version__}")
     sub = parser.add_subparsers(dest="command", metavar="COMMAND")
-    sub.add_parser("list", help="list the registered experiments")
-    run = sub.add_parser("run", help="run an experiment")
-    run.add_argument("name", nargs="?", default=DEFAULT_EXPERIMENT,
+    sub.add_parser("list", help="list the registered experiments, one line each")
+    show = sub.add_parser("show", help="describe an experiment and its settings")
+    show.add_argument("name", help="experiment name (see 'rfed list')")
+    run = sub.add_parser("run", help="run an experiment (rfed run NAME --help describes NAME)")
+    run.add_argument("name", nargs="?", default=None,
                      help=f"experiment name (default: {DEFAULT_EXPERIMENT}; see 'rfed list')")
-    run.add_argument("--seed", type=int, default=0, help="master seed (default 0)")
+    run.add_argument("--seed", type=int, default=None, help="master seed, an int >= 0 "
+                     "(default 0)")
     run.add_argument("--set", dest="overrides", action="append", default=[],
                      metavar="KEY=VALUE", help="override a setting (repeatable), e.g. "
                      "--set rounds=100 --set 'epsilons=[0.1, 1.0]'")
     run.add_argument("--out", type=Path, default=None,
-                     help="output directory (default: results/NAME)")
+                     help=f"output folder, absent or empty (default: {DEFAULT_OUT}/NAME)")
+    mode = run.add_mutually_exclusive_group()
+    mode.add_argument("--overwrite", action="store_true",
+                      help="clear an earlier rfed results folder at --out first")
+    mode.add_argument("--resume", type=Path, default=None, metavar="DIR",
+                      help="continue the interrupted run saved in DIR")
+    run.add_argument("--checkpoint-every", type=int, default=100, metavar="N",
+                     help="save the run's state every N rounds (default 100; 0: only at the "
+                     "end of each run and at Ctrl-C)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    parser.run_parser = run  # for `rfed run NAME --help`
     return parser
 
 
-def _fmt(v) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, float):
-        return "inf" if math.isinf(v) else f"{v:.4g}"
-    return str(v)
+def _error(message: str) -> None:
+    print(f"rfed: error: {' '.join(str(message).split())}", file=sys.stderr)
 
 
 def _print_list() -> None:
@@ -60,29 +80,91 @@ def _print_list() -> None:
     exps = list_experiments()
     width = max(len(e.name) for e in exps)
     for e in exps:
-        tag = " [slow]" if e.slow else ""
-        default = " (default)" if e.name == DEFAULT_EXPERIMENT else ""
-        print(f"{e.name:<{width}}  {e.paper}{default}{tag}")
-        print(f"{'':<{width}}  {e.description}")
-        print(f"{'':<{width}}  settings: "
-              + ", ".join(f"{k}={v!r}" for k, v in e.defaults.items()))
+        tags = (" (default)" if e.name == DEFAULT_EXPERIMENT else "") + (" [slow]" if e.slow
+                                                                         else "")
+        print(f"{e.name:<{width}}  {e.short} [{e.paper_label}]{tags}")
+    print("\n'rfed show NAME' describes an experiment and its settings.")
 
 
-def _print_summary(name: str, summary: dict, out: Path, privacy: dict) -> None:
-    print(f"\n{name}: done in {summary.get('seconds', float('nan')):.1f} s; results in {out}")
+def _print_show(name: str) -> None:
+    import textwrap
+
+    from rfed.experiments import get_experiment
+    from rfed.experiments.registry import clean_text
+
+    e = get_experiment(name)
+    print(f"{e.name}: {e.short}")
+    print(f"paper: {e.paper_label}" + ("  [slow]" if e.slow else ""))
+    print()
+    print(textwrap.fill(clean_text(e.description), width=96))
+    print("\nsettings (--set KEY=VALUE):")
+    width = max(len(k) for k in e.defaults)
+    for key, value in e.defaults.items():
+        print(f"  {key:<{width}}  {value!r}")
+
+
+def _fmt(v) -> str:
+    from rfed.experiments.registry import _fmt as fmt
+
+    return fmt(v)
+
+
+def _rows_from_settings(name: str, summary: dict, ctx) -> list[dict]:
+    """Summary-table rows from a PriRFed-style ``summary["settings"]`` (final excess risk per
+    setting), for experiments that do not call ``ctx.summary_table`` yet."""
+    import numpy as np
+
+    from rfed.experiments import get_experiment
+    from rfed.experiments.registry import summary_row
+
     settings = summary.get("settings")
-    if isinstance(settings, dict) and settings:
-        cols = ("final_cost_mean", "final_excess_risk_mean", "final_excess_risk_std",
-                "epsilon_paper", "delta_paper", "epsilon_certified", "delta", "diverged")
-        heads = ("final cost", "excess risk", "+- std", "eps (Thm 4.2)", "delta (Thm 4.2)",
-                 "eps (certified)", "delta (cert.)", "diverged runs")
-        width = max(len(k) for k in settings)
-        print(f"{'setting':<{width}}  " + "  ".join(f"{h:>15}" for h in heads))
-        for label, row in settings.items():
-            print(f"{label:<{width}}  " + "  ".join(f"{_fmt(row.get(c)):>15}" for c in cols))
+    if not isinstance(settings, dict) or not settings or not all(
+        isinstance(r, dict) and "final_excess_risk_mean" in r for r in settings.values()
+    ):
+        return []
+    exp = get_experiment(name)
+    reps = ctx.records and max((r.get("repetition", 0) for r in ctx.records), default=0) + 1
+    ref = summary.get("random_start_excess_risk")
+    lost = {(d.get("setting"), d.get("repetition")) for d in ctx.diverged_runs}
+    finals: dict = {}
+    for rec in ctx.records:   # each repetition's last recorded excess risk
+        if "excess_risk" in rec and "round" in rec:
+            key = (rec.get("setting"), rec.get("repetition"))
+            if key not in finals or rec["round"] >= finals[key][0]:
+                finals[key] = (rec["round"], rec["excess_risk"])
+    rows = []
+    for label, row in settings.items():
+        n_lost = sum(1 for s, _ in lost if s == label)
+        kept = [v for (s, r), (_, v) in finals.items() if s == label and (s, r) not in lost]
+        if n_lost:   # the experiment's own mean includes diverged runs: recompute without them
+            mean = float(np.mean(kept)) if kept else None
+            std = float(np.std(kept)) if kept else None
+        else:
+            mean, std = row.get("final_excess_risk_mean"), row.get("final_excess_risk_std")
+        rows.append(summary_row(
+            label, utility_name="excess risk f(x) - f(x*)", utility=mean, utility_std=std,
+            reference=ref, reference_name="random start" if ref is not None else "",
+            epsilon=row.get("epsilon_certified"), delta=row.get("delta"),
+            accountant=summary.get("accountant", ""), figure=exp.paper_label,
+            repetitions=reps or None, diverged=max(int(row.get("diverged") or 0), n_lost),
+            epsilon_paper=row.get("epsilon_paper"),
+        ))
+    return rows
+
+
+def _print_summary(name: str, summary: dict, ctx) -> None:
+    from rfed.experiments.registry import format_summary_table, format_table
+
+    where = f"; results in {ctx.out_dir}" if ctx.out_dir is not None else ""
+    print(f"\n{name}: done in {summary.get('seconds', float('nan')):.1f} s{where}")
+    rows = ctx.summary_rows or _rows_from_settings(name, summary, ctx)
+    shown = {"seconds"}
+    if rows:
+        print(format_summary_table(rows), end="")
+        shown |= {"settings", "accountant", "random_start_excess_risk"}
     if "reference_cost" in summary:
         print(f"reference (true value) cost: {_fmt(summary['reference_cost'])}")
-    shown = {"settings", "reference_cost", "accountant", "seconds"}
+        shown.add("reference_cost")
     for key, value in summary.items():
         if key in shown:
             continue
@@ -90,16 +172,21 @@ def _print_summary(name: str, summary: dict, out: Path, privacy: dict) -> None:
             print(f"{key}: {_fmt(value)}")
         elif isinstance(value, list) and value and all(isinstance(r, dict) for r in value):
             print(f"\n{key}:")
-            print(format_table(value[:_MAX_ROWS]), end="")
-            if len(value) > _MAX_ROWS:
-                print(f"... {len(value) - _MAX_ROWS} more rows in the files")
-    if "accountant" in summary:
+            print(format_table(value), end="")
+        elif key == "settings" and isinstance(value, dict) and value:
+            print("\nsettings:")
+            print(format_table([{"setting": k, **v} for k, v in value.items()
+                                if isinstance(v, dict)]), end="")
+    if "accountant" in summary and not rows:
         print(f"accountant: {summary['accountant']}")
-    elif privacy:
-        _print_privacy(privacy)
-
-
-_MAX_ROWS = 12
+    elif ctx.privacy and not rows:
+        _print_privacy(ctx.privacy)
+    if ctx.diverged_runs:
+        print(f"\n{len(ctx.diverged_runs)} run(s) diverged (kept out of the table's means; "
+              f"their history up to the divergence is in history.jsonl):")
+    for d in ctx.diverged_runs:
+        where = ", ".join(f"{k} {d[k]}" for k in ("setting", "repetition") if k in d)
+        print(f"  {where or 'run ' + str(d['run'])}: {d['reason']}")
 
 
 def _find(report: dict, prefix: str) -> float | None:
@@ -117,6 +204,8 @@ def _find(report: dict, prefix: str) -> float | None:
 
 def _print_privacy(privacy: dict) -> None:
     """Per setting: the paper's epsilon, the certified epsilon at its delta, the accountant."""
+    from rfed.experiments.registry import format_table
+
     rows, accountants = [], []
     for label, report in privacy.items():
         paper = report.get("paper", {}) if isinstance(report.get("paper"), dict) else {}
@@ -128,14 +217,136 @@ def _print_privacy(privacy: dict) -> None:
         if certified.get("accountant") and certified["accountant"] not in accountants:
             accountants.append(certified["accountant"])
     print("\nprivacy (full reports in privacy.json):")
-    print(format_table(rows[:_MAX_ROWS]), end="")
+    print(format_table(rows), end="")
     for text in accountants:
         print(f"accountant: {text}")
 
 
+def _name_setting(message: str, overrides: dict) -> str:
+    """Prefix a value error with the ``--set`` it came from when the message does not say."""
+    for key, value in overrides.items():
+        if f"'{key}'" in message or f"'{key}" in message:
+            return message
+        if value and (repr(value) in message or f"'{value}'" in message):
+            return f"setting '{key}'={value!r}: {message}"
+    return message
+
+
+def _resume_settings(resume: Path, name: str | None, seed: int | None,
+                     overrides: list[str]) -> tuple[str, int, dict]:
+    """Experiment, seed and settings of the run saved in ``resume`` (config.json)."""
+    cfg_path = resume / "config.json"
+    if not cfg_path.is_file():
+        raise ValueError(f"cannot resume: '{resume}' holds no rfed run (no config.json)")
+    if overrides:
+        raise ValueError("--resume continues a run with its saved settings; --set is not "
+                         "allowed with it")
+    saved = json.loads(cfg_path.read_text(encoding="utf-8"))
+    if name is not None and name != saved["experiment"]:
+        raise ValueError(f"cannot resume: '{resume}' holds a run of '{saved['experiment']}', "
+                         f"not '{name}'")
+    if seed is not None and seed != saved["seed"]:
+        raise ValueError(f"cannot resume: '{resume}' holds a run with seed {saved['seed']}, "
+                         f"not {seed}")
+    return saved["experiment"], int(saved["seed"]), saved["config"]
+
+
+def _run(args) -> int:
+    import numpy as np
+
+    from rfed.experiments.registry import OutputDirError, get_experiment, run_experiment
+
+    try:
+        if args.resume is not None:
+            if args.out is not None and args.out != args.resume:
+                raise ValueError("give the folder to resume once: --resume DIR (not --out)")
+            name, seed, overrides = _resume_settings(args.resume, args.name, args.seed,
+                                                     args.overrides)
+            out, mode = args.resume, "resume"
+        else:
+            from rfed.experiments.registry import parse_overrides
+
+            name = args.name or DEFAULT_EXPERIMENT
+            seed = 0 if args.seed is None else args.seed
+            overrides = parse_overrides(args.overrides)
+            out = args.out if args.out is not None else DEFAULT_OUT / name
+            mode = "overwrite" if args.overwrite else "new"
+        if seed < 0:
+            raise ValueError(f"--seed must be an int >= 0, got {seed}")
+        if args.checkpoint_every < 0:
+            raise ValueError(f"--checkpoint-every must be an int >= 0, got "
+                             f"{args.checkpoint_every}")
+        get_experiment(name).config(overrides)
+    except ValueError as exc:
+        _error(exc)
+        return 2
+    verb = "resuming" if mode == "resume" else "rfed run"
+    print(f"{verb} {name} (seed {seed}) -> {out}", flush=True)
+    try:
+        summary, ctx = run_experiment(name, seed=seed, overrides=overrides, out_dir=out,
+                                      progress=not args.no_progress, mode=mode,
+                                      checkpoint_every=args.checkpoint_every)
+    except OutputDirError as exc:
+        _error(exc)
+        return 2
+    except (ArithmeticError, np.linalg.LinAlgError) as exc:
+        # numerical failure outside an algorithm's rounds (those are marked diverged)
+        saved = (out / "checkpoint.pkl").is_file()
+        _error(f"the run failed: {type(exc).__name__}: {exc}"
+               + (f"; the rounds done are saved: continue with rfed run {name} --resume {out}"
+                  if saved else ""))
+        return 1
+    except (ValueError, TypeError) as exc:
+        # bad values reach the experiment's constructors, which name the argument
+        _error(_name_setting(str(exc), overrides if mode != "resume" else {}))
+        return 2
+    except KeyboardInterrupt:
+        print(f"\nrfed: interrupted; continue with: rfed run {name} --resume {out}",
+              file=sys.stderr)
+        return 130
+    except OSError as exc:
+        _error(f"cannot write the results to '{out}': {exc.strerror or exc}"
+               + (f" ({exc.filename})" if exc.filename else ""))
+        return 1
+    _print_summary(name, summary, ctx)
+    return 0
+
+
+def _run_help_for(argv: list[str]) -> str | None:
+    """``rfed run NAME --help``: the experiment named, if any."""
+    if len(argv) >= 2 and argv[0] == "run" and ("-h" in argv or "--help" in argv):
+        names = [a for a in argv[1:] if not a.startswith("-")]
+        return names[0] if names else None
+    return None
+
+
 def main(argv: Sequence[str] | None = None) -> int:
     """Entry point of the ``rfed`` console script; returns the exit status."""
+    argv = list(sys.argv[1:] if argv is None else argv)
+    try:
+        return _main(argv)
+    except BrokenPipeError:
+        # the reader (e.g. `head`) left: stop quietly, without a second error at exit
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        return 1
+
+
+def _main(argv: list[str]) -> int:
     parser = _parser()
+    help_name = _run_help_for(argv)
+    if help_name is not None:
+        try:
+            from rfed.experiments import get_experiment
+
+            get_experiment(help_name)
+        except ValueError as exc:
+            _error(exc)
+            return 2
+        parser.run_parser.print_help()
+        print()
+        _print_show(help_name)
+        return 0
     args = parser.parse_args(argv)
     if args.command is None:
         parser.print_help()
@@ -143,30 +354,14 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "list":
         _print_list()
         return 0
-    from rfed.experiments.registry import get_experiment, parse_overrides, run_experiment
-
-    try:
-        exp = get_experiment(args.name)
-        overrides = parse_overrides(args.overrides)
-        exp.config(overrides)
-    except ValueError as exc:
-        print(f"rfed: error: {exc}", file=sys.stderr)
-        return 2
-    out = args.out if args.out is not None else Path("results") / args.name
-    print(f"rfed run {args.name} (seed {args.seed}) -> {out}")
-    try:
-        summary, ctx = run_experiment(args.name, seed=args.seed, overrides=overrides, out_dir=out,
-                                    progress=not args.no_progress)
-    except (ValueError, TypeError) as exc:
-        # bad values reach the experiment's constructors, which name the argument
-        print(f"rfed: error: {exc}", file=sys.stderr)
-        return 2
-    except KeyboardInterrupt:
-        print(f"\nrfed: interrupted; partial history in {out / 'history.jsonl'}",
-              file=sys.stderr)
-        return 130
-    _print_summary(args.name, summary, out, ctx.privacy)
-    return 0
+    if args.command == "show":
+        try:
+            _print_show(args.name)
+        except ValueError as exc:
+            _error(exc)
+            return 2
+        return 0
+    return _run(args)
 
 
 if __name__ == "__main__":

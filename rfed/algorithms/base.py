@@ -8,22 +8,67 @@ An algorithm is configured once (step sizes, noise, sampling) and then
   metrics every ``eval_every`` rounds and returning a :class:`RunResult`.
 
 The state must hold everything the next step needs (iterates, the generator, the privacy
-ledger, counters), so that stepping a restored state continues the run exactly.
+ledger, counters), so that stepping a restored state continues the run exactly; it must also be
+picklable (no lambdas or local closures), because :meth:`Algorithm.run` checkpoints it.
+
+Two rules hold for every algorithm, in :meth:`Algorithm.run`:
+
+* **Checkpoints.** ``run(..., checkpoint_every=N, checkpoint=path_or_callable)`` saves
+  ``{"round", "state", "history", ...}`` every ``N`` rounds and when the user presses Ctrl-C
+  (the interrupt is deferred to the end of the current round, so the saved state is whole);
+  ``run(..., resume_from=path_or_payload)`` continues from it and ends bit-identical to an
+  uninterrupted run. A command-line run installs the same mechanism for every ``run`` call of an
+  experiment through :func:`run_hook`.
+* **Step sizes.** An algorithm with a ``step_size`` attribute has it checked when the run
+  starts (a positive number or a callable); a callable is checked at each round's index (the
+  rounds done, ``t - 1``) before the round, so a negative or non-numeric value is an error
+  naming ``step_size`` rather than a silent step backwards.
+* **Divergence.** After every round the iterates are checked for non-finite values (and, at the
+  recorded rounds, for leaving the manifold); a step raising ``FloatingPointError`` or
+  ``numpy.linalg.LinAlgError`` counts the same. The run stops, keeps its history so far and
+  returns ``RunResult(diverged=True, diverged_round=t, diverged_reason=...)``.
 """
 
 from __future__ import annotations
 
 import abc
-from collections.abc import Callable
+import contextlib
+import contextvars
+import math
+import os
+import pickle
+import signal
+import sys
+import threading
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rfed._io import atomic_pickle
 from rfed.manifolds.base import as_generator
 from rfed.problems.base import Problem
 
-__all__ = ["Algorithm", "RunResult", "evaluate_point"]
+__all__ = [
+    "Algorithm",
+    "RunResult",
+    "evaluate_point",
+    "check_n_rounds",
+    "check_step_size",
+    "step_size_at",
+    "load_checkpoint",
+    "run_hook",
+    "CHECKPOINT_FORMAT",
+]
+
+#: Version of the checkpoint payload written by :meth:`Algorithm.run`.
+CHECKPOINT_FORMAT = 1
+
+#: Tolerance of the off-manifold check at the recorded rounds (loose: it flags divergence, not
+#: round-off; :meth:`Manifold.belongs` scales it to the point).
+OFF_MANIFOLD_ATOL = 1e-6
 
 
 def evaluate_point(problem: Problem, x: np.ndarray, with_reference: bool = True) -> dict:
@@ -41,6 +86,50 @@ def evaluate_point(problem: Problem, x: np.ndarray, with_reference: bool = True)
     return out
 
 
+def check_n_rounds(n_rounds: Any, name: str = "n_rounds") -> int:
+    """``n_rounds`` as an int >= 1; booleans and floats are refused (``True`` is not 1 round)."""
+    if isinstance(n_rounds, bool) or not isinstance(n_rounds, (int, np.integer)) or n_rounds < 1:
+        raise ValueError(f"argument '{name}' must be an int >= 1, got {n_rounds!r}")
+    return int(n_rounds)
+
+
+def check_step_size(step_size: Any, name: str = "step_size") -> float | Callable[[int], float]:
+    """Validate a step size: a finite number > 0, or a callable ``t -> alpha_t``.
+
+    A string, a boolean, NaN, infinity or a value <= 0 raises ``ValueError`` naming ``name``.
+    A callable is returned as is; :func:`step_size_at` checks each value it returns.
+    """
+    if callable(step_size):
+        return step_size
+    if isinstance(step_size, bool) or not isinstance(step_size, (int, float, np.integer,
+                                                                  np.floating)):
+        raise ValueError(
+            f"argument '{name}' must be a positive number or a callable t -> step size, got "
+            f"{step_size!r} ({type(step_size).__name__})"
+        )
+    value = float(step_size)
+    if not (math.isfinite(value) and value > 0):
+        raise ValueError(f"argument '{name}' must be finite and > 0, got {step_size!r}")
+    return value
+
+
+def step_size_at(step_size: float | Callable[[int], float], t: int,
+                 name: str = "step_size") -> float:
+    """The step size of round ``t``: ``step_size(t)`` for a callable, checked finite and > 0."""
+    value = step_size(t) if callable(step_size) else step_size
+    try:
+        alpha = float(value)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"argument '{name}' returned {value!r} at round {t}; expected a number > 0"
+        ) from None
+    if isinstance(value, bool) or not (math.isfinite(alpha) and alpha > 0):
+        raise ValueError(
+            f"argument '{name}' returned {value!r} at round {t}; expected a finite number > 0"
+        )
+    return alpha
+
+
 @dataclass
 class RunResult:
     """The outcome of :meth:`Algorithm.run`.
@@ -48,7 +137,8 @@ class RunResult:
     Attributes
     ----------
     x : array, shape ``point_shape``
-        The output point (the algorithm's output option applied).
+        The output point (the algorithm's output option applied); after a divergence, the
+        output of the last round whose iterates were finite.
     history : list of dict
         One record per evaluated round: ``round`` and metrics such as ``cost``,
         ``grad_norm``, ``excess_risk``, ``dist_to_ref``, ``consensus_error``, ``bytes_sent``.
@@ -56,16 +146,100 @@ class RunResult:
         The privacy ledger / report of the run (``None`` for a non-private run).
     state : object
         The final state (for resuming with :meth:`Algorithm.step`).
+    diverged : bool
+        The run stopped because its iterates left the floating-point range or the manifold.
+    diverged_round : int or None
+        The round in which that was detected.
+    diverged_reason : str or None
+        What was detected, in words.
     """
 
     x: np.ndarray
     history: list[dict] = field(default_factory=list)
     privacy: Any = None
     state: Any = None
+    diverged: bool = False
+    diverged_round: int | None = None
+    diverged_reason: str | None = None
 
     def metric(self, key: str) -> np.ndarray:
         """The history of one metric as an array (NaN where a round did not record it)."""
         return np.array([rec.get(key, np.nan) for rec in self.history], dtype=float)
+
+
+# ---------------------------------------------------------------------------- checkpoint plumbing
+_HOOK: contextvars.ContextVar[Any] = contextvars.ContextVar("rfed_run_hook", default=None)
+
+
+@contextlib.contextmanager
+def run_hook(hook: Any) -> Iterator[None]:
+    """Make ``hook`` checkpoint every :meth:`Algorithm.run` call made inside the block.
+
+    ``hook.start_run(algorithm, problem, n_rounds, eval_every)`` is called when a run starts
+    and returns ``(done, resume, save, every)``: a finished :class:`RunResult` to return at once
+    (a resumed experiment replaying a run it had completed), a checkpoint payload to resume from
+    (or ``None``), a callable ``save(payload)`` and the checkpoint period in rounds (0: only at
+    Ctrl-C). ``hook.end_run(result)`` is called with the result.
+    :class:`rfed.experiments.RunContext` is such a hook. Calls nested inside a run (e.g. a
+    baseline solved inside a step) are not hooked.
+    """
+    token = _HOOK.set(hook)
+    try:
+        yield
+    finally:
+        _HOOK.reset(token)
+
+
+def load_checkpoint(source: str | os.PathLike | dict) -> dict:
+    """A checkpoint payload from a path written by :meth:`Algorithm.run` (or the payload itself)."""
+    if isinstance(source, dict):
+        payload = source
+    else:
+        with open(source, "rb") as fh:
+            payload = pickle.load(fh)  # noqa: S301 - the user's own checkpoint file
+    if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
+        raise ValueError(
+            f"argument 'resume_from' is not an rfed checkpoint (format {CHECKPOINT_FORMAT}): "
+            f"{source if not isinstance(source, dict) else 'dict'}"
+        )
+    return payload
+
+
+class _PickleTo:
+    """``save(payload)`` writing the payload atomically to a path (picklable, unlike a lambda)."""
+
+    def __init__(self, path: str | os.PathLike):
+        self.path = Path(path)
+
+    def __call__(self, payload: dict) -> None:
+        atomic_pickle(self.path, payload)
+
+
+class _DeferredInterrupt:
+    """SIGINT handler deferring Ctrl-C to the end of the round; a second Ctrl-C is immediate."""
+
+    def __init__(self) -> None:
+        self.pending = False
+
+    def __call__(self, signum: int, frame: Any) -> None:
+        if self.pending:
+            raise KeyboardInterrupt
+        self.pending = True
+        print("\nrfed: interrupted; saving a checkpoint at the end of this round (Ctrl-C again "
+              "to stop at once, without it)", file=sys.stderr, flush=True)
+
+
+@contextlib.contextmanager
+def _deferred_sigint(active: bool) -> Iterator[_DeferredInterrupt | None]:
+    if not active or threading.current_thread() is not threading.main_thread():
+        yield None
+        return
+    handler = _DeferredInterrupt()
+    previous = signal.signal(signal.SIGINT, handler)
+    try:
+        yield handler
+    finally:
+        signal.signal(signal.SIGINT, previous)
 
 
 class Algorithm(abc.ABC):
@@ -93,6 +267,36 @@ class Algorithm(abc.ABC):
         """The privacy ledger of ``state`` (``None`` when the algorithm is not private)."""
         return getattr(state, "ledger", None)
 
+    def iterates(self, state: Any) -> np.ndarray | None:
+        """The points of ``state`` checked for divergence: ``state.x`` unless overridden.
+
+        Shape ``point_shape`` (one iterate) or ``(n_agents, *point_shape)``; ``None`` skips the
+        check.
+        """
+        x = getattr(state, "x", None)
+        return None if x is None else np.asarray(x)
+
+    def divergence(self, problem: Problem, state: Any, recorded: bool) -> str | None:
+        """Why ``state`` has diverged, or ``None``.
+
+        Every round: a non-finite iterate. At recorded rounds (``recorded``), also an iterate
+        off the manifold by more than ``OFF_MANIFOLD_ATOL`` (the manifold's ``belongs``).
+        """
+        x = self.iterates(state)
+        if x is None:
+            return None
+        if not np.all(np.isfinite(x)):
+            n_bad = int(x.size - np.count_nonzero(np.isfinite(x)))
+            return f"{n_bad} non-finite iterate entries (NaN/inf)"
+        if recorded:
+            man = problem.manifold
+            k = len(man.point_shape)
+            if x.shape[x.ndim - k:] == tuple(man.point_shape) and not np.all(
+                man.belongs(x, atol=OFF_MANIFOLD_ATOL)
+            ):
+                return f"iterates left the manifold {man} (tolerance {OFF_MANIFOLD_ATOL:g})"
+        return None
+
     def run(
         self,
         problem: Problem,
@@ -103,6 +307,9 @@ class Algorithm(abc.ABC):
         eval_every: int = 1,
         with_reference: bool = True,
         callback: Callable[[int, dict, Any], None] | None = None,
+        checkpoint_every: int = 0,
+        checkpoint: str | os.PathLike | Callable[[dict], None] | None = None,
+        resume_from: str | os.PathLike | dict | None = None,
     ) -> RunResult:
         """Run ``n_rounds`` rounds from ``x0`` (a random point when omitted).
 
@@ -122,30 +329,128 @@ class Algorithm(abc.ABC):
         callback : callable, optional
             ``callback(round, record, state)`` after every recorded round (e.g. to write the
             history as it grows).
+        checkpoint_every : int
+            Save a checkpoint every ``checkpoint_every`` rounds (0: only at Ctrl-C).
+        checkpoint : path or callable, optional
+            Where checkpoints go: a file (written atomically with pickle) or
+            ``checkpoint(payload)``. The payload is a dict with ``format``, ``algorithm``,
+            ``n_rounds``, ``eval_every``, ``round`` (rounds done), ``state`` and ``history``.
+        resume_from : path or dict, optional
+            A checkpoint to continue from (``rng`` and ``x0`` are then not used: the state
+            holds them). Must come from a run with the same ``n_rounds`` and ``eval_every``.
+
+        Returns
+        -------
+        RunResult
+            With ``diverged=True`` if the iterates diverged (see the module's docstring).
+
+        Raises
+        ------
+        KeyboardInterrupt
+            After saving a checkpoint (when ``checkpoint`` is given) at the end of the round in
+            which Ctrl-C arrived.
         """
-        if not isinstance(n_rounds, (int, np.integer)) or n_rounds < 1:
-            raise ValueError(f"argument 'n_rounds' must be an int >= 1, got {n_rounds!r}")
-        if not isinstance(eval_every, (int, np.integer)) or eval_every < 1:
+        n_rounds = check_n_rounds(n_rounds)
+        if (isinstance(eval_every, bool) or not isinstance(eval_every, (int, np.integer))
+                or eval_every < 1):
             raise ValueError(f"argument 'eval_every' must be an int >= 1, got {eval_every!r}")
-        rng = as_generator(rng)
-        if x0 is None:
-            x0 = problem.manifold.random_point(rng)
-        x0 = problem.manifold.check_point(x0, "x0")
-        state = self.init(problem, x0, rng)
-        history: list[dict] = []
+        if (isinstance(checkpoint_every, bool)
+                or not isinstance(checkpoint_every, (int, np.integer)) or checkpoint_every < 0):
+            raise ValueError(
+                f"argument 'checkpoint_every' must be an int >= 0, got {checkpoint_every!r}"
+            )
+        if getattr(self, "step_size", None) is not None:
+            check_step_size(self.step_size)   # e.g. the string "0.1" is refused, not parsed
+        hook = _HOOK.get()
+        if hook is not None and checkpoint is None and resume_from is None:
+            done, resume_from, checkpoint, checkpoint_every = hook.start_run(
+                self, problem, n_rounds, eval_every
+            )
+            if done is not None:
+                return done
+        else:
+            hook = None
+        if checkpoint is not None and not callable(checkpoint):
+            checkpoint = _PickleTo(checkpoint)
+        token = _HOOK.set(None)  # runs nested inside this one are not checkpointed
+        try:
+            result = self._loop(problem, n_rounds, rng, x0, eval_every, with_reference,
+                                callback, checkpoint_every, checkpoint, resume_from)
+        finally:
+            _HOOK.reset(token)
+        if hook is not None:
+            hook.end_run(result)
+        return result
 
-        def record(t: int) -> None:
-            rec = {"round": t, **self.metrics(problem, state, with_reference)}
-            history.append(rec)
-            if callback is not None:
-                callback(t, rec, state)
+    def _loop(self, problem, n_rounds, rng, x0, eval_every, with_reference, callback,
+              checkpoint_every, checkpoint, resume_from) -> RunResult:
+        if resume_from is not None:
+            payload = load_checkpoint(resume_from)
+            for key, value in (("n_rounds", n_rounds), ("eval_every", eval_every),
+                               ("algorithm", self.name)):
+                if payload.get(key) != value:
+                    raise ValueError(
+                        f"argument 'resume_from': the checkpoint has {key}={payload.get(key)!r},"
+                        f" this run has {key}={value!r}"
+                    )
+            state, history, start = payload["state"], list(payload["history"]), payload["round"]
+        else:
+            rng = as_generator(rng)
+            if x0 is None:
+                x0 = problem.manifold.random_point(rng)
+            x0 = problem.manifold.check_point(x0, "x0")
+            state = self.init(problem, x0, rng)
+            history = []
+            start = 0
+            history.append(self._record(problem, state, 0, with_reference, callback))
 
-        record(0)
-        for t in range(1, n_rounds + 1):
-            state = self.step(problem, state)
-            if t % eval_every == 0 or t == n_rounds:
-                record(t)
+        with _deferred_sigint(checkpoint is not None) as interrupt:
+            schedule = getattr(self, "step_size", None)
+            for t in range(start + 1, n_rounds + 1):
+                if callable(schedule):
+                    step_size_at(schedule, t - 1)   # alpha_t of the round about to run
+                try:
+                    new_state = self.step(problem, state)
+                except (FloatingPointError, np.linalg.LinAlgError) as exc:
+                    return self._diverged(problem, state, history, t,
+                                          f"{type(exc).__name__}: {exc}")
+                recorded = t % eval_every == 0 or t == n_rounds
+                reason = self.divergence(problem, new_state, recorded)
+                if reason is not None:
+                    return self._diverged(problem, state, history, t, reason)
+                state = new_state
+                if recorded:
+                    history.append(self._record(problem, state, t, with_reference, callback))
+                if checkpoint is not None:
+                    if interrupt is not None and interrupt.pending:
+                        checkpoint(self._payload(t, n_rounds, eval_every, state, history))
+                        raise KeyboardInterrupt
+                    if checkpoint_every and t % checkpoint_every == 0 and t < n_rounds:
+                        checkpoint(self._payload(t, n_rounds, eval_every, state, history))
+        try:
+            privacy = self.privacy(state)
+        except Exception:
+            # what is computed after the rounds must not lose them: save the final state
+            # (resuming from it recomputes only the report), then report the error
+            if checkpoint is not None:
+                checkpoint(self._payload(n_rounds, n_rounds, eval_every, state, history))
+            raise
+        return RunResult(x=self.output(problem, state), history=history, privacy=privacy,
+                         state=state)
+
+    def _payload(self, t, n_rounds, eval_every, state, history) -> dict:
+        return {"format": CHECKPOINT_FORMAT, "algorithm": self.name, "n_rounds": n_rounds,
+                "eval_every": eval_every, "round": t, "state": state, "history": list(history)}
+
+    def _record(self, problem, state, t, with_reference, callback) -> dict:
+        rec = {"round": t, **self.metrics(problem, state, with_reference)}
+        if callback is not None:
+            callback(t, rec, state)
+        return rec
+
+    def _diverged(self, problem, state, history, t, reason) -> RunResult:
         return RunResult(
             x=self.output(problem, state), history=history, privacy=self.privacy(state),
-            state=state,
+            state=state, diverged=True, diverged_round=t,
+            diverged_reason=f"{self.name} diverged in round {t}: {reason}",
         )

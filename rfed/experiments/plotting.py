@@ -10,6 +10,19 @@ The input is a list of flat records, exactly what :meth:`RunContext.log` collect
 
 :func:`aggregate` groups them by a key (the curve) and an x key (the abscissa), averaging the y
 values over everything else (the repetitions); :func:`plot_curves` draws the result.
+
+Conventions every figure follows (applied here, so experiments get them by calling these
+functions and saving through :meth:`RunContext.save_figure`, which calls :func:`finish_figure`):
+
+* at most two panels per row (:func:`new_figure`);
+* axis labels in words with units (:data:`AXIS_LABELS`, :func:`axis_label`); accuracies in
+  percent (:func:`as_percent`);
+* on log axes the band is drawn symmetric in log space where ``mean - std`` is not positive,
+  and the axis is limited to the curves (no bands falling to 1e-6);
+* the non-private curve is black, the random start (the round-0 mean) a dotted grey line;
+* one legend outside the data (below the panels), with the certified epsilon in each private
+  entry (:func:`finish_figure` with the privacy reports);
+* a title on every figure and a "STAND-IN data" mark where the data is a stand-in.
 """
 
 from __future__ import annotations
@@ -19,7 +32,68 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["aggregate", "plot_curves", "new_figure"]
+__all__ = ["aggregate", "plot_curves", "new_figure", "finish_figure", "axis_label",
+           "as_percent", "certified_epsilon", "AXIS_LABELS", "MAX_PANELS_PER_ROW"]
+
+#: Panels per row of :func:`new_figure` (a paper's column fits two).
+MAX_PANELS_PER_ROW = 2
+
+#: Axis labels in words (with units) for the history keys the experiments log.
+AXIS_LABELS = {
+    "round": "communication round",
+    "iteration": "iteration",
+    "epoch": "epoch (passes over the local data)",
+    "cost": "cost f(x)",
+    "grad_norm": "Riemannian gradient norm |grad f(x)|",
+    "excess_risk": "excess risk f(x) - f(x*)",
+    "dist_to_ref": "distance to the solution d(x, x*)",
+    "consensus_error": "consensus error (1/n) sum_i d(x_i, x_mean)^2",
+    "test_accuracy": "test accuracy (%)",
+    "accuracy": "training accuracy (%)",
+    "train_accuracy": "training accuracy (%)",
+    "bytes_sent": "bytes sent",
+    "sq_error": "squared error |w - w*|^2 (MW^2)",
+    "imbalance": "supply - demand (MW)",
+    "dist_to_primate": "hyperbolic distance to 'primate'",
+    "epsilon": "epsilon (certified)",
+}
+
+_START_KEYS = ("cost", "excess_risk", "dist_to_ref", "grad_norm", "dist_to_primate")
+
+
+def axis_label(key: str) -> str:
+    """``key`` in words with its unit (:data:`AXIS_LABELS`), else the key with spaces."""
+    return AXIS_LABELS.get(key, key.replace("_", " "))
+
+
+def as_percent(key: str, values: np.ndarray) -> np.ndarray:
+    """Accuracies in percent: a key containing ``accuracy`` whose values are all in [0, 1]
+    is multiplied by 100 (values already in percent are kept)."""
+    values = np.asarray(values, dtype=float)
+    finite = values[np.isfinite(values)]
+    if "accuracy" in key and finite.size and finite.min() >= 0.0 and finite.max() <= 1.0:
+        return values * 100.0
+    return values
+
+
+def certified_epsilon(report: Any) -> float | None:
+    """The certified epsilon of a privacy report as :meth:`RunContext.set_privacy` stores it.
+
+    Looks for ``epsilon_certified`` at the top, then the first ``epsilon*`` number inside
+    ``report["certified"]``; ``None`` when there is none.
+    """
+    if not isinstance(report, Mapping):
+        return None
+    value = report.get("epsilon_certified")
+    if isinstance(value, (int, float)) and not isinstance(value, bool):
+        return float(value)
+    cert = report.get("certified")
+    if isinstance(cert, Mapping):
+        for key, val in cert.items():
+            if key.startswith("epsilon") and isinstance(val, (int, float)) \
+                    and not isinstance(val, bool):
+                return float(val)
+    return None
 
 
 def _pyplot():
@@ -33,12 +107,21 @@ def _pyplot():
 
 
 def new_figure(n_panels: int = 1, *, panel_size: tuple[float, float] = (4.6, 3.4)):
-    """A figure with ``n_panels`` side by side; returns ``(fig, axes)`` with axes a list."""
+    """A figure with ``n_panels`` panels, at most two per row; returns ``(fig, axes)``.
+
+    ``axes`` is a flat list of ``n_panels`` axes in reading order (an unused last cell of an
+    odd count is removed).
+    """
     plt = _pyplot()
-    fig, axes = plt.subplots(
-        1, n_panels, figsize=(panel_size[0] * n_panels, panel_size[1]), squeeze=False
+    cols = min(n_panels, MAX_PANELS_PER_ROW)
+    rows = -(-n_panels // cols)
+    fig, grid = plt.subplots(
+        rows, cols, figsize=(panel_size[0] * cols, panel_size[1] * rows), squeeze=False
     )
-    return fig, list(axes[0])
+    axes = list(grid.ravel())
+    for ax in axes[n_panels:]:
+        fig.delaxes(ax)
+    return fig, axes[:n_panels]
 
 
 def aggregate(
@@ -121,6 +204,7 @@ def plot_curves(
     suptitle: str | None = None,
     order: Sequence[Any] | None = None,
     axes: Sequence[Any] | None = None,
+    start_line: bool = True,
 ):
     """Plot ``y`` (one panel per key) against ``x``, one curve per value of ``by``.
 
@@ -144,11 +228,15 @@ def plot_curves(
     hlines : mapping or sequence of mapping, optional
         Horizontal reference lines ``{label: value}`` (per panel), e.g. the true optimum.
     titles, ylabels, xlabel, suptitle : str
-        Labels; default to the keys.
+        Labels; axis labels default to the keys in words (:func:`axis_label`). Accuracies are
+        drawn in percent (:func:`as_percent`).
     order : sequence, optional
         Order of the curves (values of ``by``); others follow in order of appearance.
     axes : sequence of matplotlib axes, optional
         Draw into these instead of a new figure.
+    start_line : bool
+        Draw the random start (mean of the curves' first values) as a dotted line on panels
+        of cost, excess risk, distances and gradient norm against rounds or epochs.
 
     Returns
     -------
@@ -181,23 +269,46 @@ def plot_curves(
         names = list(curves)
         if order is not None:
             names = [k for k in order if k in curves] + [k for k in names if k not in order]
+        shown_lo, shown_hi, starts = [], [], []
         for name in names:
             c = curves[name]
-            xs, mean, lo, hi = c["x"], c["mean"], c["lo"], c["hi"]
+            xs = c["x"]
+            mean, lo, hi = (as_percent(key, c[k]) for k in ("mean", "lo", "hi"))
+            if xs.size:
+                starts.append(mean[0])
             if logys[i]:
                 keep = mean > 0
-                xs, mean = xs[keep], mean[keep]
-                lo, hi = np.maximum(lo[keep], mean * 1e-3), hi[keep]
-            label = str(name) if name is not None else key
-            (line,) = ax.plot(xs, mean, label=label, lw=1.5)
+                xs, mean, lo, hi = xs[keep], mean[keep], lo[keep], hi[keep]
+                # a std band reaching 0 would fall to 1e-6 on a log axis: mirror the upper
+                # half in log space instead (the band stays symmetric on the plot)
+                lo = np.where(lo > 0, lo, mean**2 / np.maximum(hi, mean))
+            label = str(name) if name is not None else axis_label(key)
+            style = {"color": "k", "lw": 1.8} if "non-private" in label.lower() else {"lw": 1.5}
+            if xs.size <= 12:
+                style["marker"] = "o"
+                style["ms"] = 3
+            (line,) = ax.plot(xs, mean, label=label, **style)
+            if xs.size:
+                shown_lo.append(np.min(mean))
+                shown_hi.append(np.max(mean))
             if band != "none" and np.any(hi > lo):
                 ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
         for label, value in (hl[i] or {}).items():
             ax.axhline(value, color="k", ls="--", lw=1.0, label=label)
+        if start_line and key in _START_KEYS and x in ("round", "epoch", "iteration") \
+                and starts and (not logys[i] or np.mean(starts) > 0):
+            ax.axhline(float(np.mean(starts)), color="0.5", ls=":", lw=1.2,
+                       label="random start (round 0)")
         if logys[i]:
             ax.set_yscale("log")
-        ax.set_xlabel(xlabel or x)
-        ax.set_ylabel(ylabels[i] if ylabels is not None else key)
+            if shown_lo:
+                # bands may reach far below the curves: stop the axis at 1/1.5 of the lowest
+                # curve or reference (never lower the bottom matplotlib chose)
+                floor = min(shown_lo + [v for v in (hl[i] or {}).values() if v > 0]) / 1.5
+                if ax.get_ylim()[0] < floor:
+                    ax.set_ylim(bottom=floor)
+        ax.set_xlabel(xlabel or axis_label(x))
+        ax.set_ylabel(ylabels[i] if ylabels is not None else axis_label(key))
         if ttl[i]:
             ax.set_title(ttl[i], fontsize=10)
         ax.grid(alpha=0.3)
@@ -207,3 +318,125 @@ def plot_curves(
         fig.suptitle(suptitle, fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def finish_figure(
+    fig,
+    *,
+    title: str | None = None,
+    privacy: Mapping[str, Any] | None = None,
+    stand_in: bool = False,
+) -> None:
+    """Make ``fig`` fit for a paper before it is saved.
+
+    * a title: ``title`` becomes the figure's title when it has none and a panel lacks one;
+    * the certified epsilon in the legend: an entry whose label is a setting of ``privacy``
+      (``{setting: report}``) gets ``(certified eps X)`` appended (``inf`` when the report
+      certifies nothing);
+    * the legend outside the data: when every panel shows the same entries, one legend below
+      the panels; otherwise each panel's legend goes below that panel;
+    * ``stand_in``: a "STAND-IN data" mark in the lower left corner.
+    """
+    axes = [ax for ax in fig.axes if ax.get_visible()]
+    entries = []
+    for ax in axes:
+        handles, labels = ax.get_legend_handles_labels()
+        if privacy:
+            labels = [_with_epsilon(lab, privacy) for lab in labels]
+        entries.append((ax, handles, labels))
+    legends = [(ax, h, lab) for ax, h, lab in entries if ax.get_legend() is not None and lab]
+    for ax, _, _ in legends:
+        ax.get_legend().remove()
+    sets = [set(lab) for _, _, lab in legends]
+    nested = all(a <= b or b <= a for a in sets for b in sets)
+    if legends and nested and len(legends) == len([a for a in axes if a.has_data()]):
+        # the panels show the same curves (some add reference lines): one legend for all
+        handles, labels = [], []
+        for _, hs, labs in legends:
+            for h, lab in zip(hs, labs, strict=True):
+                if lab not in labels:
+                    handles.append(h)
+                    labels.append(lab)
+        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
+                   ncol=2 if len(labels) > 2 else len(labels), fontsize=8, frameon=False)
+    else:
+        fig.tight_layout()
+        for ax, handles, labels in legends:
+            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.2),
+                      ncol=2 if len(labels) > 3 else 1, fontsize=7, frameon=False)
+    for ax in axes:
+        _accuracy_in_percent(ax)
+        _plain_log_ticks(ax)
+    if legends and not fig.legends:
+        _below_axis_labels(fig, [ax for ax, _, _ in legends])   # room for them, then place
+        fig.tight_layout()
+        _below_axis_labels(fig, [ax for ax, _, _ in legends])
+    if fig._suptitle is None and title and any(not ax.get_title() for ax in axes):
+        fig.suptitle(title, fontsize=11)
+    fig.tight_layout()
+    if stand_in:
+        # the lower left corner is free in every layout (left of the x label, above the legend)
+        fig.text(0.005, 0.005, "STAND-IN data", ha="left", va="bottom", fontsize=8,
+                 color="firebrick", weight="bold")
+
+
+def _below_axis_labels(fig, axes) -> None:
+    """Anchor each panel's legend just below its tick labels and x label (axes fraction)."""
+    renderer = fig.canvas.get_renderer()
+    for ax in axes:
+        legend = ax.get_legend()
+        legend.set_visible(False)           # measure the axis without its own legend
+        tight = ax.get_tightbbox(renderer)
+        legend.set_visible(True)
+        box = ax.get_window_extent(renderer)
+        drop = (tight.y0 - box.y0) / box.height if box.height else -0.2
+        legend.set_bbox_to_anchor((0.5, drop - 0.02), transform=ax.transAxes)
+
+
+def _accuracy_in_percent(ax) -> None:
+    """An axis labelled accuracy with all its data in [0, 1] is rescaled to percent."""
+    from matplotlib.collections import PathCollection, PolyCollection
+
+    label = ax.get_ylabel()
+    if "accuracy" not in label.lower() or "%" in label:
+        return
+    lines = [ln for ln in ax.get_lines() if len(ln.get_ydata())]
+    scatters = [c for c in ax.collections if isinstance(c, PathCollection)]
+    bands = [c for c in ax.collections if isinstance(c, PolyCollection)]
+    ys = [np.asarray(ln.get_ydata(), dtype=float) for ln in lines]
+    ys += [np.asarray(c.get_offsets(), dtype=float).reshape(-1, 2)[:, 1] for c in scatters]
+    values = np.concatenate(ys) if ys else np.array([])
+    values = values[np.isfinite(values)]
+    if not values.size or values.min() < 0 or values.max() > 1:
+        return
+    for ln in lines:
+        ln.set_ydata(np.asarray(ln.get_ydata(), dtype=float) * 100.0)
+    for c in scatters:
+        c.set_offsets(np.asarray(c.get_offsets(), dtype=float) * [1.0, 100.0])
+    for c in bands:
+        for path in c.get_paths():
+            path.vertices = path.vertices * [1.0, 100.0]
+    ax.set_ylabel(f"{label} (%)")
+    ax.relim()
+    ax.autoscale_view()
+
+
+def _plain_log_ticks(ax) -> None:
+    """Over two decades or more, label only the powers of ten (no 6x10^0, 4x10^0 clutter)."""
+    if ax.get_yscale() != "log":
+        return
+    from matplotlib.ticker import NullFormatter
+
+    lo, hi = ax.get_ylim()
+    if lo > 0 and hi / lo >= 100.0:
+        ax.yaxis.set_minor_formatter(NullFormatter())
+
+
+def _with_epsilon(label: str, privacy: Mapping[str, Any]) -> str:
+    if label not in privacy or "certified eps" in label or "non-private" in label.lower():
+        return label
+    eps = certified_epsilon(privacy[label])
+    if eps is None:
+        return label
+    return f"{label} (certified eps {eps:.3g})" if np.isfinite(eps) else \
+        f"{label} (certified eps inf)"

@@ -23,6 +23,7 @@ import scipy.sparse as sp
 from rfed.manifolds.base import CheckedManifold, Manifold
 from rfed.manifolds.euclidean import Euclidean
 from rfed.networks.comm import Communicator, InProcessCommunicator, _pattern, segment_sum
+from rfed.networks.mixing import check_row_stochastic
 
 __all__ = [
     "riemannian_gossip",
@@ -54,13 +55,19 @@ def _setup(manifold, points, weights, comm, name="points"):
         )
     x = _check_points(manifold, points, name)
     n = x.shape[0]
+    w = _pattern(weights, n)
+    if w.nnz and not np.all(np.isfinite(w.data)):
+        raise ValueError(
+            f"argument 'weights' has {int(np.sum(~np.isfinite(w.data)))} non-finite entries "
+            f"(NaN/inf)"
+        )
     if comm is None:
         comm = InProcessCommunicator(n)
     elif not isinstance(comm, Communicator):
         raise TypeError(f"argument 'comm' must be a Communicator, got {type(comm).__name__}")
     elif comm.n_agents != n:
         raise ValueError(f"argument 'comm' serves {comm.n_agents} agents, points have {n}")
-    return x, _pattern(weights, n), comm
+    return x, w, comm
 
 
 def _is_euclidean(manifold) -> bool:
@@ -165,7 +172,8 @@ def riemannian_gossip(
     manifold : Manifold
     points : ndarray, shape ``(n, *point_shape)``
     weights : sparse matrix, shape ``(n, n)``
-        Typically doubly stochastic (not checked here; see :mod:`rfed.networks.mixing`).
+        Row-stochastic (checked: non-negative, finite, rows summing to 1; typically doubly
+        stochastic, see :mod:`rfed.networks.mixing`).
     gamma : float
         Consensus step size (DO-ADP's :math:`\gamma`; 1 for plain gossip).
     comm : Communicator, optional
@@ -173,6 +181,12 @@ def riemannian_gossip(
     Returns
     -------
     ndarray, shape ``(n, *point_shape)``
+
+    Raises
+    ------
+    ValueError
+        ``weights`` is not row-stochastic or has NaN/inf entries; ``points`` are not points of
+        ``manifold`` (or not finite).
 
     Notes
     -----
@@ -183,6 +197,10 @@ def riemannian_gossip(
     if not np.isfinite(gamma):
         raise ValueError(f"argument 'gamma' must be finite, got {gamma!r}")
     x, w, comm = _setup(manifold, points, weights, comm)
+    # the step averages neighbours only when W is row-stochastic, and exp/log are defined only
+    # for points of the manifold: refuse anything else rather than return a wrong point
+    check_row_stochastic(w, "weights")
+    manifold.check_point(x, "points")
     if _is_euclidean(manifold):
         wx = comm.mix(w, x, payload_bytes=payload_bytes)
         r = _row_sums(w, x.ndim)

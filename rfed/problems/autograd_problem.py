@@ -73,7 +73,28 @@ class AutogradProblem(Problem):
             )
 
     def sample_loss(self, x, batch):
-        return self.loss(np.asarray(x, dtype=float), batch)
+        x = np.asarray(x, dtype=float)
+        out = self.loss(x, batch)
+        self._check_finite(x, out, "returned")
+        return out
+
+    def _check_finite(self, x: np.ndarray, values, what: str) -> None:
+        """A user's loss giving NaN/inf at finite points is an error, never a silent NaN run.
+
+        (Non-finite *points* are a diverged run, which :meth:`Algorithm.run` reports.)
+        """
+        values = np.asarray(values, dtype=float)
+        bad = ~np.isfinite(values)
+        mask = getattr(self, "mask", None)
+        if mask is not None and not mask.all() and values.shape[:2] == mask.shape:
+            # a full-data call: the zero padding past counts[i] is never used, never checked
+            bad = bad & mask.reshape(mask.shape + (1,) * (values.ndim - 2))
+        if np.any(bad) and np.all(np.isfinite(x)):
+            raise ValueError(
+                f"AutogradProblem: argument 'loss' {what} {int(bad.sum())} non-finite value(s) "
+                f"(NaN/inf) of {values.size} at finite points; check the loss's domain (e.g. "
+                "log of a non-positive number, division by zero)"
+            )
 
     def sample_rgrad(self, x, batch):
         from autograd import grad
@@ -91,6 +112,7 @@ class AutogradProblem(Problem):
             return self.loss(xs, singles).sum()
 
         egrad = grad(total)(np.array(copies))
+        self._check_finite(x, egrad, "has a gradient with")
         return self.manifold.egrad2rgrad(copies, egrad)
 
     def pooled_cost(self):

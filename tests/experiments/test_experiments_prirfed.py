@@ -30,7 +30,7 @@ def test_plot_curves_draws_one_line_per_setting_and_panel():
     recs = [{"setting": s, "round": t, "cost": -t, "grad_norm": 1.0 / (t + 1)}
             for s in ("x", "y", "z") for t in range(5)]
     fig = plot_curves(recs, "round", ["cost", "grad_norm"], by="setting", logy=[False, True],
-                      hlines=[{"true value": -4.0}, None])
+                      hlines=[{"true value": -4.0}, None], start_line=False)
     ax0, ax1 = fig.axes[:2]
     assert len(ax0.get_lines()) == 4 and len(ax1.get_lines()) == 3
     assert ax1.get_yscale() == "log"

@@ -1,0 +1,128 @@
+"""What the user reads: rfed list / show / run NAME --help / --version, the summary table,
+summaries that exclude diverged repetitions, one progress bar, no BrokenPipeError."""
+
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from rfed import __version__
+from rfed.algorithms.base import RunResult
+from rfed.cli import main
+from rfed.experiments import list_experiments
+from rfed.experiments.registry import (
+    RunContext,
+    clean_text,
+    format_summary_table,
+    summarise_repetitions,
+    summary_row,
+)
+
+ROOT = Path(__file__).resolve().parents[2]
+INTERNAL = re.compile(r"seed \d{3}|\bL\d{2,}\b|\blines? \d")
+
+
+def test_list_is_one_short_line_per_experiment_without_internal_references(capsys):
+    assert main(["list"]) == 0
+    lines = [x for x in capsys.readouterr().out.splitlines() if x.strip()]
+    names = [e.name for e in list_experiments()]
+    rows = [x for x in lines if x.split()[0] in names]
+    assert [x.split()[0] for x in rows] == names          # one line each, in order
+    assert all(len(x) <= 200 for x in rows)
+    assert not any(INTERNAL.search(x) for x in lines)
+
+
+def test_clean_text_strips_paper_file_ids_and_line_numbers():
+    assert clean_text("PriRFed (seed 004), Fig. 1 (Sec. 6.1, L447-460)") == \
+        "PriRFed, Fig. 1 (Sec. 6.1)"
+    assert clean_text("DO-ADP (seed 000), Sec. VI-A") == "DO-ADP, Sec. VI-A"
+
+
+def test_show_and_run_help_print_the_description_and_settings(capsys):
+    exp = list_experiments()[0]
+    for argv in (["show", exp.name], ["run", exp.name, "--help"]):
+        assert main(argv) == 0
+        out = capsys.readouterr().out
+        assert "settings (--set KEY=VALUE):" in out
+        assert all(k in out for k in exp.defaults)
+        assert clean_text(exp.description)[:40].split()[0] in out
+    assert main(["show", "nope"]) == 2
+    assert "unknown experiment" in capsys.readouterr().err
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["--version"])
+    assert exc.value.code == 0 and capsys.readouterr().out.strip() == f"rfed {__version__}"
+
+
+def test_no_broken_pipe_error_when_piped_into_head():
+    env = {**os.environ, "PYTHONPATH": str(ROOT)}
+    proc = subprocess.run(f"'{sys.executable}' -m rfed.cli list | head -n 1", shell=True,
+                          cwd=ROOT, env=env, capture_output=True, text=True)
+    assert proc.stdout.count("\n") == 1
+    assert "BrokenPipeError" not in proc.stderr and "Traceback" not in proc.stderr
+
+
+def _result(final, diverged_round=None):
+    return RunResult(x=np.zeros(1), history=[{"round": 0, "excess_risk": 9.0},
+                                             {"round": 5, "excess_risk": final}],
+                     diverged=diverged_round is not None, diverged_round=diverged_round)
+
+
+def test_summarise_repetitions_excludes_and_counts_the_diverged():
+    s = summarise_repetitions([_result(1.0), _result(np.nan, 3), _result(3.0)],
+                              metrics=("excess_risk",))
+    assert s["repetitions"] == 3 and s["diverged"] == 1 and s["diverged_rounds"] == [3]
+    assert s["excess_risk_mean"] == 2.0 and s["excess_risk_std"] == 1.0
+    assert len(s["kept"]) == 2
+    none = summarise_repetitions([_result(1.0, 2)], metrics=("excess_risk",))
+    assert np.isnan(none["excess_risk_mean"]) and none["diverged"] == 1
+
+
+def test_summary_table_shows_every_row_with_utility_reference_budget_and_accountant():
+    acc = "dp-accounting RDP, replace-one"
+    rows = [summary_row(f"eps={e}", utility_name="excess risk", utility=1.0 / e,
+                        utility_std=0.1, reference=0.5, reference_name="non-private",
+                        epsilon=e, delta=1e-5, accountant=acc, figure="Fig. 1",
+                        repetitions=3, diverged=int(e == 4))
+            for e in range(1, 19)]
+    rows.append(summary_row("non-private", utility_name="excess risk", utility=0.5,
+                            epsilon=float("inf"), repetitions=3))
+    ctx = RunContext(seed=0)
+    text = ctx.summary_table(rows)
+    lines = text.splitlines()
+    assert "excess risk (mean +- std)" in lines[0] and "reference: non-private" in lines[0]
+    assert "eps (certified)" in lines[0] and "diverged" in lines[0]
+    assert len([x for x in lines if x.startswith("eps=")]) == 18          # never truncated
+    assert any(x.startswith("eps=4 ") and x.rstrip().endswith("1/3") for x in lines)
+    assert f"[1] accountant: {acc}" in text and "inf" in text
+    assert ctx.tables["summary_table"][0]["setting"] == "eps=1"
+    assert format_summary_table([]) == "(no settings)\n"
+    with pytest.raises(ValueError, match="summary_row"):
+        ctx.summary_table([{"setting": "x"}])
+
+
+def test_one_progress_bar_per_experiment_labelled_by_setting(capsys):
+    ctx = RunContext(seed=0, progress=True)
+    ctx.open("demo", {})
+    first = ctx.progress_bar(10, setting="eps=0.1")
+    first.update(10)
+    second = ctx.progress_bar(5)
+    ctx.log(setting="eps=0.3", round=1)
+    assert second is first and first._bar.desc.startswith("demo [eps=0.3]")
+    assert first._bar.total == 5
+    ctx.finish({}, {})
+    assert first._bar is None
+
+
+def test_default_output_folder_is_ignored_by_git_and_named_in_the_readme():
+    from rfed.cli import DEFAULT_OUT
+
+    ignored = (ROOT / ".gitignore").read_text().split()
+    assert f"/{DEFAULT_OUT}/" in ignored or f"{DEFAULT_OUT}/" in ignored
+    assert f"`{DEFAULT_OUT}/NAME`" in (ROOT / "README.md").read_text()
