@@ -63,6 +63,8 @@ __all__ = [
     "calibrate",
 ]
 
+#: With ``method='auto'``, PLD refines an RDP epsilon only up to this value.
+PLD_EPSILON_CAP = 50.0
 #: The default delta never exceeds this, whatever the dataset size.
 DEFAULT_DELTA_CAP = 1e-5
 _METHOD_CHOICES = METHODS + ("auto",)
@@ -205,7 +207,8 @@ def certify(
     delta : float
     neighboring : {'replace_one', 'add_remove_one'}
     method : {'auto', 'rdp', 'pld'}
-        ``'auto'``: the smaller of the values of the accountants that support every event.
+        ``'auto'``: the smaller of the values of the accountants that support every event (RDP
+        first; PLD refines it only when the RDP epsilon is at most :data:`PLD_EPSILON_CAP`).
 
     Returns
     -------
@@ -227,6 +230,10 @@ def certify(
         compose_epsilon(events, delta, methods[0], neighboring)
     best = None
     for m in usable:
+        if m == "pld" and best is not None and best[0] > PLD_EPSILON_CAP:
+            # PLD's grid spans the privacy-loss range: at tiny noise it needs gigabytes and
+            # minutes to refine an epsilon that large, and the guarantee is weak either way
+            continue
         eps = compose_epsilon(events, delta, m, neighboring, pld_discretization=pld_discretization)
         if best is None or eps < best[0]:
             best = (eps, m)
