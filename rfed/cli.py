@@ -5,9 +5,16 @@
     rfed list
     rfed show NAME
     rfed run [NAME] [--seed S] [--set key=value ...] [--out DIR] [--overwrite]
-                    [--checkpoint-every N] [--no-progress]
+                    [--checkpoint-every N] [--no-progress] [--secure]
     rfed run [NAME] --resume DIR
+    rfed audit NAME [--trials N] [--noise-factor F] [--secure]
     rfed --version
+
+Runs are seeded by default, for research: their noise can be replayed from the seed. ``--secure``
+draws every algorithm's randomness from the operating system and releases noise with the discrete
+Gaussian / Laplace mechanisms (:mod:`rfed.privacy.secure`); such runs are not replayable.
+``rfed audit`` runs an empirical privacy audit (:mod:`rfed.privacy.audit`) and prints its
+epsilon lower bound beside the certified epsilon.
 
 ``rfed run`` without a name runs the default experiment, ``pca-synthetic``. Results go to
 ``DIR`` (default ``runs/NAME``), which must be empty or absent unless ``--overwrite`` (clears an
@@ -66,6 +73,13 @@ def _parser() -> argparse.ArgumentParser:
                      help="save the run's state every N rounds (default 100; 0: only at the "
                      "end of each run and at Ctrl-C)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument("--secure", action="store_true",
+                     help="secure mode: the operating system's randomness and discrete noise "
+                     "for every algorithm run (not replayable from the seed, by design); "
+                     "without it runs are seeded, for research, and replayable from --seed")
+    sub.add_parser("audit", add_help=False,
+                   help="empirical privacy audit of a named configuration "
+                   "(rfed audit --help lists them)")
     parser.run_parser = run  # for `rfed run NAME --help`
     return parser
 
@@ -263,6 +277,8 @@ def _run(args) -> int:
             name, seed, overrides = _resume_settings(args.resume, args.name, args.seed,
                                                      args.overrides)
             out, mode = args.resume, "resume"
+            saved = json.loads((args.resume / "config.json").read_text(encoding="utf-8"))
+            args.secure = bool(args.secure or saved.get("secure", False))
         else:
             from rfed.experiments.registry import parse_overrides
 
@@ -285,7 +301,8 @@ def _run(args) -> int:
     try:
         summary, ctx = run_experiment(name, seed=seed, overrides=overrides, out_dir=out,
                                       progress=not args.no_progress, mode=mode,
-                                      checkpoint_every=args.checkpoint_every)
+                                      checkpoint_every=args.checkpoint_every,
+                                      secure=args.secure)
     except OutputDirError as exc:
         _error(exc)
         return 2
@@ -309,7 +326,16 @@ def _run(args) -> int:
                + (f" ({exc.filename})" if exc.filename else ""))
         return 1
     _print_summary(name, summary, ctx)
+    print(_randomness_line(seed, args.secure))
     return 0
+
+
+def _randomness_line(seed: int, secure: bool) -> str:
+    if secure:
+        return ("randomness: secure mode (operating-system randomness, discrete Gaussian and "
+                "Laplace noise on a grid); not replayable, by design")
+    return (f"randomness: seeded (seed {seed}), for research: anyone with the seed can replay "
+            "the noise; use --secure for a deployment")
 
 
 def _run_help_for(argv: list[str]) -> str | None:
@@ -333,6 +359,10 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _main(argv: list[str]) -> int:
+    if argv and argv[0] == "audit":
+        from rfed.privacy.audit import audit_main
+
+        return audit_main(argv[1:])
     parser = _parser()
     help_name = _run_help_for(argv)
     if help_name is not None:

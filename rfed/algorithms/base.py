@@ -49,6 +49,7 @@ import numpy as np
 
 from rfed._io import atomic_pickle
 from rfed.manifolds.base import as_generator
+from rfed.privacy.secure import SecureRandom, is_secure
 from rfed.problems.base import Problem
 
 __all__ = [
@@ -362,6 +363,9 @@ class Algorithm(abc.ABC):
         if getattr(self, "step_size", None) is not None:
             check_step_size(self.step_size)   # e.g. the string "0.1" is refused, not parsed
         hook = _HOOK.get()
+        if hook is not None and getattr(hook, "secure", False) and not is_secure(rng):
+            # an experiment run with --secure: OS randomness and discrete noise for every run
+            rng = SecureRandom()
         if hook is not None and checkpoint is None and resume_from is None:
             done, resume_from, checkpoint, checkpoint_every = hook.start_run(
                 self, problem, n_rounds, eval_every
@@ -395,9 +399,13 @@ class Algorithm(abc.ABC):
                     )
             state, history, start = payload["state"], list(payload["history"]), payload["round"]
         else:
-            rng = as_generator(rng)
+            rng = rng if is_secure(rng) else as_generator(rng)
             if x0 is None:
-                x0 = problem.manifold.random_point(rng)
+                # the start is data-independent; secure mode draws it from a generator seeded
+                # with OS entropy, since its own source refuses floating-point Gaussians
+                start_rng = (np.random.default_rng(rng.integers(0, 2**63)) if is_secure(rng)
+                             else rng)
+                x0 = problem.manifold.random_point(start_rng)
             x0 = problem.manifold.check_point(x0, "x0")
             state = self.init(problem, x0, rng)
             history = []

@@ -513,6 +513,10 @@ class RunContext:
     checkpoint_every : int
         Checkpoint every algorithm run every this many rounds (0: only at the end of each run
         and at Ctrl-C). Only with an ``out_dir``.
+    secure : bool
+        Secure mode: every algorithm run draws from the operating system's randomness
+        (:class:`rfed.privacy.SecureRandom`) and releases noise with the discrete mechanisms;
+        data generation stays seeded. Not replayable from the seed, by design.
     """
 
     seed: int
@@ -520,6 +524,7 @@ class RunContext:
     progress: bool = True
     mode: str = "new"
     checkpoint_every: int = 100
+    secure: bool = False
     records: list[dict] = field(default_factory=list)
     privacy: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, list[dict]] = field(default_factory=dict)
@@ -621,7 +626,8 @@ class RunContext:
         self._take_lock()
         if self.mode != "resume" or self._resume is None:
             self._write_json("config.json", {"experiment": experiment, "seed": int(self.seed),
-                                             "run_id": self.run_id, "config": self._config})
+                                             "run_id": self.run_id, "config": self._config,
+                                             "secure": bool(self.secure)})
             self._wrote_config = True
             if self.mode == "resume":   # no checkpoint yet: start over in the same folder
                 atomic_write_text(out / "history.jsonl", "")
@@ -961,6 +967,7 @@ def run_experiment(
     progress: bool = False,
     mode: str = "new",
     checkpoint_every: int = 100,
+    secure: bool = False,
 ) -> tuple[dict, RunContext]:
     """Run experiment ``name``; return its summary and the context holding everything logged.
 
@@ -974,7 +981,8 @@ def run_experiment(
     exp = get_experiment(name)
     config = exp.config(overrides)
     ctx = RunContext(seed=seed, out_dir=Path(out_dir) if out_dir is not None else None,
-                     progress=progress, mode=mode, checkpoint_every=checkpoint_every)
+                     progress=progress, mode=mode, checkpoint_every=checkpoint_every,
+                     secure=secure)
     ctx.title = exp.short
     ctx.stand_in = "stand-in" in exp.description.lower()
     start = time.perf_counter()
