@@ -118,7 +118,7 @@ class AnalyzeGauss:
         factor = math.sqrt(2.0) if self.budget.neighboring == "replace_one" else 1.0
         return factor * self.norm_bound**2
 
-    def run(self, problem: Any, rng: Any = None) -> BaselineResult:
+    def run(self, problem: Any, rng: Any) -> BaselineResult:
         """Release every agent's noisy ``A_i`` and return the top eigenvector of their sum."""
         rng = rng if is_secure(rng) else as_generator(rng)
         z, counts = _pca_data(problem)
@@ -173,7 +173,7 @@ class NoisyPowerMethod:
     def sensitivity(self) -> float:
         return self.norm_bound**2
 
-    def run(self, problem: Any, rng: Any = None, x0: np.ndarray | None = None) -> BaselineResult:
+    def run(self, problem: Any, rng: Any, x0: np.ndarray | None = None) -> BaselineResult:
         """Run ``n_iters`` noisy power iterations from ``x0`` (default: a random unit vector)."""
         rng = rng if is_secure(rng) else as_generator(rng)
         z, counts = _pca_data(problem)

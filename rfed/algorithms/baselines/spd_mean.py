@@ -76,7 +76,7 @@ class LogEuclideanPrivateMean:
         self.budget = budget
         self.log_norm_bound = c
 
-    def run(self, problem: Any, rng: Any = None) -> BaselineResult:
+    def run(self, problem: Any, rng: Any) -> BaselineResult:
         """Release every agent's noisy clipped log-mean; return the exponential of their average."""
         rng = rng if is_secure(rng) else as_generator(rng)
         data = getattr(problem, "data", None)
