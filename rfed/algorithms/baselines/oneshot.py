@@ -12,7 +12,7 @@ from rfed.privacy.budget import Calibration, PrivacyBudget, calibrate
 from rfed.privacy.secure import is_secure
 
 __all__ = [
-    "BaselineResult", "calibrate_releases", "privacy_report", "clip_rows", "is_secure"
+    "BaselineResult", "calibrate_releases", "privacy_report", "clip_rows", "finish", "is_secure"
 ]
 
 
@@ -79,3 +79,12 @@ def clip_rows(z: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
     over = norms > bound
     scale = np.where(over, bound / np.where(over, norms, 1.0), 1.0)
     return z * scale, int(np.sum(over))
+
+
+def finish(
+    problem: Any, x: np.ndarray, cal: Calibration, budget: PrivacyBudget,
+    assumptions: list[str], rng: Any, **info: Any
+) -> BaselineResult:
+    """The result of a baseline: its estimate, the cost there, the report and diagnostics."""
+    return BaselineResult(x=x, cost=float(problem.cost(x)),
+                          privacy=privacy_report(cal, budget, assumptions, rng), info=info)

@@ -30,8 +30,8 @@ from rfed.algorithms.baselines.oneshot import (
     BaselineResult,
     calibrate_releases,
     clip_rows,
+    finish,
     is_secure,
-    privacy_report,
 )
 from rfed.manifolds.base import as_generator
 from rfed.privacy.budget import PrivacyBudget
@@ -137,11 +137,8 @@ class AnalyzeGauss:
             f"{n_clipped} clipped)",
             "agents' dataset sizes are public (the server divides by their sum)",
         ]
-        return BaselineResult(
-            x=x, cost=float(problem.cost(x)),
-            privacy=privacy_report(cal, self.budget, assumptions, rng),
-            info={"sigma": float(sigma), "n_clipped": n_clipped, "releases_per_agent": 1},
-        )
+        return finish(problem, x, cal, self.budget, assumptions, rng,
+                      sigma=float(sigma), n_clipped=n_clipped, releases_per_agent=1)
 
 
 class NoisyPowerMethod:
@@ -196,9 +193,6 @@ class NoisyPowerMethod:
             f"{n_clipped} clipped)",
             "the starting vector is data-independent",
         ]
-        return BaselineResult(
-            x=x, cost=float(problem.cost(x)),
-            privacy=privacy_report(cal, self.budget, assumptions, rng),
-            info={"sigma": float(sigma), "n_clipped": n_clipped,
-                  "releases_per_agent": self.n_iters},
-        )
+        return finish(problem, x, cal, self.budget, assumptions, rng,
+                      sigma=float(sigma), n_clipped=n_clipped,
+                      releases_per_agent=self.n_iters)

@@ -26,8 +26,8 @@ import numpy as np
 from rfed.algorithms.baselines.oneshot import (
     BaselineResult,
     calibrate_releases,
+    finish,
     is_secure,
-    privacy_report,
 )
 from rfed.algorithms.baselines.pca import sym_to_vec, vec_to_sym
 from rfed.manifolds.base import as_generator
@@ -107,9 +107,6 @@ class LogEuclideanPrivateMean:
             f"enforced; {n_clipped} clipped)",
             "agents' dataset sizes are public (normalisers and weights)",
         ]
-        return BaselineResult(
-            x=x, cost=float(problem.cost(x)),
-            privacy=privacy_report(cal, self.budget, assumptions, rng),
-            info={"sigma_max": float(np.max(sigma)), "n_clipped": n_clipped,
-                  "releases_per_agent": 1},
-        )
+        return finish(problem, x, cal, self.budget, assumptions, rng,
+                      sigma_max=float(np.max(sigma)), n_clipped=n_clipped,
+                      releases_per_agent=1)
