@@ -23,10 +23,12 @@ from rfed.algorithms.federated.aggregation import (
 )
 from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
 from rfed.algorithms.federated.sampling import sample_agents
+from rfed.algorithms.federated.streams import AgentBlockGenerator
 from rfed.networks.comm import InProcessCommunicator
 from rfed.privacy.budget import PrivacyBudget, check_delta_for_dataset, default_delta
 from rfed.privacy.ledger import PrivacyLedger
 from rfed.problems.base import Problem
+from rfed.randomness import public_generator
 
 __all__ = ["PriRFed", "PriRFedState"]
 
@@ -41,7 +43,14 @@ class PriRFedState:
         The global parameter :math:`x^{(t)}`.
     round : int
         ``t``, the number of rounds done.
-    rng : numpy.random.Generator
+    rng : numpy.random.Generator or SecureRandom
+        The generator given to ``run``; used only for the seed (drawn once at :meth:`PriRFed.init`)
+        and, in secure mode, for every draw.
+    seed : int or None
+        The run's seed in ``[0, 2**63)``: agent selection comes from the public stream
+        ``public_generator(seed, round, 'agent-sampling')``, each agent's minibatches and noise
+        from its keyed stream (:class:`AgentBlockGenerator`). ``None`` in secure mode (OS
+        randomness, not replayable by design).
     plan : LocalPlan
         Resolved noise, clipping and batch sizes.
     candidate : array or None
@@ -72,6 +81,7 @@ class PriRFedState:
     agents: np.ndarray | None = None
     delta: float = 1e-5
     calibration: dict = field(default_factory=dict)
+    seed: int | None = None
 
 
 class PriRFed(Algorithm):
@@ -229,12 +239,14 @@ class PriRFed(Algorithm):
     # ------------------------------------------------------------------ Algorithm API
     def init(self, problem: Problem, x0: np.ndarray, rng: np.random.Generator) -> PriRFedState:
         plan, delta, cals = self._plan(problem, rng)
+        # one draw fixes the run's keyed streams (none in secure mode: OS randomness throughout)
+        seed = None if is_secure_rng(rng) else int(rng.integers(0, 2**63))
         return PriRFedState(
             x=np.array(x0, dtype=float), round=0, rng=rng, plan=plan, candidate=None,
             comm=InProcessCommunicator(problem.n_agents),
             ledger=PrivacyLedger(problem.n_agents, "rdp", self.neighboring,
                                  description=self.name),
-            delta=delta, calibration=cals,
+            delta=delta, calibration=cals, seed=seed,
         )
 
     def _plan(self, problem: Problem, rng=None):
@@ -268,52 +280,118 @@ class PriRFed(Algorithm):
             plan, cals = calibrate_plan(plan, budget, delta, self.n_rounds)
         return plan, delta, cals
 
-    def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
-        man = problem.manifold
-        rng = state.rng
-        if self.budget is not None and state.round >= self.n_rounds:
-            raise RuntimeError(
-                f"{self.name}: the noise was calibrated for n_rounds={self.n_rounds} rounds; "
-                f"round {state.round + 1} would exceed the privacy budget (epsilon "
-                f"{self.budget.epsilon:g}); plan more rounds with a new PriRFed"
-            )
-        agents = sample_agents(problem.n_agents, self._s(problem), rng)
-        x_local = state.comm.broadcast(state.x, agents)
+    # ------------------------------------------------------------------ the round's pieces
+    def select(self, problem: Problem, state: PriRFedState, round: int | None = None
+               ) -> np.ndarray:
+        """Alg. 1 line 2: the agents of round ``round`` (default ``state.round``), sorted.
+
+        Drawn from the public stream ``public_generator(seed, round, 'agent-sampling')``, so
+        the server and every client compute the same set from ``(seed, round)``; secure mode
+        draws from the OS.
+        """
+        t = state.round if round is None else int(round)
+        rng = state.rng if state.seed is None else public_generator(state.seed, t,
+                                                                    "agent-sampling")
+        return sample_agents(problem.n_agents, self._s(problem), rng)
+
+    def train_block(self, problem: Problem, state: PriRFedState, agents: np.ndarray,
+                    round: int | None = None) -> tuple[np.ndarray, dict]:
+        """Alg. 1 lines 3-8 for one block of the selected agents, batched.
+
+        Each agent starts from ``state.x`` and draws its minibatches and noise from its own
+        keyed stream ``(seed, agent, round, 'local#call')``: the rows returned for an agent do
+        not depend on the other agents of the block, so any split of the selected agents into
+        blocks (processes, Flower clients) gives the same local points.
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global ids, a subset of :meth:`select`'s agents.
+        round : int, optional
+            Default ``state.round``.
+
+        Returns
+        -------
+        x_local : array, shape ``(A, *point_shape)``
+            The agents' releases :math:`\tilde x_i` (finite, else ``FloatingPointError``).
+        info : dict
+            ``n_clipped`` and ``grad_evals`` of the block.
+        """
+        t = state.round if round is None else int(round)
+        agents = np.asarray(agents)
+        rng = (state.rng if state.seed is None
+               else AgentBlockGenerator(state.seed, agents, t, "local"))
+        x_start = np.broadcast_to(state.x, (agents.size,) + np.shape(state.x))
         with np.errstate(over="ignore", invalid="ignore"):
             try:
                 x_new, info = self.trainer.train(
-                    problem, state.plan, x_local, agents, self._alpha(state.round), rng,
+                    problem, state.plan, x_start, agents, self._alpha(t), rng,
                     option=self.output_option,
                 )
             except np.linalg.LinAlgError as exc:
                 # e.g. an SPD iterate that a huge noisy step pushed out of numerical reach
                 raise FloatingPointError(
                     f"{self.name}: a local iterate left the numerical range in round "
-                    f"{state.round + 1} ({exc}; the run diverged; reduce the step size or the "
-                    "noise)"
+                    f"{t + 1} ({exc}; the run diverged; reduce the step size or the noise)"
                 ) from exc
         if not np.all(np.isfinite(x_new)):
             # e.g. a noisy random walk on the hyperboloid overflowing cosh: say so, never NaN
             raise FloatingPointError(
                 f"{self.name}: a local iterate left the floating-point range in round "
-                f"{state.round + 1} (the run diverged; reduce the step size or the noise)"
+                f"{t + 1} (the run diverged; reduce the step size or the noise)"
             )
-        record_round(state.ledger, state.round, state.plan, agents)
-        received = _gather(state.comm, problem.n_agents, agents, x_new)
-        weights = data_size_weights(problem.counts[agents])
+        return x_new, info
+
+    def aggregate(self, problem: Problem, x: np.ndarray, agents: np.ndarray,
+                  received: np.ndarray) -> np.ndarray:
+        """Alg. 1 line 10: tangent (3.2) or Karcher (3.1) mean weighted by ``N_i``.
+
+        ``received[a]`` is agent ``agents[a]``'s point; post-processing (no privacy cost).
+        """
+        agents = np.asarray(agents)
         if agents.size == 1:
             # (3.2) with one agent is Exp_x(Log_x(x_1)) = x_1 (spec pitfall 7); skip the round trip
-            x_next = received[0]
-        elif self.aggregation == "tangent":
-            x_next = tangent_mean(man, state.x, received, weights)
-        else:
-            x_next = karcher_aggregate(man, state.x, received, weights)
+            return np.array(received[0])
+        weights = data_size_weights(problem.counts[agents])
+        if self.aggregation == "tangent":
+            return tangent_mean(problem.manifold, x, received, weights)
+        return karcher_aggregate(problem.manifold, x, received, weights)
+
+    def finish_round(self, state: PriRFedState, agents: np.ndarray, x_next: np.ndarray,
+                     n_clipped: int) -> PriRFedState:
+        """Ledger (every selected agent charged its noisy steps), output option 2, next state."""
+        record_round(state.ledger, state.round, state.plan, agents)
         t = state.round + 1
         candidate = state.candidate
-        if self.output_option == 2 and (candidate is None or rng.random() < 1.0 / t):
-            candidate = x_next
+        if self.output_option == 2:
+            # reservoir sampling over x^(1..T) from the public stream of round t
+            rng = state.rng if state.seed is None else public_generator(state.seed, t,
+                                                                        "output-candidate")
+            if candidate is None or rng.random() < 1.0 / t:
+                candidate = x_next
         return replace(state, x=x_next, round=t, candidate=candidate,
-                       n_clipped=state.n_clipped + info["n_clipped"], agents=agents)
+                       n_clipped=state.n_clipped + int(n_clipped), agents=agents)
+
+    def check_round(self, state: PriRFedState) -> None:
+        """Refuse a round past the planned ``n_rounds`` of a budget."""
+        if self.budget is not None and state.round >= self.n_rounds:
+            raise RuntimeError(
+                f"{self.name}: the noise was calibrated for n_rounds={self.n_rounds} rounds; "
+                f"round {state.round + 1} would exceed the privacy budget (epsilon "
+                f"{self.budget.epsilon:g}); plan more rounds with a new PriRFed"
+            )
+
+    def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
+        """One round: :meth:`select`, :meth:`train_block` (everyone in one block),
+        :meth:`aggregate`, :meth:`finish_round`."""
+        self.check_round(state)
+        agents = self.select(problem, state)
+        # counted in the byte statistics; train_block starts every agent from state.x itself
+        state.comm.broadcast(state.x, agents)
+        x_new, info = self.train_block(problem, state, agents)
+        received = _gather(state.comm, problem.n_agents, agents, x_new)
+        x_next = self.aggregate(problem, state.x, agents, received)
+        return self.finish_round(state, agents, x_next, info["n_clipped"])
 
     def output(self, problem: Problem, state: PriRFedState) -> np.ndarray:
         if self.output_option == 2 and state.candidate is not None:
