@@ -76,7 +76,7 @@ def test_a_run_in_blocks_equals_step_with_the_same_seed():
             seen.update(agents.tolist())
             blocks = [agents[:2], agents[2:]]
             outs = [alg.train_block(prob, state, b) for b in blocks]
-            x_next = alg.aggregate(prob, state.x, agents, np.concatenate([o[0] for o in outs]))
+            x_next = alg.aggregate(prob, state, agents, np.concatenate([o[0] for o in outs]))
             state = alg.finish_round(state, agents, x_next,
                                      sum(o[1]["n_clipped"] for o in outs))
         np.testing.assert_allclose(alg.output(prob, state), res.x, rtol=0, atol=1e-13)

@@ -21,6 +21,7 @@ from rfed.algorithms.federated.aggregation import (
     karcher_aggregate,
     tangent_mean,
 )
+from rfed.algorithms.federated.client_dp import ClientLevelDP
 from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
 from rfed.algorithms.federated.sampling import sample_agents
 from rfed.algorithms.federated.streams import AgentBlockGenerator
@@ -46,6 +47,10 @@ class PriRFedState:
     rng : numpy.random.Generator or SecureRandom
         The generator given to ``run``; used only for the seed (drawn once at :meth:`PriRFed.init`)
         and, in secure mode, for every draw.
+    client_ledger : PrivacyLedger or None
+        With ``client_dp``: the client-level ledger (one event per round per charged client).
+    client_noise_multiplier : float or None
+        With ``client_dp``: the resolved ``z`` of the server's noise.
     seed : int or None
         The run's seed in ``[0, 2**63)``: agent selection comes from the public stream
         ``public_generator(seed, round, 'agent-sampling')``, each agent's minibatches and noise
@@ -82,6 +87,8 @@ class PriRFedState:
     delta: float = 1e-5
     calibration: dict = field(default_factory=dict)
     seed: int | None = None
+    client_ledger: PrivacyLedger | None = None
+    client_noise_multiplier: float | None = None
 
 
 class PriRFed(Algorithm):
@@ -163,6 +170,7 @@ class PriRFed(Algorithm):
         delta_hat: float = 1e-3,
         privacy_delta: float | None = None,
         neighboring: str | None = None,
+        client_dp: ClientLevelDP | None = None,
         epsilon: None = None,
     ):
         if epsilon is not None:
@@ -205,6 +213,15 @@ class PriRFed(Algorithm):
             raise ValueError(
                 f"argument 'aggregation' must be one of {AGGREGATIONS}, got {aggregation!r}"
             )
+        if client_dp is not None:
+            if not isinstance(client_dp, ClientLevelDP):
+                raise TypeError(f"argument 'client_dp' must be a ClientLevelDP or None, got "
+                                f"{client_dp!r}")
+            if aggregation != "tangent":
+                raise ValueError("client-level DP releases one noisy tangent step (the clipped "
+                                 "mean of Log_x(x_i)); use aggregation='tangent'")
+            if client_dp.budget is not None and n_rounds is None:
+                raise ValueError("argument 'n_rounds' is required with a client-level budget")
         if output_option not in (1, 2):
             raise ValueError(f"argument 'output_option' must be 1 or 2, got {output_option!r}")
         if not 0 < delta_hat < 1:
@@ -218,6 +235,7 @@ class PriRFed(Algorithm):
         self.privacy_delta = privacy_delta
         self.budget = budget
         self.n_rounds = n_rounds
+        self.client_dp = client_dp
         self.neighboring = (budget.neighboring if budget is not None
                             else neighboring or "replace_one")
         self.method = budget.method if budget is not None else "auto"
@@ -241,12 +259,18 @@ class PriRFed(Algorithm):
         plan, delta, cals = self._plan(problem, rng)
         # one draw fixes the run's keyed streams (none in secure mode: OS randomness throughout)
         seed = None if is_secure_rng(rng) else int(rng.integers(0, 2**63))
+        client_ledger = client_z = None
+        if self.client_dp is not None:
+            client_z = self.client_dp.resolve(problem.n_agents, self._s(problem), self.n_rounds)
+            client_ledger = PrivacyLedger(problem.n_agents, "rdp", "replace_one",
+                                          description=f"{self.name} client-level")
         return PriRFedState(
             x=np.array(x0, dtype=float), round=0, rng=rng, plan=plan, candidate=None,
             comm=InProcessCommunicator(problem.n_agents),
             ledger=PrivacyLedger(problem.n_agents, "rdp", self.neighboring,
                                  description=self.name),
-            delta=delta, calibration=cals, seed=seed,
+            delta=delta, calibration=cals, seed=seed, client_ledger=client_ledger,
+            client_noise_multiplier=client_z,
         )
 
     def _plan(self, problem: Problem, rng=None):
@@ -296,7 +320,7 @@ class PriRFed(Algorithm):
 
     def train_block(self, problem: Problem, state: PriRFedState, agents: np.ndarray,
                     round: int | None = None) -> tuple[np.ndarray, dict]:
-        """Alg. 1 lines 3-8 for one block of the selected agents, batched.
+        r"""Alg. 1 lines 3-8 for one block of the selected agents, batched.
 
         Each agent starts from ``state.x`` and draws its minibatches and noise from its own
         keyed stream ``(seed, agent, round, 'local#call')``: the rows returned for an agent do
@@ -342,13 +366,23 @@ class PriRFed(Algorithm):
             )
         return x_new, info
 
-    def aggregate(self, problem: Problem, x: np.ndarray, agents: np.ndarray,
+    def aggregate(self, problem: Problem, state: PriRFedState, agents: np.ndarray,
                   received: np.ndarray) -> np.ndarray:
-        """Alg. 1 line 10: tangent (3.2) or Karcher (3.1) mean weighted by ``N_i``.
+        r"""Alg. 1 line 10: tangent (3.2) or Karcher (3.1) mean weighted by ``N_i``.
 
         ``received[a]`` is agent ``agents[a]``'s point; post-processing (no privacy cost).
+        With ``client_dp``: the client-level release instead
+        (:meth:`ClientLevelDP.release`: clipped mean of :math:`\mathrm{Log}_x x_i` with equal
+        weights, tangent Gaussian noise from the stream ``(seed, round, 'client-dp-noise')``,
+        mapped back by :math:`\mathrm{Exp}_x`).
         """
         agents = np.asarray(agents)
+        x = state.x
+        if self.client_dp is not None:
+            rng = state.rng if state.seed is None else public_generator(
+                state.seed, state.round, "client-dp-noise")
+            return self.client_dp.release(problem.manifold, x, received, self._s(problem),
+                                          state.client_noise_multiplier, rng)
         if agents.size == 1:
             # (3.2) with one agent is Exp_x(Log_x(x_1)) = x_1 (spec pitfall 7); skip the round trip
             return np.array(received[0])
@@ -361,6 +395,9 @@ class PriRFed(Algorithm):
                      n_clipped: int) -> PriRFedState:
         """Ledger (every selected agent charged its noisy steps), output option 2, next state."""
         record_round(state.ledger, state.round, state.plan, agents)
+        if self.client_dp is not None:
+            self.client_dp.record(state.client_ledger, state.round, agents,
+                                  state.plan.extra["n_sampled"], state.client_noise_multiplier)
         t = state.round + 1
         candidate = state.candidate
         if self.output_option == 2:
@@ -373,12 +410,15 @@ class PriRFed(Algorithm):
                        n_clipped=state.n_clipped + int(n_clipped), agents=agents)
 
     def check_round(self, state: PriRFedState) -> None:
-        """Refuse a round past the planned ``n_rounds`` of a budget."""
-        if self.budget is not None and state.round >= self.n_rounds:
+        """Refuse a round past the planned ``n_rounds`` of a budget (record or client level)."""
+        budgeted = self.budget is not None or (self.client_dp is not None
+                                                and self.client_dp.budget is not None)
+        if budgeted and state.round >= self.n_rounds:
             raise RuntimeError(
                 f"{self.name}: the noise was calibrated for n_rounds={self.n_rounds} rounds; "
                 f"round {state.round + 1} would exceed the privacy budget (epsilon "
-                f"{self.budget.epsilon:g}); plan more rounds with a new PriRFed"
+                f"{(self.budget or self.client_dp.budget).epsilon:g}); plan more rounds with a new "
+                "PriRFed"
             )
 
     def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
@@ -390,7 +430,7 @@ class PriRFed(Algorithm):
         state.comm.broadcast(state.x, agents)
         x_new, info = self.train_block(problem, state, agents)
         received = _gather(state.comm, problem.n_agents, agents, x_new)
-        x_next = self.aggregate(problem, state.x, agents, received)
+        x_next = self.aggregate(problem, state, agents, received)
         return self.finish_round(state, agents, x_next, info["n_clipped"])
 
     def output(self, problem: Problem, state: PriRFedState) -> np.ndarray:
@@ -407,13 +447,18 @@ class PriRFed(Algorithm):
     def privacy(self, state: PriRFedState) -> dict[str, Any]:
         """The privacy report after the rounds done (certified; the paper's value beside it)."""
         secure = is_secure_rng(state.rng)
-        return prirfed_privacy_report(
+        report = prirfed_privacy_report(
             self.trainer, state.plan, state.plan.extra["n_sampled"], state.round, state.delta,
             state.ledger, budget=self.budget, planned_rounds=self.n_rounds,
             # secure (discrete Gaussian) releases are certified through RDP only
             method="rdp" if secure else self.method,
             delta_hat=self.delta_hat, secure=secure,
         )
+        if self.client_dp is not None:
+            report["client_level"] = self.client_dp.report(
+                state.client_ledger, state.round, state.client_noise_multiplier,
+                state.plan.extra["n_sampled"])
+        return report
 
     def privacy_after(self, problem: Problem, rounds: int) -> dict[str, Any]:
         """The report for ``rounds`` rounds on ``problem`` before (or without) running.
