@@ -16,6 +16,11 @@ One round is PriRFed's pieces (:meth:`PriRFed.select`, :meth:`PriRFed.train_bloc
 Because every draw is keyed by ``(seed, agent, round)``, the run gives the in-process run's
 final point and report whatever the number of SuperNodes.
 
+With ``client-clip > 0`` the server adds client-level DP on the manifold
+(:class:`~rfed.algorithms.federated.client_dp.ClientLevelDP`, budget ``client-epsilon``,
+``client-delta``), its noise keyed by ``(seed, round)``; the report's ``client_level`` entry
+accounts it.
+
 The federation's problem is a synthetic PCA problem described by the run config
 (:func:`problem_from_config`); every process rebuilds it from the config (the synthetic
 generator is deterministic), and a client reads only its block's rows.
@@ -37,6 +42,7 @@ from typing import Any
 import numpy as np
 
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
+from rfed.algorithms.federated.client_dp import ClientLevelDP
 from rfed.datasets.synthetic import make_pca_synthetic
 from rfed.privacy import PrivacyBudget
 from rfed.problems import SpherePCA
@@ -51,6 +57,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "trainer": "dp-rsgd", "steps": 2, "inner-steps": 2, "batch-size": 0.5, "clip": 1.0,
     "n-sampled": 4, "step-size": 0.05, "aggregation": "tangent", "epsilon": 2.0,
     "delta": 1e-4, "rounds": 3, "seed": 7, "out": "",
+    "client-clip": 0.0, "client-epsilon": 1.0, "client-delta": 1e-5,
 }
 
 
@@ -81,8 +88,12 @@ def algorithm_from_config(run_config: dict[str, Any]) -> PriRFed:
     else:
         raise ValueError(f"run-config 'trainer' must be 'dp-rsgd' or 'dp-rsvrg', got "
                          f"{c['trainer']!r}")
+    # client-level DP on the server (clip > 0 turns it on; rfed.algorithms.federated.client_dp)
+    client_dp = None if float(c["client-clip"]) <= 0 else ClientLevelDP(
+        float(c["client-clip"]),
+        budget=PrivacyBudget(float(c["client-epsilon"]), float(c["client-delta"])))
     return PriRFed(trainer, n_sampled=int(c["n-sampled"]), step_size=float(c["step-size"]),
-                   aggregation=str(c["aggregation"]),
+                   aggregation=str(c["aggregation"]), client_dp=client_dp,
                    budget=PrivacyBudget(float(c["epsilon"]), float(c["delta"])),
                    n_rounds=int(c["rounds"]))
 

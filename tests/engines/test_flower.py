@@ -27,9 +27,10 @@ def test_app_package_declares_the_engine_and_its_default_config():
         flower.algorithm_from_config({"trainer": "sgd"})
 
 
-def test_in_process_reference_is_prirfed_run_with_the_same_seed():
-    x, privacy = flower.run_in_process({"rounds": 2})
-    cfg = {**flower.DEFAULT_CONFIG, "rounds": 2}
+@pytest.mark.parametrize("overrides", [{"rounds": 2}, {"rounds": 2, "client-clip": 0.1}])
+def test_in_process_reference_is_prirfed_run_with_the_same_seed(overrides):
+    x, privacy = flower.run_in_process(overrides)
+    cfg = {**flower.DEFAULT_CONFIG, **overrides}
     res = flower.algorithm_from_config(cfg).run(flower.problem_from_config(cfg), 2,
                                                 rng=cfg["seed"], eval_every=2)
     np.testing.assert_array_equal(x, res.x)
@@ -41,6 +42,7 @@ def test_in_process_reference_is_prirfed_run_with_the_same_seed():
 @pytest.mark.parametrize("overrides,n_nodes", [
     ({"rounds": 2}, 2),
     ({"rounds": 2, "trainer": "dp-rsvrg", "aggregation": "karcher", "n-sampled": 5}, 3),
+    ({"rounds": 2, "client-clip": 0.1, "client-epsilon": 2.0}, 2),
 ])
 def test_superlink_with_supernodes_gives_the_in_process_run(tmp_path, overrides, n_nodes):
     x, privacy = flower.run_on_deployment(overrides, n_nodes, workdir=tmp_path, timeout=400)
@@ -48,3 +50,5 @@ def test_superlink_with_supernodes_gives_the_in_process_run(tmp_path, overrides,
     np.testing.assert_array_equal(x, x_ref)
     assert privacy == privacy_ref
     assert privacy["epsilon_certified"] <= flower.DEFAULT_CONFIG["epsilon"]
+    if "client-clip" in overrides:
+        assert privacy["client_level"]["epsilon_certified"] <= overrides["client-epsilon"]

@@ -106,6 +106,13 @@ class PriRFed(Algorithm):
     * lines 12-13: output option 1 (:math:`x^{(T)}`) or 2 (uniform over
       :math:`x^{(1)}, \dots, x^{(T)}`); the local trainers follow the same option.
 
+    A round is four separately callable pieces, so that an engine can split it across processes
+    (:mod:`rfed.engines.flower`): :meth:`select` (public stream keyed by ``(seed, round)``),
+    :meth:`train_block` (any block of the selected agents, per-agent keyed streams),
+    :meth:`aggregate` and :meth:`finish_round` (ledger, output option 2). The same seed gives
+    the same run whatever the split. With ``client_dp``, :meth:`aggregate` is the client-level
+    release of :class:`~rfed.algorithms.federated.client_dp.ClientLevelDP`.
+
     The history records :math:`f(x^{(t)})` at every evaluated round whatever the option (spec
     pitfall 11), plus the bytes exchanged and the clipped-gradient count. The result's
     ``privacy`` is the report of
@@ -153,6 +160,9 @@ class PriRFed(Algorithm):
     neighboring : {'replace_one', 'add_remove_one'}, optional
         Without a budget (default ``'replace_one'``; Poisson minibatches need
         ``'add_remove_one'``).
+    client_dp : ClientLevelDP, optional
+        Server-side client-level DP on the manifold (its budget also needs ``n_rounds``);
+        reported under ``privacy['client_level']``.
     """
 
     name = "PriRFed"
