@@ -4,7 +4,9 @@ Composable pieces: :mod:`~rfed.algorithms.federated.sampling` (agents and miniba
 :mod:`~rfed.algorithms.federated.local` (batched local trainers),
 :mod:`~rfed.algorithms.federated.aggregation` (tangent mean, Karcher mean),
 :mod:`~rfed.algorithms.federated.accounting` (certified accounting, budget calibration, and the
-paper's Theorem 4.2 beside) and :class:`PriRFed` (Algorithm 1) tying them together.
+paper's Theorem 4.2 beside), :mod:`~rfed.algorithms.federated.streams` (per-agent keyed draws
+for a block), :mod:`~rfed.algorithms.federated.client_dp` (client-level DP on the manifold) and
+:class:`PriRFed` (Algorithm 1) tying them together.
 """
 
 from rfed.algorithms.federated.accounting import (
@@ -19,6 +21,7 @@ from rfed.algorithms.federated.aggregation import (
     karcher_aggregate,
     tangent_mean,
 )
+from rfed.algorithms.federated.client_dp import ClientLevelDP, clip_updates, clipped_update_mean
 from rfed.algorithms.federated.local import (
     DPRSGD,
     DPRSVRG,
@@ -29,8 +32,11 @@ from rfed.algorithms.federated.local import (
 )
 from rfed.algorithms.federated.prirfed import PriRFed, PriRFedState
 from rfed.algorithms.federated.sampling import batch_sizes, sample_agents, sample_minibatches
+from rfed.algorithms.federated.streams import AgentBlockGenerator
 
 __all__ = [
+    "AgentBlockGenerator",
+    "ClientLevelDP",
     "DPRSGD",
     "DPRSVRG",
     "LocalPlan",
@@ -40,6 +46,8 @@ __all__ = [
     "SAMPLINGS",
     "batch_sizes",
     "calibrate_plan",
+    "clip_updates",
+    "clipped_update_mean",
     "certified_epsilon",
     "planned_events",
     "data_size_weights",

@@ -21,12 +21,15 @@ from rfed.algorithms.federated.aggregation import (
     karcher_aggregate,
     tangent_mean,
 )
+from rfed.algorithms.federated.client_dp import ClientLevelDP
 from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
 from rfed.algorithms.federated.sampling import sample_agents
+from rfed.algorithms.federated.streams import AgentBlockGenerator
 from rfed.networks.comm import InProcessCommunicator
 from rfed.privacy.budget import PrivacyBudget, check_delta_for_dataset, default_delta
 from rfed.privacy.ledger import PrivacyLedger
 from rfed.problems.base import Problem
+from rfed.randomness import public_generator
 
 __all__ = ["PriRFed", "PriRFedState"]
 
@@ -41,7 +44,18 @@ class PriRFedState:
         The global parameter :math:`x^{(t)}`.
     round : int
         ``t``, the number of rounds done.
-    rng : numpy.random.Generator
+    rng : numpy.random.Generator or SecureRandom
+        The generator given to ``run``; used only for the seed (drawn once at :meth:`PriRFed.init`)
+        and, in secure mode, for every draw.
+    client_ledger : PrivacyLedger or None
+        With ``client_dp``: the client-level ledger (one event per round per charged client).
+    client_noise_multiplier : float or None
+        With ``client_dp``: the resolved ``z`` of the server's noise.
+    seed : int or None
+        The run's seed in ``[0, 2**63)``: agent selection comes from the public stream
+        ``public_generator(seed, round, 'agent-sampling')``, each agent's minibatches and noise
+        from its keyed stream (:class:`AgentBlockGenerator`). ``None`` in secure mode (OS
+        randomness, not replayable by design).
     plan : LocalPlan
         Resolved noise, clipping and batch sizes.
     candidate : array or None
@@ -72,6 +86,9 @@ class PriRFedState:
     agents: np.ndarray | None = None
     delta: float = 1e-5
     calibration: dict = field(default_factory=dict)
+    seed: int | None = None
+    client_ledger: PrivacyLedger | None = None
+    client_noise_multiplier: float | None = None
 
 
 class PriRFed(Algorithm):
@@ -88,6 +105,13 @@ class PriRFed(Algorithm):
       :math:`w_i = N_i / \sum_{l \in S_t} N_l`, or by the exact Karcher mean (3.1);
     * lines 12-13: output option 1 (:math:`x^{(T)}`) or 2 (uniform over
       :math:`x^{(1)}, \dots, x^{(T)}`); the local trainers follow the same option.
+
+    A round is four separately callable pieces, so that an engine can split it across processes
+    (:mod:`rfed.engines.flower`): :meth:`select` (public stream keyed by ``(seed, round)``),
+    :meth:`train_block` (any block of the selected agents, per-agent keyed streams),
+    :meth:`aggregate` and :meth:`finish_round` (ledger, output option 2). The same seed gives
+    the same run whatever the split. With ``client_dp``, :meth:`aggregate` is the client-level
+    release of :class:`~rfed.algorithms.federated.client_dp.ClientLevelDP`.
 
     The history records :math:`f(x^{(t)})` at every evaluated round whatever the option (spec
     pitfall 11), plus the bytes exchanged and the clipped-gradient count. The result's
@@ -136,6 +160,9 @@ class PriRFed(Algorithm):
     neighboring : {'replace_one', 'add_remove_one'}, optional
         Without a budget (default ``'replace_one'``; Poisson minibatches need
         ``'add_remove_one'``).
+    client_dp : ClientLevelDP, optional
+        Server-side client-level DP on the manifold (its budget also needs ``n_rounds``);
+        reported under ``privacy['client_level']``.
     """
 
     name = "PriRFed"
@@ -153,6 +180,7 @@ class PriRFed(Algorithm):
         delta_hat: float = 1e-3,
         privacy_delta: float | None = None,
         neighboring: str | None = None,
+        client_dp: ClientLevelDP | None = None,
         epsilon: None = None,
     ):
         if epsilon is not None:
@@ -195,6 +223,15 @@ class PriRFed(Algorithm):
             raise ValueError(
                 f"argument 'aggregation' must be one of {AGGREGATIONS}, got {aggregation!r}"
             )
+        if client_dp is not None:
+            if not isinstance(client_dp, ClientLevelDP):
+                raise TypeError(f"argument 'client_dp' must be a ClientLevelDP or None, got "
+                                f"{client_dp!r}")
+            if aggregation != "tangent":
+                raise ValueError("client-level DP releases one noisy tangent step (the clipped "
+                                 "mean of Log_x(x_i)); use aggregation='tangent'")
+            if client_dp.budget is not None and n_rounds is None:
+                raise ValueError("argument 'n_rounds' is required with a client-level budget")
         if output_option not in (1, 2):
             raise ValueError(f"argument 'output_option' must be 1 or 2, got {output_option!r}")
         if not 0 < delta_hat < 1:
@@ -208,6 +245,7 @@ class PriRFed(Algorithm):
         self.privacy_delta = privacy_delta
         self.budget = budget
         self.n_rounds = n_rounds
+        self.client_dp = client_dp
         self.neighboring = (budget.neighboring if budget is not None
                             else neighboring or "replace_one")
         self.method = budget.method if budget is not None else "auto"
@@ -229,12 +267,20 @@ class PriRFed(Algorithm):
     # ------------------------------------------------------------------ Algorithm API
     def init(self, problem: Problem, x0: np.ndarray, rng: np.random.Generator) -> PriRFedState:
         plan, delta, cals = self._plan(problem, rng)
+        # one draw fixes the run's keyed streams (none in secure mode: OS randomness throughout)
+        seed = None if is_secure_rng(rng) else int(rng.integers(0, 2**63))
+        client_ledger = client_z = None
+        if self.client_dp is not None:
+            client_z = self.client_dp.resolve(problem.n_agents, self._s(problem), self.n_rounds)
+            client_ledger = PrivacyLedger(problem.n_agents, "rdp", "replace_one",
+                                          description=f"{self.name} client-level")
         return PriRFedState(
             x=np.array(x0, dtype=float), round=0, rng=rng, plan=plan, candidate=None,
             comm=InProcessCommunicator(problem.n_agents),
             ledger=PrivacyLedger(problem.n_agents, "rdp", self.neighboring,
                                  description=self.name),
-            delta=delta, calibration=cals,
+            delta=delta, calibration=cals, seed=seed, client_ledger=client_ledger,
+            client_noise_multiplier=client_z,
         )
 
     def _plan(self, problem: Problem, rng=None):
@@ -268,52 +314,134 @@ class PriRFed(Algorithm):
             plan, cals = calibrate_plan(plan, budget, delta, self.n_rounds)
         return plan, delta, cals
 
-    def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
-        man = problem.manifold
-        rng = state.rng
-        if self.budget is not None and state.round >= self.n_rounds:
-            raise RuntimeError(
-                f"{self.name}: the noise was calibrated for n_rounds={self.n_rounds} rounds; "
-                f"round {state.round + 1} would exceed the privacy budget (epsilon "
-                f"{self.budget.epsilon:g}); plan more rounds with a new PriRFed"
-            )
-        agents = sample_agents(problem.n_agents, self._s(problem), rng)
-        x_local = state.comm.broadcast(state.x, agents)
+    # ------------------------------------------------------------------ the round's pieces
+    def select(self, problem: Problem, state: PriRFedState, round: int | None = None
+               ) -> np.ndarray:
+        """Alg. 1 line 2: the agents of round ``round`` (default ``state.round``), sorted.
+
+        Drawn from the public stream ``public_generator(seed, round, 'agent-sampling')``, so
+        the server and every client compute the same set from ``(seed, round)``; secure mode
+        draws from the OS.
+        """
+        t = state.round if round is None else int(round)
+        rng = state.rng if state.seed is None else public_generator(state.seed, t,
+                                                                    "agent-sampling")
+        return sample_agents(problem.n_agents, self._s(problem), rng)
+
+    def train_block(self, problem: Problem, state: PriRFedState, agents: np.ndarray,
+                    round: int | None = None) -> tuple[np.ndarray, dict]:
+        r"""Alg. 1 lines 3-8 for one block of the selected agents, batched.
+
+        Each agent starts from ``state.x`` and draws its minibatches and noise from its own
+        keyed stream ``(seed, agent, round, 'local#call')``: the rows returned for an agent do
+        not depend on the other agents of the block, so any split of the selected agents into
+        blocks (processes, Flower clients) gives the same local points.
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global ids, a subset of :meth:`select`'s agents.
+        round : int, optional
+            Default ``state.round``.
+
+        Returns
+        -------
+        x_local : array, shape ``(A, *point_shape)``
+            The agents' releases :math:`\tilde x_i` (finite, else ``FloatingPointError``).
+        info : dict
+            ``n_clipped`` and ``grad_evals`` of the block.
+        """
+        t = state.round if round is None else int(round)
+        agents = np.asarray(agents)
+        rng = (state.rng if state.seed is None
+               else AgentBlockGenerator(state.seed, agents, t, "local"))
+        x_start = np.broadcast_to(state.x, (agents.size,) + np.shape(state.x))
         with np.errstate(over="ignore", invalid="ignore"):
             try:
                 x_new, info = self.trainer.train(
-                    problem, state.plan, x_local, agents, self._alpha(state.round), rng,
+                    problem, state.plan, x_start, agents, self._alpha(t), rng,
                     option=self.output_option,
                 )
             except np.linalg.LinAlgError as exc:
                 # e.g. an SPD iterate that a huge noisy step pushed out of numerical reach
                 raise FloatingPointError(
                     f"{self.name}: a local iterate left the numerical range in round "
-                    f"{state.round + 1} ({exc}; the run diverged; reduce the step size or the "
-                    "noise)"
+                    f"{t + 1} ({exc}; the run diverged; reduce the step size or the noise)"
                 ) from exc
         if not np.all(np.isfinite(x_new)):
             # e.g. a noisy random walk on the hyperboloid overflowing cosh: say so, never NaN
             raise FloatingPointError(
                 f"{self.name}: a local iterate left the floating-point range in round "
-                f"{state.round + 1} (the run diverged; reduce the step size or the noise)"
+                f"{t + 1} (the run diverged; reduce the step size or the noise)"
             )
-        record_round(state.ledger, state.round, state.plan, agents)
-        received = _gather(state.comm, problem.n_agents, agents, x_new)
-        weights = data_size_weights(problem.counts[agents])
+        return x_new, info
+
+    def aggregate(self, problem: Problem, state: PriRFedState, agents: np.ndarray,
+                  received: np.ndarray) -> np.ndarray:
+        r"""Alg. 1 line 10: tangent (3.2) or Karcher (3.1) mean weighted by ``N_i``.
+
+        ``received[a]`` is agent ``agents[a]``'s point; post-processing (no privacy cost).
+        With ``client_dp``: the client-level release instead
+        (:meth:`ClientLevelDP.release`: clipped mean of :math:`\mathrm{Log}_x x_i` with equal
+        weights, tangent Gaussian noise from the stream ``(seed, round, 'client-dp-noise')``,
+        mapped back by :math:`\mathrm{Exp}_x`).
+        """
+        agents = np.asarray(agents)
+        x = state.x
+        if self.client_dp is not None:
+            rng = state.rng if state.seed is None else public_generator(
+                state.seed, state.round, "client-dp-noise")
+            return self.client_dp.release(problem.manifold, x, received, self._s(problem),
+                                          state.client_noise_multiplier, rng)
         if agents.size == 1:
             # (3.2) with one agent is Exp_x(Log_x(x_1)) = x_1 (spec pitfall 7); skip the round trip
-            x_next = received[0]
-        elif self.aggregation == "tangent":
-            x_next = tangent_mean(man, state.x, received, weights)
-        else:
-            x_next = karcher_aggregate(man, state.x, received, weights)
+            return np.array(received[0])
+        weights = data_size_weights(problem.counts[agents])
+        if self.aggregation == "tangent":
+            return tangent_mean(problem.manifold, x, received, weights)
+        return karcher_aggregate(problem.manifold, x, received, weights)
+
+    def finish_round(self, state: PriRFedState, agents: np.ndarray, x_next: np.ndarray,
+                     n_clipped: int) -> PriRFedState:
+        """Ledger (every selected agent charged its noisy steps), output option 2, next state."""
+        record_round(state.ledger, state.round, state.plan, agents)
+        if self.client_dp is not None:
+            self.client_dp.record(state.client_ledger, state.round, agents,
+                                  state.plan.extra["n_sampled"], state.client_noise_multiplier)
         t = state.round + 1
         candidate = state.candidate
-        if self.output_option == 2 and (candidate is None or rng.random() < 1.0 / t):
-            candidate = x_next
+        if self.output_option == 2:
+            # reservoir sampling over x^(1..T) from the public stream of round t
+            rng = state.rng if state.seed is None else public_generator(state.seed, t,
+                                                                        "output-candidate")
+            if candidate is None or rng.random() < 1.0 / t:
+                candidate = x_next
         return replace(state, x=x_next, round=t, candidate=candidate,
-                       n_clipped=state.n_clipped + info["n_clipped"], agents=agents)
+                       n_clipped=state.n_clipped + int(n_clipped), agents=agents)
+
+    def check_round(self, state: PriRFedState) -> None:
+        """Refuse a round past the planned ``n_rounds`` of a budget (record or client level)."""
+        budgeted = self.budget is not None or (self.client_dp is not None
+                                                and self.client_dp.budget is not None)
+        if budgeted and state.round >= self.n_rounds:
+            raise RuntimeError(
+                f"{self.name}: the noise was calibrated for n_rounds={self.n_rounds} rounds; "
+                f"round {state.round + 1} would exceed the privacy budget (epsilon "
+                f"{(self.budget or self.client_dp.budget).epsilon:g}); plan more rounds with a new "
+                "PriRFed"
+            )
+
+    def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
+        """One round: :meth:`select`, :meth:`train_block` (everyone in one block),
+        :meth:`aggregate`, :meth:`finish_round`."""
+        self.check_round(state)
+        agents = self.select(problem, state)
+        # counted in the byte statistics; train_block starts every agent from state.x itself
+        state.comm.broadcast(state.x, agents)
+        x_new, info = self.train_block(problem, state, agents)
+        received = _gather(state.comm, problem.n_agents, agents, x_new)
+        x_next = self.aggregate(problem, state, agents, received)
+        return self.finish_round(state, agents, x_next, info["n_clipped"])
 
     def output(self, problem: Problem, state: PriRFedState) -> np.ndarray:
         if self.output_option == 2 and state.candidate is not None:
@@ -329,13 +457,18 @@ class PriRFed(Algorithm):
     def privacy(self, state: PriRFedState) -> dict[str, Any]:
         """The privacy report after the rounds done (certified; the paper's value beside it)."""
         secure = is_secure_rng(state.rng)
-        return prirfed_privacy_report(
+        report = prirfed_privacy_report(
             self.trainer, state.plan, state.plan.extra["n_sampled"], state.round, state.delta,
             state.ledger, budget=self.budget, planned_rounds=self.n_rounds,
             # secure (discrete Gaussian) releases are certified through RDP only
             method="rdp" if secure else self.method,
             delta_hat=self.delta_hat, secure=secure,
         )
+        if self.client_dp is not None:
+            report["client_level"] = self.client_dp.report(
+                state.client_ledger, state.round, state.client_noise_multiplier,
+                state.plan.extra["n_sampled"])
+        return report
 
     def privacy_after(self, problem: Problem, rounds: int) -> dict[str, Any]:
         """The report for ``rounds`` rounds on ``problem`` before (or without) running.

@@ -1,0 +1,226 @@
+r"""Client-level differential privacy for manifold models: clip, average and noise on the manifold.
+
+The server receives the selected clients' local points :math:`x_i` (``s`` of them) and releases
+
+.. math::
+    x^{(t+1)} = \mathrm{Exp}_x\Big(\frac{1}{s}\sum_{i \in S_t} \mathrm{clip}_C(\mathrm{Log}_x x_i)
+    + \xi\Big), \qquad \xi \sim N_x(0, \sigma^2 I_{\dim}),\quad
+    \mathrm{clip}_C(u) = u \min\big(1, C / \|u\|_x\big),
+
+with :math:`x = x^{(t)}` public, the norm the Riemannian one at ``x``, the noise drawn in an
+orthonormal basis of :math:`T_x M` through :func:`rfed.privacy.mechanisms.gaussian_mechanism`
+(so the release stays on the manifold, unlike flat-array DP wrappers).
+
+**Adjacency: client level, replace one client.** Two federations are neighbours when one
+client's whole dataset is replaced (any size, any content): that client's clipped update moves
+anywhere in the ball of radius ``C`` of :math:`T_x M`, every other update is unchanged (each
+client's local training reads its own data only), so the mean over the fixed, public number
+``s`` of selected clients has Riemannian L2 sensitivity :math:`\Delta = 2C/s`. The weights are
+the equal ``1/s`` (not data-size weights): a data-size weight would move with the replaced
+dataset's size and the bound would not hold. A round is one Gaussian mechanism with
+:math:`\sigma = z \Delta`.
+
+**Agent sampling.** The clients of a round are ``s`` of ``n`` drawn without replacement. The
+amplification by that sampling is valid only if the adversary does not learn which clients were
+selected (``hidden_selection=True``: the seed of the selection stream and the selection itself
+are kept secret by the server); then every client is charged every round the event "Gaussian
+after sampling ``s`` of ``n`` without replacement". Otherwise (default) only the selected
+clients are charged, each round they take part in, without amplification.
+
+The keyed streams (:mod:`rfed.randomness`) make the server's noise a function of the run's seed
+and the round: the guarantee assumes the seed is secret (secure mode draws from the OS instead).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, replace
+from typing import Any
+
+import numpy as np
+
+from rfed.manifolds.base import Manifold
+from rfed.privacy.accountants import EventSpec
+from rfed.privacy.budget import PrivacyBudget, calibrate
+from rfed.privacy.ledger import PrivacyLedger
+from rfed.privacy.mechanisms import gaussian_mechanism
+
+__all__ = ["ClientLevelDP", "clip_updates", "clipped_update_mean"]
+
+
+def clip_updates(manifold: Manifold, x: np.ndarray, points: np.ndarray, clip: float
+                 ) -> tuple[np.ndarray, np.ndarray]:
+    r"""The clients' updates :math:`\mathrm{clip}_C(\mathrm{Log}_x x_i)` in the norm at ``x``.
+
+    Parameters
+    ----------
+    x : array, shape ``point_shape``
+    points : array, shape ``(*batch, A, *point_shape)``
+        ``batch`` is e.g. independent trials of an audit.
+    clip : float
+        ``C > 0``.
+
+    Returns
+    -------
+    updates : array, shape ``(*batch, A, *point_shape)``
+        Tangent vectors at ``x`` with :math:`\|u_i\|_x \le C`.
+    clipped : bool array, shape ``(*batch, A)``
+        Whether each update was scaled down.
+    """
+    clip = _check_clip(clip)
+    logs = manifold.log(x, points)
+    norms = manifold.norm(x, logs)
+    if not np.all(np.isfinite(norms)):
+        raise FloatingPointError("a client's update Log_x(x_i) is not finite (a local run "
+                                 "diverged or a point left the manifold)")
+    scale = np.minimum(1.0, clip / np.maximum(norms, np.finfo(float).tiny))
+    k = len(manifold.point_shape)
+    return logs * scale.reshape(scale.shape + (1,) * k), norms > clip
+
+
+def clipped_update_mean(manifold: Manifold, x: np.ndarray, points: np.ndarray, clip: float,
+                        n_sampled: int) -> np.ndarray:
+    r""":math:`\frac1s \sum_i \mathrm{clip}_C(\mathrm{Log}_x x_i)` with the public ``s``.
+
+    Parameters
+    ----------
+    points : array, shape ``(*batch, s, *point_shape)``
+
+    Returns
+    -------
+    array, shape ``(*batch, *point_shape)`` (tangent vectors at ``x``)
+    """
+    k = len(manifold.point_shape)
+    points = np.asarray(points, dtype=float)
+    if points.ndim < k + 1 or points.shape[-(k + 1)] != n_sampled:
+        raise ValueError(f"argument 'points' must hold the {n_sampled} selected clients' points "
+                         f"on axis {-(k + 1)}, got shape {points.shape}")
+    updates, _ = clip_updates(manifold, x, points, clip)
+    return updates.sum(axis=-(k + 1)) / float(n_sampled)
+
+
+def _check_clip(clip: Any) -> float:
+    if isinstance(clip, bool) or not isinstance(clip, (int, float, np.floating, np.integer)) \
+            or not np.isfinite(clip) or clip <= 0:
+        raise ValueError(f"argument 'clip' must be a finite float > 0 (a public bound on the "
+                         f"Riemannian norm of Log_x(x_i)), got {clip!r}")
+    return float(clip)
+
+
+@dataclass
+class ClientLevelDP:
+    r"""Server-side client-level DP on the manifold (module docstring), budget first.
+
+    Parameters
+    ----------
+    clip : float
+        Public ``C``: bound enforced on :math:`\|\mathrm{Log}_x x_i\|_x`.
+    noise_multiplier : float, optional
+        ``z``, with :math:`\sigma = z \cdot 2C/s` (research); give it or ``budget``.
+    budget : PrivacyBudget, optional
+        Whole-run client-level target; ``z`` is calibrated for ``n_rounds`` rounds (its
+        ``neighboring`` must be ``'replace_one'``: one client's dataset replaced). Its delta
+        defaults to ``min(1e-5, 1/(10 n))`` for ``n`` clients.
+    hidden_selection : bool
+        Account the amplification by sampling ``s`` of ``n`` clients (valid only if the
+        selection is kept secret from the adversary).
+    """
+
+    clip: float
+    noise_multiplier: float | None = None
+    budget: PrivacyBudget | None = None
+    hidden_selection: bool = False
+
+    def __post_init__(self):
+        self.clip = _check_clip(self.clip)
+        if (self.noise_multiplier is None) == (self.budget is None):
+            raise ValueError("give exactly one of 'noise_multiplier' and 'budget' to "
+                             "ClientLevelDP")
+        if self.noise_multiplier is not None and not (
+                np.isfinite(self.noise_multiplier) and self.noise_multiplier > 0):
+            raise ValueError(f"argument 'noise_multiplier' must be a finite float > 0, got "
+                             f"{self.noise_multiplier!r}")
+        if self.budget is not None:
+            if not isinstance(self.budget, PrivacyBudget):
+                raise TypeError(f"argument 'budget' must be a PrivacyBudget, got {self.budget!r}")
+            if self.budget.neighboring != "replace_one":
+                raise ValueError("client-level DP is accounted under neighboring='replace_one' "
+                                 "(one client's whole dataset replaced; s is fixed and public)")
+
+    def sensitivity(self, n_sampled: int) -> float:
+        """:math:`2C/s`: replace-one-client sensitivity of the mean of ``s`` clipped updates."""
+        return 2.0 * self.clip / float(n_sampled)
+
+    def event(self, z: float, n_agents: int, n_sampled: int) -> EventSpec:
+        """One round's event for one client (amplified only with a hidden selection)."""
+        if self.hidden_selection and n_sampled < n_agents:
+            return EventSpec.make("gaussian", z, "without_replacement",
+                                  dataset_size=n_agents, sample_size=n_sampled)
+        return EventSpec.make("gaussian", z)
+
+    def delta(self, n_agents: int) -> float:
+        """The certified delta (the budget's, checked against ``1/n``, or the default)."""
+        if self.budget is not None:
+            return self.budget.resolve_delta(n_agents)
+        return min(1e-5, 1.0 / (10.0 * n_agents))
+
+    def resolve(self, n_agents: int, n_sampled: int, n_rounds: int | None) -> float:
+        """``z``: the given one, or the smallest meeting the budget over ``n_rounds`` rounds
+        (every client charged every round: the worst case of the selection)."""
+        if self.budget is None:
+            return float(self.noise_multiplier)
+        if n_rounds is None:
+            raise ValueError("argument 'n_rounds' is required with a client-level budget")
+        # RDP, the accountant of the client-level ledger that certifies the finished run
+        cal = calibrate(lambda z: [(self.event(z, n_agents, n_sampled), int(n_rounds))],
+                        replace(self.budget, method="rdp"), delta=self.delta(n_agents))
+        return float(cal.noise_multiplier)
+
+    def release(self, manifold: Manifold, x: np.ndarray, points: np.ndarray, n_sampled: int,
+                z: float, rng: Any) -> np.ndarray:
+        r""":math:`\mathrm{Exp}_x(\text{clipped mean} + \xi)`, ``xi`` tangent Gaussian of std
+        ``z 2C/s`` (through :func:`gaussian_mechanism`).
+
+        ``points`` has shape ``(*batch, s, *point_shape)``; the result ``(*batch,
+        *point_shape)``.
+        """
+        mean = clipped_update_mean(manifold, x, points, self.clip, n_sampled)
+        sigma = z * self.sensitivity(n_sampled)
+        return manifold.exp(x, gaussian_mechanism(manifold, x, mean, sigma, rng))
+
+    def record(self, ledger: PrivacyLedger, round: int, agents: np.ndarray, n_sampled: int,
+               z: float) -> None:
+        """Charge the round: the selected clients, or every client with a hidden selection."""
+        ev = self.event(z, ledger.n_agents, n_sampled)
+        kwargs: dict[str, Any] = {}
+        who: Any = np.asarray(agents)
+        if ev.sampling == "without_replacement":
+            who = None
+            kwargs = {"sampling": "without_replacement", "dataset_size": ev.dataset_size,
+                      "sample_size": ev.sample_size}
+        ledger.record(round, who, noise_multiplier=z, **kwargs)
+
+    def report(self, ledger: PrivacyLedger, n_rounds_done: int, z: float, n_sampled: int
+               ) -> dict[str, Any]:
+        """The client-level privacy report of the rounds done (from the client-level ledger)."""
+        delta = self.delta(ledger.n_agents)
+        eps = float(ledger.epsilon(delta)) if n_rounds_done else 0.0
+        planned = None
+        if self.budget is not None:
+            planned = self.budget.epsilon
+        assumptions = [
+            "client-level adjacency: one client's whole dataset replaced (size and content)",
+            f"updates clipped to C = {self.clip:g} in the Riemannian norm at x^(t) (enforced)",
+            "equal weights 1/s with the public number s of selected clients",
+            "the run's seed (or secure mode) is secret: the noise is keyed by (seed, round)",
+        ]
+        assumptions.append(
+            "amplification by sampling s of n clients without replacement: the selection is "
+            "hidden from the adversary" if self.hidden_selection else
+            "no amplification by the client sampling (the selection may be public)")
+        return {
+            "epsilon_certified": eps, "delta": delta, "level": "client",
+            "neighboring": "replace_one", "accountant": ledger.method,
+            "noise_multiplier": z, "sigma": z * self.sensitivity(n_sampled),
+            "clip": self.clip, "hidden_selection": self.hidden_selection,
+            "target_epsilon": planned, "rounds": n_rounds_done, "assumptions": assumptions,
+        }

@@ -1,0 +1,99 @@
+"""A block of agents' keyed random streams behind the ``numpy.random.Generator`` interface.
+
+The local trainers and :func:`rfed.privacy.mechanisms.gaussian_mechanism` draw batched arrays
+whose first axis is the block's agents (minibatch keys ``(A, max N_i)``, tangent noise
+``(A, *point_shape)``, index picks ``(A, m)``). :class:`AgentBlockGenerator` answers each such
+call with row ``a`` taken from agent ``agents[a]``'s own stream of
+:class:`rfed.randomness.AgentStreams`, keyed by ``(seed, agent, round, purpose#call)`` where
+``call`` counts the draws made so far in the round. Row ``a`` is the prefix of that stream, so
+it does not depend on which other agents share the block (nor on ``max N_i`` of the block):
+the same seed gives every agent the same minibatches and noise whether it is trained alone, in
+one array with everyone, in several blocks or in another process.
+
+Secure mode never comes here: its draws come from the operating system (not replayable).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from rfed.randomness import AgentStreams
+
+__all__ = ["AgentBlockGenerator"]
+
+
+class AgentBlockGenerator(np.random.Generator):
+    """Per-agent keyed draws for one block of agents in one round.
+
+    Implements ``random``, ``standard_normal`` and ``integers`` for sizes whose first axis is
+    the block (``size[0] == len(agents)``); every other draw raises ``NotImplementedError``
+    instead of silently falling back to a stream shared by the block.
+
+    Parameters
+    ----------
+    seed : int
+        The run's seed, in ``[0, 2**64)``.
+    agents : int array, shape ``(A,)``
+        Global ids of the block's agents, in the order of the rows drawn.
+    round : int
+        The federated round (0-based).
+    purpose : str
+        Prefix of the purposes (e.g. ``'local'``).
+    """
+
+    def __init__(self, seed: int, agents: np.ndarray, round: int, purpose: str = "local"):
+        # the base bit generator is never drawn from (every drawing method is overridden)
+        super().__init__(np.random.PCG64(0))
+        self.streams = AgentStreams(seed)
+        self.agents = np.asarray(agents)
+        self.round = int(round)
+        self.purpose = str(purpose)
+        self.calls = 0
+        self.streams._agents(self.agents)
+
+    def _key(self, size) -> tuple[str, tuple[int, ...]]:
+        shape = (int(size),) if isinstance(size, (int, np.integer)) else tuple(
+            () if size is None else size)
+        if not shape or shape[0] != self.agents.size:
+            raise ValueError(
+                f"AgentBlockGenerator draws one row per agent: argument 'size' must start with "
+                f"the block's {self.agents.size} agents, got {size!r}"
+            )
+        purpose = f"{self.purpose}#{self.calls}"
+        self.calls += 1
+        return purpose, shape[1:]
+
+    def random(self, size=None, dtype=np.float64, out=None) -> np.ndarray:
+        purpose, rest = self._key(size)
+        return self.streams.uniform(self.agents, self.round, purpose, rest)
+
+    def standard_normal(self, size=None, dtype=np.float64, out=None) -> np.ndarray:
+        purpose, rest = self._key(size)
+        return self.streams.normal(self.agents, self.round, purpose, rest)
+
+    def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False) -> np.ndarray:
+        if high is None:
+            low, high = 0, low
+        low = np.asarray(low, dtype=np.int64)
+        high = np.asarray(high, dtype=np.int64) + (1 if endpoint else 0)
+        purpose, rest = self._key(size)
+        u = self.streams.uniform(self.agents, self.round, purpose, rest)
+        span = np.broadcast_to(high - low, u.shape) if (high - low).ndim <= u.ndim else None
+        if span is None or np.any(span < 1):
+            raise ValueError(f"argument 'high' must exceed 'low' with one range per row, got "
+                             f"low={low!r}, high={high!r}")
+        return low + np.minimum(np.floor(u * span).astype(np.int64), span - 1)
+
+    def _refuse(self, *args, **kwargs):
+        raise NotImplementedError(
+            "AgentBlockGenerator implements random, standard_normal and integers only (per-agent "
+            "keyed rows); other draws would not be the same on every engine"
+        )
+
+    normal = uniform = choice = permutation = permuted = shuffle = _refuse
+    exponential = standard_exponential = gamma = standard_gamma = binomial = _refuse
+    poisson = beta = laplace = bytes = multivariate_normal = _refuse
+
+    def __repr__(self) -> str:
+        return (f"AgentBlockGenerator(seed={self.streams.seed}, agents={self.agents.size}, "
+                f"round={self.round}, purpose={self.purpose!r})")

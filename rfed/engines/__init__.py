@@ -1,0 +1,1 @@
+"""Engines that run rfed's algorithms past one process (Flower: :mod:`rfed.engines.flower`)."""

@@ -1,0 +1,310 @@
+"""PriRFed on Flower (flwr 1.41, Message API): the server drives the rounds, clients train blocks.
+
+One round is PriRFed's pieces (:meth:`PriRFed.select`, :meth:`PriRFed.train_block`,
+:meth:`PriRFed.aggregate`, :meth:`PriRFed.finish_round`) split across processes:
+
+* the ServerApp (:data:`server_app`) selects the round's agents from the public stream
+  ``(seed, round, 'agent-sampling')``, splits them into contiguous blocks, one per SuperNode
+  (in node-id order), and sends each node ``x``, the round, the seed and its block;
+* the ClientApp (:data:`client_app`) trains its block with DP-RSGD / DP-RSVRG from the
+  per-agent keyed streams and replies with the local points and, per agent, the noise std and
+  the sensitivity it used;
+* the server checks those against its own plan (a mismatch is an error: the ledger must hold
+  what was released), records them in the ledger, aggregates on the manifold (tangent or
+  Karcher mean, data-size weights) and writes the final point and privacy report.
+
+Because every draw is keyed by ``(seed, agent, round)``, the run gives the in-process run's
+final point and report whatever the number of SuperNodes.
+
+With ``client-clip > 0`` the server adds client-level DP on the manifold
+(:class:`~rfed.algorithms.federated.client_dp.ClientLevelDP`, budget ``client-epsilon``,
+``client-delta``), its noise keyed by ``(seed, round)``; the report's ``client_level`` entry
+accounts it.
+
+The federation's problem is a synthetic PCA problem described by the run config
+(:func:`problem_from_config`); every process rebuilds it from the config (the synthetic
+generator is deterministic), and a client reads only its block's rows.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import socket
+import subprocess
+import sys
+import time
+from dataclasses import replace
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
+from rfed.algorithms.federated.client_dp import ClientLevelDP
+from rfed.datasets.synthetic import make_pca_synthetic
+from rfed.privacy import PrivacyBudget
+from rfed.problems import SpherePCA
+
+__all__ = ["APP_DIR", "DEFAULT_CONFIG", "algorithm_from_config", "client_app",
+           "problem_from_config", "run_in_process", "run_on_deployment", "server_app",
+           "write_result"]
+
+#: The run config of the Flower app (``rfed/engines/flower_app/pyproject.toml`` holds the same).
+DEFAULT_CONFIG: dict[str, Any] = {
+    "n-agents": 8, "n-per-agent": 40, "dim": 6, "eigengap": 0.3, "data-seed": 0,
+    "trainer": "dp-rsgd", "steps": 2, "inner-steps": 2, "batch-size": 0.5, "clip": 1.0,
+    "n-sampled": 4, "step-size": 0.05, "aggregation": "tangent", "epsilon": 2.0,
+    "delta": 1e-4, "rounds": 3, "seed": 7, "out": "",
+    "client-clip": 0.0, "client-epsilon": 1.0, "client-delta": 1e-5,
+}
+
+
+def _config(run_config: dict[str, Any]) -> dict[str, Any]:
+    unknown = set(run_config) - set(DEFAULT_CONFIG)
+    if unknown:
+        raise ValueError(f"unknown run-config keys {sorted(unknown)}; expected some of "
+                         f"{sorted(DEFAULT_CONFIG)}")
+    return {**DEFAULT_CONFIG, **run_config}
+
+
+def problem_from_config(run_config: dict[str, Any]) -> SpherePCA:
+    """The synthetic PCA federation of the config (same data in every process)."""
+    c = _config(run_config)
+    return SpherePCA(make_pca_synthetic(int(c["n-agents"]), int(c["n-per-agent"]), int(c["dim"]),
+                                        float(c["eigengap"]), int(c["data-seed"])))
+
+
+def algorithm_from_config(run_config: dict[str, Any]) -> PriRFed:
+    """PriRFed with the config's trainer, budget and aggregation."""
+    c = _config(run_config)
+    if c["trainer"] == "dp-rsgd":
+        trainer = DPRSGD(steps=int(c["steps"]), batch_size=float(c["batch-size"]),
+                         clip=float(c["clip"]))
+    elif c["trainer"] == "dp-rsvrg":
+        trainer = DPRSVRG(steps=int(c["steps"]), inner_steps=int(c["inner-steps"]),
+                          clip=float(c["clip"]))
+    else:
+        raise ValueError(f"run-config 'trainer' must be 'dp-rsgd' or 'dp-rsvrg', got "
+                         f"{c['trainer']!r}")
+    # client-level DP on the server (clip > 0 turns it on; rfed.algorithms.federated.client_dp)
+    client_dp = None if float(c["client-clip"]) <= 0 else ClientLevelDP(
+        float(c["client-clip"]),
+        budget=PrivacyBudget(float(c["client-epsilon"]), float(c["client-delta"])))
+    return PriRFed(trainer, n_sampled=int(c["n-sampled"]), step_size=float(c["step-size"]),
+                   aggregation=str(c["aggregation"]), client_dp=client_dp,
+                   budget=PrivacyBudget(float(c["epsilon"]), float(c["delta"])),
+                   n_rounds=int(c["rounds"]))
+
+
+def _start(problem, alg, c):
+    rng = np.random.default_rng(int(c["seed"]))
+    x0 = problem.manifold.random_point(rng)
+    return alg.init(problem, x0, rng)
+
+
+def run_in_process(run_config: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
+    """The same run in one process (``PriRFed.step``): final point and privacy report."""
+    c = _config(run_config)
+    problem, alg = problem_from_config(c), algorithm_from_config(c)
+    state = _start(problem, alg, c)
+    for _ in range(int(c["rounds"])):
+        state = alg.step(problem, state)
+    return alg.output(problem, state), alg.privacy(state)
+
+
+def _json_default(v):
+    if isinstance(v, np.generic):
+        return v.item()
+    if isinstance(v, np.ndarray):
+        return v.tolist()
+    raise TypeError(f"not JSON serializable: {type(v).__name__}")
+
+
+def write_result(path: str | Path, x: np.ndarray, privacy: dict[str, Any]) -> None:
+    """``{"x": [...], "privacy": {...}}`` as JSON (floats round-trip exactly)."""
+    Path(path).write_text(json.dumps({"x": np.asarray(x).tolist(), "privacy": privacy},
+                                     default=_json_default))
+
+
+try:  # the apps exist only where flwr is installed (Python >= 3.11)
+    from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
+    from flwr.clientapp import ClientApp
+    from flwr.serverapp import Grid, ServerApp
+except ImportError:  # pragma: no cover - exercised where flwr is absent
+    server_app = client_app = None
+else:
+    server_app = ServerApp()
+    client_app = ClientApp()
+
+    @server_app.main()
+    def _server_main(grid: Grid, context: Context) -> None:
+        c = _config(dict(context.run_config))
+        problem, alg = problem_from_config(c), algorithm_from_config(c)
+        state = _start(problem, alg, c)
+        nodes = sorted(grid.get_node_ids())
+        if not nodes:
+            raise RuntimeError("no SuperNode is connected to the SuperLink")
+        for t in range(int(c["rounds"])):
+            alg.check_round(state)
+            agents = alg.select(problem, state)
+            blocks = [b for b in np.array_split(agents, min(len(nodes), agents.size)) if b.size]
+            messages = []
+            for node, block in zip(nodes, blocks, strict=False):
+                content = RecordDict({
+                    "x": ArrayRecord({"x": Array(np.asarray(state.x, dtype=float))}),
+                    "cfg": ConfigRecord({"round": t, "seed": int(state.seed),
+                                         "agents": [int(a) for a in block]}),
+                })
+                messages.append(Message(content, node, "train", group_id=str(t)))
+            replies = list(grid.send_and_receive(messages))
+            if len(replies) != len(messages) or any(r.has_error() for r in replies):
+                raise RuntimeError(f"round {t}: {len(replies)} of {len(messages)} replies, "
+                                   "or a client failed")
+            got = {}
+            n_clipped = 0
+            for r in replies:
+                ids = np.asarray(r.content["cfg"]["agents"], dtype=int)
+                pts = r.content["points"]["points"].numpy()
+                sigma = np.asarray(r.content["cfg"]["sigma"], dtype=float)
+                sens = np.asarray(r.content["cfg"]["sensitivity"], dtype=float)
+                # the ledger holds what the clients released: their noise must be the plan's
+                if not (np.array_equal(sigma, state.plan.sigma[ids])
+                        and np.array_equal(sens, state.plan.sensitivity[ids])):
+                    raise RuntimeError(f"round {t}: agents {ids.tolist()} report noise or "
+                                       "sensitivity other than the server's plan")
+                n_clipped += int(r.content["cfg"]["n-clipped"])
+                for a, p in zip(ids, pts, strict=True):
+                    got[int(a)] = p
+            if sorted(got) != agents.tolist():
+                raise RuntimeError(f"round {t}: replies cover agents {sorted(got)}, expected "
+                                   f"{agents.tolist()}")
+            received = np.stack([got[int(a)] for a in agents])
+            x_next = alg.aggregate(problem, state, agents, received)
+            state = alg.finish_round(state, agents, x_next, n_clipped)
+        if c["out"]:
+            write_result(c["out"], alg.output(problem, state), alg.privacy(state))
+
+    _CLIENT_CACHE: dict[str, Any] = {}
+
+    @client_app.train()
+    def _client_train(msg: Message, context: Context) -> Message:
+        c = _config(dict(context.run_config))
+        key = json.dumps(c, sort_keys=True)
+        if key not in _CLIENT_CACHE:
+            problem, alg = problem_from_config(c), algorithm_from_config(c)
+            _CLIENT_CACHE.clear()
+            _CLIENT_CACHE[key] = (problem, alg, _start(problem, alg, c))
+        problem, alg, state0 = _CLIENT_CACHE[key]
+        cfg = msg.content["cfg"]
+        agents = np.asarray(cfg["agents"], dtype=int)
+        x = msg.content["x"]["x"].numpy()
+        state = replace(state0, x=x, round=int(cfg["round"]), seed=int(cfg["seed"]))
+        points, info = alg.train_block(problem, state, agents, int(cfg["round"]))
+        reply = RecordDict({
+            "points": ArrayRecord({"points": Array(np.ascontiguousarray(points))}),
+            "cfg": ConfigRecord({
+                "agents": [int(a) for a in agents], "n-clipped": int(info["n_clipped"]),
+                "sigma": [float(s) for s in state.plan.sigma[agents]],
+                "sensitivity": [float(s) for s in state.plan.sensitivity[agents]],
+            }),
+        })
+        return Message(reply, reply_to=msg)
+
+
+APP_DIR = Path(__file__).with_name("flower_app")
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def run_on_deployment(run_config: dict[str, Any], n_supernodes: int = 2, *,
+                      workdir: str | Path, timeout: float = 300.0,
+                      port: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Run the Flower app on a local SuperLink with ``n_supernodes`` SuperNodes (loopback).
+
+    Starts ``flower-superlink`` (insecure, loopback, runtime dependency installation off) and
+    the SuperNodes as child processes, submits the run with ``flwr run``, waits for the
+    result file and always stops every process it started (their process groups).
+
+    Parameters
+    ----------
+    run_config : dict
+        Overrides of :data:`DEFAULT_CONFIG` (``out`` is set here).
+    workdir : path
+        Holds ``FLWR_HOME``, the SuperLink's database, the logs and the result.
+    timeout : float
+        Seconds for the whole run.
+    port : int, optional
+        The SuperLink's port (default: ``FLWR_LOCAL_SUPERLINK_PORT`` or a free port).
+
+    Returns
+    -------
+    x, privacy : the final point and the privacy report written by the ServerApp.
+    """
+    workdir = Path(workdir)
+    workdir.mkdir(parents=True, exist_ok=True)
+    out = workdir / "result.json"
+    if out.exists():
+        out.unlink()
+    port = int(port or os.environ.get("FLWR_LOCAL_SUPERLINK_PORT") or _free_port())
+    bindir = str(Path(sys.executable).parent)
+    root = str(Path(__file__).resolve().parents[2])
+    env = dict(os.environ, FLWR_HOME=str(workdir / "flwr-home"),
+               FLWR_DISABLE_RUNTIME_DEPENDENCY_INSTALLATION="1",
+               PATH=bindir + os.pathsep + os.environ.get("PATH", ""),
+               PYTHONPATH=root + os.pathsep + os.environ.get("PYTHONPATH", ""))
+    Path(env["FLWR_HOME"]).mkdir(exist_ok=True)
+    (Path(env["FLWR_HOME"]) / "config.toml").write_text(
+        f'[superlink]\ndefault = "loopback"\n\n[superlink.loopback]\n'
+        f'address = "127.0.0.1:{port}"\ninsecure = true\n')
+    procs: list[subprocess.Popen] = []
+
+    def start(args: list[str], log: str) -> None:
+        with open(workdir / log, "w") as fh:
+            procs.append(subprocess.Popen(args, env=env, stdout=fh, stderr=subprocess.STDOUT,
+                                          start_new_session=True, cwd=workdir))
+
+    deadline = time.monotonic() + timeout
+    try:
+        start([f"{bindir}/flower-superlink", "--insecure",
+               "--disable-runtime-dependency-installation", "--port", str(port),
+               "--database", str(workdir / "state.db")], "superlink.log")
+        for i in range(n_supernodes):
+            start([f"{bindir}/flower-supernode", "--insecure", "--superlink",
+                   f"127.0.0.1:{port}", "--port", str(_free_port()),
+                   "--node-config", f"partition-id={i}"], f"supernode-{i}.log")
+        cfg = " ".join(f"{k}={json.dumps(v)}" for k, v in
+                       {**run_config, "out": str(out)}.items())
+        while True:  # until the SuperLink accepts the run (it takes a few seconds to start)
+            sub = subprocess.run([f"{bindir}/flwr", "run", str(APP_DIR), "loopback",
+                                  "--run-config", cfg], env=env, cwd=workdir,
+                                 capture_output=True, text=True,
+                                 timeout=max(1.0, deadline - time.monotonic()))
+            (workdir / "flwr-run.log").write_text(sub.stdout + sub.stderr)
+            if sub.returncode == 0 and "Successfully" in sub.stdout + sub.stderr:
+                break
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"flwr run was not accepted: {sub.stdout}{sub.stderr}")
+            time.sleep(1.0)
+        while not out.exists():
+            if time.monotonic() > deadline:
+                raise TimeoutError(f"no result after {timeout} s; logs in {workdir}")
+            time.sleep(0.5)
+        time.sleep(0.2)  # the file is written in one call; let it be closed
+        data = json.loads(out.read_text())
+        return np.asarray(data["x"], dtype=float), data["privacy"]
+    finally:
+        for p in procs:
+            if p.poll() is None:
+                os.killpg(p.pid, signal.SIGTERM)
+        for p in procs:
+            try:
+                p.wait(timeout=10)
+            except subprocess.TimeoutExpired:
+                os.killpg(p.pid, signal.SIGKILL)
+                p.wait(timeout=10)
