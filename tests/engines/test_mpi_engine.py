@@ -19,12 +19,11 @@ import pytest
 
 from rfed.algorithms.decentralized import DOADP
 from rfed.datasets.synthetic import make_epsilon_like
-from rfed.manifolds import Sphere
 from rfed.networks.graphs import circulant
 from rfed.networks.mixing import metropolis_hastings_weights
 from rfed.networks.network import Network
-from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 from rfed.privacy.budget import PrivacyBudget
+from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 
 N_AGENTS, N_ROUNDS, SEED = 16, 6, 2024
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
