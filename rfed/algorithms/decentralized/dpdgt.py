@@ -31,6 +31,7 @@ from rfed.algorithms.decentralized._privacy import (
     PaperFormula,
     reject_epsilon,
 )
+from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.comm import InProcessCommunicator
 from rfed.networks.graphs import Graph
@@ -79,6 +80,7 @@ class DGTState:
     comm0: dict = None  # type: ignore[assignment]
     theta_xi: LaplaceSchedule = None  # type: ignore[assignment]
     theta_zeta: LaplaceSchedule = None  # type: ignore[assignment]
+    seed: int = 0  # of the keyed noise streams
 
 
 class _PushPullBase(Algorithm):
@@ -205,8 +207,11 @@ class _PushPullBase(Algorithm):
         k, rng = state.t, state.rng
         if state.ledger is not None:
             state.ledger.record_round()
-        sent_s = laplace_mechanism(state.s, state.theta_xi.scale(k), rng)
-        sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k), rng)
+        agents = np.arange(state.s.shape[0])  # per-agent keyed noise streams
+        sent_s = laplace_mechanism(state.s, state.theta_xi.scale(k),
+                                   agent_draws(rng, state.seed, agents, k, "noise-s"))
+        sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k),
+                                   agent_draws(rng, state.seed, agents, k, "noise-w"))
         return comm.mix(self.c, sent_s), comm.mix(self.r, sent_w)
 
     def metrics(self, problem, state, with_reference):
@@ -316,7 +321,7 @@ class DPDGT(_PushPullBase):
         rng = as_generator(rng)
         account, txi, tzeta = self._account(problem, rng)
         return DGTState(t=0, wt=wt, s=np.zeros_like(wt), w=w, rng=rng, comm=comm,
-                        ledger=account, theta_xi=txi, theta_zeta=tzeta)
+                        ledger=account, theta_xi=txi, theta_zeta=tzeta, seed=run_seed(rng))
 
     def step(self, problem, state):
         k = state.t
@@ -327,7 +332,7 @@ class DPDGT(_PushPullBase):
         w = problem.primal(wt)
         return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
-                        theta_zeta=state.theta_zeta)
+                        theta_zeta=state.theta_zeta, seed=state.seed)
 
 
 
@@ -372,7 +377,7 @@ class NoisyDDGT(_PushPullBase):
         account, txi, tzeta = self._account(problem, rng)
         z = -self.iota * (w - problem.demand)
         return DGTState(t=0, wt=wt, s=z, w=w, rng=rng, comm=comm, ledger=account,
-                        theta_xi=txi, theta_zeta=tzeta)
+                        theta_xi=txi, theta_zeta=tzeta, seed=run_seed(rng))
 
     def step(self, problem, state):
         k = state.t
@@ -382,4 +387,4 @@ class NoisyDDGT(_PushPullBase):
         z = pushed - self.iota * (w - state.w)
         return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
-                        theta_zeta=state.theta_zeta)
+                        theta_zeta=state.theta_zeta, seed=state.seed)
