@@ -24,6 +24,7 @@ from rfed.networks.mixing import metropolis_hastings_weights
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
+from rfed.problems.pca import SpherePCA
 
 N_AGENTS, N_ROUNDS, SEED = 16, 6, 2024
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
@@ -45,7 +46,15 @@ def _cases(network: Network):
         ("doadp-randk", DOADP(network, alpha=0.05, p=0.8, k=4, sparsifier="rand_k",
                               grad_bound=1.0, noise_multiplier=1.5, batch_size=2),
          prob, np.zeros(10)),
+        # on the sphere the consensus goes through gather_from_neighbors and Log per arc
+        ("doadp-sphere", DOADP(network, alpha=0.05, p=0.8, k=2, grad_bound=1.0,
+                               noise_multiplier=1.0), _sphere_pca(), np.eye(5)[0]),
     ]
+
+
+def _sphere_pca():
+    z = np.random.default_rng(4).standard_normal((N_AGENTS, 10, 5)) * [3.0, 1, 1, 1, 1]
+    return SpherePCA(z)
 
 
 def _graph():
