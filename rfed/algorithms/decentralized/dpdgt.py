@@ -177,14 +177,15 @@ class _PushPullBase(Algorithm):
         self.communicator = InProcessCommunicator if communicator is None else communicator
 
     def run(self, problem, n_rounds, *, rng, x0=None, eval_every=1, with_reference=True,
-            callback=None):
+            callback=None, **checkpointing):
         """As :meth:`Algorithm.run`; ``x0`` is the initial price ``w~_0`` (shape ``(m,)``,
-        default 0, spec P18) and the result's ``x`` is the allocation ``(n_agents, m)``."""
+        default 0, spec P18) and the result's ``x`` is the allocation ``(n_agents, m)``;
+        ``checkpointing``: ``checkpoint_every``, ``checkpoint``, ``resume_from``."""
         require_euclidean(problem, self.name)
         if x0 is None:
             x0 = np.zeros(problem.manifold.point_shape)
         return super().run(problem, n_rounds, rng=rng, x0=x0, eval_every=eval_every,
-                           with_reference=with_reference, callback=callback)
+                           with_reference=with_reference, callback=callback, **checkpointing)
 
     def _start(self, problem, x0, rng):
         require_euclidean(problem, self.name)
