@@ -17,36 +17,41 @@ Run: ``python benchmarks/bench_doadp.py [--repeats 20] [--agents 20]``.
 from __future__ import annotations
 
 import argparse
-import copy
 import time
 
 import numpy as np
 
 from rfed.algorithms.decentralized import DOADP, sparsify
+from rfed.algorithms.decentralized._streams import KeyedDraws
 from rfed.datasets.synthetic import make_epsilon_like
 from rfed.networks.gossip import consensus_direction
 from rfed.networks.graphs import circulant
 from rfed.networks.network import Network
+from rfed.problems.base import sample_without_replacement
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
+from rfed.randomness import AgentStreams, public_generator
 
 
-def loop_round(problem, alg, x, m, xhat, rng, act_rng):
+def loop_round(problem, alg, x, m, xhat, seed, t):
     """The same DO-ADP round as ``alg.step`` with loops over agents (Euclidean space); the
-    activation comes from the public stream ``act_rng``, the rest from ``rng``."""
+    activation comes from the public stream of ``(seed, t)``, each agent's minibatch and noise
+    from its own keyed stream, drawn agent by agent."""
     n, d = x.shape
     w = alg.weights.toarray()
-    eta = act_rng.random(n) < alg.p
+    eta = public_generator(seed, t, "activation").random(n) < alg.p
     act = np.flatnonzero(eta)
-    idx = problem.sample_batches(act, 1, rng)
+    streams = AgentStreams(seed)
     bound = alg.grad_bound / np.sqrt(d)
-    g_all = {}
-    for a, i in enumerate(act):
-        feats = problem.data["features"][i, idx[a, 0]]
-        label = problem.data["labels"][i, idx[a, 0]]
+    g_all, noise = {}, {}
+    for i in act:
+        draws = KeyedDraws(streams, np.array([i]), t, "minibatch")
+        sample = sample_without_replacement(problem.counts[[i]], 1, draws)[0, 0]
+        noise[i] = streams.normal([i], t, "noise", (d,))[0]
+        feats = problem.data["features"][i, sample]
+        label = problem.data["labels"][i, sample]
         margin = label * feats @ x[i]
         g = -0.5 * (1.0 - np.tanh(0.5 * margin)) * label * feats + problem.regularizer.subgrad(x[i])
         g_all[i] = np.clip(g, -bound, bound)
-    noise = alg.sigma * rng.standard_normal((act.size, d))
     k = alg.resolved_k(d)
     x_new, m_new, xhat_new = x.copy(), alg.beta * m, xhat.copy()
     for i in range(n):
@@ -56,8 +61,7 @@ def loop_round(problem, alg, x, m, xhat, rng, act_rng):
                 cons += w[i, j] * (xhat[j] - xhat[i])
         step = alg.gamma * cons
         if eta[i]:
-            a = int(np.searchsorted(act, i))
-            m_new[i] = m_new[i] + g_all[i] + noise[a]
+            m_new[i] = m_new[i] + g_all[i] + alg.sigma * noise[i]
             step = step - alg.alpha * m_new[i]
         x_new[i] = x[i] + step
     for i in act:
@@ -67,18 +71,19 @@ def loop_round(problem, alg, x, m, xhat, rng, act_rng):
     return x_new, m_new, xhat_new
 
 
-def phase_times(problem, alg, state, rng, repeats: int) -> dict[str, float]:
+def phase_times(problem, alg, state, repeats: int) -> dict[str, float]:
     """Median seconds of the main phases of one batched round (Euclidean space)."""
     man = problem.manifold
     n, d = state.x.shape
-    eta = rng.random(n) < alg.p
+    eta = alg._activation(state.seed, state.t, n)
     act = np.flatnonzero(eta)
     k = alg.resolved_k(d)
     coords = state.x[act] - state.xhat[act]
     phases = {
-        "Gaussian draw (active only)": lambda: rng.standard_normal((act.size, d)),
+        "Gaussian draw (active only)": lambda: AgentStreams(state.seed).normal(
+            act, state.t, "noise", (d,)),
         "gradients + clipping + noise": lambda: alg._noisy_gradients(problem, state.x[act], act,
-                                                                     rng, state.noise_std),
+                                                                     state),
         "consensus on public copies": lambda: consensus_direction(
             man, alg.weights, state.xhat, comm=state.comm, copies=True),
         "Top-k (partition)": lambda: sparsify(coords, k),
@@ -110,21 +115,15 @@ def main(repeats: int = 20, n: int = 20) -> None:
     state = alg.init(problem, np.zeros(d), np.random.default_rng(1))
     for _ in range(3):  # move away from the start so that the copies differ
         state = alg.step(problem, state)
-    seed = 12345
 
     def batched():
-        s = type(state)(**{**state.__dict__, "rng": np.random.default_rng(seed),
-                           "act_rng": copy.deepcopy(state.act_rng)})
-        return alg.step(problem, s)
+        return alg.step(problem, state)  # keyed streams: the state is not consumed
 
     def batched_no_ledger():
-        s = type(state)(**{**state.__dict__, "rng": np.random.default_rng(seed), "ledger": None,
-                           "act_rng": copy.deepcopy(state.act_rng)})
-        return alg.step(problem, s)
+        return alg.step(problem, type(state)(**{**state.__dict__, "ledger": None}))
 
     def looped():
-        return loop_round(problem, alg, state.x, state.m, state.xhat, np.random.default_rng(seed),
-                          copy.deepcopy(state.act_rng))
+        return loop_round(problem, alg, state.x, state.m, state.xhat, state.seed, state.t)
 
     b, lp = batched(), looped()
     agree = max(np.abs(b.x - lp[0]).max(), np.abs(b.m - lp[1]).max(),
@@ -141,8 +140,7 @@ def main(repeats: int = 20, n: int = 20) -> None:
     total = times["batched (DOADP.step)"]
     print(f"\nphases of the batched round (each timed alone; % of {1e3 * total:.3f} ms)")
     print(f"{'phase':<32}{'ms':>8}{'%':>8}")
-    for name, t in phase_times(problem, alg, state, np.random.default_rng(seed),
-                               repeats).items():
+    for name, t in phase_times(problem, alg, state, repeats).items():
         print(f"{name:<32}{1e3 * t:>8.3f}{100 * t / total:>8.1f}")
 
 

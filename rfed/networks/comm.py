@@ -20,9 +20,12 @@ from one agent to another goes through a :class:`Communicator`:
 
 The in-process engine (:class:`InProcessCommunicator`) keeps all rows in one array and does one
 sparse product or one fancy index per call. A distributed engine (e.g. mpi4py neighbour
-collectives: ``Create_dist_graph_adjacent`` + ``Neighbor_alltoallv``) would subclass
-:class:`Communicator`, hold only its local rows, and serve the same calls; algorithms do not
-change. No MPI engine is implemented here.
+collectives: ``Create_dist_graph_adjacent`` + ``Neighbor_alltoallv``, :mod:`rfed.engines.mpi`)
+subclasses :class:`Communicator`, holds only the rows of its block of agents
+(:attr:`Communicator.agents`, :attr:`Communicator.n_local`) and serves the same calls on them:
+``values`` then have ``n_local`` rows, ``weights`` stay the full ``(n_agents, n_agents)`` matrix,
+and the ``receivers`` of a :class:`NeighborValues` are local row indices (equal to global ids in
+one process).
 
 Accounting
 ----------
@@ -268,6 +271,27 @@ class Communicator(abc.ABC):
             raise ValueError(f"argument 'n_agents' must be a positive int, got {n_agents!r}")
         self.n_agents = int(n_agents)
         self.stats = CommStats(self.n_agents)
+
+    # ------------------------------------------------------------------ agent block
+    @property
+    def agents(self) -> np.ndarray:
+        """Global ids of the agents whose rows this process holds, increasing, shape
+        ``(n_local,)``: every agent in one process (a distributed engine holds a block)."""
+        return np.arange(self.n_agents)
+
+    @property
+    def n_local(self) -> int:
+        """Rows held by this process."""
+        return self.n_agents
+
+    def all_rows(self, values: np.ndarray) -> np.ndarray:
+        """Every agent's row, ``(n_agents, *shape)`` in agent order, from this block's rows
+        (engine bookkeeping for outputs and metrics, not a protocol message: not counted)."""
+        return np.asarray(values)
+
+    def total_stats(self) -> dict:
+        """:meth:`CommStats.snapshot` summed over every process of the engine."""
+        return self.stats.snapshot()
 
     # ------------------------------------------------------------------ helpers
     def _sender_mask(self, senders) -> np.ndarray:

@@ -54,19 +54,20 @@ def _setup(manifold, points, weights, comm, name="points"):
             f"argument 'manifold' must be an rfed Manifold, got {type(manifold).__name__}"
         )
     x = _check_points(manifold, points, name)
-    n = x.shape[0]
-    w = _pattern(weights, n)
+    if comm is None:
+        comm = InProcessCommunicator(x.shape[0])
+    elif not isinstance(comm, Communicator):
+        raise TypeError(f"argument 'comm' must be a Communicator, got {type(comm).__name__}")
+    elif comm.n_local != x.shape[0]:
+        raise ValueError(f"argument 'comm' serves {comm.n_local} agents, points have "
+                         f"{x.shape[0]}")
+    # a distributed communicator holds a block of rows; the weights are the full matrix
+    w = _pattern(weights, comm.n_agents)
     if w.nnz and not np.all(np.isfinite(w.data)):
         raise ValueError(
             f"argument 'weights' has {int(np.sum(~np.isfinite(w.data)))} non-finite entries "
             f"(NaN/inf)"
         )
-    if comm is None:
-        comm = InProcessCommunicator(n)
-    elif not isinstance(comm, Communicator):
-        raise TypeError(f"argument 'comm' must be a Communicator, got {type(comm).__name__}")
-    elif comm.n_agents != n:
-        raise ValueError(f"argument 'comm' serves {comm.n_agents} agents, points have {n}")
     return x, w, comm
 
 
@@ -82,7 +83,19 @@ def _row_sums(w: sp.csr_matrix, ndim: int) -> np.ndarray:
     more, which shows in a round of a few hundred microseconds.
     """
     n = w.shape[0]
-    return (w @ np.ones(n)).reshape((n,) + (1,) * (ndim - 1))
+    return (w @ np.ones(w.shape[1])).reshape((n,) + (1,) * (ndim - 1))
+
+
+def _block_rows(w: sp.csr_matrix, comm: Communicator) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The rows of ``w`` of ``comm``'s block of agents and their diagonal entries ``w_ii``.
+
+    One process holding every agent: ``w`` itself (nothing copied).
+    """
+    if comm.n_local == comm.n_agents:
+        return w, w.diagonal()
+    start = int(comm.agents[0]) if comm.n_local else 0
+    rows = w[start:start + comm.n_local]
+    return rows, rows.diagonal(k=start)
 
 
 def _receiver_chunks(w: sp.csr_matrix, max_chunk_arcs: int) -> list[tuple[int, int]]:
@@ -134,12 +147,13 @@ def consensus_direction(
     if b.shape != x.shape:
         raise ValueError(f"argument 'base' has shape {b.shape}; expected {x.shape}")
     n = x.shape[0]
+    rows, diag = _block_rows(w, comm)
     if _is_euclidean(manifold):
         wx = comm.mix(w, x, payload_bytes=payload_bytes, copies=copies)
-        r = _row_sums(w, x.ndim)
+        r = _row_sums(rows, x.ndim)
         return wx - r * b
     out = np.zeros_like(x)
-    for start, stop in _receiver_chunks(w, max_chunk_arcs):
+    for start, stop in _receiver_chunks(rows, max_chunk_arcs):
         nb = comm.gather_from_neighbors(
             w, x, receivers=(start, stop), payload_bytes=payload_bytes, copies=copies
         )
@@ -149,8 +163,7 @@ def consensus_direction(
         out[start:stop] = segment_sum(nb.receivers - start, logs, stop - start, nb.weights)
     if base is not None:
         # the j = i term: agent i's own point seen from its base, no message
-        diag = w.diagonal().reshape((n,) + (1,) * (x.ndim - 1))
-        out = out + diag * manifold.log(b, x)
+        out = out + diag.reshape((n,) + (1,) * (x.ndim - 1)) * manifold.log(b, x)
     return out
 
 
@@ -203,7 +216,7 @@ def riemannian_gossip(
     manifold.check_point(x, "points")
     if _is_euclidean(manifold):
         wx = comm.mix(w, x, payload_bytes=payload_bytes)
-        r = _row_sums(w, x.ndim)
+        r = _row_sums(_block_rows(w, comm)[0], x.ndim)
         return gamma * wx + (1.0 - gamma * r) * x
     v = consensus_direction(
         manifold, w, x, comm=comm, payload_bytes=payload_bytes, max_chunk_arcs=max_chunk_arcs
@@ -254,8 +267,9 @@ def mix_tangent(
     if _is_euclidean(manifold):
         return comm.mix(w, u, payload_bytes=payload_bytes)
     packed = np.stack([y, u], axis=1)  # one message carries the point and the vector
+    rows, diag = _block_rows(w, comm)
     out = np.zeros_like(u)
-    for start, stop in _receiver_chunks(w, max_chunk_arcs):
+    for start, stop in _receiver_chunks(rows, max_chunk_arcs):
         nb = comm.gather_from_neighbors(
             w, packed, receivers=(start, stop), payload_bytes=payload_bytes
         )
@@ -263,8 +277,7 @@ def mix_tangent(
             continue
         moved = manifold.transport(nb.values[:, 0], z[nb.receivers], nb.values[:, 1])
         out[start:stop] = segment_sum(nb.receivers - start, moved, stop - start, nb.weights)
-    diag = w.diagonal().reshape((n,) + (1,) * (y.ndim - 1))
-    return out + diag * manifold.transport(y, z, u)
+    return out + diag.reshape((n,) + (1,) * (y.ndim - 1)) * manifold.transport(y, z, u)
 
 
 def consensus_error(

@@ -104,6 +104,12 @@ def gaussian_mechanism(
             raise ValueError(f"argument 'sigma' of shape {sigma.shape} must broadcast to the "
                              f"batch shape {batch}") from None
         return manifold.from_coords(xb, grid_release(coords, scale, rng, name="value"))
+    if getattr(rng, "is_keyed_draws", False):
+        # keyed per-agent draws: N(0, sigma^2) in orthonormal tangent coordinates, which is the
+        # isotropic tangent Gaussian (the metric is the coordinate L2 norm there)
+        z = rng.standard_normal(batch + (manifold.dim,))
+        scale = np.broadcast_to(sigma, batch)[..., None]
+        return add(manifold, value, manifold.from_coords(xb, scale * z))
     return add(manifold, value, manifold.tangent_gaussian(xb, sigma, as_generator(rng)))
 
 
@@ -136,7 +142,7 @@ def gaussian_release(
                          f"'value' of shape {value.shape}") from None
     if is_secure(rng):
         return grid_release(value, sigma, rng, "gaussian", name="value")
-    return value + sigma * as_generator(rng).standard_normal(value.shape)
+    return value + sigma * _draws(rng).standard_normal(value.shape)
 
 
 def release_sensitivity(
@@ -178,6 +184,12 @@ def release_sensitivity(
     return float(sens) if sens.ndim == 0 else sens
 
 
+def _draws(rng: Any) -> Any:
+    """The source to draw from: keyed per-agent draws (``rfed.algorithms.decentralized``'s
+    ``KeyedDraws``, which have a leading agent axis) pass through; else a Generator."""
+    return rng if getattr(rng, "is_keyed_draws", False) else as_generator(rng)
+
+
 def _finite(value: Any, name: str) -> np.ndarray:
     arr = np.asarray(value, dtype=float)
     if not np.all(np.isfinite(arr)):
@@ -213,7 +225,7 @@ def laplace_noise(
         fits = False
     if not fits:
         raise ValueError(f"argument 'scale' of shape {scale.shape} must broadcast to shape {shape}")
-    return as_generator(rng).laplace(0.0, 1.0, size=shape) * scale
+    return _draws(rng).laplace(0.0, 1.0, size=shape) * scale
 
 
 def laplace_mechanism(

@@ -76,8 +76,8 @@ class DecentralizedState:
     ----------
     t : int
         Rounds done.
-    x : array, shape ``(n_agents, *point_shape)``
-        The agents' iterates.
+    x : array, shape ``(n_local, *point_shape)``
+        The iterates of the communicator's block of agents (every agent in one process).
     rng : numpy.random.Generator
     comm : Communicator
         Counts messages and bytes.
@@ -101,7 +101,12 @@ class DecentralizedAlgorithm(Algorithm):
     """
 
     def output(self, problem, state) -> np.ndarray:
-        return agents_mean(problem.manifold, self._output_points(state))
+        return agents_mean(problem.manifold, self._all_output_points(state))
+
+    def _all_output_points(self, state) -> np.ndarray:
+        """Every agent's output point in agent order (gathered from the blocks of a
+        distributed engine)."""
+        return state.comm.all_rows(self._output_points(state))
 
     def privacy(self, state):
         """The run's privacy tracker with the paper's bound stored (``None`` without noise)."""
@@ -114,9 +119,10 @@ class DecentralizedAlgorithm(Algorithm):
     def metrics(self, problem, state, with_reference: bool) -> dict:
         xbar = self.output(problem, state)
         out = evaluate_point(problem, xbar, with_reference)
-        out["consensus_error"] = consensus_error(problem.manifold, self._output_points(state),
-                                                 xbar)
+        out["consensus_error"] = consensus_error(problem.manifold,
+                                                 self._all_output_points(state), xbar)
         start = state.info.get("comm0", {"messages": 0, "bytes": 0})
-        out["messages"] = int(state.comm.stats.messages) - start["messages"]
-        out["bytes_sent"] = int(state.comm.stats.bytes) - start["bytes"]
+        total = state.comm.total_stats()
+        out["messages"] = int(total["messages"]) - start["messages"]
+        out["bytes_sent"] = int(total["bytes"]) - start["bytes"]
         return out

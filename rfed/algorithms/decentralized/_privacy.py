@@ -53,7 +53,7 @@ from rfed.privacy.ledger import PrivacyLedger
 from rfed.privacy.mechanisms import release_sensitivity
 from rfed.privacy.secure import is_secure
 
-__all__ = ["public_stream", "NoiseConfig", "PaperFormula", "GaussianAccount", "DGTAccount",
+__all__ = ["NoiseConfig", "PaperFormula", "GaussianAccount", "DGTAccount",
            "reject_epsilon", "is_secure", "PAPER_LABEL", "gaussian_groups_calibration",
            "ddgt_sensitivities", "label"]
 
@@ -71,13 +71,6 @@ def reject_epsilon(kwargs: dict, algorithm: str) -> None:
         )
     if kwargs:
         raise TypeError(f"{algorithm} got unexpected keyword argument(s) {sorted(kwargs)}")
-
-
-def public_stream(rng: Any) -> np.random.Generator:
-    """A seeded generator for PUBLIC randomness (activation, node sampling), derived from the
-    run's generator (a :class:`~rfed.privacy.secure.SecureRandom` too): its own stream, so the
-    planned schedule can be replayed from a copy before the run."""
-    return np.random.default_rng(int(rng.integers(0, 2**62)))
 
 
 @dataclasses.dataclass(frozen=True)

@@ -18,7 +18,6 @@ addition and the update is exactly the paper's.
 
 from __future__ import annotations
 
-import copy
 import warnings
 from dataclasses import dataclass
 
@@ -38,9 +37,9 @@ from rfed.algorithms.decentralized._privacy import (
     PaperFormula,
     gaussian_groups_calibration,
     is_secure,
-    public_stream,
     reject_epsilon,
 )
+from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.comm import dense_payload_bytes, sparse_payload_bytes
 from rfed.networks.gossip import consensus_direction
@@ -49,6 +48,8 @@ from rfed.privacy import papers
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.clipping import clip_coordinates
 from rfed.privacy.mechanisms import gaussian_release, release_sensitivity
+from rfed.problems.base import sample_without_replacement
+from rfed.randomness import public_generator
 
 __all__ = ["DOADP", "NoisyDSGD", "sparsify"]
 
@@ -60,7 +61,8 @@ def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
     ``'top_k'``: the ``k`` largest magnitudes (Definition 2), ties broken by the lowest index
     (spec P18), selected in O(dim) per row with ``np.partition``. ``'rand_k'``: ``k`` indices
     uniformly at random per row, drawn from ``rng`` independently of the data (spec P1: the
-    fixed-index sensitivity argument holds).
+    fixed-index sensitivity argument holds); ``rng`` may be a Generator or keyed per-agent draws
+    (one row per agent).
     """
     coords = np.asarray(coords, dtype=float)
     a, dim = coords.shape
@@ -94,13 +96,14 @@ def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
 
 @dataclass
 class DOADPState(DecentralizedState):
-    """DO-ADP state: iterates ``x``, momenta ``m`` (tangent at ``x``), public copies ``xhat``,
-    the public activation generator and the per-coordinate noise std of this run."""
+    """DO-ADP state of a block of agents: iterates ``x``, momenta ``m`` (tangent at ``x``),
+    public copies ``xhat`` (rows of the block), the seed of the keyed streams and the
+    per-coordinate noise std of this run."""
 
     m: np.ndarray = None  # type: ignore[assignment]
     xhat: np.ndarray = None  # type: ignore[assignment]
     n_active_total: int = 0
-    act_rng: np.random.Generator = None  # type: ignore[assignment]
+    seed: int = 0
     noise_std: float = 0.0
 
 
@@ -227,8 +230,8 @@ class DOADP(DecentralizedAlgorithm):
         if self.batch_size is not None and self.batch_size > problem.counts.min():
             raise ValueError(f"argument 'batch_size' ({self.batch_size}) exceeds the smallest "
                              f"local data set ({problem.counts.min()})")
-        n = problem.n_agents
-        x = np.broadcast_to(x0, (n,) + manifold.point_shape).copy()
+        comm = self.network.comm
+        x = np.broadcast_to(x0, (comm.n_local,) + manifold.point_shape).copy()
         if self.xhat_init == "zero":
             if not isinstance(manifold, Euclidean):
                 raise ValueError("xhat_init='zero' is only defined on Euclidean space; use 'x0'")
@@ -236,31 +239,31 @@ class DOADP(DecentralizedAlgorithm):
         else:
             xhat = x.copy()
         rng = as_generator(rng)
-        # activation is public randomness (visible on the wire): its own stream, so the planned
-        # schedule can be replayed before the run for the calibration
-        act_rng = public_stream(rng)
-        account = self._account(problem, rng, act_rng)
-        return DOADPState(t=0, x=x, rng=rng, comm=self.network.comm,
-                          ledger=account, info={"comm0": self.network.stats.snapshot()},
-                          m=np.zeros_like(x), xhat=xhat, act_rng=act_rng,
+        # keyed streams: activation is public (visible on the wire) and keyed by (seed, round),
+        # so the planned schedule can be replayed before the run for the calibration; the
+        # per-agent draws are keyed by (seed, agent, round, purpose)
+        seed = run_seed(rng)
+        account = self._account(problem, rng, seed)
+        return DOADPState(t=0, x=x, rng=rng, comm=comm,
+                          ledger=account, info={"comm0": comm.total_stats()},
+                          m=np.zeros_like(x), xhat=xhat, seed=seed,
                           noise_std=0.0 if account is None else
                           account.noise_multiplier * account.sensitivity)
 
     # ------------------------------------------------------------------ privacy
-    def _activation(self, act_rng: np.random.Generator, n: int) -> np.ndarray:
-        return act_rng.random(n) < self.p
+    def _activation(self, seed: int, t: int, n: int) -> np.ndarray:
+        """Every agent's activation in round ``t``, from the public stream (seed, t)."""
+        return public_generator(seed, t, "activation").random(n) < self.p
 
-    def planned_activity(self, act_rng: np.random.Generator, n: int, n_rounds: int
-                         ) -> np.ndarray:
-        """Rounds each agent will be active in over ``n_rounds`` (replays a copy of the public
-        activation generator; the run draws exactly the same schedule)."""
-        sim = copy.deepcopy(act_rng)
+    def planned_activity(self, seed: int, n: int, n_rounds: int) -> np.ndarray:
+        """Rounds each agent will be active in over ``n_rounds`` (the public activation stream
+        is keyed by round: the run draws exactly the same schedule)."""
         counts = np.zeros(n, dtype=np.int64)
-        for _ in range(n_rounds):  # one vectorized draw per round, as step() does
-            counts += self._activation(sim, n)
+        for t in range(n_rounds):  # one vectorized draw per round, as step() does
+            counts += self._activation(seed, t, n)
         return counts
 
-    def _account(self, problem, rng, act_rng) -> GaussianAccount | None:
+    def _account(self, problem, rng, seed) -> GaussianAccount | None:
         cfg = self.noise
         if cfg.mode is None:
             return None
@@ -275,7 +278,7 @@ class DOADP(DecentralizedAlgorithm):
         k = self.resolved_k(dim)
         target = None
         if cfg.mode == "budget":
-            planned = self.planned_activity(act_rng, n, cfg.n_rounds)
+            planned = self.planned_activity(seed, n, cfg.n_rounds)
             z, _ = gaussian_groups_calibration(sizes, b, np.ones(n, int), planned, cfg.budget,
                                                delta, is_secure(rng))
             target = cfg.budget.epsilon
@@ -306,13 +309,17 @@ class DOADP(DecentralizedAlgorithm):
         return None if state.ledger is None else state.ledger.report()
 
     # ------------------------------------------------------------------ one round
-    def _noisy_gradients(self, problem, x_act, act, rng, noise_std):
-        """Clipped, averaged, noised gradients of the active agents, tangent at ``x_act``."""
+    def _noisy_gradients(self, problem, x_act, act, state):
+        """Clipped, averaged, noised gradients of the active agents (global ids ``act``),
+        tangent at ``x_act``; minibatches and noise from the agents' keyed streams."""
         manifold = problem.manifold
+        rng, noise_std = state.rng, state.noise_std
         if self.batch_size is None:
             idx = np.broadcast_to(np.arange(problem.n_max), (act.size, problem.n_max))
         else:
-            idx = problem.sample_batches(act, self.batch_size, rng)
+            idx = sample_without_replacement(
+                problem.counts[act], self.batch_size,
+                agent_draws(rng, state.seed, act, state.t, "minibatch"))
         grads = problem.per_sample_grad(x_act, act, idx)  # (A, b, *ps)
         coords = manifold.to_coords(np.expand_dims(x_act, 1), grads)  # (A, b, dim)
         if self.grad_bound is not None:
@@ -320,7 +327,8 @@ class DOADP(DecentralizedAlgorithm):
         mean = coords.mean(axis=1)
         if noise_std > 0:
             # only the active agents release, so only their A x dim coordinates are drawn
-            mean = gaussian_release(mean, noise_std, rng)
+            mean = gaussian_release(mean, noise_std,
+                                    agent_draws(rng, state.seed, act, state.t, "noise"))
         return manifold.from_coords(x_act, mean)
 
     def step(self, problem, state):
@@ -329,15 +337,18 @@ class DOADP(DecentralizedAlgorithm):
         n = problem.n_agents
         if state.ledger is not None:
             state.ledger.check_can_step()
-        eta = self._activation(state.act_rng, n)
-        act = np.flatnonzero(eta)
+        agents = state.comm.agents
+        eta_all = self._activation(state.seed, state.t, n)
+        eta = eta_all[agents]  # this block's activation
+        act = np.flatnonzero(eta)  # local rows
+        act_ids = agents[act]  # their global ids
         # Phase A: consensus on the public copies (held by every neighbour: no messages)
         cons = consensus_direction(manifold, self.weights, state.xhat, comm=state.comm,
                                    copies=True)
         u = self.gamma * manifold.transport(state.xhat, state.x, cons)
         m = self.beta * state.m
         if act.size:
-            g = self._noisy_gradients(problem, state.x[act], act, rng, state.noise_std)
+            g = self._noisy_gradients(problem, state.x[act], act_ids, state)
             m[act] = m[act] + g
             u[act] = u[act] - self.alpha * m[act]
         x_new = manifold.exp(state.x, u)
@@ -348,18 +359,21 @@ class DOADP(DecentralizedAlgorithm):
         if act.size:
             xh = state.xhat[act]
             c = manifold.to_coords(xh, manifold.log(xh, x_new[act]))
-            s = sparsify(c, k, self.sparsifier, rng)
+            s = sparsify(c, k, self.sparsifier,
+                         agent_draws(rng, state.seed, act_ids, state.t, "rand-k"))
             delta[act] = manifold.exp(xh, manifold.from_coords(xh, s)) - xh
         payload = (dense_payload_bytes(manifold.dim) if k >= manifold.dim
                    else sparse_payload_bytes(k))
         xhat = state.comm.publish(self.weights, state.xhat, delta, senders=eta,
                                   payload_bytes=payload)
         if state.ledger is not None:
-            state.ledger.record_round(eta)
+            # this block's releases (one block: every agent's); blocks' ledgers are merged
+            charged = eta_all if agents.size == n else np.isin(np.arange(n), act_ids)
+            state.ledger.record_round(charged)
         return DOADPState(t=state.t + 1, x=x_new, rng=rng, comm=state.comm, ledger=state.ledger,
                           info=state.info, m=m_new, xhat=xhat,
                           n_active_total=state.n_active_total + int(act.size),
-                          act_rng=state.act_rng, noise_std=state.noise_std)
+                          seed=state.seed, noise_std=state.noise_std)
 
 
 class NoisyDSGD(DOADP):

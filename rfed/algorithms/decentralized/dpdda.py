@@ -23,7 +23,6 @@ Algorithm 1; gossip, schedules and privacy are unchanged (transport is an isomet
 
 from __future__ import annotations
 
-import copy
 import warnings
 from dataclasses import dataclass
 
@@ -42,9 +41,9 @@ from rfed.algorithms.decentralized._privacy import (
     PaperFormula,
     gaussian_groups_calibration,
     is_secure,
-    public_stream,
     reject_epsilon,
 )
+from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.mixing import RandomGossip
 from rfed.networks.network import Network
@@ -52,7 +51,9 @@ from rfed.privacy import papers
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.clipping import clip_by_norm
 from rfed.privacy.mechanisms import gaussian_release, release_sensitivity
+from rfed.problems.base import sample_without_replacement
 from rfed.problems.linear import L2Regularizer
+from rfed.randomness import public_generator
 
 __all__ = ["DPDDA"]
 
@@ -60,14 +61,14 @@ __all__ = ["DPDDA"]
 @dataclass
 class DPDDAState(DecentralizedState):
     """Duals ``z`` (coordinates at the anchor), iterates ``x``, output averages ``xtilde``,
-    ``A_t``, the anchor and the last round's active mask."""
+    ``A_t``, the anchor, the last round's active mask and the seed of the keyed streams."""
 
     z: np.ndarray = None  # type: ignore[assignment]
     xtilde: np.ndarray = None  # type: ignore[assignment]
     big_a: float = 0.0
     anchor: np.ndarray = None  # type: ignore[assignment]
     active: np.ndarray = None  # type: ignore[assignment]
-    act_rng: np.random.Generator = None  # type: ignore[assignment]
+    seed: int = 0
     noise_std: float = 0.0
     lipschitz: float | None = None
 
@@ -187,27 +188,31 @@ class DPDDA(DecentralizedAlgorithm):
         a1 = self._a(1)
         x = self._primal(problem, np.broadcast_to(anchor, (n,) + anchor.shape), z, 1, a1)
         rng = as_generator(rng)
-        # node sampling is public randomness: its own stream, replayable for the calibration
-        act_rng = public_stream(rng)
+        # node sampling is public randomness keyed by (seed, round): replayable for the
+        # calibration; minibatches and noise come from the agents' keyed streams
+        seed = run_seed(rng)
         lip = self.clip if self.clip is not None else getattr(problem, "public_gradient_bound",
                                                                 None)
-        account = self._account(problem, rng, act_rng, lip)
+        account = self._account(problem, rng, seed, lip)
         return DPDDAState(t=0, x=x, rng=rng, comm=self.network.comm,
                           ledger=account, info={"comm0": self.network.stats.snapshot()},
-                          z=z, xtilde=x.copy(), big_a=0.0, anchor=anchor, act_rng=act_rng,
+                          z=z, xtilde=x.copy(), big_a=0.0, anchor=anchor, seed=seed,
                           noise_std=0.0 if account is None else
                           account.noise_multiplier * account.sensitivity, lipschitz=lip)
 
-    def planned_activity(self, act_rng: np.random.Generator, n_rounds: int) -> np.ndarray:
-        """Rounds each node will be active in over ``n_rounds`` (replays a copy of the public
-        node-sampling generator; the run draws exactly the same schedule)."""
-        sim = copy.deepcopy(act_rng)
+    def _sample(self, seed: int, t: int):
+        """Round ``t``'s node sampling, from the public stream keyed by ``(seed, t)``."""
+        return self.gossip.sample(public_generator(seed, t, "node-sampling"))
+
+    def planned_activity(self, seed: int, n_rounds: int) -> np.ndarray:
+        """Rounds each node will be active in over ``n_rounds`` (the public node-sampling
+        stream is keyed by round: the run draws exactly the same schedule)."""
         counts = np.zeros(self.gossip.graph.n_nodes, dtype=np.int64)
-        for _ in range(n_rounds):  # one draw per round, as step() does
-            counts += self.gossip.sample(sim).active
+        for t in range(n_rounds):  # one draw per round, as step() does
+            counts += self._sample(seed, t).active
         return counts
 
-    def _account(self, problem, rng, act_rng, lip) -> GaussianAccount | None:
+    def _account(self, problem, rng, seed, lip) -> GaussianAccount | None:
         cfg = self.noise
         if cfg.mode is None:
             return None
@@ -225,7 +230,7 @@ class DPDDA(DecentralizedAlgorithm):
         sens = release_sensitivity(2.0 * lip, problem.manifold.dim, rng)
         target = None
         if cfg.mode == "budget":
-            planned = self.planned_activity(act_rng, cfg.n_rounds)
+            planned = self.planned_activity(seed, cfg.n_rounds)
             z, _ = gaussian_groups_calibration(sizes, 1, np.ones(n, int), planned, cfg.budget,
                                                delta, is_secure(rng))
             target = cfg.budget.epsilon
@@ -270,10 +275,11 @@ class DPDDA(DecentralizedAlgorithm):
         xtilde = manifold.exp(state.xtilde, (a_t / big_a) * manifold.log(state.xtilde, state.x))
         if state.ledger is not None:
             state.ledger.check_can_step()
-        rnd = self.gossip.sample(state.act_rng)
+        rnd = self._sample(state.seed, state.t)
         act = np.flatnonzero(rnd.active)
         anchor = np.broadcast_to(state.anchor, (act.size,) + state.anchor.shape)
-        idx = problem.sample_batches(act, 1, rng)
+        idx = sample_without_replacement(problem.counts[act], 1,
+                                         agent_draws(rng, state.seed, act, state.t, "minibatch"))
         batch = problem.batch(act, idx)
         x_act = state.x[act]
         if hasattr(problem, "sample_data_grad"):
@@ -285,7 +291,8 @@ class DPDDA(DecentralizedAlgorithm):
         g = manifold.transport(x_act, anchor, g[:, 0])
         zeta = manifold.to_coords(anchor, g)
         if state.noise_std > 0:
-            zeta = gaussian_release(zeta, state.noise_std, rng)
+            zeta = gaussian_release(zeta, state.noise_std,
+                                    agent_draws(rng, state.seed, act, state.t, "noise"))
         msg = state.z.copy()
         msg[act] += a_t * zeta
         z = state.comm.mix(rnd.weights, msg, senders=rnd.active)
@@ -299,5 +306,5 @@ class DPDDA(DecentralizedAlgorithm):
             state.ledger.record_round(rnd.active)
         return DPDDAState(t=t, x=x, rng=rng, comm=state.comm, ledger=state.ledger,
                           info=state.info, z=z, xtilde=xtilde, big_a=big_a, anchor=state.anchor,
-                          active=rnd.active, act_rng=state.act_rng, noise_std=state.noise_std,
+                          active=rnd.active, seed=state.seed, noise_std=state.noise_std,
                           lipschitz=state.lipschitz)

@@ -31,6 +31,7 @@ from rfed.algorithms.decentralized._privacy import (
     PaperFormula,
     reject_epsilon,
 )
+from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.comm import InProcessCommunicator
 from rfed.networks.graphs import Graph
@@ -79,6 +80,7 @@ class DGTState:
     comm0: dict = None  # type: ignore[assignment]
     theta_xi: LaplaceSchedule = None  # type: ignore[assignment]
     theta_zeta: LaplaceSchedule = None  # type: ignore[assignment]
+    seed: int = 0  # of the keyed noise streams
 
 
 class _PushPullBase(Algorithm):
@@ -175,14 +177,15 @@ class _PushPullBase(Algorithm):
         self.communicator = InProcessCommunicator if communicator is None else communicator
 
     def run(self, problem, n_rounds, *, rng, x0=None, eval_every=1, with_reference=True,
-            callback=None):
+            callback=None, **checkpointing):
         """As :meth:`Algorithm.run`; ``x0`` is the initial price ``w~_0`` (shape ``(m,)``,
-        default 0, spec P18) and the result's ``x`` is the allocation ``(n_agents, m)``."""
+        default 0, spec P18) and the result's ``x`` is the allocation ``(n_agents, m)``;
+        ``checkpointing``: ``checkpoint_every``, ``checkpoint``, ``resume_from``."""
         require_euclidean(problem, self.name)
         if x0 is None:
             x0 = np.zeros(problem.manifold.point_shape)
         return super().run(problem, n_rounds, rng=rng, x0=x0, eval_every=eval_every,
-                           with_reference=with_reference, callback=callback)
+                           with_reference=with_reference, callback=callback, **checkpointing)
 
     def _start(self, problem, x0, rng):
         require_euclidean(problem, self.name)
@@ -205,8 +208,11 @@ class _PushPullBase(Algorithm):
         k, rng = state.t, state.rng
         if state.ledger is not None:
             state.ledger.record_round()
-        sent_s = laplace_mechanism(state.s, state.theta_xi.scale(k), rng)
-        sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k), rng)
+        agents = np.arange(state.s.shape[0])  # per-agent keyed noise streams
+        sent_s = laplace_mechanism(state.s, state.theta_xi.scale(k),
+                                   agent_draws(rng, state.seed, agents, k, "noise-s"))
+        sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k),
+                                   agent_draws(rng, state.seed, agents, k, "noise-w"))
         return comm.mix(self.c, sent_s), comm.mix(self.r, sent_w)
 
     def metrics(self, problem, state, with_reference):
@@ -316,7 +322,7 @@ class DPDGT(_PushPullBase):
         rng = as_generator(rng)
         account, txi, tzeta = self._account(problem, rng)
         return DGTState(t=0, wt=wt, s=np.zeros_like(wt), w=w, rng=rng, comm=comm,
-                        ledger=account, theta_xi=txi, theta_zeta=tzeta)
+                        ledger=account, theta_xi=txi, theta_zeta=tzeta, seed=run_seed(rng))
 
     def step(self, problem, state):
         k = state.t
@@ -327,7 +333,7 @@ class DPDGT(_PushPullBase):
         w = problem.primal(wt)
         return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
-                        theta_zeta=state.theta_zeta)
+                        theta_zeta=state.theta_zeta, seed=state.seed)
 
 
 
@@ -372,7 +378,7 @@ class NoisyDDGT(_PushPullBase):
         account, txi, tzeta = self._account(problem, rng)
         z = -self.iota * (w - problem.demand)
         return DGTState(t=0, wt=wt, s=z, w=w, rng=rng, comm=comm, ledger=account,
-                        theta_xi=txi, theta_zeta=tzeta)
+                        theta_xi=txi, theta_zeta=tzeta, seed=run_seed(rng))
 
     def step(self, problem, state):
         k = state.t
@@ -382,4 +388,4 @@ class NoisyDDGT(_PushPullBase):
         z = pushed - self.iota * (w - state.w)
         return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
-                        theta_zeta=state.theta_zeta)
+                        theta_zeta=state.theta_zeta, seed=state.seed)

@@ -45,12 +45,14 @@ from rfed.algorithms.decentralized._privacy import (
     is_secure,
     reject_epsilon,
 )
+from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.manifolds import as_generator
 from rfed.networks.comm import reverse_arcs, segment_sum
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.clipping import clip_by_norm
 from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
+from rfed.problems.base import sample_without_replacement
 
 __all__ = ["DPDL", "DPDPSGD", "calibration_weights"]
 
@@ -87,6 +89,7 @@ class DPDLState(DecentralizedState):
     v: np.ndarray = None  # type: ignore[assignment]
     gtilde: np.ndarray = None  # type: ignore[assignment]
     last_cal: np.ndarray = None  # type: ignore[assignment]
+    seed: int = 0
     noise_std: float = 0.0
 
 
@@ -246,11 +249,12 @@ class DPDL(DecentralizedAlgorithm):
         n = problem.n_agents
         x = np.broadcast_to(x0, (n,) + problem.manifold.point_shape).copy()
         rng = as_generator(rng)
+        seed = run_seed(rng)  # minibatches and noise come from keyed streams
         account = self._account(problem, rng)
         std = 0.0 if account is None else account.noise_multiplier * account.sensitivity
         return DPDLState(t=0, x=x, rng=rng, comm=self.network.comm, ledger=account,
                          info={"comm0": self.network.stats.snapshot()}, v=np.zeros_like(x),
-                         noise_std=std)
+                         noise_std=std, seed=seed)
 
     def step(self, problem, state):
         manifold = problem.manifold
@@ -259,14 +263,20 @@ class DPDL(DecentralizedAlgorithm):
         x = state.x
         if state.ledger is not None:
             state.ledger.check_can_step()
-        idx = problem.sample_batches(np.arange(n), self.batch_size, rng)
+        idx = sample_without_replacement(
+            problem.counts, self.batch_size,
+            agent_draws(rng, state.seed, np.arange(n), state.t, "minibatch"))
         # 1. every agent sends its model to its neighbours (one dense point per arc)
         nb = comm.gather_from_neighbors(w, x)
         # 2. each data owner nb.receivers evaluates the model of nb.senders on its batch; the
         # agents' own pairs (j = i) follow the m arcs
         m = nb.senders.size
+        # keyed noise per release: the self release of agent i is stream i, the cross release
+        # on arc e is stream n + e (arc ids are global, so no engine changes the draws)
+        noise = agent_draws(rng, state.seed, np.concatenate([n + nb.arc_ids, np.arange(n)]),
+                            state.t, "noise")
         noisy = self._noisy_means(problem, np.concatenate([nb.values, x]),
-                                  np.concatenate([nb.receivers, np.arange(n)]), idx, rng,
+                                  np.concatenate([nb.receivers, np.arange(n)]), idx, noise,
                                   state.noise_std)
         # the agent's own NOISY self-gradient: the clean one would leave the agent un-noised
         # inside the model it gossips (issue 8, defect 3)
@@ -295,7 +305,7 @@ class DPDL(DecentralizedAlgorithm):
         info["cal_min"], info["cal_max"] = float(cal.min()), float(cal.max())
         return DPDLState(t=state.t + 1, x=x_new, rng=rng, comm=comm, ledger=state.ledger,
                          info=info, v=v_new, gtilde=gtilde, last_cal=cal,
-                         noise_std=state.noise_std)
+                         noise_std=state.noise_std, seed=state.seed)
 
 
 class DPDPSGD(DPDL):
@@ -333,8 +343,13 @@ class DPDPSGD(DPDL):
         rng = state.rng
         if state.ledger is not None:
             state.ledger.check_can_step()
-        idx = problem.sample_batches(np.arange(n), self.batch_size, rng)
-        noisy = self._noisy_means(problem, state.x, np.arange(n), idx, rng, state.noise_std)
+        everyone = np.arange(n)
+        idx = sample_without_replacement(
+            problem.counts, self.batch_size,
+            agent_draws(rng, state.seed, everyone, state.t, "minibatch"))
+        noisy = self._noisy_means(problem, state.x, everyone, idx,
+                                  agent_draws(rng, state.seed, everyone, state.t, "noise"),
+                                  state.noise_std)
         vtilde = self.beta * state.v + noisy
         xtilde = manifold.exp(state.x, -self.lr * vtilde)
         x_new = self.network.gossip(manifold, xtilde)
@@ -342,4 +357,5 @@ class DPDPSGD(DPDL):
         if state.ledger is not None:
             state.ledger.record_round(np.ones(n, dtype=bool))
         return DPDLState(t=state.t + 1, x=x_new, rng=rng, comm=state.comm, ledger=state.ledger,
-                         info=state.info, v=v_new, gtilde=noisy, noise_std=state.noise_std)
+                         info=state.info, v=v_new, gtilde=noisy, noise_std=state.noise_std,
+                         seed=state.seed)

@@ -1,0 +1,86 @@
+"""Keyed randomness of the decentralized algorithms: per-agent draws that do not depend on blocks.
+
+A decentralized state keeps the run's ``seed`` (drawn once from the run's generator at ``init``)
+and its round ``t``. Per-agent randomness (minibatches, noise, rand-k indices) for the agents of
+the block a process owns comes from :class:`rfed.randomness.AgentStreams` keyed by
+``(seed, agent, t, purpose)``; public randomness (activation, node sampling) from
+:func:`rfed.randomness.public_generator` keyed by ``(seed, t, purpose)``. The same seed then gives
+the same run whatever the number of processes, and a checkpoint is the state.
+
+Secure mode (a :class:`rfed.privacy.secure.SecureRandom` run generator) keeps the OS randomness:
+:func:`agent_draws` returns the run's generator itself (not replayable, by design).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import numpy as np
+
+from rfed.privacy.secure import is_secure
+from rfed.randomness import AgentStreams
+
+__all__ = ["KeyedDraws", "agent_draws", "run_seed"]
+
+
+class KeyedDraws:
+    """A random source for one block of agents, one round and one purpose.
+
+    It serves the generator methods the algorithms and mechanisms call
+    (``standard_normal``, ``random``, ``laplace``) with a leading agent axis: row ``a`` of every
+    draw is agent ``agents[a]``'s keyed stream, so an agent draws the same numbers in any block.
+    Each call restarts the stream: one purpose per call site.
+
+    Parameters
+    ----------
+    streams : AgentStreams
+    agents : ndarray of int, shape ``(A,)``
+        Global ids of the rows.
+    round : int
+    purpose : str
+    """
+
+    is_keyed_draws = True
+
+    def __init__(self, streams: AgentStreams, agents: np.ndarray, round: int, purpose: str):
+        self.streams = streams
+        self.agents = np.asarray(agents, dtype=np.int64)
+        self.round = int(round)
+        self.purpose = purpose
+
+    def _rest(self, size) -> tuple[int, ...]:
+        size = (int(size),) if np.isscalar(size) else tuple(int(s) for s in size)
+        if not size or size[0] != self.agents.size:
+            raise ValueError(f"keyed draws for {self.agents.size} agents need a leading agent "
+                             f"axis of that length, got shape {size}")
+        return size[1:]
+
+    def standard_normal(self, size) -> np.ndarray:
+        """``N(0, 1)`` draws of shape ``size`` (``size[0] = len(agents)``)."""
+        return self.streams.normal(self.agents, self.round, self.purpose, self._rest(size))
+
+    def random(self, size) -> np.ndarray:
+        """Uniforms in ``(0, 1)`` of shape ``size``."""
+        return self.streams.uniform(self.agents, self.round, self.purpose, self._rest(size))
+
+    def laplace(self, loc: float = 0.0, scale: float = 1.0, size=None) -> np.ndarray:
+        """Laplace draws by inversion: ``loc - scale sign(u - 1/2) log(1 - 2|u - 1/2|)``."""
+        c = self.random(size) - 0.5
+        return loc - scale * np.sign(c) * np.log1p(-2.0 * np.abs(c))
+
+    def __repr__(self) -> str:
+        return (f"KeyedDraws(seed={self.streams.seed}, {self.agents.size} agents, "
+                f"round={self.round}, purpose={self.purpose!r})")
+
+
+def run_seed(rng: Any) -> int:
+    """The seed of the run's keyed streams, drawn once from the run's generator."""
+    return int(rng.integers(0, 2**62))
+
+
+def agent_draws(rng: Any, seed: int, agents: np.ndarray, round: int, purpose: str) -> Any:
+    """Per-agent draws of ``agents`` for ``(round, purpose)``: keyed, or the OS source in
+    secure mode."""
+    if is_secure(rng):
+        return rng
+    return KeyedDraws(AgentStreams(seed), agents, round, purpose)
