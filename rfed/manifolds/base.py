@@ -58,6 +58,9 @@ class Manifold(abc.ABC):
     point_shape: tuple[int, ...]
     #: A lower bound on the sectional curvature (used by :meth:`mean` for its step size).
     curvature_lower_bound: float = 0.0
+    #: Whether :meth:`transport` is parallel transport (an isometry along the minimizing
+    #: geodesic). ``False`` marks a documented vector transport (e.g. a projection).
+    has_parallel_transport: bool = True
 
     # ------------------------------------------------------------------ metric
     @abc.abstractmethod
@@ -88,7 +91,8 @@ class Manifold(abc.ABC):
 
     @abc.abstractmethod
     def transport(self, x: np.ndarray, y: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """Parallel transport of ``u`` in T_x along the minimizing geodesic to T_y (an isometry)."""
+        """Parallel transport of ``u`` in T_x along the minimizing geodesic to T_y (an isometry);
+        a vector transport where :attr:`has_parallel_transport` is ``False``."""
 
     @abc.abstractmethod
     def proj(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
