@@ -6,7 +6,13 @@ batched over leading axes, explicit random generators. The pymanopt bridge
 use, so importing ``rfed.manifolds`` does not import pymanopt.
 """
 
-from rfed.manifolds.base import CheckedManifold, Manifold, as_generator, karcher_mean
+from rfed.manifolds.base import (
+    CheckedManifold,
+    ConvergenceWarning,
+    Manifold,
+    as_generator,
+    karcher_mean,
+)
 from rfed.manifolds.euclidean import Euclidean
 from rfed.manifolds.grassmann import Grassmann, principal_angles
 from rfed.manifolds.hyperboloid import Hyperboloid, minkowski_inner
@@ -19,6 +25,7 @@ from rfed.manifolds.stiefel import Stiefel, StiefelLogError
 __all__ = [
     "AntipodalError",
     "CheckedManifold",
+    "ConvergenceWarning",
     "Euclidean",
     "FlatProduct",
     "Grassmann",
