@@ -106,6 +106,7 @@ class Sphere(Manifold):
         # w = (y - x) - <x, y - x> x, the tangential part of y, without cancellation
         c = _dot(x, w)
         w -= c[..., None] * x
+        w -= _dot(x, w)[..., None] * x  # second pass, as in transport (antipodal accuracy)
         wn = np.sqrt(_dot(w, w))
         theta = np.arctan2(wn, 1.0 + c)
         if np.any(np.pi - theta < self.antipodal_tol):
@@ -132,6 +133,9 @@ class Sphere(Manifold):
         w = y - x
         c = _dot(x, w)  # <x, y> - 1 = cos(theta) - 1
         w = w - c[..., None] * x
+        # second Gram-Schmidt pass: near the antipode |w| = sin(theta) is tiny and the first
+        # pass leaves a component along x of relative size eps / sin(theta)
+        w -= _dot(x, w)[..., None] * x
         wn = np.sqrt(_dot(w, w))
         if np.any(np.pi - np.arctan2(wn, 1.0 + c) < self.antipodal_tol):
             raise AntipodalError(
