@@ -1,4 +1,4 @@
-"""The Grassmann manifold Gr(n, p) of p-dimensional subspaces of R^n (orthonormal representatives)."""
+"""The Grassmann manifold Gr(n, p) of p-dimensional subspaces of R^n (orthonormal frames)."""
 
 from __future__ import annotations
 

@@ -88,7 +88,7 @@ class Hyperboloid(Manifold):
     # ------------------------------------------------------------------ metric
     @staticmethod
     def _split(x, u):
-        """(component of u_s across x_s, component of u_s along x_s / x_0): for u in T_x,
+        r"""(component of u_s across x_s, component of u_s along x_s / x_0): for u in T_x,
         :math:`\langle u, u\rangle_L = \|u_\perp\|^2 + (u_s\cdot \hat x_s)^2 / x_0^2`, a sum of
         squares (the Lorentz form :math:`\|u_s\|^2 - u_0^2` cancels by a factor x_0^2 at far
         base points: 1e-4 relative error at x_0 = 1e6)."""

@@ -108,7 +108,7 @@ class SPD(Manifold):
         return np.linalg.norm(self._whiten(inv, u), axis=(-2, -1))
 
     def _check_resolved(self, mu, x, y, method):
-        """Raise when the whitened matrix's eigenvalues ``mu`` are beyond float64's resolution.
+        r"""Raise when the whitened matrix's eigenvalues ``mu`` are beyond float64's resolution.
 
         From :meth:`_pencil` the eigenvalues of :math:`L^{-1} Q L^{-T}` are known to about
         :math:`(n\,\epsilon)^2 \mu_{\max}` in absolute terms (they are squared singular values);

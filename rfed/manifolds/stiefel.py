@@ -1,4 +1,4 @@
-"""The Stiefel manifold St(n, p) of orthonormal n x p frames, with the embedded (Euclidean) metric."""
+"""The Stiefel manifold St(n, p) of orthonormal n x p frames, embedded (Euclidean) metric."""
 
 from __future__ import annotations
 
@@ -47,8 +47,9 @@ def skew_logm(v: np.ndarray) -> np.ndarray:
 
 
 class Stiefel(Manifold):
-    r"""Orthonormal frames :math:`\mathrm{St}(n, p) = \{X \in \mathbb{R}^{n\times p} : X^T X = I_p\}`
-    with the metric induced by the Frobenius inner product (the embedded, or Euclidean, metric).
+    r"""Orthonormal frames :math:`\mathrm{St}(n, p) = \{X \in \mathbb{R}^{n\times p} :
+    X^T X = I_p\}` with the metric induced by the Frobenius inner product (the embedded, or
+    Euclidean, metric).
 
     Parameters
     ----------
@@ -58,7 +59,8 @@ class Stiefel(Manifold):
 
     Notes
     -----
-    * :math:`T_X = \{U : X^T U + U^T X = 0\}`; :math:`\mathrm{proj}_X V = V - X\,\mathrm{sym}(X^T V)`.
+    * :math:`T_X = \{U : X^T U + U^T X = 0\}`;
+      :math:`\mathrm{proj}_X V = V - X\,\mathrm{sym}(X^T V)`.
     * Exp in closed form (Edelman, Arias and Smith 1998, eq. 2.7): with :math:`A = X^T U`,
       :math:`S = U^T U`, :math:`\mathrm{Exp}_X U = [X, U]\,\mathrm{expm}\begin{pmatrix}A & -S\\
       I & A\end{pmatrix} \begin{pmatrix}\mathrm{expm}(-A)\\ 0\end{pmatrix}`.

@@ -69,7 +69,7 @@ def test_clipped_sum_matches_materialized_gradients(manifold, bound):
 
 @pytest.mark.parametrize("manifold", MANIFOLDS)
 def test_public_gradient_bound_holds_and_is_attained(manifold):
-    """sup_X |grad f_j(X)| = |z_j|^2 <= B^2, from the asserted B, attained at |X^T z| = |z|/sqrt2."""
+    """sup_X |grad f_j(X)| = |z_j|^2 <= B^2 (the asserted B), attained at |X^T z| = |z|/sqrt2."""
     rng = np.random.default_rng(6)
     z = rng.standard_normal((3, 20, 8))
     z[0, 0] *= 10.0  # outside the asserted domain: must be scaled back to norm B
