@@ -127,7 +127,10 @@ class Stiefel(Manifold):
     def proj(self, x, v):
         x = np.asarray(x, dtype=float)
         v = np.asarray(v, dtype=float)
-        return v - x @ _sym(_mT(x) @ v)
+        a = _mT(x) @ v
+        a += _mT(a)
+        a *= 0.5
+        return v - x @ a
 
     def ehess2rhess(self, x, egrad, ehess, u):
         r"""Riemannian Hessian :math:`\mathrm{proj}_X(H - U\,\mathrm{sym}(X^T G))` (Weingarten map
@@ -198,8 +201,9 @@ class Stiefel(Manifold):
 
     def transport(self, x, y, u):
         """Projection vector transport :math:`\\mathrm{proj}_Y(U)` (not parallel, not isometric)."""
-        shape = np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(u))
-        return np.broadcast_to(self.proj(y, u), shape).copy()
+        out = self.proj(y, u)
+        shape = np.broadcast_shapes(np.shape(x), out.shape)
+        return out if out.shape == shape else np.broadcast_to(out, shape).copy()
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
