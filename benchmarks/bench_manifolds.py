@@ -7,6 +7,8 @@ Run on demand: ``python benchmarks/bench_manifolds.py [--quick]``. Prints one ta
 * geomstats 2.8.0: one batched call (``Hypersphere(24)``, ``Hyperboloid(2)``, ``SPDMatrices(9)``
   with their default metrics; argument order ``metric.exp(v, x)``); geomstats has no tangent
   Gaussian, so its ``random_tangent_vec`` is the comparison for ``tangent_gaussian``;
+* Stiefel(100, 5) (200 points) and Grassmann(100, 5) (30 points) against geomstats' ``Stiefel`` and
+  ``Grassmannian`` (projector representation) and pymanopt's ``Stiefel`` / ``Grassmann``;
 * a per-point Python loop over pymanopt 2.2.1 (``Sphere(25)``, ``SymmetricPositiveDefinite(9)``;
   pymanopt has no hyperboloid, so its ``PoincareBall(2)`` stands in, and since that has no
   transport the hyperboloid transport loop calls geomstats point by point; pymanopt's SPD
@@ -27,7 +29,7 @@ import warnings
 
 import numpy as np
 
-from rfed.manifolds import SPD, Hyperboloid, PoincareBall, Sphere
+from rfed.manifolds import SPD, Grassmann, Hyperboloid, PoincareBall, Sphere, Stiefel
 
 
 def best_times(fns, repeat: int) -> list[float]:
@@ -142,6 +144,80 @@ def spd_rows(n, rng):
     return suite("SPD(9)", m, gs, pts, loop)
 
 
+def near_pairs(m, n, rng, radius=1.0):
+    """Like :func:`sample_pairs`, but ``y = Exp_x(w)`` with ``|w| = radius`` (Stiefel's log
+    iteration converges within a distance of about 2; random frames are further apart)."""
+    x = m.random_point(rng, n)
+    w = m.tangent_gaussian(x, 1.0, rng)
+    y = m.exp(x, radius * w / m.norm(x, w)[:, None, None])
+    return x, y, m.tangent_gaussian(x, 0.5, rng), m.tangent_gaussian(x, 1.0, rng)
+
+
+def stiefel_rows(n, rng):
+    import geomstats.geometry.stiefel as gst
+    import pymanopt.manifolds as pm
+
+    m = Stiefel(100, 5)
+    pts = x, y, u, v = near_pairs(m, n, rng)
+    gs = gst.Stiefel(100, 5)
+    pym = pm.Stiefel(100, 5)
+    loop = {
+        "exp": lambda i: pym.exp(x[i], u[i]),
+        "log": None,  # pymanopt's Stiefel has no log
+        "dist": None,  # nor a distance
+        "transport": lambda i: pym.transport(x[i], y[i], v[i]),
+        "tangent_gaussian": lambda i: pym.random_tangent_vector(x[i]),
+    }
+    name, n_pts, rows = suite("Stiefel(100,5)", m, gs, pts, loop)
+    # geomstats' Stiefel has no parallel transport (and rfed's is the projection vector
+    # transport): compare with geomstats' projection to the tangent space instead
+    rows["transport"] = (rows["transport"][0], lambda: gs.to_tangent(v, y), loop["transport"])
+    return name, n_pts, rows
+
+
+def grassmann_rows(n, rng):
+    import geomstats.geometry.grassmannian as ggr
+    import pymanopt.manifolds as pm
+
+    m = Grassmann(100, 5)
+    x, y, u, v = sample_pairs(m, n, rng)
+    gs = ggr.Grassmannian(100, 5)
+    # geomstats represents a subspace by its n x n projector and a tangent vector by the
+    # symmetric n x n matrix H X^T + X H^T
+    px, py = x @ np.swapaxes(x, -1, -2), y @ np.swapaxes(y, -1, -2)
+    pu = u @ np.swapaxes(x, -1, -2) + x @ np.swapaxes(u, -1, -2)
+    pv = v @ np.swapaxes(x, -1, -2) + x @ np.swapaxes(v, -1, -2)
+    pym = pm.Grassmann(100, 5)
+    loop = pymanopt_loop(pym, x, y, u, lambda i: pym.transport(x[i], y[i], v[i]))
+    g = np.random.default_rng(1)
+    rows = {
+        "exp": (lambda: m.exp(x, u), lambda: gs.metric.exp(pu, px), loop["exp"]),
+        "log": (lambda: m.log(x, y), lambda: gs.metric.log(py, px), loop["log"]),
+        "dist": (lambda: m.dist(x, y), lambda: gs.metric.dist(px, py), loop["dist"]),
+        "transport": (
+            lambda: m.transport(x, y, v),
+            lambda: gs.metric.parallel_transport(pv, px, end_point=py),
+            loop["transport"],
+        ),
+        "tangent_gaussian": (
+            lambda: m.tangent_gaussian(x, 1.0, g),
+            lambda: gs.random_tangent_vec(px, n_samples=n),
+            loop["tangent_gaussian"],
+        ),
+    }
+    return "Grassmann(100,5)", n, rows
+
+
+#: name -> (rows function, number of points). geomstats' Stiefel log (iterative, about 0.14 s a
+#: point) and its Grassmannian (100 x 100 projectors, about 0.4 s a point) set the small counts.
+SUITES = {
+    "sphere": (sphere_rows, 100_000),
+    "hyperboloid": (hyperboloid_rows, 100_000),
+    "spd": (spd_rows, 10_000),
+    "stiefel": (stiefel_rows, 200),
+    "grassmann": (grassmann_rows, 30),
+}
+
 NOTES = [
     "geomstats tangent_gaussian column: random_tangent_vec (no tangent Gaussian in geomstats; on "
     "SPD it is sqrtm(P) (2U - 1 + transpose) sqrtm(P) with U uniform, elsewhere a projected "
@@ -152,6 +228,14 @@ NOTES = [
     "work), so the loop calls geomstats SPDMatrices(9) parallel_transport per point instead",
     "Hyperboloid loop: pymanopt has no hyperboloid; exp/log/dist/tangent use pymanopt "
     "PoincareBall(2) on the same points, transport calls geomstats Hyperboloid(2) per point",
+    "Stiefel(100,5): rfed uses the embedded (Euclidean) metric, geomstats its canonical metric "
+    "(exp closed form, log iterative in both); points are 1 apart; geomstats and rfed have no "
+    "parallel transport there, so the transport row times rfed's projection vector transport "
+    "against geomstats' to_tangent and pymanopt's transport (also a projection); pymanopt has "
+    "no Stiefel log or dist ('-')",
+    "Grassmann(100,5): geomstats works on 100 x 100 projectors (its exp/log/transport take "
+    "projectors and symmetric tangent matrices); pymanopt's transport is a projection, rfed's "
+    "is the closed-form parallel transport",
 ]
 
 
@@ -160,16 +244,14 @@ def main(argv=None) -> None:
     parser.add_argument("--quick", action="store_true", help="10x fewer points")
     parser.add_argument("--repeat", type=int, default=3)
     parser.add_argument("--loop-points", type=int, default=2000)
+    parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES),
+                        help="which manifolds to time (default: all)")
     args = parser.parse_args(argv)
     div = 10 if args.quick else 1
     rng = np.random.default_rng(0)
-    suites = [
-        sphere_rows(100_000 // div, rng),
-        hyperboloid_rows(100_000 // div, rng),
-        spd_rows(10_000 // div, rng),
-    ]
+    suites = [SUITES[name][0](max(1, SUITES[name][1] // div), rng) for name in args.suites]
     header = (
-        f"{'manifold':<15} {'n':>7} {'operation':<17} {'rfed ms':>9} {'geomstats ms':>13} "
+        f"{'manifold':<16} {'n':>7} {'operation':<17} {'rfed ms':>9} {'geomstats ms':>13} "
         f"{'gs/rfed':>8} {'loop ms':>10} {'loop/rfed':>10}"
     )
     print(header)
@@ -181,12 +263,16 @@ def main(argv=None) -> None:
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore")
                 t_ours, t_gs = best_times([ours, theirs], args.repeat)
-                t_loop = loop_time(loop, n_loop, n, max(1, args.repeat - 1))
+                t_loop = (np.nan if loop is None
+                          else loop_time(loop, n_loop, n, max(1, args.repeat - 1)))
             worst_gs = min(worst_gs, t_gs / t_ours)
-            worst_loop = min(worst_loop, t_loop / t_ours)
+            if loop is not None:
+                worst_loop = min(worst_loop, t_loop / t_ours)
+            loop_cols = (f"{'-':>10} {'-':>10}" if loop is None
+                         else f"{1e3 * t_loop:>10.1f} {t_loop / t_ours:>10.0f}")
             print(
-                f"{name:<15} {n:>7} {op:<17} {1e3 * t_ours:>9.2f} {1e3 * t_gs:>13.2f} "
-                f"{t_gs / t_ours:>8.1f} {1e3 * t_loop:>10.1f} {t_loop / t_ours:>10.0f}"
+                f"{name:<16} {n:>7} {op:<17} {1e3 * t_ours:>9.2f} {1e3 * t_gs:>13.2f} "
+                f"{t_gs / t_ours:>8.1f} {loop_cols}"
             )
     print(f"\nworst ratio vs geomstats: {worst_gs:.2f} (target >= 1)")
     print(f"worst ratio vs per-point loop: {worst_loop:.0f} (target >= 30)")

@@ -6,19 +6,29 @@ batched over leading axes, explicit random generators. The pymanopt bridge
 use, so importing ``rfed.manifolds`` does not import pymanopt.
 """
 
-from rfed.manifolds.base import CheckedManifold, Manifold, as_generator, karcher_mean
+from rfed.manifolds.base import (
+    CheckedManifold,
+    ConvergenceWarning,
+    Manifold,
+    as_generator,
+    karcher_mean,
+)
 from rfed.manifolds.euclidean import Euclidean
+from rfed.manifolds.grassmann import Grassmann, principal_angles
 from rfed.manifolds.hyperboloid import Hyperboloid, minkowski_inner
 from rfed.manifolds.poincare import PoincareBall, mobius_add
 from rfed.manifolds.product import FlatProduct, Product
 from rfed.manifolds.spd import SPD
 from rfed.manifolds.sphere import AntipodalError, Sphere
+from rfed.manifolds.stiefel import Stiefel, StiefelLogError
 
 __all__ = [
     "AntipodalError",
     "CheckedManifold",
+    "ConvergenceWarning",
     "Euclidean",
     "FlatProduct",
+    "Grassmann",
     "Hyperboloid",
     "Manifold",
     "PoincareBall",
@@ -26,10 +36,13 @@ __all__ = [
     "PymanoptAdapter",
     "SPD",
     "Sphere",
+    "Stiefel",
+    "StiefelLogError",
     "as_generator",
     "karcher_mean",
     "minkowski_inner",
     "mobius_add",
+    "principal_angles",
     "solve_reference",
     "to_pymanopt",
 ]

@@ -9,6 +9,8 @@ between them. It knows nothing of agents or privacy. Conventions:
   ``(n_agents, n_samples, *point_shape)`` is *not* broadcast automatically (the batch axes are
   aligned from the right, numpy style), so insert the axis: ``exp(x[:, None], u)``.
   Scalar-valued methods (``inner``, ``norm``, ``dist``) return the broadcast batch shape.
+* **Dtype**: every method computes in float64 and returns float64 arrays (float32 input is
+  upcast); membership tests widen their tolerance to the precision of a lower-precision input.
 * **Randomness** comes from an explicit :class:`numpy.random.Generator` (or an int seed) passed in;
   no method touches global random state.
 * **Validation** is free in hot paths: methods do not check their inputs. Public boundaries call
@@ -19,15 +21,32 @@ between them. It knows nothing of agents or privacy. Conventions:
 from __future__ import annotations
 
 import abc
+import warnings
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
-__all__ = ["Manifold", "CheckedManifold", "as_generator", "karcher_mean"]
+__all__ = ["Manifold", "CheckedManifold", "ConvergenceWarning", "as_generator", "karcher_mean"]
 
 #: Relative tolerance used by :meth:`Manifold.belongs` and :meth:`Manifold.is_tangent`.
 DEFAULT_ATOL = 1e-8
+
+
+def _input_atol(a: Any, atol: float, point_size: int) -> float:
+    """``atol`` widened to the precision the input was given in.
+
+    Dtype policy: every method computes in float64 and returns float64 (float32 input is
+    upcast). A float32 point rounded from an exact one is off the manifold by about its own
+    rounding error, so membership tests accept violations up to
+    ``10 * sqrt(point_size) * eps(dtype)`` for inputs of a lower-precision float dtype.
+    """
+    dtype = getattr(a, "dtype", None)
+    if dtype is not None and np.issubdtype(dtype, np.floating):
+        eps = float(np.finfo(dtype).eps)
+        if eps > np.finfo(np.float64).eps:
+            return max(atol, 10.0 * np.sqrt(point_size) * eps)
+    return atol
 
 
 def as_generator(rng: np.random.Generator | int | None, name: str = "rng") -> np.random.Generator:
@@ -60,6 +79,9 @@ class Manifold(abc.ABC):
     point_shape: tuple[int, ...]
     #: A lower bound on the sectional curvature (used by :meth:`mean` for its step size).
     curvature_lower_bound: float = 0.0
+    #: Whether :meth:`transport` is parallel transport (an isometry along the minimizing
+    #: geodesic). ``False`` marks a documented vector transport (e.g. a projection).
+    has_parallel_transport: bool = True
 
     # ------------------------------------------------------------------ metric
     @abc.abstractmethod
@@ -90,7 +112,8 @@ class Manifold(abc.ABC):
 
     @abc.abstractmethod
     def transport(self, x: np.ndarray, y: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """Parallel transport of ``u`` in T_x along the minimizing geodesic to T_y (an isometry)."""
+        """Parallel transport of ``u`` in T_x along the minimizing geodesic to T_y (an isometry);
+        a vector transport where :attr:`has_parallel_transport` is ``False``."""
 
     @abc.abstractmethod
     def proj(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
@@ -176,7 +199,9 @@ class Manifold(abc.ABC):
         """How far ``u`` is from T_x (0 when tangent), relative to the scale of ``u``."""
 
     def belongs(self, x: np.ndarray, atol: float = DEFAULT_ATOL) -> np.ndarray:
-        """Whether ``x`` is a point of the manifold (per batch element)."""
+        """Whether ``x`` is a point of the manifold (per batch element); the tolerance is
+        widened for float32 input (see the dtype policy of :func:`_input_atol`)."""
+        atol = _input_atol(x, atol, int(np.prod(self.point_shape)))
         x = np.asarray(x, dtype=float)
         if x.shape[x.ndim - len(self.point_shape) :] != self.point_shape:
             return np.zeros(x.shape[: max(x.ndim - len(self.point_shape), 0)], dtype=bool)
@@ -185,8 +210,17 @@ class Manifold(abc.ABC):
             return finite & (self.point_violation(np.where(np.isfinite(x), x, 0.0)) <= atol)
 
     def is_tangent(self, x: np.ndarray, u: np.ndarray, atol: float = DEFAULT_ATOL) -> np.ndarray:
-        """Whether ``u`` is a tangent vector at ``x`` (per batch element)."""
+        """Whether ``u`` is a tangent vector at ``x`` (per batch element); ``False`` for a ``u``
+        whose trailing shape is not ``point_shape``, as :meth:`belongs` does."""
+        atol = _input_atol(u, _input_atol(x, atol, 1), int(np.prod(self.point_shape)))
         u = np.asarray(u, dtype=float)
+        k = len(self.point_shape)
+        if u.shape[u.ndim - k :] != self.point_shape or np.shape(x)[np.ndim(x) - k :] != (
+            self.point_shape
+        ):
+            lead = np.broadcast_shapes(np.shape(u)[: max(u.ndim - k, 0)],
+                                       np.shape(x)[: max(np.ndim(x) - k, 0)])
+            return np.zeros(lead, dtype=bool)
         finite = np.all(np.isfinite(u), axis=tuple(range(-len(self.point_shape), 0)))
         return finite & (self.tangent_violation(x, u) <= atol)
 
@@ -209,6 +243,7 @@ class Manifold(abc.ABC):
 
     def check_point(self, x: Any, name: str = "x", atol: float = DEFAULT_ATOL) -> np.ndarray:
         """Return ``x`` as a float array, or raise ``ValueError`` naming it and the violation."""
+        atol = _input_atol(x, atol, int(np.prod(self.point_shape)))
         arr = self._check_array(x, name)
         viol = np.asarray(self.point_violation(arr))
         worst = float(np.max(viol)) if viol.size else 0.0
@@ -227,6 +262,7 @@ class Manifold(abc.ABC):
         self, x: Any, u: Any, name: str = "u", atol: float = DEFAULT_ATOL
     ) -> np.ndarray:
         """Return ``u`` as a float array, or raise ``ValueError`` if it is not tangent at ``x``."""
+        atol = _input_atol(u, _input_atol(x, atol, 1), int(np.prod(self.point_shape)))
         arr = self._check_array(u, name)
         viol = np.asarray(self.tangent_violation(np.asarray(x, dtype=float), arr))
         worst = float(np.max(viol)) if viol.size else 0.0
@@ -268,10 +304,16 @@ class Manifold(abc.ABC):
             Iteration cap of the gradient iteration :math:`x \leftarrow \mathrm{Exp}_x(g / L)`,
             :math:`g = \sum_i w_i \mathrm{Log}_x p_i`, with :math:`L = 1` when the curvature is
             non-negative (the classical fixed-point iteration) and
-            :math:`L = \sum_i w_i \kappa d_i \coth(\kappa d_i)` when it is bounded below by
-            :math:`-\kappa^2` (:attr:`curvature_lower_bound`): the bound on the Hessian of
-            :math:`\frac12 \sum_i w_i d(x, p_i)^2` at x (comparison theorem), so the step does not
-            overshoot for spread-out data, where the unit step diverges.
+            :math:`L = \sum_i w_i (c_i^2 + (1 - c_i^2) \kappa d_i \coth(\kappa d_i))`, where
+            :math:`c_i` is the cosine between g and :math:`\mathrm{Log}_x p_i`, when it is bounded
+            below by :math:`-\kappa^2` (:attr:`curvature_lower_bound`): the comparison-theorem
+            bound on the Hessian of :math:`\frac12 \sum_i w_i d(x, p_i)^2` in the direction of
+            the step (1 along each geodesic, :math:`\kappa d \coth \kappa d` across), so the step
+            neither overshoots for spread data (where the unit step diverges) nor crawls; a batch
+            element whose gradient norm grows falls back to the full bound
+            :math:`\sum_i w_i \kappa d_i \coth(\kappa d_i)` (a guaranteed descent step). The
+            iteration continues past ``max_iter`` (up to ten times) while the gradient norm
+            still falls, and warns (:class:`ConvergenceWarning`) if ``tol`` is not reached.
         init : array, shape ``(*batch, *point_shape)``, optional
             Starting point; the first point by default.
 
@@ -312,6 +354,10 @@ def _normalize_weights(weights: np.ndarray | None, n_points: int, name: str = "w
     return w / total
 
 
+class ConvergenceWarning(RuntimeWarning):
+    """An iteration stopped at its cap before reaching its tolerance (the result is returned)."""
+
+
 def karcher_mean(
     manifold: Manifold,
     points: np.ndarray,
@@ -321,7 +367,12 @@ def karcher_mean(
     max_iter: int = 100,
     init: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Batched weighted Karcher mean by the fixed-point iteration (see :meth:`Manifold.mean`)."""
+    """Batched weighted Karcher mean by gradient descent (see :meth:`Manifold.mean`).
+
+    Runs ``max_iter`` iterations, and on past that (up to ``10 * max_iter``) while the gradient
+    norm still falls (by 10% per 10 iterations); warns with :class:`ConvergenceWarning`, giving
+    the gradient norm reached, when ``tol`` is not met.
+    """
     points = np.asarray(points, dtype=float)
     k = len(manifold.point_shape)
     if points.ndim < k + 1 or points.shape[points.ndim - k :] != manifold.point_shape:
@@ -329,34 +380,68 @@ def karcher_mean(
             f"{manifold}: argument 'points' has shape {points.shape}; expected "
             f"(..., n_points, {', '.join(map(str, manifold.point_shape))})"
         )
+    if not np.all(np.isfinite(points)):
+        n_bad = int(points.size - np.count_nonzero(np.isfinite(points)))
+        raise ValueError(f"{manifold}: argument 'points' has {n_bad} non-finite value(s) (NaN/inf)")
+    if not isinstance(max_iter, (int, np.integer)) or isinstance(max_iter, bool) or max_iter < 1:
+        raise ValueError(f"argument 'max_iter' must be an int >= 1, got {max_iter!r}")
     n_points = points.shape[-1 - k]
     w = _normalize_weights(weights, n_points)
     w_b = w.reshape(w.shape + (1,) * k)
     x = np.array(points[(..., 0) + (slice(None),) * k]) if init is None else np.array(init, float)
     kappa = np.sqrt(max(-float(manifold.curvature_lower_bound), 0.0))
-    for _ in range(max_iter):
+    history: list[float] = []
+    it = 0
+    prev = np.inf
+    careful = np.zeros(w.shape[:-1], dtype=bool)
+    while True:
         xe = np.expand_dims(x, -1 - k)
         logs = manifold.log(xe, points)
         step = np.sum(w_b * logs, axis=-1 - k)
-        if np.all(manifold.norm(x, step) <= tol):
+        gnorm = manifold.norm(x, step)
+        worst = float(np.max(gnorm)) if np.size(gnorm) else 0.0
+        if worst <= tol:
+            return x
+        history.append(worst)
+        progressing = len(history) > 10 and history[-1] < 0.9 * history[-11]
+        if it >= max_iter and not (progressing and it < 10 * max_iter):
             break
         if kappa > 0:
-            # On curvature >= -kappa^2 the Hessian of d(., p)^2 / 2 is at most
-            # kappa d coth(kappa d); a unit step overshoots (and diverges) for spread data.
-            kd = kappa * manifold.norm(xe, logs)
+            # On curvature >= -kappa^2 the Hessian of d(., p)^2 / 2 is 1 along the geodesic to p
+            # and at most kappa d coth(kappa d) across it (comparison theorem); its value in the
+            # direction of the step bounds the curvature the step sees (a unit step overshoots
+            # and diverges for spread data, a step 1/max crawls).
+            ln = manifold.norm(xe, logs)
+            kd = kappa * ln
             safe = np.where(kd > 1e-8, kd, 1.0)
             h = np.where(kd > 1e-8, safe / np.tanh(safe), 1.0)
-            lip = np.sum(w * h, axis=-1)
+            cos = manifold.inner(xe, logs, np.expand_dims(step, -1 - k)) / np.where(
+                ln > 0, ln, 1.0
+            ) / np.where(gnorm > 0, gnorm, 1.0)[..., None]
+            cos2 = np.minimum(np.square(cos), 1.0)
+            # elements whose gradient grew fall back for good to the full bound sum w h
+            careful = careful | (gnorm > prev)
+            cos2 = np.where(careful[..., None], 0.0, cos2)
+            lip = np.sum(w * (cos2 + (1.0 - cos2) * h), axis=-1)
             step = step / lip.reshape(lip.shape + (1,) * k)
         x = manifold.exp(x, step)
+        prev = gnorm
+        it += 1
+    warnings.warn(
+        f"{manifold}: Karcher mean stopped after {it} iterations with gradient norm "
+        f"{history[-1]:.3e} > tol {tol:.1e} (raise max_iter, or tol)",
+        ConvergenceWarning,
+        stacklevel=3,
+    )
     return x
 
 
 class CheckedManifold:
     """A validating view of a manifold: every point and tangent argument is checked first.
 
-    Points are the arguments named ``x`` and ``y`` (and ``points``); tangent vectors ``u`` and
-    ``v`` are checked against the base point ``x``. Costs a membership test per call; meant for
+    Points are the arguments named ``x`` and ``y`` (and the ``points`` of :meth:`mean`), passed
+    by position or by keyword; tangent vectors ``u`` and ``v`` are checked against the base
+    point ``x``. Costs a membership test per call; meant for
     debugging and for public boundaries, not for hot loops.
     """
 
@@ -375,6 +460,7 @@ class CheckedManifold:
         "zero_vector": ("x",),
         "proj": ("x",),
         "egrad2rgrad": ("x",),
+        "mean": ("points",),
     }
 
     def __init__(self, manifold: Manifold):
@@ -390,14 +476,21 @@ class CheckedManifold:
             args = list(args)
             base = None
             for i, role in enumerate(roles):
-                if i >= len(args):
-                    break
-                if role in ("x", "y"):
-                    args[i] = self.manifold.check_point(args[i], role)
-                    if role == "x":
-                        base = args[i]
+                # the argument in role ``role``: positional, or passed by keyword
+                if i < len(args):
+                    value, put = args[i], (lambda v, i=i: args.__setitem__(i, v))
+                elif role in kwargs:
+                    value, put = kwargs[role], (lambda v, r=role: kwargs.__setitem__(r, v))
                 else:
-                    args[i] = self.manifold.check_tangent(base, args[i], role)
+                    continue
+                if role in ("x", "y"):
+                    put(self.manifold.check_point(value, role))
+                    if role == "x":
+                        base = value
+                elif role == "points":
+                    put(self.manifold.check_point(value, role))
+                else:
+                    put(self.manifold.check_tangent(base, value, role))
             return target(*args, **kwargs)
 
         checked_call.__doc__ = target.__doc__

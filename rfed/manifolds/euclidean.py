@@ -36,29 +36,30 @@ class Euclidean(Manifold):
         self.name = f"Euclidean({', '.join(map(str, self.point_shape))})"
 
     def inner(self, x, u, v):
-        return self._sum_point_axes(np.asarray(u) * np.asarray(v))
+        return self._sum_point_axes(np.asarray(u, dtype=float) * np.asarray(v, dtype=float))
 
     def norm(self, x, u):
-        return np.sqrt(self._sum_point_axes(np.square(u)))
+        return np.sqrt(self._sum_point_axes(np.square(np.asarray(u, dtype=float))))
 
     def dist(self, x, y):
-        return self.norm(x, np.asarray(y) - np.asarray(x))
+        return self.norm(x, np.asarray(y, dtype=float) - np.asarray(x, dtype=float))
 
     def exp(self, x, u):
-        return np.asarray(x) + np.asarray(u)
+        return np.asarray(x, dtype=float) + np.asarray(u, dtype=float)
 
     def log(self, x, y):
-        return np.asarray(y) - np.asarray(x)
+        return np.asarray(y, dtype=float) - np.asarray(x, dtype=float)
 
     def transport(self, x, y, u):
         shape = np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(u))
         return np.broadcast_to(np.asarray(u, dtype=float), shape).copy()
 
     def proj(self, x, v):
-        return np.asarray(v, dtype=float)
+        # a new array, as on every manifold (editing the result never edits the input)
+        return np.array(v, dtype=float, copy=True)
 
     def ehess2rhess(self, x, egrad, ehess, u):
-        return np.asarray(ehess, dtype=float)
+        return np.array(ehess, dtype=float, copy=True)
 
     def random_point(self, rng, size: int | Sequence[int] = ()):
         size = (size,) if np.isscalar(size) else tuple(size)
@@ -67,8 +68,10 @@ class Euclidean(Manifold):
     def tangent_gaussian(self, x, sigma, rng):
         x = np.asarray(x, dtype=float)
         sigma = np.asarray(sigma, dtype=float)
+        # one independent draw per element of the broadcast batch (x's and sigma's)
+        batch = np.broadcast_shapes(x.shape[: self._batch_ndim(x)], sigma.shape)
         sigma = sigma.reshape(sigma.shape + (1,) * len(self.point_shape))
-        return sigma * as_generator(rng).standard_normal(x.shape)
+        return sigma * as_generator(rng).standard_normal(batch + self.point_shape)
 
     def tangent_basis(self, x):
         x = np.asarray(x, dtype=float)
@@ -76,11 +79,11 @@ class Euclidean(Manifold):
         return np.broadcast_to(eye, x.shape[: self._batch_ndim(x)] + eye.shape)
 
     def to_coords(self, x, u):
-        u = np.asarray(u, dtype=float)
+        u = np.array(u, dtype=float, copy=True)
         return u.reshape(u.shape[: self._batch_ndim(u)] + (self.dim,))
 
     def from_coords(self, x, coords):
-        c = np.asarray(coords, dtype=float)
+        c = np.array(coords, dtype=float, copy=True)
         return c.reshape(c.shape[:-1] + self.point_shape)
 
     def point_violation(self, x):

@@ -51,12 +51,13 @@ class Hyperboloid(Manifold):
     * :math:`\mathrm{Exp}_x u = \cosh(\|u\|_L) x + \mathrm{sinhc}(\|u\|_L) u`, after which the time
       coordinate is recomputed as :math:`\sqrt{1 + \|x_{1:}\|^2}` so the result lies on the
       hyperboloid to rounding even for :math:`\|u\| = 30` (coordinates of order 1e13).
-    * Distance: with :math:`z = -\langle x, y\rangle_L = \cosh d` and the Lorentz chord
-      :math:`c^2 = \langle y - x, y - x\rangle_L = 4\sinh^2(d/2)`,
-      :math:`d = 2\,\mathrm{asinh}(c/2)` when :math:`c^2 < 2` (no arccosh of a number near 1,
-      so points 1e-9 apart keep their digits) and :math:`d = \log(z + \sqrt{(z-1)(z+1)})`
-      otherwise (there ``z`` is computed without cancellation trouble and the formula never
-      overflows into NaN for large ``d``).
+    * Distance :math:`d = 2\,\mathrm{asinh}\sqrt{w/2}`, :math:`w = \cosh d - 1` written as a sum
+      of non-negative terms and evaluated in log space (see :meth:`_log_half_gap`): accurate for
+      points 1e-9 apart and for points hundreds of units apart, with coordinates up to the
+      float64 limit (the former branch on the Lorentz chord cancelled for far points).
+    * Float64 range: exp raises ``FloatingPointError`` when its result is not representable
+      (:math:`\cosh\|u\| x_0 > 1.8\cdot 10^{308}`, e.g. :math:`\|u\| > 710` from the origin);
+      dist and log accept every representable pair; no method returns inf or NaN silently.
     * :math:`\mathrm{Log}_x y = \frac{d}{\sinh d}\,w`, :math:`w = (y - x) + \langle x, y - x
       \rangle_L\, x` (the projection of ``y - x`` onto :math:`T_x`, equal to
       :math:`y - z x`); exactly zero when ``y == x``.
@@ -85,48 +86,117 @@ class Hyperboloid(Manifold):
         return o
 
     # ------------------------------------------------------------------ metric
+    @staticmethod
+    def _split(x, u):
+        r"""(component of u_s across x_s, component of u_s along x_s / x_0): for u in T_x,
+        :math:`\langle u, u\rangle_L = \|u_\perp\|^2 + (u_s\cdot \hat x_s)^2 / x_0^2`, a sum of
+        squares (the Lorentz form :math:`\|u_s\|^2 - u_0^2` cancels by a factor x_0^2 at far
+        base points: 1e-4 relative error at x_0 = 1e6)."""
+        xs = x[..., 1:]
+        nx = np.sqrt(np.einsum("...i,...i->...", xs, xs))
+        xhat = xs / np.where(nx > 0, nx, 1.0)[..., None]
+        along = np.einsum("...i,...i->...", u[..., 1:], xhat)
+        perp = u[..., 1:] - along[..., None] * xhat
+        return perp, along / x[..., 0]
+
     def inner(self, x, u, v):
-        return minkowski_inner(u, v)
+        x = np.asarray(x, dtype=float)
+        pu, au = self._split(x, np.asarray(u, dtype=float))
+        pv, av = self._split(x, np.asarray(v, dtype=float))
+        return np.einsum("...i,...i->...", pu, pv) + au * av
 
     def norm(self, x, u):
-        return np.sqrt(np.maximum(minkowski_inner(u, u), 0.0))
+        pu, au = self._split(np.asarray(x, dtype=float), np.asarray(u, dtype=float))
+        return np.sqrt(np.einsum("...i,...i->...", pu, pu) + au * au)
 
-    def _dist_parts(self, x, y):
-        """(y - x, d(x, y), <x, y - x>_L)."""
-        x = np.asarray(x, dtype=float)
-        diff = np.asarray(y, dtype=float) - x
-        a = minkowski_inner(x, diff)  # = 1 - z = 1 - cosh(d) on the manifold
-        chord2 = minkowski_inner(diff, diff)  # = 2 (cosh d - 1)
-        near = chord2 < 2.0
-        d_near = 2.0 * np.arcsinh(0.5 * np.sqrt(np.maximum(chord2, 0.0)))
-        # far branch: z >= 2, so (z - 1)(z + 1) > 0 and the log has no cancellation
-        z = np.maximum(1.0 - a, 2.0)
-        d_far = np.log(z + np.sqrt((z - 1.0) * (z + 1.0)))
-        return diff, np.where(near, d_near, d_far), a
+    @staticmethod
+    def _log_half_gap(x, y):
+        r""":math:`\log w` with :math:`w = \cosh d(x, y) - 1`, without cancellation or overflow.
+
+        On the hyperboloid (:math:`x_0^2 = 1 + \|x_s\|^2`),
+        :math:`w = -\langle x, y\rangle_L - 1 = \tfrac12 x_0 y_0 \big(\|x_s/x_0 - y_s/y_0\|^2
+        + (1/y_0 - 1/x_0)^2\big)`: a sum of non-negative terms (nothing cancels, unlike
+        :math:`x_0 y_0 - x_s\cdot y_s - 1` or the Lorentz chord), evaluated in log space so that
+        points with coordinates near the float64 limit do not overflow. ``-inf`` when y == x.
+        """
+        x0 = x[..., 0]
+        y0 = y[..., 0]
+        dn = x[..., 1:] / x0[..., None] - y[..., 1:] / y0[..., None]
+        s = np.einsum("...i,...i->...", dn, dn) + np.square(1.0 / y0 - 1.0 / x0)
+        with np.errstate(divide="ignore"):
+            return np.log(0.5) + np.log(x0) + np.log(y0) + np.log(s)
+
+    def _dist(self, x, y):
+        """d(x, y) from :meth:`_log_half_gap`: ``2 asinh(sqrt(w / 2))``, or ``log(2 w)`` once
+        w is so large that the two agree to rounding (no overflow of w itself)."""
+        lw = self._log_half_gap(x, y)
+        big = lw > 40.0  # w > 2e17: asinh(sqrt(w/2)) = log(2 sqrt(w/2)) to rounding
+        w = np.exp(np.minimum(lw, 40.0))
+        return np.where(big, np.log(2.0) + lw, 2.0 * np.arcsinh(np.sqrt(0.5 * w)))
 
     def dist(self, x, y):
-        return self._dist_parts(x, y)[1]
+        x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+        return self._dist(x, y)
 
     # ------------------------------------------------------------------ maps
-    def _lift(self, spatial):
-        """The point with spatial part ``spatial`` (time coordinate recomputed)."""
+    @staticmethod
+    def _lift(spatial):
+        """The point with spatial part ``spatial`` (time coordinate recomputed, scaled so that
+        its square cannot overflow)."""
         out = np.empty(spatial.shape[:-1] + (spatial.shape[-1] + 1,))
         out[..., 1:] = spatial
-        out[..., 0] = np.sqrt(1.0 + np.einsum("...i,...i->...", spatial, spatial))
+        big = np.max(np.abs(spatial), axis=-1, initial=0.0)
+        scale = np.where(big > 1e150, big, 1.0)[..., None]
+        t = spatial / scale
+        out[..., 0] = scale[..., 0] * np.sqrt(
+            np.square(1.0 / scale[..., 0]) + np.einsum("...i,...i->...", t, t)
+        )
         return out
 
     def exp(self, x, u):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
         t = self.norm(x, u)[..., None]
-        return self._lift(np.cosh(t) * x[..., 1:] + sinhc(t) * u[..., 1:])
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = self._lift(np.cosh(t) * x[..., 1:] + sinhc(t) * u[..., 1:])
+        if not np.all(np.isfinite(out)):
+            raise FloatingPointError(
+                f"{self}: exp(x, u) is not representable in float64 (its coordinates exceed "
+                f"1.8e308): |u| = {float(np.max(t)):.4g} from x with x_0 = "
+                f"{float(np.max(x[..., 0])):.4g}; cosh(|u|) x_0 must stay below ~1e308"
+            )
+        return out
 
     def log(self, x, y):
-        x = np.asarray(x, dtype=float)
-        y = np.asarray(y, dtype=float)
-        diff, d, a = self._dist_parts(x, y)
-        # y == x gives diff == 0 and a == 0 exactly, hence an exactly zero log
-        return _inv_sinhc(d)[..., None] * (diff + a[..., None] * x)
+        r"""Log map :math:`\frac{d}{\sinh d}(y - z x)`, :math:`z = \cosh d`.
+
+        For :math:`d < 20` as :math:`\frac{d}{\sinh d}\,((y - x) + \langle x, y - x\rangle_L x)`
+        (no cancellation for nearby points; exactly zero when y == x). For far points
+        :math:`(y - z x) / y_0` is formed from :math:`y / y_0` (no overflow for coordinates up to
+        the float64 limit) and scaled by :math:`d\, y_0 / \sinh d` in log space.
+        """
+        x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+        d = self._dist(x, y)
+        far = d >= 20.0
+        diff = y - x
+        a = minkowski_inner(x, diff)
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = _inv_sinhc(np.where(far, 1.0, d))[..., None] * (diff + a[..., None] * x)
+        if np.any(far):
+            t = y[far] / y[far][..., :1]
+            xf = x[far]
+            direction = t + minkowski_inner(xf, t)[..., None] * xf  # (y - z x) / y_0
+            # |y - z x|_L = sinh d on the manifold: scale by d y_0 / sinh d in log space (the
+            # Lorentz norm of ``direction`` itself cancels badly at far base points)
+            df = d[far]
+            log_sinh = df + np.log1p(-np.exp(-2.0 * df)) - np.log(2.0)
+            out[far] = (df * np.exp(np.log(y[far][..., 0]) - log_sinh))[..., None] * direction
+        if not np.all(np.isfinite(out)):
+            raise FloatingPointError(
+                f"{self}: log(x, y) overflowed (x_0 = {float(np.max(x[..., 0])):.3g}): the "
+                "tangent vector at such a far base point is not representable in float64"
+            )
+        return out
 
     def transport(self, x, y, u):
         x = np.asarray(x, dtype=float)

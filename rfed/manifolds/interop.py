@@ -40,9 +40,10 @@ class PymanoptAdapter(_PymanoptManifold):
     Notes
     -----
     ``euclidean_to_riemannian_hessian`` uses the manifold's ``ehess2rhess``; the manifolds of
-    ``rfed.manifolds`` all provide it (Euclidean, Sphere, SPD, Hyperboloid, PoincareBall and
-    products of them), so trust regions works on each. A manifold without it supports only
-    first-order solvers (pymanopt raises ``NotImplementedError`` from trust regions).
+    ``rfed.manifolds`` all provide it (Euclidean, Sphere, SPD, Hyperboloid, PoincareBall,
+    Stiefel, Grassmann and products of them), so trust regions works on each. A manifold
+    without it supports only first-order solvers (pymanopt raises ``NotImplementedError``
+    from trust regions).
     ``random_tangent_vector`` is a unit-norm vector (pymanopt's convention), drawn as a
     normalized tangent Gaussian.
     """

@@ -107,9 +107,46 @@ class SPD(Manifold):
         _, inv = self._frame(x)
         return np.linalg.norm(self._whiten(inv, u), axis=(-2, -1))
 
+    def _check_resolved(self, mu, x, y, method):
+        r"""Raise when the whitened matrix's eigenvalues ``mu`` are beyond float64's resolution.
+
+        From :meth:`_pencil` the eigenvalues of :math:`L^{-1} Q L^{-T}` are known to about
+        :math:`(n\,\epsilon)^2 \mu_{\max}` in absolute terms (they are squared singular values);
+        a smallest eigenvalue below :math:`(100 n \epsilon)^2 \mu_{\max}` (condition number above
+        ~1e22) has no correct digit left, and its log is meaningless.
+        """
+        lo = mu[..., 0]
+        hi = mu[..., -1]
+        bad = ~(lo > (100.0 * self.n * np.finfo(float).eps) ** 2 * hi)
+        if np.any(bad):
+            x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+            idx = np.unravel_index(np.argmax(bad), bad.shape) if bad.ndim else ()
+            cond_w = float(hi[idx] / lo[idx]) if lo[idx] > 0 else np.inf
+            raise ValueError(
+                f"{self}: {method} is beyond float64: the whitened matrix x^(-1/2) y x^(-1/2) "
+                f"has condition number {cond_w:.2e} > ~1e22 (cond(x) = "
+                f"{float(np.linalg.cond(x[idx])):.2e}, cond(y) = "
+                f"{float(np.linalg.cond(y[idx])):.2e}); its smallest eigenvalues have no correct "
+                "digit in float64"
+            )
+
+    def _pencil(self, x, y):
+        r"""Eigenpairs of the whitened :math:`M = L^{-1} Q L^{-T}` as the squared singular values
+        and left singular vectors of :math:`B = L^{-1} R`, :math:`Q = R R^T` (Cholesky): the SVD
+        resolves singular values down to :math:`\epsilon\,\sigma_{\max}`, i.e. eigenvalues of M
+        down to :math:`\epsilon^2 \mu_{\max}` instead of :math:`\epsilon\,\mu_{\max}`, so pairs of
+        condition number 1e12 each (M up to 1e24) keep their digits.
+
+        Returns ``(chol, mu, v)`` with mu ascending, shape ``(..., n)``, v ``(..., n, n)``.
+        """
+        chol, inv = self._frame(x)
+        b = inv @ np.linalg.cholesky(np.asarray(y, dtype=float))
+        v, sv, _ = np.linalg.svd(b)
+        return chol, np.square(sv[..., ::-1]), v[..., :, ::-1]
+
     def dist(self, x, y):
-        _, inv = self._frame(x)
-        mu = np.linalg.eigvalsh(self._whiten(inv, y))
+        _, mu, _ = self._pencil(x, y)
+        self._check_resolved(mu, x, y, "dist(x, y)")
         return np.sqrt(np.sum(np.square(np.log(mu)), axis=-1))
 
     # ------------------------------------------------------------------ maps
@@ -127,16 +164,23 @@ class SPD(Manifold):
     def log(self, x, y):
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
-        chol, inv = self._frame(x)
-        out = self._unwhiten_fun(chol, self._whiten(inv, y), np.log)
+        chol, w, v = self._pencil(x, y)
+        self._check_resolved(w, x, y, "log(x, y)")
+        m = chol @ v
+        out = _sym((m * np.log(w)[..., None, :]) @ _mT(m))
         return np.where(np.all(x == y, axis=(-2, -1), keepdims=True), 0.0, out)
 
     def retract(self, x, u):
-        r"""Second-order retraction :math:`P + U + \tfrac12 U P^{-1} U` (always SPD: it equals
-        :math:`\tfrac12 (P + (P+U) P^{-1} (P+U))`); one linear solve, no eigendecomposition."""
-        x = np.asarray(x, dtype=float)
-        u = np.asarray(u, dtype=float)
-        return _sym(x + u + 0.5 * u @ np.linalg.solve(x, u))
+        r"""Second-order retraction :math:`P + U + \tfrac12 U P^{-1} U`, computed in the
+        Cholesky frame: :math:`L S L^T` with :math:`S = I + \tilde U + \tfrac12 \tilde U^2 =
+        \tfrac12 (I + (I + \tilde U)^2) \succeq \tfrac12 I`, formed as the Gram matrix
+        :math:`B B^T`, :math:`B = L V \mathrm{diag}(\sqrt{s})` from the eigenpairs
+        :math:`(s, V)` of S. It is then positive definite in floating point too (the
+        unwhitened :math:`P + U + \frac12 U P^{-1} U` loses that for ill-conditioned P)."""
+        chol, inv = self._frame(x)
+        ut = self._whiten(inv, u)
+        s = np.eye(self.n) + ut + 0.5 * ut @ ut
+        return self._unwhiten_fun(chol, _sym(s), lambda w: np.maximum(w, 0.5))
 
     def transport(self, x, y, u):
         chol, inv = self._frame(x)

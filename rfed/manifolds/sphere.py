@@ -43,8 +43,8 @@ class Sphere(Manifold):
       Antipodal points raise :class:`AntipodalError`.
     * Distance from the chord to the nearer of :math:`\pm x` (see :meth:`dist`), accurate at 0
       and :math:`\pi` (a clipped arccos returns 0 for points 1e-9 apart).
-    * Parallel transport along the minimizing geodesic:
-      :math:`P_{x\to y} u = u - \frac{\langle y, u\rangle}{1 + \langle x, y\rangle}(x + y)`.
+    * Parallel transport along the minimizing geodesic, as a rotation in the plane of x and the
+      geodesic's direction (see :meth:`transport`), isometric up to rounding near the antipode.
     * Tangent Gaussian: orthogonal projection of ambient noise (the metric is induced).
     """
 
@@ -106,6 +106,7 @@ class Sphere(Manifold):
         # w = (y - x) - <x, y - x> x, the tangential part of y, without cancellation
         c = _dot(x, w)
         w -= c[..., None] * x
+        w -= _dot(x, w)[..., None] * x  # second pass, as in transport (antipodal accuracy)
         wn = np.sqrt(_dot(w, w))
         theta = np.arctan2(wn, 1.0 + c)
         if np.any(np.pi - theta < self.antipodal_tol):
@@ -118,11 +119,32 @@ class Sphere(Manifold):
         return w
 
     def transport(self, x, y, u):
+        r"""Parallel transport along the minimizing geodesic, in the rotation form
+        :math:`P u = u - \langle e, u\rangle\big((1 - \cos\theta) e + \sin\theta\, x\big)`
+        with the unit direction :math:`e = w/\|w\|` of :meth:`log`, :math:`\sin\theta = \|w\|`
+        and :math:`1 - \cos\theta = -\langle x, y - x\rangle` (no cancellation). Exactly an
+        isometry up to rounding even next to the antipode, where the usual
+        :math:`u - \frac{\langle y, u\rangle}{1 + \langle x, y\rangle}(x + y)` divides by a
+        vanishing :math:`1 + \langle x, y\rangle`. Antipodal points (within
+        :attr:`antipodal_tol` of pi) raise :class:`AntipodalError`, as :meth:`log` does."""
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
         u = np.asarray(u, dtype=float)
-        coef = _dot(y, u) / (1.0 + _dot(x, y))
-        return u - coef[..., None] * (x + y)
+        w = y - x
+        c = _dot(x, w)  # <x, y> - 1 = cos(theta) - 1
+        w = w - c[..., None] * x
+        # second Gram-Schmidt pass: near the antipode |w| = sin(theta) is tiny and the first
+        # pass leaves a component along x of relative size eps / sin(theta)
+        w -= _dot(x, w)[..., None] * x
+        wn = np.sqrt(_dot(w, w))
+        if np.any(np.pi - np.arctan2(wn, 1.0 + c) < self.antipodal_tol):
+            raise AntipodalError(
+                f"{self}: transport(x, y, u) is undefined for antipodal x and y (distance within "
+                f"{self.antipodal_tol:g} of pi): every direction is a minimizing geodesic"
+            )
+        e = w / np.where(wn > 0, wn, 1.0)[..., None]
+        eu = _dot(e, u)[..., None]
+        return u - eu * ((-c)[..., None] * e + wn[..., None] * x)
 
     def ehess2rhess(self, x, egrad, ehess, u):
         r"""Riemannian Hessian :math:`\mathrm{proj}_x(H) - (x \cdot g)\, u` (the Weingarten term

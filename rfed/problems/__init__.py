@@ -1,6 +1,7 @@
 """Objectives split across agents: per-sample loss and Riemannian gradient on a manifold.
 
 * :class:`SpherePCA`: leading eigenvector on the sphere (PriRFed problem 6.1), closed-form optimum.
+* :class:`KPCA`: top-k principal subspace on Stiefel or Grassmann, closed-form optimum.
 * :class:`SPDFrechetMean` / :class:`FrechetMean`: Frechet mean (problem 6.2), Karcher reference.
 * :class:`HyperbolicPrediction`: kernel-weighted Frechet mean on the hyperboloid (problem 6.3).
 * :class:`AutogradProblem`: any batched autograd loss on any manifold.
@@ -18,6 +19,7 @@ from rfed.problems.base import Problem, sample_without_replacement, stack_agents
 from rfed.problems.dispatch import QuadraticResourceAllocation, ieee14_problem
 from rfed.problems.frechet import FrechetMean, SPDFrechetMean
 from rfed.problems.hyperbolic import HyperbolicPrediction, kernel_similarity, kernel_weights
+from rfed.problems.kpca import KPCA
 from rfed.problems.linear import (
     HingeSVM,
     L1Regularizer,
@@ -33,6 +35,7 @@ __all__ = [
     "FrechetMean",
     "HingeSVM",
     "HyperbolicPrediction",
+    "KPCA",
     "L1Regularizer",
     "L2Regularizer",
     "LogisticRegression",

@@ -7,10 +7,12 @@ import numpy as np
 from rfed.manifolds import (
     SPD,
     Euclidean,
+    Grassmann,
     Hyperboloid,
     PoincareBall,
     Product,
     Sphere,
+    Stiefel,
 )
 
 CASES = {
@@ -28,6 +30,12 @@ CASES = {
     "PoincareBall(3)": lambda: PoincareBall(3),
     "Product(S2,SPD2).flat": lambda: Product(Sphere(2), SPD(2)).as_flat(),
     "Product(S2,SPD2)": lambda: Product(Sphere(2), SPD(2)),
+    "Stiefel(5,2)": lambda: Stiefel(5, 2),
+    "Stiefel(6,3)": lambda: Stiefel(6, 3),
+    "Stiefel(4,1)": lambda: Stiefel(4, 1),
+    "Grassmann(5,2)": lambda: Grassmann(5, 2),
+    "Grassmann(7,3)": lambda: Grassmann(7, 3),
+    "Grassmann(4,1)": lambda: Grassmann(4, 1),
 }
 
 
@@ -96,7 +104,12 @@ def unit_tangent(m, x, rng, norms):
 
 
 def radius(m) -> float:
-    """A tangent norm safely inside the injectivity radius (pi on the sphere)."""
+    """A tangent norm safely inside the injectivity radius (pi on the sphere, pi/2 on the
+    Grassmann manifold) and, on Stiefel, inside the range where its log iteration converges."""
+    if isinstance(m, Grassmann):
+        return 1.4
+    if isinstance(m, Stiefel):
+        return 1.5
     if isinstance(m, Sphere) or (
         hasattr(m, "manifolds") and any(isinstance(f, Sphere) for f in m.manifolds)
     ):

@@ -18,13 +18,21 @@ from manifold_cases import (
     unit_tangent,
 )
 
-from rfed.manifolds import Euclidean
+from rfed.manifolds import Euclidean, Stiefel
 
 B = 6  # batch size of the property tests
 
 
 def _points(m, rng, size=(B,)):
     return m.random_point(rng, size)
+
+
+def _partners(m, x, rng):
+    """Second points for log/dist/transport: random points, except on Stiefel, whose log
+    iteration converges only within a distance of about 2 (then points at distance <= 1.5)."""
+    if isinstance(m, Stiefel):
+        return m.exp(x, unit_tangent(m, x, rng, rng.uniform(0.1, 1.5, np.shape(x)[:-2])))
+    return m.random_point(rng, np.shape(blocks(m, x)[0][1])[: -len(blocks(m, x)[0][0].point_shape)])
 
 
 def test_random_points_belong(manifold, rng):
@@ -58,6 +66,8 @@ def test_log_of_same_point_is_exactly_zero(manifold, rng):
 
 
 def test_transport_is_isometry_into_target_and_reversible(manifold, rng):
+    if not manifold.has_parallel_transport:
+        pytest.skip(f"{manifold}: transport is a vector transport (has_parallel_transport False)")
     x = _points(manifold, rng)
     w = unit_tangent(manifold, x, rng, rng.uniform(0.1, radius(manifold), B))
     y = manifold.exp(x, w)
@@ -79,9 +89,25 @@ def test_transport_is_isometry_into_target_and_reversible(manifold, rng):
     )
 
 
+def test_vector_transport_is_tangent_and_identity_at_base(manifold, rng):
+    """What every transport promises: tangent at the target, linear, the identity when y = x."""
+    x = _points(manifold, rng)
+    y = manifold.exp(x, unit_tangent(manifold, x, rng, rng.uniform(0.1, radius(manifold), B)))
+    u = manifold.tangent_gaussian(x, 1.0, rng)
+    v = manifold.tangent_gaussian(x, 1.0, rng)
+    tu = manifold.transport(x, y, u)
+    assert np.all(manifold.is_tangent(y, tu, atol=1e-10))
+    both = manifold.transport(x, y, tmap(manifold, lambda mi, a, b: 2.0 * a - b, u, v))
+    lin = tmap(manifold, lambda mi, a, b: 2.0 * a - b, tu, manifold.transport(x, y, v))
+    tol = 1e-12 * (1 + max_abs(manifold, lin))
+    assert np.all(manifold.norm(y, sub(manifold, both, lin)) <= tol)
+    same = manifold.transport(x, x, u)
+    assert np.all(manifold.norm(x, sub(manifold, same, u)) <= 1e-12 * manifold.norm(x, u))
+
+
 def test_batched_equals_looped(manifold, rng):
     x = _points(manifold, rng, (4,))
-    y = _points(manifold, rng, (4,))
+    y = _partners(manifold, x, rng)
     u = unit_tangent(manifold, x, rng, rng.uniform(0.1, 1.0, 4))
     v = manifold.tangent_gaussian(x, 1.0, rng)
     c = manifold.to_coords(x, u)
@@ -263,7 +289,7 @@ def test_gradient_and_hessian_conversions(manifold, rng):
 @pytest.mark.parametrize("method", ["exp", "log", "transport"])
 def test_checked_view_passes_valid_input(manifold, rng, method):
     x = _points(manifold, rng, (2,))
-    y = _points(manifold, rng, (2,))
+    y = _partners(manifold, x, rng)
     u = manifold.tangent_gaussian(x, 0.3, rng)
     args = {"exp": (x, u), "log": (x, y), "transport": (x, y, u)}[method]
     got = getattr(manifold.checked(), method)(*args)

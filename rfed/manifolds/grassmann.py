@@ -1,0 +1,198 @@
+"""The Grassmann manifold Gr(n, p) of p-dimensional subspaces of R^n (orthonormal frames)."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from rfed.manifolds.base import Manifold, as_generator
+from rfed.manifolds.stiefel import Stiefel
+
+__all__ = ["Grassmann", "principal_angles"]
+
+
+def _mT(a: np.ndarray) -> np.ndarray:
+    return np.swapaxes(a, -1, -2)
+
+
+def _aligned(x: np.ndarray, y: np.ndarray):
+    r"""Principal angles and the horizontal direction from span(X) to span(Y).
+
+    Returns ``(w, theta, r, y_star)`` with :math:`(I - XX^T) Y_* = W \sin\Theta R^T`,
+    :math:`X^T Y_* = R \cos\Theta R^T` and :math:`Y_* = Y \Psi` the representative of span(Y)
+    closest to X (orthogonal Procrustes, :math:`\Psi` orthogonal).
+
+    Stable for tiny and for near-pi/2 angles: the sines come from an SVD of
+    :math:`(I - XX^T)(Y_* - X)` (no cancellation between nearly equal frames), the cosines from
+    the diagonal of :math:`R^T X^T Y_* R`, and :math:`\theta = \mathrm{atan2}(\sin, \cos)`: never
+    the ill-conditioned arccos of a cosine near 1 or arcsin of a sine near 1.
+    """
+    m = _mT(y) @ x  # (p, p)
+    us, _, vt = np.linalg.svd(m)
+    y_star = y @ (us @ vt)  # Y Psi with Psi = U V^T maximizes tr(X^T Y Psi)
+    d = y_star - x
+    perp = d - x @ (_mT(x) @ d)  # = (I - XX^T) Y_*
+    w, sin, rt = np.linalg.svd(perp, full_matrices=False)
+    r = _mT(rt)
+    cos = np.einsum("...ki,...kl,...li->...i", r, _mT(x) @ y_star, r)
+    theta = np.arctan2(sin, np.maximum(cos, 0.0))
+    return w, theta, r, y_star
+
+
+def principal_angles(x: np.ndarray, y: np.ndarray) -> np.ndarray:
+    """Principal angles between span(X) and span(Y), ``(*batch, p)``, descending, in [0, pi/2]."""
+    return _aligned(np.asarray(x, dtype=float), np.asarray(y, dtype=float))[1]
+
+
+class Grassmann(Manifold):
+    r"""Subspaces :math:`\mathrm{Gr}(n, p)`, each represented by an n x p orthonormal frame X.
+
+    The quotient metric of :math:`\mathrm{St}(n, p) / O(p)`: tangent vectors at (the
+    representative) X are the horizontal n x p matrices :math:`U`, :math:`X^T U = 0`, with the
+    Frobenius inner product. Intrinsic dimension :math:`p(n - p)`. A tangent vector belongs to
+    the representative it is given at: for :math:`Y = X Q` (Q orthogonal), the same tangent
+    vector is :math:`U Q`.
+
+    Parameters
+    ----------
+    n, p : int
+        ``1 <= p < n``.
+
+    Notes
+    -----
+    Edelman, Arias and Smith (1998), section 2.5, with :math:`U = W \Sigma Z^T` (thin SVD):
+
+    * :math:`\mathrm{Exp}_X U = X Z \cos\Sigma\, Z^T + W \sin\Sigma\, Z^T` (re-orthonormalized
+      by one polar step, which keeps the span and the representative);
+    * :math:`\mathrm{Log}_X Y = W \Theta R^T` with the principal angles :math:`\Theta` between
+      the spans and :math:`(I - XX^T) Y_* = W \sin\Theta R^T` (see :func:`principal_angles`);
+      defined when every principal angle is below pi/2 (the cut locus);
+    * :math:`d(X, Y) = \|\Theta\|_2`;
+    * parallel transport along :math:`t \mapsto \mathrm{Exp}_X(tH)`,
+      :math:`H = W \Theta R^T`: :math:`\tau \Delta = (X R\,(-\sin\Theta) + W \cos\Theta) W^T
+      \Delta + (I - W W^T)\Delta` at the representative
+      :math:`Y_1 = X R \cos\Theta R^T + W \sin\Theta R^T`, then carried to the given
+      representative Y by :math:`Y_1^T Y`.
+
+    The tangent Gaussian is the projection :math:`(I - XX^T) G` of an ambient Gaussian; the
+    orthonormal basis of :math:`T_X` is :math:`X_\perp E_{kj}` (complete QR of X).
+    """
+
+    has_parallel_transport = True
+
+    def __init__(self, n: int, p: int):
+        for name, v in (("n", n), ("p", p)):
+            if not isinstance(v, (int, np.integer)) or isinstance(v, bool) or v < 1:
+                raise ValueError(f"Grassmann: argument '{name}' must be an int >= 1, got {v!r}")
+        if p >= n:
+            raise ValueError(f"Grassmann: argument 'p' ({p}) must be below 'n' ({n})")
+        self.n, self.p = int(n), int(p)
+        self.dim = self.p * (self.n - self.p)
+        self.point_shape = (self.n, self.p)
+        self.name = f"Grassmann({self.n}, {self.p})"
+        self._stiefel = Stiefel(self.n, self.p)
+
+    # ------------------------------------------------------------------ metric
+    def inner(self, x, u, v):
+        return np.sum(np.asarray(u, dtype=float) * np.asarray(v, dtype=float), axis=(-2, -1))
+
+    def norm(self, x, u):
+        return np.linalg.norm(np.asarray(u, dtype=float), axis=(-2, -1))
+
+    def dist(self, x, y):
+        x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+        return np.linalg.norm(_aligned(x, y)[1], axis=-1)
+
+    def proj(self, x, v):
+        x = np.asarray(x, dtype=float)
+        v = np.asarray(v, dtype=float)
+        return v - x @ (_mT(x) @ v)
+
+    def ehess2rhess(self, x, egrad, ehess, u):
+        r"""Riemannian Hessian :math:`(I - XX^T) H - U X^T G` (Absil, Mahony and Sepulchre)."""
+        x = np.asarray(x, dtype=float)
+        return self.proj(x, ehess) - np.asarray(u, dtype=float) @ (_mT(x) @ np.asarray(egrad))
+
+    # ------------------------------------------------------------------ maps
+    @staticmethod
+    def _polar(y):
+        """The orthonormal frame nearest to ``y`` (same span), by one eigh of Y^T Y."""
+        w, v = np.linalg.eigh(_mT(y) @ y)
+        return y @ ((v / np.sqrt(w)[..., None, :]) @ _mT(v))
+
+    def exp(self, x, u):
+        x = np.asarray(x, dtype=float)
+        u = np.asarray(u, dtype=float)
+        x, u = np.broadcast_arrays(x, u)
+        w, s, zt = np.linalg.svd(u, full_matrices=False)
+        z = _mT(zt)
+        y = (x @ z * np.cos(s)[..., None, :] + w * np.sin(s)[..., None, :]) @ zt
+        return self._polar(y)
+
+    def retract(self, x, u):
+        """Polar retraction: the frame nearest to X + U (second order)."""
+        return self._polar(np.asarray(x, dtype=float) + np.asarray(u, dtype=float))
+
+    def log(self, x, y):
+        x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+        w, theta, r, _ = _aligned(x, y)
+        out = (w * theta[..., None, :]) @ _mT(r)
+        # the SVDs of an identity need not return exact identities: make log(x, x) exactly 0
+        return np.where(np.all(x == y, axis=(-2, -1), keepdims=True), 0.0, out)
+
+    def transport(self, x, y, u):
+        x, y, u = np.broadcast_arrays(
+            np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(u, dtype=float)
+        )
+        w, theta, r, _ = _aligned(x, y)
+        # the geodesic's endpoint representative Y_1 = X R cos + W sin R^T, and its lift of u
+        y1 = (x @ r * np.cos(theta)[..., None, :] + w * np.sin(theta)[..., None, :]) @ _mT(r)
+        wu = _mT(w) @ u
+        moved = (
+            (-(x @ r) * np.sin(theta)[..., None, :] + w * np.cos(theta)[..., None, :]) @ wu
+            + u
+            - w @ wu
+        )
+        # the same tangent vector at the given representative Y = Y_1 (Y_1^T Y)
+        out = moved @ (_mT(y1) @ y)
+        return self.proj(y, out)
+
+    # ------------------------------------------------------------------ random
+    def random_point(self, rng, size: int | Sequence[int] = ()):
+        """Uniform (Haar) subspaces, as Haar-distributed frames."""
+        return self._stiefel.random_point(rng, size)
+
+    def tangent_gaussian(self, x, sigma, rng):
+        x = np.asarray(x, dtype=float)
+        sigma = np.asarray(sigma, dtype=float)
+        shape = np.broadcast_shapes(x.shape[:-2], sigma.shape) + self.point_shape
+        z = self.proj(x, as_generator(rng).standard_normal(shape))
+        return z * sigma[..., None, None]
+
+    # ------------------------------------------------------------------ coordinates
+    def to_coords(self, x, u):
+        k = _mT(self._stiefel._complement(x)) @ np.asarray(u, dtype=float)
+        return k.reshape(k.shape[:-2] + (-1,))
+
+    def from_coords(self, x, coords):
+        c = np.asarray(coords, dtype=float)
+        return self._stiefel._complement(x) @ c.reshape(c.shape[:-1] + (self.n - self.p, self.p))
+
+    def tangent_basis(self, x):
+        x = np.asarray(x, dtype=float)
+        eye = np.eye(self.dim)
+        return self.from_coords(x[..., None, :, :], np.broadcast_to(eye, x.shape[:-2] + eye.shape))
+
+    # ------------------------------------------------------------------ membership
+    def point_violation(self, x):
+        return self._stiefel.point_violation(x)
+
+    def tangent_violation(self, x, u):
+        x = np.asarray(x, dtype=float)
+        u = np.asarray(u, dtype=float)
+        scale = np.maximum(np.linalg.norm(u, axis=(-2, -1)), 1.0)
+        return np.linalg.norm(_mT(x) @ u, axis=(-2, -1)) / scale
+
+    point_violation_description = "violation is ||X^T X - I||_F (X an orthonormal representative)"
+    tangent_violation_description = "violation is ||X^T U||_F / max(1, ||U||_F) (horizontal space)"
