@@ -15,7 +15,9 @@ Per-agent draws come in fixed groups of :data:`AGENT_GROUP` consecutive agent id
 ``g = agent // AGENT_GROUP`` has its own counter-based generator, numpy's Philox4x64-10 (Salmon,
 Moraes, Dror and Shaw, SC 2011) with key ``(seed, tag)`` and starting counter ``(0, g, round,
 purpose)``, which draws the rows of all the group's agents at once with numpy's fast samplers;
-an agent's row is its place in the group. A block therefore loops over the groups it touches
+agent ``r`` of the group takes draws ``r, r + 16, r + 32, ...``, so its first ``m`` values do
+not depend on how many values are asked for (blocks padded to different lengths agree). A block
+therefore loops over the groups it touches
 (``n_agents / 16`` generator set-ups of a few microseconds), never over agents, and any process
 computes any agent's draws without the others'. A block holding part of a group draws the whole
 group and keeps its rows (at most 16 times the work for a one-agent client).
@@ -118,14 +120,17 @@ class AgentStreams:
         shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
         groups, where = np.unique(a // AGENT_GROUP, return_inverse=True)
-        rows = np.empty((groups.size, AGENT_GROUP, *shape))
+        m = int(np.prod(shape, dtype=np.int64))
+        rows = np.empty((groups.size, AGENT_GROUP, m))
         for k, g in enumerate(groups):
             # Philox4x64-10: the stream of (round, purpose, group) starts at counter
             # (0, group, round, purpose) and only ever increments the first word, so no two
             # streams of a run overlap
             bits = np.random.Philox(counter=[0, int(g), rnd, code], key=self._key)
-            rows[k] = sampler(np.random.Generator(bits), (AGENT_GROUP, *shape))
-        return rows[where.reshape(-1), a % AGENT_GROUP]
+            # element j of the group's agent r is draw j * 16 + r: it does not depend on how
+            # many elements are asked for, so a block padded to another length agrees
+            rows[k] = sampler(np.random.Generator(bits), (m, AGENT_GROUP)).T
+        return rows[where.reshape(-1), a % AGENT_GROUP].reshape((a.size, *shape))
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
         """Uniforms in the open interval ``(0, 1)`` (53-bit), shape ``(len(agents), *shape)``."""

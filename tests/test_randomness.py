@@ -83,3 +83,12 @@ def test_agents_of_different_groups_and_far_ids_are_served_in_one_call():
     assert together.shape == (4, 2, 3)
     for i, a in enumerate(agents):
         np.testing.assert_array_equal(s.uniform([a], 2, "batch", (2, 3))[0], together[i])
+
+
+@pytest.mark.parametrize("method", ["normal", "uniform"])
+def test_an_agents_first_values_do_not_depend_on_the_length_asked(method):
+    # a block padded to a longer row (its largest local dataset) must agree with a shorter one
+    s = AgentStreams(seed=8)
+    long = getattr(s, method)(np.arange(20), 1, "batch", 50)
+    short = getattr(s, method)(np.array([17, 3]), 1, "batch", 7)
+    np.testing.assert_array_equal(short, long[[17, 3], :7])
