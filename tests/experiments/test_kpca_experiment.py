@@ -2,7 +2,6 @@
 
 import json
 
-import numpy as np
 import pytest
 
 from rfed.experiments import get_experiment, run_experiment
@@ -16,16 +15,18 @@ def test_registered_with_k5_and_synthetic_data():
 def test_runs_private_and_non_private(tmp_path):
     summary, _ = run_experiment(
         "prirfed-kpca", seed=0, out_dir=tmp_path,
-        overrides={"rounds": 60, "repetitions": 1, "sigmas": "[0.05, 0.2]", "eval_every": 20,
+        overrides={"rounds": 60, "repetitions": 1, "epsilons": "[2, 16]", "eval_every": 20,
                    "n_agents": 6, "n_per_agent": 30, "dim": 12},
     )
     for name in ("history.jsonl", "privacy.json", "final.csv", "summary.json", "kpca.png"):
         assert (tmp_path / name).is_file(), name
     privacy = json.loads((tmp_path / "privacy.json").read_text())
-    assert set(privacy) == {"sigma=0.05", "sigma=0.2", "non-private"}
+    labels = ["certified eps=2 (delta=1e-05)", "certified eps=16 (delta=1e-05)"]
+    assert set(privacy) == {*labels, "non-private"}
     settings = summary["settings"]
-    eps_lo, eps_hi = (settings[k]["epsilon_certified"] for k in ("sigma=0.2", "sigma=0.05"))
-    assert 0 < eps_lo < eps_hi < np.inf  # more noise, less privacy spent
+    for label, target in zip(labels, (2.0, 16.0), strict=True):
+        # the finished run certifies its budget, and the noise is not wasted
+        assert 0.9 * target <= settings[label]["epsilon_certified"] <= target
     # the closed-form optimum is the reference; the non-private run gets close to it
     assert summary["optimal_cost"] == pytest.approx(summary["reference_cost"], rel=1e-12)
     assert settings["non-private"]["final_excess_risk_mean"] < 1e-3
