@@ -22,6 +22,7 @@ from rfed.experiments._decentralized import (
     budget_label,
     privacy_summary,
     run_dec_settings,
+    summary_rows,
 )
 from rfed.experiments.plotting import plot_curves
 from rfed.experiments.registry import RunContext, register
@@ -66,6 +67,7 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
 
     eps_grid = list(cfg["epsilons"]) + ([0.0] if cfg["non_private"] else [])
     rows = []
+    all_results: dict[str, list] = {}
     for topo in cfg["topologies"]:
         graph = _GRAPHS[topo](n)
         weights = uniform_weights(graph)
@@ -90,26 +92,33 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
             res = run_dec_settings(ctx, settings, rounds=cfg["rounds"],
                                    repetitions=cfg["repetitions"], eval_every=cfg["eval_every"],
                                    with_reference=False)
+            all_results.update(res)
             for st in settings:
-                runs = res[st.label]
+                runs = [r for r in res[st.label] if not r.diverged] or res[st.label][:0]
                 accs = [np.mean(problem.accuracy(r.state.x, x_te, y_te)) for r in runs]
                 mean_acc = [problem.accuracy(r.x, x_te, y_te) for r in runs]
                 row = {"topology": topo, "algorithm": st.tags["algorithm"],
                        "eps_target_certified": eps if eps > 0 else None,
-                       "test_acc_agents_pct": 100 * float(np.mean(accs)),
-                       "test_acc_mean_model_pct": 100 * float(np.mean(mean_acc)),
-                       "final_train_loss": float(np.mean([r.history[-1]["cost"]
-                                                          for r in runs]))}
-                row.update(privacy_summary(runs[0].privacy))
-                cal = runs[0].state.info
+                       "test_acc_agents_pct": 100 * float(np.mean(accs)) if runs else None,
+                       "test_acc_mean_model_pct": (100 * float(np.mean(mean_acc))
+                                                   if runs else None),
+                       "final_train_loss": (float(np.mean([r.history[-1]["cost"]
+                                                           for r in runs])) if runs else None),
+                       "diverged": len(res[st.label]) - len(runs)}
+                row.update(privacy_summary(res[st.label][0].privacy))
+                cal = res[st.label][0].state.info
                 if "cal_min" in cal:
                     row["cal_min_last"], row["cal_max_last"] = cal["cal_min"], cal["cal_max"]
                 rows.append(row)
     ctx.save_table("table1_test_accuracy", rows)
+    ctx.summary_table(summary_rows(ctx, all_results, metric="test_accuracy",
+                                   utility_name="agents' mean test accuracy (%)", percent=True,
+                                   figure="DPDL Table I / Figs. 1-2"))
     for topo in cfg["topologies"]:
         fig = plot_curves(ctx.records, "round", ["cost", "test_accuracy"], by="setting",
                           where=lambda rec, topo=topo: rec.get("topology") == topo,
                           logy=[True, False],
+                          titles=["training loss", "agents' mean test accuracy"],
                           suptitle=f"DPDL vs DP-DPSGD, digits Dirichlet({cfg['dirichlet']:g}), "
                                    f"{topo}, N={n} (stand-in for MNIST)")
         ctx.save_figure(fig, f"fig_{topo}")

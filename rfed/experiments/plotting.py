@@ -152,14 +152,21 @@ def aggregate(
     Returns
     -------
     dict
-        ``{curve: {"x": (n,), "mean": (n,), "lo": (n,), "hi": (n,), "count": (n,)}}``,
-        curves in order of first appearance, ``x`` sorted.
+        ``{curve: {"x": (n,), "mean": (n,), "lo": (n,), "hi": (n,), "count": (n,),
+        "diverged": int}}``, curves in order of first appearance, ``x`` sorted; repetitions
+        with a record marked ``diverged`` are excluded and counted in ``"diverged"``.
     """
     if band not in ("std", "minmax", "sem", "none"):
         raise ValueError(f"argument 'band' must be 'std', 'minmax', 'sem' or 'none', got {band!r}")
+    # a repetition marked diverged (a record with a truthy "diverged") is left out of the
+    # curves and counted: the divergence rule of Algorithm.run, said on the plot
+    lost = {(rec.get(by) if by is not None else None, rec.get("repetition"))
+            for rec in records if rec.get("diverged")}
     groups: dict[Any, dict[float, list[float]]] = {}
     for rec in records:
         if x not in rec or y not in rec or (where is not None and not where(rec)):
+            continue
+        if lost and (rec.get(by) if by is not None else None, rec.get("repetition")) in lost:
             continue
         val = rec[y]
         if val is None or not np.isfinite(val):
@@ -184,7 +191,8 @@ def aggregate(
         else:
             lo = hi = mean
         out[key] = {"x": xs, "mean": mean, "lo": lo, "hi": hi,
-                    "count": np.array([v.size for v in vals])}
+                    "count": np.array([v.size for v in vals]),
+                    "diverged": sum(1 for k, _ in lost if k == key)}
     return out
 
 
@@ -283,6 +291,8 @@ def plot_curves(
                 # half in log space instead (the band stays symmetric on the plot)
                 lo = np.where(lo > 0, lo, mean**2 / np.maximum(hi, mean))
             label = str(name) if name is not None else axis_label(key)
+            if c["diverged"]:
+                label += f" [{c['diverged']} repetition(s) diverged, excluded]"
             style = {"color": "k", "lw": 1.8} if "non-private" in label.lower() else {"lw": 1.5}
             if xs.size <= 12:
                 style["marker"] = "o"
