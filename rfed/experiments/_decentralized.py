@@ -152,7 +152,6 @@ def summary_rows(ctx: RunContext, results: dict[str, list], *, metric: str,
 
 def _accountant_text(report: dict) -> str:
     """The accountant and the neighbouring relation of a report, in one line."""
-    parts = [str(report.get("accountant") or "certified accountant")]
-    if report.get("neighboring"):
-        parts.append(str(report["neighboring"]))
-    return ", ".join(parts)
+    text = str(report.get("accountant") or "certified accountant")
+    relation = str(report.get("neighboring") or "")
+    return f"{text}, {relation}" if relation and relation not in text else text

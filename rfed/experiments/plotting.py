@@ -339,12 +339,12 @@ def finish_figure(
 ) -> None:
     """Make ``fig`` fit for a paper before it is saved.
 
-    * a title: ``title`` becomes the figure's title when it has none and a panel lacks one;
+    * a title: ``title`` becomes the figure's title when it has none;
     * the certified epsilon in the legend: an entry whose label is a setting of ``privacy``
       (``{setting: report}``) gets ``(certified eps X)`` appended (``inf`` when the report
       certifies nothing);
     * the legend outside the data: when every panel shows the same entries, one legend below
-      the panels; otherwise each panel's legend goes below that panel;
+      the panels; otherwise the panels are stacked one per row, each legend to its right;
     * ``stand_in``: a "STAND-IN data" mark in the lower left corner.
     """
     axes = [ax for ax in fig.axes if ax.get_visible()]
@@ -369,38 +369,27 @@ def finish_figure(
                     labels.append(lab)
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                    ncol=2 if len(labels) > 2 else len(labels), fontsize=8, frameon=False)
-    else:
-        fig.tight_layout()
+    elif legends:
+        # panels with their own curves: one panel per row, its legend to its right (long
+        # setting labels below two side-by-side panels would overlap each other)
+        grid = fig.add_gridspec(len(axes), 1)
+        for i, ax in enumerate(axes):
+            ax.set_subplotspec(grid[i])
+        width, _ = fig.get_size_inches()
+        fig.set_size_inches(max(width, 10.0), 3.2 * len(axes))
         for ax, handles, labels in legends:
-            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.2),
-                      ncol=2 if len(labels) > 3 else 1, fontsize=7, frameon=False)
+            ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                      fontsize=7, frameon=False)
     for ax in axes:
         _accuracy_in_percent(ax)
         _plain_log_ticks(ax)
-    if legends and not fig.legends:
-        _below_axis_labels(fig, [ax for ax, _, _ in legends])   # room for them, then place
-        fig.tight_layout()
-        _below_axis_labels(fig, [ax for ax, _, _ in legends])
-    if fig._suptitle is None and title and any(not ax.get_title() for ax in axes):
+    if fig._suptitle is None and title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     if stand_in:
         # the lower left corner is free in every layout (left of the x label, above the legend)
         fig.text(0.005, 0.005, "STAND-IN data", ha="left", va="bottom", fontsize=8,
                  color="firebrick", weight="bold")
-
-
-def _below_axis_labels(fig, axes) -> None:
-    """Anchor each panel's legend just below its tick labels and x label (axes fraction)."""
-    renderer = fig.canvas.get_renderer()
-    for ax in axes:
-        legend = ax.get_legend()
-        legend.set_visible(False)           # measure the axis without its own legend
-        tight = ax.get_tightbbox(renderer)
-        legend.set_visible(True)
-        box = ax.get_window_extent(renderer)
-        drop = (tight.y0 - box.y0) / box.height if box.height else -0.2
-        legend.set_bbox_to_anchor((0.5, drop - 0.02), transform=ax.transAxes)
 
 
 def _accuracy_in_percent(ax) -> None:

@@ -175,7 +175,7 @@ def _summary(ctx: RunContext, rows: list[dict], reference_cost: float | None = N
             accountant=(r["accountant"] or "dp-accounting, record-level") if private else "",
             figure=figure, repetitions=r["repetitions"], diverged=r["diverged"],
             epsilon_paper=r["epsilon_paper"] if private else None))
-    out["summary_text"] = ctx.summary_table(table)
+    ctx.summary_table(table)
     return out
 
 
@@ -671,15 +671,19 @@ def _poincare_figure(problem: HyperbolicPrediction, data: dict, truth: np.ndarra
         for (label, p), mk in zip(best.items(), "osD^", strict=False):
             ax.scatter([p[0]], [p[1]], marker=mk, s=50, label=f"{label} (best of runs)")
         ax.set_aspect("equal")
+        circle = math.pi * np.linspace(0, 2, 400)
+        ax.plot(np.cos(circle), np.sin(circle), "k-", lw=0.8)
+        ax.set_xlabel("Poincare disk coordinate 1")
+        ax.set_ylabel("Poincare disk coordinate 2")
         if zoom:
-            r = max([0.05] + [1.5 * float(np.linalg.norm(p - t))
-                              for p in [*best.values(), ref]])
-            ax.set_xlim(t[0] - r, t[0] + r)
-            ax.set_ylim(t[1] - r, t[1] + r)
-            ax.set_title("zoom near 'primate'", fontsize=10)
+            # a window around 'primate' sized by the nearest estimate (at most 0.35 wide each
+            # side), cut to the disk's bounding box so no part of it lies outside the model
+            near = min(float(np.linalg.norm(p - t)) for p in [*best.values(), ref])
+            r = min(0.35, max(0.05, 1.5 * near))
+            ax.set_xlim(max(t[0] - r, -1.02), min(t[0] + r, 1.02))
+            ax.set_ylim(max(t[1] - r, -1.02), min(t[1] + r, 1.02))
+            ax.set_title(f"zoom near 'primate' (half-width {r:.2g})", fontsize=10)
         else:
-            circle = math.pi * np.linspace(0, 2, 200)
-            ax.plot(np.cos(circle), np.sin(circle), "k-", lw=0.8)
             ax.set_xlim(-1.05, 1.05)
             ax.set_ylim(-1.05, 1.05)
             ax.set_title("Poincare disk", fontsize=10)
