@@ -56,8 +56,23 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
     n = cfg["n_agents"]
     x_tr, y_tr, x_te, y_te = load_digits_split(rng=ctx.rng(98))
-    parts = dirichlet_partition(y_tr, n, cfg["dirichlet"], ctx.rng(97),
-                                min_size=3 * cfg["batch_size"])
+    # every agent needs three minibatches of data; say so in the user's setting names, not in
+    # the partitioner's internal 'min_size'
+    if not isinstance(cfg["batch_size"], int) or cfg["batch_size"] < 1:
+        raise ValueError(f"setting 'batch_size' must be an int >= 1, got {cfg['batch_size']!r}")
+    if 3 * cfg["batch_size"] * n > len(y_tr):
+        raise ValueError(
+            f"setting 'batch_size' ({cfg['batch_size']}) is too large for {n} agents: each "
+            f"agent needs at least 3 x batch_size records and the digits training set has "
+            f"{len(y_tr)} (at most batch_size={len(y_tr) // (3 * n)} for n_agents={n})")
+    try:
+        parts = dirichlet_partition(y_tr, n, cfg["dirichlet"], ctx.rng(97),
+                                    min_size=3 * cfg["batch_size"])
+    except ValueError as exc:
+        raise ValueError(
+            f"settings 'batch_size' ({cfg['batch_size']}), 'n_agents' ({n}) and 'dirichlet' "
+            f"({cfg['dirichlet']}): no Dirichlet split gives every agent 3 x batch_size "
+            f"records; lower batch_size or n_agents, or raise dirichlet ({exc})") from None
     problem = MLPClassifier.from_parts(x_tr, y_tr, parts, n_hidden=cfg["hidden"])
     q_min = int(problem.counts.min())
     x0 = problem.initial_point(ctx.rng(96))
