@@ -16,9 +16,9 @@ from typing import Any
 
 import numpy as np
 
-from rfed.experiments.registry import RunContext
+from rfed.experiments.registry import RunContext, summary_row
 
-__all__ = ["DecSetting", "run_dec_settings", "privacy_summary", "budget_label"]
+__all__ = ["DecSetting", "run_dec_settings", "privacy_summary", "budget_label", "summary_rows"]
 
 
 @dataclass
@@ -88,11 +88,70 @@ def run_dec_settings(ctx: RunContext, settings: Sequence[DecSetting], *, rounds:
 
             n_rounds = st.rounds or rounds
             every = max(1, round(eval_every * n_rounds / rounds))
-            runs.append(alg.run(st.problem, n_rounds, rng=ctx.rng(si, rep), x0=x0,
-                                eval_every=every, with_reference=with_reference,
-                                callback=callback))
+            res = alg.run(st.problem, n_rounds, rng=ctx.rng(si, rep), x0=x0,
+                          eval_every=every, with_reference=with_reference, callback=callback)
+            if res.diverged:
+                # marked, kept out of the means and the curves, counted in the summary
+                ctx.log(setting=st.label, repetition=rep, **st.tags, diverged=True,
+                        diverged_round=res.diverged_round, diverged_reason=res.diverged_reason)
+            bar.update(n_rounds - last[0])
+            runs.append(res)
         results[st.label] = runs
         if runs[0].privacy is not None:
             ctx.set_privacy(st.label, runs[0].privacy)
     bar.close()
     return results
+
+
+def summary_rows(ctx: RunContext, results: dict[str, list], *, metric: str,
+                 utility_name: str, percent: bool = False, figure: str = "",
+                 reference: float | None = None, reference_name: str = "",
+                 where: Callable[[dict], bool] | None = None) -> list[dict]:
+    """One :func:`summary_row` per setting of ``results`` (from :func:`run_dec_settings`).
+
+    The utility is ``metric`` at each repetition's last logged round (``ctx.records``, so
+    metrics added by a setting's ``extra`` count too; ``where`` filters the records), mean +-
+    std over the repetitions that did not diverge (``x 100`` with ``percent``). The reference
+    is the first non-private setting's value when there is one (a label containing
+    ``"non-private"``), else ``reference``. Private settings carry their certified
+    ``(epsilon, delta)``, the accountant, and the paper's epsilon beside it.
+    """
+    scale = 100.0 if percent else 1.0
+    last: dict[tuple[str, Any], tuple[float, float]] = {}
+    for rec in ctx.records:
+        if rec.get("setting") not in results or metric not in rec or "round" not in rec:
+            continue
+        if where is not None and not where(rec):
+            continue
+        key = (rec["setting"], rec.get("repetition"))
+        if key not in last or rec["round"] >= last[key][0]:
+            last[key] = (rec["round"], float(rec[metric]))
+    stats = {}
+    for label, runs in results.items():
+        vals = np.array([last[(label, rep)][1] for rep, run in enumerate(runs)
+                         if not run.diverged and (label, rep) in last], dtype=float)
+        stats[label] = ((scale * vals.mean(), scale * vals.std()) if vals.size
+                        else (float("nan"), None))
+    ref_labels = [k for k in results if "non-private" in k.lower()]
+    if ref_labels:
+        reference, reference_name = stats[ref_labels[0]][0], "non-private"
+    rows = []
+    for label, runs in results.items():
+        priv = runs[0].privacy if runs else None
+        rows.append(summary_row(
+            label, utility_name=utility_name, utility=stats[label][0],
+            utility_std=stats[label][1], reference=reference, reference_name=reference_name,
+            epsilon=priv["epsilon_certified"] if priv else None,
+            delta=priv["delta"] if priv else None,
+            accountant=_accountant_text(priv) if priv else "",
+            figure=figure, repetitions=len(runs),
+            diverged=sum(1 for run in runs if run.diverged),
+            epsilon_paper=priv.get("epsilon_paper") if priv else None))
+    return rows
+
+
+def _accountant_text(report: dict) -> str:
+    """The accountant and the neighbouring relation of a report, in one line."""
+    text = str(report.get("accountant") or "certified accountant")
+    relation = str(report.get("neighboring") or "")
+    return f"{text}, {relation}" if relation and relation not in text else text

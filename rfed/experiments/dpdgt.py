@@ -24,7 +24,12 @@ import itertools
 import numpy as np
 
 from rfed.algorithms.decentralized import DPDGT, NoisyDDGT
-from rfed.experiments._decentralized import DecSetting, budget_label, run_dec_settings
+from rfed.experiments._decentralized import (
+    DecSetting,
+    budget_label,
+    run_dec_settings,
+    summary_rows,
+)
 from rfed.experiments.plotting import new_figure, plot_curves
 from rfed.experiments.registry import RunContext, register
 from rfed.networks.graphs import ieee14_digraph
@@ -79,8 +84,9 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
     # Figs. 2-3: one run with the Sec. 6.1 parameters
     main_label = f"DP-DGT Sec. 6.1 paper's noise theta0={cfg['theta0']:g}"
     main = DecSetting(main_label, problem, dgt(cfg["theta0"]), tags={"figure": "2-3"})
-    res = run_dec_settings(ctx, [main], rounds=k_iter, repetitions=1,
-                           eval_every=cfg["eval_every"])[main.label][0]
+    all_results = run_dec_settings(ctx, [main], rounds=k_iter, repetitions=1,
+                                   eval_every=cfg["eval_every"])
+    res = all_results[main.label][0]
     rounds = np.array([h["round"] for h in res.history])
     alloc = np.array([h["allocation"] for h in res.history])
     fig, axes = new_figure(2)
@@ -94,6 +100,7 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
     axes[1].plot(rounds, alloc.sum(axis=1), label="total generation")
     axes[1].axhline(problem.demand.sum(), ls="--", color="k", label="total demand 361 MW")
     axes[1].set_xlabel("iteration k")
+    axes[1].set_ylabel("total generation (MW)")
     axes[1].set_title("Fig. 3: supply vs demand")
     axes[1].legend(fontsize=7)
     ctx.save_figure(fig, "fig2_fig3_trajectories")
@@ -116,7 +123,9 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
               DecSetting(f"theta0={theta0:g}", problem, dgt(theta0),
                          tags={"figure": "4", "theta0": theta0}))
         runs = run_dec_settings(ctx, [st], rounds=k_iter, repetitions=cfg["mc_runs"],
-                                eval_every=k_iter)[st.label]
+                                eval_every=k_iter)
+        all_results.update(runs)
+        runs = [r for r in runs[st.label] if not r.diverged] or runs[st.label]
         if theta0 is None:
             theta0 = runs[0].state.theta_xi.theta0
         err = np.array([r.history[-1]["sq_error"] for r in runs])
@@ -140,8 +149,8 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
     th = np.array([r["theta0"] for r in paper_rows])
     axes[0].errorbar(th, [r["sq_error_mean"] for r in paper_rows],
                      [r["sq_error_sem"] for r in paper_rows], fmt="o-")
-    axes[0].set_xlabel("theta_0")
-    axes[0].set_ylabel("E ||w_K - w*||^2")
+    axes[0].set_xlabel("theta_0 (initial Laplace noise scale)")
+    axes[0].set_ylabel("E ||w_K - w*||^2 (MW^2)")
     axes[0].set_yscale("log")
     axes[0].set_title(f"Fig. 4 ({cfg['mc_runs']} Monte Carlo runs)")
     pos = th > 0
@@ -149,7 +158,8 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
                            if p], "o-", label="paper's eq. (38) (not a guarantee)")
     axes[1].plot(th[pos], [r["eps_certified"] for r, p in zip(paper_rows, pos, strict=True)
                            if p], "s--", label=f"certified (delta={delta:g})")
-    axes[1].set_xlabel("theta_0")
+    axes[1].set_xlabel("theta_0 (initial Laplace noise scale)")
+    axes[1].set_title("certified and paper's epsilon")
     axes[1].set_ylabel(f"epsilon (cost-function adjacency, radius {radius:g})")
     axes[1].set_yscale("log")
     axes[1].legend(fontsize=7)
@@ -170,6 +180,14 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
                       where=lambda rec: rec.get("figure") == "5", logy=[True, False],
                       suptitle="Fig. 5: DP-DGT vs noisy DDGT, same Laplace noise")
     ctx.save_figure(fig, "fig5_comparison")
+    all_results.update(out)
+    zero_noise = [r for r in rows if r.get("theta0") == 0.0]
+    ctx.summary_table(summary_rows(
+        ctx, all_results, metric="sq_error",
+        utility_name="final squared error ||w_K - w*||^2 (MW^2)",
+        reference=zero_noise[0]["sq_error_mean"] if zero_noise else None,
+        reference_name="no noise (theta0=0)" if zero_noise else "",
+        figure="DP-DGT Figs. 2-5"))
     cmp_rows = [{"algorithm": lab,
                  "sq_error_mean": float(np.mean([r.history[-1]["sq_error"] for r in runs])),
                  "imbalance_abs_mean": float(np.mean([abs(r.history[-1]["imbalance"])

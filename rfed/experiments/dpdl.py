@@ -22,6 +22,7 @@ from rfed.experiments._decentralized import (
     budget_label,
     privacy_summary,
     run_dec_settings,
+    summary_rows,
 )
 from rfed.experiments.plotting import plot_curves
 from rfed.experiments.registry import RunContext, register
@@ -55,8 +56,23 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
     n = cfg["n_agents"]
     x_tr, y_tr, x_te, y_te = load_digits_split(rng=ctx.rng(98))
-    parts = dirichlet_partition(y_tr, n, cfg["dirichlet"], ctx.rng(97),
-                                min_size=3 * cfg["batch_size"])
+    # every agent needs three minibatches of data; say so in the user's setting names, not in
+    # the partitioner's internal 'min_size'
+    if not isinstance(cfg["batch_size"], int) or cfg["batch_size"] < 1:
+        raise ValueError(f"setting 'batch_size' must be an int >= 1, got {cfg['batch_size']!r}")
+    if 3 * cfg["batch_size"] * n > len(y_tr):
+        raise ValueError(
+            f"setting 'batch_size' ({cfg['batch_size']}) is too large for {n} agents: each "
+            f"agent needs at least 3 x batch_size records and the digits training set has "
+            f"{len(y_tr)} (at most batch_size={len(y_tr) // (3 * n)} for n_agents={n})")
+    try:
+        parts = dirichlet_partition(y_tr, n, cfg["dirichlet"], ctx.rng(97),
+                                    min_size=3 * cfg["batch_size"])
+    except ValueError as exc:
+        raise ValueError(
+            f"settings 'batch_size' ({cfg['batch_size']}), 'n_agents' ({n}) and 'dirichlet' "
+            f"({cfg['dirichlet']}): no Dirichlet split gives every agent 3 x batch_size "
+            f"records; lower batch_size or n_agents, or raise dirichlet ({exc})") from None
     problem = MLPClassifier.from_parts(x_tr, y_tr, parts, n_hidden=cfg["hidden"])
     q_min = int(problem.counts.min())
     x0 = problem.initial_point(ctx.rng(96))
@@ -66,6 +82,7 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
 
     eps_grid = list(cfg["epsilons"]) + ([0.0] if cfg["non_private"] else [])
     rows = []
+    all_results: dict[str, list] = {}
     for topo in cfg["topologies"]:
         graph = _GRAPHS[topo](n)
         weights = uniform_weights(graph)
@@ -90,26 +107,33 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
             res = run_dec_settings(ctx, settings, rounds=cfg["rounds"],
                                    repetitions=cfg["repetitions"], eval_every=cfg["eval_every"],
                                    with_reference=False)
+            all_results.update(res)
             for st in settings:
-                runs = res[st.label]
+                runs = [r for r in res[st.label] if not r.diverged] or res[st.label][:0]
                 accs = [np.mean(problem.accuracy(r.state.x, x_te, y_te)) for r in runs]
                 mean_acc = [problem.accuracy(r.x, x_te, y_te) for r in runs]
                 row = {"topology": topo, "algorithm": st.tags["algorithm"],
                        "eps_target_certified": eps if eps > 0 else None,
-                       "test_acc_agents_pct": 100 * float(np.mean(accs)),
-                       "test_acc_mean_model_pct": 100 * float(np.mean(mean_acc)),
-                       "final_train_loss": float(np.mean([r.history[-1]["cost"]
-                                                          for r in runs]))}
-                row.update(privacy_summary(runs[0].privacy))
-                cal = runs[0].state.info
+                       "test_acc_agents_pct": 100 * float(np.mean(accs)) if runs else None,
+                       "test_acc_mean_model_pct": (100 * float(np.mean(mean_acc))
+                                                   if runs else None),
+                       "final_train_loss": (float(np.mean([r.history[-1]["cost"]
+                                                           for r in runs])) if runs else None),
+                       "diverged": len(res[st.label]) - len(runs)}
+                row.update(privacy_summary(res[st.label][0].privacy))
+                cal = res[st.label][0].state.info
                 if "cal_min" in cal:
                     row["cal_min_last"], row["cal_max_last"] = cal["cal_min"], cal["cal_max"]
                 rows.append(row)
     ctx.save_table("table1_test_accuracy", rows)
+    ctx.summary_table(summary_rows(ctx, all_results, metric="test_accuracy",
+                                   utility_name="agents' mean test accuracy (%)", percent=True,
+                                   figure="DPDL Table I / Figs. 1-2"))
     for topo in cfg["topologies"]:
         fig = plot_curves(ctx.records, "round", ["cost", "test_accuracy"], by="setting",
                           where=lambda rec, topo=topo: rec.get("topology") == topo,
                           logy=[True, False],
+                          titles=["training loss", "agents' mean test accuracy"],
                           suptitle=f"DPDL vs DP-DPSGD, digits Dirichlet({cfg['dirichlet']:g}), "
                                    f"{topo}, N={n} (stand-in for MNIST)")
         ctx.save_figure(fig, f"fig_{topo}")

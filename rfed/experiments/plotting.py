@@ -152,14 +152,21 @@ def aggregate(
     Returns
     -------
     dict
-        ``{curve: {"x": (n,), "mean": (n,), "lo": (n,), "hi": (n,), "count": (n,)}}``,
-        curves in order of first appearance, ``x`` sorted.
+        ``{curve: {"x": (n,), "mean": (n,), "lo": (n,), "hi": (n,), "count": (n,),
+        "diverged": int}}``, curves in order of first appearance, ``x`` sorted; repetitions
+        with a record marked ``diverged`` are excluded and counted in ``"diverged"``.
     """
     if band not in ("std", "minmax", "sem", "none"):
         raise ValueError(f"argument 'band' must be 'std', 'minmax', 'sem' or 'none', got {band!r}")
+    # a repetition marked diverged (a record with a truthy "diverged") is left out of the
+    # curves and counted: the divergence rule of Algorithm.run, said on the plot
+    lost = {(rec.get(by) if by is not None else None, rec.get("repetition"))
+            for rec in records if rec.get("diverged")}
     groups: dict[Any, dict[float, list[float]]] = {}
     for rec in records:
         if x not in rec or y not in rec or (where is not None and not where(rec)):
+            continue
+        if lost and (rec.get(by) if by is not None else None, rec.get("repetition")) in lost:
             continue
         val = rec[y]
         if val is None or not np.isfinite(val):
@@ -184,7 +191,8 @@ def aggregate(
         else:
             lo = hi = mean
         out[key] = {"x": xs, "mean": mean, "lo": lo, "hi": hi,
-                    "count": np.array([v.size for v in vals])}
+                    "count": np.array([v.size for v in vals]),
+                    "diverged": sum(1 for k, _ in lost if k == key)}
     return out
 
 
@@ -283,6 +291,8 @@ def plot_curves(
                 # half in log space instead (the band stays symmetric on the plot)
                 lo = np.where(lo > 0, lo, mean**2 / np.maximum(hi, mean))
             label = str(name) if name is not None else axis_label(key)
+            if c["diverged"]:
+                label += f" [{c['diverged']} repetition(s) diverged, excluded]"
             style = {"color": "k", "lw": 1.8} if "non-private" in label.lower() else {"lw": 1.5}
             if xs.size <= 12:
                 style["marker"] = "o"
@@ -329,12 +339,12 @@ def finish_figure(
 ) -> None:
     """Make ``fig`` fit for a paper before it is saved.
 
-    * a title: ``title`` becomes the figure's title when it has none and a panel lacks one;
+    * a title: ``title`` becomes the figure's title when it has none;
     * the certified epsilon in the legend: an entry whose label is a setting of ``privacy``
       (``{setting: report}``) gets ``(certified eps X)`` appended (``inf`` when the report
       certifies nothing);
     * the legend outside the data: when every panel shows the same entries, one legend below
-      the panels; otherwise each panel's legend goes below that panel;
+      the panels; otherwise the panels are stacked one per row, each legend to its right;
     * ``stand_in``: a "STAND-IN data" mark in the lower left corner.
     """
     axes = [ax for ax in fig.axes if ax.get_visible()]
@@ -359,38 +369,27 @@ def finish_figure(
                     labels.append(lab)
         fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
                    ncol=2 if len(labels) > 2 else len(labels), fontsize=8, frameon=False)
-    else:
-        fig.tight_layout()
+    elif legends:
+        # panels with their own curves: one panel per row, its legend to its right (long
+        # setting labels below two side-by-side panels would overlap each other)
+        grid = fig.add_gridspec(len(axes), 1)
+        for i, ax in enumerate(axes):
+            ax.set_subplotspec(grid[i])
+        width, _ = fig.get_size_inches()
+        fig.set_size_inches(max(width, 10.0), 3.2 * len(axes))
         for ax, handles, labels in legends:
-            ax.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, -0.2),
-                      ncol=2 if len(labels) > 3 else 1, fontsize=7, frameon=False)
+            ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0),
+                      fontsize=7, frameon=False)
     for ax in axes:
         _accuracy_in_percent(ax)
         _plain_log_ticks(ax)
-    if legends and not fig.legends:
-        _below_axis_labels(fig, [ax for ax, _, _ in legends])   # room for them, then place
-        fig.tight_layout()
-        _below_axis_labels(fig, [ax for ax, _, _ in legends])
-    if fig._suptitle is None and title and any(not ax.get_title() for ax in axes):
+    if fig._suptitle is None and title:
         fig.suptitle(title, fontsize=11)
     fig.tight_layout()
     if stand_in:
         # the lower left corner is free in every layout (left of the x label, above the legend)
         fig.text(0.005, 0.005, "STAND-IN data", ha="left", va="bottom", fontsize=8,
                  color="firebrick", weight="bold")
-
-
-def _below_axis_labels(fig, axes) -> None:
-    """Anchor each panel's legend just below its tick labels and x label (axes fraction)."""
-    renderer = fig.canvas.get_renderer()
-    for ax in axes:
-        legend = ax.get_legend()
-        legend.set_visible(False)           # measure the axis without its own legend
-        tight = ax.get_tightbbox(renderer)
-        legend.set_visible(True)
-        box = ax.get_window_extent(renderer)
-        drop = (tight.y0 - box.y0) / box.height if box.height else -0.2
-        legend.set_bbox_to_anchor((0.5, drop - 0.02), transform=ax.transAxes)
 
 
 def _accuracy_in_percent(ax) -> None:

@@ -27,7 +27,13 @@ import numpy as np
 
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
 from rfed.experiments.plotting import new_figure, plot_curves
-from rfed.experiments.registry import RunContext, register
+from rfed.experiments.registry import (
+    RunContext,
+    get_experiment,
+    register,
+    summarise_repetitions,
+    summary_row,
+)
 from rfed.privacy import PrivacyBudget
 from rfed.problems import HyperbolicPrediction, Problem, SPDFrechetMean, SpherePCA
 
@@ -75,7 +81,6 @@ def run_settings(
     bar = ctx.progress_bar(len(settings) * repetitions * rounds, desc="rounds")
     for si, st in enumerate(settings):
         runs = []
-        diverged = 0
         for rep in range(repetitions):
             x0_rng = ctx.rng(10_000, rep)
             x0 = start(st.problem, x0_rng) if start else st.problem.manifold.random_point(x0_rng)
@@ -87,49 +92,58 @@ def run_settings(
                 bar.update(t - last[0])
                 last[0] = t
 
-            try:
-                runs.append(st.algorithm.run(st.problem, rounds, rng=ctx.rng(si, rep), x0=x0,
-                                             eval_every=eval_every, callback=callback))
-            except FloatingPointError as exc:
-                ctx.log(setting=st.label, group=st.group, repetition=rep, diverged=str(exc))
-                diverged += 1
-                bar.update(rounds - last[0])
+            res = st.algorithm.run(st.problem, rounds, rng=ctx.rng(si, rep), x0=x0,
+                                   eval_every=eval_every, callback=callback)
+            if res.diverged:
+                ctx.log(setting=st.label, group=st.group, repetition=rep, diverged=True,
+                        diverged_round=res.diverged_round, diverged_reason=res.diverged_reason)
+            bar.update(rounds - last[0])
+            runs.append(res)
+        summ = summarise_repetitions(runs, ("excess_risk", "cost"))
+        kept = summ["kept"]
         results[st.label] = runs
         # the worst repetition's report (with partial participation the ledgers differ)
         report = (max((r.privacy for r in runs), key=lambda rep: rep["epsilon_certified"])
-                  if runs else st.algorithm.privacy_after(st.problem, rounds))
+                  if runs and runs[0].privacy is not None
+                  else st.algorithm.privacy_after(st.problem, rounds))
         ctx.set_privacy(st.label, report)
-        final = np.array([r.history[-1]["excess_risk"] for r in runs] or [np.nan])
-        cost = np.array([r.history[-1]["cost"] for r in runs] or [np.nan])
         rows.append({
             "setting": st.label,
             "group": st.group,
             "rounds": rounds,
             "repetitions": repetitions,
-            "diverged": diverged,
-            "final_cost_mean": float(cost.mean()),
-            "final_excess_risk_mean": float(final.mean()),
-            "final_excess_risk_std": float(final.std()),
+            "diverged": summ["diverged"],
+            "diverged_rounds": summ["diverged_rounds"],
+            "final_cost_mean": summ["cost_mean"],
+            "final_excess_risk_mean": summ["excess_risk_mean"],
+            "final_excess_risk_std": summ["excess_risk_std"],
             "epsilon_certified": report["epsilon_certified"],
             "delta": report["delta"],
+            "accountant": report.get("accountant", ""),
             "target_epsilon": report["target_epsilon"],
             "epsilon_paper": report["epsilon_paper"],
             "delta_paper": report["delta_paper"],
             "certified_bound": report["certified"]["bound"],
         })
         for t in report_rounds:
-            at = np.array([rec["excess_risk"] for r in runs for rec in r.history
-                           if rec["round"] == t] or [np.nan])
-            rows[-1][f"excess_risk_at_{t}_mean"] = float(at.mean())
-            rows[-1][f"excess_risk_at_{t}_std"] = float(at.std())
+            at = np.array([rec["excess_risk"] for r in kept for rec in r.history
+                           if rec["round"] == t])
+            rows[-1][f"excess_risk_at_{t}_mean"] = float(at.mean()) if at.size else math.nan
+            rows[-1][f"excess_risk_at_{t}_std"] = float(at.std()) if at.size else math.nan
     bar.close()
     return rows, results
 
 
-def _summary(rows: list[dict], reference_cost: float | None = None, **extra) -> dict:
+def _summary(ctx: RunContext, rows: list[dict], reference_cost: float | None = None,
+             **extra) -> dict:
+    """The experiment's summary dict, and its one summary table (``ctx.summary_table``).
+
+    Utility: the final excess risk (cost minus the optimal cost) over the repetitions that did
+    not diverge; reference: the non-private setting's, where the experiment runs one.
+    """
     keys = ("final_cost_mean", "final_excess_risk_mean", "final_excess_risk_std",
             "epsilon_certified", "delta", "target_epsilon", "epsilon_paper", "delta_paper",
-            "diverged")
+            "diverged", "diverged_rounds")
     out: dict[str, Any] = {"settings": {
         r["setting"]: {k: v for k, v in r.items()
                        if k in keys or k.startswith("excess_risk_at_")}
@@ -140,8 +154,28 @@ def _summary(rows: list[dict], reference_cost: float | None = None, **extra) -> 
     out.update(extra)
     out["accountant"] = ("certified: dp-accounting (tighter of RDP and PLD), record-level "
                          "replace-one, worst agent's ledger, agent selection public (no "
-                         "amplification by agent sampling); paper: Thm 4.2 with the paper's "
-                         "sigma formulas (the paper's formula, not a guarantee)")
+                         "amplification by agent sampling); the paper's epsilon (its "
+                         "closed-form composition with its sigma formulas) is shown beside it "
+                         "as the paper's formula, not a guarantee")
+    non_private = [r for r in rows if r["setting"] == "non-private"]
+    ref = non_private[0]["final_excess_risk_mean"] if non_private else None
+    try:
+        figure = get_experiment(ctx.experiment).paper_label
+    except (KeyError, ValueError):
+        figure = ""
+    table = []
+    for r in rows:
+        private = r["setting"] != "non-private"
+        table.append(summary_row(
+            r["setting"], utility_name="final excess risk (cost - optimum)",
+            utility=r["final_excess_risk_mean"], utility_std=r["final_excess_risk_std"],
+            reference=ref, reference_name="non-private" if ref is not None else "",
+            epsilon=r["epsilon_certified"] if private else None,
+            delta=r["delta"] if private else None,
+            accountant=(r["accountant"] or "dp-accounting, record-level") if private else "",
+            figure=figure, repetitions=r["repetitions"], diverged=r["diverged"],
+            epsilon_paper=r["epsilon_paper"] if private else None))
+    ctx.summary_table(table)
     return out
 
 
@@ -259,7 +293,7 @@ def pca_synthetic(config: dict, ctx: RunContext) -> dict:
     _panels(ctx, "pca_synthetic", "PriRFed-DP-RSGD, synthetic PCA on S^24", ref,
             ys=("cost", "grad_norm"))
     c = np.linalg.eigvalsh(problem.covariance())
-    return _summary(rows, ref, lambda_max=-ref, clip_level=tau, step_size=step,
+    return _summary(ctx, rows, ref, lambda_max=-ref, clip_level=tau, step_size=step,
                     clip_chosen_on="public stand-in (same recipe, own seed)",
                     random_start_excess_risk=float(c[-1] - c.mean()))
 
@@ -351,7 +385,7 @@ def fig1(config: dict, ctx: RunContext) -> dict:
     for k, p in problems.items():
         c = np.linalg.eigvalsh(p.covariance())
         start[f"N_i={k}"] = float(c[-1] - c.mean())
-    return _summary(rows, clip_levels={f"N_i={k}": v[0] for k, v in public.items()},
+    return _summary(ctx, rows, clip_levels={f"N_i={k}": v[0] for k, v in public.items()},
                     clip_chosen_on="public stand-in (same recipe, own seed)",
                     random_start_excess_risk=start)
 
@@ -417,7 +451,7 @@ def fig2(config: dict, ctx: RunContext) -> dict:
                     hlines={"true value": p.reference_cost()},
                     titles=f"digits stand-in, N = {n}, N_i = {p.counts[0]}")
     ctx.save_figure(fig, "fig2_cost")
-    return _summary(rows, data="scikit-learn digits (stand-in for MNIST)")
+    return _summary(ctx, rows, data="scikit-learn digits (stand-in for MNIST)")
 
 
 # ====================================================================== Figures 3 and 4 (SPD)
@@ -466,7 +500,7 @@ def _spd_experiment(ctx: RunContext, config: dict, points: np.ndarray, title: st
                     axes=[axes[2 * i + 1]], logy=True, titles=sub)
     fig.suptitle(title, fontsize=11, y=1.04)
     ctx.save_figure(fig, name)
-    return _summary(rows)
+    return _summary(ctx, rows)
 
 
 @register(
@@ -610,7 +644,7 @@ def fig5(config: dict, ctx: RunContext) -> dict:
                       suptitle="Hyperbolic prediction of 'primate' (WordNet mammals, H^2)")
     ctx.save_figure(fig, "fig5")
     ctx.save_figure(_poincare_figure(problem, data, truth, results), "fig6_poincare")
-    return _summary(rows, ref, dist_reference_to_primate=float(man.dist(
+    return _summary(ctx, rows, ref, dist_reference_to_primate=float(man.dist(
         problem.reference_point(), truth)))
 
 
@@ -637,15 +671,19 @@ def _poincare_figure(problem: HyperbolicPrediction, data: dict, truth: np.ndarra
         for (label, p), mk in zip(best.items(), "osD^", strict=False):
             ax.scatter([p[0]], [p[1]], marker=mk, s=50, label=f"{label} (best of runs)")
         ax.set_aspect("equal")
+        circle = math.pi * np.linspace(0, 2, 400)
+        ax.plot(np.cos(circle), np.sin(circle), "k-", lw=0.8)
+        ax.set_xlabel("Poincare disk coordinate 1")
+        ax.set_ylabel("Poincare disk coordinate 2")
         if zoom:
-            r = max([0.05] + [1.5 * float(np.linalg.norm(p - t))
-                              for p in [*best.values(), ref]])
-            ax.set_xlim(t[0] - r, t[0] + r)
-            ax.set_ylim(t[1] - r, t[1] + r)
-            ax.set_title("zoom near 'primate'", fontsize=10)
+            # a window around 'primate' sized by the nearest estimate (at most 0.35 wide each
+            # side), cut to the disk's bounding box so no part of it lies outside the model
+            near = min(float(np.linalg.norm(p - t)) for p in [*best.values(), ref])
+            r = min(0.35, max(0.05, 1.5 * near))
+            ax.set_xlim(max(t[0] - r, -1.02), min(t[0] + r, 1.02))
+            ax.set_ylim(max(t[1] - r, -1.02), min(t[1] + r, 1.02))
+            ax.set_title(f"zoom near 'primate' (half-width {r:.2g})", fontsize=10)
         else:
-            circle = math.pi * np.linspace(0, 2, 200)
-            ax.plot(np.cos(circle), np.sin(circle), "k-", lw=0.8)
             ax.set_xlim(-1.05, 1.05)
             ax.set_ylim(-1.05, 1.05)
             ax.set_title("Poincare disk", fontsize=10)

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import sys
 import warnings
 from decimal import ROUND_HALF_UP, Decimal
 
@@ -219,6 +220,23 @@ class PriRFedPrivacy:
     branch: str
 
 
+#: Largest x with exp(x) finite in IEEE double precision (ln(DBL_MAX) ~ 709.78).
+_EXP_OVERFLOW = math.log(sys.float_info.max)
+
+
+def _log1p_scaled_expm1(rho: float, x: float) -> float:
+    r"""``ln(1 + rho (e^x - 1))`` for ``0 < rho <= 1``, ``x >= 0``, without overflow.
+
+    For small ``x`` the direct ``log1p(rho * expm1(x))`` is exact to rounding; once ``e^x``
+    would overflow (``x`` past ~709), use ``ln(rho (e^x - 1)) = ln rho + x + ln(1 - e^{-x})``
+    and ``ln(1 + e^a) = logaddexp(0, a)``, which stays finite for every finite ``x``.
+    """
+    if x < _EXP_OVERFLOW - 1.0:
+        return math.log1p(rho * math.expm1(x))
+    log_term = math.log(rho) + x + math.log1p(-math.exp(-x))
+    return float(np.logaddexp(0.0, log_term))
+
+
 def prirfed_privacy(
     n_agents: int,
     s: int,
@@ -253,12 +271,13 @@ def prirfed_privacy(
     t = check_int(rounds, "rounds")
     delta_hat = check_delta(delta_hat, "delta_hat")
     rho = s / n
-    eps_tilde = math.log1p(rho * math.expm1(s * epsilon))
+    eps_tilde = _log1p_scaled_expm1(rho, s * epsilon)
     delta_tilde = rho * s * delta
     seq = t * eps_tilde
-    adv = math.sqrt(2 * t * math.log(1 / delta_hat)) * eps_tilde + t * eps_tilde * math.expm1(
-        eps_tilde
-    )
+    # e^eps_tilde overflows a double past ~709.78; the advanced branch is then +inf (the
+    # sequential branch wins), reported as such rather than raising OverflowError.
+    growth = math.expm1(eps_tilde) if eps_tilde < _EXP_OVERFLOW else math.inf
+    adv = math.sqrt(2 * t * math.log(1 / delta_hat)) * eps_tilde + t * eps_tilde * growth
     return PriRFedPrivacy(
         epsilon=min(seq, adv),
         delta=delta_hat + t * delta_tilde,

@@ -39,11 +39,13 @@ def _logreg():
 def _cases():
     lam = 4.0
     return {
-        "prirfed-dprsgd": (lambda: PriRFed(DPRSGD(steps=2, batch_size=0.5, epsilon=1.0,
-                                                  delta=1e-5), n_sampled=2,
+        "prirfed-dprsgd": (lambda: PriRFed(DPRSGD(steps=2, batch_size=0.5, clip=1.0,
+                                                  paper_epsilon=1.0, paper_delta=1e-5),
+                                           n_sampled=2,
                                            step_size=0.2 / lam), _pca, None),
         "prirfed-dprsvrg": (lambda: PriRFed(DPRSVRG(steps=2, inner_steps=3,
-                                                    epsilon=1.0, delta=1e-5),
+                                                    clip=1.0, clip_full=1.0, paper_epsilon=1.0,
+                                                    paper_delta=1e-5),
                                             n_sampled=1, step_size=0.05), _pca, None),
         "doadp": (lambda: DOADP(Network(ring(6)), alpha=0.1, p=0.8, k=3, sigma=0.3,
                                 grad_bound=1.0), _logreg, np.zeros(5)),
@@ -71,7 +73,7 @@ _UNPICKLABLE = ("the privacy tracker of rfed/algorithms/decentralized/_privacy.p
                 "cannot be "
                 "pickled")
 KNOWN_GAPS = {
-    "doadp": _UNPICKLABLE, "noisy-dsgd": _UNPICKLABLE, "dpdl": _UNPICKLABLE,
+    "dpdl": _UNPICKLABLE,
     "dpdpsgd": _UNPICKLABLE, "dpdda": _UNPICKLABLE,
     "dpdgt": "DPDGT.run (rfed/algorithms/decentralized/dpdgt.py) overrides Algorithm.run "
              "without forwarding checkpoint_every / checkpoint / resume_from",

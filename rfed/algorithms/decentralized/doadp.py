@@ -180,6 +180,9 @@ class DOADP(DecentralizedAlgorithm):
         self.network = network
         self.weights = check_mixing_matrix(network.weights, "network.weights")
         self.alpha = check_nonneg(alpha, "alpha")
+        if self.alpha == 0:
+            # with a zero step the iterates never move: a run that "succeeds" and learns nothing
+            raise ValueError("argument 'alpha' (the step size) must be > 0, got 0")
         self.beta = check_nonneg(beta, "beta")
         if self.beta >= 1:
             raise ValueError(f"argument 'beta' must be in [0, 1), got {beta!r}")

@@ -19,6 +19,10 @@ AGGREGATIONS = ("tangent", "karcher")
 def data_size_weights(counts: np.ndarray) -> np.ndarray:
     """``N_i / sum N_l`` over the sampled agents, shape ``(A,)``."""
     counts = np.asarray(counts, dtype=float)
+    if counts.ndim != 1 or counts.size == 0 or not np.all(np.isfinite(counts)) \
+            or np.any(counts < 0) or counts.sum() <= 0:
+        raise ValueError("argument 'counts' must be a non-empty 1-d array of finite, "
+                         f"non-negative numbers with a positive sum, got {counts.tolist()}")
     return counts / counts.sum()
 
 
@@ -38,6 +42,7 @@ def tangent_mean(
     weights : array, shape ``(A,)``
         Non-negative, summing to one.
     """
+    weights = _check_weights(weights, len(points))
     k = len(manifold.point_shape)
     logs = manifold.log(x, points)
     step = np.sum(np.asarray(weights).reshape((-1,) + (1,) * k) * logs, axis=0)
@@ -55,4 +60,18 @@ def karcher_aggregate(
 ) -> np.ndarray:
     r"""Exact weighted Karcher mean (3.1): iterate (3.2) from ``x`` until the gradient norm
     :math:`\|\sum_i w_i \mathrm{Log}_y(x_i)\|_y` is below ``tol``."""
+    weights = _check_weights(weights, len(points))
     return manifold.mean(points, weights, tol=tol, max_iter=max_iter, init=x)
+
+
+def _check_weights(weights: np.ndarray, n_points: int) -> np.ndarray:
+    """Aggregation weights: shape ``(A,)``, finite, non-negative, summing to one (1e-9)."""
+    w = np.asarray(weights, dtype=float)
+    if w.shape != (n_points,):
+        raise ValueError(f"argument 'weights' must have shape ({n_points},), got {w.shape}")
+    if not np.all(np.isfinite(w)):
+        raise ValueError(f"argument 'weights' must be finite, got {w.tolist()}")
+    if np.any(w < 0) or abs(w.sum() - 1.0) > 1e-9:
+        raise ValueError("argument 'weights' must be non-negative and sum to one, got sum "
+                         f"{w.sum()!r} (min {w.min()!r})")
+    return w
