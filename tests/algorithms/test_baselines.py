@@ -152,3 +152,51 @@ def test_bad_arguments_are_named(pca_problem):
         AnalyzeGauss(PrivacyBudget(1.0)).run(object(), rng=0)
     with pytest.raises(ValueError, match="1/N"):
         AnalyzeGauss(PrivacyBudget(1.0, delta=0.01)).run(pca_problem, rng=0)
+
+
+def _audit_analyze_gauss(monkeypatch, noise_factor: float, n_trials: int = 3000):
+    """Audit Analyze Gauss's release: agents are the trials (each agent's release is separate).
+
+    Every agent holds one common record and a canary: ``e_1`` on D0, ``e_2`` on D1 (norms 1,
+    orthogonal: the worst case of the replace-one sensitivity). The statistic is the released
+    matrix projected on ``e_2 e_2^T - e_1 e_1^T``.
+    """
+    import rfed.algorithms.baselines.pca as pca_module
+    from rfed.privacy import epsilon_lower_bound
+
+    original = pca_module.gaussian_release
+    captured = []
+
+    def spy(value, sigma, rng):
+        out = original(value, sigma / noise_factor, rng)   # the broken variant under-noises
+        captured.append(out - value)
+        return out
+
+    monkeypatch.setattr(pca_module, "gaussian_release", spy)
+    budget = PrivacyBudget(1.5, delta=1e-5)
+    d = 4
+    common = np.zeros(d)
+    common[3] = 0.5
+    direction = sym_to_vec(np.diag([-1.0, 1.0, 0.0, 0.0]))
+    scores, certified = [], None
+    for canary in (0, 1):
+        z = np.zeros((n_trials, 2, d))
+        z[:, 0] = common
+        z[:, 1, canary] = 1.0
+        res = AnalyzeGauss(budget).run(SpherePCA(z), rng=10 + canary)
+        local = sym_to_vec(np.einsum("anj,ank->ajk", z, z))
+        released = local + captured[-1]
+        scores.append(released @ direction / np.linalg.norm(direction))
+        certified = res.privacy["epsilon_certified"]
+    return epsilon_lower_bound(scores[0], scores[1], 1e-5), certified
+
+
+def test_audit_of_analyze_gauss_stays_below_the_certified_epsilon(monkeypatch):
+    result, certified = _audit_analyze_gauss(monkeypatch, noise_factor=1.0)
+    assert 0.9 * 1.5 <= certified <= 1.5
+    assert result.epsilon_lower <= certified
+
+
+def test_audit_catches_analyze_gauss_with_four_times_less_noise(monkeypatch):
+    result, certified = _audit_analyze_gauss(monkeypatch, noise_factor=4.0)
+    assert result.epsilon_lower > certified
