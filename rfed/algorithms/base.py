@@ -403,7 +403,7 @@ class Algorithm(abc.ABC):
             if x0 is None:
                 # the start is data-independent; secure mode draws it from a generator seeded
                 # with OS entropy, since its own source refuses floating-point Gaussians
-                start_rng = (np.random.default_rng(rng.integers(0, 2**63)) if is_secure(rng)
+                start_rng = (np.random.default_rng(rng.integers(0, 2**62)) if is_secure(rng)
                              else rng)
                 x0 = problem.manifold.random_point(start_rng)
             x0 = problem.manifold.check_point(x0, "x0")

@@ -109,9 +109,9 @@ def test_digits_dirichlet_dpdl_vs_dpdpsgd_same_epsilon():
                                 "DP-DPSGD bipartite certified eps=8 (delta=1e-05)"}
     assert {r["algorithm"] for r in rows} == {"DPDL", "DP-DPSGD"}
     for r in rows:
-        # both calibrated to the same certified epsilon (bracket of relative width 1e-3 on the
-        # noise multiplier): at most the target, and within 1 % of it
-        assert 8.0 * 0.99 <= r["epsilon_certified"] <= 8.0 + 1e-9
+        # both calibrated to the same certified epsilon (bracket of relative width 1e-2 on the
+        # noise multiplier, and epsilon falls about like 1/z): at most the target, within 3 %
+        assert 8.0 * 0.97 <= r["epsilon_certified"] <= 8.0 + 1e-9
         assert r["privacy"] == f"certified eps={r['epsilon_certified']:.3g} (delta=1e-05)"
         assert 0 <= r["test_acc_agents_pct"] <= 100
     dpdl = next(r for r in rows if r["algorithm"] == "DPDL")
