@@ -47,7 +47,7 @@ def test_rfed_run_decentralized_prints_privacy_table(tmp_path, capsys):
     out = capsys.readouterr().out
     report = json.loads((tmp_path / "privacy.json").read_text())
     eps_paper = report["theta0=0.05"]["paper"]["epsilon_eq38"]
-    assert "privacy (full reports in privacy.json)" in out
+    assert "eps (certified)" in out and "eps (paper's formula)" in out  # one summary table
     assert f"{eps_paper:.4g}" in out
     assert "accountant: " in out and "cost function" in out  # DP-DGT's relation (issue 8)
     assert "final_generation:" in out and "| generator_bus |" in out

@@ -101,7 +101,7 @@ def kpca(config: dict, ctx: RunContext) -> dict:
     _panels(ctx, "kpca", f"PriRFed-DP-RSGD, synthetic {config['k']}-PCA on {problem.manifold}",
             ref, ys=("cost", "grad_norm", "dist_to_ref"))
     lam = problem.eigenvalues()
-    return _summary(rows, ref, optimal_cost=problem.optimal_cost(),
+    return _summary(ctx, rows, ref, optimal_cost=problem.optimal_cost(),
                     eigengap_k=float(lam[problem.k - 1] - lam[problem.k]),
                     clip_level=problem.gradient_bound, step_size=step,
                     manifold=str(problem.manifold))
