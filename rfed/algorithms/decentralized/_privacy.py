@@ -406,8 +406,7 @@ class GaussianAccount:
         key = (self.rounds, delta)
         if key not in self._memo:
             groups = _groups(self.local_sizes, self.sample_size, self.releases, self.counts)
-            certs = [certify(g(self.noise_multiplier), delta, self.neighboring,
-                             self.method if self.method != "auto" else "auto")
+            certs = [certify(g(self.noise_multiplier), delta, self.neighboring, self.method)
                      for g in groups]
             self._memo[key] = max(certs, key=lambda c: c.epsilon) if certs else None
         return self._memo[key]
