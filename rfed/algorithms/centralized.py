@@ -38,8 +38,14 @@ import numpy as np
 from rfed.algorithms.base import Algorithm, check_n_rounds, evaluate_point, step_size_at
 from rfed.manifolds import Euclidean, as_generator
 from rfed.privacy.accountants import EventSpec, clipped_mean_sensitivity
-from rfed.privacy.budget import Certificate, PrivacyBudget, calibrate, certify, default_delta
-from rfed.privacy.budget import check_delta_for_dataset
+from rfed.privacy.budget import (
+    Certificate,
+    PrivacyBudget,
+    calibrate,
+    certify,
+    check_delta_for_dataset,
+    default_delta,
+)
 from rfed.privacy.mechanisms import gaussian_release, release_sensitivity
 from rfed.privacy.secure import is_secure
 from rfed.problems.base import Problem

@@ -213,7 +213,7 @@ class SoftmaxRegression(Problem):
             return f, g
 
         res = sopt.minimize(fun, np.zeros(self.n_params), jac=True, method="L-BFGS-B",
-                            options={"gtol": 1e-9, "ftol": 1e-14, "maxiter": 5000})
+                            options={"gtol": 1e-7, "ftol": 1e-12, "maxiter": 1000})
         return res.x
 
     def initial_point(self) -> np.ndarray:
