@@ -69,15 +69,17 @@ def test_missing_fashion_mnist_stops_with_how_to_get_it(monkeypatch, tmp_path):
 def test_classify_tiny(fake_data, tmp_path):
     summary, ctx = run_experiment("utility-fmnist-classify", out_dir=tmp_path / "out",
                                   overrides={
-        "data_path": str(fake_data), "n_agents": 4, "epsilons": [1.0, 8.0], "repetitions": 1,
+        "data_path": str(fake_data), "n_agents": 4, "epsilons": [8.0], "repetitions": 1,
         "pca_dim": 16, "public_fraction": 0.25, "epochs": 2, "batch_size": 16,
-        "lrs_doadp": [1.0], "lrs_dsgd": [1.0], "lrs_dpdl": [0.5, 1.0], "lrs_dpsgd": [1.0],
-        "comm_configs": [[1.0, 1.0], [1.0, 0.25]], "target_epsilon": 8.0})
+        "lrs_doadp": [1.0], "lrs_dsgd": [1.0], "lrs_dpdl": [1.0], "lrs_dpsgd": [0.5, 1.0],
+        "comm_configs": [[1.0, 1.0], [1.0, 0.25]], "target_epsilon": 8.0, "partitions": ["iid"],
+        # one budget everywhere: the (slow) without-replacement calibrations are cached
+        "eps_tune": 8.0, "eps_comm": 8.0})
     rows = ctx.tables["privacy_utility"]
     private = [r for r in rows if r["target_epsilon"] is not None]
     algs = {"DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD", "DP-SGD (centralized, pooled)"}
     assert {r["algorithm"] for r in private} == algs
-    assert {r["partition"] for r in private} == {"iid", "dirichlet"}
+    assert {r["partition"] for r in private} == {"iid"}
     for r in private:
         # every private run certifies its target (budget-first), noise not wasted
         assert 0.9 * r["target_epsilon"] <= r["epsilon_certified"] <= r["target_epsilon"] + 1e-9
@@ -110,14 +112,27 @@ def test_classify_tiny(fake_data, tmp_path):
         assert (tmp_path / "out" / name).exists()
 
 
+def test_dirichlet_partition_is_non_iid_and_covers_the_data():
+    from rfed.experiments.utility_decentralized import _partition
+
+    labels = np.random.default_rng(0).integers(0, 10, 2000)
+    parts = _partition(labels, 5, "dirichlet", 0.25, np.random.default_rng(1))
+    assert sorted(np.concatenate(parts).tolist()) == list(range(2000))
+    shares = np.array([np.bincount(labels[p], minlength=10) / len(p) for p in parts])
+    assert shares.max() > 0.3  # Dirichlet(0.25): some agent is dominated by a few classes
+    with pytest.raises(ValueError, match="partition"):
+        _partition(labels, 5, "shards", 0.25, np.random.default_rng(1))
+
+
 def test_svm_tiny_fmnist_binary(fake_data):
     summary, ctx = run_experiment("utility-svm", overrides={
         "data_path": str(fake_data), "datasets": ["fmnist-binary"], "classes": [1, 8],
-        "n_agents": 4, "n_active": 2, "epochs": 1, "epsilons": [2.0, 8.0], "repetitions": 1,
+        "n_agents": 4, "n_active": 2, "epochs": 1, "epsilons": [8.0], "repetitions": 1,
         "pca_dim": 16, "public_fraction": 0.3, "gammas_l2": [1.0, 10.0],
-        "gammas_l1": [1.0]})
+        "gammas_l1": [1.0], "eps_tune": 8.0})
     rows = ctx.tables["privacy_utility"]
     assert {r["panel"] for r in rows} == {"fmnist-binary l2-SVM", "fmnist-binary l1-SVM"}
+    assert {t["gamma"] for t in ctx.tables["tuning"]} == {1.0, 10.0}
     for r in rows:
         assert 0.9 * r["target_epsilon"] <= r["epsilon_certified"] <= r["target_epsilon"] + 1e-9
     ref = summary["references"]["fmnist-binary l2-SVM"]
@@ -129,7 +144,8 @@ def test_svm_epsilon_standin_subsample(tmp_path, monkeypatch):
     summary, ctx = run_experiment("utility-svm", overrides={
         "datasets": ["epsilon-standin"], "eps_rows": 3000, "eps_features": 20,
         "eps_subsample": 1000, "n_agents": 4, "n_active": 2, "epochs": 1, "epsilons": [4.0],
-        "repetitions": 1, "regularizers": ["l2"], "gammas_l2": [10.0], "public_fraction": 0.1})
+        "repetitions": 1, "regularizers": ["l2"], "gammas_l2": [10.0], "public_fraction": 0.1,
+        "eps_tune": 4.0})
     (row,) = ctx.tables["privacy_utility"]
     assert "subsample of 1000 rows" in summary["data"]["epsilon-standin"]
     assert 0.9 * 4.0 <= row["epsilon_certified"] <= 4.0 + 1e-9
