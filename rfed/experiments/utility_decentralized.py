@@ -216,9 +216,9 @@ def _summarise(values: list[float]) -> dict:
 # ---------------------------------------------------------------------- classification
 @register(
     "utility-fmnist-classify",
-    paper="DO-ADP (000), DPDL (001): certified-budget companion (issue 9)",
-    summary="Fashion-MNIST classification at certified eps in {0.5,...,8}: decentralized vs "
-            "centralized DP-SGD (needs Fashion-MNIST)",
+    paper="DO-ADP, DPDL: certified-budget companion",
+    summary="Fashion-MNIST classification vs certified eps, centralized DP-SGD beside "
+            "(needs Fashion-MNIST)",
     description=(
         "Multinomial logistic regression on unit-normalised Fashion-MNIST (needs the real files: "
         "apt-get install dataset-fashion-mnist), projected on the top pca_dim principal "
@@ -466,9 +466,9 @@ def _svm_problem(x, y, n: int, reg: str, strength: float, rng) -> HingeSVM:
 
 @register(
     "utility-svm",
-    paper="DP-DDA (002): certified-budget companion (issue 9)",
-    summary="DP-DDA l1/l2-SVM at certified eps in {0.5,...,8} on binary Fashion-MNIST and the "
-            "paper-size epsilon stand-in (needs Fashion-MNIST)",
+    paper="DP-DDA: certified-budget companion",
+    summary="DP-DDA l1/l2-SVM vs certified eps, binary Fashion-MNIST and 'epsilon' stand-in "
+            "(needs Fashion-MNIST)",
     description=(
         "DP-DDA (node sampling iota = n_active / n_agents, complete graph) on hinge-loss SVMs "
         "with l2 (mu) and l1 (phi) regularizers: a binary Fashion-MNIST task (needs the real "
@@ -578,9 +578,8 @@ def utility_svm(config: dict, ctx: RunContext) -> dict:
 # ---------------------------------------------------------------------- DP-DGT
 @register(
     "utility-dpdgt",
-    paper="DP-DGT (003): certified-budget companion (issue 9)",
-    summary="DP-DGT on the IEEE-14 dispatch at certified eps in {0.5,...,8} of its "
-            "cost-function relation",
+    paper="DP-DGT: certified-budget companion",
+    summary="DP-DGT on the IEEE-14 dispatch vs certified eps of its cost-function relation",
     description=(
         "DP-DGT (Sec. 6.1 step sizes) on the IEEE 14-bus economic dispatch, budget-first at each "
         "certified epsilon of the paper's relation (one generator's cost function changes, "
