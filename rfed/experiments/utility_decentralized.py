@@ -197,6 +197,9 @@ def _privacy_utility_plot(ctx: RunContext, rows: list[dict], panels: list[str], 
             ax.axhline(ref, ls="--" if "non-private" in lab else ":", color="k"
                        if "non-private" in lab else "grey", lw=1, label=lab)
         ax.set_xscale("log")
+        ticks = sorted({float(r["target_epsilon"]) for r in sub})
+        ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
+        ax.minorticks_off()
         if logy:
             ax.set_yscale("log")
         ax.set_xlabel("certified epsilon (whole run)")
