@@ -1,0 +1,354 @@
+"""Centralized DP-SGD on the pooled data: the reference a decentralized method can at best approach.
+
+:class:`DPSGD` trains on the union of all agents' records as ONE data set of ``N`` records (a
+trusted curator holds everything), with the DP-SGD of Abadi et al. 2016: per round, a minibatch
+is sampled from the ``N`` records, every per-sample gradient is clipped to the public norm ``C``,
+the clipped sum is divided by the public normaliser ``B`` (the expected batch size) and Gaussian
+noise is added; the iterate takes a (momentum) step on the noisy mean.
+
+Privacy is budget-first and certified: ``budget=PrivacyBudget(epsilon, delta)`` with the planned
+``n_rounds`` sets the noise multiplier ``z`` (:func:`rfed.privacy.budget.calibrate`, the RDP and
+PLD accountants of dp-accounting) so that the finished run is ``(epsilon, delta)``-DP with respect
+to one record of the pooled data set, under the budget's neighbouring relation:
+
+* ``sampling='poisson'``: each record joins the minibatch independently with probability
+  ``q = B / N`` (the batch size varies; the normaliser stays ``B``), accounted as the
+  Poisson-subsampled Gaussian; sensitivity ``C / B`` (add/remove) or ``2 C / B`` (replace-one);
+* ``sampling='without_replacement'``: a uniformly random subset of exactly ``B`` records,
+  accounted as sampling without replacement (replace-one only; dp-accounting's RDP bound of Wang,
+  Balle and Kasiviswanathan 2019), sensitivity ``2 C / B``.
+
+All noise goes through :func:`rfed.privacy.mechanisms.gaussian_release` and the sensitivity the
+account records is :func:`~rfed.privacy.mechanisms.release_sensitivity` (secure mode: OS
+randomness, discrete Gaussian on a grid, RDP only). The batch selection is secret (only the noisy
+mean is released), as the sampling theorems require. The clip ``C``, ``B``, the step size and
+the number of rounds are public numbers chosen by the user (on public data), never from the
+private records.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rfed.algorithms.base import Algorithm, check_n_rounds, evaluate_point, step_size_at
+from rfed.manifolds import Euclidean, as_generator
+from rfed.privacy.accountants import EventSpec, clipped_mean_sensitivity
+from rfed.privacy.budget import (
+    Certificate,
+    PrivacyBudget,
+    calibrate,
+    certify,
+    check_delta_for_dataset,
+    default_delta,
+)
+from rfed.privacy.mechanisms import gaussian_release, release_sensitivity
+from rfed.privacy.secure import is_secure
+from rfed.problems.base import Problem
+
+__all__ = ["DPSGD", "DPSGDState"]
+
+_SAMPLING = ("poisson", "without_replacement")
+
+
+@dataclass
+class DPSGDState:
+    """State of a centralized DP-SGD run (picklable).
+
+    Attributes
+    ----------
+    t : int
+        Rounds done.
+    x : array, shape ``point_shape``
+    m : array, shape ``point_shape``
+        Momentum (heavy ball).
+    rng : Generator or SecureRandom
+    ledger : _PooledAccount or None
+        The run's privacy account (``None`` for a non-private run).
+    batch_sizes : int
+        Records used so far (sum of the minibatch sizes; Poisson batches vary).
+    """
+
+    t: int
+    x: np.ndarray
+    m: np.ndarray
+    rng: Any
+    ledger: Any = None
+    batch_sizes: int = 0
+
+
+class _PooledAccount:
+    """Rounds of one Gaussian event on the pooled data set, certified on demand."""
+
+    level = "record"
+
+    def __init__(self, spec_unit: EventSpec, noise_multiplier: float, sensitivity: float,
+                 delta: float, neighboring: str, method: str, planned_rounds: int | None,
+                 target_epsilon: float | None, assumptions: list[str], secure: bool,
+                 mode: str):
+        self.spec = dataclasses.replace(spec_unit, noise_multiplier=float(noise_multiplier))
+        self.noise_multiplier = float(noise_multiplier)
+        self.sensitivity = float(sensitivity)
+        self.delta = float(delta)
+        self.neighboring = neighboring
+        self.method = "rdp" if secure else method
+        self.planned_rounds = planned_rounds
+        self.target_epsilon = target_epsilon
+        self.assumptions = assumptions
+        self.secure = bool(secure)
+        self.mode = mode
+        self.rounds = 0
+        self._memo: dict[tuple[int, float], Certificate] = {}
+
+    def check_can_step(self) -> None:
+        if self.planned_rounds is not None and self.rounds >= self.planned_rounds:
+            raise RuntimeError(
+                f"DP-SGD: the noise was calibrated for n_rounds={self.planned_rounds} rounds at "
+                f"epsilon={self.target_epsilon:g}; another round would exceed the budget (plan "
+                "a longer run with a larger n_rounds)"
+            )
+
+    def record_round(self) -> None:
+        self.check_can_step()
+        self.rounds += 1
+
+    def certificate(self, delta: float | None = None) -> Certificate | None:
+        delta = self.delta if delta is None else float(delta)
+        if self.rounds == 0:
+            return None
+        key = (self.rounds, delta)
+        if key not in self._memo:
+            self._memo[key] = certify([(self.spec, self.rounds)], delta, self.neighboring,
+                                      self.method)
+        return self._memo[key]
+
+    def report(self, delta: float | None = None) -> dict[str, Any]:
+        cert = self.certificate(delta)
+        eps = 0.0 if cert is None else cert.epsilon
+        delta = self.delta if delta is None else float(delta)
+        accountant = "no release yet" if cert is None else cert.accountant
+        return {
+            "algorithm": "DP-SGD (centralized, pooled data)",
+            "rounds": self.rounds,
+            "epsilon_certified": eps,
+            "delta": delta,
+            "accountant": accountant,
+            "neighboring": self.neighboring,
+            "level": self.level,
+            "assumptions": self.assumptions,
+            "target_epsilon": self.target_epsilon,
+            "noise_multiplier": self.noise_multiplier,
+            "calibration": self.mode,
+            "epsilon_paper": None,
+            "paper": None,
+            "secure": self.secure,
+            "replayable_from_seed": not self.secure,
+            "label": f"certified eps={eps:.3g} (delta={delta:g})",
+            "certified": {"epsilon": eps, "delta": delta, "accountant": accountant},
+        }
+
+
+class DPSGD(Algorithm):
+    r"""Centralized DP-SGD on the pooled records of a problem (all agents as one data set).
+
+    ``x <- Exp_x(-alpha_t m)`` with ``m <- beta m + (1/B)(sum_{j in S_t} clip_C(g_j) + N(0,
+    s^2 I))``, ``s = z * sens`` (on Euclidean space: plain momentum SGD on the noisy mean).
+
+    Parameters
+    ----------
+    step_size : float or callable
+        ``alpha`` or ``alpha(t)`` (checked every round).
+    batch_size : int
+        ``B``: the expected (Poisson) or exact (without replacement) minibatch size, and the
+        public normaliser of the clipped sum.
+    clip : float
+        Public per-sample gradient norm bound ``C > 0`` (enforced by clipping). Required for a
+        private run; without noise and with ``clip=None`` the gradients are not clipped.
+    momentum : float
+        ``beta`` in [0, 1).
+    sampling : {'poisson', 'without_replacement'}
+    budget : PrivacyBudget, optional
+        Budget-first: the planned run of ``n_rounds`` rounds certifies ``budget`` on the pooled
+        data set (delta default ``min(1e-5, 1 / (10 N))``; a delta >= 1/N is refused).
+    n_rounds : int, optional
+        Planned rounds (required with ``budget``); stepping past them raises.
+    noise_multiplier : float, optional
+        Research: ``z`` directly (noise std over the release sensitivity); the certified epsilon
+        of the rounds run is reported.
+    delta : float, optional
+        Delta of the report when no budget is given (default ``min(1e-5, 1 / (10 N))``).
+
+    Notes
+    -----
+    ``Poisson`` with ``neighboring='replace_one'`` is certified by PLD only (dp-accounting's RDP
+    has no replace-one Poisson bound), so the secure mode (RDP only) needs
+    ``neighboring='add_remove_one'`` or sampling without replacement with Poisson sampling.
+    """
+
+    name = "DP-SGD"
+
+    def __init__(self, *, step_size: Any, batch_size: int, clip: float | None = None,
+                 momentum: float = 0.0, sampling: str = "poisson",
+                 budget: PrivacyBudget | None = None, n_rounds: int | None = None,
+                 noise_multiplier: float | None = None, delta: float | None = None, **kwargs):
+        if "epsilon" in kwargs:
+            raise TypeError("DPSGD has no 'epsilon=' argument: pass budget=PrivacyBudget(epsilon,"
+                            " delta) with n_rounds= for a certified (epsilon, delta)")
+        if kwargs:
+            raise TypeError(f"DPSGD got unexpected keyword argument(s) {sorted(kwargs)}")
+        self.step_size = step_size
+        if isinstance(batch_size, bool) or not isinstance(batch_size, (int, np.integer)) \
+                or batch_size < 1:
+            raise ValueError(f"argument 'batch_size' must be an int >= 1, got {batch_size!r}")
+        self.batch_size = int(batch_size)
+        if clip is not None:
+            try:
+                clip = float(clip)
+            except (TypeError, ValueError):
+                clip = float("nan")
+            if not (math.isfinite(clip) and clip > 0):
+                raise ValueError(f"argument 'clip' must be a finite number > 0 or None, got "
+                                 f"{clip!r}")
+        self.clip = clip
+        try:
+            self.momentum = float(momentum)
+        except (TypeError, ValueError):
+            self.momentum = float("nan")
+        if not 0.0 <= self.momentum < 1.0:
+            raise ValueError(f"argument 'momentum' must be in [0, 1), got {momentum!r}")
+        if sampling not in _SAMPLING:
+            raise ValueError(f"argument 'sampling' must be 'poisson' or 'without_replacement', "
+                             f"got {sampling!r}")
+        self.sampling = sampling
+        if budget is not None and noise_multiplier is not None:
+            raise ValueError("give at most one of 'budget' and 'noise_multiplier'")
+        if budget is not None and not isinstance(budget, PrivacyBudget):
+            raise TypeError(f"argument 'budget' must be a PrivacyBudget, got {budget!r}")
+        if budget is not None and n_rounds is None:
+            raise ValueError("argument 'n_rounds' (the planned run length) is required with "
+                             "'budget'")
+        self.budget = budget
+        self.n_rounds = None if n_rounds is None else check_n_rounds(n_rounds)
+        if noise_multiplier is not None:
+            noise_multiplier = float(noise_multiplier)
+            if not (math.isfinite(noise_multiplier) and noise_multiplier > 0):
+                raise ValueError(f"argument 'noise_multiplier' must be a finite number > 0, got "
+                                 f"{noise_multiplier!r}")
+        self.noise_multiplier = noise_multiplier
+        self.delta = delta
+        if self.private and self.clip is None:
+            raise ValueError("a private DP-SGD run needs 'clip' (a public per-sample gradient "
+                             "norm bound C > 0, enforced by clipping)")
+        neighboring = budget.neighboring if budget is not None else "replace_one"
+        if sampling == "without_replacement" and neighboring != "replace_one":
+            raise ValueError("sampling='without_replacement' is accounted under "
+                             "neighboring='replace_one' only (fixed-size batches make the data "
+                             "set size public); use sampling='poisson' for add/remove")
+        self.neighboring = neighboring
+
+    @property
+    def private(self) -> bool:
+        """Whether the run adds noise."""
+        return self.budget is not None or self.noise_multiplier is not None
+
+    # ------------------------------------------------------------------ privacy
+    def _unit_event(self, n_records: int) -> EventSpec:
+        if self.batch_size > n_records:
+            raise ValueError(f"argument 'batch_size' ({self.batch_size}) exceeds the pooled data "
+                             f"set ({n_records} records)")
+        if self.sampling == "poisson":
+            return EventSpec.make("gaussian", 1.0, "poisson",
+                                  sampling_rate=self.batch_size / n_records)
+        return EventSpec.make("gaussian", 1.0, "without_replacement", dataset_size=n_records,
+                              sample_size=self.batch_size)
+
+    def _account(self, problem: Problem, rng: Any) -> _PooledAccount | None:
+        if not self.private:
+            return None
+        n = problem.n_samples
+        dim = problem.manifold.dim
+        secure = is_secure(rng)
+        sens = release_sensitivity(
+            clipped_mean_sensitivity(self.clip, self.batch_size, self.neighboring), dim, rng)
+        unit = self._unit_event(n)
+        method = self.budget.method if self.budget is not None else "auto"
+        if secure:
+            method = "rdp"
+        assumptions = [
+            f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; public)",
+            f"minibatch: {self.sampling.replace('_', ' ')} sampling, expected size "
+            f"{self.batch_size} of N = {n} pooled records, secret; public normaliser B",
+            "one data set: every agent's records pooled at a trusted curator",
+        ]
+        if self.budget is not None:
+            delta = self.budget.resolve_delta(n)
+            budget = dataclasses.replace(self.budget, method=method)
+            rounds = self.n_rounds
+
+            def events_for(z: float):
+                return [(dataclasses.replace(unit, noise_multiplier=z), rounds)]
+
+            cal = calibrate(events_for, budget, delta=delta, rtol=1e-3)
+            z, target, mode = cal.noise_multiplier, self.budget.epsilon, "budget"
+        else:
+            delta = default_delta(n) if self.delta is None else check_delta_for_dataset(
+                self.delta, n)
+            z, target, mode = self.noise_multiplier, None, "noise_multiplier"
+        return _PooledAccount(unit, z, sens, delta, self.neighboring, method,
+                              self.n_rounds if self.budget is not None else None, target,
+                              assumptions, secure, mode)
+
+    def privacy(self, state: DPSGDState) -> dict | None:
+        """The run's privacy report dict (``None`` for a non-private run)."""
+        return None if state.ledger is None else state.ledger.report()
+
+    # ------------------------------------------------------------------ run
+    def init(self, problem: Problem, x0: np.ndarray, rng: Any) -> DPSGDState:
+        rng = rng if is_secure(rng) else as_generator(rng)
+        x = np.array(x0, dtype=float)
+        return DPSGDState(t=0, x=x, m=np.zeros_like(x), rng=rng,
+                          ledger=self._account(problem, rng))
+
+    def _pooled_index(self, problem: Problem) -> tuple[np.ndarray, np.ndarray]:
+        agent, row = np.nonzero(problem.mask)
+        return agent, row
+
+    def _sample(self, n: int, rng: Any) -> np.ndarray:
+        """Indices of this round's minibatch among the ``n`` pooled records."""
+        if self.sampling == "poisson":
+            return np.flatnonzero(rng.random(n) < self.batch_size / n)
+        # uniform subset of exactly B records: the B smallest of n uniform keys
+        return np.argpartition(rng.random(n), self.batch_size - 1)[: self.batch_size]
+
+    def step(self, problem: Problem, state: DPSGDState) -> DPSGDState:
+        if state.ledger is not None:
+            state.ledger.check_can_step()
+        agent, row = self._pooled_index(problem)
+        rng = state.rng
+        sel = self._sample(agent.size, rng)
+        batch = {k: v[agent[sel], row[sel]][None] for k, v in problem.data.items()}
+        total, _ = problem.clipped_grad_sum(state.x[None], batch, self.clip)
+        man = problem.manifold
+        # the public normaliser B, not the (secret, varying) Poisson batch size
+        mean = man.to_coords(state.x, total[0] / self.batch_size)
+        if state.ledger is not None:
+            acc = state.ledger
+            mean = gaussian_release(mean, acc.noise_multiplier * acc.sensitivity, rng)
+            acc.record_round()
+        g = man.from_coords(state.x, mean)
+        m = self.momentum * state.m + g
+        alpha = step_size_at(self.step_size, state.t)
+        x_new = man.exp(state.x, -alpha * m)
+        m_new = m if isinstance(man, Euclidean) else man.transport(state.x, x_new, m)
+        return DPSGDState(t=state.t + 1, x=x_new, m=m_new, rng=rng, ledger=state.ledger,
+                          batch_sizes=state.batch_sizes + int(sel.size))
+
+    def output(self, problem: Problem, state: DPSGDState) -> np.ndarray:
+        return state.x
+
+    def metrics(self, problem: Problem, state: DPSGDState, with_reference: bool) -> dict:
+        return evaluate_point(problem, state.x, with_reference)

@@ -1,0 +1,221 @@
+"""Multinomial logistic (softmax) regression split across agents.
+
+The model for the privacy-utility experiments on Fashion-MNIST: ``C`` classes, parameters one
+flat vector ``x = [vec(W), b]`` in ``Euclidean(d_in C + C)`` with ``W`` of shape ``(d_in, C)``
+(row-major) and the bias ``b`` of shape ``(C,)``. The per-sample loss is the cross-entropy
+
+.. math:: l(x; a, y) = \\log \\sum_c e^{z_c} - z_y, \\qquad z = W^T a + b,
+
+plus ``(lam / 2) ||W||^2`` (the bias is not regularized). Its per-sample gradient is
+``[a (p - e_y)^T, p - e_y]`` with ``p = softmax(z)``, of norm
+``||p - e_y|| sqrt(||a||^2 + 1) <= sqrt(2) sqrt(R^2 + 1)`` for rows of norm at most ``R``
+(``||p - e_y||^2 = sum_c p_c^2 - 2 p_y + 1 <= 2``). That number is :attr:`public_gradient_bound`
+when ``feature_bound = R`` is given (a public assertion about the data domain, enforced by scaling
+longer rows onto the sphere of radius ``R``); privately trained models clip to a public level of
+their own anyway.
+
+Clipped gradient sums (:meth:`SoftmaxRegression.clipped_grad_sum`) never materialize the
+per-sample gradients: the norms above are closed form, and the clipped sum is
+``A^T (s * (P - Y))`` for the clip factors ``s``.
+
+The reference optimum is computed independently of rfed's algorithms by scipy's L-BFGS on the
+pooled objective.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import scipy.optimize as sopt
+
+from rfed.manifolds import Euclidean
+from rfed.problems.base import Problem
+
+__all__ = ["SoftmaxRegression"]
+
+
+def _softmax(z: np.ndarray) -> np.ndarray:
+    z = z - z.max(axis=-1, keepdims=True)
+    e = np.exp(z)
+    return e / e.sum(axis=-1, keepdims=True)
+
+
+class SoftmaxRegression(Problem):
+    """Softmax regression ``(W, b)`` flattened in ``Euclidean(d_in * n_classes + n_classes)``.
+
+    Parameters
+    ----------
+    features : array, shape ``(n_agents, n_max, d_in)``
+    labels : array of int, shape ``(n_agents, n_max)``, values in ``0..n_classes-1``
+    n_classes : int
+    l2 : float
+        ``lam >= 0`` of the regularizer ``(lam / 2) ||W||_F^2``.
+    counts : array of int, shape ``(n_agents,)``, optional
+        Valid rows per agent (padded layouts of non-IID partitions).
+    feature_bound : float, optional
+        A PUBLIC bound ``R`` on the feature rows' norm (e.g. 1 for unit-normalised images),
+        ENFORCED by scaling longer rows onto the sphere of radius ``R`` (a per-record map).
+
+    Attributes
+    ----------
+    public_gradient_bound : float or None
+        The data term's per-sample gradient bound ``sqrt(2 (R^2 + 1))`` (the regularizer's
+        gradient ``lam W`` is not bounded by it; ``lam = 0`` in the private experiments), or
+        None without ``feature_bound``.
+    """
+
+    name = "softmax"
+
+    def __init__(self, features: np.ndarray, labels: np.ndarray, n_classes: int = 10,
+                 l2: float = 0.0, counts: np.ndarray | None = None,
+                 feature_bound: float | None = None):
+        features = np.asarray(features, dtype=float)
+        labels = np.asarray(labels)
+        if features.ndim != 3:
+            raise ValueError(f"argument 'features' must have shape (n_agents, n_max, d_in), got "
+                             f"{features.shape}")
+        if labels.shape != features.shape[:2] or not np.issubdtype(labels.dtype, np.integer):
+            raise ValueError(f"argument 'labels' must be integers of shape {features.shape[:2]}, "
+                             f"got shape {labels.shape} and dtype {labels.dtype}")
+        if isinstance(n_classes, bool) or not isinstance(n_classes, (int, np.integer)) \
+                or n_classes < 2:
+            raise ValueError(f"argument 'n_classes' must be an int >= 2, got {n_classes!r}")
+        if labels.min() < 0 or labels.max() >= n_classes:
+            raise ValueError(f"argument 'labels' must lie in [0, {n_classes - 1}], got range "
+                             f"[{labels.min()}, {labels.max()}]")
+        if not (np.isfinite(l2) and l2 >= 0):
+            raise ValueError(f"argument 'l2' must be a finite number >= 0, got {l2!r}")
+        self.public_gradient_bound = None
+        if feature_bound is not None:
+            bound = float(feature_bound)
+            if not (np.isfinite(bound) and bound > 0):
+                raise ValueError(f"argument 'feature_bound' must be a finite number > 0, got "
+                                 f"{feature_bound!r}")
+            norms = np.linalg.norm(features, axis=-1, keepdims=True)
+            features = features * np.minimum(1.0, bound / np.maximum(norms, 1e-300))
+            self.public_gradient_bound = float(np.sqrt(2.0 * (bound ** 2 + 1.0)))
+        self.n_in = features.shape[-1]
+        self.n_classes = int(n_classes)
+        self.l2 = float(l2)
+        onehot = np.eye(self.n_classes)[labels]
+        super().__init__(Euclidean(self.n_in * self.n_classes + self.n_classes),
+                         {"features": features, "labels": labels, "onehot": onehot},
+                         counts=counts, gradient_bound=self.public_gradient_bound)
+
+    @property
+    def n_params(self) -> int:
+        """``d = d_in * n_classes + n_classes``."""
+        return self.n_in * self.n_classes + self.n_classes
+
+    def unflatten(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``W`` ``(*lead, d_in, C)`` and ``b`` ``(*lead, C)`` of ``x`` ``(*lead, d)``."""
+        x = np.asarray(x, dtype=float)
+        k = self.n_in * self.n_classes
+        return x[..., :k].reshape(x.shape[:-1] + (self.n_in, self.n_classes)), x[..., k:]
+
+    def logits(self, x: np.ndarray, features: np.ndarray) -> np.ndarray:
+        """``z = W^T a + b`` for ``x`` ``(*lead, d)``, ``features`` ``(*lead, b, d_in)``:
+        shape ``(*lead, b, C)``."""
+        w, b = self.unflatten(x)
+        return np.matmul(features, w) + b[..., None, :]
+
+    def _residual(self, x, batch):
+        """``p - e_y`` per sample, ``(*lead, b, C)``."""
+        return _softmax(self.logits(x, batch["features"])) - batch["onehot"]
+
+    def sample_loss(self, x, batch):
+        z = self.logits(x, batch["features"])
+        m = z.max(axis=-1, keepdims=True)
+        lse = m[..., 0] + np.log(np.sum(np.exp(z - m), axis=-1))
+        w, _ = self.unflatten(x)
+        reg = 0.5 * self.l2 * np.sum(w * w, axis=(-2, -1))
+        return lse - np.sum(z * batch["onehot"], axis=-1) + reg[..., None]
+
+    def sample_rgrad(self, x, batch):
+        r = self._residual(x, batch)                      # (*lead, b, C)
+        a = batch["features"]                              # (*lead, b, d_in)
+        gw = a[..., :, None] * r[..., None, :]             # (*lead, b, d_in, C)
+        lead_b = r.shape[:-1]
+        g = np.concatenate([gw.reshape(lead_b + (-1,)), r], axis=-1)
+        if self.l2:
+            w, _ = self.unflatten(x)
+            reg = np.concatenate([self.l2 * w.reshape(w.shape[:-2] + (-1,)),
+                                  np.zeros(w.shape[:-2] + (self.n_classes,))], axis=-1)
+            g = g + reg[..., None, :]
+        return g
+
+    def clipped_grad_sum(self, x, batch, bound, mask=None):
+        """Closed-form clipped sum (no per-sample gradient is materialized when ``l2 = 0``)."""
+        if self.l2:
+            return super().clipped_grad_sum(x, batch, bound, mask)
+        x = np.asarray(x, dtype=float)
+        r = self._residual(x, batch)                      # (*lead, b, C)
+        a = batch["features"]
+        scale = np.ones(r.shape[:-1])
+        n_clipped = np.zeros(r.shape[:-2], dtype=int)
+        if bound is not None:
+            norms = (np.linalg.norm(r, axis=-1)
+                     * np.sqrt(np.sum(a * a, axis=-1) + 1.0))
+            over = norms > bound
+            scale = np.where(over, bound / np.where(over, norms, 1.0), 1.0)
+            n_clipped = np.sum(over if mask is None else over & mask, axis=-1)
+        if mask is not None:
+            scale = np.where(mask, scale, 0.0)
+        rs = r * scale[..., None]
+        gw = np.matmul(np.swapaxes(a, -1, -2), rs)          # (*lead, d_in, C)
+        total = np.concatenate([gw.reshape(gw.shape[:-2] + (-1,)), rs.sum(axis=-2)], axis=-1)
+        return total, n_clipped
+
+    def local_grad(self, x, agents=None):
+        # the full local gradients without materializing per-sample gradients
+        agents, data, mask = self._all(agents)
+        x = np.broadcast_to(x, (agents.size,) + self.manifold.point_shape)
+        if self.l2:
+            return super().local_grad(x, agents)
+        total, _ = self.clipped_grad_sum(x, data, None, mask)
+        return total / self.counts[agents][:, None]
+
+    def pooled(self) -> tuple[np.ndarray, np.ndarray]:
+        """All valid samples: features ``(N, d_in)`` and integer labels ``(N,)``."""
+        return self.data["features"][self.mask], self.data["labels"][self.mask]
+
+    def predict(self, x: np.ndarray, features: np.ndarray) -> np.ndarray:
+        """Predicted classes of ``features`` ``(N, d_in)`` at one point ``x``: ``(N,)``."""
+        w, b = self.unflatten(x)
+        return np.argmax(np.asarray(features, dtype=float) @ w + b, axis=-1)
+
+    def accuracy(self, x: np.ndarray, features: np.ndarray | None = None,
+                 labels: np.ndarray | None = None) -> float:
+        """Fraction of correct predictions at one point ``x`` (pooled training set by default).
+
+        Ties of the argmax go to the lowest class index, so the zero model predicts class 0
+        everywhere: its accuracy is the share of class 0 (chance level, 10 % on balanced data).
+        """
+        if features is None:
+            features, labels = self.pooled()
+        return float(np.mean(self.predict(x, features) == np.asarray(labels)))
+
+    def _compute_reference(self) -> np.ndarray:
+        a, y = self.pooled()
+        onehot = np.eye(self.n_classes)[y]
+        n = len(y)
+        k = self.n_in * self.n_classes
+
+        def fun(x):
+            w = x[:k].reshape(self.n_in, self.n_classes)
+            z = a @ w + x[k:]
+            m = z.max(axis=1, keepdims=True)
+            e = np.exp(z - m)
+            s = e.sum(axis=1, keepdims=True)
+            f = np.mean(m[:, 0] + np.log(s[:, 0]) - np.sum(z * onehot, axis=1))
+            r = (e / s - onehot) / n
+            f += 0.5 * self.l2 * np.sum(w * w)
+            g = np.concatenate([(a.T @ r + self.l2 * w).ravel(), r.sum(axis=0)])
+            return f, g
+
+        res = sopt.minimize(fun, np.zeros(self.n_params), jac=True, method="L-BFGS-B",
+                            options={"gtol": 1e-7, "ftol": 1e-12, "maxiter": 1000})
+        return res.x
+
+    def initial_point(self) -> np.ndarray:
+        """The zero model (a public start; chance-level predictions)."""
+        return np.zeros(self.n_params)

@@ -1,0 +1,190 @@
+"""The certified-budget privacy-utility companions (issue 9) on a fake tiny Fashion-MNIST.
+
+The fake IDX files are written here (class-dependent bright blocks plus noise, so a linear model
+can learn them); the real files are used only by the ``slow`` full-size tests.
+"""
+
+import gzip
+import struct
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+import rfed.datasets.mnist as mnist_mod
+from rfed.datasets import DatasetNotFoundError, fashion_mnist_available
+from rfed.experiments.registry import get_experiment, run_experiment
+from rfed.experiments.utility_decentralized import certified_delta
+
+DPDGT_W_STAR = np.array([76.7398, 85.6530, 59.1311, 68.9863, 70.4898])
+
+
+def _idx(array: np.ndarray) -> bytes:
+    header = bytes([0, 0, 0x08, array.ndim]) + struct.pack(f">{array.ndim}I", *array.shape)
+    return header + np.asarray(array, dtype=np.uint8).tobytes()
+
+
+def _fake_fmnist(folder: Path, n_train: int, n_test: int, seed: int = 0) -> None:
+    """Learnable fake Fashion-MNIST: class c lights up rows 2c..2c+3 of the image."""
+    rng = np.random.default_rng(seed)
+    folder.mkdir(parents=True, exist_ok=True)
+    for split, n in (("train", n_train), ("t10k", n_test)):
+        labels = rng.integers(0, 10, n).astype(np.uint8)
+        images = rng.integers(0, 60, (n, 28, 28)).astype(np.uint8)
+        for c in range(10):
+            images[labels == c, 2 * c: 2 * c + 4, :] = 230
+        (folder / f"{split}-images-idx3-ubyte.gz").write_bytes(gzip.compress(_idx(images)))
+        (folder / f"{split}-labels-idx1-ubyte.gz").write_bytes(gzip.compress(_idx(labels)))
+
+
+@pytest.fixture
+def fake_data(monkeypatch, tmp_path):
+    """Only the fake files are found (no $RFED_DATA, no system folder)."""
+    monkeypatch.delenv("RFED_DATA", raising=False)
+    for which in ("fashion-mnist", "mnist"):
+        title, sub, _, how = mnist_mod._SOURCES[which]
+        monkeypatch.setitem(mnist_mod._SOURCES, which, (title, sub, tmp_path / "nowhere", how))
+    folder = tmp_path / "fmnist"
+    _fake_fmnist(folder, 1200, 300)
+    return folder
+
+
+def test_registered_and_delta_rule():
+    for name in ("utility-fmnist-classify", "utility-svm", "utility-dpdgt"):
+        assert get_experiment(name).paper
+    assert certified_delta(1000) == 1e-5
+    assert certified_delta(5000) == 1e-5
+    assert certified_delta(20_000) == pytest.approx(5e-6)  # 1 / (10 N) is smaller
+
+
+def test_missing_fashion_mnist_stops_with_how_to_get_it(monkeypatch, tmp_path):
+    monkeypatch.delenv("RFED_DATA", raising=False)
+    for which in ("fashion-mnist", "mnist"):
+        title, sub, _, how = mnist_mod._SOURCES[which]
+        monkeypatch.setitem(mnist_mod._SOURCES, which, (title, sub, tmp_path / "nowhere", how))
+    with pytest.raises(DatasetNotFoundError, match="dataset-fashion-mnist"):
+        run_experiment("utility-fmnist-classify", overrides={"data_path": str(tmp_path)})
+
+
+def test_classify_tiny(fake_data, tmp_path):
+    summary, ctx = run_experiment("utility-fmnist-classify", out_dir=tmp_path / "out",
+                                  overrides={
+        "data_path": str(fake_data), "n_agents": 4, "epsilons": [8.0], "repetitions": 1,
+        "pca_dim": 16, "public_fraction": 0.25, "epochs": 2, "batch_size": 16,
+        "lrs_doadp": [1.0], "lrs_dsgd": [1.0], "lrs_dpdl": [1.0], "lrs_dpsgd": [0.5, 1.0],
+        "comm_configs": [[1.0, 1.0], [1.0, 0.25]], "target_epsilon": 8.0, "partitions": ["iid"],
+        # one budget everywhere: the (slow) without-replacement calibrations are cached
+        "eps_tune": 8.0, "eps_comm": 8.0})
+    rows = ctx.tables["privacy_utility"]
+    private = [r for r in rows if r["target_epsilon"] is not None]
+    algs = {"DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD", "DP-SGD (centralized, pooled)"}
+    assert {r["algorithm"] for r in private} == algs
+    assert {r["partition"] for r in private} == {"iid"}
+    for r in private:
+        # every private run certifies its target (budget-first), noise not wasted
+        assert 0.9 * r["target_epsilon"] <= r["epsilon_certified"] <= r["target_epsilon"] + 1e-9
+        assert r["delta"] == summary["delta"]
+        assert 0.0 <= r["accuracy_mean"] <= 100.0
+    delta_rule = certified_delta(min(r["min_local_size"] for r in summary["references"]))
+    assert summary["delta"] == delta_rule
+    refs = {r["partition"]: r for r in summary["references"]}
+    # the zero model predicts class 0 everywhere: its accuracy is the test share of class 0
+    x_test_labels = np.frombuffer(gzip.decompress(
+        (fake_data / "t10k-labels-idx1-ubyte.gz").read_bytes())[8:], dtype=np.uint8)
+    assert refs["iid"]["zero_start_test_accuracy"] == pytest.approx(
+        100 * np.mean(x_test_labels == 0))
+    # the fake data is easy: the non-private optimum and the centralized DP-SGD at eps 8 learn
+    assert refs["iid"]["nonprivate_optimum_test_accuracy"] > 90
+    cen = [r for r in private if r["algorithm"].startswith("DP-SGD") and r["partition"] == "iid"
+           and r["target_epsilon"] == 8.0]
+    assert cen[0]["accuracy_mean"] > refs["iid"]["zero_start_test_accuracy"] + 20
+    # step sizes chosen on the public split: one chosen per algorithm, among its grid
+    tuning = ctx.tables["tuning"]
+    for alg in algs:
+        chosen = [t for t in tuning if t["algorithm"] == alg and t["chosen"]]
+        assert len(chosen) == 1 and "public split" in chosen[0]["chosen_on"]
+    comm = ctx.tables["doadp_communication_accuracy"]
+    assert len(comm) == 2
+    assert comm[1]["bytes_sent_mean"] < comm[0]["bytes_sent_mean"]
+    assert summary["target"]["epsilon_certified"] <= 8.0
+    for name in ("privacy_utility.png", "privacy_utility.csv", "tuning.csv",
+                 "doadp_communication_accuracy.png", "summary_table.csv"):
+        assert (tmp_path / "out" / name).exists()
+
+
+def test_dirichlet_partition_is_non_iid_and_covers_the_data():
+    from rfed.experiments.utility_decentralized import _partition
+
+    labels = np.random.default_rng(0).integers(0, 10, 2000)
+    parts = _partition(labels, 5, "dirichlet", 0.25, np.random.default_rng(1))
+    assert sorted(np.concatenate(parts).tolist()) == list(range(2000))
+    shares = np.array([np.bincount(labels[p], minlength=10) / len(p) for p in parts])
+    assert shares.max() > 0.3  # Dirichlet(0.25): some agent is dominated by a few classes
+    with pytest.raises(ValueError, match="partition"):
+        _partition(labels, 5, "shards", 0.25, np.random.default_rng(1))
+
+
+def test_svm_tiny_fmnist_binary(fake_data):
+    summary, ctx = run_experiment("utility-svm", overrides={
+        "data_path": str(fake_data), "datasets": ["fmnist-binary"], "classes": [1, 8],
+        "n_agents": 4, "n_active": 2, "epochs": 1, "epsilons": [8.0], "repetitions": 1,
+        "pca_dim": 16, "public_fraction": 0.3, "gammas_l2": [1.0, 10.0],
+        "gammas_l1": [1.0], "eps_tune": 8.0})
+    rows = ctx.tables["privacy_utility"]
+    assert {r["panel"] for r in rows} == {"fmnist-binary l2-SVM", "fmnist-binary l1-SVM"}
+    assert {t["gamma"] for t in ctx.tables["tuning"]} == {1.0, 10.0}
+    for r in rows:
+        assert 0.9 * r["target_epsilon"] <= r["epsilon_certified"] <= r["target_epsilon"] + 1e-9
+    ref = summary["references"]["fmnist-binary l2-SVM"]
+    assert ref["non-private optimum"] > 90  # classes 1 and 8 light up disjoint rows
+
+
+def test_svm_epsilon_standin_subsample(tmp_path, monkeypatch):
+    monkeypatch.setenv("RFED_CACHE", str(tmp_path / "cache"))
+    summary, ctx = run_experiment("utility-svm", overrides={
+        "datasets": ["epsilon-standin"], "eps_rows": 3000, "eps_features": 20,
+        "eps_subsample": 1000, "n_agents": 4, "n_active": 2, "epochs": 1, "epsilons": [4.0],
+        "repetitions": 1, "regularizers": ["l2"], "gammas_l2": [10.0], "public_fraction": 0.1,
+        "eps_tune": 4.0})
+    (row,) = ctx.tables["privacy_utility"]
+    assert "subsample of 1000 rows" in summary["data"]["epsilon-standin"]
+    assert 0.9 * 4.0 <= row["epsilon_certified"] <= 4.0 + 1e-9
+
+
+def test_dpdgt_tiny():
+    summary, ctx = run_experiment("utility-dpdgt", overrides={
+        "iterations": 300, "epsilons": [0.5, 8.0], "mc_runs": 2})
+    rows = summary["privacy_utility"]
+    for r in rows:
+        assert 0.9 * r["target_epsilon"] <= r["epsilon_certified"] <= r["target_epsilon"] + 1e-9
+        assert r["adjacency_radius"] == 0.01
+    # a larger budget means smaller noise (theta0 calibrated for the planned iterations)
+    assert rows[0]["theta0"] > rows[1]["theta0"]
+    assert summary["nonprivate_sq_error"] < summary["start_sq_error"]
+
+
+needs_fmnist = pytest.mark.skipif(not fashion_mnist_available(),
+                                  reason="Fashion-MNIST files not installed")
+
+
+@pytest.mark.slow
+@needs_fmnist
+def test_classify_full_size(tmp_path):
+    summary, ctx = run_experiment("utility-fmnist-classify", out_dir=tmp_path)
+    rows = [r for r in summary["privacy_utility"] if r["target_epsilon"] is not None]
+    for r in rows:
+        assert r["epsilon_certified"] <= r["target_epsilon"] + 1e-9
+    assert summary["target"] is not None
+
+
+@pytest.mark.slow
+@needs_fmnist
+def test_svm_full_size(tmp_path):
+    summary, _ = run_experiment("utility-svm", out_dir=tmp_path)
+    assert summary["privacy_utility"]
+
+
+@pytest.mark.slow
+def test_dpdgt_full_size(tmp_path):
+    summary, _ = run_experiment("utility-dpdgt", out_dir=tmp_path)
+    assert len(summary["privacy_utility"]) == 5
