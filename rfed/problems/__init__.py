@@ -8,6 +8,7 @@
 * :class:`LogisticRegression` / :class:`HingeSVM` with :class:`L2Regularizer` or
   :class:`L1Regularizer` (DO-ADP's and DP-DDA's linear models; their prox steps for dual
   averaging); :func:`split_evenly` deals samples to agents.
+* :class:`SoftmaxRegression`: multinomial logistic regression with a public feature bound.
 * :class:`MLPClassifier`: one-hidden-layer softmax network (DPDL's stand-in for LeNet), with
   :func:`load_digits_split`.
 * :class:`QuadraticResourceAllocation`: economic dispatch with box constraints (DP-DGT);
@@ -29,6 +30,7 @@ from rfed.problems.linear import (
 )
 from rfed.problems.mlp import MLPClassifier, load_digits_split
 from rfed.problems.pca import SpherePCA
+from rfed.problems.softmax import SoftmaxRegression
 
 __all__ = [
     "AutogradProblem",
@@ -43,6 +45,7 @@ __all__ = [
     "Problem",
     "QuadraticResourceAllocation",
     "SPDFrechetMean",
+    "SoftmaxRegression",
     "SpherePCA",
     "ieee14_problem",
     "kernel_similarity",
