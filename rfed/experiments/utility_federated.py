@@ -1,4 +1,4 @@
-"""Privacy-utility companions of PriRFed: certified-budget sweeps against the baselines a user would pick.
+"""Privacy-utility companions of PriRFed: certified-budget sweeps against the private baselines.
 
 Every experiment here sweeps the certified whole-run budget epsilon (default {0.5, 1, 2, 4, 8})
 at ``delta = min(1e-5, 1 / (10 N))`` (``N`` the smallest local dataset) and, at every budget,
