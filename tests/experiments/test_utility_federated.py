@@ -142,8 +142,9 @@ def test_pca_fmnist_on_fake_idx_files(isolated):
         "utility-pca-fmnist", seed=0, out_dir=out,
         overrides={"data_path": str(isolated / "fm"), "n_agents": 4, "per_agent": 60,
                    "epsilons": [1.0, 8.0], "repetitions": 2, "rsgd_rounds": [10],
-                   "rsgd_steps": [1.0], "clips": [1.0], "rsvrg_rounds": [3],
-                   "rsvrg_inner_steps": [1], "rsvrg_steps": [0.05], "power_iters": [3]})
+                   "rsgd_steps": [1.0], "clips": [1.0], "tune_repetitions": 1,
+                   "rsvrg_rounds": [2], "rsvrg_inner_steps": [1], "rsvrg_steps": [0.05],
+                   "power_iters": [3]})
     methods = ["PriRFed DP-RSGD", "PriRFed DP-RSVRG", "Analyze Gauss", "Noisy power method"]
     got = _check_outputs(out, summary, methods, [1.0, 8.0])
     # 240 records: privacy is not affordable at eps 1, but at eps 8 the template direction is
