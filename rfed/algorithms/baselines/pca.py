@@ -136,7 +136,8 @@ class AnalyzeGauss:
         n_coords = dim * (dim + 1) // 2
         sens = release_sensitivity(self.sensitivity(), n_coords, rng)
         sigma = cal.noise_multiplier * sens
-        local = sym_to_vec(np.einsum("anj,ank->ajk", z, z))
+        # batched BLAS products (einsum would not use BLAS here: 8x slower at d = 784)
+        local = sym_to_vec(np.swapaxes(z, -1, -2) @ z)
         released = gaussian_release(local, sigma, rng)
         total = vec_to_sym(released.sum(axis=0), dim) / counts.sum()
         x = _top_eigenvector(total)
