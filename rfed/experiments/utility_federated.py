@@ -335,13 +335,30 @@ def _privacy_utility_figure(rows, f_start, f_star, title):
     ax_gap.axhline(0.0, color="0.5", ls=":", lw=1, label="random start")
     ax_risk.axhline(float(f_start.mean() - f_star), color="0.5", ls=":", lw=1,
                     label="random start")
+    from matplotlib.ticker import FixedLocator, NullFormatter, NullLocator
+
+    ticks = sorted({round(r["epsilon_certified"], 2) for r in rows
+                    if r["epsilon_certified"] is not None})
     for ax, ylab in ((ax_gap, "gap closed"), (ax_risk, "excess risk f - f*")):
         ax.set_xscale("log")
+        # the budgets themselves as ticks, written plainly (no 2x10^0 clutter)
+        ax.xaxis.set_major_locator(FixedLocator(ticks))
+        ax.xaxis.set_major_formatter(_tick_labels(ticks))
+        ax.xaxis.set_minor_locator(NullLocator())
+        ax.xaxis.set_minor_formatter(NullFormatter())
         ax.set_xlabel("certified epsilon (whole run)")
         ax.set_ylabel(ylab)
+        ax.legend()
     ax_risk.set_yscale("log")
     fig.suptitle(title, fontsize=11, y=1.04)
     return fig
+
+
+def _tick_labels(ticks: Sequence[float]):
+    """Tick labels ``0.5, 1, 2, ...`` for the tick positions ``ticks``."""
+    from matplotlib.ticker import FixedFormatter
+
+    return FixedFormatter([f"{t:g}" for t in ticks])
 
 
 def _check_epsilons(epsilons: Sequence[float]) -> list[float]:
