@@ -430,9 +430,8 @@ _PCA_GRID_DEFAULTS = {
 
 @register(
     "utility-pca-fmnist",
-    paper="PriRFed (seed 004), Sec. 6.1: certified privacy-utility companion on Fashion-MNIST",
-    summary="PCA on Fashion-MNIST: PriRFed vs Analyze Gauss and the noisy power method, "
-            "certified eps sweep",
+    paper="PriRFed (seed 004), Sec. 6.1, companion",
+    summary="PCA on Fashion-MNIST: PriRFed vs Analyze Gauss, noisy power method; eps sweep",
     description=(
         "Leading eigenvector (SpherePCA on S^783) of the unit-normalised Fashion-MNIST training "
         "images (public data-domain bound ||z|| <= 1), 100 agents x 600 images (iid), full "
@@ -475,9 +474,8 @@ def pca_fmnist(config: dict, ctx: RunContext) -> dict:
 
 @register(
     "utility-pca-synthetic",
-    paper="PriRFed (seed 004), Sec. 6.1: certified privacy-utility companion, synthetic PCA",
-    summary="Synthetic PCA (paper's recipe) at an affordable size: PriRFed vs Analyze Gauss and "
-            "the noisy power method",
+    paper="PriRFed (seed 004), Sec. 6.1, companion",
+    summary="Synthetic PCA, affordable size: PriRFed vs Analyze Gauss, noisy power; eps sweep",
     description=(
         "The paper's synthetic PCA recipe (Z_i = U_i Sigma_i V_i, per-agent bases, singular "
         "values <= 1, so ||z|| <= 1 is a public bound of the recipe) at a size where privacy is "
@@ -520,9 +518,8 @@ def pca_synthetic(config: dict, ctx: RunContext) -> dict:
 # ====================================================================== SPD
 @register(
     "utility-spd",
-    paper="PriRFed (seed 004), Sec. 6.2: certified privacy-utility companion, SPD Frechet mean",
-    summary="SPD Frechet mean on Wishart data: PriRFed DP-RSGD vs the log-Euclidean private "
-            "mean, certified eps sweep",
+    paper="PriRFed (seed 004), Sec. 6.2, companion",
+    summary="SPD Frechet mean (Wishart): PriRFed vs log-Euclidean private mean; eps sweep",
     description=(
         "Frechet mean on SPD(2) of Wishart W(I/2, 2) samples restricted to the geodesic ball of "
         "radius 0.5 around I (the paper's recipe; the radius is a public bound of the recipe: "
