@@ -96,6 +96,7 @@ def _print_list() -> None:
     for e in exps:
         tags = (" (default)" if e.name == DEFAULT_EXPERIMENT else "") + (" [slow]" if e.slow
                                                                          else "")
+        tags += "".join(f" [needs {d}]" for d in e.requires)
         print(f"{e.name:<{width}}  {e.short} [{e.paper_label}]{tags}")
     print("\n'rfed show NAME' describes an experiment and its settings.")
 
@@ -109,6 +110,8 @@ def _print_show(name: str) -> None:
     e = get_experiment(name)
     print(f"{e.name}: {e.short}")
     print(f"paper: {e.paper_label}" + ("  [slow]" if e.slow else ""))
+    if e.requires:
+        print(f"needs data: {', '.join(e.requires)} (installed files; never downloaded)")
     print()
     print(textwrap.fill(clean_text(e.description), width=96))
     print("\nsettings (--set KEY=VALUE):")
@@ -268,6 +271,7 @@ def _resume_settings(resume: Path, name: str | None, seed: int | None,
 def _run(args) -> int:
     import numpy as np
 
+    from rfed.datasets.mnist import DatasetNotFoundError
     from rfed.experiments.registry import OutputDirError, get_experiment, run_experiment
 
     try:
@@ -304,6 +308,10 @@ def _run(args) -> int:
                                       checkpoint_every=args.checkpoint_every,
                                       secure=args.secure)
     except OutputDirError as exc:
+        _error(exc)
+        return 2
+    except DatasetNotFoundError as exc:
+        # a required data set is not installed: its one-line how-to, nothing else
         _error(exc)
         return 2
     except (ArithmeticError, np.linalg.LinAlgError) as exc:

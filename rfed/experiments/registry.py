@@ -141,6 +141,7 @@ class Experiment:
     func: Callable[[dict, RunContext], dict]
     slow: bool = False
     summary: str = ""
+    requires: tuple[str, ...] = ()
 
     @property
     def short(self) -> str:
@@ -214,17 +215,19 @@ def register(
     defaults: Mapping[str, Any],
     slow: bool = False,
     summary: str = "",
+    requires: tuple[str, ...] = (),
 ) -> Callable[[Callable], Callable]:
     """Decorator registering ``func(config, ctx) -> summary`` as experiment ``name``.
 
-    ``summary`` is the short line of ``rfed list``; ``description`` the long text.
+    ``summary`` is the short line of ``rfed list``; ``description`` the long text;
+    ``requires`` names the data sets that must be installed (e.g. ``("fashion-mnist",)``).
     """
 
     def decorator(func: Callable) -> Callable:
         if name in _REGISTRY and _REGISTRY[name].func is not func:
             raise ValueError(f"experiment '{name}' is registered twice")
         _REGISTRY[name] = Experiment(name, paper, description, dict(defaults), func, slow,
-                                     summary)
+                                     summary, tuple(requires))
         return func
 
     return decorator

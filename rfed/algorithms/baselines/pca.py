@@ -25,6 +25,7 @@ import math
 from typing import Any
 
 import numpy as np
+import scipy.linalg
 
 from rfed.algorithms.baselines.oneshot import (
     BaselineResult,
@@ -92,8 +93,14 @@ def _pca_data(problem: Any) -> tuple[np.ndarray, np.ndarray]:
 
 
 def _top_eigenvector(a: np.ndarray) -> np.ndarray:
-    _, vecs = np.linalg.eigh(a)
-    v = vecs[:, -1]
+    """Unit eigenvector of the largest eigenvalue of the symmetric ``a``, sign fixed.
+
+    Only that eigenpair is computed (LAPACK's subset driver: about 4x faster than the full
+    decomposition at d = 784).
+    """
+    n = a.shape[-1]
+    _, vecs = scipy.linalg.eigh(a, subset_by_index=[n - 1, n - 1])
+    v = vecs[:, 0]
     return v * np.sign(v[np.argmax(np.abs(v))])
 
 
@@ -120,15 +127,17 @@ class AnalyzeGauss:
 
     def run(self, problem: Any, rng: Any) -> BaselineResult:
         """Release every agent's noisy ``A_i`` and return the top eigenvector of their sum."""
-        rng = rng if is_secure(rng) else as_generator(rng)
         z, counts = _pca_data(problem)
         z, n_clipped = clip_rows(z, self.norm_bound)
         dim = z.shape[-1]
         cal, _ = calibrate_releases(self.budget, 1, int(counts.min()))
+        # after the arguments' checks (a bad delta is named before a missing seed)
+        rng = rng if is_secure(rng) else as_generator(rng)
         n_coords = dim * (dim + 1) // 2
         sens = release_sensitivity(self.sensitivity(), n_coords, rng)
         sigma = cal.noise_multiplier * sens
-        local = sym_to_vec(np.einsum("anj,ank->ajk", z, z))
+        # batched BLAS products (einsum would not use BLAS here: 8x slower at d = 784)
+        local = sym_to_vec(np.swapaxes(z, -1, -2) @ z)
         released = gaussian_release(local, sigma, rng)
         total = vec_to_sym(released.sum(axis=0), dim) / counts.sum()
         x = _top_eigenvector(total)
@@ -172,11 +181,12 @@ class NoisyPowerMethod:
 
     def run(self, problem: Any, rng: Any, x0: np.ndarray | None = None) -> BaselineResult:
         """Run ``n_iters`` noisy power iterations from ``x0`` (default: a random unit vector)."""
-        rng = rng if is_secure(rng) else as_generator(rng)
         z, counts = _pca_data(problem)
         z, n_clipped = clip_rows(z, self.norm_bound)
         dim = z.shape[-1]
         cal, _ = calibrate_releases(self.budget, self.n_iters, int(counts.min()))
+        # after the arguments' checks (a bad delta is named before a missing seed)
+        rng = rng if is_secure(rng) else as_generator(rng)
         sigma = cal.noise_multiplier * release_sensitivity(self.sensitivity(), dim, rng)
         if x0 is None:
             # a data-independent random start (almost surely not orthogonal to the answer)

@@ -78,7 +78,6 @@ class LogEuclideanPrivateMean:
 
     def run(self, problem: Any, rng: Any) -> BaselineResult:
         """Release every agent's noisy clipped log-mean; return the exponential of their average."""
-        rng = rng if is_secure(rng) else as_generator(rng)
         data = getattr(problem, "data", None)
         if not isinstance(data, dict) or "a" not in data:
             raise TypeError(
@@ -95,6 +94,8 @@ class LogEuclideanPrivateMean:
         logs = np.where(over, logs * (self.log_norm_bound / np.where(over, norms, 1.0)), logs)
         local_mean = np.sum(np.where(mask[..., None], logs, 0.0), axis=1) / counts[:, None]
         cal, _ = calibrate_releases(self.budget, 1, int(counts.min()))
+        # after the arguments' checks (a bad delta is named before a missing seed)
+        rng = rng if is_secure(rng) else as_generator(rng)
         factor = 2.0 if self.budget.neighboring == "replace_one" else 1.0
         sens = release_sensitivity(factor * self.log_norm_bound / counts, logs.shape[-1], rng)
         sigma = cal.noise_multiplier * np.asarray(sens)[:, None]
