@@ -529,3 +529,18 @@ def test_validation_messages():
     with pytest.raises(ValueError, match="clip"):
         PriRFed(DPRSGD(), budget=PrivacyBudget(1.0), n_rounds=2).run(
             prob, 1, rng=0, with_reference=False)
+
+
+@pytest.mark.parametrize("n_sampled", [1, 4])
+def test_budget_is_spent_under_partial_participation(n_sampled):
+    # the public selection schedule is replayed before the run: the most-selected agent's
+    # finished run certifies the budget (not a fraction of it, as when every agent is assumed
+    # to train every round)
+    problem = SpherePCA(make_pca_synthetic(n_agents=16, n_per_agent=70, dim=8, rng=0))
+    alg = PriRFed(DPRSGD(steps=2, batch_size=35, clip=1.0), n_sampled=n_sampled, step_size=0.5,
+                  budget=PrivacyBudget(epsilon=2.0), n_rounds=20)
+    result = alg.run(problem, n_rounds=20, rng=3, eval_every=20)
+    planned = alg.planned_participation(problem, result.state.seed)
+    np.testing.assert_array_equal(result.state.ledger.rounds_participated, planned)
+    assert 0.9 * 2.0 <= result.privacy["epsilon_certified"] <= 2.0
+    assert planned.max() < 20   # the most-selected agent did not train every round

@@ -148,12 +148,14 @@ def planned_events(plan: LocalPlan, agent: int, rounds: int,
     return [(spec, count * rounds) for spec, count in plan.events(agent, z)]
 
 
-def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float, rounds: int
-                   ) -> tuple[LocalPlan, dict[int, Calibration]]:
-    """Noise multipliers that spend ``budget`` over ``rounds`` rounds, one per configuration.
+def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float,
+                   rounds: int | np.ndarray) -> tuple[LocalPlan, dict[int, Calibration]]:
+    """Noise multipliers that spend ``budget`` over the planned run, one per configuration.
 
-    Agents with the same ``(N_i, b_i)`` share one calibration (one bisection of
-    :func:`rfed.privacy.calibrate` each).
+    ``rounds`` is the number of rounds every agent trains in (the worst case of the selection),
+    or, per agent, the rounds the public selection schedule will pick it in (shape
+    ``(n_agents,)``). Agents with the same ``(N_i, b_i)`` share one calibration (one bisection of
+    :func:`rfed.privacy.calibrate` each), made for the most-selected agent among them.
 
     Returns
     -------
@@ -167,14 +169,23 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float, rounds:
             "a privacy budget needs public clipping levels: set 'clip' (and 'clip_full' for "
             "DP-RSVRG) on the trainer; without clipping no sensitivity holds"
         )
+    participation = np.broadcast_to(np.asarray(rounds, dtype=int), plan.counts.shape)
     keys = np.stack([plan.counts.astype(float), plan.sizes.astype(float),
                      plan.sensitivity], axis=1)
-    uniq, first, inverse = np.unique(keys, axis=0, return_index=True, return_inverse=True)
+    uniq, inverse = np.unique(keys, axis=0, return_inverse=True)
+    inverse = np.asarray(inverse).reshape(-1)
     z = np.empty(len(uniq))
     cals = {}
-    for u, agent in enumerate(first):
-        def events(zz, a=int(agent)):
-            return planned_events(plan, a, rounds, zz)
+    for u in range(len(uniq)):
+        members = np.flatnonzero(inverse == u)
+        worst = int(members[np.argmax(participation[members])])
+        if participation[worst] == 0:
+            # never selected: nothing is released, any noise keeps the budget
+            z[u] = 1.0
+            continue
+
+        def events(zz, a=worst, r=int(participation[worst])):
+            return planned_events(plan, a, r, zz)
 
         # RDP first (fast at every z); its multiplier is an upper bracket for 'auto' and PLD,
         # which then bisect on the scale u of z = u z_rdp away from the tiny multipliers where
@@ -188,8 +199,8 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float, rounds:
             cal = Calibration(scaled.noise_multiplier * z_rdp, scaled.certificate,
                               budget.epsilon)
         z[u] = cal.noise_multiplier
-        cals[int(agent)] = cal
-    return plan.with_noise_multiplier(z[np.asarray(inverse).reshape(-1)]), cals
+        cals[worst] = cal
+    return plan.with_noise_multiplier(z[inverse]), cals
 
 
 def _assumptions(trainer: LocalTrainer, plan: LocalPlan, secure: bool) -> list[str]:

@@ -266,9 +266,9 @@ class PriRFed(Algorithm):
 
     # ------------------------------------------------------------------ Algorithm API
     def init(self, problem: Problem, x0: np.ndarray, rng: np.random.Generator) -> PriRFedState:
-        plan, delta, cals = self._plan(problem, rng)
         # one draw fixes the run's keyed streams (none in secure mode: OS randomness throughout)
         seed = None if is_secure_rng(rng) else int(rng.integers(0, 2**63))
+        plan, delta, cals = self._plan(problem, rng, seed)
         client_ledger = client_z = None
         if self.client_dp is not None:
             client_z = self.client_dp.resolve(problem.n_agents, self._s(problem), self.n_rounds)
@@ -283,15 +283,32 @@ class PriRFed(Algorithm):
             client_noise_multiplier=client_z,
         )
 
-    def _plan(self, problem: Problem, rng=None):
+    def _plan(self, problem: Problem, rng=None, seed: int | None = None):
         """Resolved plan (noise calibrated to the budget), delta and calibrations (cached)."""
-        key = (id(problem), problem.counts.tobytes(), is_secure_rng(rng))
+        key = (id(problem), problem.counts.tobytes(), is_secure_rng(rng), seed)
         if key not in self._plans:
             # one entry, holding the problem so that its id cannot be reused meanwhile
-            self._plans = {key: (problem, self._make_plan(problem, rng))}
+            self._plans = {key: (problem, self._make_plan(problem, rng, seed))}
         return self._plans[key][1]
 
-    def _make_plan(self, problem: Problem, rng=None):
+    def planned_participation(self, problem: Problem, seed: int | None) -> np.ndarray | int:
+        """Rounds each agent will train in over the planned run, shape ``(n_agents,)``.
+
+        The selection comes from the public stream keyed by ``(seed, round)``, so it can be
+        replayed before the run: calibrating for the most-selected agent spends the budget
+        (rather than assuming every agent trains every round). Without a seed (secure mode: the
+        selection is OS-random) or with full participation, every agent trains every round.
+        """
+        s = self._s(problem)
+        if seed is None or s == problem.n_agents:
+            return int(self.n_rounds)
+        counts = np.zeros(problem.n_agents, dtype=int)
+        for t in range(int(self.n_rounds)):
+            counts[sample_agents(problem.n_agents, s,
+                                 public_generator(seed, t, "agent-sampling"))] += 1
+        return counts
+
+    def _make_plan(self, problem: Problem, rng=None, seed: int | None = None):
         n_min = int(problem.counts.min())
         if self.budget is not None:
             delta = self.budget.resolve_delta(n_min)
@@ -311,7 +328,8 @@ class PriRFed(Algorithm):
             if is_secure_rng(rng) and budget.method != "rdp":
                 # secure (discrete Gaussian) releases are certified through RDP only
                 budget = replace(budget, method="rdp")
-            plan, cals = calibrate_plan(plan, budget, delta, self.n_rounds)
+            plan, cals = calibrate_plan(plan, budget, delta,
+                                        self.planned_participation(problem, seed))
         return plan, delta, cals
 
     # ------------------------------------------------------------------ the round's pieces
