@@ -19,7 +19,8 @@ functions and saving through :meth:`RunContext.save_figure`, which calls :func:`
   percent (:func:`as_percent`);
 * on log axes the band is drawn symmetric in log space where ``mean - std`` is not positive,
   and the axis is limited to the curves (no bands falling to 1e-6);
-* the non-private curve is black, the random start (the round-0 mean) a dotted grey line;
+* the non-private curve is black (several: solid, dashed, dash-dot), the random start (the
+  round-0 mean) a dotted grey line;
 * one legend outside the data (below the panels), with the certified epsilon in each private
   entry (:func:`finish_figure` with the privacy reports);
 * a title on every figure and a "STAND-IN data" mark where the data is a stand-in.
@@ -60,6 +61,8 @@ AXIS_LABELS = {
 
 _START_KEYS = ("cost", "excess_risk", "dist_to_ref", "grad_norm", "dist_to_primate")
 
+
+_NON_PRIVATE_STYLES = ("-", "--", "-.")
 
 def axis_label(key: str) -> str:
     """``key`` in words with its unit (:data:`AXIS_LABELS`), else the key with spaces."""
@@ -278,6 +281,7 @@ def plot_curves(
         if order is not None:
             names = [k for k in order if k in curves] + [k for k in names if k not in order]
         shown_lo, shown_hi, starts = [], [], []
+        n_non_private = 0
         for name in names:
             c = curves[name]
             xs = c["x"]
@@ -293,7 +297,13 @@ def plot_curves(
             label = str(name) if name is not None else axis_label(key)
             if c["diverged"]:
                 label += f" [{c['diverged']} repetition(s) diverged, excluded]"
-            style = {"color": "k", "lw": 1.8} if "non-private" in label.lower() else {"lw": 1.5}
+            if "non-private" in label.lower():
+                # black, and told apart by the line style when there are several
+                style = {"color": "k", "lw": 1.8,
+                         "ls": _NON_PRIVATE_STYLES[n_non_private % len(_NON_PRIVATE_STYLES)]}
+                n_non_private += 1
+            else:
+                style = {"lw": 1.5}
             if xs.size <= 12:
                 style["marker"] = "o"
                 style["ms"] = 3
