@@ -44,6 +44,7 @@ from rfed.privacy.budget import (
     calibrate,
     certify,
     check_delta_for_dataset,
+    check_planned_round,
     default_delta,
 )
 from rfed.privacy.mechanisms import gaussian_release, release_sensitivity
@@ -105,12 +106,7 @@ class _PooledAccount:
         self._memo: dict[tuple[int, float], Certificate] = {}
 
     def check_can_step(self) -> None:
-        if self.planned_rounds is not None and self.rounds >= self.planned_rounds:
-            raise RuntimeError(
-                f"DP-SGD: the noise was calibrated for n_rounds={self.planned_rounds} rounds at "
-                f"epsilon={self.target_epsilon:g}; another round would exceed the budget (plan "
-                "a longer run with a larger n_rounds)"
-            )
+        check_planned_round("DP-SGD", self.rounds, self.planned_rounds, self.target_epsilon)
 
     def record_round(self) -> None:
         self.check_can_step()

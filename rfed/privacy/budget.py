@@ -59,6 +59,7 @@ __all__ = [
     "Calibration",
     "default_delta",
     "check_delta_for_dataset",
+    "check_planned_round",
     "certify",
     "calibrate",
 ]
@@ -90,6 +91,23 @@ def check_delta_for_dataset(delta: float, min_dataset_size: int, name: str = "de
             f"{default_delta(n):.3g}"
         )
     return delta
+
+
+def check_planned_round(
+    name: str, rounds_done: int, planned_rounds: int | None, target_epsilon: float | None,
+    what: str = "the noise", unit: str = "rounds",
+) -> None:
+    """Raise ``RuntimeError`` before a round beyond the run ``what`` was calibrated for.
+
+    A budget-first algorithm spends its budget over ``planned_rounds``; one more round would
+    release more than the certificate covers. ``planned_rounds=None`` (no budget) never raises.
+    """
+    if planned_rounds is not None and rounds_done >= planned_rounds:
+        eps = "" if target_epsilon is None else f" at epsilon={target_epsilon:g}"
+        raise RuntimeError(
+            f"{name}: {what} was calibrated for n_rounds={planned_rounds} {unit}{eps}; another "
+            f"{unit[:-1]} would exceed the budget (plan a longer run with a larger n_rounds)"
+        )
 
 
 @dataclasses.dataclass(frozen=True)

@@ -151,3 +151,12 @@ def test_calibration_needs_few_accountant_calls_and_agrees_with_bisection():
             lo = mid
     assert cal.noise_multiplier == pytest.approx(hi, rel=1.5e-4)
     assert cal.epsilon <= 1.5
+
+
+def test_a_round_past_the_planned_run_is_refused():
+    from rfed.privacy.budget import check_planned_round
+
+    check_planned_round("X", 4, 5, 1.0)        # the 5th of 5 rounds is allowed
+    check_planned_round("X", 100, None, None)  # no budget: no limit
+    with pytest.raises(RuntimeError, match=r"X: .*n_rounds=5 rounds at epsilon=1; .*exceed"):
+        check_planned_round("X", 5, 5, 1.0)

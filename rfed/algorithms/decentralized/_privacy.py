@@ -47,6 +47,7 @@ from rfed.privacy.budget import (
     calibrate,
     certify,
     check_delta_for_dataset,
+    check_planned_round,
     default_delta,
 )
 from rfed.privacy.ledger import PrivacyLedger
@@ -366,12 +367,8 @@ class GaussianAccount:
 
     def check_can_step(self) -> None:
         """Raise before a round beyond the planned run (the budget would be exceeded)."""
-        if self.planned_rounds is not None and self.rounds >= self.planned_rounds:
-            raise RuntimeError(
-                f"{self.algorithm}: the noise was calibrated for n_rounds={self.planned_rounds} "
-                f"rounds at epsilon={self.target_epsilon:g}; another round would exceed the "
-                "budget (plan a longer run with a larger n_rounds)"
-            )
+        check_planned_round(self.algorithm, self.rounds, self.planned_rounds,
+                            self.target_epsilon)
 
     def record_round(self, active: np.ndarray) -> None:
         """Charge one round to the agents of the boolean mask ``active``."""
@@ -547,12 +544,8 @@ class DGTAccount:
 
     def check_can_step(self) -> None:
         """Raise before an iteration beyond the planned run (the budget would be exceeded)."""
-        if self.planned_rounds is not None and self.rounds >= self.planned_rounds:
-            raise RuntimeError(
-                f"{self.algorithm}: theta0 was calibrated for n_rounds={self.planned_rounds} "
-                f"iterations at epsilon={self.target_epsilon:g}; another iteration would exceed "
-                "the budget (plan a longer run with a larger n_rounds)"
-            )
+        check_planned_round(self.algorithm, self.rounds, self.planned_rounds,
+                            self.target_epsilon, what="theta0", unit="iterations")
 
     def record_round(self) -> None:
         self.check_can_step()

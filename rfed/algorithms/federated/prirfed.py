@@ -26,7 +26,12 @@ from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
 from rfed.algorithms.federated.sampling import sample_agents
 from rfed.algorithms.federated.streams import AgentBlockGenerator
 from rfed.networks.comm import InProcessCommunicator
-from rfed.privacy.budget import PrivacyBudget, check_delta_for_dataset, default_delta
+from rfed.privacy.budget import (
+    PrivacyBudget,
+    check_delta_for_dataset,
+    check_planned_round,
+    default_delta,
+)
 from rfed.privacy.ledger import PrivacyLedger
 from rfed.problems.base import Problem
 from rfed.randomness import public_generator
@@ -441,13 +446,9 @@ class PriRFed(Algorithm):
         """Refuse a round past the planned ``n_rounds`` of a budget (record or client level)."""
         budgeted = self.budget is not None or (self.client_dp is not None
                                                 and self.client_dp.budget is not None)
-        if budgeted and state.round >= self.n_rounds:
-            raise RuntimeError(
-                f"{self.name}: the noise was calibrated for n_rounds={self.n_rounds} rounds; "
-                f"round {state.round + 1} would exceed the privacy budget (epsilon "
-                f"{(self.budget or self.client_dp.budget).epsilon:g}); plan more rounds with a new "
-                "PriRFed"
-            )
+        if budgeted:
+            check_planned_round(self.name, state.round, self.n_rounds,
+                                (self.budget or self.client_dp.budget).epsilon)
 
     def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
         """One round: :meth:`select`, :meth:`train_block` (everyone in one block),
