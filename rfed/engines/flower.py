@@ -21,6 +21,12 @@ With ``client-clip > 0`` the server adds client-level DP on the manifold
 ``client-delta``), its noise keyed by ``(seed, round)``; the report's ``client_level`` entry
 accounts it.
 
+Engines: :func:`run_on_deployment` starts a real SuperLink with SuperNodes on loopback (each
+SuperNode its own process, as on separate machines); :func:`run_in_simulation` starts a SuperLink
+with Flower's simulation engine (virtual SuperNodes whose ClientApps run in Ray actors; extra
+``rfed[flower-sim]``). Both submit the app with ``flwr run``, wait for the ServerApp's result, and
+raise with the run's log when the SuperLink reports the run failed.
+
 The federation's problem is a synthetic PCA problem described by the run config
 (:func:`problem_from_config`); every process rebuilds it from the config (the synthetic
 generator is deterministic), and a client reads only its block's rows.
@@ -30,6 +36,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import socket
 import subprocess
@@ -48,7 +55,8 @@ from rfed.privacy import PrivacyBudget
 from rfed.problems import SpherePCA
 
 __all__ = ["APP_DIR", "DEFAULT_CONFIG", "algorithm_from_config", "client_app",
-           "problem_from_config", "run_in_process", "run_on_deployment", "server_app",
+           "problem_from_config", "run_in_process", "run_in_simulation",
+           "run_on_deployment", "server_app",
            "write_result"]
 
 #: The run config of the Flower app (``rfed/engines/flower_app/pyproject.toml`` holds the same).
@@ -57,7 +65,7 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "trainer": "dp-rsgd", "steps": 2, "inner-steps": 2, "batch-size": 0.5, "clip": 1.0,
     "n-sampled": 4, "step-size": 0.05, "aggregation": "tangent", "epsilon": 2.0,
     "delta": 1e-4, "rounds": 3, "seed": 7, "out": "",
-    "client-clip": 0.0, "client-epsilon": 1.0, "client-delta": 1e-5,
+    "client-clip": 0.0, "client-epsilon": 1.0, "client-delta": 1e-5, "min-nodes": 1,
 }
 
 
@@ -122,10 +130,14 @@ def _json_default(v):
     raise TypeError(f"not JSON serializable: {type(v).__name__}")
 
 
-def write_result(path: str | Path, x: np.ndarray, privacy: dict[str, Any]) -> None:
-    """``{"x": [...], "privacy": {...}}`` as JSON (floats round-trip exactly)."""
-    Path(path).write_text(json.dumps({"x": np.asarray(x).tolist(), "privacy": privacy},
-                                     default=_json_default))
+def write_result(path: str | Path, x: np.ndarray, privacy: dict[str, Any], *,
+                 n_nodes: int | None = None) -> None:
+    """``{"x": [...], "privacy": {...}, "n_nodes": N}`` as JSON (floats round-trip exactly).
+
+    ``n_nodes`` is the number of SuperNodes the ServerApp trained on (``None`` in process).
+    """
+    Path(path).write_text(json.dumps({"x": np.asarray(x).tolist(), "privacy": privacy,
+                                      "n_nodes": n_nodes}, default=_json_default))
 
 
 try:  # the apps exist only where flwr is installed (Python >= 3.11)
@@ -143,9 +155,7 @@ else:
         c = _config(dict(context.run_config))
         problem, alg = problem_from_config(c), algorithm_from_config(c)
         state = _start(problem, alg, c)
-        nodes = sorted(grid.get_node_ids())
-        if not nodes:
-            raise RuntimeError("no SuperNode is connected to the SuperLink")
+        nodes = _wait_for_nodes(grid, int(c["min-nodes"]))
         for t in range(int(c["rounds"])):
             alg.check_round(state)
             agents = alg.select(problem, state)
@@ -184,7 +194,23 @@ else:
             x_next = alg.aggregate(problem, state, agents, received)
             state = alg.finish_round(state, agents, x_next, n_clipped)
         if c["out"]:
-            write_result(c["out"], alg.output(problem, state), alg.privacy(state))
+            write_result(c["out"], alg.output(problem, state), alg.privacy(state),
+                         n_nodes=len(nodes))
+
+    def _wait_for_nodes(grid: Grid, min_nodes: int, timeout: float = 120.0) -> list[int]:
+        """The connected SuperNodes' ids, sorted, once at least ``min_nodes`` are connected.
+
+        SuperNodes of a deployment connect at their own pace; training on the first one to
+        arrive would still give the same result (the blocks do not change the draws) but not
+        use the federation that was asked for.
+        """
+        deadline = time.monotonic() + timeout
+        while len(nodes := sorted(grid.get_node_ids())) < max(1, min_nodes):
+            if time.monotonic() > deadline:
+                raise RuntimeError(f"{len(nodes)} SuperNode(s) connected after {timeout:.0f} s; "
+                                   f"the run config asks for min-nodes = {min_nodes}")
+            time.sleep(0.5)
+        return nodes
 
     _CLIENT_CACHE: dict[str, Any] = {}
 
@@ -235,6 +261,8 @@ def run_on_deployment(run_config: dict[str, Any], n_supernodes: int = 2, *,
     ----------
     run_config : dict
         Overrides of :data:`DEFAULT_CONFIG` (``out`` is set here).
+    n_supernodes : int
+        SuperNodes started, each a separate process hosting a block of agents per round.
     workdir : path
         Holds ``FLWR_HOME``, the SuperLink's database, the logs and the result.
     timeout : float
@@ -246,6 +274,55 @@ def run_on_deployment(run_config: dict[str, Any], n_supernodes: int = 2, *,
     -------
     x, privacy : the final point and the privacy report written by the ServerApp.
     """
+    return _run_on_superlink(run_config, n_supernodes, simulation=False, workdir=workdir,
+                             timeout=timeout, port=port)
+
+
+def run_in_simulation(run_config: dict[str, Any], n_supernodes: int = 2, *,
+                      workdir: str | Path, timeout: float = 300.0,
+                      port: int | None = None) -> tuple[np.ndarray, dict[str, Any]]:
+    """Run the Flower app in Flower's simulation engine (Ray; extra ``rfed[flower-sim]``).
+
+    Starts ``flower-superlink --simulation`` on loopback and submits the run with
+    ``flwr run ... --federation-config num-supernodes=N``: the SuperLink runs the ServerApp and
+    ``n_supernodes`` virtual SuperNodes whose ClientApps execute in Ray actors. Same app, same
+    messages and same result as :func:`run_on_deployment`; parameters and return value as
+    there.
+    """
+    try:
+        import ray  # noqa: F401
+    except ImportError as exc:  # pragma: no cover - exercised where Ray is absent
+        raise ImportError("Flower's simulation engine needs Ray: pip install "
+                          "'rfed[flower-sim]' (flwr[simulation])") from exc
+    return _run_on_superlink(run_config, n_supernodes, simulation=True, workdir=workdir,
+                             timeout=timeout, port=port)
+
+
+def _raise_if_run_failed(bindir: str, run_id: str, env: dict, workdir: Path) -> None:
+    """Raise with the run's log if the SuperLink says the run ended without success."""
+    ls = subprocess.run([f"{bindir}/flwr", "ls", "loopback", "--run-id", run_id, "--format",
+                         "json"], env=env, cwd=workdir, capture_output=True, text=True,
+                        timeout=60)
+    try:
+        runs = json.loads(ls.stdout).get("runs", [])
+    except json.JSONDecodeError:
+        return  # the SuperLink did not answer this time; the overall timeout still holds
+    status = str(runs[0].get("status", "")) if runs else ""
+    if status.startswith("finished") and not status.endswith("completed"):
+        log = subprocess.run([f"{bindir}/flwr", "log", run_id, "loopback", "--show"], env=env,
+                             cwd=workdir, capture_output=True, text=True, timeout=60)
+        (workdir / "run.log").write_text(log.stdout + log.stderr)
+        raise RuntimeError(f"Flower run {run_id} ended with status {status!r}; its log is in "
+                           f"{workdir / 'run.log'}:\n{log.stdout[-3000:]}")
+
+
+def _run_on_superlink(run_config: dict[str, Any], n_supernodes: int, *, simulation: bool,
+                      workdir: str | Path, timeout: float,
+                      port: int | None) -> tuple[np.ndarray, dict[str, Any]]:
+    if isinstance(n_supernodes, bool) or not isinstance(n_supernodes, (int, np.integer)) \
+            or n_supernodes < 1:
+        raise ValueError(f"n_supernodes must be a positive integer, got {n_supernodes!r}")
+    _config(run_config)  # unknown keys fail here, not after the processes have started
     workdir = Path(workdir)
     workdir.mkdir(parents=True, exist_ok=True)
     out = workdir / "result.json"
@@ -273,16 +350,20 @@ def run_on_deployment(run_config: dict[str, Any], n_supernodes: int = 2, *,
     try:
         start([f"{bindir}/flower-superlink", "--insecure",
                "--disable-runtime-dependency-installation", "--port", str(port),
-               "--database", str(workdir / "state.db")], "superlink.log")
-        for i in range(n_supernodes):
-            start([f"{bindir}/flower-supernode", "--insecure", "--superlink",
-                   f"127.0.0.1:{port}", "--port", str(_free_port()),
-                   "--node-config", f"partition-id={i}"], f"supernode-{i}.log")
+               "--database", str(workdir / "state.db")]
+              + (["--simulation"] if simulation else []), "superlink.log")
+        if not simulation:
+            for i in range(n_supernodes):
+                start([f"{bindir}/flower-supernode", "--insecure", "--superlink",
+                       f"127.0.0.1:{port}", "--port", str(_free_port()),
+                       "--node-config", f"partition-id={i}"], f"supernode-{i}.log")
         cfg = " ".join(f"{k}={json.dumps(v)}" for k, v in
-                       {**run_config, "out": str(out)}.items())
+                       {**run_config, "min-nodes": int(n_supernodes), "out": str(out)}.items())
+        federation = (["--federation-config", f"num-supernodes={int(n_supernodes)}"]
+                      if simulation else [])
         while True:  # until the SuperLink accepts the run (it takes a few seconds to start)
             sub = subprocess.run([f"{bindir}/flwr", "run", str(APP_DIR), "loopback",
-                                  "--run-config", cfg], env=env, cwd=workdir,
+                                  "--run-config", cfg, *federation], env=env, cwd=workdir,
                                  capture_output=True, text=True,
                                  timeout=max(1.0, deadline - time.monotonic()))
             (workdir / "flwr-run.log").write_text(sub.stdout + sub.stderr)
@@ -291,9 +372,14 @@ def run_on_deployment(run_config: dict[str, Any], n_supernodes: int = 2, *,
             if time.monotonic() > deadline:
                 raise TimeoutError(f"flwr run was not accepted: {sub.stdout}{sub.stderr}")
             time.sleep(1.0)
+        run_id = re.search(r"Successfully started run (\d+)", sub.stdout + sub.stderr).group(1)
+        next_status_check = time.monotonic() + 5.0
         while not out.exists():
             if time.monotonic() > deadline:
                 raise TimeoutError(f"no result after {timeout} s; logs in {workdir}")
+            if time.monotonic() > next_status_check:
+                _raise_if_run_failed(bindir, run_id, env, workdir)
+                next_status_check = time.monotonic() + 5.0
             time.sleep(0.5)
         time.sleep(0.2)  # the file is written in one call; let it be closed
         data = json.loads(out.read_text())

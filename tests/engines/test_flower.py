@@ -1,6 +1,7 @@
 """PriRFed on Flower: the app's config, and a real SuperLink with SuperNodes on loopback giving
 the in-process run's final point and privacy report bit for bit (same seed)."""
 
+import json
 import sys
 
 import numpy as np
@@ -37,18 +38,55 @@ def test_in_process_reference_is_prirfed_run_with_the_same_seed(overrides):
     assert privacy == res.privacy
 
 
-@pytest.mark.slow
-@pytest.mark.skipif(sys.platform == "win32", reason="process groups")
-@pytest.mark.parametrize("overrides,n_nodes", [
-    ({"rounds": 2}, 2),
-    ({"rounds": 2, "trainer": "dp-rsvrg", "aggregation": "karcher", "n-sampled": 5}, 3),
-    ({"rounds": 2, "client-clip": 0.1, "client-epsilon": 2.0}, 2),
-])
-def test_superlink_with_supernodes_gives_the_in_process_run(tmp_path, overrides, n_nodes):
-    x, privacy = flower.run_on_deployment(overrides, n_nodes, workdir=tmp_path, timeout=400)
+def _check_same_as_in_process(tmp_path, overrides, n_nodes, x, privacy):
     x_ref, privacy_ref = flower.run_in_process(overrides)
     np.testing.assert_array_equal(x, x_ref)
     assert privacy == privacy_ref
+    assert json.loads((tmp_path / "result.json").read_text())["n_nodes"] == n_nodes
     assert privacy["epsilon_certified"] <= flower.DEFAULT_CONFIG["epsilon"]
     if "client-clip" in overrides:
         assert privacy["client_level"]["epsilon_certified"] <= overrides["client-epsilon"]
+
+
+_DEPLOYMENT_CASES = [
+    ({"rounds": 2}, 2),
+    pytest.param({"rounds": 2, "trainer": "dp-rsvrg", "aggregation": "karcher",
+                  "n-sampled": 5}, 3, marks=pytest.mark.slow),
+    pytest.param({"rounds": 2, "client-clip": 0.1, "client-epsilon": 2.0}, 2,
+                 marks=pytest.mark.slow),
+]
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups")
+@pytest.mark.parametrize("overrides,n_nodes", _DEPLOYMENT_CASES)
+def test_superlink_with_supernodes_gives_the_in_process_run(tmp_path, overrides, n_nodes):
+    x, privacy = flower.run_on_deployment(overrides, n_nodes, workdir=tmp_path, timeout=400)
+    _check_same_as_in_process(tmp_path, overrides, n_nodes, x, privacy)
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups")
+@pytest.mark.parametrize("overrides,n_nodes", [
+    ({"rounds": 2, "trainer": "dp-rsvrg", "aggregation": "karcher", "n-sampled": 5}, 3),
+])
+def test_simulation_engine_gives_the_in_process_run(tmp_path, overrides, n_nodes):
+    pytest.importorskip("ray", reason="Flower's simulation engine needs Ray "
+                                      "(extra rfed[flower-sim])")
+    x, privacy = flower.run_in_simulation(overrides, n_nodes, workdir=tmp_path, timeout=400)
+    _check_same_as_in_process(tmp_path, overrides, n_nodes, x, privacy)
+
+
+def test_superlink_runs_refuse_bad_arguments_before_starting_anything(tmp_path):
+    with pytest.raises(ValueError, match="n_supernodes must be a positive integer"):
+        flower.run_on_deployment({}, 0, workdir=tmp_path)
+    with pytest.raises(ValueError, match="unknown run-config keys"):
+        flower.run_in_simulation({"round": 2}, 2, workdir=tmp_path)
+    assert not any(tmp_path.iterdir())
+
+
+@pytest.mark.skipif(sys.platform == "win32", reason="process groups")
+def test_a_run_that_fails_on_the_superlink_raises_its_error_instead_of_waiting(tmp_path):
+    # client-level DP needs the tangent aggregation: the ServerApp raises at start-up
+    bad = {"rounds": 2, "aggregation": "karcher", "client-clip": 0.1}
+    with pytest.raises(RuntimeError, match="use aggregation='tangent'"):
+        flower.run_on_deployment(bad, 1, workdir=tmp_path, timeout=200)
+    assert (tmp_path / "run.log").exists()
