@@ -79,17 +79,15 @@ def _cases(network, comm_factory):
         ("doadp-sphere", DOADP(network(g, w), alpha=0.05, p=0.8, k=2, grad_bound=1.0,
                                noise_multiplier=1.0), _sphere_pca(), np.eye(5)[0]),
         # cross-gradients go back along the arcs (send_along_arcs); chunks of 7 pairs
-        ("dpdl-budget", DPDL(network(g, w), lr=0.2, alpha=2.0, batch_size=4, clip=0.5,
-                             budget=PrivacyBudget(4.0, 1e-5), n_rounds=N_ROUNDS,
-                             max_chunk_pairs=7), logreg, np.zeros(10)),
+        ("dpdl", DPDL(network(g, w), lr=0.2, alpha=2.0, batch_size=4, clip=0.5,
+                      noise_multiplier=1.0, max_chunk_pairs=7), logreg, np.zeros(10)),
         ("dpdl-sphere", DPDL(network(g, w), lr=0.05, alpha=1.5, batch_size=3, clip=1.0,
                              noise_multiplier=1.0), _sphere_pca(), np.eye(5)[0]),
         ("dpdpsgd", DPDPSGD(network(g, w), lr=0.2, batch_size=4, clip=0.5,
                             noise_multiplier=1.0), logreg, np.zeros(10)),
         # a new random matching W^(t) every round, mixed with a senders restriction
-        ("dpdda-budget", DPDDA(network(complete(N_AGENTS), None), n_active=6,
-                               schedule="general", gamma=5.0, budget=PrivacyBudget(4.0, 1e-5),
-                               n_rounds=N_ROUNDS), logreg, np.zeros(10)),
+        ("dpdda", DPDDA(network(complete(N_AGENTS), None), n_active=6, schedule="general",
+                        gamma=5.0, noise_multiplier=1.0), logreg, np.zeros(10)),
         # push-pull on a directed graph: C is column-, R row-stochastic (not symmetric)
         ("dpdgt-budget", DPDGT(exponential(N_AGENTS, directed=True), alpha0=0.05,
                                budget=PrivacyBudget(2.0, 1e-5), n_rounds=N_ROUNDS,
@@ -135,7 +133,12 @@ def run_child(path: str) -> None:
             pickle.dump(out, fh)
 
 
-RESUME_CASES = ("doadp-budget-topk", "dpdl-budget", "dpdda-budget", "dpdgt-budget")
+#: The checkpoint cases; the last is SIGKILLed, the others crash (all ranks raise) mid-run.
+RESUME_CASES = ("doadp-budget-topk", "dpdda", "dpdgt-budget", "dpdl")
+
+
+class _Crash(Exception):
+    pass
 
 
 def run_resume_child(path: str, ckpt: str, phase: str) -> None:
@@ -144,19 +147,28 @@ def run_resume_child(path: str, ckpt: str, phase: str) -> None:
 
     from rfed.engines.mpi import run_mpi
 
+    world = MPI.COMM_WORLD
+
+    def crash_after_5(t, state):
+        if t == 5:
+            raise _Crash
+
     def kill_after_5(t, state):
-        if t == 5 and MPI.COMM_WORLD.Get_rank() == MPI.COMM_WORLD.Get_size() - 1:
+        if t == 5 and world.Get_rank() == world.Get_size() - 1:
             os.kill(os.getpid(), signal.SIGKILL)   # the job dies mid-run, unannounced
 
     out = {}
-    cases = [c for c in _mpi_cases() if c[0] in RESUME_CASES]
-    for name, alg, prob, x0 in cases:
+    cases = {c[0]: c for c in _mpi_cases()}
+    for name in RESUME_CASES:
+        _, alg, prob, x0 = cases[name]
         file = f"{ckpt}.{name}"
         if phase == "kill":
-            if Path(file).exists():
-                continue  # this case was killed already (earlier launches)
-            run_mpi(alg, prob, N_ROUNDS, rng=np.random.default_rng(SEED), x0=x0,
-                    checkpoint_every=2, checkpoint=file, callback=kill_after_5)
+            try:
+                run_mpi(alg, prob, N_ROUNDS, rng=np.random.default_rng(SEED), x0=x0,
+                        checkpoint_every=2, checkpoint=file,
+                        callback=kill_after_5 if name == RESUME_CASES[-1] else crash_after_5)
+            except _Crash:
+                continue
         res = run_mpi(alg, prob, N_ROUNDS, rng=None, resume_from=file)
         if res is not None:
             out[name] = {"x": res["x"], "output": res["output"], "privacy": res["privacy"],
@@ -208,21 +220,33 @@ def test_mpi_runs_are_bit_identical_to_one_process(reference, ranks, tmp_path):
 
 @needs_mpi
 def test_killed_mpi_run_resumes_bit_identically(reference, tmp_path):
-    """Each case: 3 ranks, checkpoints every 2 rounds, rank 2 SIGKILLed after round 5 (the
-    job dies); a new job resumes from the round-4 checkpoint and ends as the uninterrupted run
-    (iterates, privacy report and message counts)."""
+    """3 ranks, checkpoints every 2 rounds; the job dies after round 5 (the last case's rank 2
+    is SIGKILLed; the cases before it crash on every rank); a new job resumes each case from
+    its round-4 checkpoint and ends as the uninterrupted run (iterates, privacy report and
+    message counts)."""
     out, ckpt = tmp_path / "out.pkl", tmp_path / "ckpt"
-    for _ in RESUME_CASES:  # one launch per case dies; the last launch finishes them all
-        proc = _launch(3, "--resume-child", str(out), str(ckpt), "kill", check=False)
-        assert proc.returncode != 0  # killed
+    proc = _launch(3, "--resume-child", str(out), str(ckpt), "kill", check=False)
+    assert proc.returncode != 0  # killed
     for name in RESUME_CASES:
         payload = pickle.loads(Path(f"{ckpt}.{name}").read_bytes())
         assert payload["round"] == 4 and payload["n_ranks"] == 3, name
     _launch(3, "--resume-child", str(out), str(ckpt), "resume")
     _assert_same(pickle.loads(out.read_bytes()), reference, RESUME_CASES)
-    # the checkpoint names its rank count: another one is refused with a clear error
-    proc = _launch(2, "--resume-child", str(out), str(ckpt), "resume", check=False)
-    assert proc.returncode != 0 and "n_ranks=3" in proc.stderr
+
+
+@needs_mpi
+def test_resume_needs_the_saved_number_of_ranks(tmp_path):
+    """A checkpoint names its rank count; resuming on another is a clear error (here one rank,
+    in this process, from a checkpoint of 3)."""
+    from rfed.engines.mpi import CHECKPOINT_FORMAT, run_mpi
+
+    name, alg, prob, _ = next(c for c in _mpi_cases() if c[0] == "dpdl")
+    file = tmp_path / "ckpt"
+    file.write_bytes(pickle.dumps({"format": CHECKPOINT_FORMAT, "engine": "mpi",
+                                   "algorithm": alg.name, "n_rounds": N_ROUNDS, "round": 4,
+                                   "n_agents": N_AGENTS, "n_ranks": 3, "blocks": []}))
+    with pytest.raises(ValueError, match="n_ranks=3, this run has n_ranks=1"):
+        run_mpi(alg, prob, N_ROUNDS, rng=None, resume_from=file)
 
 
 def test_cases_are_private_and_move(reference):
