@@ -53,7 +53,7 @@ DEFAULT_EXPERIMENT = "pca-synthetic"
 DEFAULT_OUT = Path("runs")
 
 #: Experiments whose algorithms all run on the MPI engine (checked bit-identical to one process).
-MPI_EXPERIMENTS = ("doadp-logreg",)
+MPI_EXPERIMENTS = ("doadp-logreg", "dpdgt-ieee14")
 
 
 def _parser() -> argparse.ArgumentParser:
