@@ -159,6 +159,8 @@ class MPICommunicator(Communicator):
         self._plans: collections.OrderedDict[int, _Plan] = collections.OrderedDict()
         self._rank_pairs = np.zeros((self.size, self.size), dtype=bool)  # [sender, receiver]
         self._topo: _Topology | None = None
+        # (values, key, [own, halo] rows) of the last gather_from_neighbors, for its chunks
+        self._halo_cache: tuple | None = None
         self.engine_bytes = 0
 
     @property
@@ -305,14 +307,10 @@ class MPICommunicator(Communicator):
                          "which does not send this round")
 
     def _count(self, kind: str, counts_local: np.ndarray, v: np.ndarray, payload_bytes):
+        """Record ``counts_local`` messages sent by each of the block's agents."""
         counts = np.zeros(self.n_agents, dtype=np.int64)
         counts[self.start:self.stop] = counts_local
-        if payload_bytes is None:
-            size = np.full(self.n_agents, int(np.prod(v.shape[1:], dtype=np.int64))
-                           * v.dtype.itemsize, dtype=np.int64)
-        else:
-            size = self._per_message_bytes(v, payload_bytes)
-        self._record(kind, counts, size)
+        self._record(kind, counts, self._per_message_bytes(v, payload_bytes))
 
     # ------------------------------------------------------------------ operations
     def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False):
@@ -327,31 +325,44 @@ class MPICommunicator(Communicator):
 
     def gather_from_neighbors(self, weights, values, *, senders=None, payload_bytes=None,
                               receivers=None, copies=False) -> NeighborValues:
+        """As :meth:`Communicator.gather_from_neighbors`; ``receivers`` are local rows.
+
+        Receiver chunks (``receivers=(start, stop)``, as :mod:`rfed.networks.gossip` uses to
+        bound memory) of one call sequence on the same ``values`` share one halo exchange, made
+        at the chunk starting at row 0: ranks holding different numbers of chunks still make
+        the same collective calls. Messages are counted per arc returned, by the receiving
+        rank (the sums over ranks are the one-process counts).
+        """
         v = self._local_values(values)
         mask = self._local_mask(senders)
         w, plan = self._plan(weights)
-        if not copies:
-            self._count("gather_from_neighbors", np.where(mask, plan.outdeg, 0), v,
-                        payload_bytes)
-        flat = np.ascontiguousarray(v, dtype=np.float64).reshape(self.n_local, -1)
-        if senders is not None:
-            # the receivers learn who sent: one more column, 1 for a sender
-            flat = np.concatenate([flat, mask[:, None].astype(np.float64)], axis=1)
-        ext = self._extended(plan, flat)
-        rec, snd, wts, ids = plan.arcs
-        pos = plan.ext_of_sender
-        keep = np.ones(rec.size, dtype=bool)
-        if senders is not None:
-            keep = ext[pos, -1] == 1.0
-            ext = ext[:, :-1]
+        lo, hi = 0, self.n_local
         if receivers is not None:
             lo, hi = (int(r) for r in receivers)
             if not 0 <= lo <= hi <= self.n_local:
                 raise ValueError(f"argument 'receivers' must be (start, stop) with 0 <= start "
                                  f"<= stop <= {self.n_local} (local rows), got {receivers!r}")
-            keep &= (rec >= lo) & (rec < hi)
+        cached = self._halo_cache
+        if (lo == 0 or cached is None or cached[0] is not v or cached[1] is not plan
+                or cached[2] != (senders is None)):
+            flat = np.ascontiguousarray(v, dtype=np.float64).reshape(self.n_local, -1)
+            if senders is not None:
+                # the receivers learn who sent: one more column, 1 for a sender
+                flat = np.concatenate([flat, mask[:, None].astype(np.float64)], axis=1)
+            cached = self._halo_cache = (v, plan, senders is None, self._extended(plan, flat))
+        ext = cached[3]
+        rec, snd, wts, ids = plan.arcs
+        pos = plan.ext_of_sender
+        keep = (rec >= lo) & (rec < hi)
+        if senders is not None:
+            keep &= ext[pos, -1] == 1.0
+            ext = ext[:, :-1]
         if not keep.all():
             rec, snd, wts, ids, pos = rec[keep], snd[keep], wts[keep], ids[keep], pos[keep]
+        if not copies:
+            counts = np.bincount(snd, minlength=self.n_agents).astype(np.int64)
+            self._record("gather_from_neighbors", counts, self._per_message_bytes(
+                v, payload_bytes))
         ext = ext.reshape((-1,) + v.shape[1:])
         return NeighborValues(rec, snd, wts, ext[pos].astype(v.dtype, copy=False), ids)
 
