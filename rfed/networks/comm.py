@@ -421,12 +421,14 @@ class Communicator(abc.ABC):
         weights : sparse matrix or Graph
         arc_values : ndarray, shape ``(n_arcs, *shape)``
             Held by the senders (e.g. DPDL's cross-gradient of the receiver's model on the
-            sender's data).
+            sender's data). A distributed engine takes the rows of the arcs leaving its block
+            of agents, in the same (arc-list) order.
 
         Returns
         -------
         NeighborValues
-            As received, grouped by receiver.
+            As received, grouped by receiver (a distributed engine: the arcs entering its
+            block, ``receivers`` local rows).
         """
 
     @abc.abstractmethod

@@ -287,6 +287,10 @@ class DPDGT(_PushPullBase):
     track_privacy : bool
         Keep the account (Monte Carlo repetitions of one configuration have identical privacy
         and may switch it off; a budget always keeps it).
+    communicator : callable, optional
+        ``n_agents -> Communicator``, called at each ``init`` (e.g.
+        :class:`rfed.engines.mpi.MPICommunicator`, whose ranks then each hold a block of
+        agents). Default: :func:`rfed.networks.comm.default_communicator`.
     """
 
     name = "DP-DGT"
