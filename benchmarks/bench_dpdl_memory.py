@@ -11,6 +11,9 @@ Each configuration runs in a fresh process; the peak resident set of ``init`` + 
 read from ``VmHWM`` after resetting it (``/proc/self/clear_refs``) once the data are built, so
 the data set (``n q dim`` floats, the same for every setting) is reported apart.
 
+A second table times one round in one pass and in chunks, interleaved in one process (median
+CPU time, ``process_time``, of 7 rounds each; the iterates are checked equal).
+
 Run: ``python benchmarks/bench_dpdl_memory.py [--agents 100000] [--small 10000]``
 (Linux only; the unchunked run is measured at ``--small`` agents, where it fits).
 """
@@ -39,22 +42,8 @@ def _vm(field: str) -> float:
 
 def measure(n_agents: int, max_chunk_pairs: int) -> dict:
     """One DPDL round at ``n_agents``: peak RSS above the data, and timings."""
-    from rfed.algorithms.decentralized import DPDL
-    from rfed.networks.graphs import ring
-    from rfed.networks.mixing import metropolis_hastings_weights
-    from rfed.networks.network import Network
-    from rfed.problems.linear import L2Regularizer, LogisticRegression
-
-    rng = np.random.default_rng(0)
-    # unit-norm rows built in place, in the (agents, records, dim) layout the problem keeps
-    feats = rng.standard_normal((n_agents, Q, DIM))
-    feats /= np.linalg.norm(feats, axis=-1, keepdims=True)
-    labels = np.where(rng.random((n_agents, Q)) < 0.5, -1.0, 1.0)
-    problem = LogisticRegression(feats, labels, L2Regularizer(1.0 / Q), feature_bound=1.0)
-    del feats, labels
-    g = ring(n_agents)
-    alg = DPDL(Network(g, metropolis_hastings_weights(g)), lr=0.05, batch_size=B, clip=1.0,
-               noise_multiplier=1.0, max_chunk_pairs=max_chunk_pairs)
+    problem, algs = _problem_and_algorithms(n_agents, (max_chunk_pairs,))
+    alg = algs[max_chunk_pairs]
     data_mb = _vm("VmRSS")
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")  # reset the peak (VmHWM) to the current RSS
@@ -67,6 +56,42 @@ def measure(n_agents: int, max_chunk_pairs: int) -> dict:
             "pairs": int(3 * n_agents), "rss_before_round_mb": round(data_mb),
             "peak_rss_mb": round(peak), "round_extra_mb": round(peak - data_mb),
             "round_cpu_s": round(cpu, 1), "digest": float(np.abs(state.x).sum())}
+
+
+def _problem_and_algorithms(n_agents: int, chunks: tuple[int, ...]):
+    from rfed.algorithms.decentralized import DPDL
+    from rfed.networks.graphs import ring
+    from rfed.networks.mixing import metropolis_hastings_weights
+    from rfed.networks.network import Network
+    from rfed.problems.linear import L2Regularizer, LogisticRegression
+
+    rng = np.random.default_rng(0)
+    feats = rng.standard_normal((n_agents, Q, DIM))
+    feats /= np.linalg.norm(feats, axis=-1, keepdims=True)
+    labels = np.where(rng.random((n_agents, Q)) < 0.5, -1.0, 1.0)
+    problem = LogisticRegression(feats, labels, L2Regularizer(1.0 / Q), feature_bound=1.0)
+    g = ring(n_agents)
+    algs = {c: DPDL(Network(g, metropolis_hastings_weights(g)), lr=0.05, batch_size=B,
+                    clip=1.0, noise_multiplier=1.0, max_chunk_pairs=c) for c in chunks}
+    return problem, algs
+
+
+def speed(n_agents: int, repeats: int = 7) -> dict:
+    """Median CPU ms of a round in one pass and in chunks of 2048, interleaved."""
+    problem, algs = _problem_and_algorithms(n_agents, (10 ** 9, 2048))
+    states = {c: a.init(problem, np.zeros(DIM), np.random.default_rng(1))
+              for c, a in algs.items()}
+    times: dict[int, list[float]] = {c: [] for c in algs}
+    for _ in range(repeats):
+        for c, a in algs.items():
+            t0 = time.process_time()
+            states[c] = a.step(problem, states[c])
+            times[c].append(time.process_time() - t0)
+    if not np.array_equal(states[10 ** 9].x, states[2048].x):
+        raise AssertionError("chunked and one-pass rounds differ")
+    one, chunked = (1e3 * float(np.median(times[c])) for c in (10 ** 9, 2048))
+    return {"n_agents": n_agents, "one_pass_cpu_ms": round(one, 1),
+            "chunks_2048_cpu_ms": round(chunked, 1), "ratio": round(chunked / one, 2)}
 
 
 def main() -> None:
@@ -89,6 +114,9 @@ def main() -> None:
     print("|" + "---|" * len(keys))
     for r in rows:
         print("| " + " | ".join(str(r[k]) for k in keys) + " |")
+    print()
+    for n in (20, 2000):
+        print(speed(n), flush=True)
 
 
 if __name__ == "__main__":
