@@ -1,12 +1,13 @@
 """The MPI engine gives bit-identical iterates and identical privacy reports on any number of
-ranks, equal to the one-process run, for DO-ADP, DPDL (and DP-DPSGD), DP-DDA and DP-DGT on a
-16-agent graph; a run killed mid-way and resumed from its checkpoint ends bit-identical to an
-uninterrupted one (tests launch ``mpiexec`` as a subprocess with a timeout).
+ranks, equal to the one-process run, for DO-ADP, DPDL (and DP-DPSGD), DP-DDA, DP-DGT (and
+noisy DDGT) on 16-agent graphs, and for chunked Riemannian gossip; a run killed mid-way and
+resumed from its checkpoint ends bit-identical to an uninterrupted one (tests launch
+``mpiexec`` as a subprocess with a timeout).
 
 Run as a script under ``mpiexec``: ``--child OUT`` runs every case with the MPI engine and rank 0
-pickles the results to ``OUT``; ``--resume-child OUT CKPT PHASE`` runs the checkpoint case
-(``PHASE`` is ``kill``: save every 2 rounds and SIGKILL rank ``size - 1`` after round 5; or
-``resume``: continue from ``CKPT``).
+pickles the results to ``OUT``; ``--resume-child OUT CKPT PHASE`` runs the checkpoint cases
+(``PHASE`` is ``kill``: save every 2 rounds and stop after round 5, the last case by SIGKILL of
+rank ``size - 1``; or ``resume``: continue every case from its ``CKPT`` file).
 """
 
 from __future__ import annotations
@@ -22,7 +23,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, DPDPSGD
+from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, DPDPSGD, NoisyDDGT
 from rfed.datasets.synthetic import make_epsilon_like
 from rfed.manifolds import Sphere
 from rfed.networks.comm import InProcessCommunicator
@@ -31,6 +32,7 @@ from rfed.networks.graphs import circulant, complete, exponential, star
 from rfed.networks.mixing import metropolis_hastings_weights
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
+from rfed.privacy.mechanisms import LaplaceSchedule
 from rfed.problems.dispatch import QuadraticResourceAllocation
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 from rfed.problems.pca import SpherePCA
@@ -94,6 +96,10 @@ def _cases(network, comm_factory):
         ("dpdgt-budget", DPDGT(exponential(N_AGENTS, directed=True), alpha0=0.05,
                                budget=PrivacyBudget(2.0, 1e-5), n_rounds=N_ROUNDS,
                                communicator=comm_factory), _dispatch(), np.zeros(2)),
+        ("ddgt", NoisyDDGT(exponential(N_AGENTS, directed=True), iota=0.05,
+                           theta_xi=LaplaceSchedule(0.05, 0.99),
+                           theta_zeta=LaplaceSchedule(0.05, 0.99), communicator=comm_factory),
+         _dispatch(), np.zeros(2)),
     ]
 
 
