@@ -7,6 +7,7 @@
     rfed run [NAME] [--seed S] [--set key=value ...] [--out DIR] [--overwrite]
                     [--checkpoint-every N] [--no-progress] [--secure]
     rfed run [NAME] --resume DIR
+    mpiexec -n K python -m mpi4py -m rfed.cli run NAME --engine mpi [...]
     rfed audit NAME [--trials N] [--noise-factor F] [--secure]
     rfed --version
 
@@ -22,6 +23,15 @@ earlier rfed results folder) or ``--resume`` (continues the run saved there from
 checkpoint; the experiment, seed and settings are read from ``DIR/config.json``). Files are
 written as results arrive (see :mod:`rfed.experiments.registry`); the run's state is
 checkpointed every ``N`` rounds and at Ctrl-C.
+
+``--engine mpi`` runs the experiment's decentralized algorithms on the MPI engine
+(:mod:`rfed.engines.mpi`): every rank builds the same (public) problem and graph, owns a block of
+agents and runs the same rounds; rank 0 writes the results and prints the summary, the other
+ranks write nothing. The results are bit-identical to ``--engine inprocess`` (the default) for
+any number of ranks. Launch it through ``python -m mpi4py`` (an error on one rank then stops
+them all). Only the experiments in :data:`MPI_EXPERIMENTS` run on MPI (the others use federated
+algorithms, which the MPI engine does not drive); a run on MPI is not checkpointed (use
+:func:`rfed.engines.mpi.run_mpi` to checkpoint MPI runs) and is not secure-mode.
 
 Exit status: 0 done; 2 bad input (unknown experiment, bad ``--set``, unusable ``--out``); 1 the
 run failed (e.g. the disk is full); 130 interrupted (resume with ``--resume``). Errors are one
@@ -41,6 +51,9 @@ from rfed import __version__
 
 DEFAULT_EXPERIMENT = "pca-synthetic"
 DEFAULT_OUT = Path("runs")
+
+#: Experiments whose algorithms all run on the MPI engine (checked bit-identical to one process).
+MPI_EXPERIMENTS = ("doadp-logreg", "dpdgt-ieee14")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -73,6 +86,10 @@ def _parser() -> argparse.ArgumentParser:
                      help="save the run's state every N rounds (default 100; 0: only at the "
                      "end of each run and at Ctrl-C)")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
+    run.add_argument("--engine", choices=("inprocess", "mpi"), default="inprocess",
+                     help="inprocess (default): every agent in this process; mpi: the agents "
+                     "in blocks on the MPI ranks (launch with mpiexec -n K python -m mpi4py -m "
+                     f"rfed.cli run NAME --engine mpi; experiments: {', '.join(MPI_EXPERIMENTS)})")
     run.add_argument("--secure", action="store_true",
                      help="secure mode: the operating system's randomness and discrete noise "
                      "for every algorithm run (not replayable from the seed, by design); "
@@ -269,10 +286,7 @@ def _resume_settings(resume: Path, name: str | None, seed: int | None,
 
 
 def _run(args) -> int:
-    import numpy as np
-
-    from rfed.datasets.mnist import DatasetNotFoundError
-    from rfed.experiments.registry import OutputDirError, get_experiment, run_experiment
+    from rfed.experiments.registry import get_experiment, run_experiment
 
     try:
         if args.resume is not None:
@@ -297,15 +311,58 @@ def _run(args) -> int:
             raise ValueError(f"--checkpoint-every must be an int >= 0, got "
                              f"{args.checkpoint_every}")
         get_experiment(name).config(overrides)
+        if args.engine == "mpi":
+            _check_mpi_run(name, args)
     except ValueError as exc:
         _error(exc)
         return 2
+    if args.engine == "mpi":
+        from mpi4py import MPI
+
+        from rfed.engines.mpi import mpi_engine
+
+        with mpi_engine():
+            if MPI.COMM_WORLD.Get_rank() != 0:
+                # the same rounds as rank 0, on this rank's agents; results are rank 0's
+                run_experiment(name, seed=seed, overrides=overrides, out_dir=None,
+                               progress=False, checkpoint_every=0)
+                return 0
+            return _run_and_report(args, name, seed, overrides, out, mode)
+    return _run_and_report(args, name, seed, overrides, out, mode)
+
+
+def _check_mpi_run(name: str, args) -> None:
+    """``--engine mpi``: refuse what it cannot do, in one line."""
+    if name not in MPI_EXPERIMENTS:
+        raise ValueError(f"experiment '{name}' cannot run on the MPI engine (it needs "
+                         f"algorithms the MPI engine does not drive); --engine mpi runs: "
+                         f"{', '.join(MPI_EXPERIMENTS)}")
+    if args.secure:
+        raise ValueError("--secure cannot be used with --engine mpi (the ranks must draw the "
+                         "same public randomness, which secure mode's OS randomness is not)")
+    if args.resume is not None:
+        raise ValueError("--resume cannot be used with --engine mpi (command-line MPI runs are "
+                         "not checkpointed; rfed.engines.mpi.run_mpi checkpoints MPI runs)")
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        raise ValueError("--engine mpi needs mpi4py and an MPI: pip install 'rfed[mpi]'"
+                         ) from None
+
+
+def _run_and_report(args, name: str, seed: int, overrides: dict, out: Path, mode: str) -> int:
+    import numpy as np
+
+    from rfed.datasets.mnist import DatasetNotFoundError
+    from rfed.experiments.registry import OutputDirError, run_experiment
+
     verb = "resuming" if mode == "resume" else "rfed run"
     print(f"{verb} {name} (seed {seed}) -> {out}", flush=True)
     try:
         summary, ctx = run_experiment(name, seed=seed, overrides=overrides, out_dir=out,
                                       progress=not args.no_progress, mode=mode,
-                                      checkpoint_every=args.checkpoint_every,
+                                      checkpoint_every=(0 if args.engine == "mpi"
+                                                        else args.checkpoint_every),
                                       secure=args.secure)
     except OutputDirError as exc:
         _error(exc)

@@ -4,20 +4,29 @@ Every MPI rank owns a contiguous block of agents (global ids ``start .. stop - 1
 possible) and holds only their rows; :class:`MPICommunicator` serves the
 :class:`rfed.networks.comm.Communicator` calls on those rows:
 
-* neighbour exchange: for each mixing matrix, the ranks holding in-neighbours of the block form a
-  distributed graph topology (``Create_dist_graph_adjacent(..., reorder=False)``) and the rows
-  the block needs (its halo) travel by ``Neighbor_alltoallv`` with explicit counts and
-  displacements (implicit counts truncate on ranks without neighbours: Open MPI issue #14452);
+* neighbour exchange: the mixing matrices are public (every rank holds the full ``W``; DP-DDA's
+  per-round ``W^(t)`` comes from the public stream), so each rank computes locally which rows
+  it sends to and receives from which rank; the rows travel by ``Neighbor_alltoallv`` on a
+  distributed graph topology (``Create_dist_graph_adjacent(..., reorder=False)``) with explicit
+  counts and displacements (implicit counts truncate on ranks without neighbours: Open MPI
+  issue #14452). The topology connects the rank pairs of every matrix seen so far: a new
+  matrix whose rank pairs it already covers (a static ``W``, DP-DDA's matchings on a complete
+  graph after a few rounds) reuses it with zero counts on unused pairs; otherwise every rank
+  (deciding from the same public ``W``) creates the union topology together;
 * the block's rows of ``W`` act on ``[own rows, halo rows]`` with the stored entries in the same
   order as the one-process product, so every row is summed in the same order and the results
   are bit-identical to one process for any number of ranks;
+* :meth:`MPICommunicator.send_along_arcs` moves one row per arc (DPDL's cross-gradients) on the
+  same topology; rows arrive grouped by receiver in the one-process arc order;
 * every agent's rows are gathered in agent order (``Allgatherv``) for outputs and metrics, which
   are then computed as in one process (no ``Allreduce`` of floats, whose summation order depends
   on the number of ranks).
 
 Randomness is keyed (``rfed.randomness``): an agent draws the same numbers on any rank. Each rank
-charges the releases of its own agents to its copy of the privacy account; :func:`merge_accounts`
-merges them on rank 0 (:meth:`rfed.privacy.PrivacyLedger.merge` for the ledgers).
+charges the releases of its own agents to its copy of the privacy account;
+:meth:`MPICommunicator.merge_account` merges them (:func:`merge_accounts`,
+:meth:`rfed.privacy.PrivacyLedger.merge` for the ledgers), so an algorithm's ``privacy(state)``
+is the whole run's report on every rank.
 
 Message accounting: ``stats`` counts the algorithm's protocol messages of the rank's agents (as
 the in-process engine does); :meth:`MPICommunicator.total_stats` sums them over ranks. Public
@@ -25,36 +34,54 @@ copies (``copies=True``), which the protocol keeps in sync with :meth:`publish` 
 count, are refreshed from their owners by a halo exchange here; that engine traffic is counted
 apart, in :attr:`MPICommunicator.engine_bytes`.
 
-Served: ``mix``, ``gather_from_neighbors`` and ``publish`` without a ``senders`` restriction on
-mixing (DO-ADP, DSGD, Riemannian gossip). ``send_along_arcs``, ``gather`` and ``broadcast``
-raise ``NotImplementedError``.
+Federated calls: the server is replicated on every rank (its computation is deterministic and
+its randomness public), so :meth:`MPICommunicator.gather` returns the gathered rows on every
+rank and :meth:`MPICommunicator.broadcast` needs no transfer; messages are counted once, by the
+rank owning the agent.
 
 Launch (MPICH or Open MPI; the ``mpich`` wheel provides ``mpiexec``)::
 
     mpiexec -n 4 python -m mpi4py your_script.py
+    mpiexec -n 4 python -m mpi4py -m rfed run doadp-logreg --engine mpi
 
 where the script builds the algorithm on ``Network(graph, weights,
-communicator=MPICommunicator(n_agents))`` and calls :func:`run_mpi`.
+communicator=MPICommunicator(n_agents))`` (or any network inside :func:`mpi_engine`) and calls
+:func:`run_mpi`, which also checkpoints and resumes.
 """
 
 from __future__ import annotations
 
+import collections
+import contextlib
 import copy
+import dataclasses
+import pickle
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from pathlib import Path
 from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 
+from rfed._io import atomic_pickle
 from rfed.manifolds import as_generator
 from rfed.networks.comm import (
     Communicator,
     NeighborValues,
     _offdiag_arcs,
     _pattern,
+    use_communicator,
 )
 
-__all__ = ["MPICommunicator", "block_bounds", "merge_accounts", "run_mpi"]
+__all__ = ["MPICommunicator", "block_bounds", "merge_accounts", "mpi_engine", "run_mpi",
+           "CHECKPOINT_FORMAT"]
+
+#: Version of the checkpoint written by :func:`run_mpi`.
+CHECKPOINT_FORMAT = 1
+
+#: Exchange plans kept per communicator (static matrices stay; per-round ones come and go).
+_PLAN_CACHE = 16
 
 
 def _mpi():
@@ -75,20 +102,40 @@ def block_bounds(n_agents: int, n_ranks: int) -> np.ndarray:
     return (np.arange(n_ranks + 1, dtype=np.int64) * n_agents) // n_ranks
 
 
+def _displacements(counts: np.ndarray) -> list[int]:
+    return np.concatenate([[0], np.cumsum(counts)])[:-1].astype(np.int64).tolist()
+
+
+@dataclass
+class _Topology:
+    """A distributed graph topology and its neighbour ranks (ascending)."""
+
+    comm: Any
+    sources: np.ndarray
+    dests: np.ndarray
+
+
 @dataclass
 class _Plan:
-    """Halo exchange of one mixing matrix for this rank's block."""
+    """Exchanges of one mixing matrix for this rank's block."""
 
     weights: sp.csr_matrix  # kept so that the id used as cache key stays valid
-    topo: Any
+    topo: _Topology
     send_rows: np.ndarray  # local rows to send, grouped by destination rank
-    send_counts: np.ndarray  # rows per destination
-    recv_counts: np.ndarray  # rows per source
+    send_counts: np.ndarray  # rows per topology destination
+    recv_counts: np.ndarray  # rows per topology source
     halo: np.ndarray  # global ids received, in order
     block: sp.csr_matrix  # (n_local, n_local + n_halo): the block's rows on [own, halo]
-    outdeg: np.ndarray  # (n_agents,) off-diagonal non-zero arcs leaving each agent
+    outdeg: np.ndarray  # (n_local,) non-zero off-diagonal arcs leaving each local agent
     arcs: tuple  # (local receivers, senders, weights, arc ids) of the block's in-arcs
-    ext_of_sender: np.ndarray  # position in [own, halo] of each arc's sender
+    ext_of_sender: np.ndarray  # position in [own, halo] of each in-arc's sender
+    out_arcs: np.ndarray  # ids of the arcs leaving the block, arc-list order
+    out_remote: np.ndarray  # positions in out_arcs of those going to other ranks
+    out_local: np.ndarray  # positions in out_arcs of those staying in the block
+    arc_send_counts: np.ndarray  # remote out-arcs per topology destination
+    arc_recv_counts: np.ndarray  # remote in-arcs per topology source
+    in_local: np.ndarray  # positions in arcs of the in-arcs sent from the block itself
+    in_remote: np.ndarray  # positions in arcs of the received ones, in receive order
 
 
 class MPICommunicator(Communicator):
@@ -109,7 +156,11 @@ class MPICommunicator(Communicator):
         self.bounds = block_bounds(self.n_agents, self.size)
         self.start, self.stop = int(self.bounds[self.rank]), int(self.bounds[self.rank + 1])
         self._agents = np.arange(self.start, self.stop)
-        self._plans: dict[int, _Plan] = {}
+        self._plans: collections.OrderedDict[int, _Plan] = collections.OrderedDict()
+        self._rank_pairs = np.zeros((self.size, self.size), dtype=bool)  # [sender, receiver]
+        self._topo: _Topology | None = None
+        # (values, key, [own, halo] rows) of the last gather_from_neighbors, for its chunks
+        self._halo_cache: tuple | None = None
         self.engine_bytes = 0
 
     @property
@@ -121,58 +172,107 @@ class MPICommunicator(Communicator):
         return self.stop - self.start
 
     def __getstate__(self):
-        raise TypeError("an MPICommunicator is bound to its MPI job and cannot be pickled")
+        raise TypeError("an MPICommunicator is bound to its MPI job and cannot be pickled; "
+                        "checkpoint MPI runs with rfed.engines.mpi.run_mpi(checkpoint=...)")
 
     # ------------------------------------------------------------------ plans
+    def _owner(self, ids: np.ndarray) -> np.ndarray:
+        return np.searchsorted(self.bounds, ids, side="right") - 1
+
+    def _topology(self, pairs: np.ndarray) -> _Topology:
+        """A topology covering the rank pairs ``pairs[sender, receiver]`` (every rank computes
+        the same ``pairs`` from the public matrix, so all take the same branch)."""
+        if self._topo is not None and not np.any(pairs & ~self._rank_pairs):
+            return self._topo
+        self._rank_pairs |= pairs
+        sources = np.flatnonzero(self._rank_pairs[:, self.rank])
+        dests = np.flatnonzero(self._rank_pairs[self.rank])
+        if self._topo is not None:
+            self._topo.comm.Free()
+        topo = self.comm.Create_dist_graph_adjacent(sources.tolist(), dests.tolist(),
+                                                    reorder=False)
+        self._topo = _Topology(topo, sources, dests)
+        # plans on the old topology are stale
+        self._plans.clear()
+        return self._topo
+
     def _plan(self, weights) -> tuple[sp.csr_matrix, _Plan]:
         w = _pattern(weights, self.n_agents)
         plan = self._plans.get(id(w))
         if plan is not None and plan.weights is w:
+            self._plans.move_to_end(id(w))
             return w, plan
+        n, me = self.n_agents, self.rank
+        # every stored off-diagonal entry W[i, j] (j's row is needed by i's rank)
+        rows_all = np.repeat(np.arange(n), np.diff(w.indptr))
+        cols_all = w.indices
+        o_recv, o_send = self._owner(rows_all), self._owner(cols_all)
+        cross = o_recv != o_send
+        pairs = np.zeros((self.size, self.size), dtype=bool)
+        pairs[o_send[cross], o_recv[cross]] = True
+        topo = self._topology(pairs)
+        # rows this block sends: per destination rank, the block's ids that rank needs, sorted
+        mine = cross & (o_send == me)
+        keys = np.unique(o_recv[mine].astype(np.int64) * n + cols_all[mine])
+        dest_of, send_ids = keys // n, keys % n
+        send_counts = np.bincount(dest_of, minlength=self.size)[topo.dests].astype(np.int64)
+        # rows this block receives: its halo, sorted (so grouped by ascending owner)
         rows = w[self.start:self.stop]
         cols = rows.indices
-        outside = (cols < self.start) | (cols >= self.stop)
-        halo = np.unique(cols[outside]).astype(np.int64)
-        owner = np.searchsorted(self.bounds, halo, side="right") - 1
-        want = [halo[owner == r] for r in range(self.size)]
-        asked = self.comm.alltoall(want)  # ids each rank needs from this block (set-up only)
-        sources = [r for r in range(self.size) if want[r].size]
-        dests = [r for r in range(self.size) if len(asked[r])]
-        topo = self.comm.Create_dist_graph_adjacent(sources, dests, reorder=False)
-        send_rows = (np.concatenate([asked[r] for r in dests]) - self.start if dests
-                     else np.zeros(0, np.int64)).astype(np.int64)
-        ext = np.full(self.n_agents, -1, dtype=np.int64)
+        halo = np.unique(cols[(cols < self.start) | (cols >= self.stop)]).astype(np.int64)
+        recv_counts = np.bincount(self._owner(halo), minlength=self.size)[topo.sources]
+        ext = np.full(n, -1, dtype=np.int64)
         ext[self.start:self.stop] = np.arange(self.n_local)
         ext[halo] = self.n_local + np.arange(halo.size)
         # same stored entries in the same order as the full matrix: same summation order
         block = sp.csr_matrix((rows.data, ext[cols], rows.indptr),
                               shape=(self.n_local, self.n_local + halo.size))
+        # arcs (non-zero off-diagonal entries), in the arc-list order of one process
         full_r, full_c, _, _ = _offdiag_arcs(w)
-        outdeg = np.bincount(full_c, minlength=self.n_agents).astype(np.int64)
+        outdeg = np.bincount(full_c, minlength=n)[self.start:self.stop].astype(np.int64)
         r, s, v, _ = _offdiag_arcs(rows, row_offset=self.start)
         first = int(np.searchsorted(full_r, self.start))  # arcs into earlier agents
         arcs = (r - self.start, s, v, first + np.arange(r.size))
-        plan = _Plan(w, topo, send_rows,
-                     np.array([len(asked[q]) for q in dests], dtype=np.int64),
-                     np.array([want[q].size for q in sources], dtype=np.int64),
-                     halo, block, outdeg, arcs, ext[s])
+        # send_along_arcs: the block's out-arcs leave grouped by receiver rank (arc-list order
+        # is by receiver, and blocks are contiguous); its in-arcs arrive grouped by sender rank
+        out_arcs = np.flatnonzero(self._owner(full_c) == me)
+        out_dest = self._owner(full_r[out_arcs])
+        out_remote = np.flatnonzero(out_dest != me)
+        out_local = np.flatnonzero(out_dest == me)
+        arc_send = np.bincount(out_dest[out_remote], minlength=self.size)[topo.dests]
+        in_src = self._owner(s)
+        in_local = np.flatnonzero(in_src == me)
+        remote = np.flatnonzero(in_src != me)
+        in_remote = remote[np.argsort(in_src[remote], kind="stable")]
+        arc_recv = np.bincount(in_src[remote], minlength=self.size)[topo.sources]
+        plan = _Plan(w, topo, send_ids - self.start, send_counts,
+                     recv_counts.astype(np.int64), halo, block, outdeg, arcs, ext[s],
+                     out_arcs, out_remote, out_local, arc_send.astype(np.int64),
+                     arc_recv.astype(np.int64), in_local, in_remote)
         self._plans[id(w)] = plan
+        if len(self._plans) > _PLAN_CACHE:
+            self._plans.popitem(last=False)
         return w, plan
 
-    def _extended(self, plan: _Plan, v: np.ndarray) -> np.ndarray:
-        """``[own rows, halo rows]`` by one ``Neighbor_alltoallv``."""
+    def _alltoallv(self, topo: _Topology, send: np.ndarray, send_counts: np.ndarray,
+                   recv_counts: np.ndarray, width: int) -> np.ndarray:
+        """One ``Neighbor_alltoallv`` of float64 rows of ``width`` values."""
         MPI = self._MPI
+        send = np.ascontiguousarray(send, dtype=np.float64).reshape(-1)
+        recv = np.empty(int(recv_counts.sum()) * width)
+        sc, rc = send_counts * width, recv_counts * width
+        topo.comm.Neighbor_alltoallv([send, (sc.tolist(), _displacements(sc)), MPI.DOUBLE],
+                                     [recv, (rc.tolist(), _displacements(rc)), MPI.DOUBLE])
+        self.engine_bytes += int(send.nbytes)
+        return recv.reshape(-1, width)
+
+    def _extended(self, plan: _Plan, v: np.ndarray) -> np.ndarray:
+        """``[own rows, halo rows]`` (flattened rows) by one ``Neighbor_alltoallv``."""
         flat = np.ascontiguousarray(v, dtype=np.float64).reshape(self.n_local, -1)
         width = flat.shape[1]
-        send = np.ascontiguousarray(flat[plan.send_rows]).reshape(-1)
-        recv = np.empty(plan.halo.size * width)
-        sc, rc = plan.send_counts * width, plan.recv_counts * width
-        sd = np.concatenate([[0], np.cumsum(sc)])[:-1].astype(np.int64)
-        rd = np.concatenate([[0], np.cumsum(rc)])[:-1].astype(np.int64)
-        plan.topo.Neighbor_alltoallv([send, (sc.tolist(), sd.tolist()), MPI.DOUBLE],
-                                     [recv, (rc.tolist(), rd.tolist()), MPI.DOUBLE])
-        self.engine_bytes += int(send.nbytes)
-        return np.concatenate([flat, recv.reshape(plan.halo.size, width)])
+        recv = self._alltoallv(plan.topo, flat[plan.send_rows], plan.send_counts,
+                               plan.recv_counts, width)
+        return np.concatenate([flat, recv])
 
     def _local_values(self, values, name: str = "values") -> np.ndarray:
         v = np.asarray(values)
@@ -190,47 +290,101 @@ class MPICommunicator(Communicator):
                              f"{self.n_local} agents, got {senders!r}")
         return s
 
-    def _count(self, kind: str, plan: _Plan, v: np.ndarray, mask: np.ndarray, payload_bytes):
+    def _check_senders(self, kind: str, w: sp.csr_matrix, plan: _Plan, mask: np.ndarray):
+        """A weight on the value of one of this block's non-senders is an error (as in one
+        process); each rank checks the arcs leaving its own agents."""
+        if mask.all():
+            return
+        silent = ~mask[plan.outdeg > 0]
+        if not np.any(silent):
+            return
+        full_r, full_c, vals, _ = _offdiag_arcs(w)
+        out_r, out_c = full_r[plan.out_arcs], full_c[plan.out_arcs]
+        bad = ~mask[out_c - self.start]
+        e = int(np.flatnonzero(bad)[0])
+        raise ValueError(f"{kind}: weights[{out_r[e]}, {out_c[e]}] = "
+                         f"{vals[plan.out_arcs][e]:.6g} uses the value of agent {out_c[e]}, "
+                         "which does not send this round")
+
+    def _count(self, kind: str, counts_local: np.ndarray, v: np.ndarray, payload_bytes):
+        """Record ``counts_local`` messages sent by each of the block's agents."""
         counts = np.zeros(self.n_agents, dtype=np.int64)
-        counts[self._agents] = np.where(mask, plan.outdeg[self._agents], 0)
-        if payload_bytes is None:
-            size = int(np.prod(v.shape[1:], dtype=np.int64)) * v.dtype.itemsize
-        else:
-            size = int(payload_bytes)
-        self._record(kind, counts, np.full(self.n_agents, size, dtype=np.int64))
+        counts[self.start:self.stop] = counts_local
+        self._record(kind, counts, self._per_message_bytes(v, payload_bytes))
 
     # ------------------------------------------------------------------ operations
     def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False):
-        if senders is not None:
-            raise NotImplementedError("MPICommunicator.mix does not take 'senders' yet")
         v = self._local_values(values)
+        mask = self._local_mask(senders)
         w, plan = self._plan(weights)
+        self._check_senders("mix", w, plan, mask)
         if not copies:
-            self._count("mix", plan, v, np.ones(self.n_local, bool), payload_bytes)
+            self._count("mix", plan.outdeg, v, payload_bytes)
         ext = self._extended(plan, v)
         return np.asarray(plan.block @ ext).reshape(v.shape)
 
     def gather_from_neighbors(self, weights, values, *, senders=None, payload_bytes=None,
                               receivers=None, copies=False) -> NeighborValues:
-        if senders is not None:
-            raise NotImplementedError("MPICommunicator.gather_from_neighbors does not take "
-                                      "'senders' yet")
+        """As :meth:`Communicator.gather_from_neighbors`; ``receivers`` are local rows.
+
+        Receiver chunks (``receivers=(start, stop)``, as :mod:`rfed.networks.gossip` uses to
+        bound memory) of one call sequence on the same ``values`` share one halo exchange, made
+        at the chunk starting at row 0: ranks holding different numbers of chunks still make
+        the same collective calls. Messages are counted per arc returned, by the receiving
+        rank (the sums over ranks are the one-process counts).
+        """
         v = self._local_values(values)
+        mask = self._local_mask(senders)
         w, plan = self._plan(weights)
-        if not copies:
-            self._count("gather_from_neighbors", plan, v, np.ones(self.n_local, bool),
-                        payload_bytes)
-        ext = self._extended(plan, v).reshape((-1,) + v.shape[1:])
-        rec, snd, wts, ids = plan.arcs
-        pos = plan.ext_of_sender
+        lo, hi = 0, self.n_local
         if receivers is not None:
             lo, hi = (int(r) for r in receivers)
-            keep = (rec >= lo) & (rec < hi)
+            if not 0 <= lo <= hi <= self.n_local:
+                raise ValueError(f"argument 'receivers' must be (start, stop) with 0 <= start "
+                                 f"<= stop <= {self.n_local} (local rows), got {receivers!r}")
+        cached = self._halo_cache
+        if (lo == 0 or cached is None or cached[0] is not v or cached[1] is not plan
+                or cached[2] != (senders is None)):
+            flat = np.ascontiguousarray(v, dtype=np.float64).reshape(self.n_local, -1)
+            if senders is not None:
+                # the receivers learn who sent: one more column, 1 for a sender
+                flat = np.concatenate([flat, mask[:, None].astype(np.float64)], axis=1)
+            cached = self._halo_cache = (v, plan, senders is None, self._extended(plan, flat))
+        ext = cached[3]
+        rec, snd, wts, ids = plan.arcs
+        pos = plan.ext_of_sender
+        keep = (rec >= lo) & (rec < hi)
+        if senders is not None:
+            keep &= ext[pos, -1] == 1.0
+            ext = ext[:, :-1]
+        if not keep.all():
             rec, snd, wts, ids, pos = rec[keep], snd[keep], wts[keep], ids[keep], pos[keep]
-        return NeighborValues(rec, snd, wts, ext[pos], ids)
+        if not copies:
+            counts = np.bincount(snd, minlength=self.n_agents).astype(np.int64)
+            self._record("gather_from_neighbors", counts, self._per_message_bytes(
+                v, payload_bytes))
+        ext = ext.reshape((-1,) + v.shape[1:])
+        return NeighborValues(rec, snd, wts, ext[pos].astype(v.dtype, copy=False), ids)
 
     def send_along_arcs(self, weights, arc_values, *, payload_bytes=None) -> NeighborValues:
-        raise NotImplementedError("MPICommunicator does not serve send_along_arcs yet (DPDL)")
+        """As :meth:`Communicator.send_along_arcs`, with ``arc_values`` holding one row per arc
+        LEAVING this block's agents, in the order of :func:`rfed.networks.comm.arc_list`
+        (in one process: every arc); returns the arcs entering the block."""
+        w, plan = self._plan(weights)
+        a = np.asarray(arc_values)
+        if a.ndim < 1 or a.shape[0] != plan.out_arcs.size:
+            raise ValueError(f"argument 'arc_values' must have one row per arc leaving this "
+                             f"rank's agents ({plan.out_arcs.size}), got shape {a.shape}")
+        self._count("send_along_arcs", plan.outdeg, a, payload_bytes)
+        flat = np.ascontiguousarray(a, dtype=np.float64).reshape(a.shape[0], -1)
+        recv = self._alltoallv(plan.topo, flat[plan.out_remote], plan.arc_send_counts,
+                               plan.arc_recv_counts, flat.shape[1])
+        rec, snd, wts, ids = plan.arcs
+        out = np.empty((rec.size, flat.shape[1]))
+        out[plan.in_local] = flat[plan.out_local]
+        out[plan.in_remote] = recv
+        return NeighborValues(rec, snd, wts, out.reshape((rec.size,) + a.shape[1:]).astype(
+            a.dtype, copy=False), ids)
 
     def publish(self, weights, copies, delta, *, senders=None, payload_bytes=None):
         c = self._local_values(copies, "copies")
@@ -239,37 +393,67 @@ class MPICommunicator(Communicator):
             raise ValueError(f"argument 'delta' has shape {d.shape}, copies have {c.shape}")
         w, plan = self._plan(weights)
         mask = self._local_mask(senders)
-        self._count("publish", plan, d, mask, payload_bytes)
+        self._count("publish", np.where(mask, plan.outdeg, 0), d, payload_bytes)
         shape = (self.n_local,) + (1,) * (c.ndim - 1)
         return c + np.where(mask.reshape(shape), d, 0.0)
 
     def gather(self, values, agents=None, *, payload_bytes=None) -> np.ndarray:
-        raise NotImplementedError("MPICommunicator does not serve gather (federated) yet")
+        """Agents send their rows to the (replicated) server: ``values[agents]`` of every
+        agent, on every rank; ``values`` has this rank's rows."""
+        v = self._local_values(values)
+        idx = self._agent_index(agents)
+        counts = np.bincount(idx, minlength=self.n_agents).astype(np.int64)
+        self._count("gather", counts[self.start:self.stop], v, payload_bytes)
+        return self.all_rows(v)[idx]
 
     def broadcast(self, value, agents=None, *, payload_bytes=None) -> np.ndarray:
-        raise NotImplementedError("MPICommunicator does not serve broadcast (federated) yet")
+        """The (replicated) server sends ``value`` to ``agents``; returns ``(len(agents),
+        *shape)`` copies on every rank (as in one process); counted by the agents' owners."""
+        value = np.asarray(value)
+        idx = self._agent_index(agents)
+        size = value.nbytes if payload_bytes is None else int(payload_bytes)
+        here = int(np.count_nonzero((idx >= self.start) & (idx < self.stop)))
+        self.stats.server_messages += here
+        self.stats.server_bytes += here * size
+        self.stats.messages += here
+        self.stats.bytes += here * size
+        self.stats.calls["broadcast"] = self.stats.calls.get("broadcast", 0) + 1
+        return np.broadcast_to(value, (idx.size,) + value.shape).copy()
 
     # ------------------------------------------------------------------ engine bookkeeping
     def all_rows(self, values: np.ndarray) -> np.ndarray:
         MPI = self._MPI
-        v = np.ascontiguousarray(self._local_values(values), dtype=np.float64)
+        v = self._local_values(values)
+        dtype = v.dtype
+        v = np.ascontiguousarray(v, dtype=np.float64)
         width = int(np.prod(v.shape[1:], dtype=np.int64))
         out = np.empty((self.n_agents,) + v.shape[1:])
         counts = (np.diff(self.bounds) * width).tolist()
         displs = (self.bounds[:-1] * width).tolist()
         self.comm.Allgatherv(v.reshape(-1), [out.reshape(-1), (counts, displs), MPI.DOUBLE])
-        return out
+        return out.astype(dtype, copy=False)
 
     def total_stats(self) -> dict:
         snaps = self.comm.allgather(self.stats.snapshot())
         return {k: int(sum(s[k] for s in snaps)) for k in snaps[0]}
+
+    def merge_account(self, account: Any) -> Any:
+        return merge_accounts(self.comm.allgather(account))
+
+    def agree(self, reason: str | None) -> str | None:
+        reasons = self.comm.allgather(reason)
+        for rank, r in enumerate(reasons):
+            if r is not None:
+                return r if self.size == 1 else f"{r} (rank {rank})"
+        return None
 
 
 def merge_accounts(accounts: list) -> Any:
     """One privacy account from the per-rank accounts of a run (each charged its own agents).
 
     Per-agent release counts add up; the ledgers are merged with
-    :meth:`rfed.privacy.PrivacyLedger.merge`; rounds must agree.
+    :meth:`rfed.privacy.PrivacyLedger.merge`; rounds must agree. An account without per-agent
+    charges (DP-DGT's, identical on every rank) is taken from the first rank.
     """
     accounts = [a for a in accounts if a is not None]
     if not accounts:
@@ -278,45 +462,161 @@ def merge_accounts(accounts: list) -> Any:
     rounds = {a.rounds for a in accounts}
     if len(rounds) != 1:
         raise ValueError(f"ranks' accounts disagree on the rounds done: {sorted(rounds)}")
-    for a in accounts[1:]:
-        out.counts = out.counts + a.counts
-        out.ledger = out.ledger.merge(a.ledger)
+    if hasattr(out, "counts") and hasattr(out, "ledger"):
+        for a in accounts[1:]:
+            out.counts = out.counts + a.counts
+            out.ledger = out.ledger.merge(a.ledger)
     if hasattr(out, "_memo"):
         out._memo = {}
     return out
 
 
-def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None) -> dict | None:
-    """Run ``n_rounds`` rounds of a decentralized ``algorithm`` whose network's communicator is
-    an :class:`MPICommunicator`; every rank calls it with the same arguments.
+@contextlib.contextmanager
+def mpi_engine(comm: Any = None) -> Iterator[None]:
+    """Every :class:`rfed.networks.Network` (and DP-DGT run) built in the block without an
+    explicit communicator gets an :class:`MPICommunicator` on ``comm`` (default
+    ``COMM_WORLD``)."""
+    with use_communicator(_Factory(comm)):
+        yield
+
+
+class _Factory:
+    """``n_agents -> MPICommunicator(n_agents, comm)``."""
+
+    def __init__(self, comm: Any):
+        self.comm = comm
+
+    def __call__(self, n_agents: int) -> MPICommunicator:
+        return MPICommunicator(n_agents, self.comm)
+
+
+# ---------------------------------------------------------------------- run loop
+def _block(state: Any, comm: MPICommunicator) -> dict:
+    """This rank's picklable share of a checkpoint: its block state without the communicator,
+    and the communicator's counters."""
+    return {"state": dataclasses.replace(state, comm=None), "stats": comm.stats,
+            "engine_bytes": comm.engine_bytes, "start": comm.start, "stop": comm.stop}
+
+
+def _save(path: Path, algorithm, comm: MPICommunicator, state, t: int, n_rounds: int) -> None:
+    blocks = comm.comm.gather(_block(state, comm), root=0)
+    if comm.rank == 0:
+        atomic_pickle(path, {"format": CHECKPOINT_FORMAT, "engine": "mpi",
+                             "algorithm": algorithm.name, "n_rounds": int(n_rounds),
+                             "round": int(t), "n_agents": comm.n_agents, "n_ranks": comm.size,
+                             "blocks": blocks})
+    comm.comm.Barrier()  # the file is whole before any rank goes on
+
+
+def _load(path: Path, algorithm, comm: MPICommunicator, n_rounds: int) -> tuple[Any, int]:
+    """Rank 0 reads the checkpoint and hands every rank its block; all ranks raise alike."""
+    payload, error = None, None
+    if comm.rank == 0:
+        try:
+            with open(path, "rb") as fh:
+                payload = pickle.load(fh)  # noqa: S301 - the user's own checkpoint file
+            expected = {"format": CHECKPOINT_FORMAT, "engine": "mpi",
+                        "algorithm": algorithm.name, "n_rounds": int(n_rounds),
+                        "n_agents": comm.n_agents, "n_ranks": comm.size}
+            for key, value in expected.items():
+                if payload.get(key) != value:
+                    raise ValueError(f"argument 'resume_from': the checkpoint has "
+                                     f"{key}={payload.get(key)!r}, this run has {key}={value!r}"
+                                     + (" (resume on as many ranks as saved it)"
+                                        if key == "n_ranks" else ""))
+        except (OSError, pickle.UnpicklingError, AttributeError, ValueError) as exc:
+            error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) \
+                else str(exc)
+    error = comm.comm.bcast(error, root=0)
+    if error is not None:
+        raise ValueError(f"cannot resume from '{path}': {error}")
+    block = comm.comm.scatter(payload["blocks"] if comm.rank == 0 else None, root=0)
+    t = comm.comm.bcast(payload["round"] if comm.rank == 0 else None, root=0)
+    if (block["start"], block["stop"]) != (comm.start, comm.stop):
+        raise ValueError(f"cannot resume from '{path}': rank {comm.rank} saved agents "
+                         f"{block['start']}..{block['stop'] - 1}, holds {comm.start}.."
+                         f"{comm.stop - 1}")
+    comm.stats = block["stats"]
+    comm.engine_bytes = int(block["engine_bytes"])
+    return dataclasses.replace(block["state"], comm=comm), int(t)
+
+
+def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every: int = 0,
+            checkpoint: str | Path | None = None, resume_from: str | Path | None = None,
+            callback: Callable[[int, Any], None] | None = None) -> dict | None:
+    """Run ``n_rounds`` rounds of a decentralized ``algorithm`` whose communicator is an
+    :class:`MPICommunicator`; every rank calls it with the same arguments.
+
+    Parameters
+    ----------
+    checkpoint_every : int
+        Save a checkpoint every this many rounds (0: never) to ``checkpoint``.
+    checkpoint : path, optional
+        One file, written atomically by rank 0: every rank's block state (without its
+        communicator) and message counters, gathered. One file rather than one per rank: a
+        job killed while saving leaves the previous whole checkpoint, never a mix of rounds.
+        The blocks are the algorithms' own states, so resuming needs the same number of ranks
+        (checked).
+    resume_from : path, optional
+        Continue from such a checkpoint (``rng`` and ``x0`` are then unused): the run ends
+        bit-identical to an uninterrupted one, counters included.
+    callback : callable, optional
+        ``callback(round, state)`` on every rank after every round.
 
     Returns
     -------
     dict or None
-        On rank 0: ``x`` (every agent's final iterate, ``(n_agents, *point_shape)``, agent
+        On rank 0: ``x`` (every agent's final output point, ``(n_agents, *point_shape)``, agent
         order), ``output`` (the algorithm's output point), ``privacy`` (the merged report, or
         None without noise), ``account`` (the merged account), ``comm`` (protocol messages and
         bytes summed over ranks) and ``engine_bytes``. ``None`` on the other ranks.
     """
-    comm = algorithm.network.comm
-    if not isinstance(comm, MPICommunicator):
-        raise TypeError("run_mpi needs an algorithm whose network uses an MPICommunicator, got "
-                        f"{type(comm).__name__}")
-    rng = as_generator(rng)
-    if x0 is None:
-        x0 = problem.manifold.random_point(rng)
-    x0 = problem.manifold.check_point(x0, "x0")
-    state = algorithm.init(problem, x0, rng)
-    for _ in range(int(n_rounds)):
+    if checkpoint_every and checkpoint is None:
+        raise ValueError("argument 'checkpoint' (a file path) is required with "
+                         "'checkpoint_every'")
+    if resume_from is not None:
+        comm = _check_comm(_algorithm_comm(algorithm))
+        state, start = _load(Path(resume_from), algorithm, comm, n_rounds)
+    else:
+        rng = as_generator(rng)
+        if x0 is None:
+            x0 = problem.manifold.random_point(rng)
+        x0 = problem.manifold.check_point(x0, "x0")
+        state = algorithm.init(problem, x0, rng)
+        comm = _check_comm(state.comm)
+        start = 0
+    for t in range(start + 1, int(n_rounds) + 1):
         state = algorithm.step(problem, state)
+        if callback is not None:
+            callback(t, state)
+        if checkpoint_every and t % checkpoint_every == 0 and t < n_rounds:
+            _save(Path(checkpoint), algorithm, comm, state, t, n_rounds)
     x_all = comm.all_rows(algorithm._output_points(state))
     output = algorithm.output(problem, state)
     stats = comm.total_stats()
-    accounts = comm.comm.gather(state.ledger, root=0)
+    account = comm.merge_account(state.ledger)
     engine = comm.comm.reduce(comm.engine_bytes, root=0)
     if comm.rank != 0:
         return None
-    account = merge_accounts(accounts)
     return {"x": x_all, "output": output,
             "privacy": None if account is None else account.report(),
             "account": account, "comm": stats, "engine_bytes": int(engine)}
+
+
+def _algorithm_comm(algorithm) -> Any:
+    """The communicator an algorithm runs on: its network's, or (DP-DGT, which builds one per
+    run) a new one from its factory."""
+    network = getattr(algorithm, "network", None)
+    if network is not None:
+        return network.comm
+    factory = getattr(algorithm, "communicator", None)
+    graph = getattr(algorithm, "graph", None)
+    return None if factory is None or graph is None else factory(graph.n_nodes)
+
+
+def _check_comm(comm: Any) -> MPICommunicator:
+    if not isinstance(comm, MPICommunicator):
+        raise TypeError("run_mpi needs an algorithm that talks through an MPICommunicator (its "
+                        "network's, or built inside mpi_engine()), got "
+                        f"{type(comm).__name__}")
+    return comm

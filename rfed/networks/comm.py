@@ -38,7 +38,11 @@ and bytes. A message's size is, by default, the dense size of one row,
 from __future__ import annotations
 
 import abc
+import contextlib
+import contextvars
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -56,6 +60,8 @@ __all__ = [
     "arc_list",
     "reverse_arcs",
     "as_csr_weights",
+    "default_communicator",
+    "use_communicator",
 ]
 
 
@@ -293,6 +299,17 @@ class Communicator(abc.ABC):
         """:meth:`CommStats.snapshot` summed over every process of the engine."""
         return self.stats.snapshot()
 
+    def merge_account(self, account: Any) -> Any:
+        """The run's privacy account over every agent, from this process's account (which
+        charged the releases of its own agents): the account itself in one process; a
+        distributed engine merges the accounts of all its processes (engine bookkeeping)."""
+        return account
+
+    def agree(self, reason: str | None) -> str | None:
+        """A stop decision every process shares: ``reason`` (e.g. why this block's iterates
+        diverged) if any process has one, else ``None``; ``reason`` itself in one process."""
+        return reason
+
     # ------------------------------------------------------------------ helpers
     def _sender_mask(self, senders) -> np.ndarray:
         if senders is None:
@@ -404,12 +421,14 @@ class Communicator(abc.ABC):
         weights : sparse matrix or Graph
         arc_values : ndarray, shape ``(n_arcs, *shape)``
             Held by the senders (e.g. DPDL's cross-gradient of the receiver's model on the
-            sender's data).
+            sender's data). A distributed engine takes the rows of the arcs leaving its block
+            of agents, in the same (arc-list) order.
 
         Returns
         -------
         NeighborValues
-            As received, grouped by receiver.
+            As received, grouped by receiver (a distributed engine: the arcs entering its
+            block, ``receivers`` local rows).
         """
 
     @abc.abstractmethod
@@ -427,6 +446,33 @@ class Communicator(abc.ABC):
     def broadcast(self, value, agents=None, *, payload_bytes=None) -> np.ndarray:
         """The server sends ``value`` (shape ``shape``) to ``agents``; returns
         ``(len(agents), *shape)`` copies."""
+
+
+_DEFAULT: contextvars.ContextVar[Callable[[int], Communicator] | None] = \
+    contextvars.ContextVar("rfed_default_communicator", default=None)
+
+
+def default_communicator(n_agents: int) -> Communicator:
+    """A new communicator for ``n_agents`` agents from the engine in use: an
+    :class:`InProcessCommunicator`, or what :func:`use_communicator` set (e.g. the MPI engine's
+    :class:`rfed.engines.mpi.MPICommunicator` for every network an experiment builds)."""
+    factory = _DEFAULT.get()
+    return InProcessCommunicator(n_agents) if factory is None else factory(n_agents)
+
+
+@contextlib.contextmanager
+def use_communicator(factory: Callable[[int], Communicator]) -> Iterator[None]:
+    """Within the block, :func:`default_communicator` (hence every
+    :class:`rfed.networks.Network` built without a ``communicator``) calls
+    ``factory(n_agents)``."""
+    if not callable(factory):
+        raise TypeError(f"argument 'factory' must be callable n_agents -> Communicator, got "
+                        f"{factory!r}")
+    token = _DEFAULT.set(factory)
+    try:
+        yield
+    finally:
+        _DEFAULT.reset(token)
 
 
 class InProcessCommunicator(Communicator):

@@ -6,7 +6,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rfed.manifolds.base import Manifold
-from rfed.networks.comm import Communicator, InProcessCommunicator, NeighborValues
+from rfed.networks.comm import Communicator, NeighborValues, default_communicator
 from rfed.networks.gossip import consensus_direction, mix_tangent, riemannian_gossip
 from rfed.networks.graphs import Graph
 from rfed.networks.mixing import (
@@ -42,7 +42,8 @@ class Network:
         Property ``weights`` must have (checked; the error names the offending row/column).
         Default ``"doubly"`` for undirected graphs; directed graphs need an explicit choice.
     communicator : Communicator, optional
-        Default: a new :class:`InProcessCommunicator`.
+        Default: :func:`rfed.networks.comm.default_communicator` (a new
+        :class:`InProcessCommunicator` unless an engine is in use).
     require_connected : bool
 
     Examples
@@ -84,7 +85,7 @@ class Network:
                 )
             w = _CHECKS[stochastic](w, "weights")
         if communicator is None:
-            communicator = InProcessCommunicator(graph.n_nodes)
+            communicator = default_communicator(graph.n_nodes)
         elif communicator.n_agents != graph.n_nodes:
             raise ValueError(
                 f"argument 'communicator' serves {communicator.n_agents} agents, graph has "

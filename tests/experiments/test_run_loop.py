@@ -67,12 +67,6 @@ def _cases():
 
 CASES = _cases()
 
-# Known gaps, for the algorithms' owners (strict: the marks must go when fixed).
-_COUNTS = ("the iterates resume bit for bit, but the communicator's message and byte counts are "
-           "not part of the checkpointed state, so a resumed run counts from zero again")
-KNOWN_GAPS = {"dpdl": _COUNTS, "dpdpsgd": _COUNTS}
-
-
 class _Keep:
     """A checkpoint sink keeping the pickled bytes (a picklable callable)."""
 
@@ -92,10 +86,7 @@ def _same(a, b):
     assert np.array_equal(a.x, b.x)
 
 
-@pytest.mark.parametrize("name", [
-    pytest.param(n, marks=pytest.mark.xfail(strict=True, reason=KNOWN_GAPS[n]))
-    if n in KNOWN_GAPS else n for n in sorted(CASES)
-])
+@pytest.mark.parametrize("name", sorted(CASES))
 def test_checkpoint_resume_is_bit_identical(name):
     make, problem_factory, x0 = CASES[name]
     problem = problem_factory()

@@ -114,8 +114,9 @@ def _dpdl_scores(cls, monkeypatch):
     # their sum is the optimal statistic for the composed mechanism the ledger accounts
     receivers = arc_list(alg.weights)[0] if cls is DPDL else np.zeros(0, int)
     owners = np.concatenate([receivers, np.arange(n)])
-    assert owners.size == released[0].shape[0]
-    total = np.bincount(owners, weights=released[0][:, 0], minlength=n)
+    rel = np.concatenate(released)  # the round's releases, in chunks of pairs, in pair order
+    assert owners.size == rel.shape[0]
+    total = np.bincount(owners, weights=rel[:, 0], minlength=n)
     return _scores(total, canary), alg.privacy(state)["epsilon_certified"]
 
 

@@ -109,8 +109,15 @@ class DecentralizedAlgorithm(Algorithm):
         return state.comm.all_rows(self._output_points(state))
 
     def privacy(self, state):
-        """The run's privacy tracker with the paper's bound stored (``None`` without noise)."""
-        return None if state.ledger is None else state.ledger.finalize()
+        """The run's privacy tracker with the paper's bound stored (``None`` without noise);
+        a distributed engine merges its processes' accounts first."""
+        return None if state.ledger is None else \
+            state.comm.merge_account(state.ledger).finalize()
+
+    def divergence(self, problem, state, recorded: bool) -> str | None:
+        """:meth:`Algorithm.divergence` of this block, shared by every process of the engine
+        (so all stop together)."""
+        return state.comm.agree(super().divergence(problem, state, recorded))
 
     def _output_points(self, state) -> np.ndarray:
         """The per-agent points whose mean is the output (the iterates by default)."""

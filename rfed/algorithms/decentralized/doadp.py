@@ -309,7 +309,7 @@ class DOADP(DecentralizedAlgorithm):
 
     def privacy(self, state):
         """The run's privacy report dict (``None`` without noise)."""
-        return None if state.ledger is None else state.ledger.report()
+        return None if state.ledger is None else state.comm.merge_account(state.ledger).report()
 
     # ------------------------------------------------------------------ one round
     def _noisy_gradients(self, problem, x_act, act, state):
@@ -375,7 +375,7 @@ class DOADP(DecentralizedAlgorithm):
             state.ledger.record_round(charged)
         return DOADPState(t=state.t + 1, x=x_new, rng=rng, comm=state.comm, ledger=state.ledger,
                           info=state.info, m=m_new, xhat=xhat,
-                          n_active_total=state.n_active_total + int(act.size),
+                          n_active_total=state.n_active_total + int(eta_all.sum()),
                           seed=state.seed, noise_std=state.noise_std)
 
 

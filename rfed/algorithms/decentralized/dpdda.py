@@ -184,9 +184,11 @@ class DPDDA(DecentralizedAlgorithm):
             raise ValueError(f"network has {self.network.n_agents} agents, problem has {n}")
         anchor = (np.zeros(manifold.point_shape) if isinstance(manifold, Euclidean)
                   else np.asarray(x0, dtype=float))
-        z = np.zeros((n, manifold.dim))
+        comm = self.network.comm
+        n_local = comm.n_local  # this block's agents (every agent in one process)
+        z = np.zeros((n_local, manifold.dim))
         a1 = self._a(1)
-        x = self._primal(problem, np.broadcast_to(anchor, (n,) + anchor.shape), z, 1, a1)
+        x = self._primal(problem, np.broadcast_to(anchor, (n_local,) + anchor.shape), z, 1, a1)
         rng = as_generator(rng)
         # node sampling is public randomness keyed by (seed, round): replayable for the
         # calibration; minibatches and noise come from the agents' keyed streams
@@ -194,8 +196,8 @@ class DPDDA(DecentralizedAlgorithm):
         lip = self.clip if self.clip is not None else getattr(problem, "public_gradient_bound",
                                                                 None)
         account = self._account(problem, rng, seed, lip)
-        return DPDDAState(t=0, x=x, rng=rng, comm=self.network.comm,
-                          ledger=account, info={"comm0": self.network.stats.snapshot()},
+        return DPDDAState(t=0, x=x, rng=rng, comm=comm,
+                          ledger=account, info={"comm0": comm.total_stats()},
                           z=z, xtilde=x.copy(), big_a=0.0, anchor=anchor, seed=seed,
                           noise_std=0.0 if account is None else
                           account.noise_multiplier * account.sensitivity, lipschitz=lip)
@@ -259,7 +261,7 @@ class DPDDA(DecentralizedAlgorithm):
 
     def privacy(self, state):
         """The run's privacy report dict (``None`` without noise)."""
-        return None if state.ledger is None else state.ledger.report()
+        return None if state.ledger is None else state.comm.merge_account(state.ledger).report()
 
     def _output_points(self, state):
         return state.xtilde
@@ -276,34 +278,42 @@ class DPDDA(DecentralizedAlgorithm):
         if state.ledger is not None:
             state.ledger.check_can_step()
         rnd = self._sample(state.seed, state.t)
-        act = np.flatnonzero(rnd.active)
-        anchor = np.broadcast_to(state.anchor, (act.size,) + state.anchor.shape)
-        idx = sample_without_replacement(problem.counts[act], 1,
-                                         agent_draws(rng, state.seed, act, state.t, "minibatch"))
-        batch = problem.batch(act, idx)
-        x_act = state.x[act]
-        if hasattr(problem, "sample_data_grad"):
-            g = problem.sample_data_grad(x_act, batch)
-        else:
-            g = problem.sample_rgrad(x_act, batch)
-        if state.lipschitz is not None:
-            g, _ = clip_by_norm(manifold, x_act, g, state.lipschitz)
-        g = manifold.transport(x_act, anchor, g[:, 0])
-        zeta = manifold.to_coords(anchor, g)
-        if state.noise_std > 0:
-            zeta = gaussian_release(zeta, state.noise_std,
-                                    agent_draws(rng, state.seed, act, state.t, "noise"))
+        agents = state.comm.agents  # this block's global ids
+        active = rnd.active[agents]
+        act = np.flatnonzero(active)  # local rows of the block's active agents
+        act_ids = agents[act]
         msg = state.z.copy()
-        msg[act] += a_t * zeta
-        z = state.comm.mix(rnd.weights, msg, senders=rnd.active)
+        if act.size:  # a block may hold no active agent this round
+            anchor = np.broadcast_to(state.anchor, (act.size,) + state.anchor.shape)
+            idx = sample_without_replacement(problem.counts[act_ids], 1,
+                                             agent_draws(rng, state.seed, act_ids, state.t,
+                                                         "minibatch"))
+            batch = problem.batch(act_ids, idx)
+            x_act = state.x[act]
+            if hasattr(problem, "sample_data_grad"):
+                g = problem.sample_data_grad(x_act, batch)
+            else:
+                g = problem.sample_rgrad(x_act, batch)
+            if state.lipschitz is not None:
+                g, _ = clip_by_norm(manifold, x_act, g, state.lipschitz)
+            g = manifold.transport(x_act, anchor, g[:, 0])
+            zeta = manifold.to_coords(anchor, g)
+            if state.noise_std > 0:
+                zeta = gaussian_release(zeta, state.noise_std,
+                                        agent_draws(rng, state.seed, act_ids, state.t, "noise"))
+            msg[act] += a_t * zeta
+        z = state.comm.mix(rnd.weights, msg, senders=active)
         big_a_next = big_a + self._a(t + 1)
         x = state.x.copy()
-        update = act if self.inactive_x == "freeze" else np.arange(n)
-        x[update] = self._primal(problem, np.broadcast_to(state.anchor, (update.size,)
-                                                          + state.anchor.shape),
-                                 z[update], t + 1, big_a_next)
+        update = act if self.inactive_x == "freeze" else np.arange(agents.size)
+        if update.size:
+            x[update] = self._primal(problem, np.broadcast_to(state.anchor, (update.size,)
+                                                              + state.anchor.shape),
+                                     z[update], t + 1, big_a_next)
         if state.ledger is not None:
-            state.ledger.record_round(rnd.active)
+            # this block's releases (one block: every active agent's); blocks' ledgers merge
+            charged = rnd.active if agents.size == n else np.isin(np.arange(n), act_ids)
+            state.ledger.record_round(charged)
         return DPDDAState(t=t, x=x, rng=rng, comm=state.comm, ledger=state.ledger,
                           info=state.info, z=z, xtilde=xtilde, big_a=big_a, anchor=state.anchor,
                           active=rnd.active, seed=state.seed, noise_std=state.noise_std,

@@ -33,7 +33,7 @@ from rfed.algorithms.decentralized._privacy import (
 )
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.manifolds import Euclidean, as_generator
-from rfed.networks.comm import InProcessCommunicator
+from rfed.networks.comm import default_communicator
 from rfed.networks.graphs import Graph
 from rfed.networks.mixing import (
     check_column_stochastic,
@@ -64,6 +64,21 @@ def require_euclidean(problem, algorithm: str) -> None:
     if not isinstance(problem, QuadraticResourceAllocation):
         raise TypeError(f"{algorithm} solves a QuadraticResourceAllocation, got "
                         f"{type(problem).__name__}")
+
+
+def _block_rows(per_agent: np.ndarray, comm) -> np.ndarray:
+    """The rows of the communicator's block of agents (the array itself in one process)."""
+    return per_agent if comm.n_local == comm.n_agents else per_agent[comm.agents]
+
+
+def _block_primal(problem, wt: np.ndarray, comm) -> np.ndarray:
+    """``problem.primal`` of the block's prices ``wt`` ``(n_local, m)``: the argmin is
+    agent-wise, so the block's rows of the full-size call are exactly its values."""
+    if comm.n_local == comm.n_agents:
+        return problem.primal(wt)
+    full = np.zeros((comm.n_agents,) + wt.shape[1:])
+    full[comm.agents] = wt
+    return problem.primal(full)[comm.agents]
 
 
 @dataclass
@@ -174,7 +189,9 @@ class _PushPullBase(Algorithm):
         self.r = check_row_stochastic(row_stochastic_weights(graph) if r is None else r, "R")
         self.c = check_column_stochastic(column_stochastic_weights(graph) if c is None else c,
                                          "C")
-        self.communicator = InProcessCommunicator if communicator is None else communicator
+        # a factory n_agents -> Communicator; by default the engine in use (in process, or
+        # the MPI engine inside rfed.engines.mpi.mpi_engine())
+        self.communicator = default_communicator if communicator is None else communicator
 
     def run(self, problem, n_rounds, *, rng, x0=None, eval_every=1, with_reference=True,
             callback=None, **checkpointing):
@@ -192,23 +209,26 @@ class _PushPullBase(Algorithm):
         n = problem.n_agents
         if self.graph.n_nodes != n:
             raise ValueError(f"graph has {self.graph.n_nodes} nodes, problem has {n} agents")
-        wt = np.broadcast_to(np.asarray(x0, dtype=float), (n, problem.m)).copy()
         comm = self.communicator(n)
-        return wt, problem.primal(wt), comm
+        wt = np.broadcast_to(np.asarray(x0, dtype=float), (comm.n_local, problem.m)).copy()
+        return wt, _block_primal(problem, wt, comm), comm
+
+    def _output_points(self, state):
+        return state.w
 
     def output(self, problem, state):
-        return state.w
+        return state.comm.all_rows(state.w)
 
     def privacy(self, state):
         """The run's privacy report dict (``None`` without noise or tracking)."""
-        return None if state.ledger is None else state.ledger.report()
+        return None if state.ledger is None else state.comm.merge_account(state.ledger).report()
 
     def _messages(self, state, comm):
         """Release ``s + xi`` (pushed through C) and ``w~ + zeta`` (pulled through R)."""
         k, rng = state.t, state.rng
         if state.ledger is not None:
             state.ledger.record_round()
-        agents = np.arange(state.s.shape[0])  # per-agent keyed noise streams
+        agents = comm.agents  # per-agent keyed noise streams of this block
         sent_s = laplace_mechanism(state.s, state.theta_xi.scale(k),
                                    agent_draws(rng, state.seed, agents, k, "noise-s"))
         sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k),
@@ -216,12 +236,14 @@ class _PushPullBase(Algorithm):
         return comm.mix(self.c, sent_s), comm.mix(self.r, sent_w)
 
     def metrics(self, problem, state, with_reference):
-        w = state.w
+        w = state.comm.all_rows(state.w)
+        wt = state.comm.all_rows(state.wt)
+        total = state.comm.total_stats()
         out = {"cost": problem.cost(w), "imbalance": float(np.sum(problem.imbalance(w))),
-               "total_generation": float(w.sum()), "price_mean": float(state.wt.mean()),
-               "consensus_error": float(np.mean((state.wt - state.wt.mean(0)) ** 2)),
-               "messages": int(state.comm.stats.messages),
-               "bytes_sent": int(state.comm.stats.bytes),
+               "total_generation": float(w.sum()), "price_mean": float(wt.mean()),
+               "consensus_error": float(np.mean((wt - wt.mean(0)) ** 2)),
+               "messages": int(total["messages"]),
+               "bytes_sent": int(total["bytes"]),
                "allocation": w[:, 0].tolist() if problem.m == 1 else w.tolist()}
         if with_reference:
             out["sq_error"] = float(np.sum((w - problem.optimum()) ** 2))
@@ -265,6 +287,10 @@ class DPDGT(_PushPullBase):
     track_privacy : bool
         Keep the account (Monte Carlo repetitions of one configuration have identical privacy
         and may switch it off; a budget always keeps it).
+    communicator : callable, optional
+        ``n_agents -> Communicator``, called at each ``init`` (e.g.
+        :class:`rfed.engines.mpi.MPICommunicator`, whose ranks then each hold a block of
+        agents). Default: :func:`rfed.networks.comm.default_communicator`.
     """
 
     name = "DP-DGT"
@@ -328,9 +354,9 @@ class DPDGT(_PushPullBase):
         k = state.t
         pushed, pulled = self._messages(state, state.comm)
         s = (1 - self.gamma) * state.s + self.gamma * pushed - self.alpha(k) * (
-            state.w - problem.demand)
+            state.w - _block_rows(problem.demand, state.comm))
         wt = (1 - self.phi) * state.wt + self.phi * pulled + (s - state.s)
-        w = problem.primal(wt)
+        w = _block_primal(problem, wt, state.comm)
         return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
                         theta_zeta=state.theta_zeta, seed=state.seed)
@@ -376,7 +402,7 @@ class NoisyDDGT(_PushPullBase):
         wt, w, comm = self._start(problem, x0, rng)
         rng = as_generator(rng)
         account, txi, tzeta = self._account(problem, rng)
-        z = -self.iota * (w - problem.demand)
+        z = -self.iota * (w - _block_rows(problem.demand, comm))
         return DGTState(t=0, wt=wt, s=z, w=w, rng=rng, comm=comm, ledger=account,
                         theta_xi=txi, theta_zeta=tzeta, seed=run_seed(rng))
 
@@ -384,7 +410,7 @@ class NoisyDDGT(_PushPullBase):
         k = state.t
         pushed, pulled = self._messages(state, state.comm)
         wt = pulled + self.beta0 * self.q ** k * state.s
-        w = problem.primal(wt)
+        w = _block_primal(problem, wt, state.comm)
         z = pushed - self.iota * (w - state.w)
         return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,

@@ -48,13 +48,18 @@ from rfed.algorithms.decentralized._privacy import (
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.manifolds import as_generator
 from rfed.networks.comm import reverse_arcs, segment_sum
+from rfed.networks.gossip import mix_tangent, riemannian_gossip
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.clipping import clip_by_norm
 from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 from rfed.problems.base import sample_without_replacement
 
-__all__ = ["DPDL", "DPDPSGD", "calibration_weights"]
+__all__ = ["DPDL", "DPDPSGD", "calibration_weights", "MAX_CHUNK_PAIRS"]
+
+#: Default (model, data owner) pairs per chunk of per-sample gradients (with B = 32 and
+#: dim = 100, about 25 KB per pair for each per-sample array).
+MAX_CHUNK_PAIRS = 2048
 
 
 def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
@@ -127,6 +132,11 @@ class DPDL(DecentralizedAlgorithm):
         Theorem 1's unspecified quantities, used only for the paper's formula (spec P12, P13).
     delta : float, optional
         Delta of the reports without a budget (default ``min(1e-5, 1/(10 q))``).
+    max_chunk_pairs : int
+        (model, data owner) pairs whose per-sample gradients are computed at once: peak memory
+        of a round is ``O(max_chunk_pairs B dim)`` for the per-sample gradients plus
+        ``O((arcs + agents) dim)`` for the per-pair results, instead of
+        ``O((arcs + agents) B dim)``; the results do not depend on it.
     """
 
     name = "DPDL"
@@ -136,7 +146,7 @@ class DPDL(DecentralizedAlgorithm):
                  c2: float = 1.0, delta: float | None = None,
                  budget: PrivacyBudget | None = None, n_rounds: int | None = None,
                  noise_multiplier: float | None = None, paper_epsilon: float | None = None,
-                 **kwargs):
+                 max_chunk_pairs: int = MAX_CHUNK_PAIRS, **kwargs):
         reject_epsilon(kwargs, type(self).__name__)
         if not isinstance(network, Network):
             raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
@@ -162,6 +172,11 @@ class DPDL(DecentralizedAlgorithm):
                                  paper_epsilon, delta)
         self.h = float(h)
         self.c2 = float(c2)
+        if (isinstance(max_chunk_pairs, bool) or not isinstance(max_chunk_pairs, (int, np.integer))
+                or max_chunk_pairs < 1):
+            raise ValueError(f"argument 'max_chunk_pairs' must be an int >= 1, got "
+                             f"{max_chunk_pairs!r}")
+        self.max_chunk_pairs = int(max_chunk_pairs)
         # a cross-gradient computed on the arc j -> i (model of j, data of i) returns on i -> j
         self._reverse = reverse_arcs(self.weights)
         self.closed_sizes = np.diff(self.weights.indptr)  # |N_i| including i (w_ii > 0)
@@ -177,16 +192,31 @@ class DPDL(DecentralizedAlgorithm):
                              f"local data set ({problem.counts.min()}); resample the partition "
                              "(spec 001 P10)")
 
-    def _noisy_means(self, problem, x_models, data_owner, idx, rng, noise_std):
+    def _noisy_means(self, problem, x_models, data_owner, idx, noise_ids, state):
         """Per pair (model, data owner): the noised mean of the clipped per-sample gradients
-        (eq. 10), ``(sum_b clip_C(g_b) + N(0, noise_std^2)) / B``, tangent at ``x_models``."""
+        (eq. 10), ``(sum_b clip_C(g_b) + N(0, noise_std^2)) / B``, tangent at ``x_models``.
+
+        ``x_models`` ``(P, *point_shape)``, ``data_owner`` ``(P,)`` global ids, ``idx``
+        ``(P, B)`` their minibatch rows, ``noise_ids`` ``(P,)`` the keyed noise stream of each
+        release. The pairs go ``max_chunk_pairs`` at a time, so the per-sample gradients
+        (``B`` per pair) never exceed one chunk; every pair's value is the same in any chunk.
+        """
         manifold = problem.manifold
-        grads = problem.sample_rgrad(x_models, problem.batch(data_owner, idx[data_owner]))
-        clipped, _ = clip_by_norm(manifold, x_models, grads, self.clip)
-        total = clipped.sum(axis=1)
-        if noise_std > 0:
-            total = gaussian_mechanism(manifold, x_models, total, noise_std, rng)
-        return total / self.batch_size
+        out = np.empty(x_models.shape)
+        n_pairs = data_owner.size
+        for lo in range(0, n_pairs, self.max_chunk_pairs):  # chunks of pairs, not agents
+            sl = slice(lo, min(lo + self.max_chunk_pairs, n_pairs))
+            x_c = x_models[sl]
+            grads = problem.sample_rgrad(x_c, problem.batch(data_owner[sl], idx[sl]))
+            clipped, _ = clip_by_norm(manifold, x_c, grads, self.clip)
+            total = clipped.sum(axis=1)
+            del grads, clipped
+            if state.noise_std > 0:
+                total = gaussian_mechanism(
+                    manifold, x_c, total, state.noise_std,
+                    agent_draws(state.rng, state.seed, noise_ids[sl], state.t, "noise"))
+            out[sl] = total / self.batch_size
+        return out
 
     def _releases(self) -> np.ndarray:
         """Gaussian releases per agent and round: ``|N_i|`` (cross-gradients and self)."""
@@ -242,30 +272,49 @@ class DPDL(DecentralizedAlgorithm):
 
     def privacy(self, state):
         """The run's privacy report dict (``None`` without noise)."""
-        return None if state.ledger is None else state.ledger.report()
+        return None if state.ledger is None else state.comm.merge_account(state.ledger).report()
 
     def init(self, problem, x0, rng):
         self._check(problem)
-        n = problem.n_agents
-        x = np.broadcast_to(x0, (n,) + problem.manifold.point_shape).copy()
+        comm = self.network.comm
+        x = np.broadcast_to(x0, (comm.n_local,) + problem.manifold.point_shape).copy()
         rng = as_generator(rng)
         seed = run_seed(rng)  # minibatches and noise come from keyed streams
         account = self._account(problem, rng)
         std = 0.0 if account is None else account.noise_multiplier * account.sensitivity
-        return DPDLState(t=0, x=x, rng=rng, comm=self.network.comm, ledger=account,
-                         info={"comm0": self.network.stats.snapshot()}, v=np.zeros_like(x),
+        return DPDLState(t=0, x=x, rng=rng, comm=comm, ledger=account,
+                         info={"comm0": comm.total_stats()}, v=np.zeros_like(x),
                          noise_std=std, seed=seed)
+
+    def _minibatches(self, problem, state, agents):
+        """This round's minibatch rows of ``agents`` (global ids), ``(A, B)``, keyed."""
+        return sample_without_replacement(
+            problem.counts[agents], self.batch_size,
+            agent_draws(state.rng, state.seed, agents, state.t, "minibatch"))
+
+    def _gossip(self, manifold, state, x, vtilde, xtilde):
+        """Step 5's gossip of model and momentum, through the state's communicator (so that a
+        resumed run keeps counting on the counters it saved)."""
+        x_new = riemannian_gossip(manifold, xtilde, self.weights, comm=state.comm)
+        v_new = mix_tangent(manifold, self.weights, x, vtilde, x_new, comm=state.comm)
+        return x_new, v_new
+
+    def _charge(self, state, n: int) -> None:
+        """Charge this round's releases of the block's agents (every agent releases)."""
+        if state.ledger is not None:
+            charged = np.zeros(n, dtype=bool)
+            charged[state.comm.agents] = True
+            state.ledger.record_round(charged)
 
     def step(self, problem, state):
         manifold = problem.manifold
-        rng, comm, w = state.rng, state.comm, self.weights
+        comm, w = state.comm, self.weights
         n = problem.n_agents
+        agents = comm.agents  # this block's global ids (every agent in one process)
         x = state.x
         if state.ledger is not None:
             state.ledger.check_can_step()
-        idx = sample_without_replacement(
-            problem.counts, self.batch_size,
-            agent_draws(rng, state.seed, np.arange(n), state.t, "minibatch"))
+        idx = self._minibatches(problem, state, agents)
         # 1. every agent sends its model to its neighbours (one dense point per arc)
         nb = comm.gather_from_neighbors(w, x)
         # 2. each data owner nb.receivers evaluates the model of nb.senders on its batch; the
@@ -273,38 +322,41 @@ class DPDL(DecentralizedAlgorithm):
         m = nb.senders.size
         # keyed noise per release: the self release of agent i is stream i, the cross release
         # on arc e is stream n + e (arc ids are global, so no engine changes the draws)
-        noise = agent_draws(rng, state.seed, np.concatenate([n + nb.arc_ids, np.arange(n)]),
-                            state.t, "noise")
         noisy = self._noisy_means(problem, np.concatenate([nb.values, x]),
-                                  np.concatenate([nb.receivers, np.arange(n)]), idx, noise,
-                                  state.noise_std)
+                                  np.concatenate([agents[nb.receivers], agents]),
+                                  np.concatenate([idx[nb.receivers], idx]),
+                                  np.concatenate([n + nb.arc_ids, agents]), state)
         # the agent's own NOISY self-gradient: the clean one would leave the agent un-noised
         # inside the model it gossips (issue 8, defect 3)
         g_self = noisy[m:]
-        # 3. the cross-gradients travel back to the model owners (one dense vector per arc)
-        back = comm.send_along_arcs(w, noisy[:m][self._reverse])
+        # 3. the cross-gradients travel back to the model owners (one dense vector per arc):
+        # the reply on arc j -> i goes along i -> j, so the replies leave in the order of the
+        # arcs out of the block, by (sender, receiver)
+        back_order = (self._reverse if agents.size == n
+                      else np.lexsort((nb.receivers, nb.senders)))
+        back = comm.send_along_arcs(w, noisy[:m][back_order])
         # 4. calibration at each model owner, j = i included (spec P4)
-        model_owner = np.concatenate([back.receivers, np.arange(n)])
-        recv_all = np.concatenate([back.values, noisy[m:]])
-        wij = np.concatenate([back.weights, w.diagonal()])
+        n_local = agents.size
+        model_owner = np.concatenate([back.receivers, np.arange(n_local)])  # local rows
+        recv_all = np.concatenate([back.values, g_self])
+        wij = np.concatenate([back.weights, w.diagonal()[agents]])
         _, cal = calibration_weights(manifold, x[model_owner], recv_all, g_self[model_owner])
         coef = 1.0 / (np.sqrt(wij) * n)
         k = len(manifold.point_shape)
         shape = (-1,) + (1,) * k
-        cross = segment_sum(model_owner, coef.reshape(shape) * recv_all, n)
-        self_weight = np.bincount(model_owner, weights=wij * cal, minlength=n)
+        cross = segment_sum(model_owner, coef.reshape(shape) * recv_all, n_local)
+        self_weight = np.bincount(model_owner, weights=wij * cal, minlength=n_local)
         gtilde = cross + self.alpha * self_weight.reshape(shape) * g_self
         # 5. heavy ball, then gossip of momentum and model with the same W
         vtilde = self.beta * state.v + gtilde
         xtilde = manifold.exp(x, -self.lr * vtilde)
-        x_new = self.network.gossip(manifold, xtilde)
-        v_new = self.network.mix_tangent(manifold, x, vtilde, x_new)
-        if state.ledger is not None:
-            state.ledger.record_round(np.ones(n, dtype=bool))
+        x_new, v_new = self._gossip(manifold, state, x, vtilde, xtilde)
+        self._charge(state, n)
         info = dict(state.info)
+        # this block's range of calibration weights
         info["cal_min"], info["cal_max"] = float(cal.min()), float(cal.max())
-        return DPDLState(t=state.t + 1, x=x_new, rng=rng, comm=comm, ledger=state.ledger,
-                         info=info, v=v_new, gtilde=gtilde, last_cal=cal,
+        return DPDLState(t=state.t + 1, x=x_new, rng=state.rng, comm=comm,
+                         ledger=state.ledger, info=info, v=v_new, gtilde=gtilde, last_cal=cal,
                          noise_std=state.noise_std, seed=state.seed)
 
 
@@ -325,11 +377,12 @@ class DPDPSGD(DPDL):
     def __init__(self, network: Network, *, lr: float, beta: float = 0.7, batch_size: int = 32,
                  clip: float = 2.0, sigma: float = 0.0, delta: float | None = None,
                  budget: PrivacyBudget | None = None, n_rounds: int | None = None,
-                 noise_multiplier: float | None = None, **kwargs):
+                 noise_multiplier: float | None = None,
+                 max_chunk_pairs: int = MAX_CHUNK_PAIRS, **kwargs):
         reject_epsilon(kwargs, type(self).__name__)
         super().__init__(network, lr=lr, beta=beta, alpha=0.0, batch_size=batch_size,
                          clip=clip, sigma=sigma, delta=delta, budget=budget, n_rounds=n_rounds,
-                         noise_multiplier=noise_multiplier)
+                         noise_multiplier=noise_multiplier, max_chunk_pairs=max_chunk_pairs)
 
     def _releases(self) -> np.ndarray:
         return np.ones(self.n_agents, dtype=int)
@@ -340,22 +393,15 @@ class DPDPSGD(DPDL):
     def step(self, problem, state):
         manifold = problem.manifold
         n = problem.n_agents
-        rng = state.rng
         if state.ledger is not None:
             state.ledger.check_can_step()
-        everyone = np.arange(n)
-        idx = sample_without_replacement(
-            problem.counts, self.batch_size,
-            agent_draws(rng, state.seed, everyone, state.t, "minibatch"))
-        noisy = self._noisy_means(problem, state.x, everyone, idx,
-                                  agent_draws(rng, state.seed, everyone, state.t, "noise"),
-                                  state.noise_std)
+        agents = state.comm.agents
+        noisy = self._noisy_means(problem, state.x, agents,
+                                  self._minibatches(problem, state, agents), agents, state)
         vtilde = self.beta * state.v + noisy
         xtilde = manifold.exp(state.x, -self.lr * vtilde)
-        x_new = self.network.gossip(manifold, xtilde)
-        v_new = self.network.mix_tangent(manifold, state.x, vtilde, x_new)
-        if state.ledger is not None:
-            state.ledger.record_round(np.ones(n, dtype=bool))
-        return DPDLState(t=state.t + 1, x=x_new, rng=rng, comm=state.comm, ledger=state.ledger,
-                         info=state.info, v=v_new, gtilde=noisy, noise_std=state.noise_std,
-                         seed=state.seed)
+        x_new, v_new = self._gossip(manifold, state, state.x, vtilde, xtilde)
+        self._charge(state, n)
+        return DPDLState(t=state.t + 1, x=x_new, rng=state.rng, comm=state.comm,
+                         ledger=state.ledger, info=state.info, v=v_new, gtilde=noisy,
+                         noise_std=state.noise_std, seed=state.seed)

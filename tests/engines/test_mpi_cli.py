@@ -1,0 +1,71 @@
+"""``rfed run NAME --engine mpi``: a 2-rank run of doadp-logreg at a tiny size writes, from rank 0
+only, the same results as the one-process run; experiments that cannot run on MPI are refused
+in one line."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from rfed.cli import main
+
+MPIEXEC = Path(sys.executable).with_name("mpiexec")
+ROOT = Path(__file__).resolve().parents[2]
+TINY = ["--set", "n_agents=8", "--set", "n_per_agent=20", "--set", "dim=5", "--set", "epochs=1",
+        "--set", "repetitions=1", "--set", "eps_sweep=[1.0]", "--set", "eval_every=10",
+        "--set", "baselines=False"]   # noisy DSGD and DP-DDA: test_mpi_engine.py
+
+
+def _mpiexec():
+    return str(MPIEXEC) if MPIEXEC.exists() else shutil.which("mpiexec")
+
+
+def _without_run_id(path: Path) -> list[dict]:
+    rows = [json.loads(line) for line in path.read_text().splitlines() if line]
+    for r in rows:
+        r.pop("run_id", None)
+    return rows
+
+
+@pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install 'rfed[mpi]')")
+def test_two_ranks_write_the_one_process_results_from_rank_0(tmp_path, capsys):
+    ref = tmp_path / "inprocess"
+    assert main(["run", "doadp-logreg", *TINY, "--out", str(ref), "--no-progress"]) == 0
+    capsys.readouterr()
+    work = tmp_path / "work"   # the ranks' working directory: nothing may appear in it
+    work.mkdir()
+    out = tmp_path / "mpi"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.run(
+        [_mpiexec(), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "rfed.cli", "run",
+         "doadp-logreg", *TINY, "--out", str(out), "--engine", "mpi", "--no-progress"],
+        capture_output=True, text=True, timeout=180, env=env, cwd=work)
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert list(work.iterdir()) == []
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in ref.iterdir())
+    # every round's metrics (iterates' cost, consensus, messages, bytes) and the privacy
+    hist = _without_run_id(out / "history.jsonl")
+    assert hist == _without_run_id(ref / "history.jsonl")
+    assert len({r["setting"] for r in hist}) == 5   # four DO-ADP configurations + the paper's
+    assert (out / "privacy.json").read_text() == (ref / "privacy.json").read_text()
+    for table in ("table1_communication_and_fig2a.csv", "summary_table.csv"):
+        assert (out / table).read_text() == (ref / table).read_text(), table
+    # rank 0 alone prints the summary
+    assert proc.stdout.count("doadp-logreg: done in") == 1
+
+
+@pytest.mark.parametrize("argv, message", [
+    (["run", "pca-synthetic", "--engine", "mpi"], "cannot run on the MPI engine"),
+    (["run", "doadp-logreg", "--engine", "mpi", "--secure"], "--secure cannot be used"),
+])
+def test_what_mpi_cannot_run_is_a_one_line_error(argv, message, capsys, tmp_path):
+    assert main([*argv, "--out", str(tmp_path / "x")]) == 2
+    err = capsys.readouterr().err
+    assert message in err and err.count("\n") == 1
+    assert not (tmp_path / "x").exists()
