@@ -7,7 +7,7 @@
     rfed run [NAME] [--seed S] [--set key=value ...] [--out DIR] [--overwrite]
                     [--checkpoint-every N] [--no-progress] [--secure]
     rfed run [NAME] --resume DIR
-    mpiexec -n K python -m mpi4py -m rfed.cli run NAME --engine mpi [...]
+    mpiexec -n K python -m mpi4py -m rfed run NAME --engine mpi [...]
     rfed audit NAME [--trials N] [--noise-factor F] [--secure]
     rfed --version
 
@@ -89,7 +89,7 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--engine", choices=("inprocess", "mpi"), default="inprocess",
                      help="inprocess (default): every agent in this process; mpi: the agents "
                      "in blocks on the MPI ranks (launch with mpiexec -n K python -m mpi4py -m "
-                     f"rfed.cli run NAME --engine mpi; experiments: {', '.join(MPI_EXPERIMENTS)})")
+                     f"rfed run NAME --engine mpi; experiments: {', '.join(MPI_EXPERIMENTS)})")
     run.add_argument("--secure", action="store_true",
                      help="secure mode: the operating system's randomness and discrete noise "
                      "for every algorithm run (not replayable from the seed, by design); "

@@ -43,7 +43,7 @@ def test_two_ranks_write_the_one_process_results_from_rank_0(tmp_path, capsys):
     out = tmp_path / "mpi"
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run(
-        [_mpiexec(), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "rfed.cli", "run",
+        [_mpiexec(), "-n", "2", sys.executable, "-m", "mpi4py", "-m", "rfed", "run",
          "doadp-logreg", *TINY, "--out", str(out), "--engine", "mpi", "--no-progress"],
         capture_output=True, text=True, timeout=180, env=env, cwd=work)
     assert proc.returncode == 0, proc.stderr[-3000:]
