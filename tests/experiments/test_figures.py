@@ -3,6 +3,7 @@
 import numpy as np
 
 from rfed.experiments.plotting import (
+    START_LABEL,
     as_percent,
     axis_label,
     certified_epsilon,
@@ -55,7 +56,7 @@ def test_log_bands_are_mirrored_not_floored_to_tiny_values():
     # the non-private curve is black; a random-start line is drawn at the round-0 mean
     nonpriv = next(ln for ln in curves if ln.get_label() == "non-private")
     assert nonpriv.get_color() in ("k", "black", (0.0, 0.0, 0.0, 1.0))
-    assert any(ln.get_label() == "random start (round 0)" for ln in ax.get_lines())
+    assert any(ln.get_label() == START_LABEL for ln in ax.get_lines())
 
 
 def test_finish_figure_moves_the_legend_out_adds_epsilon_title_and_stand_in_mark():
