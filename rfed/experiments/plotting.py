@@ -569,10 +569,17 @@ def _plain_log_ticks(ax) -> None:
 
 
 def _with_epsilon(label: str, privacy: Mapping[str, Any]) -> str:
-    if label not in privacy or "certified eps" in label or "non-private" in label.lower():
+    """``label`` with the certified epsilon of the setting it names (the label itself, or the
+    label followed by a note such as ``"(best of runs)"``) inserted after the setting."""
+    if "certified eps" in label or "non-private" in label.lower():
         return label
-    eps = certified_epsilon(privacy[label])
+    names = [k for k in privacy if isinstance(k, str)
+             and (label == k or label.startswith(k + " "))]
+    if not names:
+        return label
+    setting = max(names, key=len)
+    eps = certified_epsilon(privacy[setting])
     if eps is None:
         return label
-    return f"{label} (certified eps {eps:.3g})" if np.isfinite(eps) else \
-        f"{label} (certified eps inf)"
+    text = f"(certified eps {eps:.3g})" if np.isfinite(eps) else "(certified eps inf)"
+    return f"{setting} {text}{label[len(setting):]}"
