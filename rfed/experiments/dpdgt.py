@@ -94,7 +94,7 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
         line, = axes[0].plot(rounds, alloc[:, g], label=f"generator {g + 1}")
         axes[0].axhline(data.w_star[j], ls=":", color=line.get_color())
     axes[0].set_xlabel("iteration k")
-    axes[0].set_ylabel("w_i (MW)")
+    axes[0].set_ylabel("generation w_i (MW)")
     axes[0].set_title("Fig. 2: generation (dotted: paper's w*)", fontsize=10)
     axes[0].legend()
     # the run's label: finish_figure appends its certified epsilon

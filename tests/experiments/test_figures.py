@@ -348,3 +348,21 @@ def test_decentralized_experiment_end_to_end_from_the_command_line(name, produce
         if "certified eps=" in row["setting"]:
             assert row["epsilon"] not in ("", None), row
     assert summary["experiment"] == name
+
+
+def test_smoothing_is_a_centred_moving_average_and_the_evaluations_stay_visible():
+    recs = [{"setting": "a", "round": t, "test_accuracy": v}
+            for t, v in enumerate([0.1, 0.5, 0.2, 0.6, 0.3, 0.7, 0.4])]
+    fig = plot_curves(recs, "round", "test_accuracy", by="setting", smooth=3, band="none",
+                      start_line=False)
+    ax = fig.axes[0]
+    smooth, dots = ax.get_lines()
+    # by hand: ends average two points, the inside three
+    expected = 100 * np.array([0.3, 0.8 / 3, 1.3 / 3, 1.1 / 3, 1.6 / 3, 1.4 / 3, 0.55])
+    np.testing.assert_allclose(smooth.get_ydata(), expected)
+    np.testing.assert_allclose(dots.get_ydata(), 100 * np.array([0.1, 0.5, 0.2, 0.6, 0.3,
+                                                                 0.7, 0.4]))
+    assert "moving average of 3 evaluations" in ax.get_title()
+    for bad in (0, 2, 1.5, True):
+        with pytest.raises(ValueError, match="argument 'smooth'"):
+            plot_curves(recs, "round", "test_accuracy", smooth=bad)
