@@ -29,7 +29,7 @@ from rfed.experiments._decentralized import (
     run_dec_settings,
     summary_rows,
 )
-from rfed.experiments.plotting import new_figure, plot_curves
+from rfed.experiments.plotting import START_LABEL, new_figure, plot_curves
 from rfed.experiments.registry import RunContext, register
 from rfed.networks.graphs import complete
 from rfed.networks.network import Network
@@ -70,7 +70,9 @@ def _run_svm(cfg: dict, ctx: RunContext, reg: str) -> dict:
     def setting(na, label, eps, tag, paper=False):
         iota = na / n
         rounds = int(round(cfg["epochs"] * q / iota))
-        if paper:
+        if eps is None:     # the non-private reference: same algorithm, no noise
+            noise, name = {}, f"{label} non-private"
+        elif paper:
             noise = {"sigma": _sigma(eps, cfg["delta0"], rounds, q, iota, lip)}
             name = f"{label} paper's Thm 1 eps={eps:g} (not a guarantee)"
         else:
@@ -86,6 +88,7 @@ def _run_svm(cfg: dict, ctx: RunContext, reg: str) -> dict:
     # Fig. 1 / Fig. 3: convergence at one certified eps, and the paper's calibration beside
     conv = [setting(na, label, eps_fig, "curve") for na, label in variants]
     conv.append(setting(variants[0][0], variants[0][1], eps_fig, "curve", paper=True))
+    conv.append(setting(variants[0][0], variants[0][1], None, "curve"))
     res = run_dec_settings(ctx, conv, rounds=conv[0].rounds, repetitions=cfg["repetitions"],
                            eval_every=cfg["eval_every"])
     fig = plot_curves(ctx.records, "epoch", ["excess_risk", "accuracy"], by="setting",
@@ -119,16 +122,33 @@ def _run_svm(cfg: dict, ctx: RunContext, reg: str) -> dict:
                      label=label)
         axes[1].plot([r["eps"] for r in pts], [r["accuracy_mean"] for r in pts], "o-",
                      label=label)
+    # references: the non-private run's and the start's (x = 0) values, from the curves
+    nonpriv = next(lab for lab in res if lab.endswith("non-private"))
+    for ax, key in zip(axes, ("excess_risk", "accuracy"), strict=True):
+        ends = [r.history[-1] for r in res[nonpriv] if not r.diverged]
+        firsts = [rec[key] for rec in ctx.records if rec.get("setting") == nonpriv
+                  and rec.get("round") == 0 and key in rec]
+        scale = 100.0 if key == "accuracy" else 1.0
+        if ends and key in ends[0]:
+            ax.axhline(scale * float(np.mean([h[key] for h in ends])), color="k", lw=1.2,
+                       label=f"{nonpriv} ({cfg['epochs']} epochs)")
+        elif key == "accuracy" and ends:
+            ax.axhline(float(np.mean([100 * problem.accuracy(r.x) for r in res[nonpriv]
+                                      if not r.diverged])), color="k", lw=1.2,
+                       label=f"{nonpriv} ({cfg['epochs']} epochs)")
+        if firsts:
+            ax.axhline(scale * float(firsts[0]), color="0.5", ls=":", lw=1.2,
+                       label=START_LABEL)
     axes[0].set_yscale("log")
-    axes[0].set_ylabel(f"suboptimality after {cfg['epochs']} epochs")
+    axes[0].set_ylabel(f"excess risk f(xbar) - f* after {cfg['epochs']} epochs")
     axes[1].set_ylabel("training accuracy (%)")
-    axes[0].set_title(f"suboptimality f(xbar) - f* after {cfg['epochs']} epochs")
-    axes[1].set_title("training accuracy of the averaged model")
+    axes[0].set_title(f"excess risk after {cfg['epochs']} epochs", fontsize=10)
+    axes[1].set_title("training accuracy of the averaged model", fontsize=10)
     for ax in axes:
         ax.set_xlabel(f"certified epsilon (delta={cfg['delta']:g})")
-        ax.legend(fontsize=7)
+        ax.legend()
     fig.suptitle(f"DP-DDA, {reg}-SVM on an 'epsilon' stand-in: privacy-utility after "
-                 f"{cfg['epochs']} epochs")
+                 f"{cfg['epochs']} epochs", fontsize=11)
     ctx.save_figure(fig, f"fig{'2' if reg == 'l2' else '4'}_{reg}_privacy_utility")
     table = summary_rows(ctx, res, metric="excess_risk",
                          utility_name="final suboptimality f(xbar) - f*",

@@ -34,7 +34,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["aggregate", "plot_curves", "new_figure", "finish_figure", "axis_label",
-           "as_percent", "certified_epsilon", "AXIS_LABELS", "MAX_PANELS_PER_ROW"]
+           "as_percent", "certified_epsilon", "AXIS_LABELS", "MAX_PANELS_PER_ROW", "START_LABEL",
+           "LEGEND_CELL"]
 
 #: Panels per row of :func:`new_figure` (a paper's column fits two).
 MAX_PANELS_PER_ROW = 2
@@ -59,10 +60,14 @@ AXIS_LABELS = {
     "epsilon": "epsilon (certified)",
 }
 
-_START_KEYS = ("cost", "excess_risk", "dist_to_ref", "grad_norm", "dist_to_primate")
+_START_KEYS = ("cost", "excess_risk", "dist_to_ref", "grad_norm", "dist_to_primate",
+               "sq_error")
 
 
 _NON_PRIVATE_STYLES = ("-", "--", "-.")
+
+#: Label of the start reference line (the round-0 mean: a random start, or the papers' x_0).
+START_LABEL = "start (round 0)"
 
 def axis_label(key: str) -> str:
     """``key`` in words with its unit (:data:`AXIS_LABELS`), else the key with spaces."""
@@ -216,6 +221,7 @@ def plot_curves(
     order: Sequence[Any] | None = None,
     axes: Sequence[Any] | None = None,
     start_line: bool = True,
+    smooth: int = 1,
 ):
     """Plot ``y`` (one panel per key) against ``x``, one curve per value of ``by``.
 
@@ -248,6 +254,11 @@ def plot_curves(
     start_line : bool
         Draw the random start (mean of the curves' first values) as a dotted line on panels
         of cost, excess risk, distances and gradient norm against rounds or epochs.
+    smooth : int
+        Window (in evaluations, odd) of a centred moving average of each curve and its band;
+        the evaluations themselves are drawn as faint points and the panel's title says so.
+        1 (the default) draws the evaluations as they are. For noisy single-repetition
+        metrics such as the test accuracy of a private model.
 
     Returns
     -------
@@ -275,6 +286,9 @@ def plot_curves(
         fig = axes[0].figure
     if len(axes) != n:
         raise ValueError(f"argument 'axes' has {len(axes)} axes for {n} panels")
+    if isinstance(smooth, bool) or not isinstance(smooth, (int, np.integer)) or smooth < 1 \
+            or smooth % 2 == 0:
+        raise ValueError(f"argument 'smooth' must be an odd int >= 1, got {smooth!r}")
     for i, (ax, key) in enumerate(zip(axes, ys, strict=False)):
         curves = aggregate(records, x, key, by, band=band, where=where)
         names = list(curves)
@@ -304,10 +318,16 @@ def plot_curves(
                 n_non_private += 1
             else:
                 style = {"lw": 1.5}
-            if xs.size <= 12:
+            raw = mean
+            if smooth > 1 and xs.size > smooth:
+                mean, lo, hi = (_moving_average(v, smooth) for v in (mean, lo, hi))
+            elif xs.size <= 12:
                 style["marker"] = "o"
                 style["ms"] = 3
             (line,) = ax.plot(xs, mean, label=label, **style)
+            if mean is not raw:
+                ax.plot(xs, raw, ls="none", marker=".", ms=3, alpha=0.35,
+                        color=line.get_color())
             if xs.size:
                 shown_lo.append(np.min(mean))
                 shown_hi.append(np.max(mean))
@@ -318,7 +338,7 @@ def plot_curves(
         if start_line and key in _START_KEYS and x in ("round", "epoch", "iteration") \
                 and starts and (not logys[i] or np.mean(starts) > 0):
             ax.axhline(float(np.mean(starts)), color="0.5", ls=":", lw=1.2,
-                       label="random start (round 0)")
+                       label=START_LABEL)
         if logys[i]:
             ax.set_yscale("log")
             if shown_lo:
@@ -329,8 +349,12 @@ def plot_curves(
                     ax.set_ylim(bottom=floor)
         ax.set_xlabel(xlabel or axis_label(x))
         ax.set_ylabel(ylabels[i] if ylabels is not None else axis_label(key))
-        if ttl[i]:
-            ax.set_title(ttl[i], fontsize=10)
+        title = ttl[i]
+        if smooth > 1:
+            note = f"lines: moving average of {smooth} evaluations; dots: each evaluation"
+            title = f"{title}\n({note})" if title else note
+        if title:
+            ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
         if names or hl[i]:
             ax.legend(fontsize=8)
@@ -340,66 +364,169 @@ def plot_curves(
     return fig
 
 
+def _moving_average(values: np.ndarray, window: int) -> np.ndarray:
+    """Centred moving average over ``window`` points (fewer at the ends), shape kept."""
+    kernel = np.ones(window)
+    total = np.convolve(values, kernel, mode="same")
+    count = np.convolve(np.ones_like(values), kernel, mode="same")
+    return total / count
+
+
 def finish_figure(
     fig,
     *,
     title: str | None = None,
     privacy: Mapping[str, Any] | None = None,
-    stand_in: bool = False,
+    stand_in: bool | str = False,
 ) -> None:
     """Make ``fig`` fit for a paper before it is saved.
 
-    * a title: ``title`` becomes the figure's title when it has none;
+    * a title: ``title`` becomes the figure's title when it has none; titles and axis labels
+      longer than their panel are wrapped onto two lines;
     * the certified epsilon in the legend: an entry whose label is a setting of ``privacy``
       (``{setting: report}``) gets ``(certified eps X)`` appended (``inf`` when the report
       certifies nothing);
-    * the legend outside the data: when every panel shows the same entries, one legend below
-      the panels; otherwise the panels are stacked one per row, each legend to its right;
-    * ``stand_in``: a "STAND-IN data" mark in the lower left corner.
+    * the legends outside the data, the panels kept at most two per row: when every panel
+      shows the same entries (or a subset of them), one legend below the panels; otherwise
+      one legend below each row whose panels share their entries, else one below each panel
+      (an extra grid row of axis-free legend cells, :data:`LEGEND_CELL`, sized to its text);
+    * ``stand_in``: a "STAND-IN data" mark in the lower left corner (a string says what
+      stands in for what: ``"STAND-IN data: <stand_in>"``).
     """
-    axes = [ax for ax in fig.axes if ax.get_visible()]
+    axes = [ax for ax in fig.axes if ax.get_visible() and not _is_legend_cell(ax)]
     entries = []
     for ax in axes:
         handles, labels = ax.get_legend_handles_labels()
         if privacy:
             labels = [_with_epsilon(lab, privacy) for lab in labels]
+        if ax.get_legend() is not None:
+            ax.get_legend().remove()
         entries.append((ax, handles, labels))
-    legends = [(ax, h, lab) for ax, h, lab in entries if ax.get_legend() is not None and lab]
-    for ax, _, _ in legends:
-        ax.get_legend().remove()
-    sets = [set(lab) for _, _, lab in legends]
-    nested = all(a <= b or b <= a for a in sets for b in sets)
-    if legends and nested and len(legends) == len([a for a in axes if a.has_data()]):
+    labelled = [(ax, h, lab) for ax, h, lab in entries if lab]
+    if labelled and _nested([lab for _, _, lab in labelled]):
         # the panels show the same curves (some add reference lines): one legend for all
-        handles, labels = [], []
-        for _, hs, labs in legends:
-            for h, lab in zip(hs, labs, strict=True):
-                if lab not in labels:
-                    handles.append(h)
-                    labels.append(lab)
-        fig.legend(handles, labels, loc="upper center", bbox_to_anchor=(0.5, 0.0),
-                   ncol=2 if len(labels) > 2 else len(labels), fontsize=8, frameon=False)
-    elif legends:
-        # panels with their own curves: one panel per row, its legend to its right (long
-        # setting labels below two side-by-side panels would overlap each other)
-        grid = fig.add_gridspec(len(axes), 1)
-        for i, ax in enumerate(axes):
-            ax.set_subplotspec(grid[i])
-        width, _ = fig.get_size_inches()
-        fig.set_size_inches(max(width, 10.0), 3.2 * len(axes))
-        for ax, handles, labels in legends:
-            ax.legend(handles, labels, loc="upper left", bbox_to_anchor=(1.02, 1.0),
-                      fontsize=7, frameon=False)
+        handles, labels = _union(labelled)
+        fig.legend(handles, _wrap_all(labels, 70), loc="upper center",
+                   bbox_to_anchor=(0.5, 0.0), ncol=2 if len(labels) > 2 else len(labels),
+                   fontsize=8, frameon=False)
+    elif labelled:
+        _legend_rows(fig, axes, entries)
     for ax in axes:
         _accuracy_in_percent(ax)
         _plain_log_ticks(ax)
     if fig._suptitle is None and title:
         fig.suptitle(title, fontsize=11)
-    fig.tight_layout()
+    _fit_texts(fig, axes)
     if stand_in:
         # the lower left corner is free in every layout (left of the x label, above the legend)
-        fig.text(0.005, 0.005, "STAND-IN data", ha="left", va="bottom", fontsize=8,
+        text = "STAND-IN data" if stand_in is True else f"STAND-IN data: {stand_in}"
+        fig.text(0.005, 0.005, text, ha="left", va="bottom", fontsize=8,
                  color="firebrick", weight="bold")
+
+
+#: ``gid`` of the axis-free grid cells that hold legends (:func:`finish_figure`).
+LEGEND_CELL = "rfed-legend-cell"
+
+
+def _is_legend_cell(ax) -> bool:
+    return ax.get_gid() == LEGEND_CELL
+
+
+def _nested(label_lists: Sequence[Sequence[str]]) -> bool:
+    """True when of every two label sets one contains the other."""
+    sets = [set(lab) for lab in label_lists]
+    return all(a <= b or b <= a for a in sets for b in sets)
+
+
+def _union(entries) -> tuple[list, list[str]]:
+    """Handles and labels of ``entries`` (``(ax, handles, labels)``), each label once."""
+    handles, labels = [], []
+    for _, hs, labs in entries:
+        for h, lab in zip(hs, labs, strict=True):
+            if lab not in labels:
+                handles.append(h)
+                labels.append(lab)
+    return handles, labels
+
+
+def _wrap_all(labels: Sequence[str], width: int) -> list[str]:
+    import textwrap
+
+    return ["\n".join(textwrap.wrap(lab, width)) or lab for lab in labels]
+
+
+def _legend_rows(fig, axes, entries) -> None:
+    """Re-lay ``axes`` on their grid with a legend cell under each row (shared when the
+    row's panels show the same entries, else one per panel); the figure grows to fit."""
+    from matplotlib.gridspec import GridSpec
+
+    specs = [ax.get_subplotspec() for ax in axes]
+    if any(ss is None for ss in specs):
+        raise ValueError("finish_figure: every panel must be a grid subplot (new_figure)")
+    n_cols = max(ss.get_gridspec().ncols for ss in specs)
+    cells: dict[int, list[tuple[int, Any, list, list[str]]]] = {}
+    for (ax, handles, labels), ss in zip(entries, specs, strict=True):
+        cells.setdefault(ss.rowspan.start, []).append((ss.colspan.start, ax, handles, labels))
+    width, _ = fig.get_size_inches()
+    panel_h = 3.2
+    row_items = []
+    for row in sorted(cells):
+        items = sorted(cells[row], key=lambda it: it[0])
+        with_labels = [(ax, h, lab) for _, ax, h, lab in items if lab]
+        if len(items) > 1 and with_labels and _nested([lab for _, _, lab in with_labels]):
+            handles, labels = _union(with_labels)
+            legends = [(0, n_cols, handles, _wrap_all(labels, 60), 2 if len(labels) > 2 else 1)]
+        else:
+            legends = [(col, col + 1, h, _wrap_all(lab, 60 if n_cols == 1 else 48), 1)
+                       for col, _, h, lab in items if lab]
+        lines = max((sum(lab.count("\n") + 1 for lab in labs[i::ncol])
+                     for _, _, _, labs, ncol in legends for i in range(ncol)), default=0)
+        row_items.append((items, legends, 0.25 + 0.17 * lines))
+    ratios = []
+    for _, _, legend_h in row_items:
+        ratios += [panel_h, legend_h]
+    grid = GridSpec(2 * len(row_items), n_cols, figure=fig, height_ratios=ratios)
+    for r, (items, legends, _) in enumerate(row_items):
+        for col, ax, _, _ in items:
+            ax.set_subplotspec(grid[2 * r, col])
+        for c0, c1, handles, labels, ncol in legends:
+            cell = fig.add_subplot(grid[2 * r + 1, c0:c1])
+            cell.set_gid(LEGEND_CELL)
+            cell.axis("off")
+            cell.legend(handles, labels, loc="upper center", ncol=ncol, fontsize=7,
+                        frameon=False, borderaxespad=0.0)
+    fig.set_size_inches(width, sum(ratios) + 0.6)
+
+
+def _fit_texts(fig, axes) -> None:
+    """Lay the figure out; wrap every axis label, title and suptitle longer than its room
+    (a panel's height or width, the figure's width) onto two lines, and lay out again."""
+    import textwrap
+
+    fig.tight_layout()
+    renderer = fig.canvas.get_renderer()
+    changed = False
+
+    def fit(text, room: float, vertical: bool) -> None:
+        nonlocal changed
+        content = text.get_text()
+        if not content or "\n" in content:
+            return
+        box = text.get_window_extent(renderer)
+        size = box.height if vertical else box.width
+        if size > 0.97 * room:
+            text.set_text("\n".join(textwrap.wrap(content, max(12, len(content) // 2 + 4))))
+            changed = True
+
+    for ax in axes:
+        box = ax.get_window_extent(renderer)
+        fit(ax.yaxis.label, box.height, True)
+        fit(ax.xaxis.label, box.width, False)
+        fit(ax.title, box.width, False)
+    if fig._suptitle is not None:
+        fit(fig._suptitle, fig.bbox.width, False)
+    if changed:
+        fig.tight_layout()
 
 
 def _accuracy_in_percent(ax) -> None:
@@ -442,10 +569,17 @@ def _plain_log_ticks(ax) -> None:
 
 
 def _with_epsilon(label: str, privacy: Mapping[str, Any]) -> str:
-    if label not in privacy or "certified eps" in label or "non-private" in label.lower():
+    """``label`` with the certified epsilon of the setting it names (the label itself, or the
+    label followed by a note such as ``"(best of runs)"``) inserted after the setting."""
+    if "certified eps" in label or "non-private" in label.lower():
         return label
-    eps = certified_epsilon(privacy[label])
+    names = [k for k in privacy if isinstance(k, str)
+             and (label == k or label.startswith(k + " "))]
+    if not names:
+        return label
+    setting = max(names, key=len)
+    eps = certified_epsilon(privacy[setting])
     if eps is None:
         return label
-    return f"{label} (certified eps {eps:.3g})" if np.isfinite(eps) else \
-        f"{label} (certified eps inf)"
+    text = f"(certified eps {eps:.3g})" if np.isfinite(eps) else "(certified eps inf)"
+    return f"{setting} {text}{label[len(setting):]}"

@@ -179,10 +179,15 @@ def _summary(ctx: RunContext, rows: list[dict], reference_cost: float | None = N
     return out
 
 
+#: The reference line of the cost panels: the pooled problem's optimum, what a non-private
+#: solver reaches.
+_TRUE_VALUE = "true value (non-private optimum)"
+
+
 def _panels(ctx: RunContext, name: str, title: str, reference_cost: float,
             where=None, order=None, ys=("cost", "grad_norm", "excess_risk")) -> None:
     logy = [k != "cost" for k in ys]
-    hl = [{"true value": reference_cost} if k == "cost" else None for k in ys]
+    hl = [{_TRUE_VALUE: reference_cost} if k == "cost" else None for k in ys]
     fig = plot_curves(ctx.records, "round", list(ys), by="setting", where=where, logy=logy,
                       hlines=hl, suptitle=title, order=order)
     ctx.save_figure(fig, name)
@@ -375,9 +380,12 @@ def fig1(config: dict, ctx: RunContext) -> dict:
         def where(r, c=col):
             return r.get("group") == f"col{c}"
         plot_curves(ctx.records, "round", "cost", by="setting", where=where, axes=[ax],
-                    hlines={"true value": ref}, titles=f"column {col}")
+                    hlines={_TRUE_VALUE: ref}, titles=f"column {col}")
         plot_curves(ctx.records, "round", "grad_norm", by="setting", where=where, axes=[ax2],
                     logy=True, titles=f"column {col}")
+    fig.suptitle("PriRFed, synthetic PCA on S^24 (paper's Fig. 1): cost", fontsize=11)
+    fig2.suptitle("PriRFed, synthetic PCA on S^24 (paper's Fig. 1): gradient norm",
+                  fontsize=11)
     ctx.save_figure(fig, "fig1_cost")
     ctx.save_figure(fig2, "fig1_grad_norm")
     # E f(x) - f* for x uniform on the sphere: lambda_max - tr(C)/(d+1), the no-progress level
@@ -448,8 +456,10 @@ def fig2(config: dict, ctx: RunContext) -> dict:
     for ax, (n, p) in zip(axes, problems.items(), strict=False):
         plot_curves(ctx.records, "round", "cost", by="setting", axes=[ax],
                     where=lambda r, n=n: r.get("group") == f"N={n}",
-                    hlines={"true value": p.reference_cost()},
+                    hlines={_TRUE_VALUE: p.reference_cost()},
                     titles=f"digits stand-in, N = {n}, N_i = {p.counts[0]}")
+    fig.suptitle("PriRFed, PCA on scikit-learn's digits (stand-in for MNIST, paper's Fig. 2)",
+                 fontsize=11)
     ctx.save_figure(fig, "fig2_cost")
     return _summary(ctx, rows, data="scikit-learn digits (stand-in for MNIST)")
 
@@ -495,10 +505,10 @@ def _spd_experiment(ctx: RunContext, config: dict, points: np.ndarray, title: st
             return r.get("group") == f"N={n}"
         sub = f"N = {n}, N_i = {p.counts[0]}"
         plot_curves(ctx.records, "round", "cost", by="setting", where=where, axes=[axes[2 * i]],
-                    hlines={"true value": p.reference_cost()}, titles=sub)
+                    hlines={_TRUE_VALUE: p.reference_cost()}, titles=sub)
         plot_curves(ctx.records, "round", "excess_risk", by="setting", where=where,
                     axes=[axes[2 * i + 1]], logy=True, titles=sub)
-    fig.suptitle(title, fontsize=11, y=1.04)
+    fig.suptitle(title, fontsize=11)
     ctx.save_figure(fig, name)
     return _summary(ctx, rows)
 
@@ -640,10 +650,13 @@ def fig5(config: dict, ctx: RunContext) -> dict:
     ctx.save_table("final", rows)
     ref = problem.reference_cost()
     fig = plot_curves(ctx.records, "round", ["cost", "dist_to_primate"], by="setting",
-                      logy=[False, True], hlines=[{"true value": ref}, None],
+                      logy=[False, True], hlines=[{_TRUE_VALUE: ref}, None],
                       suptitle="Hyperbolic prediction of 'primate' (WordNet mammals, H^2)")
     ctx.save_figure(fig, "fig5")
-    ctx.save_figure(_poincare_figure(problem, data, truth, results), "fig6_poincare")
+    fig = _poincare_figure(problem, data, truth, results)
+    fig.suptitle("PriRFed, prediction of 'primate' on H^2 (paper's Fig. 6): the best "
+                 "estimates on the Poincare disk", fontsize=11)
+    ctx.save_figure(fig, "fig6_poincare")
     return _summary(ctx, rows, ref, dist_reference_to_primate=float(man.dist(
         problem.reference_point(), truth)))
 
@@ -654,7 +667,6 @@ def _poincare_figure(problem: HyperbolicPrediction, data: dict, truth: np.ndarra
     from rfed.manifolds import PoincareBall
 
     to_ball = PoincareBall(2).from_hyperboloid
-    fig, axes = new_figure(2, panel_size=(5.0, 5.0))
     emb = to_ball(data["targets"])
     t = to_ball(truth)
     best = {}
@@ -664,11 +676,17 @@ def _poincare_figure(problem: HyperbolicPrediction, data: dict, truth: np.ndarra
         d = [float(problem.manifold.dist(r.x, truth)) for r in runs]
         best[label] = to_ball(runs[int(np.argmin(d))].x)
     ref = to_ball(problem.reference_point())
-    for ax, zoom in zip(axes, (False, True), strict=False):
+    # the zoom shows the estimates near 'primate'; when none lies within 0.35 of it, a zoom
+    # would be empty, so the figure keeps the disk alone and says so
+    near = min(float(np.linalg.norm(p - t)) for p in [*best.values(), ref])
+    zooms = (False, True) if near <= 0.35 else (False,)
+    fig, axes = new_figure(len(zooms), panel_size=(5.0, 5.0))
+    for ax, zoom in zip(axes, zooms, strict=True):
         ax.scatter(emb[:, 0], emb[:, 1], s=3, c="0.7", label="mammals (training words)")
         ax.scatter([t[0]], [t[1]], marker="*", s=180, c="k", label="primate (truth)")
-        ax.scatter([ref[0]], [ref[1]], marker="x", s=80, c="r", label="pooled optimum")
-        for (label, p), mk in zip(best.items(), "osD^", strict=False):
+        ax.scatter([ref[0]], [ref[1]], marker="x", s=80, c="r",
+                   label="pooled optimum (non-private)")
+        for (label, p), mk in zip(best.items(), "osD^v<>", strict=False):
             ax.scatter([p[0]], [p[1]], marker=mk, s=50, label=f"{label} (best of runs)")
         ax.set_aspect("equal")
         circle = math.pi * np.linspace(0, 2, 400)
@@ -676,17 +694,17 @@ def _poincare_figure(problem: HyperbolicPrediction, data: dict, truth: np.ndarra
         ax.set_xlabel("Poincare disk coordinate 1")
         ax.set_ylabel("Poincare disk coordinate 2")
         if zoom:
-            # a window around 'primate' sized by the nearest estimate (at most 0.35 wide each
-            # side), cut to the disk's bounding box so no part of it lies outside the model
-            near = min(float(np.linalg.norm(p - t)) for p in [*best.values(), ref])
-            r = min(0.35, max(0.05, 1.5 * near))
+            # a square around 'primate' reaching the nearest estimate, cut to the disk's
+            # bounding box so no part of it lies outside the model
+            r = max(0.05, 1.3 * near)
             ax.set_xlim(max(t[0] - r, -1.02), min(t[0] + r, 1.02))
             ax.set_ylim(max(t[1] - r, -1.02), min(t[1] + r, 1.02))
             ax.set_title(f"zoom near 'primate' (half-width {r:.2g})", fontsize=10)
         else:
             ax.set_xlim(-1.05, 1.05)
             ax.set_ylim(-1.05, 1.05)
-            ax.set_title("Poincare disk", fontsize=10)
-            ax.legend(fontsize=7, loc="lower left")
+            note = "" if len(zooms) > 1 else (
+                f"\n(no zoom: the nearest estimate is {near:.2g} from 'primate')")
+            ax.set_title(f"Poincare disk{note}", fontsize=10)
     fig.tight_layout()
     return fig

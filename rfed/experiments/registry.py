@@ -175,13 +175,19 @@ class Experiment:
         return cfg
 
 
+def _kind(default: Any) -> str:
+    """``'an int'``, ``'a float'``, ...: the type of a setting's default, with its article."""
+    name = type(default).__name__
+    return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
+
+
 def _coerce(key: str, value: Any, default: Any) -> Any:
     if isinstance(value, str) and not isinstance(default, str):
         try:
             value = ast.literal_eval(value)
         except (ValueError, SyntaxError):
             raise ValueError(
-                f"setting '{key}': cannot read {value!r} as a {type(default).__name__} "
+                f"setting '{key}': cannot read {value!r} as {_kind(default)} "
                 f"(default {default!r})"
             ) from None
     if isinstance(default, bool):
@@ -190,21 +196,50 @@ def _coerce(key: str, value: Any, default: Any) -> Any:
         return value
     if isinstance(value, bool) and default is not None:
         raise ValueError(
-            f"setting '{key}' must be a {type(default).__name__} (default {default!r}), "
-            f"got {value!r}"
+            f"setting '{key}' must be {_kind(default)} (default {default!r}), got {value!r}"
         )
     if isinstance(default, float) and isinstance(value, int):
         return float(value)
     if isinstance(default, (list, tuple)) and isinstance(value, (int, float)):
-        return type(default)([value])
+        value = [value]
     if isinstance(default, (list, tuple)) and isinstance(value, (list, tuple)):
-        return type(default)(value)
+        return type(default)(_check_elements(key, list(value), default))
     if default is not None and not isinstance(value, type(default)):
         raise ValueError(
-            f"setting '{key}' must be a {type(default).__name__} (default {default!r}), "
-            f"got {value!r}"
+            f"setting '{key}' must be {_kind(default)} (default {default!r}), got {value!r}"
         )
     return value
+
+
+def _is_real(x: Any) -> bool:
+    return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _check_elements(key: str, values: list, default: Sequence) -> list:
+    """A list of numbers (``epsilons``, ``agents``, ...) holds finite numbers of the
+    default's sign: all defaults positive -> positive, all non-negative -> non-negative; a
+    list of strings holds strings."""
+    if default and all(_is_real(d) for d in default):
+        for v in values:
+            if not _is_real(v) or not math.isfinite(v):
+                raise ValueError(f"setting '{key}' holds numbers (default {list(default)!r}), "
+                                 f"got {v!r}")
+        if all(d > 0 for d in default) and any(v <= 0 for v in values):
+            raise ValueError(f"setting '{key}' holds numbers > 0 (default "
+                             f"{list(default)!r}), got {values!r}")
+        if all(d >= 0 for d in default) and any(v < 0 for v in values):
+            raise ValueError(f"setting '{key}' holds numbers >= 0 (default "
+                             f"{list(default)!r}), got {values!r}")
+        if all(isinstance(d, int) for d in default) and \
+                any(not isinstance(v, int) for v in values):
+            raise ValueError(f"setting '{key}' holds ints (default {list(default)!r}), "
+                             f"got {values!r}")
+    elif default and all(isinstance(d, str) for d in default):
+        for v in values:
+            if not isinstance(v, str):
+                raise ValueError(f"setting '{key}' holds names (default {list(default)!r}), "
+                                 f"got {v!r}")
+    return values
 
 
 def register(
@@ -987,7 +1022,8 @@ def run_experiment(
                      progress=progress, mode=mode, checkpoint_every=checkpoint_every,
                      secure=secure)
     ctx.title = exp.short
-    ctx.stand_in = "stand-in" in exp.description.lower()
+    # data standing in for the paper's (a "PUBLIC stand-in" only sets clip levels: not marked)
+    ctx.stand_in = re.search(r"(?<!public )stand-in", exp.description.lower()) is not None
     start = time.perf_counter()
     try:
         ctx.open(name, config)

@@ -126,3 +126,39 @@ def test_default_output_folder_is_ignored_by_git_and_named_in_the_readme():
     ignored = (ROOT / ".gitignore").read_text().split()
     assert f"/{DEFAULT_OUT}/" in ignored or f"{DEFAULT_OUT}/" in ignored
     assert f"`{DEFAULT_OUT}/NAME`" in (ROOT / "README.md").read_text()
+
+
+@pytest.mark.parametrize("setting, message", [
+    ("roundz=3", "has no setting 'roundz'; valid settings: "),
+    ("rounds=foo", "setting 'rounds': cannot read 'foo' as an int (default 2000)"),
+    ("n_agents=1.5", "setting 'n_agents' must be an int (default 16), got 1.5"),
+    ("epsilons=[1.0, 'a']", "setting 'epsilons' holds numbers (default [2.0, 8.0, 32.0]), "
+                            "got 'a'"),
+    ("epsilons=[-1.0]", "setting 'epsilons' holds numbers > 0"),
+    ("epsilons=[nan]", "setting 'epsilons': cannot read"),
+    ("epsilons=[1e999]", "setting 'epsilons' holds numbers (default"),
+    ("epsilons=[True]", "setting 'epsilons' holds numbers (default"),
+    ("step_size=foo", "setting 'step_size'"),
+])
+def test_set_typos_and_bad_values_name_the_setting_and_leave_nothing(setting, message,
+                                                                     tmp_path, capsys):
+    out = tmp_path / "o"
+    assert main(["run", "pca-synthetic", "--set", setting, "--out", str(out),
+                 "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert message in err and "Traceback" not in err
+    assert not out.exists()
+
+
+def test_set_list_settings_of_other_experiments(capsys, tmp_path):
+    # int lists stay int, names stay names, a zero in the default allows zeros
+    from rfed.experiments.registry import get_experiment
+
+    assert get_experiment("dpdgt-ieee14").config({"thetas": "[0.0, 0.5]"})["thetas"] == [0.0, 0.5]
+    with pytest.raises(ValueError, match="'thetas' holds numbers >= 0"):
+        get_experiment("dpdgt-ieee14").config({"thetas": "[-0.1]"})
+    with pytest.raises(ValueError, match="'agents' holds ints"):
+        get_experiment("prirfed-fig3").config({"agents": "[20.5]"})
+    with pytest.raises(ValueError, match="'topologies' holds names"):
+        get_experiment("dpdl-digits").config({"topologies": "[1]"})
+    assert get_experiment("prirfed-fig3").config({"agents": "30"})["agents"] == [30]

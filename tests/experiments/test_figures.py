@@ -1,8 +1,22 @@
 """Figure conventions applied by the shared plotting helpers (rfed.experiments.plotting)."""
 
-import numpy as np
+import contextlib
+import csv
+import io
+import json
+import re
+from dataclasses import dataclass
+from pathlib import Path
 
+import numpy as np
+import pytest
+
+from rfed.cli import main
 from rfed.experiments.plotting import (
+    AXIS_LABELS,
+    LEGEND_CELL,
+    MAX_PANELS_PER_ROW,
+    START_LABEL,
     as_percent,
     axis_label,
     certified_epsilon,
@@ -10,7 +24,7 @@ from rfed.experiments.plotting import (
     new_figure,
     plot_curves,
 )
-from rfed.experiments.registry import RunContext
+from rfed.experiments.registry import RunContext, get_experiment
 
 
 def _records():
@@ -55,7 +69,7 @@ def test_log_bands_are_mirrored_not_floored_to_tiny_values():
     # the non-private curve is black; a random-start line is drawn at the round-0 mean
     nonpriv = next(ln for ln in curves if ln.get_label() == "non-private")
     assert nonpriv.get_color() in ("k", "black", (0.0, 0.0, 0.0, 1.0))
-    assert any(ln.get_label() == "random start (round 0)" for ln in ax.get_lines())
+    assert any(ln.get_label() == START_LABEL for ln in ax.get_lines())
 
 
 def test_finish_figure_moves_the_legend_out_adds_epsilon_title_and_stand_in_mark():
@@ -106,3 +120,249 @@ def test_save_figure_finishes_and_writes_atomically(tmp_path):
     assert path.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert sorted(p.name for p in (tmp_path / "o").iterdir()) == [
         ".rfed.lock", "config.json", "curves.png", "history.jsonl", "privacy.json"]
+
+
+# ------------------------------------------------------------------------------------------
+# Every experiment's figures, produced by the command line at a tiny size, checked against the
+# figure rules of issue 12 (title; axis labels in words with units; legends off the data;
+# certified epsilon in the legend; references; log axes without artefact decades; accuracy in
+# percent; at most two panels per row; stand-ins marked; no citation numbers; no empty zoom).
+
+# tiny settings: each experiment end to end in seconds (the four decentralized ones < 10 s of
+# CPU each on this machine, measured with time.process_time)
+FIG_TINY = {
+    "pca-synthetic": {"rounds": 4, "repetitions": 2, "eval_every": 2, "epsilons": [8.0]},
+    "prirfed-fig1": {"rounds": 4, "repetitions": 1, "eval_every": 2, "columns": [1, 2, 3],
+                     "paper_epsilons": [0.15]},
+    "prirfed-fig2": {"rounds": 2, "repetitions": 1, "eval_every": 1, "agents": [10, 12],
+                     "local_steps": 1},
+    "prirfed-fig3": {"n_samples": 200, "rounds": 2, "repetitions": 1, "eval_every": 1,
+                     "agents": [10], "report_rounds": [1], "inner_steps": 2, "local_steps": 1},
+    "prirfed-fig4": {"n_samples": 200, "rounds": 2, "repetitions": 1, "eval_every": 1,
+                     "agents": [10], "report_rounds": [1], "inner_steps": 2, "local_steps": 1},
+    "prirfed-fig5": {"rounds": 2, "repetitions": 1, "eval_every": 1, "inner_steps": 2,
+                     "local_steps": 1},
+    "prirfed-kpca": {"rounds": 4, "repetitions": 1, "eval_every": 2, "epsilons": [8.0]},
+    "dpdgt-ieee14": {"iterations": 20, "mc_runs": 2, "thetas": [0.0, 0.01], "eval_every": 5},
+    "doadp-digits": {"epochs": 1, "n_agents": 40, "epsilons": [1.0], "hidden": 4,
+                     "eval_every": 2},
+    "doadp-logreg": {"epochs": 1, "n_agents": 8, "n_per_agent": 8, "dim": 4, "repetitions": 1,
+                     "eps_sweep": [1.0], "eval_every": 4, "baselines": False},
+    "dpdda-svm": {"epochs": 1, "n_agents": 4, "n_per_agent": 6, "dim": 4, "n_active": [2],
+                  "eps_sweep": [1.0], "eval_every": 4, "baseline": False},
+    "dpdl-digits": {"rounds": 2, "n_agents": 4, "eval_every": 1, "epsilons": [4.0],
+                    "topologies": ["complete"], "hidden": 4},
+}
+
+# figures without a non-private curve, and what stands for it
+_REFERENCE_EXEMPT = {
+    ("dpdgt-ieee14", "fig2_fig3_trajectories"): "the paper's w* and the demand are drawn",
+    ("dpdgt-ieee14", "fig5_comparison"): "two noisy methods compared under the same noise",
+    ("prirfed-fig1", "fig1_grad_norm"): "the optimum's gradient norm is 0, off the log axis; "
+                                        "fig1_cost of the same run draws the optimum",
+}
+
+
+@dataclass
+class _Produced:
+    out: Path
+    exit_code: int
+    stdout: str
+    figures: dict  # name -> matplotlib Figure, as saved
+
+
+class _Runs(dict):
+    """Each experiment run once, on first use, through ``rfed run``; its saved figures kept."""
+
+    def __init__(self, root: Path):
+        super().__init__()
+        self.root = root
+
+    def __missing__(self, name: str) -> _Produced:
+        import matplotlib.pyplot as plt
+
+        out = self.root / name
+        figures: dict = {}
+        original = RunContext.save_figure
+
+        def keep(ctx, fig, fig_name):
+            figures[fig_name] = fig
+            return original(ctx, fig, fig_name)
+
+        argv = ["run", name, "--out", str(out), "--no-progress"]
+        for key, value in FIG_TINY[name].items():
+            argv += ["--set", f"{key}={value!r}"]
+        buf = io.StringIO()
+        with pytest.MonkeyPatch.context() as mp, contextlib.redirect_stdout(buf):
+            # save_figure finishes, writes and closes each figure: keep it open to inspect
+            mp.setattr(RunContext, "save_figure", keep)
+            mp.setattr(plt, "close", lambda fig=None: None)
+            code = main(argv)
+        self[name] = _Produced(out, code, buf.getvalue(), figures)
+        return self[name]
+
+
+@pytest.fixture(scope="module")
+def produced(tmp_path_factory):
+    runs = _Runs(tmp_path_factory.mktemp("figs"))
+    yield runs
+    import matplotlib.pyplot as plt
+
+    for run in runs.values():
+        for fig in run.figures.values():
+            plt.close(fig)
+
+
+def _panels(fig):
+    return [ax for ax in fig.axes if ax.get_visible() and ax.get_gid() != LEGEND_CELL
+            and ax.axison]
+
+
+def _legends(fig):
+    legends = list(fig.legends)
+    legends += [ax.get_legend() for ax in fig.axes if ax.get_legend() is not None]
+    return legends
+
+
+def _legend_texts(fig):
+    return [t.get_text().replace("\n", " ") for lg in _legends(fig) for t in lg.get_texts()]
+
+
+def _all_texts(fig):
+    texts = [t.get_text() for t in fig.texts] + _legend_texts(fig)
+    if fig._suptitle is not None:
+        texts.append(fig._suptitle.get_text())
+    for ax in fig.axes:
+        texts += [ax.get_title(), ax.get_xlabel(), ax.get_ylabel()]
+        texts += [t.get_text() for t in ax.texts]
+    return texts
+
+
+@pytest.mark.parametrize("name", sorted(FIG_TINY))
+def test_every_figure_follows_the_rules(name, produced):
+    run = produced[name]
+    assert run.exit_code == 0, run.stdout
+    assert run.figures, f"{name} saved no figure"
+    privacy = json.loads((run.out / "privacy.json").read_text())
+    stand_in = re.search(r"(?<!public )stand-in", get_experiment(name).description.lower())
+    for fig_name, fig in run.figures.items():
+        where = f"{name}/{fig_name}"
+        renderer = fig.canvas.get_renderer()
+        # a title
+        assert fig._suptitle is not None and fig._suptitle.get_text().strip(), where
+        panels = _panels(fig)
+        assert panels, where
+        # at most two panels per row
+        lefts = {round(ax.get_position().x0, 2) for ax in panels}
+        assert len(lefts) <= MAX_PANELS_PER_ROW, (where, lefts)
+        for ax in panels:
+            xl, yl = ax.get_xlabel().replace("\n", " "), ax.get_ylabel().replace("\n", " ")
+            # axis labels in words, never a raw history key
+            assert xl.strip() and yl.strip(), (where, xl, yl)
+            assert xl not in AXIS_LABELS and yl not in AXIS_LABELS, (where, xl, yl)
+            # accuracy in one unit: percent, values within [0, 100]
+            if "accuracy" in yl.lower():
+                assert "%" in yl, (where, yl)
+                ys = np.concatenate([np.asarray(ln.get_ydata(), float)
+                                     for ln in ax.get_lines()] or [np.zeros(1)])
+                assert np.nanmax(ys) <= 100.0 + 1e-9, where
+            # log axes stop near the curves: no band falling decades below them
+            if ax.get_yscale() == "log":
+                ys = np.concatenate([np.asarray(ln.get_ydata(), float)
+                                     for ln in ax.get_lines()])
+                ys = ys[np.isfinite(ys) & (ys > 0)]
+                assert ax.get_ylim()[0] >= ys.min() / 10.0, (where, ax.get_ylim(), ys.min())
+            # no legend inside a panel
+            assert ax.get_legend() is None, where
+        # legends off the data: no legend box meets a panel
+        for legend in _legends(fig):
+            box = legend.get_window_extent(renderer)
+            for ax in panels:
+                assert not box.overlaps(ax.get_window_extent(renderer)), (where, ax.get_title())
+        texts = _legend_texts(fig)
+        # the certified epsilon in the legend of every private setting
+        for text in texts:
+            if "non-private" not in text and any(text == s or text.startswith(s + " ")
+                                                 for s in privacy):
+                assert "eps" in text, (where, text)
+        # references: the non-private run (or the optimum it reaches) and the start
+        if (name, fig_name) not in _REFERENCE_EXEMPT:
+            assert any("non-private" in t for t in texts), (where, texts)
+        over_rounds = [ax for ax in panels if ax.get_xlabel() in (
+            axis_label("round"), axis_label("epoch"))]
+        if any(ax.get_ylabel() in {axis_label(k) for k in ("cost", "excess_risk")}
+               for ax in over_rounds):
+            assert START_LABEL in texts, where
+        # no citation numbers used as labels
+        assert not any(re.search(r"\[\d+\]", t) for t in _all_texts(fig)), where
+        # stand-ins labelled on the figure (and only stand-ins)
+        marked = any(t.get_text().startswith("STAND-IN data") for t in fig.texts)
+        assert marked == bool(stand_in), where
+        # a zoom panel shows something besides the truth, and stays inside the disk's box
+        for ax in panels:
+            if ax.get_title().startswith("zoom"):
+                (x0, x1), (y0, y1) = ax.get_xlim(), ax.get_ylim()
+                assert -1.03 <= x0 < x1 <= 1.03 and -1.03 <= y0 < y1 <= 1.03, where
+                shown = [c for c in ax.collections if "best of runs" in str(c.get_label())
+                         or "optimum" in str(c.get_label())]
+                inside = [p for c in shown for p in np.asarray(c.get_offsets())
+                          if x0 <= p[0] <= x1 and y0 <= p[1] <= y1]
+                assert inside, where
+    import matplotlib.pyplot as plt
+
+    for fig in run.figures.values():
+        plt.close(fig)
+
+
+def _strict_json(path: Path):
+    def refuse(const):
+        raise ValueError(f"{path.name}: non-standard JSON constant {const}")
+
+    return json.loads(path.read_text(), parse_constant=refuse)
+
+
+@pytest.mark.parametrize("name", ["doadp-digits", "doadp-logreg", "dpdda-svm", "dpdl-digits"])
+def test_decentralized_experiment_end_to_end_from_the_command_line(name, produced):
+    """The four decentralized experiments whose default-size tests are slow, end to end at a
+    tiny size: outputs exist, every JSON is strict, the printed summary has a row per
+    setting with its certified epsilon."""
+    run = produced[name]
+    assert run.exit_code == 0, run.stdout
+    for file in ("config.json", "summary.json", "privacy.json", "history.jsonl",
+                 "history.csv", "summary_table.csv", "summary_table.md"):
+        assert (run.out / file).stat().st_size > 0, file
+    assert list(run.out.glob("*.png"))
+    for path in [*run.out.glob("*.json")]:
+        _strict_json(path)
+    for line in (run.out / "history.jsonl").read_text().splitlines():
+        record = json.loads(line, parse_constant=lambda c: pytest.fail(f"history: {c}"))
+        assert record["run_id"] and "seed" in record
+    summary = _strict_json(run.out / "summary.json")
+    with open(run.out / "summary_table.csv", newline="") as fh:
+        rows = list(csv.DictReader(fh))
+    assert rows
+    printed = run.stdout
+    assert "eps (certified)" in printed and "delta" in printed
+    for row in rows:
+        assert row["setting"] in printed
+        if "certified eps=" in row["setting"]:
+            assert row["epsilon"] not in ("", None), row
+    assert summary["experiment"] == name
+
+
+def test_smoothing_is_a_centred_moving_average_and_the_evaluations_stay_visible():
+    recs = [{"setting": "a", "round": t, "test_accuracy": v}
+            for t, v in enumerate([0.1, 0.5, 0.2, 0.6, 0.3, 0.7, 0.4])]
+    fig = plot_curves(recs, "round", "test_accuracy", by="setting", smooth=3, band="none",
+                      start_line=False)
+    ax = fig.axes[0]
+    smooth, dots = ax.get_lines()
+    # by hand: ends average two points, the inside three
+    expected = 100 * np.array([0.3, 0.8 / 3, 1.3 / 3, 1.1 / 3, 1.6 / 3, 1.4 / 3, 0.55])
+    np.testing.assert_allclose(smooth.get_ydata(), expected)
+    np.testing.assert_allclose(dots.get_ydata(), 100 * np.array([0.1, 0.5, 0.2, 0.6, 0.3,
+                                                                 0.7, 0.4]))
+    assert "moving average of 3 evaluations" in ax.get_title()
+    for bad in (0, 2, 1.5, True):
+        with pytest.raises(ValueError, match="argument 'smooth'"):
+            plot_curves(recs, "round", "test_accuracy", smooth=bad)
