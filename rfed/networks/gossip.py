@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from rfed.manifolds.base import CheckedManifold, Manifold
 from rfed.manifolds.euclidean import Euclidean
 from rfed.networks.comm import Communicator, InProcessCommunicator, _pattern, segment_sum
-from rfed.networks.mixing import check_row_stochastic
+from rfed.networks.mixing import ATOL, check_row_stochastic
 
 __all__ = [
     "riemannian_gossip",
@@ -213,14 +213,19 @@ def riemannian_gossip(
     if not np.isfinite(gamma):
         raise ValueError(f"argument 'gamma' must be finite, got {gamma!r}")
     x, w, comm = _setup(manifold, points, weights, comm)
+    manifold.check_point(x, "points")
     # the step averages neighbours only when W is row-stochastic, and exp/log are defined only
     # for points of the manifold: refuse anything else rather than return a wrong point
-    check_row_stochastic(w, "weights")
-    manifold.check_point(x, "points")
     if _is_euclidean(manifold):
-        wx = comm.mix(w, x, payload_bytes=payload_bytes)
+        # one pass gives the row sums the closed form needs and the row-stochastic check
+        # (W is finite: _setup checked it); the full check only to name the offending row
         r = _row_sums(_local_rows(w, comm), x.ndim)
+        if (comm.n_local < comm.n_agents or (w.nnz and w.data.min() < 0)
+                or not np.all(np.abs(r - 1.0) <= ATOL)):
+            check_row_stochastic(w, "weights")
+        wx = comm.mix(w, x, payload_bytes=payload_bytes)
         return gamma * wx + (1.0 - gamma * r) * x
+    check_row_stochastic(w, "weights")
     v = consensus_direction(
         manifold, w, x, comm=comm, payload_bytes=payload_bytes, max_chunk_arcs=max_chunk_arcs
     )
