@@ -1,22 +1,26 @@
-"""Speed of one PriRFed round (PCA on Sphere(783)) against a per-agent loop and a data stream.
+"""Speed of one PriRFed round (PCA on a sphere) against per-agent loops and the data-stream floor.
 
-Run on demand: ``python benchmarks/bench_prirfed.py [--quick]``. Setting of issue 4: 100 agents
-with 600 samples of dimension 784 each (uniform [0, 1] pixels, synthetic), full participation,
-K = 3 DP-RSGD local steps with clipping and tangent noise, either full batch or the paper's
-``b = N_i / 2``. Rows (best-of-``repeat`` wall time):
+Run on demand: ``python benchmarks/bench_prirfed.py [--quick] [--repeat 5]``.
 
-* ``rfed batched (fast)``: :meth:`PriRFed.step`, all agents in one array, with SpherePCA's
+Settings: issue 4's 100 agents x 600 samples of dimension 784 (uniform [0, 1] pixels,
+synthetic), and 1,000 agents x 50 samples of dimension 784; full participation, K = 3 DP-RSGD
+local steps with clipping and tangent noise, full batch or the paper's ``b = N_i / 2``. Rows
+(interleaved in one process, median CPU time ``time.process_time`` of ``repeat`` calls):
+
+* ``rfed batched``: :meth:`PriRFed.step`, all agents in one array, with SpherePCA's structured
   clipped gradient sum from ``Z x`` and ``Z^T w`` (no per-sample gradient array);
-* ``rfed batched (generic)``: the same round through the generic
-  :meth:`Problem.clipped_grad_sum`, which materializes every per-sample gradient and clips by
-  its Riemannian norm (what any problem without a structured override gets);
-* ``per-agent loop``: a Python loop over the agents making the same manifold calls one agent
-  at a time (sample_rgrad, norm, clip, tangent_gaussian, exp; then the tangent mean);
-* ``stream data once``: one pass over the data array (``data.sum()``), the memory-bandwidth
-  floor; and ``X^T (X v) per agent``, the two passes that one full-batch gradient needs.
+* ``rfed batched, generic clipping``: the same round through the generic
+  :meth:`Problem.clipped_grad_sum` (every per-sample gradient materialized and clipped by its
+  Riemannian norm: what a problem without a structured override gets);
+* ``per-agent loop``: a Python loop over agents making the same calls one agent at a time with
+  the SAME structured clipping (``clipped_grad_sum`` on the agent's batch, tangent noise, exp;
+  then the tangent mean): what a competent user writes;
+* ``per-agent loop, generic (naive)``: the loop with per-sample gradients, norms and clipping;
+* ``floor: K x (Z x, Z^T w)``: K passes over the data a round must read, as two batched
+  ``einsum`` over all agents (full batch) or over half the samples (``b = N_i / 2``): the
+  memory-bandwidth floor of any implementation.
 
-A full-batch round with K = 3 needs at least 3 gradient evaluations, i.e. 6 passes over the data.
-Ratios are reported against the fast batched round.
+The last column is time / rfed; the closing line prints rfed / floor.
 """
 
 from __future__ import annotations
@@ -37,80 +41,102 @@ class GenericPCA(SpherePCA):
     masked_batches = False
 
 
-def best_time(fn, repeat: int) -> float:
-    best = np.inf
-    for _ in range(repeat):
-        t0 = time.perf_counter()
+def interleaved_medians(fns: dict, repeat: int) -> dict[str, float]:
+    """Median CPU seconds per call of each function, one call of each in turn."""
+    for fn in fns.values():
         fn()
-        best = min(best, time.perf_counter() - t0)
-    return best
+    times = {name: [] for name in fns}
+    for _ in range(repeat):
+        for name, fn in fns.items():
+            t0 = time.process_time()
+            fn()
+            times[name].append(time.process_time() - t0)
+    return {name: float(np.median(ts)) for name, ts in times.items()}
 
 
-def loop_round(problem, plan, x, alpha, k_steps, batch, rng):
-    """One round as a per-agent loop over the same manifold calls."""
+def loop_round(problem, plan, x, alpha, k_steps, batch, rng, structured: bool):
+    """One round as a per-agent loop over the same manifold calls (structured or generic
+    clipping)."""
     man = problem.manifold
-    locals_ = []
+    z_all, sq_all = problem.data["z"], problem.data["sq"]
+    locals_ = np.empty((problem.n_agents, *x.shape))
     for a in range(problem.n_agents):
         xa = x.copy()
         for _ in range(k_steps):
             if batch is None:
-                rows = np.arange(problem.counts[a])
+                rows = slice(0, problem.counts[a])
+                b = problem.counts[a]
             else:
                 rows = rng.choice(problem.counts[a], size=batch, replace=False)
-            g = problem.sample_rgrad(xa, {"z": problem.data["z"][a, rows]})
-            norms = man.norm(xa, g)
-            scale = np.minimum(1.0, plan.clip / np.maximum(norms, 1e-300))
-            eta = np.mean(scale[:, None] * g, axis=0)
+                b = batch
+            if structured:
+                total, _ = problem.clipped_grad_sum(
+                    xa, {"z": z_all[a, rows], "sq": sq_all[a, rows]}, plan.clip)
+                eta = total / b
+            else:
+                g = problem.sample_rgrad(xa, {"z": z_all[a, rows]})
+                norms = man.norm(xa, g)
+                scale = np.minimum(1.0, plan.clip / np.maximum(norms, 1e-300))
+                eta = np.mean(scale[:, None] * g, axis=0)
             eta = eta + man.tangent_gaussian(xa, plan.sigma[a], rng)
             xa = man.exp(xa, -alpha * eta)
-        locals_.append(xa)
+        locals_[a] = xa
     w = problem.counts / problem.counts.sum()
-    return tangent_mean(man, x, np.array(locals_), w)
+    return tangent_mean(man, x, locals_, w)
+
+
+def floor_passes(z: np.ndarray, x: np.ndarray, k_steps: int, half: bool) -> None:
+    """The data reads of a round: K times ``Z x`` then ``Z^T w`` for every agent at once."""
+    zz = z[:, : z.shape[1] // 2] if half else z
+    for _ in range(k_steps):
+        w = np.einsum("and,d->an", zz, x)
+        np.einsum("and,an->ad", zz, w)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10 agents instead of 100")
-    parser.add_argument("--repeat", type=int, default=3)
+    parser.add_argument("--quick", action="store_true",
+                        help="10 agents x 600 and 100 agents x 50 instead")
+    parser.add_argument("--repeat", type=int, default=5)
     args = parser.parse_args()
-    n_agents = 10 if args.quick else 100
-    n_per, dim, k_steps = 600, 784, 3
-    rng = np.random.default_rng(0)
-    z = rng.random((n_agents, n_per, dim))
-    fast = SpherePCA(z)
-    generic = GenericPCA(z)
-    x0 = fast.manifold.random_point(rng)
-    print(f"PriRFed round: {n_agents} agents x {n_per} samples, Sphere({dim - 1}), K = {k_steps},"
-          f" DP-RSGD (eps 0.15, delta 1e-4), data {z.nbytes / 2**20:.0f} MiB")
-    rows = []
-    floor = best_time(lambda: z.sum(), args.repeat)
-    v = rng.standard_normal(dim)
-    xtxv = best_time(lambda: np.einsum("and,an->ad", z, np.einsum("and,d->an", z, v)),
-                     args.repeat)
-    for batch_label, batch in (("full batch", None), ("b = N_i/2", 0.5)):
-        times = {}
-        for label, prob in (("rfed batched (fast)", fast), ("rfed batched (generic)", generic)):
-            # public clip: pixels in [0, 1] give ||z||^2 <= dim, the paper's tau = 2 max|z|^2
-            alg = PriRFed(DPRSGD(steps=k_steps, batch_size=batch, clip=2.0 * dim,
-                                 paper_epsilon=0.15, paper_delta=1e-4),
-                          n_sampled=None, step_size=0.1)
-            state = alg.init(prob, x0, np.random.default_rng(1))
-            times[label] = best_time(lambda alg=alg, prob=prob, state=state:
-                                     alg.step(prob, state), args.repeat)
-        plan = DPRSGD(steps=k_steps, batch_size=batch, clip=2.0 * dim, paper_epsilon=0.15,
-                      paper_delta=1e-4).plan(fast)
-        b = None if batch is None else n_per // 2
-        times["per-agent loop"] = best_time(
-            lambda plan=plan, b=b: loop_round(fast, plan, x0, 0.1, k_steps, b,
-                                              np.random.default_rng(2)), args.repeat)
-        times["stream data once (sum)"] = floor
-        times["X^T (X v) per agent (2 passes)"] = xtxv
-        ref = times["rfed batched (fast)"]
-        for label, t in times.items():
-            rows.append((batch_label, label, t, t / ref))
-    print(f"{'batch':<12} {'method':<32} {'seconds':>10} {'time / fast round':>18}")
-    for batch_label, label, t, ratio in rows:
-        print(f"{batch_label:<12} {label:<32} {t:>10.4f} {ratio:>18.2f}")
+    dim, k_steps = 784, 3
+    shapes = [(10, 600), (100, 50)] if args.quick else [(100, 600), (1000, 50)]
+    print(f"PriRFed round, Sphere({dim - 1}) PCA, K = {k_steps} DP-RSGD steps (eps 0.15, "
+          f"delta 1e-4); median CPU time of {args.repeat} interleaved calls")
+    print(f"{'agents x samples':<18} {'batch':<10} {'method':<34} {'seconds':>9} "
+          f"{'time / rfed':>12}")
+    for n_agents, n_per in shapes:
+        rng = np.random.default_rng(0)
+        z = rng.random((n_agents, n_per, dim))
+        fast = SpherePCA(z)
+        generic = GenericPCA(z)
+        x0 = fast.manifold.random_point(rng)
+        for batch_label, batch in (("full", None), ("N_i/2", 0.5)):
+            fns = {}
+            for label, prob in (("rfed batched", fast),
+                                ("rfed batched, generic clipping", generic)):
+                # public clip: pixels in [0, 1] give ||z||^2 <= dim, the paper's 2 max|z|^2
+                alg = PriRFed(DPRSGD(steps=k_steps, batch_size=batch, clip=2.0 * dim,
+                                     paper_epsilon=0.15, paper_delta=1e-4),
+                              n_sampled=None, step_size=0.1)
+                state = alg.init(prob, x0, np.random.default_rng(1))
+                fns[label] = lambda alg=alg, prob=prob, state=state: alg.step(prob, state)
+            plan = DPRSGD(steps=k_steps, batch_size=batch, clip=2.0 * dim, paper_epsilon=0.15,
+                          paper_delta=1e-4).plan(fast)
+            b = None if batch is None else n_per // 2
+            for label, structured in (("per-agent loop", True),
+                                      ("per-agent loop, generic (naive)", False)):
+                fns[label] = (lambda plan=plan, b=b, s=structured, p=fast, x=x0: loop_round(
+                    p, plan, x, 0.1, k_steps, b, np.random.default_rng(2), s))
+            fns["floor: K x (Z x, Z^T w)"] = (
+                lambda half=batch is not None, z=z, x=x0: floor_passes(z, x, k_steps, half))
+            times = interleaved_medians(fns, args.repeat)
+            ref = times["rfed batched"]
+            for label, t in times.items():
+                print(f"{f'{n_agents} x {n_per}':<18} {batch_label:<10} {label:<34} {t:>9.4f} "
+                      f"{t / ref:>12.2f}")
+            print(f"{'':<18} {batch_label:<10} rfed / floor = "
+                  f"{ref / times['floor: K x (Z x, Z^T w)']:.2f}")
 
 
 if __name__ == "__main__":

@@ -23,7 +23,7 @@ import scipy.sparse as sp
 from rfed.manifolds.base import CheckedManifold, Manifold
 from rfed.manifolds.euclidean import Euclidean
 from rfed.networks.comm import Communicator, InProcessCommunicator, _pattern, segment_sum
-from rfed.networks.mixing import check_row_stochastic
+from rfed.networks.mixing import ATOL, check_row_stochastic
 
 __all__ = [
     "riemannian_gossip",
@@ -86,15 +86,18 @@ def _row_sums(w: sp.csr_matrix, ndim: int) -> np.ndarray:
     return (w @ np.ones(w.shape[1])).reshape((n,) + (1,) * (ndim - 1))
 
 
-def _block_rows(w: sp.csr_matrix, comm: Communicator) -> tuple[sp.csr_matrix, np.ndarray]:
-    """The rows of ``w`` of ``comm``'s block of agents and their diagonal entries ``w_ii``.
-
-    One process holding every agent: ``w`` itself (nothing copied).
-    """
+def _local_rows(w: sp.csr_matrix, comm: Communicator) -> sp.csr_matrix:
+    """The rows of ``w`` of ``comm``'s block of agents (one process: ``w`` itself, no copy)."""
     if comm.n_local == comm.n_agents:
-        return w, w.diagonal()
+        return w
     start = int(comm.agents[0]) if comm.n_local else 0
-    rows = w[start:start + comm.n_local]
+    return w[start:start + comm.n_local]
+
+
+def _block_rows(w: sp.csr_matrix, comm: Communicator) -> tuple[sp.csr_matrix, np.ndarray]:
+    """The rows of ``w`` of ``comm``'s block of agents and their diagonal entries ``w_ii``."""
+    rows = _local_rows(w, comm)
+    start = int(comm.agents[0]) if comm.n_local and comm.n_local < comm.n_agents else 0
     return rows, rows.diagonal(k=start)
 
 
@@ -147,11 +150,11 @@ def consensus_direction(
     if b.shape != x.shape:
         raise ValueError(f"argument 'base' has shape {b.shape}; expected {x.shape}")
     n = x.shape[0]
-    rows, diag = _block_rows(w, comm)
     if _is_euclidean(manifold):
         wx = comm.mix(w, x, payload_bytes=payload_bytes, copies=copies)
-        r = _row_sums(rows, x.ndim)
+        r = _row_sums(_local_rows(w, comm), x.ndim)
         return wx - r * b
+    rows, diag = _block_rows(w, comm)
     out = np.zeros_like(x)
     for start, stop in _receiver_chunks(rows, max_chunk_arcs):
         nb = comm.gather_from_neighbors(
@@ -210,14 +213,19 @@ def riemannian_gossip(
     if not np.isfinite(gamma):
         raise ValueError(f"argument 'gamma' must be finite, got {gamma!r}")
     x, w, comm = _setup(manifold, points, weights, comm)
+    manifold.check_point(x, "points")
     # the step averages neighbours only when W is row-stochastic, and exp/log are defined only
     # for points of the manifold: refuse anything else rather than return a wrong point
-    check_row_stochastic(w, "weights")
-    manifold.check_point(x, "points")
     if _is_euclidean(manifold):
+        # one pass gives the row sums the closed form needs and the row-stochastic check
+        # (W is finite: _setup checked it); the full check only to name the offending row
+        r = _row_sums(_local_rows(w, comm), x.ndim)
+        if (comm.n_local < comm.n_agents or (w.nnz and w.data.min() < 0)
+                or not np.all(np.abs(r - 1.0) <= ATOL)):
+            check_row_stochastic(w, "weights")
         wx = comm.mix(w, x, payload_bytes=payload_bytes)
-        r = _row_sums(_block_rows(w, comm)[0], x.ndim)
         return gamma * wx + (1.0 - gamma * r) * x
+    check_row_stochastic(w, "weights")
     v = consensus_direction(
         manifold, w, x, comm=comm, payload_bytes=payload_bytes, max_chunk_arcs=max_chunk_arcs
     )

@@ -115,13 +115,6 @@ def calibrate_noise_multiplier(
     if lo is None:
         return hi
     return _shrink_bracket(eps, target, lo, hi, rtol)
-    while hi / lo > 1.0 + rtol:
-        mid = math.sqrt(lo * hi)
-        if eps(mid) <= target:
-            hi = mid
-        else:
-            lo = mid
-    return hi
 
 
 def calibrate_sigma(

@@ -55,6 +55,22 @@ from rfed.privacy.accountants import (
 __all__ = ["PrivacyLedger"]
 
 
+def _same_agents(a: str | np.ndarray, b: str | np.ndarray) -> bool:
+    """Equal agent sets of two history entries (``'all'`` or sorted id arrays)."""
+    if isinstance(a, str) or isinstance(b, str):
+        return isinstance(a, str) and isinstance(b, str) and a == b
+    return a.shape == b.shape and bool(np.array_equal(a, b))
+
+
+def _agents_out(agents: str | np.ndarray) -> str | list[int]:
+    """A history entry's agents as shown and saved: ``'all'`` or a list of ids."""
+    return agents if isinstance(agents, str) else agents.tolist()
+
+
+def _agents_in(agents: str | list[int]) -> str | np.ndarray:
+    return agents if isinstance(agents, str) else np.asarray(agents, dtype=np.int64)
+
+
 class PrivacyLedger:
     """Record privacy events per agent and round; report (epsilon, delta) per agent and overall.
 
@@ -228,6 +244,9 @@ class PrivacyLedger:
             table = np.stack(cols, axis=1) if n else np.zeros((0, 4))
             combos, inverse = np.unique(table, axis=0, return_inverse=True)
             inverse = np.asarray(inverse).reshape(-1)
+        # sorted distinct ids (the usual call: an arange, a mask, a sorted selection) need no
+        # np.unique, whose hashing cost ~10% of a round at 10^5 agents
+        distinct = ids.size < 2 or bool(np.all(ids[1:] > ids[:-1]))
         for c, (nm_c, rate_c, n_c, m_c) in enumerate(combos):
             spec = EventSpec.make(
                 mechanism,
@@ -238,13 +257,15 @@ class PrivacyLedger:
                 None if m_c < 0 else int(m_c),
             )
             idx = self._key(spec)
-            members = ids[inverse == c]
-            if count:
+            members = ids if combos.shape[0] == 1 else ids[inverse == c]
+            if count and distinct:
+                self._counts[idx, members] += count
+            elif count:
                 np.add.at(self._counts[idx], members, count)
             if self.keep_history:
-                self._append_history(rnd, idx, members, agents is None, count)
+                self._append_history(rnd, idx, members, agents is None, count, distinct)
         if n:
-            uniq = np.unique(ids)
+            uniq = ids if distinct else np.unique(ids)
             new = self._last_round[uniq] != rnd
             self._rounds[uniq[new]] += 1
             self._last_round[uniq] = rnd
@@ -252,15 +273,18 @@ class PrivacyLedger:
         self._max_round = rnd if self._max_round is None else max(self._max_round, rnd)
         self._cache.clear()
 
-    def _append_history(self, rnd, idx, members, all_agents, count):
+    def _append_history(self, rnd, idx, members, all_agents, count, distinct):
         if not all_agents and members.size == self.n_agents:
-            all_agents = np.unique(members).size == self.n_agents
-        agents_repr: str | list[int] = "all" if all_agents else np.sort(members).tolist()
+            all_agents = distinct or np.unique(members).size == self.n_agents
+        # kept as a sorted array (a list only when shown or saved: building a Python list of
+        # every selected agent each round cost more than the rest of the recording)
+        agents_repr: str | np.ndarray = (
+            "all" if all_agents else members if distinct else np.sort(members))
         if self._history:
             last = self._history[-1]
             if (
                 last["event"] == idx
-                and last["agents"] == agents_repr
+                and _same_agents(last["agents"], agents_repr)
                 and last["count"] == count
                 and last["last_round"] + 1 == rnd
             ):
@@ -271,7 +295,8 @@ class PrivacyLedger:
                 "first_round": rnd,
                 "last_round": rnd,
                 "event": idx,
-                "agents": agents_repr,
+                # a copy: the caller's id array may change after the call
+                "agents": agents_repr if isinstance(agents_repr, str) else agents_repr.copy(),
                 "count": count,
             }
         )
@@ -383,7 +408,8 @@ class PrivacyLedger:
     @property
     def history(self) -> list[dict[str, Any]]:
         """Run-length encoded records (event given as its description)."""
-        return [dict(h, event=self._specs[h["event"]].describe()) for h in self._history]
+        return [dict(h, event=self._specs[h["event"]].describe(), agents=_agents_out(h["agents"]))
+                for h in self._history]
 
     def describe(self) -> str:
         """The accountant and its assumptions, plus the ledger's composition rule."""
@@ -550,7 +576,7 @@ class PrivacyLedger:
             "last_round": self._last_round.tolist(),
             "first_round": self._first_round,
             "max_round": self._max_round,
-            "history": [dict(h) for h in self._history],
+            "history": [dict(h, agents=_agents_out(h["agents"])) for h in self._history],
             "paper": [dict(p) for p in self._paper],
         }
 
@@ -577,7 +603,7 @@ class PrivacyLedger:
         led._last_round = np.asarray(data["last_round"], dtype=np.int64)
         led._first_round = data["first_round"]
         led._max_round = data["max_round"]
-        led._history = [dict(h) for h in data["history"]]
+        led._history = [dict(h, agents=_agents_in(h["agents"])) for h in data["history"]]
         led._paper = [dict(p) for p in data["paper"]]
         return led
 

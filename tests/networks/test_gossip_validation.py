@@ -24,6 +24,11 @@ def test_gossip_refuses_a_non_stochastic_w():
     w = sp.csr_matrix(np.eye(6) * 2.0 - np.roll(np.eye(6), 1, axis=1))   # rows sum to 1
     with pytest.raises(ValueError, match="'weights' has a negative entry"):
         riemannian_gossip(Euclidean(3), np.zeros((6, 3)), w)
+    # Euclidean gossip checks the row sums it uses in its closed form
+    w = uniform_weights(ring(6)).tolil()
+    w[4, 4] += 1e-6
+    with pytest.raises(ValueError, match="'weights' is not row-stochastic: row 4 sums to 1.000001"):
+        riemannian_gossip(Euclidean(3), np.zeros((6, 3)), w.tocsr())
 
 
 def test_gossip_refuses_off_manifold_points():

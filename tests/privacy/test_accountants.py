@@ -7,6 +7,7 @@ import pytest
 from dp_accounting import pld, rdp
 
 from rfed.privacy import CertifiedAccountant, EventSpec, clipped_mean_sensitivity, gaussian_epsilon
+from rfed.privacy.accountants import compose_epsilon
 
 
 def test_anchor_rdp():
@@ -158,3 +159,103 @@ def test_unsupported_events_are_refused(method, neighboring, adder, kwargs, matc
     with pytest.raises(ValueError, match=match):
         getattr(acc, adder)(1.0, **kwargs)
     assert acc.events == ()
+
+
+# ---------------------------------------------------------------------- cached, restricted RDP
+def _full_order_epsilon(spec, steps, delta, neighboring):
+    """dp-accounting alone, default orders: the value the restricted orders must reproduce."""
+    import dp_accounting as dpa
+    from dp_accounting.rdp import rdp_privacy_accountant as dpa_rdp
+
+    rel = {"add_remove_one": dpa.NeighboringRelation.ADD_OR_REMOVE_ONE,
+           "replace_one": dpa.NeighboringRelation.REPLACE_ONE}[neighboring]
+    acc = dpa_rdp.RdpAccountant(neighboring_relation=rel)
+    acc.compose(dpa.SelfComposedDpEvent(spec.to_dp_event("rdp", neighboring), steps))
+    return acc.get_epsilon_and_optimal_order(delta)
+
+
+@pytest.mark.parametrize("kind,full_grid", [
+    ("none", True), ("poisson", True), ("without_replacement", False),
+    pytest.param("without_replacement", True, marks=pytest.mark.slow)])
+def test_epsilon_equals_the_full_order_set_bit_for_bit(kind, full_grid, tmp_path):
+    from rfed.privacy import accountants as acc_mod
+
+    acc_mod.set_rdp_cache_dir(tmp_path)
+    try:
+        neighboring = "add_remove_one" if kind == "poisson" else "replace_one"
+        high = 0
+        # without replacement costs ~0.2 s a curve: a smaller grid by default, all under -m slow
+        grid = ((0.6, 400.0), ((1, 1e-5), (2000, 1e-6))) if kind == "without_replacement" \
+            and not full_grid else ((0.6, 2.0, 8.0, 60.0, 400.0),
+                                    ((1, 1e-5), (40, 1e-10), (2000, 1e-6)))
+        for z in grid[0]:
+            for steps, delta in grid[1]:
+                if kind == "none":
+                    spec = EventSpec.make("gaussian", z)
+                elif kind == "poisson":
+                    spec = EventSpec.make("gaussian", z, "poisson", 0.03)
+                else:
+                    spec = EventSpec.make("gaussian", z, "without_replacement", dataset_size=40,
+                                          sample_size=4)
+                want, order = _full_order_epsilon(spec, steps, delta, neighboring)
+                assert compose_epsilon([(spec, steps)], delta, "rdp", neighboring) == want
+                high += order > 64
+        assert high > 0  # the grid reaches cases where an order above 64 is the optimum
+    finally:
+        acc_mod.set_rdp_cache_dir(None)
+
+
+def test_rdp_curves_are_reused_across_processes_from_disk(tmp_path, monkeypatch):
+    from rfed.privacy import accountants as acc_mod
+
+    spec = EventSpec.make("gaussian", 1.3, "without_replacement", dataset_size=30, sample_size=5)
+    acc_mod.set_rdp_cache_dir(tmp_path)
+    try:
+        acc_mod.clear_rdp_cache()
+        first = compose_epsilon([(spec, 50)], 1e-5, "rdp", "replace_one")
+        assert len(list(tmp_path.glob("*.npz"))) >= 1
+        assert not list(tmp_path.glob("*.tmp"))  # written atomically, nothing left behind
+        acc_mod.clear_rdp_cache(memory=True)  # a new process: only the disk remains
+
+        class NoAccountant:
+            def __init__(self, *args, **kwargs):
+                raise AssertionError("the curve should come from the disk cache")
+
+        with monkeypatch.context() as m:
+            m.setattr(acc_mod.dpa_rdp, "RdpAccountant", NoAccountant)
+            assert compose_epsilon([(spec, 50)], 1e-5, "rdp", "replace_one") == first
+        # another dp-accounting version never reads these files
+        acc_mod.clear_rdp_cache(memory=True)
+        monkeypatch.setattr(acc_mod, "DP_ACCOUNTING_VERSION", "0.0-other")
+        n_files = len(list(tmp_path.glob("*.npz")))
+        assert compose_epsilon([(spec, 50)], 1e-5, "rdp", "replace_one") == first
+        assert len(list(tmp_path.glob("*.npz"))) > n_files
+    finally:
+        acc_mod.set_rdp_cache_dir(None)
+        acc_mod.clear_rdp_cache()
+
+
+def test_a_corrupt_or_unwritable_disk_cache_costs_time_not_correctness(tmp_path):
+    from rfed.privacy import accountants as acc_mod
+
+    spec = EventSpec.make("gaussian", 0.9, "poisson", 0.05)
+    acc_mod.set_rdp_cache_dir(None)
+    acc_mod.clear_rdp_cache()
+    want = compose_epsilon([(spec, 100)], 1e-5)
+    acc_mod.set_rdp_cache_dir(tmp_path)
+    try:
+        acc_mod.clear_rdp_cache()
+        compose_epsilon([(spec, 100)], 1e-5)
+        for f in tmp_path.glob("*.npz"):
+            f.write_bytes(b"truncated")
+        acc_mod.clear_rdp_cache(memory=True)
+        assert compose_epsilon([(spec, 100)], 1e-5) == want
+        blocker = tmp_path / "not-a-folder"
+        blocker.write_text("x")
+        acc_mod.set_rdp_cache_dir(blocker / "curves")
+        acc_mod.clear_rdp_cache(memory=True)
+        with pytest.warns(RuntimeWarning, match="not writable"):
+            assert compose_epsilon([(spec, 100)], 1e-5) == want
+    finally:
+        acc_mod.set_rdp_cache_dir(None)
+        acc_mod.clear_rdp_cache()

@@ -200,3 +200,24 @@ def test_equal_per_agent_arrays_share_one_event():
     led.record(0, np.arange(1000), sigma=np.full(1000, 2.0), sensitivity=np.full(1000, 0.5))
     assert len(led.history) == 1 and led.history[0]["agents"] == "all"
     assert led.epsilon(1e-5) == pytest.approx(led.epsilon(1e-5, agent=999))
+
+
+def test_history_agents_do_not_alias_the_callers_array_and_round_trip():
+    led = PrivacyLedger(50)
+    picked = np.array([3, 7, 9])
+    led.record(0, picked, noise_multiplier=np.full(3, 2.0))
+    picked[0] = 40  # the caller reuses its array
+    led.record(1, np.array([9, 3, 7]), noise_multiplier=2.0)  # unsorted: the same set
+    assert led.history[0]["agents"] == [3, 7, 9]
+    assert (led.history[0]["first_round"], led.history[0]["last_round"]) == (0, 1)
+    again = PrivacyLedger.from_json(led.to_json())
+    again.record(2, np.array([3, 7, 9]), noise_multiplier=2.0)
+    assert again.history == [dict(led.history[0], last_round=2)]
+    np.testing.assert_array_equal(again.rounds_participated[[3, 7, 9, 0]], [3, 3, 3, 0])
+
+
+def test_repeated_ids_in_one_call_count_once_per_round_but_every_invocation():
+    led = PrivacyLedger(5)
+    led.record(0, np.array([1, 1, 2]), noise_multiplier=1.0, count=2)
+    assert led.spent(1)[0][1] == 4 and led.spent(2)[0][1] == 2
+    np.testing.assert_array_equal(led.rounds_participated, [0, 1, 1, 0, 0])
