@@ -53,7 +53,7 @@ DEFAULT_EXPERIMENT = "pca-synthetic"
 DEFAULT_OUT = Path("runs")
 
 #: Experiments whose algorithms all run on the MPI engine (checked bit-identical to one process).
-MPI_EXPERIMENTS = ("doadp-logreg", "dpdgt-ieee14")
+MPI_EXPERIMENTS = ("doadp-digits", "doadp-logreg", "dpdda-svm", "dpdgt-ieee14", "dpdl-digits")
 
 
 def _parser() -> argparse.ArgumentParser:

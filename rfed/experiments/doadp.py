@@ -262,7 +262,8 @@ def doadp_digits(config: dict, ctx: RunContext) -> dict:
     configs = ((1.0, 1.0), (0.8, 1.0), (1.0, 0.4), (0.8, 0.4))
 
     def acc(prob, state):
-        return {"test_accuracy": float(prob.accuracy(np.mean(state.x, axis=0), x_te, y_te))}
+        x_mean = np.mean(state.comm.all_rows(state.x), axis=0)   # every rank's agents
+        return {"test_accuracy": float(prob.accuracy(x_mean, x_te, y_te))}
 
     every = cfg["eval_every"] if cfg["eval_every"] > 0 else max(1, rounds // 25)
     all_results: dict[str, list] = {}

@@ -61,7 +61,7 @@ def _run_svm(cfg: dict, ctx: RunContext, reg: str) -> dict:
     zero = lambda rng: np.zeros(d)  # noqa: E731 - x^(1) = 0 for both SVMs (spec 2.5)
 
     def acc(prob, state):
-        return {"accuracy": prob.accuracy(np.mean(state.xtilde, axis=0))}
+        return {"accuracy": prob.accuracy(np.mean(state.comm.all_rows(state.xtilde), axis=0))}
 
     variants = [(na, f"DP-DDA iota={na / n:g}") for na in cfg["n_active"]]
     if reg == "l2" and cfg["baseline"]:

@@ -78,7 +78,8 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
     x0 = problem.initial_point(ctx.rng(96))
 
     def acc(prob, state):
-        return {"test_accuracy": float(np.mean(prob.accuracy(state.x, x_te, y_te)))}
+        x_all = state.comm.all_rows(state.x)   # every rank's agents
+        return {"test_accuracy": float(np.mean(prob.accuracy(x_all, x_te, y_te)))}
 
     eps_grid = list(cfg["epsilons"]) + ([0.0] if cfg["non_private"] else [])
     rows = []
@@ -110,7 +111,8 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
             all_results.update(res)
             for st in settings:
                 runs = [r for r in res[st.label] if not r.diverged] or res[st.label][:0]
-                accs = [np.mean(problem.accuracy(r.state.x, x_te, y_te)) for r in runs]
+                accs = [np.mean(problem.accuracy(r.state.comm.all_rows(r.state.x), x_te, y_te))
+                        for r in runs]
                 mean_acc = [problem.accuracy(r.x, x_te, y_te) for r in runs]
                 row = {"topology": topo, "algorithm": st.tags["algorithm"],
                        "eps_target_certified": eps if eps > 0 else None,

@@ -52,7 +52,8 @@ def test_two_ranks_write_the_one_process_results_from_rank_0(tmp_path, capsys):
     # every round's metrics (iterates' cost, consensus, messages, bytes) and the privacy
     hist = _without_run_id(out / "history.jsonl")
     assert hist == _without_run_id(ref / "history.jsonl")
-    assert len({r["setting"] for r in hist}) == 5   # four DO-ADP configurations + the paper's
+    # four DO-ADP configurations, the paper's and the non-private reference
+    assert len({r["setting"] for r in hist}) == 6
     assert (out / "privacy.json").read_text() == (ref / "privacy.json").read_text()
     for table in ("table1_communication_and_fig2a.csv", "summary_table.csv"):
         assert (out / table).read_text() == (ref / table).read_text(), table
@@ -69,3 +70,40 @@ def test_what_mpi_cannot_run_is_a_one_line_error(argv, message, capsys, tmp_path
     err = capsys.readouterr().err
     assert message in err and err.count("\n") == 1
     assert not (tmp_path / "x").exists()
+
+
+# the other decentralized experiments at tiny sizes (their metrics gather every agent's rows)
+_OTHER_TINY = {
+    "dpdl-digits": {"rounds": 2, "n_agents": 4, "eval_every": 1, "epsilons": [4.0],
+                    "topologies": ["complete"], "hidden": 4},
+    "dpdda-svm": {"epochs": 1, "n_agents": 4, "n_per_agent": 6, "dim": 4, "n_active": [2],
+                  "eps_sweep": [1.0], "eval_every": 4, "baseline": False},
+    "doadp-digits": {"epochs": 1, "n_agents": 40, "epsilons": [1.0], "hidden": 4,
+                     "eval_every": 2},
+}
+
+
+@pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install 'rfed[mpi]')")
+@pytest.mark.parametrize("name", [
+    "dpdl-digits",
+    pytest.param("dpdda-svm", marks=pytest.mark.slow),
+    pytest.param("doadp-digits", marks=pytest.mark.slow),
+])
+def test_three_ranks_give_the_one_process_tables(name, tmp_path, capsys):
+    sets = [a for k, v in _OTHER_TINY[name].items() for a in ("--set", f"{k}={v!r}")]
+    ref = tmp_path / "inprocess"
+    assert main(["run", name, *sets, "--out", str(ref), "--no-progress"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "mpi"
+    proc = subprocess.run(
+        [_mpiexec(), "-n", "3", sys.executable, "-m", "mpi4py", "-m", "rfed", "run", name,
+         *sets, "--out", str(out), "--engine", "mpi", "--no-progress"],
+        capture_output=True, text=True, timeout=300, cwd=tmp_path,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert proc.returncode == 0, proc.stderr[-3000:]
+    assert _without_run_id(out / "history.jsonl") == _without_run_id(ref / "history.jsonl")
+    assert (out / "privacy.json").read_text() == (ref / "privacy.json").read_text()
+    tables = sorted(p.name for p in ref.glob("*.csv") if p.name != "history.csv")
+    assert tables and sorted(p.name for p in out.glob("*.csv") if p.name != "history.csv") == tables
+    for table in tables:
+        assert (out / table).read_text() == (ref / table).read_text(), table

@@ -353,8 +353,13 @@ class DPDL(DecentralizedAlgorithm):
         x_new, v_new = self._gossip(manifold, state, x, vtilde, xtilde)
         self._charge(state, n)
         info = dict(state.info)
-        # this block's range of calibration weights
-        info["cal_min"], info["cal_max"] = float(cal.min()), float(cal.max())
+        # the range of calibration weights over every agent (each rank holds its block's arcs;
+        # every agent has its self arc, so no agent's entry stays infinite)
+        lowest, highest = np.full(n_local, np.inf), np.full(n_local, -np.inf)
+        np.minimum.at(lowest, model_owner, cal)
+        np.maximum.at(highest, model_owner, cal)
+        info["cal_min"] = float(comm.all_rows(lowest).min())
+        info["cal_max"] = float(comm.all_rows(highest).max())
         return DPDLState(t=state.t + 1, x=x_new, rng=state.rng, comm=comm,
                          ledger=state.ledger, info=info, v=v_new, gtilde=gtilde, last_cal=cal,
                          noise_std=state.noise_std, seed=state.seed)
