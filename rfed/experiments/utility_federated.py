@@ -642,8 +642,8 @@ def _descriptor_problems(config: dict, ctx: RunContext
     defaults={
         "data": "fmnist", "data_path": "", "n_agents": 50, "per_agent": 0,
         "public_fraction": 0.2,
-        "epsilons": [0.5, 1.0, 2.0, 4.0, 8.0], "repetitions": 5, "tune_repetitions": 2,
-        "rsgd_rounds": [5, 10, 20], "rsgd_steps": [0.3, 0.6, 1.0], "clips": [1.0, 2.0, 4.0],
+        "epsilons": [0.5, 1.0, 2.0, 4.0, 8.0], "repetitions": 5, "tune_repetitions": 1,
+        "rsgd_rounds": [10, 20], "rsgd_steps": [0.3, 0.6, 1.0], "clips": [1.0, 2.0, 4.0],
         "log_norm_bounds": [1.0, 2.0, 4.0],
     },
     slow=True,
