@@ -250,8 +250,8 @@ def _summarise(values: list[float]) -> dict:
 @register(
     "utility-fmnist-classify",
     paper="DO-ADP, DPDL: certified-budget companion",
-    summary="Fashion-MNIST classification vs certified eps, centralized DP-SGD beside "
-            "(needs Fashion-MNIST)",
+    summary="Fashion-MNIST classification vs certified eps, centralized DP-SGD beside",
+    requires=("fashion-mnist",),
     description=(
         "Multinomial logistic regression on unit-normalised Fashion-MNIST (needs the real files: "
         "apt-get install dataset-fashion-mnist), projected on the top pca_dim principal "
@@ -503,8 +503,8 @@ def _svm_problem(x, y, n: int, reg: str, strength: float, rng) -> HingeSVM:
 @register(
     "utility-svm",
     paper="DP-DDA: certified-budget companion",
-    summary="DP-DDA l1/l2-SVM vs certified eps, binary Fashion-MNIST and 'epsilon' stand-in "
-            "(needs Fashion-MNIST)",
+    summary="DP-DDA l1/l2-SVM vs certified eps, binary Fashion-MNIST and 'epsilon' stand-in",
+    requires=("fashion-mnist",),
     description=(
         "DP-DDA (node sampling iota = n_active / n_agents, complete graph) on hinge-loss SVMs "
         "with l2 (mu) and l1 (phi) regularizers: a binary Fashion-MNIST task (needs the real "

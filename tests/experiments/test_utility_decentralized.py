@@ -56,6 +56,10 @@ def fake_data(monkeypatch, tmp_path):
 def test_registered_and_delta_rule():
     for name in ("utility-fmnist-classify", "utility-svm", "utility-dpdgt"):
         assert get_experiment(name).paper
+    # rfed list marks the experiments whose default command needs the real files
+    assert get_experiment("utility-fmnist-classify").requires == ("fashion-mnist",)
+    assert get_experiment("utility-svm").requires == ("fashion-mnist",)
+    assert get_experiment("utility-dpdgt").requires == ()
     assert certified_delta(1000) == 1e-5
     assert certified_delta(5000) == 1e-5
     assert certified_delta(20_000) == pytest.approx(5e-6)  # 1 / (10 N) is smaller
