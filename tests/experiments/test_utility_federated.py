@@ -227,3 +227,12 @@ def test_spd_descriptors_photo_standin_is_labelled(tmp_path):
     with pytest.raises(ValueError, match="setting 'data'"):
         run_experiment("utility-spd-descriptors", seed=0, out_dir=tmp_path / "bad",
                        overrides={"data": "mnist"})
+
+
+@pytest.mark.slow
+def test_spd_descriptors_full_size(tmp_path):
+    if not mnist_mod.fashion_mnist_available():
+        pytest.skip("Fashion-MNIST is not installed (apt-get install dataset-fashion-mnist)")
+    summary, _ = run_experiment("utility-spd-descriptors", seed=0, out_dir=tmp_path / "desc")
+    assert summary["gap_closed"]["PriRFed DP-RSGD"]["8"] > 0.9
+    assert all(summary["monotone_within_bands"].values())
