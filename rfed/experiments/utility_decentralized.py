@@ -104,8 +104,38 @@ def _fmnist(cfg: dict, rng: np.random.Generator, binary: tuple[int, int] | None 
         x_priv, x_pub, x_te = x_priv @ proj, split.x_public @ proj, x_te @ proj
     else:
         x_pub = split.x_public
+    n_feat = int(cfg.get("random_features") or 0)
+    if n_feat:
+        weights = random_relu_weights(x_priv.shape[1], n_feat, float(cfg["feature_scale"]),
+                                      int(cfg["feature_seed"]))
+        x_priv, x_pub, x_te = (random_relu_features(a, weights) for a in (x_priv, x_pub, x_te))
     return {"x_priv": x_priv, "y_priv": y_priv, "x_pub": x_pub, "y_pub": split.y_public,
             "x_test": x_te, "y_test": y_te, "n_public": len(split.y_public)}
+
+
+def random_relu_weights(dim: int, n_features: int, scale: float, seed: int) -> np.ndarray:
+    """Data-independent weights ``W`` of shape ``(dim, n_features)``, entries N(0, scale^2).
+
+    Drawn from ``numpy.random.default_rng(seed)`` alone: no record is read, so the feature map
+    is public and costs no privacy.
+    """
+    if not (isinstance(n_features, (int, np.integer)) and n_features >= 1):
+        raise ValueError(f"argument 'random_features' must be an int >= 1, got {n_features!r}")
+    if not (scale > 0 and np.isfinite(scale)):
+        raise ValueError(f"argument 'feature_scale' must be a finite float > 0, got {scale!r}")
+    return scale * np.random.default_rng(seed).standard_normal((dim, n_features))
+
+
+def random_relu_features(x: np.ndarray, weights: np.ndarray) -> np.ndarray:
+    """``relu(x W) / ||relu(x W)||`` row by row, shape ``(n, n_features)``.
+
+    Random ReLU features (Rahimi and Recht 2008's random-feature idea with the ReLU), each row
+    rescaled to unit norm so that the public feature bound ``||phi(x)|| <= 1`` of the clipped
+    gradients still holds (a row whose features are all zero stays zero).
+    """
+    h = np.maximum(x @ weights, 0.0)
+    norm = np.linalg.norm(h, axis=1, keepdims=True)
+    return h / np.where(norm > 0, norm, 1.0)
 
 
 def _partition(labels: np.ndarray, n_agents: int, kind: str, alpha: float,
@@ -220,8 +250,8 @@ def _summarise(values: list[float]) -> dict:
 @register(
     "utility-fmnist-classify",
     paper="DO-ADP, DPDL: certified-budget companion",
-    summary="Fashion-MNIST classification vs certified eps, centralized DP-SGD beside "
-            "(needs Fashion-MNIST)",
+    summary="Fashion-MNIST classification vs certified eps, centralized DP-SGD beside",
+    requires=("fashion-mnist",),
     description=(
         "Multinomial logistic regression on unit-normalised Fashion-MNIST (needs the real files: "
         "apt-get install dataset-fashion-mnist), projected on the top pca_dim principal "
@@ -232,7 +262,9 @@ def _summarise(values: list[float]) -> dict:
         "private data (Poisson batches of n_agents x batch_size, same clip, epochs and budget). "
         "Test accuracy on the 10,000 test images; non-private optimum (L-BFGS) and the zero "
         "start (chance) as references; DO-ADP's communication-accuracy trade-off (p, k/d) at "
-        "eps_comm. Step sizes chosen on the public split (see the 'tuning' table)."
+        "eps_comm. Step sizes chosen on the public split (see the 'tuning' table). "
+        "random_features=D > 0 maps the projected features through D data-independent random "
+        "ReLU features (seeded by feature_seed, rows rescaled to unit norm)."
     ),
     defaults={
         "data_path": "", "n_agents": 10, "partitions": ["iid", "dirichlet"],
@@ -246,6 +278,7 @@ def _summarise(values: list[float]) -> dict:
         "lrs_dpsgd": [1.0, 2.0, 4.0], "eps_tune": 3.0, "eps_comm": 3.0,
         "comm_configs": [[1.0, 1.0], [0.8, 1.0], [1.0, 0.3], [0.8, 0.3], [1.0, 0.1]],
         "target_epsilon": 3.0, "target_accuracy": 80.0,
+        "random_features": 0, "feature_scale": 4.0, "feature_seed": 12345,
     },
 )
 def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
@@ -470,8 +503,8 @@ def _svm_problem(x, y, n: int, reg: str, strength: float, rng) -> HingeSVM:
 @register(
     "utility-svm",
     paper="DP-DDA: certified-budget companion",
-    summary="DP-DDA l1/l2-SVM vs certified eps, binary Fashion-MNIST and 'epsilon' stand-in "
-            "(needs Fashion-MNIST)",
+    summary="DP-DDA l1/l2-SVM vs certified eps, binary Fashion-MNIST and 'epsilon' stand-in",
+    requires=("fashion-mnist",),
     description=(
         "DP-DDA (node sampling iota = n_active / n_agents, complete graph) on hinge-loss SVMs "
         "with l2 (mu) and l1 (phi) regularizers: a binary Fashion-MNIST task (needs the real "

@@ -14,7 +14,11 @@ import pytest
 import rfed.datasets.mnist as mnist_mod
 from rfed.datasets import DatasetNotFoundError, fashion_mnist_available
 from rfed.experiments.registry import get_experiment, run_experiment
-from rfed.experiments.utility_decentralized import certified_delta
+from rfed.experiments.utility_decentralized import (
+    certified_delta,
+    random_relu_features,
+    random_relu_weights,
+)
 
 DPDGT_W_STAR = np.array([76.7398, 85.6530, 59.1311, 68.9863, 70.4898])
 
@@ -52,6 +56,10 @@ def fake_data(monkeypatch, tmp_path):
 def test_registered_and_delta_rule():
     for name in ("utility-fmnist-classify", "utility-svm", "utility-dpdgt"):
         assert get_experiment(name).paper
+    # rfed list marks the experiments whose default command needs the real files
+    assert get_experiment("utility-fmnist-classify").requires == ("fashion-mnist",)
+    assert get_experiment("utility-svm").requires == ("fashion-mnist",)
+    assert get_experiment("utility-dpdgt").requires == ()
     assert certified_delta(1000) == 1e-5
     assert certified_delta(5000) == 1e-5
     assert certified_delta(20_000) == pytest.approx(5e-6)  # 1 / (10 N) is smaller
@@ -110,6 +118,37 @@ def test_classify_tiny(fake_data, tmp_path):
     for name in ("privacy_utility.png", "privacy_utility.csv", "tuning.csv",
                  "doadp_communication_accuracy.png", "summary_table.csv"):
         assert (tmp_path / "out" / name).exists()
+
+
+def test_random_relu_features_are_public_and_bounded():
+    w = random_relu_weights(16, 64, 4.0, seed=3)
+    # a function of the seed alone: the same bits again, whatever data it is applied to
+    assert np.array_equal(w, random_relu_weights(16, 64, 4.0, seed=3))
+    assert w.shape == (16, 64) and np.std(w) == pytest.approx(4.0, rel=0.1)
+    x = np.random.default_rng(0).standard_normal((50, 16))
+    phi = random_relu_features(x, w)
+    assert phi.shape == (50, 64) and np.all(phi >= 0)
+    # unit rows: the public feature bound ||phi(x)|| <= 1 of the clipped gradients holds
+    assert np.allclose(np.linalg.norm(phi, axis=1), 1.0)
+    assert np.array_equal(random_relu_features(np.zeros((2, 16)), w), np.zeros((2, 64)))
+    with pytest.raises(ValueError, match="random_features"):
+        random_relu_weights(16, 0, 4.0, seed=3)
+    with pytest.raises(ValueError, match="feature_scale"):
+        random_relu_weights(16, 8, -1.0, seed=3)
+
+
+def test_classify_tiny_with_random_features(fake_data, tmp_path):
+    summary, ctx = run_experiment("utility-fmnist-classify", out_dir=tmp_path / "rf",
+                                  overrides={
+        "data_path": str(fake_data), "n_agents": 4, "epsilons": [8.0], "repetitions": 1,
+        "pca_dim": 16, "random_features": 48, "public_fraction": 0.25, "epochs": 2,
+        "batch_size": 16, "algorithms": ["DP-SGD (centralized, pooled)"], "lrs_dpsgd": [2.0],
+        "partitions": ["iid"], "eps_tune": 8.0, "target_epsilon": 8.0})
+    refs = {r["partition"]: r for r in summary["references"]}
+    # 48 random features of the 16 public directions still separate the easy fake classes
+    assert refs["iid"]["nonprivate_optimum_test_accuracy"] > 90
+    private = [r for r in ctx.tables["privacy_utility"] if r["target_epsilon"] == 8.0]
+    assert 0.9 * 8.0 <= private[0]["epsilon_certified"] <= 8.0 + 1e-9
 
 
 def test_dirichlet_partition_is_non_iid_and_covers_the_data():
