@@ -648,15 +648,18 @@ class DPRSVRG(LocalTrainer):
             xj = snap
             # line 6 for all j at once: l_j uniform on [N_i], independent across j
             picks = problem.batch(agents, rng.integers(0, counts[:, None], size=(agents.size, m)))
+            # c_1(x~) - g for every j at once: the snapshot stays fixed during the inner loop
+            at_snap, c_snap = problem.clipped_grad_sum(
+                snap[:, None], {key: v[:, :, None] for key, v in picks.items()}, plan.clip)
+            n_clipped += int(np.sum(c_snap))
+            snap_terms = at_snap - g_full[:, None]
             for j in range(m):
                 if option == 2:
                     chosen = np.where((pick == k * m + j).reshape(shape), xj, chosen)
                 one = {key: v[:, j : j + 1] for key, v in picks.items()}
-                # the sample's gradient at x_j and at the snapshot in one batched call
-                pair = {key: np.broadcast_to(v, (2,) + v.shape) for key, v in one.items()}
-                g2, c2 = problem.clipped_grad_sum(np.stack([xj, snap]), pair, plan.clip)
-                n_clipped += int(np.sum(c2))
-                eta = g2[0] - man.transport(snap, xj, g2[1] - g_full)
+                g1, c1 = problem.clipped_grad_sum(xj, one, plan.clip)
+                n_clipped += int(np.sum(c1))
+                eta = g1 - man.transport(snap, xj, snap_terms[:, j])
                 eta = self._noise(problem, plan, xj, eta, agents, rng)
                 xj = man.exp(xj, -step_size * eta)
             snap = xj
