@@ -127,6 +127,10 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
                   "sampling_rate": plan.sizes[agents] / plan.counts[agents]}
     ledger.record(round_index, agents, sigma=plan.sigma[agents], sensitivity=sens,
                   count=plan.steps, **kwargs)
+    if plan.snapshot_steps:
+        # DP-RSVRG with a released snapshot: its full-batch snapshot-gradient releases
+        ledger.record(round_index, agents, sigma=plan.snapshot_sigma[agents],
+                      sensitivity=plan.snapshot_sensitivity[agents], count=plan.snapshot_steps)
 
 
 def _worst(events_by_agent: list[list[tuple[EventSpec, int]]], delta: float, neighboring: str,
@@ -213,7 +217,8 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float,
         # repetitions of an experiment (other seeds, often the same most-selected count) and
         # its settings reuse a calibration instead of bisecting again
         key = (int(plan.counts[worst]), float(plan.sizes[worst]), plan.sampling,
-               plan.neighboring, int(plan.steps), int(participation[worst]), budget,
+               plan.neighboring, int(plan.steps), int(plan.snapshot_steps),
+               int(participation[worst]), budget,
                float(delta))
         if key in _CALIBRATIONS:
             z[u] = _CALIBRATIONS[key].noise_multiplier
@@ -246,6 +251,13 @@ def _assumptions(trainer: LocalTrainer, plan: LocalPlan, secure: bool) -> list[s
                    "(enforced)")
     if plan.clip_full is not None and trainer.name == "DP-RSVRG":
         out.append(f"full-gradient summands clipped to {plan.clip_full:g} (enforced)")
+    if plan.snapshot_steps:
+        out.append("DP-RSVRG with a released snapshot (not the paper's Alg. 3): each outer "
+                   f"loop releases the snapshot gradient (summands clipped to "
+                   f"{plan.clip_full:g}, sensitivity 2 tau_0 / N_i, full batch); each inner "
+                   f"step's per-sample gradient differences are clipped jointly to "
+                   f"{plan.clip:g} (enforced; sensitivity 2 tau_d / b_i, subsampled without "
+                   "replacement)")
     out.append("clip levels are public numbers given by the user, not read from the data")
     out.append("local dataset sizes N_i public (the normalisers of the clipped means)")
     if plan.sampling == "without_replacement":
@@ -351,6 +363,7 @@ def prirfed_privacy_report(
         "worst_agent": int(worst),
         "noise_multiplier": float(z.min()) if plan.private else 0.0,
         "steps_per_round": plan.steps,
+        "snapshot_releases_per_round": plan.snapshot_steps,
         "accountant": accountant,
     }
     return {
