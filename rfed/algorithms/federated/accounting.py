@@ -251,7 +251,7 @@ def _assumptions(trainer: LocalTrainer, plan: LocalPlan, secure: bool) -> list[s
                    "(enforced)")
     if plan.clip_full is not None and trainer.name == "DP-RSVRG":
         out.append(f"full-gradient summands clipped to {plan.clip_full:g} (enforced)")
-    if plan.snapshot_steps:
+    if plan.snapshot_steps and plan.clip is not None and plan.clip_full is not None:
         out.append("DP-RSVRG with a released snapshot (not the paper's Alg. 3): each outer "
                    f"loop releases the snapshot gradient (summands clipped to "
                    f"{plan.clip_full:g}, sensitivity 2 tau_0 / N_i, full batch); each inner "
