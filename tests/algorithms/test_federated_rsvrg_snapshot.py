@@ -8,9 +8,9 @@ amplified by the subsampling). See the module docstring of ``rfed.algorithms.fed
 
 from __future__ import annotations
 
+import dp_accounting as dpa
 import numpy as np
 import pytest
-import dp_accounting as dpa
 from dp_accounting import dp_event
 from dp_accounting.rdp import rdp_privacy_accountant as rdp
 
