@@ -28,8 +28,9 @@ SMALL = {
                      "agents": [10], "report_rounds": [1], "inner_steps": 2, "local_steps": 2},
     "prirfed-fig4": {"n_samples": 200, "rounds": 2, "repetitions": 1, "eval_every": 1,
                      "agents": [10], "report_rounds": [1], "inner_steps": 2, "local_steps": 2},
+    # the defaults before issue 9's released-snapshot DP-RSVRG (the paper's Alg. 3 throughout)
     "prirfed-fig5": {"rounds": 2, "repetitions": 1, "eval_every": 1, "inner_steps": 2,
-                     "local_steps": 2},
+                     "local_steps": 2, "epsilons": [1.0], "rsvrg_variant": "paper"},
     "prirfed-kpca": {"rounds": 4, "repetitions": 1, "eval_every": 2, "epsilons": [8.0]},
     "doadp-digits": {"epochs": 1, "n_agents": 8, "epsilons": [1.0], "hidden": 4},
     "doadp-logreg": {"epochs": 1, "n_agents": 8, "n_per_agent": 10, "dim": 5,
