@@ -331,6 +331,15 @@ class Problem(abc.ABC):
             self._reference = self._compute_reference()
         return self._reference
 
+    def set_reference(self, point: np.ndarray) -> None:
+        """Use ``point`` as the reference solution (e.g. one computed for another problem over
+        the same pooled samples: the minimizer depends on the pooled data only, not on how
+        they are split among agents). ``point`` must lie on the manifold."""
+        point = np.array(point, dtype=float)
+        self.manifold.check_point(point, "point")
+        self._reference = point
+        self._reference_cost = None
+
     def reference_cost(self) -> float:
         """``f(x*)`` at :meth:`reference_point` (cached)."""
         if self._reference_cost is None:

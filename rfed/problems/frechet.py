@@ -48,6 +48,7 @@ class FrechetMean(Problem):
             )
         super().__init__(manifold, {"a": points}, counts=counts, gradient_bound=gradient_bound)
         manifold.check_point(points[self.mask], "points")
+        self._last: tuple | None = None  # (key, losses, gradients) of the last evaluation
         if not self.mask.all():
             # padding rows must be valid points for the batched geometry: repeat row 0
             pad = self.mask.reshape(self.mask.shape + (1,) * k)
@@ -60,6 +61,35 @@ class FrechetMean(Problem):
     def sample_rgrad(self, x, batch):
         k = len(self.manifold.point_shape)
         return -2.0 * self.manifold.log(np.expand_dims(x, -1 - k), batch["a"])
+
+    def _losses_and_grads(self, x, agents):
+        """Per-sample losses ``(A, n_max)`` and gradients ``(A, n_max, *point_shape)`` of
+        ``agents`` at ``x``, both from one factorization per pair when the manifold has
+        ``log_dist`` (SPD: one pencil instead of two); the last answer is kept, so that a cost
+        and a gradient at the same point (one evaluation) share it."""
+        agents, data, mask = self._all(agents)
+        k = len(self.manifold.point_shape)
+        xb = np.broadcast_to(np.asarray(x, dtype=float),
+                             (agents.size,) + self.manifold.point_shape)
+        key = (agents.tobytes(), xb.tobytes())
+        if self._last is None or self._last[0] != key:
+            log, d = self.manifold.log_dist(np.expand_dims(xb, -1 - k), data["a"])
+            self._last = (key, d**2, -2.0 * log)
+        return agents, mask, self._last[1], self._last[2]
+
+    def local_cost(self, x, agents=None):
+        if not hasattr(self.manifold, "log_dist"):
+            return super().local_cost(x, agents)
+        agents, mask, losses, _ = self._losses_and_grads(x, agents)
+        return np.sum(np.where(mask, losses, 0.0), axis=-1) / self.counts[agents]
+
+    def local_grad(self, x, agents=None):
+        if not hasattr(self.manifold, "log_dist"):
+            return super().local_grad(x, agents)
+        agents, mask, _, g = self._losses_and_grads(x, agents)
+        shape = (-1,) + (1,) * len(self.manifold.point_shape)
+        m = mask.reshape(mask.shape + (1,) * len(self.manifold.point_shape))
+        return np.sum(np.where(m, g, 0.0), axis=1) / self.counts[agents].reshape(shape)
 
     def pooled_points(self) -> np.ndarray:
         """All valid samples, shape ``(n_samples, *point_shape)``."""

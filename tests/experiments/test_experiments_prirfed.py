@@ -119,3 +119,24 @@ def test_hyperbolic_experiment_small(tmp_path):
     data = wordnet_prediction_data()
     typical = np.median(Hyperboloid(2).dist(data["targets"], data["test_target"]))
     assert summary["dist_reference_to_primate"] < 0.35 * typical
+
+
+def test_fig5_budget_first_dp_rsvrg_is_the_labelled_released_snapshot_variant():
+    summary, ctx = run_experiment(
+        "prirfed-fig5", seed=0,
+        overrides={"rounds": 2, "repetitions": 1, "eval_every": 1, "epsilons": [8.0],
+                   "paper_epsilons": [0.15]},
+    )
+    labels = list(ctx.privacy)
+    released = [s for s in labels if "released snapshot (not the paper's)" in s]
+    assert len(released) == 1 and "certified eps=" in released[0]
+    report = ctx.privacy[released[0]]
+    assert report["certified"]["snapshot_releases_per_round"] == 3  # K = 3 outer loops
+    assert any("released snapshot" in a for a in report["assumptions"])
+    assert 0.9 * 8.0 <= report["epsilon_certified"] <= 8.0
+    # the paper's calibration keeps the paper's Alg. 3 (no snapshot release)
+    paper = [s for s in labels if s.startswith("PriRFed-DP-RSVRG certified")]
+    assert len(paper) == 1 and "paper's eps=0.15" in paper[0]
+    assert ctx.privacy[paper[0]]["certified"]["snapshot_releases_per_round"] == 0
+    with pytest.raises(ValueError, match="rsvrg_variant"):
+        run_experiment("prirfed-fig5", overrides={"rsvrg_variant": "fast", "rounds": 1})

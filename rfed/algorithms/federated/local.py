@@ -56,6 +56,35 @@ So every inner step is a Gaussian mechanism of sensitivity ``Delta = 4 tau_1 + 2
 events (no amplification is claimed for the uniform pick of ``l_j``: the record also acts through
 ``g`` in every step). The calibration and the ledger compose all ``K m`` events per round.
 
+**DP-RSVRG with a released snapshot** (``DPRSVRG(variant='released_snapshot')``, the standard
+private variance reduction; NOT the paper's Alg. 3, and labelled so). The paper's steps above
+carry the whole record through ``g`` in every step, so no step is amplified by the pick of
+``l_j`` and each costs a Gaussian of sensitivity ``4 tau_1 + 2 tau_0 / N_i``. The variant
+instead releases, once per outer loop,
+
+* the snapshot gradient :math:`\\tilde g = g + \\xi_0`, :math:`\\xi_0 \\sim N_{\\tilde x}(0,
+  \\sigma_0^2)`, with ``g`` the mean of the ``N_i`` summands clipped to ``tau_0`` (replace one
+  record: one summand moves inside a ball of radius ``tau_0``, parallel transport is not
+  involved): a Gaussian mechanism of sensitivity ``Delta_0 = 2 tau_0 / N_i``, no sampling;
+
+and in each inner step, from a minibatch ``B_j`` of ``b_i`` records drawn uniformly without
+replacement, the mean of the per-sample DIFFERENCES clipped jointly to the public ``tau_d``
+(``clip``),
+:math:`v_j = \\frac{1}{b_i}\\sum_{l \\in B_j} \\mathrm{clip}_{\\tau_d}(\\mathrm{grad} f_l(x_j)
+- \\Gamma_{\\tilde x}^{x_j} \\mathrm{grad} f_l(\\tilde x))`, and steps along
+:math:`\\eta_j = v_j + \\Gamma_{\\tilde x}^{x_j} \\tilde g + \\xi_j`,
+:math:`\\xi_j \\sim N_{x_j}(0, \\sigma_d^2)`. Given everything released before (so ``x_j``,
+``x~`` and ``g~`` are fixed: they are post-processing of earlier releases), the term
+:math:`\\Gamma \\tilde g` is public and only ``v_j`` reads the data: replacing record ``r``
+changes nothing if ``r`` is not in ``B_j`` and one summand, inside a ball of radius ``tau_d`` at
+``x_j``, if it is. So each inner step is the Gaussian mechanism of sensitivity
+``Delta_d = 2 tau_d / b_i`` applied to a fixed-size subsample without replacement, accounted as
+such under replace-one (Wang, Balle and Kasiviswanathan 2019), with amplification by ``b_i /
+N_i``: ``g`` no longer enters the step's sensitivity because it is released separately. One local
+run is ``K`` snapshot events plus ``K m`` subsampled events; both kinds take the same noise
+multiplier ``z`` (``sigma_0 = z Delta_0``, ``sigma_d = z Delta_d``), calibrated over the whole run
+and recorded in the ledger. Only replace-one, and no coupled records.
+
 **Coupled records.** When a problem's per-sample loss depends on other records of the same agent
 (``problem.coupled_records``, e.g. :class:`~rfed.problems.HyperbolicPrediction` with the paper's
 kernel-ridge weights), replacing one record may change EVERY clipped summand: DP-RSGD's
@@ -78,10 +107,13 @@ from rfed.privacy.accountants import EventSpec
 from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 from rfed.problems.base import Problem
 
-__all__ = ["LocalTrainer", "LocalPlan", "DPRSGD", "DPRSVRG", "paper_sigma", "SAMPLINGS"]
+__all__ = ["LocalTrainer", "LocalPlan", "DPRSGD", "DPRSVRG", "paper_sigma", "SAMPLINGS",
+           "RSVRG_VARIANTS"]
 
 #: Minibatch schemes of DP-RSGD.
 SAMPLINGS = ("without_replacement", "poisson")
+#: DP-RSVRG: the paper's Alg. 3, or the standard private variance reduction (module docstring).
+RSVRG_VARIANTS = ("paper", "released_snapshot")
 
 _EPSILON_REMOVED = (
     "argument '{name}' was removed: it took the paper's local epsilon, and the paper's sigma "
@@ -164,6 +196,11 @@ class LocalPlan:
         How a noisy step samples the agent's records (for the accountant).
     steps : int
         Noisy steps of one local run (``K``, or ``K m`` for DP-RSVRG).
+    snapshot_sigma, snapshot_sensitivity : array, shape ``(n_agents,)``, optional
+        DP-RSVRG with a released snapshot: noise std and sensitivity ``2 tau_0 / N_i`` of the
+        snapshot gradient's release.
+    snapshot_steps : int
+        Snapshot releases of one local run (``K`` for that variant, else 0).
     """
 
     sigma: np.ndarray
@@ -176,10 +213,14 @@ class LocalPlan:
     sampling: str = "none"
     steps: int = 1
     extra: dict = field(default_factory=dict)
+    snapshot_sigma: np.ndarray | None = None
+    snapshot_sensitivity: np.ndarray | None = None
+    snapshot_steps: int = 0
 
     @property
     def private(self) -> bool:
-        return bool(np.all(self.sigma > 0))
+        return bool(np.all(self.sigma > 0)) and (
+            self.snapshot_steps == 0 or bool(np.all(self.snapshot_sigma > 0)))
 
     @property
     def noise_multiplier(self) -> np.ndarray:
@@ -194,6 +235,10 @@ class LocalPlan:
             raise ValueError("a noise multiplier needs a finite sensitivity: set 'clip' (and "
                              "'clip_full' for DP-RSVRG) to public clipping levels")
         z = np.broadcast_to(np.asarray(z, dtype=float), self.sigma.shape)
+        if self.snapshot_steps:
+            # one multiplier for both release kinds (module docstring)
+            return dataclasses.replace(self, sigma=z * self.sensitivity,
+                                       snapshot_sigma=z * self.snapshot_sensitivity)
         return dataclasses.replace(self, sigma=z * self.sensitivity)
 
     def events(self, agent: int, z: float | None = None) -> list[tuple[EventSpec, int]]:
@@ -210,6 +255,9 @@ class LocalPlan:
             spec = EventSpec.make("gaussian", z, "poisson", float(b) / n)
         else:
             spec = EventSpec.make("gaussian", z)
+        if self.snapshot_steps:
+            # the released snapshot gradients: full batch, the same multiplier
+            return [(spec, self.steps), (EventSpec.make("gaussian", z), self.snapshot_steps)]
         return [(spec, self.steps)]
 
 
@@ -303,6 +351,18 @@ class LocalTrainer(abc.ABC):
             plan.sensitivity = np.asarray(
                 release_sensitivity(plan.sensitivity, problem.manifold.dim, rng, "l2"),
                 dtype=float)
+        if plan.snapshot_steps and np.all(np.isfinite(plan.snapshot_sensitivity)):
+            plan.snapshot_sensitivity = np.asarray(
+                release_sensitivity(plan.snapshot_sensitivity, problem.manifold.dim, rng, "l2"),
+                dtype=float)
+        if plan.snapshot_steps:
+            plan.snapshot_sigma = np.zeros(problem.n_agents)
+            if self.paper_epsilon is not None or self.sigma is not None:
+                raise ValueError(
+                    f"{self.name}: the released-snapshot variant takes a budget on PriRFed or "
+                    "'noise_multiplier' (one multiplier for its two release kinds); the paper's "
+                    "calibration and 'sigma' describe the paper's Alg. 3"
+                )
         n = problem.n_agents
         if self.paper_epsilon is not None:
             if paper_clip is None:
@@ -356,15 +416,21 @@ class LocalTrainer(abc.ABC):
         """
 
     def _noise(self, problem, plan, x, value, agents, rng):
+        """A noisy step's release: ``value`` plus tangent noise of the plan's ``sigma``."""
+        return self._release(problem, x, value, plan.sigma[agents], rng)
+
+    def _release(self, problem, x, value, sigma, rng):
+        """``value + N_x(0, sigma^2)`` through :func:`gaussian_mechanism` (``value`` if no
+        noise), refusing non-finite input."""
         if not (np.all(np.isfinite(value)) and np.all(np.isfinite(x))):
             # e.g. a noisy random walk on SPD or the hyperboloid overflowing expm / cosh
             raise FloatingPointError(
                 f"{self.name}: a local iterate or its step left the floating-point range (the "
                 "run diverged; reduce the step size or the noise)"
             )
-        if not np.any(plan.sigma[agents] > 0):
+        if not np.any(sigma > 0):
             return value
-        return gaussian_mechanism(problem.manifold, x, value, plan.sigma[agents], rng)
+        return gaussian_mechanism(problem.manifold, x, value, sigma, rng)
 
 
 def _agent_data(problem: Problem, agents: np.ndarray) -> tuple[dict, np.ndarray]:
@@ -566,6 +632,14 @@ class DPRSVRG(LocalTrainer):
 
     Sensitivity of a noisy step: ``4 tau_1 + 2 tau_0 / N_i`` (replace-one; module docstring).
 
+    ``variant='released_snapshot'`` (NOT the paper's; module docstring): per outer loop the
+    snapshot gradient is released once, :math:`\tilde g = g + N_{\tilde x}(0, \sigma_0^2)`
+    (sensitivity ``2 tau_0 / N_i``), and inner step ``j`` draws ``b_i`` records without
+    replacement and moves along :math:`\eta_j = \frac{1}{b_i}\sum_{l \in B_j}
+    \mathrm{clip}_{\tau_d}(\mathrm{grad} f_l(x_j) - \Gamma \mathrm{grad} f_l(\tilde x))
+    + \Gamma \tilde g + N_{x_j}(0, \sigma_d^2)` (sensitivity ``2 tau_d / b_i``, amplified by
+    the subsampling), :math:`x_{j+1} = \mathrm{Exp}_{x_j}(-\alpha \eta_j)`.
+
     Parameters
     ----------
     steps : int
@@ -574,10 +648,18 @@ class DPRSVRG(LocalTrainer):
         ``m``.
     clip, clip_full : float or None
         Public :math:`\tau_1` (single-sample gradients) and :math:`\tau_0` (full gradient),
-        kept separate (pitfall 23); ``clip_full`` defaults to ``clip``.
+        kept separate (pitfall 23); ``clip_full`` defaults to ``clip``. With
+        ``variant='released_snapshot'``, ``clip`` is :math:`\tau_d`, the joint clip of each
+        per-sample difference.
     noise_multiplier, sigma, paper_epsilon, paper_delta, constant
         As in :class:`DPRSGD`; the paper's calibration uses :math:`m K` and
-        :math:`\tau = \max(\tau_0, \tau_1)`.
+        :math:`\tau = \max(\tau_0, \tau_1)`. The released-snapshot variant takes a budget
+        (on :class:`PriRFed`) or ``noise_multiplier`` only.
+    variant : {'paper', 'released_snapshot'}
+        ``'paper'``: Alg. 3 as written (one record per inner step, the default).
+    batch_size : int or float
+        ``b_i`` of the inner steps of ``'released_snapshot'`` (an int, or a fraction of
+        ``N_i``; default 1, the paper's one record per step); must be 1 for ``'paper'``.
     """
 
     steps: int = 1
@@ -589,12 +671,29 @@ class DPRSVRG(LocalTrainer):
     paper_epsilon: float | None = None
     paper_delta: float | None = None
     constant: float = 1.0
+    variant: str = "paper"
+    batch_size: int | float = 1
     name: str = "DP-RSVRG"
     epsilon: dataclasses.InitVar[None] = None
     delta: dataclasses.InitVar[None] = None
 
     def __post_init__(self, epsilon=None, delta=None):
         self._check_noise(epsilon, delta)
+        if self.variant not in RSVRG_VARIANTS:
+            raise ValueError(f"argument 'variant' must be one of {RSVRG_VARIANTS}, got "
+                             f"{self.variant!r}")
+        b = self.batch_size
+        if isinstance(b, (bool, np.bool_)) or not (
+            (isinstance(b, (int, np.integer)) and b >= 1)
+            or (isinstance(b, float) and 0.0 < b <= 1.0)
+        ):
+            raise ValueError(f"argument 'batch_size' must be an int >= 1 or a fraction in "
+                             f"(0, 1], got {b!r}")
+        if self.variant == "paper" and not (isinstance(b, (int, np.integer)) and b == 1):
+            raise ValueError("argument 'batch_size' is for variant='released_snapshot'; the "
+                             "paper's Alg. 3 picks one record per inner step")
+        if self.variant == "released_snapshot" and self.name == "DP-RSVRG":
+            self.name = "DP-RSVRG-released-snapshot"
         m = self.inner_steps
         if not isinstance(m, (int, np.integer)) or isinstance(m, bool) or m < 1:
             raise ValueError(f"argument 'inner_steps' must be an int >= 1, got {m!r}")
@@ -617,6 +716,8 @@ class DPRSVRG(LocalTrainer):
         coupled = _coupled(problem, neighboring)
         counts = problem.counts
         tau1, tau0 = self.clip, self.clip_full
+        if self.variant == "released_snapshot":
+            return self._plan_released(problem, coupled, rng)
         if tau1 is None or tau0 is None:
             sens = np.full(counts.shape, np.inf)
         else:
@@ -628,11 +729,116 @@ class DPRSVRG(LocalTrainer):
         paper_clip = None if tau0 is None or tau1 is None else max(tau0, tau1)
         return self._finish_plan(plan, problem, paper_clip, rng)
 
+    def _plan_released(self, problem: Problem, coupled: bool, rng: Any) -> LocalPlan:
+        if coupled:
+            raise ValueError(
+                f"{type(problem).__name__} couples its records: a replaced record would move "
+                "every summand of the inner steps, which variant='released_snapshot' does not "
+                "account; use the paper's variant"
+            )
+        counts = problem.counts
+        sizes = batch_sizes(counts, self.batch_size)
+        if np.any(sizes > counts):
+            raise ValueError(f"argument 'batch_size' must not exceed min N_i = {counts.min()}")
+        if self.clip is None or self.clip_full is None:
+            sens = snap = np.full(counts.shape, np.inf)
+        else:
+            sens = 2.0 * self.clip / sizes.astype(float)
+            snap = 2.0 * self.clip_full / counts.astype(float)
+        plan = LocalPlan(sigma=np.zeros(problem.n_agents), clip=self.clip,
+                         clip_full=self.clip_full, sizes=sizes.astype(float),
+                         counts=counts.copy(), sensitivity=sens, neighboring="replace_one",
+                         sampling="without_replacement" if np.any(sizes < counts) else "none",
+                         steps=self.total_steps, snapshot_sensitivity=snap,
+                         snapshot_steps=self.steps)
+        return self._finish_plan(plan, problem, None, rng)
+
+    @staticmethod
+    def difference_mean(problem: Problem, x: np.ndarray, snapshot: np.ndarray,
+                        batch: dict, mask: np.ndarray, sizes: np.ndarray,
+                        clip: float | None) -> tuple[np.ndarray, np.ndarray]:
+        r"""The data-dependent value of an inner step of ``variant='released_snapshot'``.
+
+        :math:`v = rac{1}{b}\sum_{l} \mathrm{clip}_{	au_d}(\mathrm{grad} f_l(x) -
+        \Gamma_{	ilde x}^{x} \mathrm{grad} f_l(	ilde x))`, each difference clipped in the norm
+        at ``x``: between neighbouring batches (one record replaced) ``v`` moves by at most
+        ``2 tau_d / b``.
+
+        Parameters
+        ----------
+        x, snapshot : array, shape ``(A, *point_shape)``
+        batch : dict of arrays, each ``(A, b, ...)``
+        mask : bool array, shape ``(A, b)``
+            The summands (padding ``False``).
+        sizes : array, shape ``(A,)``
+            The public normalisers ``b_i``.
+        clip : float or None
+            :math:`	au_d` (``None``: no clipping, non-private).
+
+        Returns
+        -------
+        v : array, shape ``(A, *point_shape)``
+        n_clipped : int array, shape ``(A,)``
+        """
+        man = problem.manifold
+        k = len(man.point_shape)
+        xb = np.expand_dims(x, -1 - k)
+        sb = np.expand_dims(snapshot, -1 - k)
+        diff = problem.sample_rgrad(x, batch) - man.transport(
+            sb, xb, problem.sample_rgrad(snapshot, batch))
+        scale = np.ones(diff.shape[: diff.ndim - k])
+        n_clipped = np.zeros(diff.shape[: diff.ndim - k - 1], dtype=int)
+        if clip is not None:
+            norms = man.norm(xb, diff)
+            over = norms > clip
+            scale = np.where(over, clip / np.where(over, norms, 1.0), 1.0)
+            n_clipped = np.sum(over & mask, axis=-1)
+        scale = np.where(mask, scale, 0.0)
+        total = np.sum(scale.reshape(scale.shape + (1,) * k) * diff, axis=-1 - k)
+        return total / np.asarray(sizes, dtype=float).reshape((-1,) + (1,) * k), n_clipped
+
+    def _train_released(self, problem, plan, x, agents, step_size, rng, option):
+        man = problem.manifold
+        shape = (-1,) + (1,) * len(man.point_shape)
+        counts = problem.counts[agents]
+        sizes = plan.sizes[agents]
+        int_sizes = sizes.astype(int)
+        data, mask = _agent_data(problem, agents)
+        m = self.inner_steps
+        if option == 2:
+            pick = rng.integers(0, m * self.steps, size=agents.size)
+            chosen = x
+        n_clipped = 0
+        snap = x
+        for k in range(self.steps):
+            total, clipped = problem.clipped_grad_sum(snap, data, plan.clip_full, mask)
+            n_clipped += int(np.sum(clipped))
+            # the snapshot's release: its own Gaussian mechanism (sensitivity 2 tau_0 / N_i)
+            g_rel = self._release(problem, snap, total / counts.reshape(shape),
+                                  plan.snapshot_sigma[agents], rng)
+            xj = snap
+            for j in range(m):
+                if option == 2:
+                    chosen = np.where((pick == k * m + j).reshape(shape), xj, chosen)
+                idx, valid = sample_minibatches(counts, int_sizes, rng)
+                v, clipped = self.difference_mean(problem, xj, snap, problem.batch(agents, idx),
+                                                  valid, sizes, plan.clip)
+                n_clipped += int(np.sum(clipped))
+                eta = v + man.transport(snap, xj, g_rel)
+                eta = self._noise(problem, plan, xj, eta, agents, rng)
+                xj = man.exp(xj, -step_size * eta)
+            snap = xj
+        out = chosen if option == 2 else snap
+        evals = int(self.steps * (counts.sum() + 2 * m * sizes.sum()))
+        return out, {"n_clipped": n_clipped, "grad_evals": evals}
+
     def train(self, problem, plan, x, agents, step_size, rng, option=1):
+        agents = np.asarray(agents)
+        if self.variant == "released_snapshot":
+            return self._train_released(problem, plan, x, agents, step_size, rng, option)
         man = problem.manifold
         k_pts = len(man.point_shape)
         shape = (-1,) + (1,) * k_pts
-        agents = np.asarray(agents)
         counts = problem.counts[agents]
         data, mask = _agent_data(problem, agents)
         m = self.inner_steps
@@ -648,15 +854,18 @@ class DPRSVRG(LocalTrainer):
             xj = snap
             # line 6 for all j at once: l_j uniform on [N_i], independent across j
             picks = problem.batch(agents, rng.integers(0, counts[:, None], size=(agents.size, m)))
+            # c_1(x~) - g for every j at once: the snapshot stays fixed during the inner loop
+            at_snap, c_snap = problem.clipped_grad_sum(
+                snap[:, None], {key: v[:, :, None] for key, v in picks.items()}, plan.clip)
+            n_clipped += int(np.sum(c_snap))
+            snap_terms = at_snap - g_full[:, None]
             for j in range(m):
                 if option == 2:
                     chosen = np.where((pick == k * m + j).reshape(shape), xj, chosen)
                 one = {key: v[:, j : j + 1] for key, v in picks.items()}
-                # the sample's gradient at x_j and at the snapshot in one batched call
-                pair = {key: np.broadcast_to(v, (2,) + v.shape) for key, v in one.items()}
-                g2, c2 = problem.clipped_grad_sum(np.stack([xj, snap]), pair, plan.clip)
-                n_clipped += int(np.sum(c2))
-                eta = g2[0] - man.transport(snap, xj, g2[1] - g_full)
+                g1, c1 = problem.clipped_grad_sum(xj, one, plan.clip)
+                n_clipped += int(np.sum(c1))
+                eta = g1 - man.transport(snap, xj, snap_terms[:, j])
                 eta = self._noise(problem, plan, xj, eta, agents, rng)
                 xj = man.exp(xj, -step_size * eta)
             snap = xj
