@@ -29,6 +29,7 @@ import argparse
 import time
 
 import numpy as np
+from _timing import interleaved_medians
 
 from rfed.algorithms.decentralized import DOADP, sparsify
 from rfed.algorithms.decentralized._streams import KeyedDraws
@@ -185,19 +186,6 @@ def _median_time(fn, repeats: int) -> float:
     return float(np.median(ts))
 
 
-def _interleaved_medians(fns: dict, repeats: int) -> dict[str, float]:
-    """Median CPU seconds per call of each function, one call of each in turn."""
-    for fn in fns.values():
-        fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeats):
-        for name, fn in fns.items():
-            t0 = time.process_time()
-            fn()
-            times[name].append(time.process_time() - t0)
-    return {name: float(np.median(ts)) for name, ts in times.items()}
-
-
 def main(repeats: int = 20, n: int = 20) -> None:
     d, q = 2000, 50
     x, y = make_epsilon_like(n * q, d, 0)
@@ -232,7 +220,7 @@ def main(repeats: int = 20, n: int = 20) -> None:
         out = fns[name]()
         agree[name] = max(np.abs(b.x - out[0]).max(), np.abs(b.m - out[1]).max(),
                           np.abs(b.xhat - out[2]).max())
-    times = _interleaved_medians(fns, repeats)
+    times = interleaved_medians(fns, repeats)
     ref = times["rfed (DOADP.step)"]
     print(f"DO-ADP round: n = {n} agents, d = {d}, circulant +-1,2,3, p = 0.8, k/d = 0.3; "
           f"median CPU time of {repeats} interleaved calls")

@@ -17,26 +17,13 @@ The last column is recording / round: the target is under 3% at 100,000 agents.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from _timing import interleaved_medians
 
 from rfed.algorithms.federated import DPRSGD, PriRFed, record_round
 from rfed.privacy import PrivacyLedger
 from rfed.problems import SpherePCA
-
-
-def interleaved_medians(fns: dict, repeat: int) -> dict[str, float]:
-    """Median CPU seconds per call of each function, calls interleaved."""
-    for fn in fns.values():
-        fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t0 = time.process_time()
-            fn()
-            times[name].append(time.process_time() - t0)
-    return {name: float(np.median(ts)) for name, ts in times.items()}
 
 
 def main() -> None:

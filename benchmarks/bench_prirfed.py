@@ -26,9 +26,9 @@ The last column is time / rfed; the closing line prints rfed / floor.
 from __future__ import annotations
 
 import argparse
-import time
 
 import numpy as np
+from _timing import interleaved_medians
 
 from rfed.algorithms.federated import DPRSGD, PriRFed, tangent_mean
 from rfed.problems import Problem, SpherePCA
@@ -39,19 +39,6 @@ class GenericPCA(SpherePCA):
 
     clipped_grad_sum = Problem.clipped_grad_sum
     masked_batches = False
-
-
-def interleaved_medians(fns: dict, repeat: int) -> dict[str, float]:
-    """Median CPU seconds per call of each function, one call of each in turn."""
-    for fn in fns.values():
-        fn()
-    times = {name: [] for name in fns}
-    for _ in range(repeat):
-        for name, fn in fns.items():
-            t0 = time.process_time()
-            fn()
-            times[name].append(time.process_time() - t0)
-    return {name: float(np.median(ts)) for name, ts in times.items()}
 
 
 def loop_round(problem, plan, x, alpha, k_steps, batch, rng, structured: bool):

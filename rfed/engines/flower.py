@@ -16,6 +16,12 @@ One round is PriRFed's pieces (:meth:`PriRFed.select`, :meth:`PriRFed.train_bloc
 Because every draw is keyed by ``(seed, agent, round)``, the run gives the in-process run's
 final point and report whatever the number of SuperNodes.
 
+The rounds themselves are :func:`serve` (server) and :func:`train_block` (client), which know
+nothing of Flower's messages. With ``checkpoint = "PATH"`` in the run config, the server saves
+its state (iterate, ledger, round) atomically after every round; a ServerApp started again with
+the same configuration resumes from that file and ends as the uninterrupted run would, and a
+file written by another configuration is refused.
+
 With ``client-clip > 0`` the server adds client-level DP on the manifold
 (:class:`~rfed.algorithms.federated.client_dp.ClientLevelDP`, budget ``client-epsilon``,
 ``client-delta``), its noise keyed by ``(seed, round)``; the report's ``client_level`` entry
@@ -36,27 +42,30 @@ from __future__ import annotations
 
 import json
 import os
+import pickle
 import re
 import signal
 import socket
 import subprocess
 import sys
 import time
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import Any
 
 import numpy as np
 
+from rfed._io import atomic_pickle
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
 from rfed.algorithms.federated.client_dp import ClientLevelDP
 from rfed.datasets.synthetic import make_pca_synthetic
 from rfed.privacy import PrivacyBudget
 from rfed.problems import SpherePCA
 
-__all__ = ["APP_DIR", "DEFAULT_CONFIG", "algorithm_from_config", "client_app",
+__all__ = ["APP_DIR", "DEFAULT_CONFIG", "BlockReply", "algorithm_from_config", "client_app",
            "problem_from_config", "run_in_process", "run_in_simulation",
-           "run_on_deployment", "server_app",
+           "run_on_deployment", "serve", "server_app", "train_block",
            "write_result"]
 
 #: The run config of the Flower app (``rfed/engines/flower_app/pyproject.toml`` holds the same).
@@ -66,7 +75,11 @@ DEFAULT_CONFIG: dict[str, Any] = {
     "n-sampled": 4, "step-size": 0.05, "aggregation": "tangent", "epsilon": 2.0,
     "delta": 1e-4, "rounds": 3, "seed": 7, "out": "",
     "client-clip": 0.0, "client-epsilon": 1.0, "client-delta": 1e-5, "min-nodes": 1,
+    "checkpoint": "",
 }
+
+#: Run-config keys that do not change the run's arithmetic (a checkpoint may differ in them).
+_RUN_LOCAL_KEYS = ("out", "checkpoint", "min-nodes")
 
 
 def _config(run_config: dict[str, Any]) -> dict[str, Any]:
@@ -112,6 +125,33 @@ def _start(problem, alg, c):
     return alg.init(problem, x0, rng)
 
 
+def _arithmetic_config(c: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in c.items() if k not in _RUN_LOCAL_KEYS}
+
+
+def _resume_or_start(problem, alg, c: dict[str, Any]):
+    """The server's state and first round: from ``c['checkpoint']`` if that file exists.
+
+    The ServerApp writes the checkpoint (atomically) after every round when the run config
+    names one; a ServerApp started again with the same config continues from it, and since
+    every draw is keyed by (seed, agent, round) the run ends as an uninterrupted one would.
+    """
+    path = str(c["checkpoint"])
+    if not path or not os.path.exists(path):
+        return _start(problem, alg, c), 0
+    with open(path, "rb") as fh:
+        saved = pickle.load(fh)  # noqa: S301 - the federation's own checkpoint file
+    expected = _arithmetic_config(c)
+    if not isinstance(saved, dict) or saved.get("config") != expected:
+        differ = sorted(k for k in expected
+                        if not isinstance(saved, dict)
+                        or saved.get("config", {}).get(k) != expected[k])
+        raise ValueError(f"run-config 'checkpoint' = {path!r} was written by a run with another "
+                         f"configuration (differing keys: {differ}); remove the file to start "
+                         "afresh or resume with the same configuration")
+    return saved["state"], int(saved["next_round"])
+
+
 def run_in_process(run_config: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
     """The same run in one process (``PriRFed.step``): final point and privacy report."""
     c = _config(run_config)
@@ -140,6 +180,72 @@ def write_result(path: str | Path, x: np.ndarray, privacy: dict[str, Any], *,
                                       "n_nodes": n_nodes}, default=_json_default))
 
 
+@dataclass(frozen=True)
+class BlockReply:
+    """What a client returns for its block: agents ``(m,)``, their local points
+    ``(m, *point_shape)``, and per agent the noise std and sensitivity it used, plus the number
+    of clipped gradients."""
+
+    agents: np.ndarray
+    points: np.ndarray
+    sigma: np.ndarray
+    sensitivity: np.ndarray
+    n_clipped: int
+
+
+def serve(problem, alg: PriRFed, run_config: dict[str, Any], nodes: list[int],
+          train_blocks: Callable[[int, Any, list[tuple[int, np.ndarray]]], list[BlockReply]]):
+    """The server's rounds, whatever carries the messages; returns the final state.
+
+    Each round selects the agents from the public stream, splits them into contiguous blocks,
+    one per node (in node order), and calls ``train_blocks(round, state, [(node, block), ...])``;
+    the replies' noise and sensitivity must be the server's plan (the ledger must hold what
+    was released), and together they must cover the selected agents. The server aggregates on
+    the manifold and, when ``run_config['checkpoint']`` names a file, saves its state there
+    (atomically) after every round; started again with that file present, it resumes.
+    """
+    c = _config(run_config)
+    state, first_round = _resume_or_start(problem, alg, c)
+    for t in range(first_round, int(c["rounds"])):
+        alg.check_round(state)
+        agents = alg.select(problem, state)
+        blocks = [b for b in np.array_split(agents, min(len(nodes), agents.size)) if b.size]
+        got = {}
+        n_clipped = 0
+        for reply in train_blocks(t, state, list(zip(nodes, blocks, strict=False))):
+            ids = reply.agents
+            if not (np.array_equal(reply.sigma, state.plan.sigma[ids])
+                    and np.array_equal(reply.sensitivity, state.plan.sensitivity[ids])):
+                raise RuntimeError(f"round {t}: agents {ids.tolist()} report noise or "
+                                   "sensitivity other than the server's plan")
+            n_clipped += reply.n_clipped
+            for a, p in zip(ids, reply.points, strict=True):
+                got[int(a)] = p
+        if sorted(got) != agents.tolist():
+            raise RuntimeError(f"round {t}: replies cover agents {sorted(got)}, expected "
+                               f"{agents.tolist()}")
+        received = np.stack([got[int(a)] for a in agents])
+        x_next = alg.aggregate(problem, state, agents, received)
+        state = alg.finish_round(state, agents, x_next, n_clipped)
+        if c["checkpoint"]:
+            atomic_pickle(c["checkpoint"], {"config": _arithmetic_config(c),
+                                            "next_round": t + 1, "state": state})
+    return state
+
+
+def train_block(problem, alg: PriRFed, state0, x: np.ndarray, round_: int, seed: int,
+                agents: np.ndarray) -> BlockReply:
+    """A client's work in one round: local training of its block of agents from ``x``.
+
+    ``state0`` is the client's initial state (it holds the plan: noise and sensitivities);
+    every draw comes from the agents' keyed streams ``(seed, agent, round)``.
+    """
+    state = replace(state0, x=x, round=round_, seed=seed)
+    points, info = alg.train_block(problem, state, agents, round_)
+    return BlockReply(agents, points, state.plan.sigma[agents], state.plan.sensitivity[agents],
+                      int(info["n_clipped"]))
+
+
 try:  # the apps exist only where flwr is installed (Python >= 3.11)
     from flwr.app import Array, ArrayRecord, ConfigRecord, Context, Message, RecordDict
     from flwr.clientapp import ClientApp
@@ -154,14 +260,11 @@ else:
     def _server_main(grid: Grid, context: Context) -> None:
         c = _config(dict(context.run_config))
         problem, alg = problem_from_config(c), algorithm_from_config(c)
-        state = _start(problem, alg, c)
         nodes = _wait_for_nodes(grid, int(c["min-nodes"]))
-        for t in range(int(c["rounds"])):
-            alg.check_round(state)
-            agents = alg.select(problem, state)
-            blocks = [b for b in np.array_split(agents, min(len(nodes), agents.size)) if b.size]
+
+        def train_on_nodes(t, state, node_blocks):
             messages = []
-            for node, block in zip(nodes, blocks, strict=False):
+            for node, block in node_blocks:
                 content = RecordDict({
                     "x": ArrayRecord({"x": Array(np.asarray(state.x, dtype=float))}),
                     "cfg": ConfigRecord({"round": t, "seed": int(state.seed),
@@ -172,27 +275,13 @@ else:
             if len(replies) != len(messages) or any(r.has_error() for r in replies):
                 raise RuntimeError(f"round {t}: {len(replies)} of {len(messages)} replies, "
                                    "or a client failed")
-            got = {}
-            n_clipped = 0
-            for r in replies:
-                ids = np.asarray(r.content["cfg"]["agents"], dtype=int)
-                pts = r.content["points"]["points"].numpy()
-                sigma = np.asarray(r.content["cfg"]["sigma"], dtype=float)
-                sens = np.asarray(r.content["cfg"]["sensitivity"], dtype=float)
-                # the ledger holds what the clients released: their noise must be the plan's
-                if not (np.array_equal(sigma, state.plan.sigma[ids])
-                        and np.array_equal(sens, state.plan.sensitivity[ids])):
-                    raise RuntimeError(f"round {t}: agents {ids.tolist()} report noise or "
-                                       "sensitivity other than the server's plan")
-                n_clipped += int(r.content["cfg"]["n-clipped"])
-                for a, p in zip(ids, pts, strict=True):
-                    got[int(a)] = p
-            if sorted(got) != agents.tolist():
-                raise RuntimeError(f"round {t}: replies cover agents {sorted(got)}, expected "
-                                   f"{agents.tolist()}")
-            received = np.stack([got[int(a)] for a in agents])
-            x_next = alg.aggregate(problem, state, agents, received)
-            state = alg.finish_round(state, agents, x_next, n_clipped)
+            return [BlockReply(np.asarray(r.content["cfg"]["agents"], dtype=int),
+                               r.content["points"]["points"].numpy(),
+                               np.asarray(r.content["cfg"]["sigma"], dtype=float),
+                               np.asarray(r.content["cfg"]["sensitivity"], dtype=float),
+                               int(r.content["cfg"]["n-clipped"])) for r in replies]
+
+        state = serve(problem, alg, c, nodes, train_on_nodes)
         if c["out"]:
             write_result(c["out"], alg.output(problem, state), alg.privacy(state),
                          n_nodes=len(nodes))
@@ -224,16 +313,15 @@ else:
             _CLIENT_CACHE[key] = (problem, alg, _start(problem, alg, c))
         problem, alg, state0 = _CLIENT_CACHE[key]
         cfg = msg.content["cfg"]
-        agents = np.asarray(cfg["agents"], dtype=int)
-        x = msg.content["x"]["x"].numpy()
-        state = replace(state0, x=x, round=int(cfg["round"]), seed=int(cfg["seed"]))
-        points, info = alg.train_block(problem, state, agents, int(cfg["round"]))
+        out = train_block(problem, alg, state0, msg.content["x"]["x"].numpy(),
+                          int(cfg["round"]), int(cfg["seed"]),
+                          np.asarray(cfg["agents"], dtype=int))
         reply = RecordDict({
-            "points": ArrayRecord({"points": Array(np.ascontiguousarray(points))}),
+            "points": ArrayRecord({"points": Array(np.ascontiguousarray(out.points))}),
             "cfg": ConfigRecord({
-                "agents": [int(a) for a in agents], "n-clipped": int(info["n_clipped"]),
-                "sigma": [float(s) for s in state.plan.sigma[agents]],
-                "sensitivity": [float(s) for s in state.plan.sensitivity[agents]],
+                "agents": [int(a) for a in out.agents], "n-clipped": out.n_clipped,
+                "sigma": [float(v) for v in out.sigma],
+                "sensitivity": [float(v) for v in out.sensitivity],
             }),
         })
         return Message(reply, reply_to=msg)

@@ -516,6 +516,17 @@ def pca_synthetic(config: dict, ctx: RunContext) -> dict:
 
 
 # ====================================================================== SPD
+def _spd_methods(config: dict) -> list[Method]:
+    """PriRFed DP-RSGD and the one-shot log-Euclidean private mean, with their public grids."""
+    return [
+        Method("PriRFed DP-RSGD", _prirfed_rsgd,
+               _grid(rounds=config["rsgd_rounds"], step=config["rsgd_steps"],
+                     clip=config["clips"], batch=[None])),
+        Method("Log-Euclidean private mean", _log_euclidean,
+               _grid(log_norm_bound=config["log_norm_bounds"])),
+    ]
+
+
 @register(
     "utility-spd",
     paper="PriRFed (seed 004), Sec. 6.2, companion",
@@ -549,13 +560,7 @@ def spd_wishart(config: dict, ctx: RunContext) -> dict:
 
     problem, public = make(ctx.rng(0)), make(ctx.rng(7_777))
     delta = sweep_delta(per)
-    methods = [
-        Method("PriRFed DP-RSGD", _prirfed_rsgd,
-               _grid(rounds=config["rsgd_rounds"], step=config["rsgd_steps"],
-                     clip=config["clips"], batch=[None])),
-        Method("Log-Euclidean private mean", _log_euclidean,
-               _grid(log_norm_bound=config["log_norm_bounds"])),
-    ]
+    methods = _spd_methods(config)
     out = sweep_methods(ctx, problem, public, methods, epsilons=eps, delta=delta,
                         repetitions=config["repetitions"],
                         tune_repetitions=config["tune_repetitions"],
@@ -653,13 +658,7 @@ def spd_descriptors(config: dict, ctx: RunContext) -> dict:
     eps = _check_epsilons(config["epsilons"])
     problem, public, label, public_label = _descriptor_problems(config, ctx)
     delta = sweep_delta(int(problem.counts.min()))
-    methods = [
-        Method("PriRFed DP-RSGD", _prirfed_rsgd,
-               _grid(rounds=config["rsgd_rounds"], step=config["rsgd_steps"],
-                     clip=config["clips"], batch=[None])),
-        Method("Log-Euclidean private mean", _log_euclidean,
-               _grid(log_norm_bound=config["log_norm_bounds"])),
-    ]
+    methods = _spd_methods(config)
     out = sweep_methods(ctx, problem, public, methods, epsilons=eps, delta=delta,
                         repetitions=config["repetitions"],
                         tune_repetitions=config["tune_repetitions"], public_data=public_label)

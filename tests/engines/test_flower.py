@@ -90,3 +90,62 @@ def test_a_run_that_fails_on_the_superlink_raises_its_error_instead_of_waiting(t
     with pytest.raises(RuntimeError, match="use aggregation='tangent'"):
         flower.run_on_deployment(bad, 1, workdir=tmp_path, timeout=200)
     assert (tmp_path / "run.log").exists()
+
+
+def _in_process_transport(problem, alg, config, crash_in_round=None):
+    """Carries the server's blocks to ``train_block`` in this process (a client per block)."""
+    state0 = flower._start(problem, alg, flower._config(config))
+
+    def train_blocks(t, state, node_blocks):
+        if t == crash_in_round:
+            raise ConnectionError(f"SuperLink lost in round {t}")
+        return [flower.train_block(problem, alg, state0, state.x, t, int(state.seed), block)
+                for _, block in node_blocks]
+    return train_blocks
+
+
+@pytest.mark.parametrize("overrides", [
+    {"rounds": 4},
+    {"rounds": 4, "trainer": "dp-rsvrg", "aggregation": "karcher", "n-sampled": 5},
+])
+def test_a_server_that_dies_resumes_from_its_checkpoint_and_ends_as_one_run(tmp_path, overrides):
+    config = {**flower.DEFAULT_CONFIG, **overrides, "checkpoint": str(tmp_path / "server.ckpt")}
+    problem, alg = flower.problem_from_config(config), flower.algorithm_from_config(config)
+    with pytest.raises(ConnectionError, match="round 2"):
+        flower.serve(problem, alg, config, [1, 2, 3],
+                     _in_process_transport(problem, alg, config, crash_in_round=2))
+    # a new server process: fresh objects, the checkpoint file is all that survived
+    problem, alg = flower.problem_from_config(config), flower.algorithm_from_config(config)
+    served = []
+
+    def counting(t, state, node_blocks):
+        served.append(t)
+        return _in_process_transport(problem, alg, config)(t, state, node_blocks)
+
+    state = flower.serve(problem, alg, config, [1, 2, 3], counting)
+    assert served == [2, 3]
+    x_ref, privacy_ref = flower.run_in_process(overrides)
+    np.testing.assert_array_equal(alg.output(problem, state), x_ref)
+    assert alg.privacy(state) == privacy_ref
+
+
+def test_a_checkpoint_of_another_configuration_is_refused(tmp_path):
+    config = {**flower.DEFAULT_CONFIG, "rounds": 2, "checkpoint": str(tmp_path / "s.ckpt")}
+    problem, alg = flower.problem_from_config(config), flower.algorithm_from_config(config)
+    flower.serve(problem, alg, config, [1], _in_process_transport(problem, alg, config))
+    other = {**config, "epsilon": 4.0}
+    problem, alg = flower.problem_from_config(other), flower.algorithm_from_config(other)
+    with pytest.raises(ValueError, match=r"another configuration \(differing keys: \['epsilon'\]"):
+        flower.serve(problem, alg, other, [1], _in_process_transport(problem, alg, other))
+
+
+def test_replies_with_noise_other_than_the_plan_are_refused():
+    config = {**flower.DEFAULT_CONFIG, "rounds": 1}
+    problem, alg = flower.problem_from_config(config), flower.algorithm_from_config(config)
+    honest = _in_process_transport(problem, alg, config)
+
+    def quieter(t, state, node_blocks):
+        return [flower.BlockReply(r.agents, r.points, r.sigma / 2, r.sensitivity, r.n_clipped)
+                for r in honest(t, state, node_blocks)]
+    with pytest.raises(RuntimeError, match="other than the server's plan"):
+        flower.serve(problem, alg, config, [1, 2], quieter)
