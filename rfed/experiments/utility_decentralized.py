@@ -182,7 +182,7 @@ def _classify_methods(cfg: dict, n: int) -> list[_Method]:
             tuple(cfg["lrs_dpdl"])),
         "DP-DPSGD": _Method("DP-DPSGD", lambda lr, noise: DPDPSGD(
             Network(graph), lr=lr, beta=cfg["momentum"], batch_size=b, clip=clip, **noise),
-            tuple(cfg["lrs_dpdl"])),
+            tuple(cfg["lrs_dpdpsgd"])),
         "DP-SGD (centralized, pooled)": _Method(
             "DP-SGD (centralized, pooled)", lambda lr, noise: DPSGD(
                 step_size=lr, batch_size=b * n, clip=clip, momentum=cfg["momentum"],
@@ -262,7 +262,8 @@ def _summarise(values: list[float]) -> dict:
         "private data (Poisson batches of n_agents x batch_size, same clip, epochs and budget). "
         "Test accuracy on the 10,000 test images; non-private optimum (L-BFGS) and the zero "
         "start (chance) as references; DO-ADP's communication-accuracy trade-off (p, k/d) at "
-        "eps_comm. Step sizes chosen on the public split (see the 'tuning' table). "
+        "eps_comm. Step sizes chosen on the public split (see the 'tuning' table) from the grids "
+        "lrs_doadp, lrs_dsgd, lrs_dpdl, lrs_dpdpsgd and lrs_dpsgd (centralized DP-SGD). "
         "random_features=D > 0 maps the projected features through D data-independent random "
         "ReLU features (seeded by feature_seed, rows rescaled to unit norm)."
     ),
@@ -275,7 +276,8 @@ def _summarise(values: list[float]) -> dict:
         "algorithms": ["DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD",
                        "DP-SGD (centralized, pooled)"],
         "lrs_doadp": [1.0, 2.0, 4.0], "lrs_dsgd": [1.0, 2.0, 4.0], "lrs_dpdl": [1.0, 2.0, 4.0],
-        "lrs_dpsgd": [1.0, 2.0, 4.0], "eps_tune": 3.0, "eps_comm": 3.0,
+        "lrs_dpdpsgd": [1.0, 2.0, 4.0], "lrs_dpsgd": [1.0, 2.0, 4.0], "eps_tune": 3.0,
+        "eps_comm": 3.0,
         "comm_configs": [[1.0, 1.0], [0.8, 1.0], [1.0, 0.3], [0.8, 0.3], [1.0, 0.1]],
         "target_epsilon": 3.0, "target_accuracy": 80.0,
         "random_features": 0, "feature_scale": 4.0, "feature_seed": 12345,

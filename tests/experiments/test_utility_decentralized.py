@@ -79,7 +79,8 @@ def test_classify_tiny(fake_data, tmp_path):
                                   overrides={
         "data_path": str(fake_data), "n_agents": 4, "epsilons": [8.0], "repetitions": 1,
         "pca_dim": 16, "public_fraction": 0.25, "epochs": 2, "batch_size": 16,
-        "lrs_doadp": [1.0], "lrs_dsgd": [1.0], "lrs_dpdl": [1.0], "lrs_dpsgd": [0.5, 1.0],
+        "lrs_doadp": [1.0], "lrs_dsgd": [1.0], "lrs_dpdl": [1.0], "lrs_dpdpsgd": [1.0],
+        "lrs_dpsgd": [0.5, 1.0],
         "comm_configs": [[1.0, 1.0], [1.0, 0.25]], "target_epsilon": 8.0, "partitions": ["iid"],
         # one budget everywhere: the (slow) without-replacement calibrations are cached
         "eps_tune": 8.0, "eps_comm": 8.0})
