@@ -71,10 +71,19 @@ def _exact(value):
     return value
 
 
+# settings added after the digests were recorded (issue 12's non-private references, run after
+# the recorded settings): new records, not a change of the recorded ones
+ADDED_SETTINGS = {"doadp-logreg": "DO-ADP p=1 k/d=1 non-private", "dpdda-svm": "non-private"}
+
+
 def history_digest(name: str) -> str:
-    """SHA-256 of experiment ``name``'s history at its SMALL size, seed 0."""
+    """SHA-256 of experiment ``name``'s history at its SMALL size, seed 0 (without the records
+    of :data:`ADDED_SETTINGS`)."""
     _, ctx = run_experiment(name, overrides=SMALL[name], seed=0)
-    text = json.dumps([_exact(rec) for rec in ctx.records], sort_keys=True)
+    added = ADDED_SETTINGS.get(name)
+    records = [rec for rec in ctx.records
+               if added is None or added not in str(rec.get("setting", ""))]
+    text = json.dumps([_exact(rec) for rec in records], sort_keys=True)
     return hashlib.sha256(text.encode()).hexdigest()
 
 
