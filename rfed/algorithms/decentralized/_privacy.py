@@ -35,6 +35,7 @@ import dataclasses
 import functools
 import math
 import warnings
+from collections.abc import Callable
 from typing import Any
 
 import numpy as np
@@ -143,6 +144,25 @@ class NoiseConfig:
     @property
     def method(self) -> str:
         return "auto" if self.budget is None else self.budget.method
+
+    def resolve_noise_multiplier(self, sensitivity: float,
+                                 budget_z: Callable[[], float],
+                                 paper_std: Callable[[], float], sigma_unit: float = 1.0
+                                 ) -> tuple[float, float | None]:
+        """The noise multiplier ``z`` of this configuration and the epsilon it targets.
+
+        ``budget_z()`` gives ``z`` for the budget (budget mode only); ``paper_std()`` gives
+        the paper's noise std for ``paper_epsilon`` (that mode only). The papers state their
+        std in units of ``sigma_unit`` (e.g. the clip level), so ``z = sigma * sigma_unit /
+        sensitivity`` for both ``sigma=`` and ``paper_epsilon=``. The target is ``None`` outside
+        the budget mode.
+        """
+        if self.mode == "budget":
+            return budget_z(), self.budget.epsilon
+        if self.mode == "noise_multiplier":
+            return self.noise_multiplier, None
+        sigma = self.paper_sigma if self.mode == "paper_sigma" else paper_std()
+        return sigma * sigma_unit / sensitivity, None
 
 
 # ---------------------------------------------------------------------- papers' formulas

@@ -279,22 +279,19 @@ class DOADP(DecentralizedAlgorithm):
         # mean of b per-sample gradients of L2 norm <= G: replace-one sensitivity 2G/b
         sens = release_sensitivity(2.0 * self.grad_bound / (b or int(problem.n_max)), dim, rng)
         k = self.resolved_k(dim)
-        target = None
-        if cfg.mode == "budget":
+        def budget_z():
             planned = self.planned_activity(seed, n, cfg.n_rounds)
-            z, _ = gaussian_groups_calibration(sizes, b, np.ones(n, int), planned, cfg.budget,
-                                               delta, is_secure(rng))
-            target = cfg.budget.epsilon
-        elif cfg.mode == "noise_multiplier":
-            z = cfg.noise_multiplier
-        elif cfg.mode == "paper_sigma":
-            z = cfg.paper_sigma / sens
-        else:
+            return gaussian_groups_calibration(sizes, b, np.ones(n, int), planned, cfg.budget,
+                                               delta, is_secure(rng))[0]
+
+        def paper_std():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
-                sig = papers.doadp_sigma(cfg.paper_epsilon, self.delta0, cfg.n_rounds, q, self.p,
-                                         k, dim, self.grad_bound, variant="paper").sigma
-            z = sig / sens
+                return papers.doadp_sigma(cfg.paper_epsilon, self.delta0, cfg.n_rounds, q,
+                                          self.p, k, dim, self.grad_bound,
+                                          variant="paper").sigma
+
+        z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std)
         paper = PaperFormula("doadp", {"k": k, "dim": dim, "p": self.p, "G": self.grad_bound,
                                        "q": q, "sigma": z * sens, "delta0": self.delta0})
         return GaussianAccount(

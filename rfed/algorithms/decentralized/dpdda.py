@@ -230,22 +230,18 @@ class DPDDA(DecentralizedAlgorithm):
         delta = cfg.resolve_delta(q)
         # one record's clipped subgradient: replace-one sensitivity 2L
         sens = release_sensitivity(2.0 * lip, problem.manifold.dim, rng)
-        target = None
-        if cfg.mode == "budget":
+        def budget_z():
             planned = self.planned_activity(seed, cfg.n_rounds)
-            z, _ = gaussian_groups_calibration(sizes, 1, np.ones(n, int), planned, cfg.budget,
-                                               delta, is_secure(rng))
-            target = cfg.budget.epsilon
-        elif cfg.mode == "noise_multiplier":
-            z = cfg.noise_multiplier
-        elif cfg.mode == "paper_sigma":
-            z = cfg.paper_sigma / sens
-        else:
+            return gaussian_groups_calibration(sizes, 1, np.ones(n, int), planned, cfg.budget,
+                                               delta, is_secure(rng))[0]
+
+        def paper_std():
             with warnings.catch_warnings():
                 warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
-                sig = self.theorem_sigma(cfg.paper_epsilon, self.delta0, cfg.n_rounds, q,
-                                         self.iota, lip, "paper")
-            z = sig / sens
+                return self.theorem_sigma(cfg.paper_epsilon, self.delta0, cfg.n_rounds, q,
+                                          self.iota, lip, "paper")
+
+        z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std)
         source = ("given by the user ('clip')" if self.clip is not None
                   else "the problem's public data-domain bound (asserted by the user)")
         return GaussianAccount(

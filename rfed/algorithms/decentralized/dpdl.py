@@ -240,24 +240,21 @@ class DPDL(DecentralizedAlgorithm):
         # a clipped sum of B per-sample gradients of norm <= C: replace-one sensitivity 2C
         sens = release_sensitivity(2.0 * self.clip, problem.manifold.dim, rng)
         releases = self._releases()
-        target = None
-        if cfg.mode == "budget":
+        def budget_z():
             planned = np.full(problem.n_agents, cfg.n_rounds)
-            z, _ = gaussian_groups_calibration(sizes, self.batch_size, releases, planned,
-                                               cfg.budget, delta, is_secure(rng))
-            target = cfg.budget.epsilon
-        elif cfg.mode == "noise_multiplier":
-            z = cfg.noise_multiplier
-        elif cfg.mode == "paper_sigma":
-            z = cfg.paper_sigma * self.clip / sens
-        else:
+            return gaussian_groups_calibration(sizes, self.batch_size, releases, planned,
+                                               cfg.budget, delta, is_secure(rng))[0]
+
+        def paper_std():
             unit = self._paper(problem, delta, 1.0)
             if unit is None:
                 raise ValueError(f"{self.name} has no paper formula: use budget= or "
                                  "noise_multiplier=")
             # eq. (23): sigma proportional to 1/eps
-            sig = unit.evaluate(cfg.n_rounds)["epsilon"] / cfg.paper_epsilon
-            z = sig * self.clip / sens
+            return unit.evaluate(cfg.n_rounds)["epsilon"] / cfg.paper_epsilon
+
+        z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std,
+                                                 sigma_unit=self.clip)
         return GaussianAccount(
             self.name, sizes, self.batch_size, releases, z, sens, delta, cfg.method,
             assumptions=[f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; "
