@@ -205,6 +205,8 @@ def serve(problem, alg: PriRFed, run_config: dict[str, Any], nodes: list[int],
     (atomically) after every round; started again with that file present, it resumes.
     """
     c = _config(run_config)
+    if len(nodes) == 0:
+        raise ValueError("argument 'nodes' must list at least one node id, got none")
     state, first_round = _resume_or_start(problem, alg, c)
     for t in range(first_round, int(c["rounds"])):
         alg.check_round(state)

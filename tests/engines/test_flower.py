@@ -149,3 +149,5 @@ def test_replies_with_noise_other_than_the_plan_are_refused():
                 for r in honest(t, state, node_blocks)]
     with pytest.raises(RuntimeError, match="other than the server's plan"):
         flower.serve(problem, alg, config, [1, 2], quieter)
+    with pytest.raises(ValueError, match="argument 'nodes'"):
+        flower.serve(problem, alg, config, [], honest)
