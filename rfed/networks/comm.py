@@ -295,6 +295,20 @@ class Communicator(abc.ABC):
         (engine bookkeeping for outputs and metrics, not a protocol message: not counted)."""
         return np.asarray(values)
 
+    def agent_sum(self, values: np.ndarray) -> np.ndarray:
+        """:math:`\\sum_i v_i` over every agent, on every process, from this block's rows
+        ``values`` ``(n_local, *shape)``: the rows are gathered in agent order
+        (:meth:`all_rows`) and summed in agent order (``np.sum(axis=0)``), so the result has
+        the bits of the one-process sum whatever the number of processes (a float
+        ``Allreduce`` sums in an order that depends on it). Engine bookkeeping for metrics
+        (e.g. a sharded problem's cost), not a protocol message: not counted.
+
+        Returns
+        -------
+        ndarray, shape ``shape``
+        """
+        return np.sum(self.all_rows(values), axis=0)
+
     def total_stats(self) -> dict:
         """:meth:`CommStats.snapshot` summed over every process of the engine."""
         return self.stats.snapshot()
