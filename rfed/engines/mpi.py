@@ -75,7 +75,7 @@ from rfed.networks.comm import (
 )
 
 __all__ = ["MPICommunicator", "block_bounds", "merge_accounts", "mpi_engine", "run_mpi",
-           "CHECKPOINT_FORMAT"]
+           "shard_for_rank", "CHECKPOINT_FORMAT"]
 
 #: Version of the checkpoint written by :func:`run_mpi`.
 CHECKPOINT_FORMAT = 1
@@ -547,8 +547,14 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
     """Run ``n_rounds`` rounds of a decentralized ``algorithm`` whose communicator is an
     :class:`MPICommunicator`; every rank calls it with the same arguments.
 
+    The run holds only this rank's rows of ``problem``: a full :class:`rfed.problems.Problem`
+    is sharded first (:func:`shard_for_rank`; drop your own reference to it to free the other
+    agents' rows), so nothing in the run can read another rank's agents.
+
     Parameters
     ----------
+    problem : Problem or QuadraticResourceAllocation
+        The whole problem, or this rank's shard of it (``problem.agents`` the rank's block).
     checkpoint_every : int
         Save a checkpoint every this many rounds (0: never) to ``checkpoint``.
     checkpoint : path, optional
@@ -574,6 +580,7 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
     if checkpoint_every and checkpoint is None:
         raise ValueError("argument 'checkpoint' (a file path) is required with "
                          "'checkpoint_every'")
+    problem = shard_for_rank(problem, _algorithm_comm(algorithm))
     if resume_from is not None:
         comm = _check_comm(_algorithm_comm(algorithm))
         state, start = _load(Path(resume_from), algorithm, comm, n_rounds)
@@ -601,6 +608,35 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
     return {"x": x_all, "output": output,
             "privacy": None if account is None else account.report(),
             "account": account, "comm": stats, "engine_bytes": int(engine)}
+
+
+def shard_for_rank(problem: Any, comm: Any) -> Any:
+    """``problem`` as the rank of ``comm`` (an :class:`MPICommunicator`) holds it in a run.
+
+    A full :class:`rfed.problems.Problem` becomes ``problem.shard(comm.agents, reducer=...)``;
+    a shard must hold exactly the rank's block (checked) and gets a reducer if it has none. The
+    reducer is an :class:`MPICommunicator` on the same MPI communicator, so ``cost`` and
+    ``grad`` (hence the algorithms' metrics) are reductions with the one-process bits. A
+    problem that is not a ``Problem`` (DP-DGT's :class:`QuadraticResourceAllocation`, whose
+    per-agent coefficients are public and whose ``cost``/``optimum`` read them all) is returned
+    as is.
+    """
+    from rfed.problems.base import Problem
+
+    comm = _check_comm(comm)
+    if not isinstance(problem, Problem):
+        return problem
+    if problem.n_agents != comm.n_agents:
+        raise ValueError(f"argument 'problem' has {problem.n_agents} agents, the algorithm's "
+                         f"communicator {comm.n_agents}")
+    if not problem.is_shard:
+        return problem.shard(comm.agents, reducer=MPICommunicator(comm.n_agents, comm.comm))
+    if not np.array_equal(problem.agents, comm.agents):
+        raise ValueError(f"argument 'problem' is a shard of agents {problem.agents}; rank "
+                         f"{comm.rank} runs agents {comm.start}..{comm.stop - 1}")
+    if problem.reducer is None:
+        problem.reducer = MPICommunicator(comm.n_agents, comm.comm)
+    return problem
 
 
 def _algorithm_comm(algorithm) -> Any:

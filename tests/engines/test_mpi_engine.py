@@ -33,6 +33,7 @@ from rfed.networks.mixing import metropolis_hastings_weights
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.mechanisms import LaplaceSchedule
+from rfed.problems.base import Problem
 from rfed.problems.dispatch import QuadraticResourceAllocation
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 from rfed.problems.pca import SpherePCA
@@ -134,27 +135,60 @@ def run_in_process() -> dict:
         for _ in range(N_ROUNDS):
             state = alg.step(prob, state)
         out[name] = {"x": alg._output_points(state), "output": alg.output(prob, state),
-                     "privacy": _report(alg, state), "messages": state.comm.total_stats()}
+                     "privacy": _report(alg, state), "messages": state.comm.total_stats(),
+                     "metrics": alg.metrics(prob, state, True)}
     out["gossip-chunks"] = _chunked_gossip(InProcessCommunicator(N_AGENTS))
     return out
 
 
 def _mpi_cases():
-    from rfed.engines.mpi import MPICommunicator
+    """The cases on this rank: each problem is the rank's shard (only its block's rows; the
+    full problems are dropped once sharded), its reference computed before sharding."""
+    from rfed.engines.mpi import MPICommunicator, _algorithm_comm, shard_for_rank
 
-    return _cases(lambda g, w: Network(g, w, communicator=MPICommunicator(N_AGENTS)),
-                  MPICommunicator)
+    shards = {}
+    cases = []
+    for name, alg, prob, x0 in _cases(
+            lambda g, w: Network(g, w, communicator=MPICommunicator(N_AGENTS)),
+            MPICommunicator):
+        if id(prob) not in shards:
+            if isinstance(prob, Problem):
+                prob.reference_cost()   # a public fact of the run, from every agent's data
+            shards[id(prob)] = shard_for_rank(prob, _algorithm_comm(alg))
+        cases.append((name, alg, shards[id(prob)], x0))
+    return cases
+
+
+def _rows_held(prob, comm) -> list:
+    """Every rank's data rows of ``prob``, and proof that the whole data is out of reach."""
+    if not isinstance(prob, Problem):
+        return []
+    others = np.setdiff1d(np.arange(N_AGENTS), comm.agents)
+    if others.size:
+        with pytest.raises(ValueError, match=f"agent {others[0]} is not held here"):
+            prob.batch(others[:1], np.zeros((1, 1), int))
+    with pytest.raises(ValueError, match="'.data'"):
+        prob.data  # noqa: B018 - the attribute access is the check
+    return comm.comm.allgather({k: v.shape[0] for k, v in prob._data.items()})
 
 
 def run_child(path: str) -> None:
-    from rfed.engines.mpi import MPICommunicator, run_mpi
+    from rfed.engines.mpi import MPICommunicator, _algorithm_comm, run_mpi
 
     out = {}
     for name, alg, prob, x0 in _mpi_cases():
-        res = run_mpi(alg, prob, N_ROUNDS, rng=np.random.default_rng(SEED), x0=x0)
+        metrics = {}
+
+        def last_round(t, state, alg=alg, prob=prob, metrics=metrics):
+            if t == N_ROUNDS:   # a collective on every rank: the shards' reductions
+                metrics.update(alg.metrics(prob, state, True))
+
+        rows = _rows_held(prob, _algorithm_comm(alg))
+        res = run_mpi(alg, prob, N_ROUNDS, rng=np.random.default_rng(SEED), x0=x0,
+                      callback=last_round)
         if res is not None:
             out[name] = {"x": res["x"], "output": res["output"], "privacy": res["privacy"],
-                         "messages": res["comm"]}
+                         "messages": res["comm"], "metrics": metrics, "rows": rows}
     chunks = _chunked_gossip(MPICommunicator(N_AGENTS))
     if out:
         out["gossip-chunks"] = chunks
@@ -237,14 +271,28 @@ def _assert_same(got: dict, reference: dict, names) -> None:
         np.testing.assert_array_equal(got[name]["output"], ref["output"], err_msg=name)
         assert got[name]["privacy"] == ref["privacy"], name
         assert got[name]["messages"] == ref["messages"], name
+        if "metrics" in got[name]:
+            # cost, gradient norm, excess risk, distance: reductions over the shards
+            assert got[name]["metrics"] == ref["metrics"], name
 
 
 @needs_mpi
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
 def test_mpi_runs_are_bit_identical_to_one_process(reference, ranks, tmp_path):
+    """Every rank runs on its shard (its block's rows only) and gives the one-process bits,
+    logged metrics included."""
+    from rfed.engines.mpi import block_bounds
+
     out = tmp_path / "out.pkl"
     _launch(ranks, "--child", str(out))
-    _assert_same(pickle.loads(out.read_bytes()), reference, list(reference))
+    got = pickle.loads(out.read_bytes())
+    _assert_same(got, reference, list(reference))
+    blocks = np.diff(block_bounds(N_AGENTS, ranks)).tolist()
+    for name, res in got.items():
+        if name == "gossip-chunks" or name.startswith(("dpdgt", "ddgt")):
+            continue
+        assert [min(r.values()) for r in res["rows"]] == blocks, name
+        assert [max(r.values()) for r in res["rows"]] == blocks, name
 
 
 @needs_mpi
