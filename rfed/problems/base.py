@@ -201,7 +201,9 @@ class Problem(abc.ABC):
         if counts is None:
             counts = np.full(self.n_agents, n_max)
         counts = np.asarray(counts, dtype=int)
-        if counts.shape != (self.n_agents,) or counts.min() < 1 or counts.max() > n_max:
+        # zero agents: the rows of an empty block, a step to a shard holding public facts only
+        if counts.shape != (self.n_agents,) or (counts.size and (counts.min() < 1
+                                                                 or counts.max() > n_max)):
             raise ValueError(
                 f"argument 'counts' must have shape ({self.n_agents},) with values in "
                 f"[1, {n_max}], got shape {counts.shape} and range "
@@ -330,6 +332,9 @@ class Problem(abc.ABC):
 
     def _shard_text(self) -> str:
         held = self._held
+        if held.size == 0:
+            return (f"{type(self).__name__} shard holding no agent's rows (public facts of "
+                    f"{self.n_agents} agents only)")
         span = (f"{held[0]}..{held[-1]}" if held[-1] - held[0] + 1 == held.size
                 else np.array2string(held, threshold=8))
         return (f"{type(self).__name__} shard holding agents {span} of {self.n_agents} "
@@ -389,7 +394,7 @@ class Problem(abc.ABC):
         ----------
         agents : int array, shape ``(A,)``
             Global ids, distinct, in ``0 .. n_agents - 1`` (sorted in the shard); a shard's
-            own agents only when sharding a shard.
+            own agents only when sharding a shard. Empty: public facts only (e.g. a server's).
         reducer : Communicator, optional
             Serves the same block of agents (``reducer.agents`` equal to the sorted
             ``agents``); makes :meth:`cost` and :meth:`grad` reductions over all processes.
@@ -422,7 +427,8 @@ class Problem(abc.ABC):
         Parameters
         ----------
         agents : int array, shape ``(A,)``
-            Increasing global ids, ``A`` = this problem's ``n_agents``.
+            Increasing global ids, ``A`` = this problem's ``n_agents`` (0: a problem built on
+            an empty block, which then holds the public facts only).
         counts : int array, shape ``(n_agents,)``
             Every agent's sample count (public); ``counts[agents]`` must equal this problem's.
         reducer : Communicator, optional
@@ -439,9 +445,10 @@ class Problem(abc.ABC):
         if counts.ndim != 1 or counts.size < 1 or not np.issubdtype(counts.dtype, np.integer):
             raise ValueError(f"argument 'counts' must be a 1-d int array (every agent's sample "
                              f"count), got {counts!r}")
-        ids = np.asarray(agents)
+        ids = np.asarray(agents, dtype=np.int64 if np.size(agents) == 0 else None)
         if (ids.shape != (self.n_agents,) or not np.issubdtype(ids.dtype, np.integer)
-                or np.any(np.diff(ids) <= 0) or ids.min() < 0 or ids.max() >= counts.size):
+                or np.any(np.diff(ids) <= 0)
+                or (ids.size and (ids.min() < 0 or ids.max() >= counts.size))):
             raise ValueError(f"argument 'agents' must be {self.n_agents} increasing ids in "
                              f"0..{counts.size - 1} (one per agent of this problem), got "
                              f"{agents!r}")
@@ -458,12 +465,12 @@ class Problem(abc.ABC):
         return self
 
     def _checked_agents(self, agents) -> np.ndarray:
-        ids = np.asarray(agents)
-        if ids.ndim != 1 or ids.size < 1 or not np.issubdtype(ids.dtype, np.integer):
-            raise ValueError(f"argument 'agents' must be a non-empty 1-d array of int agent "
-                             f"ids, got {agents!r}")
+        ids = np.asarray(agents, dtype=np.int64 if np.size(agents) == 0 else None)
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"argument 'agents' must be a 1-d array of int agent ids, got "
+                             f"{agents!r}")
         ids = np.sort(ids).astype(np.int64)
-        if ids[0] < 0 or ids[-1] >= self.n_agents or np.any(np.diff(ids) == 0):
+        if ids.size and (ids[0] < 0 or ids[-1] >= self.n_agents or np.any(np.diff(ids) == 0)):
             raise ValueError(f"argument 'agents' must hold distinct ids in "
                              f"0..{self.n_agents - 1}, got {agents!r}")
         return ids
