@@ -34,6 +34,20 @@ copies (``copies=True``), which the protocol keeps in sync with :meth:`publish` 
 count, are refreshed from their owners by a halo exchange here; that engine traffic is counted
 apart, in :attr:`MPICommunicator.engine_bytes`.
 
+Sharded data: a rank holds only its block's rows of the problem. :func:`run_mpi` runs on
+:func:`shard_for_rank` of the problem it is given (``problem.shard(comm.agents, reducer=...)``,
+:meth:`rfed.problems.Problem.shard`), and ``rfed run NAME --engine mpi`` hands every setting
+the rank's shard (:func:`rfed.experiments._decentralized.engine_problem`), built once the
+public facts (agent counts, dimensions, public bounds, the reference solution computed from
+every agent's data before the run) are known; the full arrays are then dropped. A shard
+raises ``ValueError`` naming the agent when asked for another rank's agent, and for whole-data
+quantities; the metrics that sum over agents (cost, gradient norm, excess risk, training
+accuracy) are reductions: each rank weighs its agents' local values, ``Allgatherv`` puts them
+in agent order and every rank sums them in agent order
+(:meth:`rfed.networks.comm.Communicator.agent_sum`), so the logged numbers have the
+one-process bits. DP-DGT's resource allocation is not sharded (its per-agent coefficients are
+the paper's public table, and its metrics and optimum read them all).
+
 Federated calls: the server is replicated on every rank (its computation is deterministic and
 its randomness public), so :meth:`MPICommunicator.gather` returns the gathered rows on every
 rank and :meth:`MPICommunicator.broadcast` needs no transfer; messages are counted once, by the

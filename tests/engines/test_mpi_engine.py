@@ -363,6 +363,28 @@ def test_mpi_engine_without_mpiexec_is_one_rank():
         comm.send_along_arcs(w, arcs[:-1])
 
 
+def test_shards_for_a_rank_and_for_an_experiment():
+    """One rank (no mpiexec) holds every agent: ``run_mpi``'s shard holds all rows with a
+    reducer; a shard of other agents is refused; experiments keep the problem itself."""
+    from rfed.engines.mpi import MPICommunicator, mpi_engine, shard_for_rank
+    from rfed.experiments._decentralized import engine_problem
+
+    prob = _sphere_pca()
+    comm = MPICommunicator(N_AGENTS)
+    mine = shard_for_rank(prob, comm)
+    assert mine.is_shard and mine._data["z"].shape[0] == N_AGENTS
+    x = np.eye(5)[1]
+    assert mine.cost(x) == prob.cost(x)
+    np.testing.assert_array_equal(mine.grad(x), prob.grad(x))
+    with pytest.raises(ValueError, match="rank 0 runs agents 0..15"):
+        shard_for_rank(prob.shard(np.arange(4)), comm)
+    dispatch = _dispatch()
+    assert shard_for_rank(dispatch, comm) is dispatch
+    assert engine_problem(prob) is prob
+    with mpi_engine():
+        assert engine_problem(prob) is prob   # a 1-rank job: nothing to shard
+
+
 if __name__ == "__main__":
     if sys.argv[1:2] == ["--child"]:
         run_child(sys.argv[2])

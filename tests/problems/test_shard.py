@@ -262,3 +262,26 @@ def test_as_shard_builds_from_the_blocks_rows_only():
         SpherePCA(z[block], counts=COUNTS[block]).as_shard(block, COUNTS[::-1].copy())
     with pytest.raises(ValueError, match="argument 'agents' must be 2 increasing ids"):
         SpherePCA(z[block], counts=COUNTS[block]).as_shard(block[::-1], COUNTS)
+
+
+def test_training_accuracy_of_a_linear_shard_is_a_reduction():
+    full = BUILDERS["logistic"](np.random.default_rng(10))
+    x = 0.3 * np.random.default_rng(11).standard_normal(5)
+    table = {}
+    shards = [full.shard(b, reducer=_Block(N_AGENTS, np.sort(b), table)) for b in BLOCKS]
+    for part in shards:
+        part.accuracy(x)
+    for part in shards:
+        assert part.accuracy(x) == full.accuracy(x)
+    with pytest.raises(ValueError, match=r"accuracy\(x\) needs every agent's data"):
+        full.shard(np.array([1])).accuracy(x)
+
+
+def test_an_empty_shard_holds_the_public_facts_only():
+    full = BUILDERS["sphere-pca"](np.random.default_rng(12))
+    public = full.shard(np.array([], dtype=int))
+    assert public._data["z"].shape == (0, N_MAX, 5) and public.n_agents == N_AGENTS
+    _equal(public.agent_weights, full.agent_weights)
+    assert public.gradient_bound == full.gradient_bound
+    with pytest.raises(ValueError, match="agent 0 is not held here"):
+        public.local_cost(np.eye(5)[0], np.array([0]))
