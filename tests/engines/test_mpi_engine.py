@@ -190,8 +190,18 @@ def run_child(path: str) -> None:
             out[name] = {"x": res["x"], "output": res["output"], "privacy": res["privacy"],
                          "messages": res["comm"], "metrics": metrics, "rows": rows}
     chunks = _chunked_gossip(MPICommunicator(N_AGENTS))
+    # what `rfed run NAME --engine mpi` hands its settings: this rank's shard
+    from mpi4py import MPI
+
+    from rfed.engines.mpi import mpi_engine
+    from rfed.experiments._decentralized import engine_problem
+
+    with mpi_engine():
+        mine = engine_problem(_sphere_pca())
+    engine_rows = MPI.COMM_WORLD.allgather(mine._data["z"].shape[0] if mine.is_shard else None)
     if out:
         out["gossip-chunks"] = chunks
+        out["_engine_problem_rows"] = engine_rows
         with open(path, "wb") as fh:
             pickle.dump(out, fh)
 
@@ -286,8 +296,11 @@ def test_mpi_runs_are_bit_identical_to_one_process(reference, ranks, tmp_path):
     out = tmp_path / "out.pkl"
     _launch(ranks, "--child", str(out))
     got = pickle.loads(out.read_bytes())
+    engine_rows = got.pop("_engine_problem_rows")
     _assert_same(got, reference, list(reference))
     blocks = np.diff(block_bounds(N_AGENTS, ranks)).tolist()
+    # experiments under --engine mpi: a shard per rank (one rank keeps the problem itself)
+    assert engine_rows == ([None] if ranks == 1 else blocks)
     for name, res in got.items():
         if name == "gossip-chunks" or name.startswith(("dpdgt", "ddgt")):
             continue
