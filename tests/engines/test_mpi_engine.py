@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, DPDPSGD, NoisyDDGT
-from rfed.datasets.synthetic import make_epsilon_like
+from rfed.datasets.synthetic import make_epsilon_like, make_pca_synthetic_agents
 from rfed.manifolds import Sphere
 from rfed.networks.comm import InProcessCommunicator
 from rfed.networks.gossip import mix_tangent, riemannian_gossip
@@ -52,6 +52,18 @@ def _logreg():
 def _sphere_pca():
     z = np.random.default_rng(4).standard_normal((N_AGENTS, 10, 5)) * [3.0, 1, 1, 1, 1]
     return SpherePCA(z)
+
+
+#: A case whose data each rank generates for its own agents only (keyed by (seed, agent)).
+KEYED = "doadp-sphere-keyed"
+
+
+def _keyed_pca(agents=None):
+    """The keyed synthetic PCA problem: every agent's rows (``agents=None``) or a shard built
+    from the rows of ``agents`` alone (the others are never generated)."""
+    ids = np.arange(N_AGENTS) if agents is None else np.asarray(agents)
+    prob = SpherePCA(make_pca_synthetic_agents(ids, 8, 6, 0.3, seed=11))
+    return prob if agents is None else prob.as_shard(ids, np.full(N_AGENTS, 8))
 
 
 def _dispatch():
@@ -83,6 +95,9 @@ def _cases(network, comm_factory):
         # on the sphere the consensus goes through gather_from_neighbors and Log per arc
         ("doadp-sphere", DOADP(network(g, w), alpha=0.05, p=0.8, k=2, grad_bound=1.0,
                                noise_multiplier=1.0), _sphere_pca(), np.eye(5)[0]),
+        # the problem is replaced by a rank's as_shard in _mpi_cases
+        (KEYED, DOADP(network(g, w), alpha=0.05, p=0.8, k=2, grad_bound=1.0,
+                      noise_multiplier=1.0), _keyed_pca(), np.eye(6)[0]),
         # cross-gradients go back along the arcs (send_along_arcs); chunks of 7 pairs
         ("dpdl", DPDL(network(g, w), lr=0.2, alpha=2.0, batch_size=4, clip=0.5,
                       noise_multiplier=1.0, max_chunk_pairs=7), logreg, np.zeros(10)),
@@ -136,7 +151,7 @@ def run_in_process() -> dict:
             state = alg.step(prob, state)
         out[name] = {"x": alg._output_points(state), "output": alg.output(prob, state),
                      "privacy": _report(alg, state), "messages": state.comm.total_stats(),
-                     "metrics": alg.metrics(prob, state, True)}
+                     "metrics": alg.metrics(prob, state, name != KEYED)}
     out["gossip-chunks"] = _chunked_gossip(InProcessCommunicator(N_AGENTS))
     return out
 
@@ -151,6 +166,11 @@ def _mpi_cases():
     for name, alg, prob, x0 in _cases(
             lambda g, w: Network(g, w, communicator=MPICommunicator(N_AGENTS)),
             MPICommunicator):
+        if name == KEYED:
+            # generated for this rank's agents alone, no reference (it needs every agent)
+            comm = _algorithm_comm(alg)
+            cases.append((name, alg, shard_for_rank(_keyed_pca(comm.agents), comm), x0))
+            continue
         if id(prob) not in shards:
             if isinstance(prob, Problem):
                 prob.reference_cost()   # a public fact of the run, from every agent's data
@@ -179,9 +199,9 @@ def run_child(path: str) -> None:
     for name, alg, prob, x0 in _mpi_cases():
         metrics = {}
 
-        def last_round(t, state, alg=alg, prob=prob, metrics=metrics):
+        def last_round(t, state, alg=alg, prob=prob, metrics=metrics, name=name):
             if t == N_ROUNDS:   # a collective on every rank: the shards' reductions
-                metrics.update(alg.metrics(prob, state, True))
+                metrics.update(alg.metrics(prob, state, name != KEYED))
 
         rows = _rows_held(prob, _algorithm_comm(alg))
         res = run_mpi(alg, prob, N_ROUNDS, rng=np.random.default_rng(SEED), x0=x0,
