@@ -45,8 +45,11 @@ quantities; the metrics that sum over agents (cost, gradient norm, excess risk, 
 accuracy) are reductions: each rank weighs its agents' local values, ``Allgatherv`` puts them
 in agent order and every rank sums them in agent order
 (:meth:`rfed.networks.comm.Communicator.agent_sum`), so the logged numbers have the
-one-process bits. DP-DGT's resource allocation is not sharded (its per-agent coefficients are
-the paper's public table, and its metrics and optimum read them all).
+one-process bits. These reductions, like the gathered iterates of the metrics, are the
+experimenter's evaluation, not protocol messages: they are not charged to the privacy
+ledgers, so ranks that are distinct parties should not log data-dependent metrics. DP-DGT's
+resource allocation is not sharded (its per-agent coefficients are the paper's public table,
+and its metrics and optimum read them all).
 
 Federated calls: the server is replicated on every rank (its computation is deterministic and
 its randomness public), so :meth:`MPICommunicator.gather` returns the gathered rows on every

@@ -300,8 +300,10 @@ class Communicator(abc.ABC):
         ``values`` ``(n_local, *shape)``: the rows are gathered in agent order
         (:meth:`all_rows`) and summed in agent order (``np.sum(axis=0)``), so the result has
         the bits of the one-process sum whatever the number of processes (a float
-        ``Allreduce`` sums in an order that depends on it). Engine bookkeeping for metrics
-        (e.g. a sharded problem's cost), not a protocol message: not counted.
+        ``Allreduce`` sums in an order that depends on it). Engine bookkeeping for the
+        metrics of a simulation (e.g. a sharded problem's cost), not a protocol message: not
+        counted, and not charged to a privacy ledger (rows derived from private data must not
+        be reduced between distinct parties of a deployment).
 
         Returns
         -------

@@ -31,9 +31,12 @@ before sharding, and ``cost``/``grad`` without a reducer. With ``reducer=`` a
 :class:`rfed.networks.comm.Communicator` serving the same block, ``cost`` and ``grad`` are
 reductions: each process weighs its agents' local values, the communicator gathers them in
 agent order and sums in agent order (:meth:`~rfed.networks.comm.Communicator.agent_sum`), so
-every process gets the one-process ``cost``/``grad`` bit for bit. The reducer is engine state
-and is not pickled (a pickled shard has ``reducer=None``; set :attr:`Problem.reducer` again
-after loading).
+every process gets the one-process ``cost``/``grad`` bit for bit. Such a reduction is the
+experimenter's evaluation of a simulation (the same numbers one process computes from every
+agent's data), not a protocol release: the per-agent values it moves between processes are
+data-dependent and are NOT charged to any privacy ledger, so a deployment whose processes are
+distinct parties must not evaluate them. The reducer is engine state and is not pickled (a
+pickled shard has ``reducer=None``; set :attr:`Problem.reducer` again after loading).
 """
 
 from __future__ import annotations
