@@ -53,9 +53,9 @@ from __future__ import annotations
 
 import collections
 import contextlib
-import copy
 import dataclasses
 import pickle
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,8 +65,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from rfed._io import atomic_pickle
+from rfed.algorithms.decentralized._blocks import merge_accounts
 from rfed.manifolds import as_generator
 from rfed.networks.comm import (
+    CommStats,
     Communicator,
     NeighborValues,
     _offdiag_arcs,
@@ -74,11 +76,14 @@ from rfed.networks.comm import (
     use_communicator,
 )
 
-__all__ = ["MPICommunicator", "block_bounds", "merge_accounts", "mpi_engine", "run_mpi",
-           "CHECKPOINT_FORMAT"]
+__all__ = ["MPICommunicator", "SavedBlocks", "block_bounds", "merge_accounts", "merge_stats",
+           "mpi_engine", "run_mpi", "split_stats", "CHECKPOINT_FORMAT"]
 
-#: Version of the checkpoint written by :func:`run_mpi`.
-CHECKPOINT_FORMAT = 1
+#: Version of the checkpoint written by :func:`run_mpi` (2: one whole state, any rank count).
+CHECKPOINT_FORMAT = 2
+
+#: Seconds between polls of a rank waiting for rank 0 (see MPICommunicator.root_computes).
+_IDLE_POLL = 0.002
 
 #: Exchange plans kept per communicator (static matrices stay; per-round ones come and go).
 _PLAN_CACHE = 16
@@ -447,28 +452,117 @@ class MPICommunicator(Communicator):
                 return r if self.size == 1 else f"{r} (rank {rank})"
         return None
 
+    def root_computes(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` called on rank 0 only and broadcast (an exception it raises is raised on
+        every rank). The other ranks wait by polling a non-blocking barrier with short sleeps,
+        not in a blocking collective, which with MPICH keeps a core busy: while rank 0
+        calibrates, the waiting ranks leave it the CPU."""
+        value = error = None
+        if self.rank == 0:
+            try:
+                value = fn()
+            except Exception as exc:  # every rank raises it below
+                error = exc
+                try:
+                    pickle.dumps(exc)
+                except Exception:
+                    error = RuntimeError(f"{type(exc).__name__}: {exc}")
+        self.wait_for_root()
+        value, error = self.comm.bcast((value, error), root=0)
+        if error is not None:
+            raise error
+        return value
 
-def merge_accounts(accounts: list) -> Any:
-    """One privacy account from the per-rank accounts of a run (each charged its own agents).
+    def wait_for_root(self) -> None:
+        """Return once every rank has called it, sleeping between polls (a rank that arrives
+        early does not spin on a core while rank 0 works)."""
+        request = self.comm.Ibarrier()
+        while not request.Test():
+            time.sleep(_IDLE_POLL)
 
-    Per-agent release counts add up; the ledgers are merged with
-    :meth:`rfed.privacy.PrivacyLedger.merge`; rounds must agree. An account without per-agent
-    charges (DP-DGT's, identical on every rank) is taken from the first rank.
-    """
-    accounts = [a for a in accounts if a is not None]
-    if not accounts:
-        return None
-    out = copy.deepcopy(accounts[0])
-    rounds = {a.rounds for a in accounts}
-    if len(rounds) != 1:
-        raise ValueError(f"ranks' accounts disagree on the rounds done: {sorted(rounds)}")
-    if hasattr(out, "counts") and hasattr(out, "ledger"):
-        for a in accounts[1:]:
-            out.counts = out.counts + a.counts
-            out.ledger = out.ledger.merge(a.ledger)
-    if hasattr(out, "_memo"):
-        out._memo = {}
+
+def merge_stats(stats: list[CommStats]) -> CommStats:
+    """The counters of a run from the ranks' counters: totals and per-agent arrays add up;
+    ``calls`` (every rank makes the same calls) is the first rank's."""
+    out = CommStats(stats[0].n_agents, calls=dict(stats[0].calls))
+    for s in stats:
+        out.messages += int(s.messages)
+        out.bytes += int(s.bytes)
+        out.server_messages += int(s.server_messages)
+        out.server_bytes += int(s.server_bytes)
+        out.messages_sent = out.messages_sent + s.messages_sent
+        out.bytes_sent = out.bytes_sent + s.bytes_sent
     return out
+
+
+def split_stats(stats: CommStats, bounds: np.ndarray) -> list[CommStats]:
+    """Counters of the blocks ``bounds[r] .. bounds[r+1]-1`` whose :func:`merge_stats` is
+    ``stats``: each block gets its agents' per-agent counts and their sums; the first block
+    also gets the rest of the totals (the server's traffic); ``calls`` is copied."""
+    out = []
+    for r in range(len(bounds) - 1):
+        lo, hi = int(bounds[r]), int(bounds[r + 1])
+        s = CommStats(stats.n_agents, calls=dict(stats.calls))
+        s.messages_sent[lo:hi] = stats.messages_sent[lo:hi]
+        s.bytes_sent[lo:hi] = stats.bytes_sent[lo:hi]
+        s.messages = int(s.messages_sent.sum())
+        s.bytes = int(s.bytes_sent.sum())
+        out.append(s)
+    first = out[0]
+    first.messages += int(stats.messages) - sum(s.messages for s in out)
+    first.bytes += int(stats.bytes) - sum(s.bytes for s in out)
+    first.server_messages, first.server_bytes = int(stats.server_messages), int(stats.server_bytes)
+    return out
+
+
+@dataclass
+class SavedBlocks:
+    """A distributed run's state saved whole, so that it resumes on any number of ranks.
+
+    Attributes
+    ----------
+    state : object
+        Every agent's state (the algorithm's :meth:`merge_blocks` of the ranks' block states),
+        ``comm=None``; the one-process state at the same round.
+    stats : CommStats
+        The ranks' message counters, merged (:func:`merge_stats`).
+    engine_bytes : int
+        Engine traffic (halo refreshes) of all ranks so far.
+    n_ranks : int
+        Ranks that saved it (informative: any number resumes it).
+    """
+
+    state: Any
+    stats: CommStats
+    engine_bytes: int
+    n_ranks: int
+
+
+def gather_blocks(algorithm, comm: MPICommunicator, state) -> SavedBlocks | None:
+    """Collective: every rank's block state and counters, merged on rank 0 (``None`` on the
+    other ranks)."""
+    block = (dataclasses.replace(state, comm=None), comm.stats, comm.engine_bytes)
+    blocks = comm.comm.gather(block, root=0)
+    if comm.rank != 0:
+        return None
+    return SavedBlocks(algorithm.merge_blocks([b[0] for b in blocks], comm.bounds),
+                       merge_stats([b[1] for b in blocks]),
+                       int(sum(b[2] for b in blocks)), comm.size)
+
+
+def scatter_blocks(algorithm, comm: MPICommunicator, saved: SavedBlocks | None):
+    """Collective: rank 0 splits ``saved`` into this job's blocks; every rank gets its block
+    state with ``comm`` attached, and ``comm``'s counters continue the saved ones."""
+    parts = None
+    if comm.rank == 0:
+        states = algorithm.split_state(saved.state, comm.bounds)
+        stats = split_stats(saved.stats, comm.bounds)
+        engine = [saved.engine_bytes] + [0] * (comm.size - 1)
+        parts = list(zip(states, stats, engine, strict=True))
+    state, stats, engine = comm.comm.scatter(parts, root=0)
+    comm.stats = stats
+    comm.engine_bytes = int(engine)
+    return dataclasses.replace(state, comm=comm)
 
 
 @contextlib.contextmanager
@@ -491,21 +585,14 @@ class _Factory:
 
 
 # ---------------------------------------------------------------------- run loop
-def _block(state: Any, comm: MPICommunicator) -> dict:
-    """This rank's picklable share of a checkpoint: its block state without the communicator,
-    and the communicator's counters."""
-    return {"state": dataclasses.replace(state, comm=None), "stats": comm.stats,
-            "engine_bytes": comm.engine_bytes, "start": comm.start, "stop": comm.stop}
-
-
 def _save(path: Path, algorithm, comm: MPICommunicator, state, t: int, n_rounds: int) -> None:
-    blocks = comm.comm.gather(_block(state, comm), root=0)
+    saved = gather_blocks(algorithm, comm, state)
     if comm.rank == 0:
         atomic_pickle(path, {"format": CHECKPOINT_FORMAT, "engine": "mpi",
                              "algorithm": algorithm.name, "n_rounds": int(n_rounds),
                              "round": int(t), "n_agents": comm.n_agents, "n_ranks": comm.size,
-                             "blocks": blocks})
-    comm.comm.Barrier()  # the file is whole before any rank goes on
+                             "saved": saved})
+    comm.wait_for_root()  # the file is whole before any rank goes on
 
 
 def _load(path: Path, algorithm, comm: MPICommunicator, n_rounds: int) -> tuple[Any, int]:
@@ -515,30 +602,23 @@ def _load(path: Path, algorithm, comm: MPICommunicator, n_rounds: int) -> tuple[
         try:
             with open(path, "rb") as fh:
                 payload = pickle.load(fh)  # noqa: S301 - the user's own checkpoint file
+            if not isinstance(payload, dict):
+                raise ValueError("not an rfed MPI checkpoint")
             expected = {"format": CHECKPOINT_FORMAT, "engine": "mpi",
                         "algorithm": algorithm.name, "n_rounds": int(n_rounds),
-                        "n_agents": comm.n_agents, "n_ranks": comm.size}
+                        "n_agents": comm.n_agents}
             for key, value in expected.items():
                 if payload.get(key) != value:
                     raise ValueError(f"argument 'resume_from': the checkpoint has "
-                                     f"{key}={payload.get(key)!r}, this run has {key}={value!r}"
-                                     + (" (resume on as many ranks as saved it)"
-                                        if key == "n_ranks" else ""))
-        except (OSError, pickle.UnpicklingError, AttributeError, ValueError) as exc:
+                                     f"{key}={payload.get(key)!r}, this run has {key}={value!r}")
+        except (OSError, pickle.UnpicklingError, AttributeError, EOFError, ValueError) as exc:
             error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) \
                 else str(exc)
     error = comm.comm.bcast(error, root=0)
     if error is not None:
         raise ValueError(f"cannot resume from '{path}': {error}")
-    block = comm.comm.scatter(payload["blocks"] if comm.rank == 0 else None, root=0)
-    t = comm.comm.bcast(payload["round"] if comm.rank == 0 else None, root=0)
-    if (block["start"], block["stop"]) != (comm.start, comm.stop):
-        raise ValueError(f"cannot resume from '{path}': rank {comm.rank} saved agents "
-                         f"{block['start']}..{block['stop'] - 1}, holds {comm.start}.."
-                         f"{comm.stop - 1}")
-    comm.stats = block["stats"]
-    comm.engine_bytes = int(block["engine_bytes"])
-    return dataclasses.replace(block["state"], comm=comm), int(t)
+    state = scatter_blocks(algorithm, comm, payload["saved"] if comm.rank == 0 else None)
+    return state, int(state.t)
 
 
 def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every: int = 0,
@@ -552,14 +632,16 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
     checkpoint_every : int
         Save a checkpoint every this many rounds (0: never) to ``checkpoint``.
     checkpoint : path, optional
-        One file, written atomically by rank 0: every rank's block state (without its
-        communicator) and message counters, gathered. One file rather than one per rank: a
-        job killed while saving leaves the previous whole checkpoint, never a mix of rounds.
-        The blocks are the algorithms' own states, so resuming needs the same number of ranks
-        (checked).
+        One file, written atomically by rank 0: the ranks' block states merged into the state
+        of every agent (:meth:`merge_blocks` of the algorithm, see
+        :mod:`rfed.algorithms.decentralized._blocks`) and their message counters merged, as
+        :class:`SavedBlocks`. One file rather than one per rank: a job killed while saving
+        leaves the previous whole checkpoint, never a mix of rounds.
     resume_from : path, optional
-        Continue from such a checkpoint (``rng`` and ``x0`` are then unused): the run ends
-        bit-identical to an uninterrupted one, counters included.
+        Continue from such a checkpoint (``rng`` and ``x0`` are then unused) on ANY number of
+        ranks: rank 0 splits the saved state into this job's blocks. The run ends
+        bit-identical to an uninterrupted one (iterates, privacy report, message counts),
+        whatever the numbers of ranks before and after.
     callback : callable, optional
         ``callback(round, state)`` on every rank after every round.
 
