@@ -76,8 +76,9 @@ from rfed.networks.comm import (
     use_communicator,
 )
 
-__all__ = ["MPICommunicator", "SavedBlocks", "block_bounds", "merge_accounts", "merge_stats",
-           "mpi_engine", "run_mpi", "split_stats", "CHECKPOINT_FORMAT"]
+__all__ = ["MPICommunicator", "MPIRunHook", "SavedBlocks", "block_bounds", "gather_blocks",
+           "merge_accounts", "merge_stats", "mpi_engine", "run_mpi", "scatter_blocks",
+           "split_stats", "CHECKPOINT_FORMAT"]
 
 #: Version of the checkpoint written by :func:`run_mpi` (2: one whole state, any rank count).
 CHECKPOINT_FORMAT = 2
@@ -474,11 +475,16 @@ class MPICommunicator(Communicator):
         return value
 
     def wait_for_root(self) -> None:
-        """Return once every rank has called it, sleeping between polls (a rank that arrives
-        early does not spin on a core while rank 0 works)."""
-        request = self.comm.Ibarrier()
-        while not request.Test():
-            time.sleep(_IDLE_POLL)
+        """Return once every rank has called it (:func:`_idle_barrier`)."""
+        _idle_barrier(self.comm)
+
+
+def _idle_barrier(comm: Any) -> None:
+    """A barrier that sleeps between polls: a rank arriving early does not keep a core busy
+    (MPICH's blocking collectives spin) while rank 0 calibrates or writes a file."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(_IDLE_POLL)
 
 
 def merge_stats(stats: list[CommStats]) -> CommStats:
@@ -582,6 +588,114 @@ class _Factory:
 
     def __call__(self, n_agents: int) -> MPICommunicator:
         return MPICommunicator(n_agents, self.comm)
+
+
+# ---------------------------------------------------------------------- experiments
+class MPIRunHook:
+    """Checkpoints of an experiment's runs on the MPI engine (``rfed run NAME --engine mpi``).
+
+    Every rank installs it around its own :class:`rfed.experiments.RunContext` (with
+    :func:`rfed.algorithms.base.engine_run_hooks`); rank 0's context has the results folder and
+    decides, the others follow:
+
+    * a run starting: rank 0's context says whether it is done (a resumed experiment replaying
+      it), resumes from a checkpoint or starts afresh; every rank gets the same answer, a
+      replayed result or a resumed state arriving as its own block (with its communicator,
+      whose counters continue the saved ones);
+    * a checkpoint (every ``--checkpoint-every`` rounds and at the end of each run): every rank
+      calls it at the same round; the blocks are gathered and merged (:class:`SavedBlocks`),
+      rank 0's context writes them, and no rank goes on before the file is whole.
+
+    A checkpoint therefore resumes on any number of ranks. Algorithms whose state is not split
+    into blocks (run redundantly by every rank) are saved from rank 0 and broadcast on resume.
+
+    Parameters
+    ----------
+    inner : RunContext
+        This rank's context (only rank 0's writes anything).
+    comm : mpi4py.MPI.Intracomm, optional
+        Default ``COMM_WORLD``.
+    """
+
+    def __init__(self, inner: Any, comm: Any = None):
+        self.inner = inner
+        self.world = _mpi().COMM_WORLD if comm is None else comm
+        self.rank = self.world.Get_rank()
+        self.secure = bool(getattr(inner, "secure", False))
+        self._algorithm = None
+
+    def start_run(self, algorithm, problem, n_rounds: int, eval_every: int):
+        """Hook of :meth:`rfed.algorithms.base.Algorithm.run` (see its ``run_hook``)."""
+        self._algorithm = algorithm
+        done = resume = save = None
+        every = 0
+        if self.rank == 0:
+            done, resume, save, every = self.inner.start_run(algorithm, problem, n_rounds,
+                                                             eval_every)
+        self._inner_save = save
+        kind = "done" if done is not None else "resume" if resume is not None else "fresh"
+        kind, has_saver, every = self.world.bcast((kind, save is not None, every), root=0)
+        if kind == "done":
+            meta = self.world.bcast(
+                dataclasses.replace(done, state=None) if self.rank == 0 else None, root=0)
+            state = self._restore(algorithm, done.state if self.rank == 0 else None)
+            return dataclasses.replace(meta, state=state), None, None, 0
+        if kind == "resume":
+            meta = self.world.bcast({k: v for k, v in resume.items() if k != "state"}
+                                    if self.rank == 0 else None, root=0)
+            state = self._restore(algorithm, resume["state"] if self.rank == 0 else None)
+            resume = {**meta, "state": state}
+        return None, resume, _CollectiveSave(self) if has_saver else None, every
+
+    def end_run(self, result) -> None:
+        """Hook of :meth:`Algorithm.run`: rank 0's context records the finished run (its state
+        gathered whole, so that a resumed experiment can replay it on any number of ranks)."""
+        saved = self._saved(result.state)
+        if self.rank == 0:
+            self.inner.end_run(dataclasses.replace(result, state=saved))
+        _idle_barrier(self.world)
+
+    def save(self, payload: dict) -> None:
+        """Collective: the ranks' blocks merged into ``payload['state']``, written by rank 0."""
+        saved = self._saved(payload["state"])
+        if self.rank == 0:
+            self._inner_save({**payload, "state": saved})
+        _idle_barrier(self.world)
+
+    # ------------------------------------------------------------------ helpers
+    def _saved(self, state) -> Any:
+        """Collective: ``state`` as saved on rank 0 (``SavedBlocks`` of a block state)."""
+        comm = getattr(state, "comm", None)
+        blocks = isinstance(comm, MPICommunicator) and hasattr(self._algorithm, "merge_blocks")
+        if blocks:
+            return gather_blocks(self._algorithm, comm, state)
+        return state   # every rank holds the same state: rank 0's is saved
+
+    def _restore(self, algorithm, saved) -> Any:
+        """Collective: this rank's state from rank 0's saved one (a whole state saved by a
+        one-process run is split like a saved MPI run's)."""
+        comm = getattr(saved, "comm", None)
+        if (self.rank == 0 and hasattr(algorithm, "split_state") and comm is not None
+                and not isinstance(comm, MPICommunicator)):
+            saved = SavedBlocks(dataclasses.replace(saved, comm=None), comm.stats, 0, 1)
+        is_blocks = self.world.bcast(isinstance(saved, SavedBlocks), root=0)
+        if is_blocks:
+            comm = _check_comm(_algorithm_comm(algorithm))
+            return scatter_blocks(algorithm, comm, saved)
+        return self.world.bcast(saved, root=0)
+
+
+
+class _CollectiveSave:
+    """``save(payload)`` of an :class:`MPIRunHook` (every rank calls it at the same round)."""
+
+    collective = True
+
+    def __init__(self, hook: MPIRunHook):
+        self.hook = hook
+
+    def __call__(self, payload: dict) -> None:
+        self.hook.save(payload)
 
 
 # ---------------------------------------------------------------------- run loop

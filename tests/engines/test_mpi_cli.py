@@ -1,14 +1,18 @@
 """``rfed run NAME --engine mpi``: a 2-rank run of doadp-logreg at a tiny size writes, from rank 0
-only, the same results as the one-process run; experiments that cannot run on MPI are refused
-in one line."""
+only, the same results as the one-process run; a 2-rank run killed mid-way resumes on 3 ranks
+and ends with the same results files; experiments that cannot run on MPI are refused in one
+line."""
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -59,6 +63,65 @@ def test_two_ranks_write_the_one_process_results_from_rank_0(tmp_path, capsys):
         assert (out / table).read_text() == (ref / table).read_text(), table
     # rank 0 alone prints the summary
     assert proc.stdout.count("doadp-logreg: done in") == 1
+
+
+def _mpi_rfed(ranks: int, *args: str) -> list[str]:
+    return [_mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "rfed", *args,
+            "--engine", "mpi", "--no-progress"]
+
+
+def _summary(folder: Path) -> dict:
+    s = json.loads((folder / "summary.json").read_text())
+    s["summary"].pop("seconds")
+    s.pop("run_id")
+    return s
+
+
+@pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install 'rfed[mpi]')")
+def test_killed_mpi_run_resumes_on_another_rank_count(tmp_path, capsys):
+    """2 ranks checkpoint every 3 rounds; the whole job (mpiexec's process group) is killed
+    after the first checkpoint; 3 ranks resume it with --resume; every results file equals the
+    uninterrupted one-process run's (the run id and the seconds aside). The checkpoint holds
+    the merged blocks, and an in-process --resume of it is refused in one line."""
+    from rfed.engines.mpi import SavedBlocks
+
+    ref = tmp_path / "inprocess"
+    assert main(["run", "doadp-logreg", *TINY, "--out", str(ref), "--no-progress"]) == 0
+    capsys.readouterr()
+    out = tmp_path / "mpi"
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(_mpi_rfed(2, "run", "doadp-logreg", *TINY, "--out", str(out),
+                                      "--checkpoint-every", "3"),
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                            cwd=tmp_path, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "checkpoint.pkl").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)   # mpiexec and every rank, unannounced
+        proc.wait(timeout=60)
+    assert not (out / "summary.json").exists()
+    ck = pickle.loads((out / "checkpoint.pkl").read_bytes())
+    states = [r.state for r, _ in ck["completed"]]
+    if ck["current"] is not None:
+        states.append(ck["current"]["payload"]["state"])
+    assert states and all(isinstance(s, SavedBlocks) and s.n_ranks == 2 for s in states)
+    assert main(["run", "--resume", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "checkpointed on the MPI engine" in err and err.count("\n") == 1
+
+    done = subprocess.run(_mpi_rfed(3, "run", "--resume", str(out)), capture_output=True,
+                          text=True, timeout=180, env=env, cwd=tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert _without_run_id(out / "history.jsonl") == _without_run_id(ref / "history.jsonl")
+    assert _summary(out) == _summary(ref)
+    assert sorted(p.name for p in out.iterdir()) == sorted(p.name for p in ref.iterdir())
+    for path in ref.iterdir():
+        if path.suffix in (".csv", ".md") and path.name != "history.csv" or \
+                path.name == "privacy.json":
+            assert (out / path.name).read_bytes() == path.read_bytes(), path.name
 
 
 @pytest.mark.parametrize("argv, message", [
