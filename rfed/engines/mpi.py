@@ -34,6 +34,21 @@ copies (``copies=True``), which the protocol keeps in sync with :meth:`publish` 
 count, are refreshed from their owners by a halo exchange here; that engine traffic is counted
 apart, in :attr:`MPICommunicator.engine_bytes`.
 
+Computed once: what depends only on public numbers and costs time, such as calibrating the noise
+to a budget and running the accountant for a privacy report, is computed by rank 0 and broadcast
+(:meth:`MPICommunicator.root_computes`; the in-process engine simply calls it), while the other
+ranks wait without spinning on a core.
+
+Checkpoints resume on any number of ranks: a checkpoint is ONE file, written by rank 0, holding
+every agent's state (:class:`SavedBlocks`: the ranks' block states merged by the algorithm's
+``merge_blocks``, which concatenates the per-agent rows it declares, merges the privacy
+accounts and checks that the shared fields agree, see
+:mod:`rfed.algorithms.decentralized._blocks`) and the message counters merged
+(:func:`merge_stats`). On resume rank 0 splits it into the new job's blocks
+(``split_state``, :func:`split_stats`) and scatters them. :func:`run_mpi` checkpoints a script's
+run; :class:`MPIRunHook` checkpoints the runs of ``rfed run NAME --engine mpi`` into rank 0's
+results folder (``--checkpoint-every``, ``--resume DIR``).
+
 Federated calls: the server is replicated on every rank (its computation is deterministic and
 its randomness public), so :meth:`MPICommunicator.gather` returns the gathered rows on every
 rank and :meth:`MPICommunicator.broadcast` needs no transfer; messages are counted once, by the
@@ -42,11 +57,12 @@ rank owning the agent.
 Launch (MPICH or Open MPI; the ``mpich`` wheel provides ``mpiexec``)::
 
     mpiexec -n 4 python -m mpi4py your_script.py
-    mpiexec -n 4 python -m mpi4py -m rfed run doadp-logreg --engine mpi
+    mpiexec -n 4 python -m mpi4py -m rfed run doadp-logreg --engine mpi --out DIR
+    mpiexec -n 2 python -m mpi4py -m rfed run --resume DIR --engine mpi   # after a kill
 
 where the script builds the algorithm on ``Network(graph, weights,
 communicator=MPICommunicator(n_agents))`` (or any network inside :func:`mpi_engine`) and calls
-:func:`run_mpi`, which also checkpoints and resumes.
+:func:`run_mpi`, which also checkpoints and resumes (on any number of ranks).
 """
 
 from __future__ import annotations
