@@ -639,6 +639,7 @@ class MPIRunHook:
         self.rank = self.world.Get_rank()
         self.secure = bool(getattr(inner, "secure", False))
         self._algorithm = None
+        self._has_saver = False
 
     def start_run(self, algorithm, problem, n_rounds: int, eval_every: int):
         """Hook of :meth:`rfed.algorithms.base.Algorithm.run` (see its ``run_hook``)."""
@@ -661,11 +662,16 @@ class MPIRunHook:
                                     if self.rank == 0 else None, root=0)
             state = self._restore(algorithm, resume["state"] if self.rank == 0 else None)
             resume = {**meta, "state": state}
+        self._has_saver = has_saver
         return None, resume, _CollectiveSave(self) if has_saver else None, every
 
     def end_run(self, result) -> None:
         """Hook of :meth:`Algorithm.run`: rank 0's context records the finished run (its state
         gathered whole, so that a resumed experiment can replay it on any number of ranks)."""
+        if not self._has_saver:   # nothing is written: no state to gather
+            if self.rank == 0:
+                self.inner.end_run(result)
+            return
         saved = self._saved(result.state)
         if self.rank == 0:
             self.inner.end_run(dataclasses.replace(result, state=saved))

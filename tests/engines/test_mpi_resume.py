@@ -1,5 +1,5 @@
 """MPI checkpoints resume on another number of ranks, bit-identically; the noise is calibrated by
-rank 0 alone.
+rank 0 alone (``MPICommunicator.root_computes``).
 
 Four ``mpiexec`` launches form a chain: 2 ranks save a checkpoint after round 3 of every case
 and stop; 3 ranks resume it (2 -> 3) and save their own; 1 rank resumes that (3 -> 1) and saves;
@@ -97,9 +97,21 @@ def run_child(out: str, resume: str, save: str) -> None:
                 payload = pickle.loads(Path(file).read_bytes())
                 rounds_saved[name] = (payload["round"], payload["n_ranks"])
     per_rank = world.gather(calls[0], root=0)
+    # root_computes: rank 0's value on every rank; rank 0's exception raised on every rank
+    from rfed.engines.mpi import MPICommunicator
+
+    comm = MPICommunicator(N_AGENTS)
+    value = comm.root_computes(lambda: 41 + world.Get_rank())
+    try:
+        comm.root_computes(lambda: 1 / world.Get_rank())
+        raised = None
+    except ZeroDivisionError as exc:
+        raised = type(exc).__name__
+    root = world.gather((value, raised), root=0)
     if world.Get_rank() == 0:
         with open(out, "wb") as fh:
-            pickle.dump({"results": results, "saved": rounds_saved, "calls": per_rank}, fh)
+            pickle.dump({"results": results, "saved": rounds_saved, "calls": per_rank,
+                         "root_computes": root}, fh)
 
 
 @pytest.fixture(scope="module")
@@ -134,6 +146,7 @@ def test_checkpoints_resume_on_other_rank_counts(reference, tmp_path):
             assert got["saved"] == {name: (SAVE_AT, ranks) for name in CASES}
         # rank 0 calibrates (fresh budget runs) and reports; the other ranks never account
         assert got["calls"][0] > 0 and got["calls"][1:] == [0] * (ranks - 1), got["calls"]
+        assert got["root_computes"] == [(41, "ZeroDivisionError")] * ranks
 
 
 def _stepped(name: str, rounds: int):
