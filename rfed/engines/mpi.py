@@ -195,7 +195,8 @@ class MPICommunicator(Communicator):
 
     def __getstate__(self):
         raise TypeError("an MPICommunicator is bound to its MPI job and cannot be pickled; "
-                        "checkpoint MPI runs with rfed.engines.mpi.run_mpi(checkpoint=...)")
+                        "checkpoint MPI runs with rfed.engines.mpi.run_mpi(checkpoint=...) or "
+                        "'rfed run NAME --engine mpi' (they save the ranks' states merged)")
 
     # ------------------------------------------------------------------ plans
     def _owner(self, ids: np.ndarray) -> np.ndarray:
