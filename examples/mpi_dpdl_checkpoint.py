@@ -3,7 +3,7 @@
     mpiexec -n 2 python -m mpi4py examples/mpi_dpdl_checkpoint.py CKPT   # start (or resume)
     python examples/mpi_dpdl_checkpoint.py --one-process                 # the same run
 
-With ``CKPT`` present the run continues from it (same number of ranks); either way the printed
+With ``CKPT`` present the run continues from it (on any number of ranks); either way the printed
 digest of the final iterates is the one of the uninterrupted run and of the one-process run
 (randomness is keyed by (seed, agent, round)). Interrupt a run (Ctrl-C aborts every rank) and
 start it again to see it resume.

@@ -326,6 +326,12 @@ class Communicator(abc.ABC):
         diverged) if any process has one, else ``None``; ``reason`` itself in one process."""
         return reason
 
+    def root_computes(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` computed once for every process of the engine: one process calls it and the
+        others receive its value (or its exception), e.g. a noise calibration that depends only
+        on public numbers; in one process, simply ``fn()``."""
+        return fn()
+
     # ------------------------------------------------------------------ helpers
     def _sender_mask(self, senders) -> np.ndarray:
         if senders is None:

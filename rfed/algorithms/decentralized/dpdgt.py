@@ -25,7 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfed.algorithms.base import Algorithm
-from rfed.algorithms.decentralized._common import check_nonneg, check_probability
+from rfed.algorithms.decentralized._blocks import BlockStates
+from rfed.algorithms.decentralized._common import (
+    check_nonneg,
+    check_probability,
+    privacy_report,
+)
 from rfed.algorithms.decentralized._privacy import (
     DGTAccount,
     PaperFormula,
@@ -98,8 +103,12 @@ class DGTState:
     seed: int = 0  # of the keyed noise streams
 
 
-class _PushPullBase(Algorithm):
-    """Shared plumbing: graph -> (R, C), communicator, run, metrics, output."""
+class _PushPullBase(BlockStates, Algorithm):
+    """Shared plumbing: graph -> (R, C), communicator, run, metrics, output; block states
+    (:class:`~rfed.algorithms.decentralized._blocks.BlockStates`) with rows ``wt``, ``s``,
+    ``w``."""
+
+    state_rows = ("wt", "s", "w")
 
     def _noise_args(self, theta_xi, theta_zeta, budget, n_rounds, q_theta, paper_epsilon,
                     adjacency_radius, delta, track_privacy):
@@ -143,9 +152,10 @@ class _PushPullBase(Algorithm):
         return (self.budget is not None or bool(self.paper_epsilon)
                 or (self.theta_xi.theta0 > 0 and self.theta_zeta.theta0 > 0))
 
-    def _account(self, problem, rng) -> tuple[DGTAccount | None, LaplaceSchedule,
-                                              LaplaceSchedule]:
-        """The run's account and its two noise schedules (calibrated for a budget)."""
+    def _account(self, problem, rng, comm) -> tuple[DGTAccount | None, LaplaceSchedule,
+                                                    LaplaceSchedule]:
+        """The run's account and its two noise schedules (calibrated for a budget, once for
+        all the processes of ``comm``'s engine)."""
         if not self._private():
             return None, self.theta_xi, self.theta_zeta
         kind, params = self._sens_params(problem)
@@ -159,7 +169,8 @@ class _PushPullBase(Algorithm):
         account = DGTAccount(self.name, kind, params, self.adjacency_radius, txi, tzeta,
                              problem.m, rng, delta, planned_rounds=None, paper=None, mode=mode)
         if self.budget is not None:
-            theta0 = account.calibrate_scale(self.budget, self.n_rounds, delta)
+            theta0 = comm.root_computes(
+                lambda: account.calibrate_scale(self.budget, self.n_rounds, delta))
             account.mode, account.target_epsilon = "budget", self.budget.epsilon
             account.planned_rounds = self.n_rounds
         elif self.paper_epsilon:
@@ -221,7 +232,7 @@ class _PushPullBase(Algorithm):
 
     def privacy(self, state):
         """The run's privacy report dict (``None`` without noise or tracking)."""
-        return None if state.ledger is None else state.comm.merge_account(state.ledger).report()
+        return privacy_report(state)
 
     def _messages(self, state, comm):
         """Release ``s + xi`` (pushed through C) and ``w~ + zeta`` (pulled through R)."""
@@ -346,7 +357,7 @@ class DPDGT(_PushPullBase):
     def init(self, problem, x0, rng):
         wt, w, comm = self._start(problem, x0, rng)
         rng = as_generator(rng)
-        account, txi, tzeta = self._account(problem, rng)
+        account, txi, tzeta = self._account(problem, rng, comm)
         return DGTState(t=0, wt=wt, s=np.zeros_like(wt), w=w, rng=rng, comm=comm,
                         ledger=account, theta_xi=txi, theta_zeta=tzeta, seed=run_seed(rng))
 
@@ -401,7 +412,7 @@ class NoisyDDGT(_PushPullBase):
     def init(self, problem, x0, rng):
         wt, w, comm = self._start(problem, x0, rng)
         rng = as_generator(rng)
-        account, txi, tzeta = self._account(problem, rng)
+        account, txi, tzeta = self._account(problem, rng, comm)
         z = -self.iota * (w - _block_rows(problem.demand, comm))
         return DGTState(t=0, wt=wt, s=z, w=w, rng=rng, comm=comm, ledger=account,
                         theta_xi=txi, theta_zeta=tzeta, seed=run_seed(rng))
