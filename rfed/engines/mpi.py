@@ -48,8 +48,9 @@ in agent order and every rank sums them in agent order
 one-process bits. These reductions, like the gathered iterates of the metrics, are the
 experimenter's evaluation, not protocol messages: they are not charged to the privacy
 ledgers, so ranks that are distinct parties should not log data-dependent metrics. DP-DGT's
-resource allocation is not sharded (its per-agent coefficients are the paper's public table,
-and its metrics and optimum read them all).
+resource allocation shards the same way (:meth:`QuadraticResourceAllocation.shard`: a rank holds
+its agents' cost functions, boxes and demands; the total demand, the strong-convexity constant
+and the optimum are public facts kept from before sharding).
 
 Computed once: what depends only on public numbers and costs time, such as calibrating the noise
 to a budget and running the accountant for a privacy report, is computed by rank 0 and broadcast
@@ -849,18 +850,18 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
 def shard_for_rank(problem: Any, comm: Any) -> Any:
     """``problem`` as the rank of ``comm`` (an :class:`MPICommunicator`) holds it in a run.
 
-    A full :class:`rfed.problems.Problem` becomes ``problem.shard(comm.agents, reducer=...)``;
-    a shard must hold exactly the rank's block (checked) and gets a reducer if it has none. The
-    reducer is an :class:`MPICommunicator` on the same MPI communicator, so ``cost`` and
-    ``grad`` (hence the algorithms' metrics) are reductions with the one-process bits. A
-    problem that is not a ``Problem`` (DP-DGT's :class:`QuadraticResourceAllocation`, whose
-    per-agent coefficients are public and whose ``cost``/``optimum`` read them all) is returned
-    as is.
+    A full :class:`rfed.problems.Problem` or
+    :class:`rfed.problems.QuadraticResourceAllocation` becomes
+    ``problem.shard(comm.agents, reducer=...)``; a shard must hold exactly the rank's block
+    (checked) and gets a reducer if it has none. The reducer is an :class:`MPICommunicator` on
+    the same MPI communicator, so ``cost`` and ``grad`` (hence the algorithms' metrics) are
+    reductions with the one-process bits. Anything else is returned as is.
     """
     from rfed.problems.base import Problem
+    from rfed.problems.dispatch import QuadraticResourceAllocation
 
     comm = _check_comm(comm)
-    if not isinstance(problem, Problem):
+    if not isinstance(problem, (Problem, QuadraticResourceAllocation)):
         return problem
     if problem.n_agents != comm.n_agents:
         raise ValueError(f"argument 'problem' has {problem.n_agents} agents, the algorithm's "

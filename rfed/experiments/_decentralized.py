@@ -24,6 +24,7 @@ import numpy as np
 from rfed.experiments.registry import RunContext, summary_row
 from rfed.networks.comm import default_communicator
 from rfed.problems.base import Problem
+from rfed.problems.dispatch import QuadraticResourceAllocation
 
 __all__ = ["DecSetting", "engine_problem", "run_dec_settings", "privacy_summary",
            "budget_label", "summary_rows"]
@@ -38,11 +39,10 @@ def engine_problem(problem: Any) -> Any:
     :func:`rfed.networks.comm.default_communicator`, which every network of the run uses), so
     the run can touch no other agent's rows and ``cost``/``grad`` are reductions with the
     one-process bits. Call it once the public facts are computed (e.g. ``reference_cost()``,
-    which reads every agent's data) and drop the full problem. A problem that cannot be sharded
-    (DP-DGT's resource allocation, whose per-agent coefficients are the paper's public table)
-    or that is a shard already is returned as is.
+    which reads every agent's data) and drop the full problem. DP-DGT's resource allocation
+    shards the same way; anything else, or a shard already, is returned as is.
     """
-    if not isinstance(problem, Problem) or problem.is_shard:
+    if not isinstance(problem, (Problem, QuadraticResourceAllocation)) or problem.is_shard:
         return problem
     comm = default_communicator(problem.n_agents)
     if comm.n_local == comm.n_agents:

@@ -172,8 +172,11 @@ def _mpi_cases():
             cases.append((name, alg, shard_for_rank(_keyed_pca(comm.agents), comm), x0))
             continue
         if id(prob) not in shards:
+            # public facts of the run, from every agent's data, before sharding
             if isinstance(prob, Problem):
-                prob.reference_cost()   # a public fact of the run, from every agent's data
+                prob.reference_cost()
+            elif isinstance(prob, QuadraticResourceAllocation):
+                prob.optimum()
             shards[id(prob)] = shard_for_rank(prob, _algorithm_comm(alg))
         cases.append((name, alg, shards[id(prob)], x0))
     return cases
@@ -181,9 +184,16 @@ def _mpi_cases():
 
 def _rows_held(prob, comm) -> list:
     """Every rank's data rows of ``prob``, and proof that the whole data is out of reach."""
+    others = np.setdiff1d(np.arange(N_AGENTS), comm.agents)
+    if isinstance(prob, QuadraticResourceAllocation):
+        if others.size:
+            with pytest.raises(ValueError, match=f"agent {others[0]} is not held here"):
+                prob.demand_rows(others[:1])
+        with pytest.raises(ValueError, match="'.a'"):
+            prob.a  # noqa: B018 - the attribute access is the check
+        return comm.comm.allgather({k: v.shape[0] for k, v in prob._rows.items()})
     if not isinstance(prob, Problem):
         return []
-    others = np.setdiff1d(np.arange(N_AGENTS), comm.agents)
     if others.size:
         with pytest.raises(ValueError, match=f"agent {others[0]} is not held here"):
             prob.batch(others[:1], np.zeros((1, 1), int))
@@ -323,7 +333,7 @@ def test_mpi_runs_are_bit_identical_to_one_process(reference, ranks, tmp_path):
     # experiments under --engine mpi: a shard per rank (one rank keeps the problem itself)
     assert engine_rows == ([None] if ranks == 1 else blocks)
     for name, res in got.items():
-        if name == "gossip-chunks" or name.startswith(("dpdgt", "ddgt")):
+        if name == "gossip-chunks":
             continue
         assert [min(r.values()) for r in res["rows"]] == blocks, name
         assert [max(r.values()) for r in res["rows"]] == blocks, name
@@ -398,7 +408,8 @@ def test_shards_for_a_rank_and_for_an_experiment():
     with pytest.raises(ValueError, match="rank 0 runs agents 0..15"):
         shard_for_rank(prob.shard(np.arange(4)), comm)
     dispatch = _dispatch()
-    assert shard_for_rank(dispatch, comm) is dispatch
+    held = shard_for_rank(dispatch, comm)
+    assert held.is_shard and held._rows["a"].shape[0] == N_AGENTS
     assert engine_problem(prob) is prob
     with mpi_engine():
         assert engine_problem(prob) is prob   # a 1-rank job: nothing to shard

@@ -18,6 +18,7 @@ from rfed.problems import (
     L2Regularizer,
     LogisticRegression,
     MLPClassifier,
+    QuadraticResourceAllocation,
     SoftmaxRegression,
     SPDFrechetMean,
     SpherePCA,
@@ -285,3 +286,49 @@ def test_an_empty_shard_holds_the_public_facts_only():
     assert public.gradient_bound == full.gradient_bound
     with pytest.raises(ValueError, match="agent 0 is not held here"):
         public.local_cost(np.eye(5)[0], np.array([0]))
+
+
+def _dispatch_problem():
+    rng = np.random.default_rng(3)
+    a = rng.uniform(0.02, 0.1, (N_AGENTS, 2))
+    a[1] = 0.0   # a bus without a generator: W_i = {0}
+    hi = rng.uniform(40.0, 80.0, (N_AGENTS, 2))
+    hi[1] = 0.0
+    return QuadraticResourceAllocation(a, rng.uniform(1.0, 3.0, (N_AGENTS, 2)),
+                                       np.zeros_like(a), hi, 0.4 * hi)
+
+
+def test_resource_allocation_shards_hold_their_agents_costs_only():
+    full = _dispatch_problem()
+    w_star = full.optimum()
+    price = np.random.default_rng(8).uniform(0.0, 10.0, (N_AGENTS, 2))
+    w = full.primal(price)
+    table = {}
+    shards = [full.shard(b, reducer=_Block(N_AGENTS, np.sort(b), table)) for b in BLOCKS]
+    for part in shards:
+        held = part.agents
+        for name in ("a", "b", "lo", "hi", "demand", "free"):
+            assert part._rows[name].shape == (held.size, 2)
+            with pytest.raises(ValueError, match=f"'.{name}'"):
+                getattr(part, name)
+        _equal(part.primal_rows(held, price[held]), w[held])
+        _equal(part.demand_rows(held), full.demand[held])
+        _equal(part.optimum(), w_star)
+        _equal(part.imbalance(w), full.imbalance(w))
+        assert part.strong_convexity == full.strong_convexity
+        other = np.setdiff1d(np.arange(N_AGENTS), held)[0]
+        with pytest.raises(ValueError, match=f"agent {other} is not held here"):
+            part.primal_rows(np.array([other]), price[:1])
+        part.cost(w)   # each block posts its cost terms; the last one sees them all
+    for part in shards:
+        assert part.cost(w) == full.cost(w)
+    fresh = _dispatch_problem().shard(np.array([0, 1]))
+    with pytest.raises(ValueError, match="optimum"):
+        fresh.optimum()
+    with pytest.raises(ValueError, match="needs every agent's costs"):
+        fresh.cost(w)
+    restored = pickle.loads(pickle.dumps(shards[0]))
+    assert restored.reducer is None and restored.is_shard
+    _equal(restored.primal_rows(restored.agents, price[restored.agents]), w[restored.agents])
+    with pytest.raises(ValueError, match="argument 'agents' must hold distinct ids"):
+        full.shard(np.array([0, 0]))

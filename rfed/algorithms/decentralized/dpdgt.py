@@ -71,21 +71,6 @@ def require_euclidean(problem, algorithm: str) -> None:
                         f"{type(problem).__name__}")
 
 
-def _block_rows(per_agent: np.ndarray, comm) -> np.ndarray:
-    """The rows of the communicator's block of agents (the array itself in one process)."""
-    return per_agent if comm.n_local == comm.n_agents else per_agent[comm.agents]
-
-
-def _block_primal(problem, wt: np.ndarray, comm) -> np.ndarray:
-    """``problem.primal`` of the block's prices ``wt`` ``(n_local, m)``: the argmin is
-    agent-wise, so the block's rows of the full-size call are exactly its values."""
-    if comm.n_local == comm.n_agents:
-        return problem.primal(wt)
-    full = np.zeros((comm.n_agents,) + wt.shape[1:])
-    full[comm.agents] = wt
-    return problem.primal(full)[comm.agents]
-
-
 @dataclass
 class DGTState:
     """Iteration ``k``, prices ``wt``, trackers ``s``, allocations ``w``; all ``(n, m)``."""
@@ -222,7 +207,7 @@ class _PushPullBase(BlockStates, Algorithm):
             raise ValueError(f"graph has {self.graph.n_nodes} nodes, problem has {n} agents")
         comm = self.communicator(n)
         wt = np.broadcast_to(np.asarray(x0, dtype=float), (comm.n_local, problem.m)).copy()
-        return wt, _block_primal(problem, wt, comm), comm
+        return wt, problem.primal_rows(comm.agents, wt), comm
 
     def _output_points(self, state):
         return state.w
@@ -250,7 +235,9 @@ class _PushPullBase(BlockStates, Algorithm):
         w = state.comm.all_rows(state.w)
         wt = state.comm.all_rows(state.wt)
         total = state.comm.total_stats()
-        out = {"cost": problem.cost(w), "imbalance": float(np.sum(problem.imbalance(w))),
+        # every agent's cost terms in agent order, summed as one process sums them
+        cost = float(np.sum(state.comm.all_rows(problem.cost_terms(state.comm.agents, state.w))))
+        out = {"cost": cost, "imbalance": float(np.sum(problem.imbalance(w))),
                "total_generation": float(w.sum()), "price_mean": float(wt.mean()),
                "consensus_error": float(np.mean((wt - wt.mean(0)) ** 2)),
                "messages": int(total["messages"]),
@@ -365,9 +352,9 @@ class DPDGT(_PushPullBase):
         k = state.t
         pushed, pulled = self._messages(state, state.comm)
         s = (1 - self.gamma) * state.s + self.gamma * pushed - self.alpha(k) * (
-            state.w - _block_rows(problem.demand, state.comm))
+            state.w - problem.demand_rows(state.comm.agents))
         wt = (1 - self.phi) * state.wt + self.phi * pulled + (s - state.s)
-        w = _block_primal(problem, wt, state.comm)
+        w = problem.primal_rows(state.comm.agents, wt)
         return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
                         theta_zeta=state.theta_zeta, seed=state.seed)
@@ -413,7 +400,7 @@ class NoisyDDGT(_PushPullBase):
         wt, w, comm = self._start(problem, x0, rng)
         rng = as_generator(rng)
         account, txi, tzeta = self._account(problem, rng, comm)
-        z = -self.iota * (w - _block_rows(problem.demand, comm))
+        z = -self.iota * (w - problem.demand_rows(comm.agents))
         return DGTState(t=0, wt=wt, s=z, w=w, rng=rng, comm=comm, ledger=account,
                         theta_xi=txi, theta_zeta=tzeta, seed=run_seed(rng))
 
@@ -421,7 +408,7 @@ class NoisyDDGT(_PushPullBase):
         k = state.t
         pushed, pulled = self._messages(state, state.comm)
         wt = pulled + self.beta0 * self.q ** k * state.s
-        w = _block_primal(problem, wt, state.comm)
+        w = problem.primal_rows(state.comm.agents, wt)
         z = pushed - self.iota * (w - state.w)
         return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
