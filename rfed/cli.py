@@ -26,9 +26,10 @@ written as results arrive (see :mod:`rfed.experiments.registry`); the run's stat
 checkpointed every ``N`` rounds and at Ctrl-C.
 
 ``--engine mpi`` runs the experiment's decentralized algorithms on the MPI engine
-(:mod:`rfed.engines.mpi`): every rank builds the same (public) problem and graph, owns a block of
-agents and runs the same rounds; rank 0 reads the settings, writes the results and the
-checkpoints and prints the summary, the other ranks write nothing. The results are
+(:mod:`rfed.engines.mpi`): every rank builds the same graph, owns a block of agents, keeps
+only its agents' data (the problem's shard, once the reference is computed) and runs the same
+rounds; rank 0 reads the settings, writes the results and the checkpoints and prints the
+summary, the other ranks write nothing. The results are
 bit-identical to ``--engine inprocess`` (the default) for any number of ranks. Checkpoints work
 as in one process (``--checkpoint-every N``, and at the end of every algorithm run): the ranks'
 blocks are gathered into one file that holds every agent's state, so ``--resume DIR
