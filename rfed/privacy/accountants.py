@@ -52,7 +52,9 @@ small compared with ``steps * pld_discretization``, lower the interval or use RD
 **Caching.** An RDP curve depends only on its event, the relation, the orders and the
 dp-accounting version; curves are kept in an in-memory LRU and in files under
 :func:`rdp_cache_dir` (atomic writes; the key holds the version, so an upgrade never reads old
-curves). An epsilon query composes the default orders in tiers (below 11, up to 63, 128-1024) and
+curves). The folder is bounded (:func:`set_rdp_cache_limit`, default 64 MiB or
+``$RFED_CACHE_MAX_MB``): past the limit the least recently used curves are deleted.
+An epsilon query composes the default orders in tiers (below 11, up to 63, 128-1024) and
 adds a tier only when its orders could give a smaller epsilon (:func:`_higher_orders_cannot_win`):
 the same value, bit for bit.
 
@@ -106,6 +108,9 @@ __all__ = [
     "rdp_cache_dir",
     "set_rdp_cache_dir",
     "clear_rdp_cache",
+    "prune_rdp_cache",
+    "rdp_cache_limit",
+    "set_rdp_cache_limit",
 ]
 
 METHODS = ("rdp", "pld")
@@ -379,6 +384,81 @@ def clear_rdp_cache(memory: bool = True, disk: bool = False) -> None:
                     pass
 
 
+#: Default bound of the disk cache (about 9,000 curves of the default orders).
+_DEFAULT_CACHE_MAX_BYTES = 64 * 2**20
+#: The folder's size is checked once every this many curves written by a process (a check
+#: lists the folder; a curve costs far more to compute than a listing).
+_PRUNE_EVERY = 64
+_cache_limit: object = _UNSET
+_stores_since_prune = 0
+
+
+def rdp_cache_limit() -> int:
+    """The most bytes the on-disk RDP curve cache keeps (see :func:`set_rdp_cache_limit`)."""
+    if _cache_limit is not _UNSET:
+        return _cache_limit  # type: ignore[return-value]
+    env = os.environ.get("RFED_CACHE_MAX_MB", "").strip()
+    if not env:
+        return _DEFAULT_CACHE_MAX_BYTES
+    try:
+        mib = float(env)
+    except ValueError:
+        mib = -1.0
+    if not mib > 0:
+        raise ValueError(f"environment variable RFED_CACHE_MAX_MB must be a positive number of "
+                         f"MiB, got {env!r}")
+    return int(mib * 2**20)
+
+
+def set_rdp_cache_limit(max_bytes: int | None) -> None:
+    """Bound the on-disk RDP curve cache to ``max_bytes`` (None: back to the default, 64 MiB
+    or ``$RFED_CACHE_MAX_MB``). When a check finds the folder larger, the least recently used
+    curves (oldest modification time; a read refreshes it) are deleted down to 3/4 of the
+    bound. Checks run every 64 curves a process writes, so the folder may briefly exceed the
+    bound by that many curves per process."""
+    global _cache_limit
+    if max_bytes is None:
+        _cache_limit = _UNSET
+        return
+    if not isinstance(max_bytes, (int, np.integer)) or isinstance(max_bytes, bool) \
+            or max_bytes < 1:
+        raise ValueError(f"argument 'max_bytes' must be a positive integer, got {max_bytes!r}")
+    _cache_limit = int(max_bytes)
+
+
+def prune_rdp_cache(folder: str | os.PathLike | None = None) -> int:
+    """Delete the least recently used curves of ``folder`` (default :func:`rdp_cache_dir`)
+    until it holds at most 3/4 of :func:`rdp_cache_limit` when it holds more than the limit;
+    returns the number of files deleted. Files another process deletes first are skipped."""
+    folder = rdp_cache_dir() if folder is None else os.fspath(folder)
+    if not folder or not os.path.isdir(folder):
+        return 0
+    entries = []
+    with os.scandir(folder) as it:
+        for e in it:
+            if e.name.endswith(".npz"):
+                try:
+                    st = e.stat()
+                except OSError:
+                    continue
+                entries.append((st.st_mtime_ns, st.st_size, e.path))
+    limit = rdp_cache_limit()
+    total = sum(size for _, size, _ in entries)
+    if total <= limit:
+        return 0
+    removed = 0
+    for _, size, path in sorted(entries):
+        if total <= 3 * limit // 4:
+            break
+        try:
+            os.remove(path)
+            removed += 1
+        except OSError:
+            pass
+        total -= size
+    return removed
+
+
 def _curve_key(spec: EventSpec, neighboring: str, orders: tuple[float, ...]) -> str:
     """Everything an RDP curve depends on, dp-accounting's version included (never stale)."""
     return json.dumps({"dp_accounting": DP_ACCOUNTING_VERSION, "neighboring": neighboring,
@@ -390,10 +470,13 @@ def _disk_load(folder: str, key: str) -> np.ndarray | None:
     path = os.path.join(folder, hashlib.sha256(key.encode()).hexdigest() + ".npz")
     try:
         with np.load(path, allow_pickle=False) as f:
-            if str(f["key"]) == key:  # the full key is stored: a hash collision cannot mislead
-                return np.array(f["rdp"], dtype=float)
+            if str(f["key"]) != key:  # the full key is stored: a hash collision cannot mislead
+                return None
+            rdp = np.array(f["rdp"], dtype=float)
+        os.utime(path)   # recently used: pruned last
+        return rdp
     except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
-        pass  # absent, or truncated (e.g. left by a writer that was not atomic): recompute
+        pass  # absent, pruned, or truncated (e.g. left by a non-atomic writer): recompute
     return None
 
 
@@ -411,6 +494,11 @@ def _disk_store(folder: str, key: str, rdp: np.ndarray) -> None:
         except BaseException:
             os.unlink(tmp)
             raise
+        global _stores_since_prune
+        _stores_since_prune += 1
+        if _stores_since_prune >= _PRUNE_EVERY:
+            _stores_since_prune = 0
+            prune_rdp_cache(folder)
     except OSError as exc:
         warnings.warn(f"RDP curve cache {folder!r} is not writable ({exc}); curves are "
                       f"recomputed in every process", RuntimeWarning, stacklevel=4)

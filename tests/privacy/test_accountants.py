@@ -235,6 +235,43 @@ def test_rdp_curves_are_reused_across_processes_from_disk(tmp_path, monkeypatch)
         acc_mod.clear_rdp_cache()
 
 
+def test_the_disk_cache_is_bounded_and_keeps_the_recently_used_curves(tmp_path, monkeypatch):
+    from rfed.privacy import accountants as acc_mod
+
+    def curve(z):
+        spec = EventSpec.make("gaussian", z, "poisson", sampling_rate=0.1)
+        return compose_epsilon([(spec, 10)], 1e-5, "rdp", "add_remove_one")
+
+    acc_mod.set_rdp_cache_dir(tmp_path)
+    monkeypatch.setattr(acc_mod, "_PRUNE_EVERY", 1)
+    try:
+        acc_mod.clear_rdp_cache()
+        curve(1.0)
+        size = max(p.stat().st_size for p in tmp_path.glob("*.npz"))
+        acc_mod.set_rdp_cache_limit(6 * size)
+        used = {p.name for p in tmp_path.glob("*.npz")}
+        for i in range(20):
+            curve(2.0 + i)
+            acc_mod.clear_rdp_cache(memory=True)
+            curve(1.0)   # read back from disk: the most recently used, never pruned
+            assert used <= {p.name for p in tmp_path.glob("*.npz")}
+            total = sum(p.stat().st_size for p in tmp_path.glob("*.npz"))
+            assert total <= 6 * size
+        assert len(list(tmp_path.glob("*.npz"))) < 21   # older curves were deleted
+        acc_mod.set_rdp_cache_limit(None)
+        monkeypatch.setenv("RFED_CACHE_MAX_MB", "0.5")
+        assert acc_mod.rdp_cache_limit() == 2**19
+        monkeypatch.setenv("RFED_CACHE_MAX_MB", "lots")
+        with pytest.raises(ValueError, match="RFED_CACHE_MAX_MB must be a positive number"):
+            acc_mod.rdp_cache_limit()
+        with pytest.raises(ValueError, match="argument 'max_bytes' must be a positive integer"):
+            acc_mod.set_rdp_cache_limit(0)
+    finally:
+        acc_mod.set_rdp_cache_limit(None)
+        acc_mod.set_rdp_cache_dir(None)
+        acc_mod.clear_rdp_cache()
+
+
 def test_a_corrupt_or_unwritable_disk_cache_costs_time_not_correctness(tmp_path):
     from rfed.privacy import accountants as acc_mod
 
