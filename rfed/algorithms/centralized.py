@@ -36,6 +36,7 @@ from typing import Any
 import numpy as np
 
 from rfed.algorithms.base import Algorithm, check_n_rounds, evaluate_point, step_size_at
+from rfed.algorithms.decentralized._privacy import run_report
 from rfed.manifolds import Euclidean, as_generator
 from rfed.privacy.accountants import EventSpec, clipped_mean_sensitivity
 from rfed.privacy.budget import (
@@ -123,29 +124,16 @@ class _PooledAccount:
         return self._memo[key]
 
     def report(self, delta: float | None = None) -> dict[str, Any]:
+        """The report every private rfed algorithm gives (same keys everywhere; JSON-ready)."""
         cert = self.certificate(delta)
-        eps = 0.0 if cert is None else cert.epsilon
-        delta = self.delta if delta is None else float(delta)
-        accountant = "no release yet" if cert is None else cert.accountant
-        return {
-            "algorithm": "DP-SGD (centralized, pooled data)",
-            "rounds": self.rounds,
-            "epsilon_certified": eps,
-            "delta": delta,
-            "accountant": accountant,
-            "neighboring": self.neighboring,
-            "level": self.level,
-            "assumptions": self.assumptions,
-            "target_epsilon": self.target_epsilon,
-            "noise_multiplier": self.noise_multiplier,
-            "calibration": self.mode,
-            "epsilon_paper": None,
-            "paper": None,
-            "secure": self.secure,
-            "replayable_from_seed": not self.secure,
-            "label": f"certified eps={eps:.3g} (delta={delta:g})",
-            "certified": {"epsilon": eps, "delta": delta, "accountant": accountant},
-        }
+        return run_report(
+            algorithm="DP-SGD (centralized, pooled data)", rounds=self.rounds,
+            epsilon=0.0 if cert is None else cert.epsilon,
+            delta=self.delta if delta is None else float(delta),
+            accountant="no release yet" if cert is None else cert.accountant,
+            neighboring=self.neighboring, level=self.level, assumptions=self.assumptions,
+            target_epsilon=self.target_epsilon, noise_multiplier=self.noise_multiplier,
+            calibration=self.mode, secure=self.secure)
 
 
 class DPSGD(Algorithm):

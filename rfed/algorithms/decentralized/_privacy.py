@@ -434,35 +434,17 @@ class GaussianAccount:
         return self._memo[key]
 
     def report(self, delta: float | None = None) -> dict[str, Any]:
-        """The report every private rfed algorithm gives (same keys everywhere; JSON-ready)."""
+        """The report every private rfed algorithm gives (:func:`run_report`)."""
         cert = self.certificate(delta)
-        eps = 0.0 if cert is None else cert.epsilon
-        delta = self.delta if delta is None else float(delta)
-        accountant = (cert.accountant if cert is not None else "no release yet")
-        paper = None if self.paper is None else self.paper.evaluate(self.rounds)
-        eps_paper = self.epsilon_paper
-        if eps_paper is None and paper is not None:
-            eps_paper = paper.get("epsilon")
-        return {
-            "algorithm": self.algorithm,
-            "rounds": self.rounds,
-            "epsilon_certified": eps,
-            "delta": delta,
-            "accountant": accountant,
-            "neighboring": self.neighboring,
-            "level": self.level,
-            "assumptions": self.assumptions,
-            "target_epsilon": self.target_epsilon,
-            "noise_multiplier": self.noise_multiplier,
-            "calibration": self.mode,
-            "epsilon_paper": eps_paper,
-            "paper": paper,
-            "secure": self.secure,
-            "replayable_from_seed": not self.secure,
-            "label": label(eps, delta),
-            # the CLI's privacy table reads this sub-report
-            "certified": {"epsilon": eps, "delta": delta, "accountant": accountant},
-        }
+        return run_report(
+            algorithm=self.algorithm, rounds=self.rounds,
+            epsilon=0.0 if cert is None else cert.epsilon,
+            delta=self.delta if delta is None else float(delta),
+            accountant=cert.accountant if cert is not None else "no release yet",
+            neighboring=self.neighboring, level=self.level, assumptions=self.assumptions,
+            target_epsilon=self.target_epsilon, noise_multiplier=self.noise_multiplier,
+            calibration=self.mode, secure=self.secure, paper=self.paper,
+            epsilon_paper=self.epsilon_paper)
 
     def certified_epsilons(self, delta: float | None = None) -> np.ndarray:
         """Per-agent certified epsilon (RDP ledger), shape ``(n_agents,)``."""
@@ -485,6 +467,35 @@ class GaussianAccount:
 def label(epsilon: float, delta: float) -> str:
     """The primary privacy label of a run: ``'certified eps=X (delta=Y)'``."""
     return f"certified eps={epsilon:.3g} (delta={delta:.2g})"
+
+
+def run_report(*, algorithm: str, rounds: int, epsilon: float, delta: float, accountant: str,
+               neighboring: str, level: str, assumptions: Any, target_epsilon: float | None,
+               noise_multiplier: float | None, calibration: str, secure: bool,
+               paper: Any = None, epsilon_paper: float | None = None,
+               adjacency_radius: float | None = None) -> dict[str, Any]:
+    """The report every private rfed algorithm gives: the same keys everywhere, JSON-ready.
+
+    ``paper`` (a :class:`PaperFormula` or None) is evaluated at ``rounds`` and reported beside
+    the certified value, labelled as the paper's; its epsilon fills ``epsilon_paper`` when that
+    is not given. ``adjacency_radius`` is reported (after ``level``) for relations that have one.
+    """
+    paper_value = None if paper is None else paper.evaluate(rounds)
+    if epsilon_paper is None and paper_value is not None:
+        epsilon_paper = paper_value.get("epsilon")
+    out: dict[str, Any] = {
+        "algorithm": algorithm, "rounds": rounds, "epsilon_certified": epsilon,
+        "delta": delta, "accountant": accountant, "neighboring": neighboring, "level": level}
+    if adjacency_radius is not None:
+        out["adjacency_radius"] = adjacency_radius
+    out.update({
+        "assumptions": assumptions, "target_epsilon": target_epsilon,
+        "noise_multiplier": noise_multiplier, "calibration": calibration,
+        "epsilon_paper": epsilon_paper, "paper": paper_value, "secure": secure,
+        "replayable_from_seed": not secure, "label": label(epsilon, delta),
+        # the CLI's privacy table reads this sub-report
+        "certified": {"epsilon": epsilon, "delta": delta, "accountant": accountant}})
+    return out
 
 
 def ddgt_sensitivities(alphas: np.ndarray, betas: np.ndarray, iota: float, mu: float,
@@ -618,41 +629,24 @@ class DGTAccount:
         return self._memo[key]
 
     def report(self, delta: float | None = None) -> dict[str, Any]:
-        """The report every private rfed algorithm gives, for this relation."""
+        """The report every private rfed algorithm gives (:func:`run_report`), for this
+        relation."""
         delta = self.delta if delta is None else float(delta)
         eps, how = self.certified(self.rounds, delta)
-        accountant = (f"{how}: the smaller of basic composition (pure) and dp-accounting RDP "
-                      f"over the Laplace releases; relation: {self.neighboring}")
-        paper = None if self.paper is None else self.paper.evaluate(self.rounds)
-        eps_paper = self.epsilon_paper
-        if eps_paper is None and paper is not None:
-            eps_paper = paper.get("epsilon")
-        return {
-            "algorithm": self.algorithm,
-            "rounds": self.rounds,
-            "epsilon_certified": eps,
-            "delta": delta,
-            "accountant": accountant,
-            "neighboring": self.neighboring,
-            "level": self.level,
-            "adjacency_radius": self.radius,
-            "assumptions": [
-                "neighbouring problems differ in one agent's cost function F_i, with "
-                f"sup_w ||grad F_i(w) - grad F_i'(w)||_1 <= {self.radius:g} (spec 003 Def. 2.2)",
-                "demands, graph and initial states are public (only cost functions are "
-                "protected)",
-                f"every cost is mu-strongly convex with mu = {self.params['mu']:g} (public)",
-            ],
-            "target_epsilon": self.target_epsilon,
-            "noise_multiplier": float(self.theta_xi.theta0),
-            "calibration": self.mode,
-            "epsilon_paper": eps_paper,
-            "paper": paper,
-            "secure": self.secure,
-            "replayable_from_seed": not self.secure,
-            "label": label(eps, delta),
-            "certified": {"epsilon": eps, "delta": delta, "accountant": accountant},
-        }
+        assumptions = [
+            "neighbouring problems differ in one agent's cost function F_i, with "
+            f"sup_w ||grad F_i(w) - grad F_i'(w)||_1 <= {self.radius:g} (spec 003 Def. 2.2)",
+            "demands, graph and initial states are public (only cost functions are protected)",
+            f"every cost is mu-strongly convex with mu = {self.params['mu']:g} (public)",
+        ]
+        return run_report(
+            algorithm=self.algorithm, rounds=self.rounds, epsilon=eps, delta=delta,
+            accountant=(f"{how}: the smaller of basic composition (pure) and dp-accounting RDP "
+                        f"over the Laplace releases; relation: {self.neighboring}"),
+            neighboring=self.neighboring, level=self.level, assumptions=assumptions,
+            target_epsilon=self.target_epsilon, noise_multiplier=float(self.theta_xi.theta0),
+            calibration=self.mode, secure=self.secure, paper=self.paper,
+            epsilon_paper=self.epsilon_paper, adjacency_radius=self.radius)
 
     def finalize(self):
         return self
