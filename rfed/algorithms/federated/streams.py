@@ -50,6 +50,39 @@ class AgentBlockGenerator(np.random.Generator):
         self.purpose = str(purpose)
         self.calls = 0
         self.streams._agents(self.agents)
+        self._blocks = [(self.streams, self.agents)]
+
+    @classmethod
+    def stacked(cls, seeds: list[int], blocks: list[np.ndarray], round: int,
+                purpose: str = "local") -> AgentBlockGenerator:
+        """The blocks of several runs (one seed each) stacked on the agent axis.
+
+        Rows ``[n_0 + ... + n_{r-1}, n_0 + ... + n_r)`` of every draw are what
+        ``AgentBlockGenerator(seeds[r], blocks[r], round, purpose)`` draws, so a multi-run
+        driver gives each run exactly the numbers it draws alone.
+
+        Parameters
+        ----------
+        seeds : list of int, length ``R``
+        blocks : list of int arrays, length ``R``
+            The agents of each run's block, shapes ``(n_r,)``.
+        """
+        if len(seeds) != len(blocks) or not seeds:
+            raise ValueError(f"arguments 'seeds' and 'blocks' must be non-empty and of the same "
+                             f"length, got {len(seeds)} and {len(blocks)}")
+        gen = cls(seeds[0], blocks[0], round, purpose)
+        for seed, agents in zip(seeds[1:], blocks[1:], strict=True):
+            streams = AgentStreams(seed)
+            gen._blocks.append((streams, streams._agents(np.asarray(agents))))
+        gen.agents = np.concatenate([np.asarray(a) for _, a in gen._blocks])
+        return gen
+
+    def _rows(self, sampler: str, purpose: str, rest: tuple[int, ...]) -> np.ndarray:
+        """Each block's rows from its own streams, stacked in block order."""
+        if len(self._blocks) == 1:
+            return getattr(self.streams, sampler)(self.agents, self.round, purpose, rest)
+        return np.concatenate([getattr(streams, sampler)(agents, self.round, purpose, rest)
+                               for streams, agents in self._blocks])
 
     def _key(self, size) -> tuple[str, tuple[int, ...]]:
         shape = (int(size),) if isinstance(size, (int, np.integer)) else tuple(
@@ -65,11 +98,11 @@ class AgentBlockGenerator(np.random.Generator):
 
     def random(self, size=None, dtype=np.float64, out=None) -> np.ndarray:
         purpose, rest = self._key(size)
-        return self.streams.uniform(self.agents, self.round, purpose, rest)
+        return self._rows("uniform", purpose, rest)
 
     def standard_normal(self, size=None, dtype=np.float64, out=None) -> np.ndarray:
         purpose, rest = self._key(size)
-        return self.streams.normal(self.agents, self.round, purpose, rest)
+        return self._rows("normal", purpose, rest)
 
     def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False) -> np.ndarray:
         if high is None:
@@ -77,7 +110,7 @@ class AgentBlockGenerator(np.random.Generator):
         low = np.asarray(low, dtype=np.int64)
         high = np.asarray(high, dtype=np.int64) + (1 if endpoint else 0)
         purpose, rest = self._key(size)
-        u = self.streams.uniform(self.agents, self.round, purpose, rest)
+        u = self._rows("uniform", purpose, rest)
         span = np.broadcast_to(high - low, u.shape) if (high - low).ndim <= u.ndim else None
         if span is None or np.any(span < 1):
             raise ValueError(f"argument 'high' must exceed 'low' with one range per row, got "
