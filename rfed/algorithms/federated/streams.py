@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rfed.randomness import AgentStreams
+from rfed.randomness import AgentStreams, StackedStreams
 
 __all__ = ["AgentBlockGenerator"]
 
@@ -50,7 +50,7 @@ class AgentBlockGenerator(np.random.Generator):
         self.purpose = str(purpose)
         self.calls = 0
         self.streams._agents(self.agents)
-        self._blocks = [(self.streams, self.agents)]
+        self._stacked: StackedStreams | None = None
 
     @classmethod
     def stacked(cls, seeds: list[int], blocks: list[np.ndarray], round: int,
@@ -71,18 +71,15 @@ class AgentBlockGenerator(np.random.Generator):
             raise ValueError(f"arguments 'seeds' and 'blocks' must be non-empty and of the same "
                              f"length, got {len(seeds)} and {len(blocks)}")
         gen = cls(seeds[0], blocks[0], round, purpose)
-        for seed, agents in zip(seeds[1:], blocks[1:], strict=True):
-            streams = AgentStreams(seed)
-            gen._blocks.append((streams, streams._agents(np.asarray(agents))))
-        gen.agents = np.concatenate([np.asarray(a) for _, a in gen._blocks])
+        gen._stacked = StackedStreams(seeds, blocks)
+        gen.agents = np.concatenate(gen._stacked.blocks)
         return gen
 
-    def _rows(self, sampler: str, purpose: str, rest: tuple[int, ...]) -> np.ndarray:
-        """Each block's rows from its own streams, stacked in block order."""
-        if len(self._blocks) == 1:
-            return getattr(self.streams, sampler)(self.agents, self.round, purpose, rest)
-        return np.concatenate([getattr(streams, sampler)(agents, self.round, purpose, rest)
-                               for streams, agents in self._blocks])
+    def _rows(self, kind: str, purpose: str, rest: tuple[int, ...]) -> np.ndarray:
+        """The block's rows (each run's from its own streams, stacked in run order)."""
+        if self._stacked is None:
+            return getattr(self.streams, kind)(self.agents, self.round, purpose, rest)
+        return self._stacked.draw(self.round, purpose, rest, kind)
 
     def _key(self, size) -> tuple[str, tuple[int, ...]]:
         shape = (int(size),) if isinstance(size, (int, np.integer)) else tuple(
