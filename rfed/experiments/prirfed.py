@@ -67,6 +67,13 @@ def run_settings(
 ) -> tuple[list[dict], dict[str, list]]:
     """Run every setting ``repetitions`` times, logging each evaluated round through ``ctx``.
 
+    The repetitions of a PriRFed setting run together as one
+    :class:`~rfed.algorithms.federated.repeated.RepeatedRuns` (each local step is one batched
+    call for all of them; each repetition's history is bit for bit the one it has alone), and
+    their records are logged afterwards in the order a run alone logs them; one repetition, or
+    secure mode (OS randomness, not stackable), runs alone. A repetition that diverges is
+    logged and counted as before, and the others go on.
+
     ``report_rounds`` adds the excess risk (mean and std over repetitions) at those rounds
     (which must be evaluated, i.e. multiples of ``eval_every``) to each row, as
     ``excess_risk_at_<t>_mean`` / ``_std``: a setting may lead early and trail at the end.
