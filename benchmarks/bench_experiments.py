@@ -13,6 +13,10 @@ Usage::
 
 ``--rfed DIR`` runs the ``rfed`` package found in ``DIR`` (e.g. a checkout of ``main``) so that
 two versions can be measured in the same session.
+
+The on-disk RDP curve cache is OFF in the children by default (``RFED_CACHE_DIR=''``): a
+shared, warm cache would make whichever version runs second look faster. ``--rdp-cache DIR``
+uses (and fills) the cache in ``DIR`` instead.
 """
 
 from __future__ import annotations
@@ -33,14 +37,15 @@ DEFAULT_EXPERIMENTS = (
 )
 
 
-def run_one(name: str, overrides: list[str], rfed_dir: Path) -> tuple[float, float, float]:
+def run_one(name: str, overrides: list[str], rfed_dir: Path, rdp_cache: str = ""
+            ) -> tuple[float, float, float]:
     """(CPU seconds, wall seconds, peak RSS in MB) of ``rfed run name`` in a child process."""
     with tempfile.TemporaryDirectory() as out:
         cmd = [sys.executable, "-m", "rfed", "run", name, "--out", str(Path(out) / "run"),
                "--no-progress"]
         for o in overrides:
             cmd += ["--set", o]
-        env = dict(os.environ, PYTHONPATH=str(rfed_dir))
+        env = dict(os.environ, PYTHONPATH=str(rfed_dir), RFED_CACHE_DIR=rdp_cache)
         before = resource.getrusage(resource.RUSAGE_CHILDREN)
         t0 = time.perf_counter()
         subprocess.run(cmd, cwd=rfed_dir, env=env, check=True, stdout=subprocess.DEVNULL)
@@ -59,12 +64,15 @@ def main() -> None:
     parser.add_argument("--rfed", type=Path, default=Path(__file__).resolve().parents[1],
                         help="directory holding the rfed package to measure (default: this "
                              "checkout)")
+    parser.add_argument("--rdp-cache", default="", metavar="DIR",
+                        help="on-disk RDP curve cache of the runs (default: off)")
     args = parser.parse_args()
     total = 0.0
-    print(f"rfed from {args.rfed}; overrides {args.overrides or 'none'}")
+    print(f"rfed from {args.rfed}; overrides {args.overrides or 'none'}; RDP disk cache "
+          f"{args.rdp_cache or 'off'}")
     print(f"{'experiment':<16} {'CPU s':>8} {'wall s':>8} {'max RSS MB (so far)':>20}")
     for name in args.names:
-        cpu, wall, rss = run_one(name, args.overrides, args.rfed)
+        cpu, wall, rss = run_one(name, args.overrides, args.rfed, args.rdp_cache)
         total += cpu
         print(f"{name:<16} {cpu:8.1f} {wall:8.1f} {rss:20.0f}", flush=True)
     print(f"{'total':<16} {total:8.1f}")

@@ -215,6 +215,16 @@ class StackedStreams:
         self.streams = [AgentStreams(seed) for seed in seeds]
         self.blocks = [st._agents(a) for st, a in zip(self.streams, blocks, strict=True)]
         self.size = sum(a.size for a in self.blocks)
+        # per run: its rows, and (group, columns) when its block lies in one group (the usual
+        # case: one agent per round), so a draw re-keys and samples without re-deriving them
+        self._plan = []
+        start = 0
+        for a in self.blocks:
+            groups = a // AGENT_GROUP
+            one = a.size > 0 and bool(np.all(groups == groups[0]))
+            self._plan.append((slice(start, start + a.size),
+                               (int(groups[0]), a % AGENT_GROUP) if one else None))
+            start += a.size
 
     def draw(self, round: int, purpose: str | int, shape=(), kind: str = "normal"
              ) -> np.ndarray:
@@ -228,8 +238,10 @@ class StackedStreams:
         rnd, code = _check_round(round), purpose_code(purpose)
         m = int(np.prod(shape, dtype=np.int64))
         out = np.empty((self.size, m))
-        start = 0
-        for st, a in zip(self.streams, self.blocks, strict=True):
-            out[start:start + a.size] = st._rows(a, rnd, code, m, sampler)
-            start += a.size
+        for st, a, (rows, one) in zip(self.streams, self.blocks, self._plan, strict=True):
+            if one is None:
+                out[rows] = st._rows(a, rnd, code, m, sampler)
+            else:
+                # AgentStreams._rows' one-group case
+                out[rows] = sampler(st._rekey(one[0], rnd, code), (m, AGENT_GROUP))[:, one[1]].T
         return out.reshape((self.size, *shape))
