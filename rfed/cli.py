@@ -8,6 +8,7 @@
                     [--checkpoint-every N] [--no-progress] [--secure]
     rfed run [NAME] --resume DIR
     mpiexec -n K python -m mpi4py -m rfed run NAME --engine mpi [...]
+    mpiexec -n K2 python -m mpi4py -m rfed run --resume DIR --engine mpi
     rfed audit NAME [--trials N] [--noise-factor F] [--secure]
     rfed --version
 
@@ -25,13 +26,22 @@ written as results arrive (see :mod:`rfed.experiments.registry`); the run's stat
 checkpointed every ``N`` rounds and at Ctrl-C.
 
 ``--engine mpi`` runs the experiment's decentralized algorithms on the MPI engine
-(:mod:`rfed.engines.mpi`): every rank builds the same (public) problem and graph, owns a block of
-agents and runs the same rounds; rank 0 writes the results and prints the summary, the other
-ranks write nothing. The results are bit-identical to ``--engine inprocess`` (the default) for
-any number of ranks. Launch it through ``python -m mpi4py`` (an error on one rank then stops
-them all). Only the experiments in :data:`MPI_EXPERIMENTS` run on MPI (the others use federated
-algorithms, which the MPI engine does not drive); a run on MPI is not checkpointed (use
-:func:`rfed.engines.mpi.run_mpi` to checkpoint MPI runs) and is not secure-mode.
+(:mod:`rfed.engines.mpi`): every rank builds the same graph, owns a block of agents, keeps
+only its agents' data (the problem's shard, once the reference is computed) and runs the same
+rounds; rank 0 reads the settings, writes the results and the checkpoints and prints the
+summary, the other ranks write nothing. The results are
+bit-identical to ``--engine inprocess`` (the default) for any number of ranks. Checkpoints work
+as in one process (``--checkpoint-every N``, and at the end of every algorithm run): the ranks'
+blocks are gathered into one file that holds every agent's state, so ``--resume DIR
+--engine mpi`` continues on the same or ANOTHER number of ranks and ends with results files
+bit-identical to an uninterrupted run. A run checkpointed in one process also resumes on MPI;
+a run checkpointed on MPI resumes only with ``--engine mpi`` (on one rank: ``mpiexec -n 1``,
+or plain ``python -m rfed ... --engine mpi``). On MPI, Ctrl-C stops at once (the ranks could
+not all save in the same round): resume from the last periodic checkpoint. Launch through
+``python -m mpi4py`` (an error on one rank then stops them all; an error on rank 0 stops the
+job with its exit status). Only the experiments in :data:`MPI_EXPERIMENTS` run on MPI (the
+others use federated algorithms, which the MPI engine does not drive); a run on MPI is not
+secure-mode.
 
 Exit status: 0 done; 2 bad input (unknown experiment, bad ``--set``, unusable ``--out``); 1 the
 run failed (e.g. the disk is full); 130 interrupted (resume with ``--resume``). Errors are one
@@ -285,50 +295,116 @@ def _resume_settings(resume: Path, name: str | None, seed: int | None,
     return saved["experiment"], int(saved["seed"]), saved["config"]
 
 
-def _run(args) -> int:
-    from rfed.experiments.registry import get_experiment, run_experiment
+def _settings(args) -> tuple[str, int, dict, Path, str]:
+    """``(name, seed, overrides, out, mode)`` of ``rfed run``, checked (``ValueError``)."""
+    from rfed.experiments.registry import get_experiment
 
+    if args.resume is not None:
+        if args.out is not None and args.out != args.resume:
+            raise ValueError("give the folder to resume once: --resume DIR (not --out)")
+        name, seed, overrides = _resume_settings(args.resume, args.name, args.seed,
+                                                 args.overrides)
+        out, mode = args.resume, "resume"
+        saved = json.loads((args.resume / "config.json").read_text(encoding="utf-8"))
+        args.secure = bool(args.secure or saved.get("secure", False))
+    else:
+        from rfed.experiments.registry import parse_overrides
+
+        name = args.name or DEFAULT_EXPERIMENT
+        seed = 0 if args.seed is None else args.seed
+        overrides = parse_overrides(args.overrides)
+        out = args.out if args.out is not None else DEFAULT_OUT / name
+        mode = "overwrite" if args.overwrite else "new"
+    if seed < 0:
+        raise ValueError(f"--seed must be an int >= 0, got {seed}")
+    if args.checkpoint_every < 0:
+        raise ValueError(f"--checkpoint-every must be an int >= 0, got "
+                         f"{args.checkpoint_every}")
+    get_experiment(name).config(overrides)
+    return name, seed, overrides, out, mode
+
+
+def _check_not_mpi_checkpoint(folder: Path) -> None:
+    """An in-process ``--resume`` of a run checkpointed on MPI is refused in one line."""
+    import pickle
+
+    from rfed.engines.mpi import SavedBlocks
+
+    path = folder / "checkpoint.pkl"
+    if not path.is_file():
+        return
     try:
-        if args.resume is not None:
-            if args.out is not None and args.out != args.resume:
-                raise ValueError("give the folder to resume once: --resume DIR (not --out)")
-            name, seed, overrides = _resume_settings(args.resume, args.name, args.seed,
-                                                     args.overrides)
-            out, mode = args.resume, "resume"
-            saved = json.loads((args.resume / "config.json").read_text(encoding="utf-8"))
-            args.secure = bool(args.secure or saved.get("secure", False))
-        else:
-            from rfed.experiments.registry import parse_overrides
+        with open(path, "rb") as fh:
+            ck = pickle.load(fh)  # noqa: S301 - the checkpoint this program wrote
+    except Exception:
+        return   # RunContext reports an unreadable checkpoint
+    states = [getattr(r, "state", None) for r, _ in ck.get("completed", [])]
+    current = ck.get("current") or {}
+    states.append(current.get("payload", {}).get("state"))
+    if any(isinstance(st, SavedBlocks) for st in states):
+        raise ValueError(f"the run in '{folder}' was checkpointed on the MPI engine: resume it "
+                         "with --engine mpi (on any number of ranks)")
 
-            name = args.name or DEFAULT_EXPERIMENT
-            seed = 0 if args.seed is None else args.seed
-            overrides = parse_overrides(args.overrides)
-            out = args.out if args.out is not None else DEFAULT_OUT / name
-            mode = "overwrite" if args.overwrite else "new"
-        if seed < 0:
-            raise ValueError(f"--seed must be an int >= 0, got {seed}")
-        if args.checkpoint_every < 0:
-            raise ValueError(f"--checkpoint-every must be an int >= 0, got "
-                             f"{args.checkpoint_every}")
-        get_experiment(name).config(overrides)
-        if args.engine == "mpi":
-            _check_mpi_run(name, args)
+
+def _run(args) -> int:
+    if args.engine == "mpi":
+        return _run_on_mpi(args)
+    try:
+        name, seed, overrides, out, mode = _settings(args)
+        if mode == "resume":
+            _check_not_mpi_checkpoint(out)
     except ValueError as exc:
         _error(exc)
         return 2
-    if args.engine == "mpi":
-        from mpi4py import MPI
-
-        from rfed.engines.mpi import mpi_engine
-
-        with mpi_engine():
-            if MPI.COMM_WORLD.Get_rank() != 0:
-                # the same rounds as rank 0, on this rank's agents; results are rank 0's
-                run_experiment(name, seed=seed, overrides=overrides, out_dir=None,
-                               progress=False, checkpoint_every=0)
-                return 0
-            return _run_and_report(args, name, seed, overrides, out, mode)
     return _run_and_report(args, name, seed, overrides, out, mode)
+
+
+def _run_on_mpi(args) -> int:
+    """``--engine mpi``: rank 0 reads the settings (and, with ``--resume``, the saved run),
+    writes the results and checkpoints, and prints; every rank runs the same rounds on its
+    block of agents (:class:`rfed.engines.mpi.MPIRunHook` gathers the checkpoints)."""
+    try:
+        import mpi4py  # noqa: F401
+    except ImportError:
+        _error("--engine mpi needs mpi4py and an MPI: pip install 'rfed[mpi]'")
+        return 2
+    from mpi4py import MPI
+
+    from rfed.algorithms.base import engine_run_hooks
+    from rfed.engines.mpi import MPIRunHook, mpi_engine
+    from rfed.experiments.registry import run_experiment
+
+    world = MPI.COMM_WORLD
+    settings = error = None
+    if world.Get_rank() == 0:
+        try:
+            settings = _settings(args)
+            _check_mpi_run(settings[0], args)
+        except ValueError as exc:
+            error = str(exc)
+    # one decision for all ranks (only rank 0 may see the results folder)
+    settings, error, args.secure = world.bcast((settings, error, args.secure), root=0)
+    if error is not None:
+        if world.Get_rank() == 0:
+            _error(error)
+        return 2
+    name, seed, overrides, out, mode = settings
+    with mpi_engine(), engine_run_hooks(MPIRunHook):
+        if world.Get_rank() != 0:
+            # the same rounds as rank 0, on this rank's agents; results are rank 0's
+            try:
+                run_experiment(name, seed=seed, overrides=overrides, out_dir=None,
+                               progress=False, checkpoint_every=args.checkpoint_every)
+            except KeyboardInterrupt:
+                return 130   # rank 0 says how to resume
+            return 0
+        status = _run_and_report(args, name, seed, overrides, out, mode)
+    if status != 0 and world.Get_size() > 1:
+        # the other ranks may be waiting in a collective: stop the job with rank 0's status
+        sys.stdout.flush()
+        sys.stderr.flush()
+        world.Abort(status)
+    return status
 
 
 def _check_mpi_run(name: str, args) -> None:
@@ -340,14 +416,6 @@ def _check_mpi_run(name: str, args) -> None:
     if args.secure:
         raise ValueError("--secure cannot be used with --engine mpi (the ranks must draw the "
                          "same public randomness, which secure mode's OS randomness is not)")
-    if args.resume is not None:
-        raise ValueError("--resume cannot be used with --engine mpi (command-line MPI runs are "
-                         "not checkpointed; rfed.engines.mpi.run_mpi checkpoints MPI runs)")
-    try:
-        import mpi4py  # noqa: F401
-    except ImportError:
-        raise ValueError("--engine mpi needs mpi4py and an MPI: pip install 'rfed[mpi]'"
-                         ) from None
 
 
 def _run_and_report(args, name: str, seed: int, overrides: dict, out: Path, mode: str) -> int:
@@ -361,8 +429,7 @@ def _run_and_report(args, name: str, seed: int, overrides: dict, out: Path, mode
     try:
         summary, ctx = run_experiment(name, seed=seed, overrides=overrides, out_dir=out,
                                       progress=not args.no_progress, mode=mode,
-                                      checkpoint_every=(0 if args.engine == "mpi"
-                                                        else args.checkpoint_every),
+                                      checkpoint_every=args.checkpoint_every,
                                       secure=args.secure)
     except OutputDirError as exc:
         _error(exc)

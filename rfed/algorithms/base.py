@@ -61,6 +61,7 @@ __all__ = [
     "step_size_at",
     "load_checkpoint",
     "run_hook",
+    "engine_run_hooks",
     "CHECKPOINT_FORMAT",
 ]
 
@@ -170,6 +171,25 @@ class RunResult:
 
 # ---------------------------------------------------------------------------- checkpoint plumbing
 _HOOK: contextvars.ContextVar[Any] = contextvars.ContextVar("rfed_run_hook", default=None)
+_HOOK_WRAPPER: contextvars.ContextVar[Callable[[Any], Any] | None] = contextvars.ContextVar(
+    "rfed_run_hook_wrapper", default=None)
+
+
+@contextlib.contextmanager
+def engine_run_hooks(wrapper: Callable[[Any], Any]) -> Iterator[None]:
+    """Inside the block, :func:`run_hook` installs ``wrapper(hook)`` instead of ``hook``.
+
+    A distributed engine uses it to checkpoint the runs of an experiment: e.g.
+    :class:`rfed.engines.mpi.MPIRunHook` gathers the ranks' blocks into the checkpoint that rank
+    0's :class:`rfed.experiments.RunContext` writes, and hands each rank its block on resume.
+    """
+    if not callable(wrapper):
+        raise TypeError(f"argument 'wrapper' must be callable hook -> hook, got {wrapper!r}")
+    token = _HOOK_WRAPPER.set(wrapper)
+    try:
+        yield
+    finally:
+        _HOOK_WRAPPER.reset(token)
 
 
 @contextlib.contextmanager
@@ -182,9 +202,16 @@ def run_hook(hook: Any) -> Iterator[None]:
     (or ``None``), a callable ``save(payload)`` and the checkpoint period in rounds (0: only at
     Ctrl-C). ``hook.end_run(result)`` is called with the result.
     :class:`rfed.experiments.RunContext` is such a hook. Calls nested inside a run (e.g. a
-    baseline solved inside a step) are not hooked.
+    baseline solved inside a step) are not hooked. Inside :func:`engine_run_hooks`, the hook
+    installed is the engine's wrapper of ``hook``.
+
+    A ``save`` with a true attribute ``collective`` must be called by every process of its
+    engine at the same rounds: the run then does not defer Ctrl-C to save at the end of the
+    round (the processes would not all save in the same round); it stops at once and resumes
+    from the last periodic checkpoint.
     """
-    token = _HOOK.set(hook)
+    wrapper = _HOOK_WRAPPER.get()
+    token = _HOOK.set(hook if wrapper is None else wrapper(hook))
     try:
         yield
     finally:
@@ -412,7 +439,8 @@ class Algorithm(abc.ABC):
             start = 0
             history.append(self._record(problem, state, 0, with_reference, callback))
 
-        with _deferred_sigint(checkpoint is not None) as interrupt:
+        with _deferred_sigint(checkpoint is not None
+                              and not getattr(checkpoint, "collective", False)) as interrupt:
             schedule = getattr(self, "step_size", None)
             for t in range(start + 1, n_rounds + 1):
                 if callable(schedule):

@@ -1,7 +1,9 @@
 """Synthetic data sets with the papers' recipes, all seeded and generated offline.
 
 * :func:`make_pca_synthetic`: the PriRFed principal-eigenvector recipe (spec 004 section 5.1,
-  after Shamir's VR-PCA construction), one data matrix per agent with a controlled eigengap.
+  after Shamir's VR-PCA construction), one data matrix per agent with a controlled eigengap;
+  :func:`make_pca_synthetic_agents` draws the same recipe per agent from a stream keyed by
+  ``(seed, agent)``, so a process generates only the agents it holds.
 * :func:`make_wishart_spd`: Wishart SPD samples for the Frechet-mean experiment (spec 004
   section 5.2), optionally restricted to a geodesic ball around the identity (pitfall 14).
 * :func:`make_epsilon_like` and :func:`make_rcv1_like`: stand-ins with the shape statistics of the
@@ -157,6 +159,54 @@ def make_pca_synthetic(
     u = random_orthonormal_columns(n_per_agent, dim, gen, (n_agents,))
     v = haar_orthogonal(dim, gen, (1,) if shared_basis else (n_agents,))
     return (u * sigma[:, None, :]) @ v
+
+
+def make_pca_synthetic_agents(
+    agents, n_per_agent: int = 70, dim: int = 25, eigengap: float = 1e-3, seed: int = 0
+) -> np.ndarray:
+    """The rows of :func:`make_pca_synthetic`'s recipe for the listed agents only.
+
+    Agent ``i``'s matrix ``Z_i = U_i Sigma_i V_i`` is drawn from its own generator, seeded by
+    ``numpy.random.SeedSequence([seed, i])``: it is a function of ``(seed, i)`` alone, so a
+    process holding a block of agents (a Flower client, an MPI rank) generates exactly the
+    rows a process holding every agent would, and no other agent's. (Not the same numbers as
+    :func:`make_pca_synthetic` with the same seed, which draws all agents from one stream.)
+
+    Parameters
+    ----------
+    agents : int array, shape ``(A,)``
+        Global agent ids (>= 0); may be empty.
+    n_per_agent, dim, eigengap
+        As in :func:`make_pca_synthetic`.
+    seed : int
+        >= 0.
+
+    Returns
+    -------
+    ndarray, shape ``(A, n_per_agent, dim)``
+    """
+    ids = np.asarray(agents)
+    if ids.ndim != 1 or (ids.size and (not np.issubdtype(ids.dtype, np.integer)
+                                       or ids.min() < 0)):
+        raise ValueError(f"argument 'agents' must be a 1-d array of int agent ids >= 0, got "
+                         f"{agents!r}")
+    seed = check_int(seed, "seed", minimum=0)
+    dim = check_int(dim, "dim", minimum=6)
+    n_per_agent = check_int(n_per_agent, "n_per_agent")
+    if n_per_agent < dim:
+        raise ValueError(
+            f"argument 'n_per_agent' ({n_per_agent}) must be >= 'dim' ({dim}): U_i is an"
+            " N_i x (d+1) matrix with orthonormal columns"
+        )
+    check_float(eigengap, "eigengap", low=0.0, high=1.0 / 1.4, low_open=True, high_open=True)
+    out = np.empty((ids.size, n_per_agent, dim))
+    # one independent stream per agent: a loop over the listed agents at load time only
+    for row, agent in enumerate(ids.tolist()):
+        gen = np.random.default_rng(np.random.SeedSequence([seed, agent]))
+        sigma = pca_spectrum(dim, eigengap, gen, 1)[0]
+        u = random_orthonormal_columns(n_per_agent, dim, gen)
+        out[row] = (u * sigma) @ haar_orthogonal(dim, gen)
+    return out
 
 
 def make_wishart_spd(

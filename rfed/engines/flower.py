@@ -4,8 +4,9 @@ One round is PriRFed's pieces (:meth:`PriRFed.select`, :meth:`PriRFed.train_bloc
 :meth:`PriRFed.aggregate`, :meth:`PriRFed.finish_round`) split across processes:
 
 * the ServerApp (:data:`server_app`) selects the round's agents from the public stream
-  ``(seed, round, 'agent-sampling')``, splits them into contiguous blocks, one per SuperNode
-  (in node-id order), and sends each node ``x``, the round, the seed and its block;
+  ``(seed, round, 'agent-sampling')`` and sends each SuperNode that owns some of them ``x``,
+  the round, the seed, those agents and the block it owns (:func:`owned_agents`: the agents
+  split into contiguous blocks, one per node in node-id order, fixed for the run);
 * the ClientApp (:data:`client_app`) trains its block with DP-RSGD / DP-RSVRG from the
   per-agent keyed streams and replies with the local points and, per agent, the noise std and
   the sensitivity it used;
@@ -34,8 +35,12 @@ with Flower's simulation engine (virtual SuperNodes whose ClientApps run in Ray 
 raise with the run's log when the SuperLink reports the run failed.
 
 The federation's problem is a synthetic PCA problem described by the run config
-(:func:`problem_from_config`); every process rebuilds it from the config (the synthetic
-generator is deterministic), and a client reads only its block's rows.
+(:func:`problem_from_config`), each agent's rows drawn from a stream keyed by ``(data-seed,
+agent)`` (:func:`rfed.datasets.make_pca_synthetic_agents`). Sharded data: a ClientApp generates
+and holds only the rows of the block it owns (a shard, :meth:`rfed.problems.Problem.as_shard`,
+which refuses any other agent); the ServerApp holds the public facts only (agent counts,
+dimensions: a shard of no agent). The in-process reference (:func:`run_in_process`) draws every
+agent's rows from the same keyed streams, so the engines are compared on the same data.
 """
 
 from __future__ import annotations
@@ -59,12 +64,12 @@ import numpy as np
 from rfed._io import atomic_pickle
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
 from rfed.algorithms.federated.client_dp import ClientLevelDP
-from rfed.datasets.synthetic import make_pca_synthetic
+from rfed.datasets.synthetic import make_pca_synthetic_agents
 from rfed.privacy import PrivacyBudget
 from rfed.problems import SpherePCA
 
 __all__ = ["APP_DIR", "DEFAULT_CONFIG", "BlockReply", "algorithm_from_config", "client_app",
-           "problem_from_config", "run_in_process", "run_in_simulation",
+           "owned_agents", "problem_from_config", "run_in_process", "run_in_simulation",
            "run_on_deployment", "serve", "server_app", "train_block",
            "write_result"]
 
@@ -90,11 +95,34 @@ def _config(run_config: dict[str, Any]) -> dict[str, Any]:
     return {**DEFAULT_CONFIG, **run_config}
 
 
-def problem_from_config(run_config: dict[str, Any]) -> SpherePCA:
-    """The synthetic PCA federation of the config (same data in every process)."""
+def problem_from_config(run_config: dict[str, Any], agents=None) -> SpherePCA:
+    """The synthetic PCA federation of the config, or the shard of it that ``agents`` hold.
+
+    Parameters
+    ----------
+    run_config : dict
+    agents : int array, optional
+        ``None``: every agent (the in-process reference). Otherwise increasing global ids:
+        only their rows are generated (keyed by ``(data-seed, agent)``, the same bits as in the
+        full problem) and the result is a shard of the federation (the other agents' rows do
+        not exist in this process); empty: the public facts only (the server's).
+    """
     c = _config(run_config)
-    return SpherePCA(make_pca_synthetic(int(c["n-agents"]), int(c["n-per-agent"]), int(c["dim"]),
-                                        float(c["eigengap"]), int(c["data-seed"])))
+    n_agents, n_per = int(c["n-agents"]), int(c["n-per-agent"])
+    ids = np.arange(n_agents) if agents is None else np.asarray(agents, dtype=np.int64)
+    if ids.size and (ids.ndim != 1 or ids.min() < 0 or ids.max() >= n_agents):
+        raise ValueError(f"argument 'agents' must be ids in 0..{n_agents - 1}, got {agents!r}")
+    problem = SpherePCA(make_pca_synthetic_agents(ids, n_per, int(c["dim"]),
+                                                  float(c["eigengap"]), int(c["data-seed"])))
+    if agents is None:
+        return problem
+    return problem.as_shard(ids, np.full(n_agents, n_per))
+
+
+def owned_agents(n_agents: int, nodes: list[int]) -> dict[int, np.ndarray]:
+    """``{node: agents it owns}``: ``0 .. n_agents - 1`` in contiguous blocks, one per node in
+    the order of ``nodes`` (sizes differing by at most one; empty past ``n_agents`` nodes)."""
+    return dict(zip(nodes, np.array_split(np.arange(n_agents), len(nodes)), strict=True))
 
 
 def algorithm_from_config(run_config: dict[str, Any]) -> PriRFed:
@@ -197,8 +225,9 @@ def serve(problem, alg: PriRFed, run_config: dict[str, Any], nodes: list[int],
           train_blocks: Callable[[int, Any, list[tuple[int, np.ndarray]]], list[BlockReply]]):
     """The server's rounds, whatever carries the messages; returns the final state.
 
-    Each round selects the agents from the public stream, splits them into contiguous blocks,
-    one per node (in node order), and calls ``train_blocks(round, state, [(node, block), ...])``;
+    Each round selects the agents from the public stream, gives each node the selected agents
+    it owns (:func:`owned_agents`; nodes owning none are skipped) and calls
+    ``train_blocks(round, state, [(node, block), ...])``;
     the replies' noise and sensitivity must be the server's plan (the ledger must hold what
     was released), and together they must cover the selected agents. The server aggregates on
     the manifold and, when ``run_config['checkpoint']`` names a file, saves its state there
@@ -208,13 +237,14 @@ def serve(problem, alg: PriRFed, run_config: dict[str, Any], nodes: list[int],
     if len(nodes) == 0:
         raise ValueError("argument 'nodes' must list at least one node id, got none")
     state, first_round = _resume_or_start(problem, alg, c)
+    owned = owned_agents(problem.n_agents, list(nodes))
     for t in range(first_round, int(c["rounds"])):
         alg.check_round(state)
         agents = alg.select(problem, state)
-        blocks = [b for b in np.array_split(agents, min(len(nodes), agents.size)) if b.size]
+        node_blocks = [(node, agents[np.isin(agents, own)]) for node, own in owned.items()]
         got = {}
         n_clipped = 0
-        for reply in train_blocks(t, state, list(zip(nodes, blocks, strict=False))):
+        for reply in train_blocks(t, state, [(n, b) for n, b in node_blocks if b.size]):
             ids = reply.agents
             if not (np.array_equal(reply.sigma, state.plan.sigma[ids])
                     and np.array_equal(reply.sensitivity, state.plan.sensitivity[ids])):
@@ -261,8 +291,10 @@ else:
     @server_app.main()
     def _server_main(grid: Grid, context: Context) -> None:
         c = _config(dict(context.run_config))
-        problem, alg = problem_from_config(c), algorithm_from_config(c)
+        # the server holds the public facts only: counts and dimensions, no agent's rows
+        problem, alg = problem_from_config(c, agents=[]), algorithm_from_config(c)
         nodes = _wait_for_nodes(grid, int(c["min-nodes"]))
+        owned = owned_agents(problem.n_agents, nodes)
 
         def train_on_nodes(t, state, node_blocks):
             messages = []
@@ -270,7 +302,8 @@ else:
                 content = RecordDict({
                     "x": ArrayRecord({"x": Array(np.asarray(state.x, dtype=float))}),
                     "cfg": ConfigRecord({"round": t, "seed": int(state.seed),
-                                         "agents": [int(a) for a in block]}),
+                                         "agents": [int(a) for a in block],
+                                         "owned": [int(a) for a in owned[node]]}),
                 })
                 messages.append(Message(content, node, "train", group_id=str(t)))
             replies = list(grid.send_and_receive(messages))
@@ -308,13 +341,15 @@ else:
     @client_app.train()
     def _client_train(msg: Message, context: Context) -> Message:
         c = _config(dict(context.run_config))
-        key = json.dumps(c, sort_keys=True)
+        cfg = msg.content["cfg"]
+        # the node generates and holds the rows of the agents it owns, nothing else
+        own = np.asarray(cfg["owned"], dtype=np.int64)
+        key = json.dumps([c, own.tolist()], sort_keys=True)
         if key not in _CLIENT_CACHE:
-            problem, alg = problem_from_config(c), algorithm_from_config(c)
+            problem, alg = problem_from_config(c, agents=own), algorithm_from_config(c)
             _CLIENT_CACHE.clear()
             _CLIENT_CACHE[key] = (problem, alg, _start(problem, alg, c))
         problem, alg, state0 = _CLIENT_CACHE[key]
-        cfg = msg.content["cfg"]
         out = train_block(problem, alg, state0, msg.content["x"]["x"].numpy(),
                           int(cfg["round"]), int(cfg["seed"]),
                           np.asarray(cfg["agents"], dtype=int))

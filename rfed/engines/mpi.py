@@ -34,6 +34,39 @@ copies (``copies=True``), which the protocol keeps in sync with :meth:`publish` 
 count, are refreshed from their owners by a halo exchange here; that engine traffic is counted
 apart, in :attr:`MPICommunicator.engine_bytes`.
 
+Sharded data: a rank holds only its block's rows of the problem. :func:`run_mpi` runs on
+:func:`shard_for_rank` of the problem it is given (``problem.shard(comm.agents, reducer=...)``,
+:meth:`rfed.problems.Problem.shard`), and ``rfed run NAME --engine mpi`` hands every setting
+the rank's shard (:func:`rfed.experiments._decentralized.engine_problem`), built once the
+public facts (agent counts, dimensions, public bounds, the reference solution computed from
+every agent's data before the run) are known; the full arrays are then dropped. A shard
+raises ``ValueError`` naming the agent when asked for another rank's agent, and for whole-data
+quantities; the metrics that sum over agents (cost, gradient norm, excess risk, training
+accuracy) are reductions: each rank weighs its agents' local values, ``Allgatherv`` puts them
+in agent order and every rank sums them in agent order
+(:meth:`rfed.networks.comm.Communicator.agent_sum`), so the logged numbers have the
+one-process bits. These reductions, like the gathered iterates of the metrics, are the
+experimenter's evaluation, not protocol messages: they are not charged to the privacy
+ledgers, so ranks that are distinct parties should not log data-dependent metrics. DP-DGT's
+resource allocation shards the same way (:meth:`QuadraticResourceAllocation.shard`: a rank holds
+its agents' cost functions, boxes and demands; the total demand, the strong-convexity constant
+and the optimum are public facts kept from before sharding).
+
+Computed once: what depends only on public numbers and costs time, such as calibrating the noise
+to a budget and running the accountant for a privacy report, is computed by rank 0 and broadcast
+(:meth:`MPICommunicator.root_computes`; the in-process engine simply calls it), while the other
+ranks wait without spinning on a core.
+
+Checkpoints resume on any number of ranks: a checkpoint is ONE file, written by rank 0, holding
+every agent's state (:class:`SavedBlocks`: the ranks' block states merged by the algorithm's
+``merge_blocks``, which concatenates the per-agent rows it declares, merges the privacy
+accounts and checks that the shared fields agree, see
+:mod:`rfed.algorithms.decentralized._blocks`) and the message counters merged
+(:func:`merge_stats`). On resume rank 0 splits it into the new job's blocks
+(``split_state``, :func:`split_stats`) and scatters them. :func:`run_mpi` checkpoints a script's
+run; :class:`MPIRunHook` checkpoints the runs of ``rfed run NAME --engine mpi`` into rank 0's
+results folder (``--checkpoint-every``, ``--resume DIR``).
+
 Federated calls: the server is replicated on every rank (its computation is deterministic and
 its randomness public), so :meth:`MPICommunicator.gather` returns the gathered rows on every
 rank and :meth:`MPICommunicator.broadcast` needs no transfer; messages are counted once, by the
@@ -42,20 +75,21 @@ rank owning the agent.
 Launch (MPICH or Open MPI; the ``mpich`` wheel provides ``mpiexec``)::
 
     mpiexec -n 4 python -m mpi4py your_script.py
-    mpiexec -n 4 python -m mpi4py -m rfed run doadp-logreg --engine mpi
+    mpiexec -n 4 python -m mpi4py -m rfed run doadp-logreg --engine mpi --out DIR
+    mpiexec -n 2 python -m mpi4py -m rfed run --resume DIR --engine mpi   # after a kill
 
 where the script builds the algorithm on ``Network(graph, weights,
 communicator=MPICommunicator(n_agents))`` (or any network inside :func:`mpi_engine`) and calls
-:func:`run_mpi`, which also checkpoints and resumes.
+:func:`run_mpi`, which also checkpoints and resumes (on any number of ranks).
 """
 
 from __future__ import annotations
 
 import collections
 import contextlib
-import copy
 import dataclasses
 import pickle
+import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
@@ -65,8 +99,10 @@ import numpy as np
 import scipy.sparse as sp
 
 from rfed._io import atomic_pickle
+from rfed.algorithms.decentralized._blocks import merge_accounts
 from rfed.manifolds import as_generator
 from rfed.networks.comm import (
+    CommStats,
     Communicator,
     NeighborValues,
     _offdiag_arcs,
@@ -74,11 +110,15 @@ from rfed.networks.comm import (
     use_communicator,
 )
 
-__all__ = ["MPICommunicator", "block_bounds", "merge_accounts", "mpi_engine", "run_mpi",
-           "CHECKPOINT_FORMAT"]
+__all__ = ["MPICommunicator", "MPIRunHook", "SavedBlocks", "block_bounds", "gather_blocks",
+           "merge_accounts", "merge_stats", "mpi_engine", "run_mpi", "scatter_blocks",
+           "shard_for_rank", "split_stats", "CHECKPOINT_FORMAT"]
 
-#: Version of the checkpoint written by :func:`run_mpi`.
-CHECKPOINT_FORMAT = 1
+#: Version of the checkpoint written by :func:`run_mpi` (2: one whole state, any rank count).
+CHECKPOINT_FORMAT = 2
+
+#: Seconds between polls of a rank waiting for rank 0 (see MPICommunicator.root_computes).
+_IDLE_POLL = 0.002
 
 #: Exchange plans kept per communicator (static matrices stay; per-round ones come and go).
 _PLAN_CACHE = 16
@@ -173,7 +213,8 @@ class MPICommunicator(Communicator):
 
     def __getstate__(self):
         raise TypeError("an MPICommunicator is bound to its MPI job and cannot be pickled; "
-                        "checkpoint MPI runs with rfed.engines.mpi.run_mpi(checkpoint=...)")
+                        "checkpoint MPI runs with rfed.engines.mpi.run_mpi(checkpoint=...) or "
+                        "'rfed run NAME --engine mpi' (they save the ranks' states merged)")
 
     # ------------------------------------------------------------------ plans
     def _owner(self, ids: np.ndarray) -> np.ndarray:
@@ -447,28 +488,122 @@ class MPICommunicator(Communicator):
                 return r if self.size == 1 else f"{r} (rank {rank})"
         return None
 
+    def root_computes(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` called on rank 0 only and broadcast (an exception it raises is raised on
+        every rank). The other ranks wait by polling a non-blocking barrier with short sleeps,
+        not in a blocking collective, which with MPICH keeps a core busy: while rank 0
+        calibrates, the waiting ranks leave it the CPU."""
+        value = error = None
+        if self.rank == 0:
+            try:
+                value = fn()
+            except Exception as exc:  # every rank raises it below
+                error = exc
+                try:
+                    pickle.dumps(exc)
+                except Exception:
+                    error = RuntimeError(f"{type(exc).__name__}: {exc}")
+        self.wait_for_root()
+        value, error = self.comm.bcast((value, error), root=0)
+        if error is not None:
+            raise error
+        return value
 
-def merge_accounts(accounts: list) -> Any:
-    """One privacy account from the per-rank accounts of a run (each charged its own agents).
+    def wait_for_root(self) -> None:
+        """Return once every rank has called it (:func:`_idle_barrier`)."""
+        _idle_barrier(self.comm)
 
-    Per-agent release counts add up; the ledgers are merged with
-    :meth:`rfed.privacy.PrivacyLedger.merge`; rounds must agree. An account without per-agent
-    charges (DP-DGT's, identical on every rank) is taken from the first rank.
-    """
-    accounts = [a for a in accounts if a is not None]
-    if not accounts:
-        return None
-    out = copy.deepcopy(accounts[0])
-    rounds = {a.rounds for a in accounts}
-    if len(rounds) != 1:
-        raise ValueError(f"ranks' accounts disagree on the rounds done: {sorted(rounds)}")
-    if hasattr(out, "counts") and hasattr(out, "ledger"):
-        for a in accounts[1:]:
-            out.counts = out.counts + a.counts
-            out.ledger = out.ledger.merge(a.ledger)
-    if hasattr(out, "_memo"):
-        out._memo = {}
+
+def _idle_barrier(comm: Any) -> None:
+    """A barrier that sleeps between polls: a rank arriving early does not keep a core busy
+    (MPICH's blocking collectives spin) while rank 0 calibrates or writes a file."""
+    request = comm.Ibarrier()
+    while not request.Test():
+        time.sleep(_IDLE_POLL)
+
+
+def merge_stats(stats: list[CommStats]) -> CommStats:
+    """The counters of a run from the ranks' counters: totals and per-agent arrays add up;
+    ``calls`` (every rank makes the same calls) is the first rank's."""
+    out = CommStats(stats[0].n_agents, calls=dict(stats[0].calls))
+    for s in stats:
+        out.messages += int(s.messages)
+        out.bytes += int(s.bytes)
+        out.server_messages += int(s.server_messages)
+        out.server_bytes += int(s.server_bytes)
+        out.messages_sent = out.messages_sent + s.messages_sent
+        out.bytes_sent = out.bytes_sent + s.bytes_sent
     return out
+
+
+def split_stats(stats: CommStats, bounds: np.ndarray) -> list[CommStats]:
+    """Counters of the blocks ``bounds[r] .. bounds[r+1]-1`` whose :func:`merge_stats` is
+    ``stats``: each block gets its agents' per-agent counts and their sums; the first block
+    also gets the rest of the totals (the server's traffic); ``calls`` is copied."""
+    out = []
+    for r in range(len(bounds) - 1):
+        lo, hi = int(bounds[r]), int(bounds[r + 1])
+        s = CommStats(stats.n_agents, calls=dict(stats.calls))
+        s.messages_sent[lo:hi] = stats.messages_sent[lo:hi]
+        s.bytes_sent[lo:hi] = stats.bytes_sent[lo:hi]
+        s.messages = int(s.messages_sent.sum())
+        s.bytes = int(s.bytes_sent.sum())
+        out.append(s)
+    first = out[0]
+    first.messages += int(stats.messages) - sum(s.messages for s in out)
+    first.bytes += int(stats.bytes) - sum(s.bytes for s in out)
+    first.server_messages, first.server_bytes = int(stats.server_messages), int(stats.server_bytes)
+    return out
+
+
+@dataclass
+class SavedBlocks:
+    """A distributed run's state saved whole, so that it resumes on any number of ranks.
+
+    Attributes
+    ----------
+    state : object
+        Every agent's state (the algorithm's :meth:`merge_blocks` of the ranks' block states),
+        ``comm=None``; the one-process state at the same round.
+    stats : CommStats
+        The ranks' message counters, merged (:func:`merge_stats`).
+    engine_bytes : int
+        Engine traffic (halo refreshes) of all ranks so far.
+    n_ranks : int
+        Ranks that saved it (informative: any number resumes it).
+    """
+
+    state: Any
+    stats: CommStats
+    engine_bytes: int
+    n_ranks: int
+
+
+def gather_blocks(algorithm, comm: MPICommunicator, state) -> SavedBlocks | None:
+    """Collective: every rank's block state and counters, merged on rank 0 (``None`` on the
+    other ranks)."""
+    block = (dataclasses.replace(state, comm=None), comm.stats, comm.engine_bytes)
+    blocks = comm.comm.gather(block, root=0)
+    if comm.rank != 0:
+        return None
+    return SavedBlocks(algorithm.merge_blocks([b[0] for b in blocks], comm.bounds),
+                       merge_stats([b[1] for b in blocks]),
+                       int(sum(b[2] for b in blocks)), comm.size)
+
+
+def scatter_blocks(algorithm, comm: MPICommunicator, saved: SavedBlocks | None):
+    """Collective: rank 0 splits ``saved`` into this job's blocks; every rank gets its block
+    state with ``comm`` attached, and ``comm``'s counters continue the saved ones."""
+    parts = None
+    if comm.rank == 0:
+        states = algorithm.split_state(saved.state, comm.bounds)
+        stats = split_stats(saved.stats, comm.bounds)
+        engine = [saved.engine_bytes] + [0] * (comm.size - 1)
+        parts = list(zip(states, stats, engine, strict=True))
+    state, stats, engine = comm.comm.scatter(parts, root=0)
+    comm.stats = stats
+    comm.engine_bytes = int(engine)
+    return dataclasses.replace(state, comm=comm)
 
 
 @contextlib.contextmanager
@@ -490,22 +625,129 @@ class _Factory:
         return MPICommunicator(n_agents, self.comm)
 
 
+# ---------------------------------------------------------------------- experiments
+class MPIRunHook:
+    """Checkpoints of an experiment's runs on the MPI engine (``rfed run NAME --engine mpi``).
+
+    Every rank installs it around its own :class:`rfed.experiments.RunContext` (with
+    :func:`rfed.algorithms.base.engine_run_hooks`); rank 0's context has the results folder and
+    decides, the others follow:
+
+    * a run starting: rank 0's context says whether it is done (a resumed experiment replaying
+      it), resumes from a checkpoint or starts afresh; every rank gets the same answer, a
+      replayed result or a resumed state arriving as its own block (with its communicator,
+      whose counters continue the saved ones);
+    * a checkpoint (every ``--checkpoint-every`` rounds and at the end of each run): every rank
+      calls it at the same round; the blocks are gathered and merged (:class:`SavedBlocks`),
+      rank 0's context writes them, and no rank goes on before the file is whole.
+
+    A checkpoint therefore resumes on any number of ranks. Algorithms whose state is not split
+    into blocks (run redundantly by every rank) are saved from rank 0 and broadcast on resume.
+
+    Parameters
+    ----------
+    inner : RunContext
+        This rank's context (only rank 0's writes anything).
+    comm : mpi4py.MPI.Intracomm, optional
+        Default ``COMM_WORLD``.
+    """
+
+    def __init__(self, inner: Any, comm: Any = None):
+        self.inner = inner
+        self.world = _mpi().COMM_WORLD if comm is None else comm
+        self.rank = self.world.Get_rank()
+        self.secure = bool(getattr(inner, "secure", False))
+        self._algorithm = None
+        self._has_saver = False
+
+    def start_run(self, algorithm, problem, n_rounds: int, eval_every: int):
+        """Hook of :meth:`rfed.algorithms.base.Algorithm.run` (see its ``run_hook``)."""
+        self._algorithm = algorithm
+        done = resume = save = None
+        every = 0
+        if self.rank == 0:
+            done, resume, save, every = self.inner.start_run(algorithm, problem, n_rounds,
+                                                             eval_every)
+        self._inner_save = save
+        kind = "done" if done is not None else "resume" if resume is not None else "fresh"
+        kind, has_saver, every = self.world.bcast((kind, save is not None, every), root=0)
+        if kind == "done":
+            meta = self.world.bcast(
+                dataclasses.replace(done, state=None) if self.rank == 0 else None, root=0)
+            state = self._restore(algorithm, done.state if self.rank == 0 else None)
+            return dataclasses.replace(meta, state=state), None, None, 0
+        if kind == "resume":
+            meta = self.world.bcast({k: v for k, v in resume.items() if k != "state"}
+                                    if self.rank == 0 else None, root=0)
+            state = self._restore(algorithm, resume["state"] if self.rank == 0 else None)
+            resume = {**meta, "state": state}
+        self._has_saver = has_saver
+        return None, resume, _CollectiveSave(self) if has_saver else None, every
+
+    def end_run(self, result) -> None:
+        """Hook of :meth:`Algorithm.run`: rank 0's context records the finished run (its state
+        gathered whole, so that a resumed experiment can replay it on any number of ranks)."""
+        if not self._has_saver:   # nothing is written: no state to gather
+            if self.rank == 0:
+                self.inner.end_run(result)
+            return
+        saved = self._saved(result.state)
+        if self.rank == 0:
+            self.inner.end_run(dataclasses.replace(result, state=saved))
+        _idle_barrier(self.world)
+
+    def save(self, payload: dict) -> None:
+        """Collective: the ranks' blocks merged into ``payload['state']``, written by rank 0."""
+        saved = self._saved(payload["state"])
+        if self.rank == 0:
+            self._inner_save({**payload, "state": saved})
+        _idle_barrier(self.world)
+
+    # ------------------------------------------------------------------ helpers
+    def _saved(self, state) -> Any:
+        """Collective: ``state`` as saved on rank 0 (``SavedBlocks`` of a block state)."""
+        comm = getattr(state, "comm", None)
+        blocks = isinstance(comm, MPICommunicator) and hasattr(self._algorithm, "merge_blocks")
+        if blocks:
+            return gather_blocks(self._algorithm, comm, state)
+        return state   # every rank holds the same state: rank 0's is saved
+
+    def _restore(self, algorithm, saved) -> Any:
+        """Collective: this rank's state from rank 0's saved one (a whole state saved by a
+        one-process run is split like a saved MPI run's)."""
+        comm = getattr(saved, "comm", None)
+        if (self.rank == 0 and hasattr(algorithm, "split_state") and comm is not None
+                and not isinstance(comm, MPICommunicator)):
+            saved = SavedBlocks(dataclasses.replace(saved, comm=None), comm.stats, 0, 1)
+        is_blocks = self.world.bcast(isinstance(saved, SavedBlocks), root=0)
+        if is_blocks:
+            comm = _check_comm(_algorithm_comm(algorithm))
+            return scatter_blocks(algorithm, comm, saved)
+        return self.world.bcast(saved, root=0)
+
+
+
+class _CollectiveSave:
+    """``save(payload)`` of an :class:`MPIRunHook` (every rank calls it at the same round)."""
+
+    collective = True
+
+    def __init__(self, hook: MPIRunHook):
+        self.hook = hook
+
+    def __call__(self, payload: dict) -> None:
+        self.hook.save(payload)
+
+
 # ---------------------------------------------------------------------- run loop
-def _block(state: Any, comm: MPICommunicator) -> dict:
-    """This rank's picklable share of a checkpoint: its block state without the communicator,
-    and the communicator's counters."""
-    return {"state": dataclasses.replace(state, comm=None), "stats": comm.stats,
-            "engine_bytes": comm.engine_bytes, "start": comm.start, "stop": comm.stop}
-
-
 def _save(path: Path, algorithm, comm: MPICommunicator, state, t: int, n_rounds: int) -> None:
-    blocks = comm.comm.gather(_block(state, comm), root=0)
+    saved = gather_blocks(algorithm, comm, state)
     if comm.rank == 0:
         atomic_pickle(path, {"format": CHECKPOINT_FORMAT, "engine": "mpi",
                              "algorithm": algorithm.name, "n_rounds": int(n_rounds),
                              "round": int(t), "n_agents": comm.n_agents, "n_ranks": comm.size,
-                             "blocks": blocks})
-    comm.comm.Barrier()  # the file is whole before any rank goes on
+                             "saved": saved})
+    comm.wait_for_root()  # the file is whole before any rank goes on
 
 
 def _load(path: Path, algorithm, comm: MPICommunicator, n_rounds: int) -> tuple[Any, int]:
@@ -515,30 +757,23 @@ def _load(path: Path, algorithm, comm: MPICommunicator, n_rounds: int) -> tuple[
         try:
             with open(path, "rb") as fh:
                 payload = pickle.load(fh)  # noqa: S301 - the user's own checkpoint file
+            if not isinstance(payload, dict):
+                raise ValueError("not an rfed MPI checkpoint")
             expected = {"format": CHECKPOINT_FORMAT, "engine": "mpi",
                         "algorithm": algorithm.name, "n_rounds": int(n_rounds),
-                        "n_agents": comm.n_agents, "n_ranks": comm.size}
+                        "n_agents": comm.n_agents}
             for key, value in expected.items():
                 if payload.get(key) != value:
                     raise ValueError(f"argument 'resume_from': the checkpoint has "
-                                     f"{key}={payload.get(key)!r}, this run has {key}={value!r}"
-                                     + (" (resume on as many ranks as saved it)"
-                                        if key == "n_ranks" else ""))
-        except (OSError, pickle.UnpicklingError, AttributeError, ValueError) as exc:
+                                     f"{key}={payload.get(key)!r}, this run has {key}={value!r}")
+        except (OSError, pickle.UnpicklingError, AttributeError, EOFError, ValueError) as exc:
             error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) \
                 else str(exc)
     error = comm.comm.bcast(error, root=0)
     if error is not None:
         raise ValueError(f"cannot resume from '{path}': {error}")
-    block = comm.comm.scatter(payload["blocks"] if comm.rank == 0 else None, root=0)
-    t = comm.comm.bcast(payload["round"] if comm.rank == 0 else None, root=0)
-    if (block["start"], block["stop"]) != (comm.start, comm.stop):
-        raise ValueError(f"cannot resume from '{path}': rank {comm.rank} saved agents "
-                         f"{block['start']}..{block['stop'] - 1}, holds {comm.start}.."
-                         f"{comm.stop - 1}")
-    comm.stats = block["stats"]
-    comm.engine_bytes = int(block["engine_bytes"])
-    return dataclasses.replace(block["state"], comm=comm), int(t)
+    state = scatter_blocks(algorithm, comm, payload["saved"] if comm.rank == 0 else None)
+    return state, int(state.t)
 
 
 def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every: int = 0,
@@ -547,19 +782,27 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
     """Run ``n_rounds`` rounds of a decentralized ``algorithm`` whose communicator is an
     :class:`MPICommunicator`; every rank calls it with the same arguments.
 
+    The run holds only this rank's rows of ``problem``: a full :class:`rfed.problems.Problem`
+    is sharded first (:func:`shard_for_rank`; drop your own reference to it to free the other
+    agents' rows), so nothing in the run can read another rank's agents.
+
     Parameters
     ----------
+    problem : Problem or QuadraticResourceAllocation
+        The whole problem, or this rank's shard of it (``problem.agents`` the rank's block).
     checkpoint_every : int
         Save a checkpoint every this many rounds (0: never) to ``checkpoint``.
     checkpoint : path, optional
-        One file, written atomically by rank 0: every rank's block state (without its
-        communicator) and message counters, gathered. One file rather than one per rank: a
-        job killed while saving leaves the previous whole checkpoint, never a mix of rounds.
-        The blocks are the algorithms' own states, so resuming needs the same number of ranks
-        (checked).
+        One file, written atomically by rank 0: the ranks' block states merged into the state
+        of every agent (:meth:`merge_blocks` of the algorithm, see
+        :mod:`rfed.algorithms.decentralized._blocks`) and their message counters merged, as
+        :class:`SavedBlocks`. One file rather than one per rank: a job killed while saving
+        leaves the previous whole checkpoint, never a mix of rounds.
     resume_from : path, optional
-        Continue from such a checkpoint (``rng`` and ``x0`` are then unused): the run ends
-        bit-identical to an uninterrupted one, counters included.
+        Continue from such a checkpoint (``rng`` and ``x0`` are then unused) on ANY number of
+        ranks: rank 0 splits the saved state into this job's blocks. The run ends
+        bit-identical to an uninterrupted one (iterates, privacy report, message counts),
+        whatever the numbers of ranks before and after.
     callback : callable, optional
         ``callback(round, state)`` on every rank after every round.
 
@@ -574,6 +817,7 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
     if checkpoint_every and checkpoint is None:
         raise ValueError("argument 'checkpoint' (a file path) is required with "
                          "'checkpoint_every'")
+    problem = shard_for_rank(problem, _algorithm_comm(algorithm))
     if resume_from is not None:
         comm = _check_comm(_algorithm_comm(algorithm))
         state, start = _load(Path(resume_from), algorithm, comm, n_rounds)
@@ -601,6 +845,35 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
     return {"x": x_all, "output": output,
             "privacy": None if account is None else account.report(),
             "account": account, "comm": stats, "engine_bytes": int(engine)}
+
+
+def shard_for_rank(problem: Any, comm: Any) -> Any:
+    """``problem`` as the rank of ``comm`` (an :class:`MPICommunicator`) holds it in a run.
+
+    A full :class:`rfed.problems.Problem` or
+    :class:`rfed.problems.QuadraticResourceAllocation` becomes
+    ``problem.shard(comm.agents, reducer=...)``; a shard must hold exactly the rank's block
+    (checked) and gets a reducer if it has none. The reducer is an :class:`MPICommunicator` on
+    the same MPI communicator, so ``cost`` and ``grad`` (hence the algorithms' metrics) are
+    reductions with the one-process bits. Anything else is returned as is.
+    """
+    from rfed.problems.base import Problem
+    from rfed.problems.dispatch import QuadraticResourceAllocation
+
+    comm = _check_comm(comm)
+    if not isinstance(problem, (Problem, QuadraticResourceAllocation)):
+        return problem
+    if problem.n_agents != comm.n_agents:
+        raise ValueError(f"argument 'problem' has {problem.n_agents} agents, the algorithm's "
+                         f"communicator {comm.n_agents}")
+    if not problem.is_shard:
+        return problem.shard(comm.agents, reducer=MPICommunicator(comm.n_agents, comm.comm))
+    if not np.array_equal(problem.agents, comm.agents):
+        raise ValueError(f"argument 'problem' is a shard of agents {problem.agents}; rank "
+                         f"{comm.rank} runs agents {comm.start}..{comm.stop - 1}")
+    if problem.reducer is None:
+        problem.reducer = MPICommunicator(comm.n_agents, comm.comm)
+    return problem
 
 
 def _algorithm_comm(algorithm) -> Any:

@@ -6,6 +6,11 @@ seed; every evaluated round is logged (``ctx.log``) with the setting, repetition
 the privacy report of the first repetition is stored with ``ctx.set_privacy``. Private settings
 run at a certified budget (the algorithms' ``budget=``) are labelled
 ``'certified eps=X (delta=Y)'``; the papers' calibrations are extra settings labelled as such.
+
+On a distributed engine (``rfed run NAME --engine mpi``) every process runs on a shard of the
+problem (:func:`engine_problem`): the rows of its block of agents only, with the metrics that
+sum over agents (cost, gradient norm, excess risk, training accuracy) computed by reductions in
+agent order, so every logged number has the one-process bits.
 """
 
 from __future__ import annotations
@@ -17,8 +22,32 @@ from typing import Any
 import numpy as np
 
 from rfed.experiments.registry import RunContext, summary_row
+from rfed.networks.comm import default_communicator
+from rfed.problems.base import Problem
+from rfed.problems.dispatch import QuadraticResourceAllocation
 
-__all__ = ["DecSetting", "run_dec_settings", "privacy_summary", "budget_label", "summary_rows"]
+__all__ = ["DecSetting", "engine_problem", "run_dec_settings", "privacy_summary",
+           "budget_label", "summary_rows"]
+
+
+def engine_problem(problem: Any) -> Any:
+    """The problem as this process of the engine in use should hold it.
+
+    In one process (or a 1-rank MPI job): ``problem`` itself. On a distributed engine (inside
+    :func:`rfed.engines.mpi.mpi_engine` with several ranks): ``problem.shard(agents,
+    reducer=comm)`` for this process's block of agents (the blocks of
+    :func:`rfed.networks.comm.default_communicator`, which every network of the run uses), so
+    the run can touch no other agent's rows and ``cost``/``grad`` are reductions with the
+    one-process bits. Call it once the public facts are computed (e.g. ``reference_cost()``,
+    which reads every agent's data) and drop the full problem. DP-DGT's resource allocation
+    shards the same way; anything else, or a shard already, is returned as is.
+    """
+    if not isinstance(problem, (Problem, QuadraticResourceAllocation)) or problem.is_shard:
+        return problem
+    comm = default_communicator(problem.n_agents)
+    if comm.n_local == comm.n_agents:
+        return problem
+    return problem.shard(comm.agents, reducer=comm)
 
 
 @dataclass
@@ -69,6 +98,12 @@ def run_dec_settings(ctx: RunContext, settings: Sequence[DecSetting], *, rounds:
     with ``epochs_per_round``, logs an ``epoch`` column to compare settings on one axis.
     """
     results: dict[str, list] = {}
+    # one shard per problem on a distributed engine (settings usually share their problem)
+    shards: dict[int, Any] = {}
+    for st in settings:
+        if id(st.problem) not in shards:
+            shards[id(st.problem)] = engine_problem(st.problem)
+        st.problem = shards[id(st.problem)]
     total = sum(st.rounds or rounds for st in settings) * repetitions
     bar = ctx.progress_bar(total, desc="rounds")
     for si, st in enumerate(settings):

@@ -24,6 +24,7 @@ from rfed.datasets.synthetic import make_epsilon_like
 from rfed.experiments._decentralized import (
     DecSetting,
     budget_label,
+    engine_problem,
     privacy_summary,
     run_dec_settings,
     summary_rows,
@@ -86,6 +87,7 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
     rounds = cfg["epochs"] * q  # one epoch = q iterations (spec P17)
     graph = circulant(n, 3)
     f_star = problem.reference_cost()
+    problem = engine_problem(problem)   # this rank's shard under --engine mpi
 
     def budget(eps):
         return {"budget": PrivacyBudget(eps, cfg["delta"]), "n_rounds": rounds}
@@ -261,6 +263,7 @@ def doadp_digits(config: dict, ctx: RunContext) -> dict:
     rounds = cfg["epochs"] * q
     graph = circulant(n, 3)
     x0 = problem.initial_point(ctx.rng(96))
+    problem = engine_problem(problem)   # this rank's shard under --engine mpi
     configs = ((1.0, 1.0), (0.8, 1.0), (1.0, 0.4), (0.8, 0.4))
 
     def acc(prob, state):

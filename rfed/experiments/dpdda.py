@@ -25,6 +25,7 @@ from rfed.datasets.synthetic import make_epsilon_like
 from rfed.experiments._decentralized import (
     DecSetting,
     budget_label,
+    engine_problem,
     privacy_summary,
     run_dec_settings,
     summary_rows,
@@ -58,6 +59,7 @@ def _run_svm(cfg: dict, ctx: RunContext, reg: str) -> dict:
         schedule, gamma, eps_fig = "general", cfg["gamma_l1"], cfg["eps_l1"]
     lip = problem.public_gradient_bound
     f_star = problem.reference_cost()
+    problem = engine_problem(problem)   # this rank's shard under --engine mpi
     zero = lambda rng: np.zeros(d)  # noqa: E731 - x^(1) = 0 for both SVMs (spec 2.5)
 
     def acc(prob, state):

@@ -27,6 +27,7 @@ from rfed.algorithms.decentralized import DPDGT, NoisyDDGT
 from rfed.experiments._decentralized import (
     DecSetting,
     budget_label,
+    engine_problem,
     run_dec_settings,
     summary_rows,
 )
@@ -68,6 +69,8 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
     data = problem.data
     gens = np.asarray(data.generators)
     w_star = problem.optimum()
+    # on a distributed engine this process keeps only its agents' costs from here on
+    problem = engine_problem(problem)
     k_iter = cfg["iterations"]
 
     radius, delta = cfg["adjacency_radius"], cfg["delta"]
@@ -99,7 +102,7 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
     axes[0].legend()
     # the run's label: finish_figure appends its certified epsilon
     axes[1].plot(rounds, alloc.sum(axis=1), label=main_label)
-    axes[1].axhline(problem.demand.sum(), ls="--", color="k", label="total demand 361 MW")
+    axes[1].axhline(problem.total_demand.sum(), ls="--", color="k", label="total demand 361 MW")
     axes[1].set_xlabel("iteration k")
     axes[1].set_ylabel("total generation (MW)")
     axes[1].set_title("Fig. 3: total generation vs demand", fontsize=10)

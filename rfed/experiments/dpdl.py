@@ -20,6 +20,7 @@ from rfed.datasets.partition import dirichlet_partition
 from rfed.experiments._decentralized import (
     DecSetting,
     budget_label,
+    engine_problem,
     privacy_summary,
     run_dec_settings,
     summary_rows,
@@ -76,6 +77,7 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
     problem = MLPClassifier.from_parts(x_tr, y_tr, parts, n_hidden=cfg["hidden"])
     q_min = int(problem.counts.min())
     x0 = problem.initial_point(ctx.rng(96))
+    problem = engine_problem(problem)   # this rank's shard under --engine mpi
 
     def acc(prob, state):
         x_all = state.comm.all_rows(state.x)   # every rank's agents

@@ -295,6 +295,22 @@ class Communicator(abc.ABC):
         (engine bookkeeping for outputs and metrics, not a protocol message: not counted)."""
         return np.asarray(values)
 
+    def agent_sum(self, values: np.ndarray) -> np.ndarray:
+        """:math:`\\sum_i v_i` over every agent, on every process, from this block's rows
+        ``values`` ``(n_local, *shape)``: the rows are gathered in agent order
+        (:meth:`all_rows`) and summed in agent order (``np.sum(axis=0)``), so the result has
+        the bits of the one-process sum whatever the number of processes (a float
+        ``Allreduce`` sums in an order that depends on it). Engine bookkeeping for the
+        metrics of a simulation (e.g. a sharded problem's cost), not a protocol message: not
+        counted, and not charged to a privacy ledger (rows derived from private data must not
+        be reduced between distinct parties of a deployment).
+
+        Returns
+        -------
+        ndarray, shape ``shape``
+        """
+        return np.sum(self.all_rows(values), axis=0)
+
     def total_stats(self) -> dict:
         """:meth:`CommStats.snapshot` summed over every process of the engine."""
         return self.stats.snapshot()
@@ -309,6 +325,12 @@ class Communicator(abc.ABC):
         """A stop decision every process shares: ``reason`` (e.g. why this block's iterates
         diverged) if any process has one, else ``None``; ``reason`` itself in one process."""
         return reason
+
+    def root_computes(self, fn: Callable[[], Any]) -> Any:
+        """``fn()`` computed once for every process of the engine: one process calls it and the
+        others receive its value (or its exception), e.g. a noise calibration that depends only
+        on public numbers; in one process, simply ``fn()``."""
+        return fn()
 
     # ------------------------------------------------------------------ helpers
     def _sender_mask(self, senders) -> np.ndarray:

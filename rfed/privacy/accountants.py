@@ -71,6 +71,7 @@ import math
 import os
 import tempfile
 import warnings
+import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -391,8 +392,8 @@ def _disk_load(folder: str, key: str) -> np.ndarray | None:
         with np.load(path, allow_pickle=False) as f:
             if str(f["key"]) == key:  # the full key is stored: a hash collision cannot mislead
                 return np.array(f["rdp"], dtype=float)
-    except (OSError, KeyError, ValueError, EOFError):
-        pass  # absent, or a file another process is writing / truncated: recompute
+    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
+        pass  # absent, or truncated (e.g. left by a writer that was not atomic): recompute
     return None
 
 

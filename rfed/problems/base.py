@@ -12,12 +12,39 @@ Data layout: every data array has shape ``(n_agents, n_max, ...)``: agent ``i`` 
 ``0..counts[i]-1``; rows past ``counts[i]`` are padding and never used. Equal splits have no
 padding. Everything is batched over agents and samples: a call evaluates the gradients of
 ``A`` agents on ``b`` samples each at once.
+
+Sharded data
+------------
+A process that serves a block of agents (an MPI rank, a Flower ClientApp) holds a *shard*:
+:meth:`Problem.shard` (from a full problem) or :meth:`Problem.as_shard` (from a problem built
+on the block's rows only, so the other agents' rows are never materialized) give an instance of
+the same class whose data arrays have only the block's rows, and which keeps the PUBLIC facts
+of the whole problem: ``n_agents``, every agent's ``counts`` (hence ``agent_weights``, ``mask``
+and ``n_max``), the manifold, ``gradient_bound``, ``privacy_assumptions`` and a reference
+point or cost that was set or computed before sharding. A shard answers the same global-id
+calls as the full problem (``batch``, ``agent_data``, ``per_sample_grad``, ``per_sample_loss``,
+``local_cost(x, agents)``, ``local_grad(x, agents)``, ``sample_batches``) for its own agents,
+with the same bits, and raises ``ValueError`` naming the agent for any other agent. Whole-data
+quantities raise too: the ``data`` attribute (which every pooled quantity such as a covariance
+or a reference solver reads), ``local_cost(x)`` without agents, a reference not computed
+before sharding, and ``cost``/``grad`` without a reducer. With ``reducer=`` a
+:class:`rfed.networks.comm.Communicator` serving the same block, ``cost`` and ``grad`` are
+reductions: each process weighs its agents' local values, the communicator gathers them in
+agent order and sums in agent order (:meth:`~rfed.networks.comm.Communicator.agent_sum`), so
+every process gets the one-process ``cost``/``grad`` bit for bit. Such a reduction is the
+experimenter's evaluation of a simulation (the same numbers one process computes from every
+agent's data), not a protocol release: the per-agent values it moves between processes are
+data-dependent and are NOT charged to any privacy ledger, so a deployment whose processes are
+distinct parties must not evaluate them. The reducer is engine state and is not pickled (a
+pickled shard has ``reducer=None``; set :attr:`Problem.reducer` again after loading).
 """
 
 from __future__ import annotations
 
 import abc
+import copy
 from collections.abc import Mapping
+from typing import Any
 
 import numpy as np
 
@@ -133,6 +160,14 @@ class Problem(abc.ABC):
     name: str = "problem"
     coupled_records: bool = False
     privacy_assumptions: tuple[str, ...] = ()
+    # global ids of the agents a shard holds (None: every agent) and, per global id, the local
+    # row of its data (-1: held elsewhere)
+    _held: np.ndarray | None = None
+    _row_of: np.ndarray | None = None
+    #: Communicator of a shard's reductions (``cost``, ``grad``); ``None``: none.
+    reducer: Any = None
+    # attributes caching values computed from the data: reset on sharding, not pickled
+    _caches: tuple[str, ...] = ()
 
     def __init__(
         self,
@@ -164,12 +199,14 @@ class Problem(abc.ABC):
                 raise ValueError(f"data['{key}'] contains NaN or inf")
             arrays[key] = arr
         self.manifold = manifold
-        self.data = arrays
+        self._data = arrays
         self.n_agents, n_max = lead
         if counts is None:
             counts = np.full(self.n_agents, n_max)
         counts = np.asarray(counts, dtype=int)
-        if counts.shape != (self.n_agents,) or counts.min() < 1 or counts.max() > n_max:
+        # zero agents: the rows of an empty block, a step to a shard holding public facts only
+        if counts.shape != (self.n_agents,) or (counts.size and (counts.min() < 1
+                                                                 or counts.max() > n_max)):
             raise ValueError(
                 f"argument 'counts' must have shape ({self.n_agents},) with values in "
                 f"[1, {n_max}], got shape {counts.shape} and range "
@@ -257,6 +294,36 @@ class Problem(abc.ABC):
 
     # ---------------------------------------------------------------- data access
     @property
+    def data(self) -> dict[str, np.ndarray]:
+        """The agents' samples ``{key: (n_agents, n_max, ...)}``; a shard refuses (its arrays
+        hold local rows, so indexing them by global agent id would be wrong): use
+        :meth:`batch` / :meth:`agent_data` with global ids."""
+        if self._held is not None:
+            raise ValueError(
+                f"{self._shard_text()}: '.data' (every agent's rows, as pooled quantities such "
+                "as covariances, reference solvers and pooled accuracies read them) is not "
+                "held here; use batch(agents, idx) or agent_data(agents) with this shard's "
+                "agents, or reduce per-agent values through a communicator")
+        return self._data
+
+    @data.setter
+    def data(self, arrays: dict[str, np.ndarray]) -> None:
+        if self._held is not None:
+            raise ValueError(f"{self._shard_text()}: '.data' cannot be replaced on a shard")
+        self._data = arrays
+
+    @property
+    def is_shard(self) -> bool:
+        """True when this instance holds only some agents' rows (:meth:`shard`)."""
+        return self._held is not None
+
+    @property
+    def agents(self) -> np.ndarray:
+        """Global ids of the agents whose rows this instance holds, increasing (every agent
+        of a full problem)."""
+        return np.arange(self.n_agents) if self._held is None else self._held
+
+    @property
     def n_samples(self) -> int:
         """Total number of samples over all agents."""
         return int(self.counts.sum())
@@ -266,10 +333,43 @@ class Problem(abc.ABC):
         """``N_i / sum_l N_l``, shape ``(n_agents,)``."""
         return self.counts / self.counts.sum()
 
+    def _shard_text(self) -> str:
+        held = self._held
+        if held.size == 0:
+            return (f"{type(self).__name__} shard holding no agent's rows (public facts of "
+                    f"{self.n_agents} agents only)")
+        span = (f"{held[0]}..{held[-1]}" if held[-1] - held[0] + 1 == held.size
+                else np.array2string(held, threshold=8))
+        return (f"{type(self).__name__} shard holding agents {span} of {self.n_agents} "
+                f"(only their rows)")
+
+    def _rows(self, agents: np.ndarray) -> np.ndarray:
+        """Local data rows of the global ids ``agents`` (the ids themselves when every agent's
+        rows are held); an agent held elsewhere is an error naming it."""
+        if self._held is None:
+            return agents
+        ids = np.asarray(agents)
+        if ids.size and (ids.min() < 0 or ids.max() >= self.n_agents):
+            raise ValueError(f"argument 'agents' has ids outside 0..{self.n_agents - 1}")
+        rows = self._row_of[ids]
+        if np.any(rows < 0):
+            bad = int(ids.reshape(-1)[np.flatnonzero(rows.reshape(-1) < 0)[0]])
+            raise ValueError(f"{self._shard_text()}: agent {bad} is not held here (its rows "
+                             "are on another process)")
+        return rows
+
     def batch(self, agents: np.ndarray, idx: np.ndarray) -> dict[str, np.ndarray]:
-        """Gather samples ``idx`` (shape ``(A, b)``) of ``agents`` (shape ``(A,)``)."""
-        agents = np.asarray(agents)[:, None]
-        return {k: v[agents, idx] for k, v in self.data.items()}
+        """Gather samples ``idx`` (shape ``(A, b)``) of ``agents`` (global ids, shape
+        ``(A,)``)."""
+        rows = self._rows(np.asarray(agents))[:, None]
+        return {k: v[rows, idx] for k, v in self._data.items()}
+
+    def agent_data(self, agents: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
+        """All rows of ``agents`` (global ids, shape ``(A,)``): ``({key: (A, n_max, ...)},
+        mask (A, n_max))``."""
+        agents = np.asarray(agents)
+        rows = self._rows(agents)
+        return {k: v[rows] for k, v in self._data.items()}, self.mask[agents]
 
     def sample_batches(
         self, agents: np.ndarray, batch_size: int, rng: np.random.Generator | int
@@ -289,10 +389,129 @@ class Problem(abc.ABC):
         """Losses of agents' samples, shape ``(A, b)``."""
         return self.sample_loss(np.asarray(x), self.batch(agents, idx))
 
+    # ---------------------------------------------------------------- shards
+    def shard(self, agents: np.ndarray, *, reducer: Any = None) -> Problem:
+        """A copy of this problem holding only the rows of ``agents`` (see "Sharded data").
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global ids, distinct, in ``0 .. n_agents - 1`` (sorted in the shard); a shard's
+            own agents only when sharding a shard. Empty: public facts only (e.g. a server's).
+        reducer : Communicator, optional
+            Serves the same block of agents (``reducer.agents`` equal to the sorted
+            ``agents``); makes :meth:`cost` and :meth:`grad` reductions over all processes.
+
+        Returns
+        -------
+        Problem
+            Of the same class; its data arrays have shape ``(A, n_max, ...)`` (copies: the full
+            arrays can be freed). Public facts and a reference computed or set before are kept.
+        """
+        ids = self._checked_agents(agents)
+        rows = self._rows(ids)
+        data = {k: v[rows] for k, v in self._data.items()}
+        new = copy.copy(self)
+        new._install_shard(ids, data, reducer)
+        return new
+
+    def as_shard(self, agents: np.ndarray, counts: np.ndarray, *, reducer: Any = None
+                 ) -> Problem:
+        """Make this problem, built from the rows of ``agents`` only (its agent ``k`` is the
+        global agent ``agents[k]``), the shard of a problem of ``len(counts)`` agents.
+
+        The other agents' rows are then never materialized. The public facts other than the
+        counts (``gradient_bound``, ``privacy_assumptions``, constants) are this problem's:
+        they must come from public constructor arguments (a data-derived fact of the block,
+        e.g. a maximum row norm, is the block's, not the whole problem's). For the shard to
+        give the full problem's bits, build it with the full problem's padding width
+        ``n_max`` (per-agent sums run over that axis).
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Increasing global ids, ``A`` = this problem's ``n_agents`` (0: a problem built on
+            an empty block, which then holds the public facts only).
+        counts : int array, shape ``(n_agents,)``
+            Every agent's sample count (public); ``counts[agents]`` must equal this problem's.
+        reducer : Communicator, optional
+            As in :meth:`shard`.
+
+        Returns
+        -------
+        Problem
+            This instance, now a shard (no data is copied).
+        """
+        if self._held is not None:
+            raise ValueError(f"{self._shard_text()} is already a shard")
+        counts = np.asarray(counts)
+        if counts.ndim != 1 or counts.size < 1 or not np.issubdtype(counts.dtype, np.integer):
+            raise ValueError(f"argument 'counts' must be a 1-d int array (every agent's sample "
+                             f"count), got {counts!r}")
+        ids = np.asarray(agents, dtype=np.int64 if np.size(agents) == 0 else None)
+        if (ids.shape != (self.n_agents,) or not np.issubdtype(ids.dtype, np.integer)
+                or np.any(np.diff(ids) <= 0)
+                or (ids.size and (ids.min() < 0 or ids.max() >= counts.size))):
+            raise ValueError(f"argument 'agents' must be {self.n_agents} increasing ids in "
+                             f"0..{counts.size - 1} (one per agent of this problem), got "
+                             f"{agents!r}")
+        if not np.array_equal(counts[ids], self.counts):
+            raise ValueError(f"argument 'counts' disagrees with this problem's rows: "
+                             f"counts[agents] = {counts[ids]}, the rows hold {self.counts}")
+        if counts.min() < 1 or counts.max() > self.n_max:
+            raise ValueError(f"argument 'counts' must lie in [1, n_max = {self.n_max}], got "
+                             f"range [{counts.min()}, {counts.max()}]")
+        self.n_agents = int(counts.size)
+        self.counts = counts.astype(int)
+        self.mask = np.arange(self.n_max)[None, :] < self.counts[:, None]
+        self._install_shard(ids.astype(np.int64), self._data, reducer)
+        return self
+
+    def _checked_agents(self, agents) -> np.ndarray:
+        ids = np.asarray(agents, dtype=np.int64 if np.size(agents) == 0 else None)
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer):
+            raise ValueError(f"argument 'agents' must be a 1-d array of int agent ids, got "
+                             f"{agents!r}")
+        ids = np.sort(ids).astype(np.int64)
+        if ids.size and (ids[0] < 0 or ids[-1] >= self.n_agents or np.any(np.diff(ids) == 0)):
+            raise ValueError(f"argument 'agents' must hold distinct ids in "
+                             f"0..{self.n_agents - 1}, got {agents!r}")
+        return ids
+
+    def _install_shard(self, ids: np.ndarray, data: dict, reducer: Any) -> None:
+        if reducer is not None:
+            held = np.asarray(reducer.agents)
+            if reducer.n_agents != self.n_agents or not np.array_equal(held, ids):
+                raise ValueError(f"argument 'reducer' serves agents {held} of "
+                                 f"{reducer.n_agents}; this shard holds {ids} of "
+                                 f"{self.n_agents}")
+        row_of = np.full(self.n_agents, -1, dtype=np.int64)
+        row_of[ids] = np.arange(ids.size)
+        self._data = data
+        self._held = ids
+        self._row_of = row_of
+        self.reducer = reducer
+        for name in self._caches:
+            setattr(self, name, None)
+
+    def __getstate__(self) -> dict:
+        # the reducer is engine state (an MPI communicator is bound to its job) and caches are
+        # recomputed: neither is pickled
+        state = self.__dict__.copy()
+        state.pop("reducer", None)
+        state.update(dict.fromkeys(self._caches))
+        return state
+
     # ---------------------------------------------------------------- full objectives
     def _all(self, agents):
-        agents = np.arange(self.n_agents) if agents is None else np.asarray(agents)
-        return agents, {k: v[agents] for k, v in self.data.items()}, self.mask[agents]
+        if agents is None:
+            if self._held is not None:
+                raise ValueError(f"{self._shard_text()}: a call over every agent (agents=None) "
+                                 "needs the other agents' rows; pass this shard's agents")
+            return np.arange(self.n_agents), self._data, self.mask
+        agents = np.asarray(agents)
+        data, mask = self.agent_data(agents)
+        return agents, data, mask
 
     def local_cost(self, x: np.ndarray, agents: np.ndarray | None = None) -> np.ndarray:
         """``f_i(x_i)`` for each listed agent; ``x`` of shape ``(A, *point_shape)`` or one point."""
@@ -311,14 +530,31 @@ class Problem(abc.ABC):
             (-1,) + (1,) * len(self.manifold.point_shape)
         )
 
+    def _reducer_for(self, what: str) -> Any:
+        """The communicator summing this shard's per-agent values with the other blocks'."""
+        if self.reducer is None:
+            raise ValueError(f"{self._shard_text()}: {what} needs every agent's data; give the "
+                             "shard a reducer (shard(agents, reducer=comm)) to compute it as a "
+                             "reduction over the processes")
+        return self.reducer
+
     def cost(self, x: np.ndarray) -> float:
-        """Global objective ``f(x)`` at one point."""
-        return float(np.sum(self.agent_weights * self.local_cost(x)))
+        """Global objective ``f(x)`` at one point (a shard: a reduction, see "Sharded data")."""
+        if self._held is None:
+            return float(np.sum(self.agent_weights * self.local_cost(x)))
+        reducer = self._reducer_for("cost(x)")
+        held = self._held
+        return float(reducer.agent_sum(self.agent_weights[held] * self.local_cost(x, held)))
 
     def grad(self, x: np.ndarray) -> np.ndarray:
-        """Riemannian gradient of the global objective at one point."""
-        w = self.agent_weights.reshape((-1,) + (1,) * len(self.manifold.point_shape))
-        return np.sum(w * self.local_grad(x), axis=0)
+        """Riemannian gradient of the global objective at one point (a shard: a reduction)."""
+        shape = (-1,) + (1,) * len(self.manifold.point_shape)
+        if self._held is None:
+            return np.sum(self.agent_weights.reshape(shape) * self.local_grad(x), axis=0)
+        reducer = self._reducer_for("grad(x)")
+        held = self._held
+        return reducer.agent_sum(self.agent_weights[held].reshape(shape)
+                                 * self.local_grad(x, held))
 
     def grad_norm(self, x: np.ndarray) -> float:
         """``||grad f(x)||_x``."""
@@ -328,6 +564,10 @@ class Problem(abc.ABC):
     def reference_point(self) -> np.ndarray:
         """The minimizer of the global objective (closed form or a centralized solver); cached."""
         if self._reference is None:
+            if self._held is not None:
+                raise ValueError(f"{self._shard_text()}: reference_point() is computed from "
+                                 "every agent's data; compute or set it on the full problem "
+                                 "before sharding, or set_reference(point) from a public source")
             self._reference = self._compute_reference()
         return self._reference
 
@@ -343,6 +583,7 @@ class Problem(abc.ABC):
     def reference_cost(self) -> float:
         """``f(x*)`` at :meth:`reference_point` (cached)."""
         if self._reference_cost is None:
+            # a shard: a reduction (needs a reducer) at the reference kept from before sharding
             self._reference_cost = self.cost(self.reference_point())
         return self._reference_cost
 

@@ -14,6 +14,9 @@ for the separable quadratic costs of the 14-bus system is a clip (spec 003 secti
 
 from __future__ import annotations
 
+import copy
+from typing import Any
+
 import numpy as np
 
 from rfed.datasets.dispatch import ieee14_dispatch
@@ -65,21 +68,146 @@ class QuadraticResourceAllocation:
             bad = np.argwhere(free & (arrays["a"] <= 0))[0]
             raise ValueError(f"argument 'a': agent {bad[0]} has a non-trivial box but a = 0; "
                              "the costs must be strongly convex (spec 003 Assumption 1)")
-        self.a, self.b = arrays["a"], arrays["b"]
-        self.lo, self.hi = arrays["lo"], arrays["hi"]
-        self.demand = arrays["demand"]
+        arrays["free"] = free
+        self._rows = arrays
+        self._held: np.ndarray | None = None
+        self.reducer: Any = None
         self.n_agents, self.m = shape
-        self.free = free
         self.manifold = manifold if manifold is not None else Euclidean(self.m)
-        total_lo, total_hi = self.lo.sum(0), self.hi.sum(0)
-        if np.any(self.demand.sum(0) < total_lo) or np.any(self.demand.sum(0) > total_hi):
+        self.total_demand = arrays["demand"].sum(0)
+        total_lo, total_hi = arrays["lo"].sum(0), arrays["hi"].sum(0)
+        if np.any(self.total_demand < total_lo) or np.any(self.total_demand > total_hi):
             raise ValueError("the total demand lies outside [sum lo, sum hi]: infeasible problem")
+        self._strong_convexity = float(np.min(2.0 * arrays["a"][free]))
+        self._optimum: np.ndarray | None = None
+
+    # ---------------------------------------------------------------- every agent's arrays
+    def _whole(self, name: str) -> np.ndarray:
+        if self._held is not None:
+            raise ValueError(
+                f"{self._shard_text()}: '.{name}' (every agent's coefficients) is not held "
+                "here; use the *_rows(agents) methods with this shard's agents")
+        return self._rows[name]
+
+    a = property(lambda self: self._whole("a"), doc="Quadratic coefficients ``(n_agents, m)``.")
+    b = property(lambda self: self._whole("b"), doc="Linear coefficients ``(n_agents, m)``.")
+    lo = property(lambda self: self._whole("lo"), doc="Lower box bounds ``(n_agents, m)``.")
+    hi = property(lambda self: self._whole("hi"), doc="Upper box bounds ``(n_agents, m)``.")
+    demand = property(lambda self: self._whole("demand"), doc="Demands ``(n_agents, m)``.")
+    free = property(lambda self: self._whole("free"),
+                    doc="``lo < hi``: agents with a decision to make ``(n_agents, m)``.")
 
     @property
     def strong_convexity(self) -> float:
-        """``mu = min 2 a_i`` over agents with a free decision (spec 003 section 5.1: 0.06)."""
-        return float(np.min(2.0 * self.a[self.free]))
+        """``mu = min 2 a_i`` over agents with a free decision (spec 003 section 5.1: 0.06);
+        a public fact of the problem, kept by its shards."""
+        return self._strong_convexity
 
+    # ---------------------------------------------------------------- shards
+    @property
+    def is_shard(self) -> bool:
+        """True when this instance holds only some agents' coefficients (:meth:`shard`)."""
+        return self._held is not None
+
+    @property
+    def agents(self) -> np.ndarray:
+        """Global ids of the agents whose coefficients this instance holds, increasing."""
+        return np.arange(self.n_agents) if self._held is None else self._held
+
+    def _shard_text(self) -> str:
+        return (f"this {type(self).__name__} is a shard of agents {self._held.tolist()} "
+                f"of {self.n_agents}")
+
+    def shard(self, agents: np.ndarray, *, reducer: Any = None) -> QuadraticResourceAllocation:
+        """The listed agents' cost functions, boxes and demands only, with the public facts of
+        the whole problem (``n_agents``, ``m``, the total demand, ``strong_convexity`` and the
+        optimum if it was computed before sharding).
+
+        Parameters
+        ----------
+        agents : array of int, shape ``(A,)``
+            Distinct global ids (held in increasing order).
+        reducer : Communicator, optional
+            Serves the same block (``reducer.agents`` equal to ``agents``); the total cost of
+            an allocation is then gathered in agent order (:meth:`cost_terms`).
+
+        Returns
+        -------
+        QuadraticResourceAllocation
+            Its ``*_rows(agents)`` methods answer for the held agents and raise ``ValueError``
+            naming any other agent; ``.a``, ``.b``, ``.lo``, ``.hi``, ``.demand``, ``.free``
+            and a not yet computed :meth:`optimum` raise.
+        """
+        ids = np.asarray(agents)
+        if ids.ndim != 1 or not np.issubdtype(ids.dtype, np.integer) and ids.size:
+            raise ValueError(f"argument 'agents' must be a 1-d array of agent ids, got "
+                             f"{agents!r}")
+        ids = np.sort(ids.astype(np.int64))
+        if ids.size and (ids[0] < 0 or ids[-1] >= self.n_agents or np.any(np.diff(ids) == 0)):
+            raise ValueError(f"argument 'agents' must hold distinct ids in "
+                             f"0..{self.n_agents - 1}, got {agents!r}")
+        if reducer is not None and (reducer.n_agents != self.n_agents
+                                    or not np.array_equal(np.asarray(reducer.agents), ids)):
+            raise ValueError(f"argument 'reducer' serves agents {np.asarray(reducer.agents)} "
+                             f"of {reducer.n_agents}; the shard holds {ids}")
+        rows = self._rows if self._held is None else None
+        if rows is None:
+            raise ValueError(f"{self._shard_text()}: shard the full problem")
+        new = copy.copy(self)
+        new.__dict__.pop("data", None)   # a data set kept beside the problem stays behind
+        new._rows = {k: v[ids].copy() for k, v in rows.items()}
+        new._held = ids
+        new.reducer = reducer
+        return new
+
+    def _local(self, agents: np.ndarray) -> np.ndarray:
+        """Row positions of global ``agents`` in the held arrays (checked)."""
+        agents = np.asarray(agents, dtype=np.int64)
+        if self._held is None:
+            return agents
+        pos = np.searchsorted(self._held, agents)
+        held = pos < self._held.size
+        held[held] = self._held[pos[held]] == agents[held]
+        if not held.all():
+            raise ValueError(f"{self._shard_text()}: agent {agents[~held][0]} is not held here")
+        return pos
+
+    def _rows_of(self, name: str, agents: np.ndarray) -> np.ndarray:
+        if self._held is None and agents.size == self.n_agents and np.array_equal(
+                agents, np.arange(self.n_agents)):
+            return self._rows[name]
+        return self._rows[name][self._local(agents)]
+
+    def demand_rows(self, agents: np.ndarray) -> np.ndarray:
+        """Demands ``d_i`` of the listed agents, shape ``(A, m)``."""
+        return self._rows_of("demand", np.asarray(agents))
+
+    def primal_rows(self, agents: np.ndarray, price: np.ndarray) -> np.ndarray:
+        """:meth:`primal` of the listed agents only: ``price`` and the result ``(A, m)``.
+        Agent-wise, so its rows equal the full call's bit for bit."""
+        agents = np.asarray(agents)
+        a, b, lo, hi, free = (self._rows_of(k, agents) for k in ("a", "b", "lo", "hi", "free"))
+        return self._argmin(np.asarray(price, dtype=float), a, b, lo, hi, free)
+
+    def cost_terms(self, agents: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """``a_ik w_ik^2 + b_ik w_ik`` of the listed agents' allocations ``w`` ``(A, m)``;
+        :meth:`cost` is their sum over every agent (gather the rows in agent order, then sum:
+        the one-process bits)."""
+        agents = np.asarray(agents)
+        w = np.asarray(w, dtype=float)
+        return self._rows_of("a", agents) * w ** 2 + self._rows_of("b", agents) * w
+
+    @staticmethod
+    def _argmin(price, a, b, lo, hi, free):
+        a = np.where(free, a, 1.0)
+        return np.where(free, np.clip((price - b) / (2 * a), lo, hi), lo)
+
+    def __getstate__(self) -> dict:
+        state = self.__dict__.copy()
+        state["reducer"] = None   # engine state, bound to its job
+        return state
+
+    # ---------------------------------------------------------------- the whole problem
     def primal(self, price: np.ndarray) -> np.ndarray:
         """``w_i = argmin_{w in W_i} F_i(w) - p_i^T w = clip((p_i - b_i) / (2 a_i), lo_i, hi_i)``.
 
@@ -91,23 +219,30 @@ class QuadraticResourceAllocation:
         -------
         array, shape ``(n_agents, m)``
         """
-        price = np.asarray(price, dtype=float)
-        a = np.where(self.free, self.a, 1.0)
-        return np.where(self.free, np.clip((price - self.b) / (2 * a), self.lo, self.hi), self.lo)
+        return self._argmin(np.asarray(price, dtype=float), self.a, self.b, self.lo, self.hi,
+                            self.free)
 
     def cost(self, w: np.ndarray) -> float:
-        """Total cost ``sum_i F_i(w_i)`` (the constant terms ``c_i`` are omitted; spec 003 P10)."""
+        """Total cost ``sum_i F_i(w_i)`` of every agent's allocation ``w`` ``(n_agents, m)``
+        (the constant terms ``c_i`` are omitted; spec 003 P10). A shard with a reducer gathers
+        its agents' :meth:`cost_terms` of ``w``'s rows (every agent's allocation, agent order)."""
         w = np.asarray(w, dtype=float)
-        return float(np.sum(self.a * w ** 2 + self.b * w))
+        if self._held is None:
+            return float(np.sum(self.cost_terms(self.agents, w)))
+        if self.reducer is None:
+            raise ValueError(f"{self._shard_text()}: cost(w) needs every agent's costs; give "
+                             "the shard a reducer (shard(agents, reducer=comm))")
+        return float(np.sum(self.reducer.all_rows(self.cost_terms(self._held, w[self._held]))))
 
     def imbalance(self, w: np.ndarray) -> np.ndarray:
-        """``sum_i w_i - sum_i d_i``, shape ``(m,)``."""
-        return np.asarray(w).sum(0) - self.demand.sum(0)
+        """``sum_i w_i - sum_i d_i`` of every agent's allocation ``w``, shape ``(m,)`` (the
+        total demand is a public fact, kept by shards)."""
+        return np.asarray(w).sum(0) - self.total_demand
 
     def optimal_price(self, tol: float = 1e-13) -> np.ndarray:
         """The price ``lambda*`` at which ``sum_i w_i(lambda*) = sum_i d_i``, by bisection per
         coordinate (the primal map is monotone in the price), shape ``(m,)``."""
-        target = self.demand.sum(0)
+        target = self.total_demand
         span = np.abs(self.b).max() + 2 * self.a.max() * np.abs(
             np.concatenate([self.lo, self.hi])).max() + 1.0
         lo = np.full(self.m, -span)
@@ -122,9 +257,15 @@ class QuadraticResourceAllocation:
         return 0.5 * (lo + hi)
 
     def optimum(self) -> np.ndarray:
-        """The optimal allocation ``w*`` (KKT: a common marginal cost), shape ``(n_agents, m)``."""
-        lam = self.optimal_price()
-        return self.primal(np.broadcast_to(lam, (self.n_agents, self.m)))
+        """The optimal allocation ``w*`` (KKT: a common marginal cost), shape ``(n_agents, m)``;
+        cached (a shard keeps the one computed before sharding)."""
+        if self._optimum is None:
+            if self._held is not None:
+                raise ValueError(f"{self._shard_text()}: optimum() reads every agent's costs; "
+                                 "compute it on the full problem before sharding")
+            lam = self.optimal_price()
+            self._optimum = self.primal(np.broadcast_to(lam, (self.n_agents, self.m)))
+        return self._optimum.copy()
 
 
 def ieee14_problem(manifold: Manifold | None = None) -> QuadraticResourceAllocation:
@@ -137,5 +278,5 @@ def ieee14_problem(manifold: Manifold | None = None) -> QuadraticResourceAllocat
     data = ieee14_dispatch()
     problem = QuadraticResourceAllocation(data.a, data.b, data.lower, data.upper, data.demand,
                                           manifold=manifold)
-    problem.data = data
+    problem.data = data   # the paper's public table (digraph, w*), read by the experiments
     return problem

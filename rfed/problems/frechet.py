@@ -31,6 +31,7 @@ class FrechetMean(Problem):
     """
 
     name = "frechet-mean"
+    _caches = ("_last",)
 
     def __init__(
         self,

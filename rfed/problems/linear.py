@@ -248,7 +248,14 @@ class LinearProblem(Problem):
 
     def accuracy(self, x: np.ndarray, features: np.ndarray | None = None,
                  labels: np.ndarray | None = None) -> float:
-        """Fraction of samples with ``sign(a^T x) == b`` (the pooled training set by default)."""
+        """Fraction of samples with ``sign(a^T x) == b`` (the pooled training set by default;
+        on a shard with a reducer, the agents' correct counts summed over the processes: the
+        same bits, as the counts are exact)."""
+        if features is None and self.is_shard:
+            data, mask = self.agent_data(self.agents)
+            right = np.where(data["features"] @ x >= 0, 1.0, -1.0) == data["labels"]
+            correct = np.sum(right & mask, axis=1).astype(float)
+            return float(self._reducer_for("accuracy(x)").agent_sum(correct) / self.n_samples)
         if features is None:
             features, labels = self.pooled()
         return float(np.mean(np.where(features @ x >= 0, 1.0, -1.0) == labels))

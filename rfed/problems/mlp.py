@@ -25,6 +25,19 @@ from rfed.problems.base import Problem
 __all__ = ["MLPClassifier", "load_digits_split"]
 
 
+def _loss_sum(blocks, feats, onehot):
+    # blocks: (W1, b1, W2, b2), one copy per sample: (*lead, b, n_in, h), (*lead, b, h), ...
+    w1, b1, w2, b2 = blocks
+    hidden = anp.tanh(anp.einsum("...i,...ih->...h", feats, w1) + b1)
+    logits = anp.einsum("...h,...hc->...c", hidden, w2) + b2
+    return anp.sum(logsumexp(logits, axis=-1) - anp.sum(logits * onehot, axis=-1))
+
+
+#: Gradient of the summed per-sample losses with respect to the per-sample parameter copies
+#: (module level, so that problems pickle: autograd's wrapper is a local function).
+_grad_sum = agrad(_loss_sum)
+
+
 def load_digits_split(test_fraction: float = 0.2, rng: np.random.Generator | int = 0):
     """scikit-learn's shipped digits scaled to [0, 1], split into train and test sets.
 
@@ -87,7 +100,6 @@ class MLPClassifier(Problem):
         super().__init__(Euclidean(int(self._offsets[-1])),
                          {"features": features, "labels": labels, "onehot": onehot},
                          counts=counts)
-        self._grad_sum = agrad(self._loss_sum)
 
     @property
     def n_params(self) -> int:
@@ -127,13 +139,6 @@ class MLPClassifier(Problem):
         x[o[2]:o[3]] = gen.uniform(-lim2, lim2, o[3] - o[2])
         return x
 
-    def _loss_sum(self, blocks, feats, onehot):
-        # blocks: (W1, b1, W2, b2), one copy per sample: (*lead, b, n_in, h), (*lead, b, h), ...
-        w1, b1, w2, b2 = blocks
-        hidden = anp.tanh(anp.einsum("...i,...ih->...h", feats, w1) + b1)
-        logits = anp.einsum("...h,...hc->...c", hidden, w2) + b2
-        return anp.sum(logsumexp(logits, axis=-1) - anp.sum(logits * onehot, axis=-1))
-
     def logits(self, x: np.ndarray, features: np.ndarray) -> np.ndarray:
         """Logits at ``x`` ``(*lead, d)`` for ``features`` ``(*lead, b, n_in)``.
 
@@ -161,7 +166,7 @@ class MLPClassifier(Problem):
         # autograd differentiates tanh as g / cosh(x)^2: cosh overflows to inf for |x| > 710 and
         # the quotient is then the correct limit 0, so the overflow warning is spurious
         with np.errstate(over="ignore"):
-            grads = self._grad_sum(blocks, feats, batch["onehot"])
+            grads = _grad_sum(blocks, feats, batch["onehot"])
         return np.concatenate([g.reshape(lead + (-1,)) for g in grads], axis=-1)
 
     def accuracy(self, x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> np.ndarray:

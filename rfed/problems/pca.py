@@ -67,7 +67,7 @@ class SpherePCA(Problem):
         # per-sample squared norms, gathered with every batch: clipping then needs no extra pass
         sq = np.einsum("anj,anj->an", z, z)
         super().__init__(Sphere(z.shape[-1] - 1), {"z": z, "sq": sq}, counts=counts)
-        if not np.any(np.where(self.mask, sq, 0.0) > 0):
+        if self.n_agents and not np.any(np.where(self.mask, sq, 0.0) > 0):
             raise ValueError("SpherePCA: argument 'z' is zero on every valid row")
         if norm_bound is not None and not (float(norm_bound) > 0 and np.isfinite(norm_bound)):
             raise ValueError(f"argument 'norm_bound' must be a finite float > 0, got {norm_bound}")

@@ -92,16 +92,56 @@ def test_a_run_that_fails_on_the_superlink_raises_its_error_instead_of_waiting(t
     assert (tmp_path / "run.log").exists()
 
 
-def _in_process_transport(problem, alg, config, crash_in_round=None):
-    """Carries the server's blocks to ``train_block`` in this process (a client per block)."""
-    state0 = flower._start(problem, alg, flower._config(config))
+def _in_process_transport(problem, alg, config, crash_in_round=None, nodes=(1, 2, 3)):
+    """Carries the server's blocks to ``train_block`` in this process: one client per node,
+    holding the shard of the agents it owns (built as a ClientApp builds it)."""
+    c = flower._config(config)
+    clients = {}
+    for node, own in flower.owned_agents(int(c["n-agents"]), list(nodes)).items():
+        shard, client_alg = flower.problem_from_config(c, agents=own), \
+            flower.algorithm_from_config(c)
+        clients[node] = (shard, client_alg, flower._start(shard, client_alg, c))
 
     def train_blocks(t, state, node_blocks):
         if t == crash_in_round:
             raise ConnectionError(f"SuperLink lost in round {t}")
-        return [flower.train_block(problem, alg, state0, state.x, t, int(state.seed), block)
-                for _, block in node_blocks]
+        return [flower.train_block(*clients[node], state.x, t, int(state.seed), block)
+                for node, block in node_blocks]
     return train_blocks
+
+
+def test_clients_hold_their_agents_rows_and_the_server_public_facts_only():
+    full = flower.problem_from_config({})
+    n, per, dim = (flower.DEFAULT_CONFIG[k] for k in ("n-agents", "n-per-agent", "dim"))
+    assert full._data["z"].shape == (n, per, dim)
+    owned = flower.owned_agents(n, [4, 7, 9])
+    assert [b.tolist() for b in owned.values()] == [[0, 1, 2], [3, 4, 5], [6, 7]]
+    for block in owned.values():
+        client = flower.problem_from_config({}, agents=block)
+        assert client.is_shard and client._data["z"].shape == (block.size, per, dim)
+        # the keyed generator gives the full problem's rows for the block, and only those
+        np.testing.assert_array_equal(client.agent_data(block)[0]["z"], full._data["z"][block])
+        other = np.setdiff1d(np.arange(n), block)[0]
+        with pytest.raises(ValueError, match=f"agent {other} is not held here"):
+            client.batch(np.array([other]), np.zeros((1, 1), dtype=int))
+        np.testing.assert_array_equal(client.counts, full.counts)
+    server = flower.problem_from_config({}, agents=[])
+    assert server._data["z"].shape == (0, per, dim) and server.n_agents == n
+    np.testing.assert_array_equal(server.agent_weights, full.agent_weights)
+    with pytest.raises(ValueError, match="holding no agent's rows"):
+        server.data  # noqa: B018 - the attribute access is the check
+
+
+@pytest.mark.parametrize("nodes", [(5,), (2, 8, 3, 1)])
+def test_sharded_clients_and_a_public_facts_server_give_the_in_process_run(nodes):
+    config = {**flower.DEFAULT_CONFIG, "rounds": 3}
+    server = flower.problem_from_config(config, agents=[])
+    alg = flower.algorithm_from_config(config)
+    state = flower.serve(server, alg, config, list(nodes),
+                         _in_process_transport(server, alg, config, nodes=nodes))
+    x_ref, privacy_ref = flower.run_in_process(config)
+    np.testing.assert_array_equal(alg.output(server, state), x_ref)
+    assert alg.privacy(state) == privacy_ref
 
 
 @pytest.mark.parametrize("overrides", [
@@ -132,17 +172,18 @@ def test_a_server_that_dies_resumes_from_its_checkpoint_and_ends_as_one_run(tmp_
 def test_a_checkpoint_of_another_configuration_is_refused(tmp_path):
     config = {**flower.DEFAULT_CONFIG, "rounds": 2, "checkpoint": str(tmp_path / "s.ckpt")}
     problem, alg = flower.problem_from_config(config), flower.algorithm_from_config(config)
-    flower.serve(problem, alg, config, [1], _in_process_transport(problem, alg, config))
+    flower.serve(problem, alg, config, [1], _in_process_transport(problem, alg, config, nodes=[1]))
     other = {**config, "epsilon": 4.0}
     problem, alg = flower.problem_from_config(other), flower.algorithm_from_config(other)
     with pytest.raises(ValueError, match=r"another configuration \(differing keys: \['epsilon'\]"):
-        flower.serve(problem, alg, other, [1], _in_process_transport(problem, alg, other))
+        flower.serve(problem, alg, other, [1],
+                     _in_process_transport(problem, alg, other, nodes=[1]))
 
 
 def test_replies_with_noise_other_than_the_plan_are_refused():
     config = {**flower.DEFAULT_CONFIG, "rounds": 1}
     problem, alg = flower.problem_from_config(config), flower.algorithm_from_config(config)
-    honest = _in_process_transport(problem, alg, config)
+    honest = _in_process_transport(problem, alg, config, nodes=[1, 2])
 
     def quieter(t, state, node_blocks):
         return [flower.BlockReply(r.agents, r.points, r.sigma / 2, r.sensitivity, r.n_clipped)

@@ -1,14 +1,18 @@
 """``rfed run NAME --engine mpi``: a 2-rank run of doadp-logreg at a tiny size writes, from rank 0
-only, the same results as the one-process run; experiments that cannot run on MPI are refused
-in one line."""
+only, the same results as the one-process run; a 2-rank run killed mid-way resumes on 3 ranks
+and ends with the same results files; experiments that cannot run on MPI are refused in one
+line."""
 
 from __future__ import annotations
 
 import json
 import os
+import pickle
 import shutil
+import signal
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
@@ -33,11 +37,17 @@ def _without_run_id(path: Path) -> list[dict]:
     return rows
 
 
-@pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install 'rfed[mpi]')")
-def test_two_ranks_write_the_one_process_results_from_rank_0(tmp_path, capsys):
-    ref = tmp_path / "inprocess"
+@pytest.fixture(scope="module")
+def inprocess(tmp_path_factory) -> Path:
+    """The uninterrupted one-process run of doadp-logreg at the tiny size."""
+    ref = tmp_path_factory.mktemp("inprocess") / "run"
     assert main(["run", "doadp-logreg", *TINY, "--out", str(ref), "--no-progress"]) == 0
-    capsys.readouterr()
+    return ref
+
+
+@pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install 'rfed[mpi]')")
+def test_two_ranks_write_the_one_process_results_from_rank_0(tmp_path, inprocess):
+    ref = inprocess
     work = tmp_path / "work"   # the ranks' working directory: nothing may appear in it
     work.mkdir()
     out = tmp_path / "mpi"
@@ -59,6 +69,91 @@ def test_two_ranks_write_the_one_process_results_from_rank_0(tmp_path, capsys):
         assert (out / table).read_text() == (ref / table).read_text(), table
     # rank 0 alone prints the summary
     assert proc.stdout.count("doadp-logreg: done in") == 1
+
+
+def _mpi_rfed(ranks: int, *args: str) -> list[str]:
+    return [_mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py", "-m", "rfed", *args,
+            "--engine", "mpi", "--no-progress"]
+
+
+def _summary(folder: Path) -> dict:
+    s = json.loads((folder / "summary.json").read_text())
+    s["summary"].pop("seconds")
+    s.pop("run_id")
+    return s
+
+
+def _killed_after_first_checkpoint(cmd: list[str], out: Path, cwd: Path) -> None:
+    """Start ``cmd`` in a process group of its own and kill the whole group (for MPI: mpiexec
+    and every rank, unannounced) once ``out`` holds a checkpoint."""
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    proc = subprocess.Popen(cmd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env,
+                            cwd=cwd, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 120
+        while not (out / "checkpoint.pkl").exists():
+            assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint"
+            time.sleep(0.02)
+    finally:
+        os.killpg(proc.pid, signal.SIGKILL)
+        proc.wait(timeout=60)
+    assert not (out / "summary.json").exists()
+
+
+def _assert_same_results(out: Path, ref: Path) -> None:
+    """Every results file of ``out`` equals ``ref``'s (the run id and the seconds aside)."""
+    assert _without_run_id(out / "history.jsonl") == _without_run_id(ref / "history.jsonl")
+    assert _summary(out) == _summary(ref)
+    # (a kill during an atomic write may leave its hidden temporary: not a results file)
+    assert sorted(p.name for p in out.iterdir() if not p.name.startswith(".")) == \
+        sorted(p.name for p in ref.iterdir())
+    for path in ref.iterdir():
+        if path.suffix in (".csv", ".md") and path.name != "history.csv" or \
+                path.name == "privacy.json":
+            assert (out / path.name).read_bytes() == path.read_bytes(), path.name
+
+
+@pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install 'rfed[mpi]')")
+def test_killed_mpi_run_resumes_on_another_rank_count(tmp_path, inprocess, capsys):
+    """2 ranks checkpoint every 3 rounds; the whole job (mpiexec's process group) is killed
+    after the first checkpoint; 3 ranks resume it with --resume; every results file equals the
+    uninterrupted one-process run's (the run id and the seconds aside). The checkpoint holds
+    the merged blocks, and an in-process --resume of it is refused in one line."""
+    from rfed.engines.mpi import SavedBlocks
+
+    out = tmp_path / "mpi"
+    _killed_after_first_checkpoint(_mpi_rfed(2, "run", "doadp-logreg", *TINY, "--out", str(out),
+                                             "--checkpoint-every", "3"), out, tmp_path)
+    ck = pickle.loads((out / "checkpoint.pkl").read_bytes())
+    states = [r.state for r, _ in ck["completed"]]
+    if ck["current"] is not None:
+        states.append(ck["current"]["payload"]["state"])
+    assert states and all(isinstance(s, SavedBlocks) and s.n_ranks == 2 for s in states)
+    assert main(["run", "--resume", str(out), "--no-progress"]) == 2
+    err = capsys.readouterr().err
+    assert "checkpointed on the MPI engine" in err and err.count("\n") == 1
+
+    done = subprocess.run(_mpi_rfed(3, "run", "--resume", str(out)), capture_output=True,
+                          text=True, timeout=180, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    _assert_same_results(out, inprocess)
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install 'rfed[mpi]')")
+def test_run_killed_in_one_process_resumes_on_mpi(tmp_path, inprocess):
+    """A one-process run killed after its first checkpoint resumes on 2 ranks (its whole
+    states are split into the ranks' blocks) and ends with the uninterrupted run's files."""
+    out = tmp_path / "run"
+    _killed_after_first_checkpoint(
+        [sys.executable, "-m", "rfed", "run", "doadp-logreg", *TINY, "--out", str(out),
+         "--no-progress", "--checkpoint-every", "3"], out, tmp_path)
+    done = subprocess.run(_mpi_rfed(2, "run", "--resume", str(out)), capture_output=True,
+                          text=True, timeout=180, cwd=tmp_path,
+                          env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert done.returncode == 0, done.stderr[-3000:]
+    _assert_same_results(out, inprocess)
 
 
 @pytest.mark.parametrize("argv, message", [

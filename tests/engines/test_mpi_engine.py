@@ -24,7 +24,7 @@ import numpy as np
 import pytest
 
 from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, DPDPSGD, NoisyDDGT
-from rfed.datasets.synthetic import make_epsilon_like
+from rfed.datasets.synthetic import make_epsilon_like, make_pca_synthetic_agents
 from rfed.manifolds import Sphere
 from rfed.networks.comm import InProcessCommunicator
 from rfed.networks.gossip import mix_tangent, riemannian_gossip
@@ -33,6 +33,7 @@ from rfed.networks.mixing import metropolis_hastings_weights
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.mechanisms import LaplaceSchedule
+from rfed.problems.base import Problem
 from rfed.problems.dispatch import QuadraticResourceAllocation
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 from rfed.problems.pca import SpherePCA
@@ -51,6 +52,18 @@ def _logreg():
 def _sphere_pca():
     z = np.random.default_rng(4).standard_normal((N_AGENTS, 10, 5)) * [3.0, 1, 1, 1, 1]
     return SpherePCA(z)
+
+
+#: A case whose data each rank generates for its own agents only (keyed by (seed, agent)).
+KEYED = "doadp-sphere-keyed"
+
+
+def _keyed_pca(agents=None):
+    """The keyed synthetic PCA problem: every agent's rows (``agents=None``) or a shard built
+    from the rows of ``agents`` alone (the others are never generated)."""
+    ids = np.arange(N_AGENTS) if agents is None else np.asarray(agents)
+    prob = SpherePCA(make_pca_synthetic_agents(ids, 8, 6, 0.3, seed=11))
+    return prob if agents is None else prob.as_shard(ids, np.full(N_AGENTS, 8))
 
 
 def _dispatch():
@@ -82,6 +95,9 @@ def _cases(network, comm_factory):
         # on the sphere the consensus goes through gather_from_neighbors and Log per arc
         ("doadp-sphere", DOADP(network(g, w), alpha=0.05, p=0.8, k=2, grad_bound=1.0,
                                noise_multiplier=1.0), _sphere_pca(), np.eye(5)[0]),
+        # the problem is replaced by a rank's as_shard in _mpi_cases
+        (KEYED, DOADP(network(g, w), alpha=0.05, p=0.8, k=2, grad_bound=1.0,
+                      noise_multiplier=1.0), _keyed_pca(), np.eye(6)[0]),
         # cross-gradients go back along the arcs (send_along_arcs); chunks of 7 pairs
         ("dpdl", DPDL(network(g, w), lr=0.2, alpha=2.0, batch_size=4, clip=0.5,
                       noise_multiplier=1.0, max_chunk_pairs=7), logreg, np.zeros(10)),
@@ -134,30 +150,88 @@ def run_in_process() -> dict:
         for _ in range(N_ROUNDS):
             state = alg.step(prob, state)
         out[name] = {"x": alg._output_points(state), "output": alg.output(prob, state),
-                     "privacy": _report(alg, state), "messages": state.comm.total_stats()}
+                     "privacy": _report(alg, state), "messages": state.comm.total_stats(),
+                     "metrics": alg.metrics(prob, state, name != KEYED)}
     out["gossip-chunks"] = _chunked_gossip(InProcessCommunicator(N_AGENTS))
     return out
 
 
 def _mpi_cases():
-    from rfed.engines.mpi import MPICommunicator
+    """The cases on this rank: each problem is the rank's shard (only its block's rows; the
+    full problems are dropped once sharded), its reference computed before sharding."""
+    from rfed.engines.mpi import MPICommunicator, _algorithm_comm, shard_for_rank
 
-    return _cases(lambda g, w: Network(g, w, communicator=MPICommunicator(N_AGENTS)),
-                  MPICommunicator)
+    shards = {}
+    cases = []
+    for name, alg, prob, x0 in _cases(
+            lambda g, w: Network(g, w, communicator=MPICommunicator(N_AGENTS)),
+            MPICommunicator):
+        if name == KEYED:
+            # generated for this rank's agents alone, no reference (it needs every agent)
+            comm = _algorithm_comm(alg)
+            cases.append((name, alg, shard_for_rank(_keyed_pca(comm.agents), comm), x0))
+            continue
+        if id(prob) not in shards:
+            # public facts of the run, from every agent's data, before sharding
+            if isinstance(prob, Problem):
+                prob.reference_cost()
+            elif isinstance(prob, QuadraticResourceAllocation):
+                prob.optimum()
+            shards[id(prob)] = shard_for_rank(prob, _algorithm_comm(alg))
+        cases.append((name, alg, shards[id(prob)], x0))
+    return cases
+
+
+def _rows_held(prob, comm) -> list:
+    """Every rank's data rows of ``prob``, and proof that the whole data is out of reach."""
+    others = np.setdiff1d(np.arange(N_AGENTS), comm.agents)
+    if isinstance(prob, QuadraticResourceAllocation):
+        if others.size:
+            with pytest.raises(ValueError, match=f"agent {others[0]} is not held here"):
+                prob.demand_rows(others[:1])
+        with pytest.raises(ValueError, match="'.a'"):
+            prob.a  # noqa: B018 - the attribute access is the check
+        return comm.comm.allgather({k: v.shape[0] for k, v in prob._rows.items()})
+    if not isinstance(prob, Problem):
+        return []
+    if others.size:
+        with pytest.raises(ValueError, match=f"agent {others[0]} is not held here"):
+            prob.batch(others[:1], np.zeros((1, 1), int))
+    with pytest.raises(ValueError, match="'.data'"):
+        prob.data  # noqa: B018 - the attribute access is the check
+    return comm.comm.allgather({k: v.shape[0] for k, v in prob._data.items()})
 
 
 def run_child(path: str) -> None:
-    from rfed.engines.mpi import MPICommunicator, run_mpi
+    from rfed.engines.mpi import MPICommunicator, _algorithm_comm, run_mpi
 
     out = {}
     for name, alg, prob, x0 in _mpi_cases():
-        res = run_mpi(alg, prob, N_ROUNDS, rng=np.random.default_rng(SEED), x0=x0)
+        metrics = {}
+
+        def last_round(t, state, alg=alg, prob=prob, metrics=metrics, name=name):
+            if t == N_ROUNDS:   # a collective on every rank: the shards' reductions
+                metrics.update(alg.metrics(prob, state, name != KEYED))
+
+        rows = _rows_held(prob, _algorithm_comm(alg))
+        res = run_mpi(alg, prob, N_ROUNDS, rng=np.random.default_rng(SEED), x0=x0,
+                      callback=last_round)
         if res is not None:
             out[name] = {"x": res["x"], "output": res["output"], "privacy": res["privacy"],
-                         "messages": res["comm"]}
+                         "messages": res["comm"], "metrics": metrics, "rows": rows}
     chunks = _chunked_gossip(MPICommunicator(N_AGENTS))
+    # what `rfed run NAME --engine mpi` hands its settings: this rank's shard
+    from mpi4py import MPI
+
+    from rfed.engines.mpi import mpi_engine
+    from rfed.experiments._decentralized import engine_problem
+
+    with mpi_engine():
+        mine = engine_problem(_sphere_pca())
+    engine_rows = MPI.COMM_WORLD.allgather(mine._data["z"].shape[0] if mine.is_shard else None)
     if out:
         out["gossip-chunks"] = chunks
+        out["_engine_problem_rows"] = engine_rows
         with open(path, "wb") as fh:
             pickle.dump(out, fh)
 
@@ -214,10 +288,11 @@ def _mpiexec():
 needs_mpi = pytest.mark.skipif(_mpiexec() is None, reason="no mpiexec (pip install 'rfed[mpi]')")
 
 
-def _launch(ranks: int, *args: str, check: bool = True) -> subprocess.CompletedProcess:
+def _launch(ranks: int, *args: str, check: bool = True,
+            script: str = __file__) -> subprocess.CompletedProcess:
     env = dict(os.environ, PYTHONPATH=str(ROOT))
     proc = subprocess.run([_mpiexec(), "-n", str(ranks), sys.executable, "-m", "mpi4py",
-                           __file__, *args], capture_output=True, text=True, timeout=120,
+                           script, *args], capture_output=True, text=True, timeout=120,
                           env=env)
     if check:
         assert proc.returncode == 0, proc.stderr[-3000:]
@@ -237,14 +312,31 @@ def _assert_same(got: dict, reference: dict, names) -> None:
         np.testing.assert_array_equal(got[name]["output"], ref["output"], err_msg=name)
         assert got[name]["privacy"] == ref["privacy"], name
         assert got[name]["messages"] == ref["messages"], name
+        if "metrics" in got[name]:
+            # cost, gradient norm, excess risk, distance: reductions over the shards
+            assert got[name]["metrics"] == ref["metrics"], name
 
 
 @needs_mpi
 @pytest.mark.parametrize("ranks", [1, 2, 3, 4])
 def test_mpi_runs_are_bit_identical_to_one_process(reference, ranks, tmp_path):
+    """Every rank runs on its shard (its block's rows only) and gives the one-process bits,
+    logged metrics included."""
+    from rfed.engines.mpi import block_bounds
+
     out = tmp_path / "out.pkl"
     _launch(ranks, "--child", str(out))
-    _assert_same(pickle.loads(out.read_bytes()), reference, list(reference))
+    got = pickle.loads(out.read_bytes())
+    engine_rows = got.pop("_engine_problem_rows")
+    _assert_same(got, reference, list(reference))
+    blocks = np.diff(block_bounds(N_AGENTS, ranks)).tolist()
+    # experiments under --engine mpi: a shard per rank (one rank keeps the problem itself)
+    assert engine_rows == ([None] if ranks == 1 else blocks)
+    for name, res in got.items():
+        if name == "gossip-chunks":
+            continue
+        assert [min(r.values()) for r in res["rows"]] == blocks, name
+        assert [max(r.values()) for r in res["rows"]] == blocks, name
 
 
 @needs_mpi
@@ -261,21 +353,6 @@ def test_killed_mpi_run_resumes_bit_identically(reference, tmp_path):
         assert payload["round"] == 4 and payload["n_ranks"] == 3, name
     _launch(3, "--resume-child", str(out), str(ckpt), "resume")
     _assert_same(pickle.loads(out.read_bytes()), reference, RESUME_CASES)
-
-
-@needs_mpi
-def test_resume_needs_the_saved_number_of_ranks(tmp_path):
-    """A checkpoint names its rank count; resuming on another is a clear error (here one rank,
-    in this process, from a checkpoint of 3)."""
-    from rfed.engines.mpi import CHECKPOINT_FORMAT, run_mpi
-
-    name, alg, prob, _ = next(c for c in _mpi_cases() if c[0] == "dpdl")
-    file = tmp_path / "ckpt"
-    file.write_bytes(pickle.dumps({"format": CHECKPOINT_FORMAT, "engine": "mpi",
-                                   "algorithm": alg.name, "n_rounds": N_ROUNDS, "round": 4,
-                                   "n_agents": N_AGENTS, "n_ranks": 3, "blocks": []}))
-    with pytest.raises(ValueError, match="n_ranks=3, this run has n_ranks=1"):
-        run_mpi(alg, prob, N_ROUNDS, rng=None, resume_from=file)
 
 
 def test_cases_are_private_and_move(reference):
@@ -313,6 +390,29 @@ def test_mpi_engine_without_mpiexec_is_one_rank():
         comm.mix(w, v, senders=senders)
     with pytest.raises(ValueError, match="arc_values"):
         comm.send_along_arcs(w, arcs[:-1])
+
+
+def test_shards_for_a_rank_and_for_an_experiment():
+    """One rank (no mpiexec) holds every agent: ``run_mpi``'s shard holds all rows with a
+    reducer; a shard of other agents is refused; experiments keep the problem itself."""
+    from rfed.engines.mpi import MPICommunicator, mpi_engine, shard_for_rank
+    from rfed.experiments._decentralized import engine_problem
+
+    prob = _sphere_pca()
+    comm = MPICommunicator(N_AGENTS)
+    mine = shard_for_rank(prob, comm)
+    assert mine.is_shard and mine._data["z"].shape[0] == N_AGENTS
+    x = np.eye(5)[1]
+    assert mine.cost(x) == prob.cost(x)
+    np.testing.assert_array_equal(mine.grad(x), prob.grad(x))
+    with pytest.raises(ValueError, match="rank 0 runs agents 0..15"):
+        shard_for_rank(prob.shard(np.arange(4)), comm)
+    dispatch = _dispatch()
+    held = shard_for_rank(dispatch, comm)
+    assert held.is_shard and held._rows["a"].shape[0] == N_AGENTS
+    assert engine_problem(prob) is prob
+    with mpi_engine():
+        assert engine_problem(prob) is prob   # a 1-rank job: nothing to shard
 
 
 if __name__ == "__main__":

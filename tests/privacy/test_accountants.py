@@ -259,3 +259,39 @@ def test_a_corrupt_or_unwritable_disk_cache_costs_time_not_correctness(tmp_path)
     finally:
         acc_mod.set_rdp_cache_dir(None)
         acc_mod.clear_rdp_cache()
+
+
+def test_concurrent_writers_of_the_disk_cache_never_expose_a_partial_curve(tmp_path):
+    """Processes sharing the cache (e.g. the ranks of an MPI job) may store the same curve at
+    once: each writes a temporary file of its own and renames it over the target, so a reader
+    sees no file or a whole one, and no temporary is left behind. Here 4 threads store and read
+    one key 40 times each, released together."""
+    import threading
+
+    import numpy as np
+
+    from rfed.privacy import accountants as acc_mod
+
+    key = "a curve key"
+    curve = np.linspace(0.0, 1.0, 5000)
+    start = threading.Barrier(4)
+    seen: list = []
+    errors: list = []
+
+    def work():
+        start.wait()
+        try:
+            for _ in range(40):
+                acc_mod._disk_store(str(tmp_path), key, curve)
+                seen.append(acc_mod._disk_load(str(tmp_path), key))
+        except Exception as exc:  # reported below, with the thread's error
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors
+    assert len(seen) == 160 and all(s is not None and np.array_equal(s, curve) for s in seen)
+    assert [p.suffix for p in tmp_path.iterdir()] == [".npz"]

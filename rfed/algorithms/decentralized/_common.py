@@ -15,13 +15,14 @@ import numpy as np
 import scipy.sparse as sp
 
 from rfed.algorithms.base import Algorithm, evaluate_point
+from rfed.algorithms.decentralized._blocks import BlockStates
 from rfed.manifolds import Manifold
 from rfed.networks.comm import Communicator
 from rfed.networks.gossip import consensus_error
 from rfed.networks.mixing import check_doubly_stochastic, check_symmetric
 
 __all__ = ["DecentralizedAlgorithm", "DecentralizedState", "agents_mean", "check_choice",
-           "check_mixing_matrix", "check_nonneg", "check_probability"]
+           "check_mixing_matrix", "check_nonneg", "check_probability", "privacy_report"]
 
 
 def check_probability(value: Any, name: str) -> float:
@@ -68,6 +69,15 @@ def agents_mean(manifold: Manifold, x: np.ndarray) -> np.ndarray:
     return manifold.mean(np.asarray(x, dtype=float))
 
 
+def privacy_report(state: Any) -> dict | None:
+    """The run's privacy report from a (block) state: the accounts of every process merged,
+    the report (which runs the accountant) computed once, by one process, for all."""
+    if state.ledger is None:
+        return None
+    account = state.comm.merge_account(state.ledger)
+    return state.comm.root_computes(account.report)
+
+
 @dataclass
 class DecentralizedState:
     """Fields every decentralized state has.
@@ -93,12 +103,16 @@ class DecentralizedState:
     info: dict = field(default_factory=dict)
 
 
-class DecentralizedAlgorithm(Algorithm):
+class DecentralizedAlgorithm(BlockStates, Algorithm):
     """Base of the graph algorithms: output = agents' mean, metrics add consensus and traffic.
 
     Traffic goes through the :class:`~rfed.networks.Network`'s communicator; the history reports
     the messages and bytes sent since the run's ``init`` (the state keeps the starting totals).
+    A state of a block of agents merges with the other blocks' and splits again
+    (:class:`~rfed.algorithms.decentralized._blocks.BlockStates`; ``x`` is a row field).
     """
+
+    state_rows = ("x",)
 
     def output(self, problem, state) -> np.ndarray:
         return agents_mean(problem.manifold, self._all_output_points(state))

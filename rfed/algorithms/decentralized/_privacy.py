@@ -40,6 +40,7 @@ from typing import Any
 
 import numpy as np
 
+from rfed.networks.comm import Communicator
 from rfed.privacy import papers
 from rfed.privacy.accountants import EventSpec
 from rfed.privacy.budget import (
@@ -147,7 +148,8 @@ class NoiseConfig:
 
     def resolve_noise_multiplier(self, sensitivity: float,
                                  budget_z: Callable[[], float],
-                                 paper_std: Callable[[], float], sigma_unit: float = 1.0
+                                 paper_std: Callable[[], float], sigma_unit: float = 1.0,
+                                 comm: Communicator | None = None
                                  ) -> tuple[float, float | None]:
         """The noise multiplier ``z`` of this configuration and the epsilon it targets.
 
@@ -155,13 +157,16 @@ class NoiseConfig:
         the paper's noise std for ``paper_epsilon`` (that mode only). The papers state their
         std in units of ``sigma_unit`` (e.g. the clip level), so ``z = sigma * sigma_unit /
         sensitivity`` for both ``sigma=`` and ``paper_epsilon=``. The target is ``None`` outside
-        the budget mode.
+        the budget mode. With a ``comm``, both are computed once for all the processes of the
+        engine (:meth:`rfed.networks.comm.Communicator.root_computes`: on MPI, rank 0
+        calibrates and broadcasts the number, instead of every rank running the accountant).
         """
+        once = (lambda fn: fn()) if comm is None else comm.root_computes
         if self.mode == "budget":
-            return budget_z(), self.budget.epsilon
+            return once(budget_z), self.budget.epsilon
         if self.mode == "noise_multiplier":
             return self.noise_multiplier, None
-        sigma = self.paper_sigma if self.mode == "paper_sigma" else paper_std()
+        sigma = self.paper_sigma if self.mode == "paper_sigma" else once(paper_std)
         return sigma * sigma_unit / sensitivity, None
 
 

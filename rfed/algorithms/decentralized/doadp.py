@@ -30,6 +30,7 @@ from rfed.algorithms.decentralized._common import (
     check_mixing_matrix,
     check_nonneg,
     check_probability,
+    privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
     GaussianAccount,
@@ -166,6 +167,7 @@ class DOADP(DecentralizedAlgorithm):
     """
 
     name = "DO-ADP"
+    state_rows = ("x", "m", "xhat")
 
     def __init__(self, network: Network, *, alpha: float, beta: float = 0.15, gamma: float = 0.05,
                  p: float = 1.0, k: int | None = None, k_ratio: float | None = None,
@@ -291,7 +293,8 @@ class DOADP(DecentralizedAlgorithm):
                                           self.p, k, dim, self.grad_bound,
                                           variant="paper").sigma
 
-        z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std)
+        z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std,
+                                                 comm=self.network.comm)
         paper = PaperFormula("doadp", {"k": k, "dim": dim, "p": self.p, "G": self.grad_bound,
                                        "q": q, "sigma": z * sens, "delta0": self.delta0})
         return GaussianAccount(
@@ -306,7 +309,7 @@ class DOADP(DecentralizedAlgorithm):
 
     def privacy(self, state):
         """The run's privacy report dict (``None`` without noise)."""
-        return None if state.ledger is None else state.comm.merge_account(state.ledger).report()
+        return privacy_report(state)
 
     # ------------------------------------------------------------------ one round
     def _noisy_gradients(self, problem, x_act, act, state):

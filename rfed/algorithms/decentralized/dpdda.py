@@ -34,6 +34,7 @@ from rfed.algorithms.decentralized._common import (
     check_choice,
     check_nonneg,
     check_probability,
+    privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
     GaussianAccount,
@@ -123,6 +124,7 @@ class DPDDA(DecentralizedAlgorithm):
     """
 
     name = "DP-DDA"
+    state_rows = ("x", "z", "xtilde")
 
     def __init__(self, network: Network, *, n_active: int, schedule: str = "strongly_convex",
                  gamma: float = 1.0, sigma: float = 0.0, clip: float | None = None,
@@ -241,7 +243,8 @@ class DPDDA(DecentralizedAlgorithm):
                 return self.theorem_sigma(cfg.paper_epsilon, self.delta0, cfg.n_rounds, q,
                                           self.iota, lip, "paper")
 
-        z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std)
+        z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std,
+                                                 comm=self.network.comm)
         source = ("given by the user ('clip')" if self.clip is not None
                   else "the problem's public data-domain bound (asserted by the user)")
         return GaussianAccount(
@@ -257,7 +260,7 @@ class DPDDA(DecentralizedAlgorithm):
 
     def privacy(self, state):
         """The run's privacy report dict (``None`` without noise)."""
-        return None if state.ledger is None else state.comm.merge_account(state.ledger).report()
+        return privacy_report(state)
 
     def _output_points(self, state):
         return state.xtilde

@@ -25,7 +25,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfed.algorithms.base import Algorithm
-from rfed.algorithms.decentralized._common import check_nonneg, check_probability
+from rfed.algorithms.decentralized._blocks import BlockStates
+from rfed.algorithms.decentralized._common import (
+    check_nonneg,
+    check_probability,
+    privacy_report,
+)
 from rfed.algorithms.decentralized._privacy import (
     DGTAccount,
     PaperFormula,
@@ -66,21 +71,6 @@ def require_euclidean(problem, algorithm: str) -> None:
                         f"{type(problem).__name__}")
 
 
-def _block_rows(per_agent: np.ndarray, comm) -> np.ndarray:
-    """The rows of the communicator's block of agents (the array itself in one process)."""
-    return per_agent if comm.n_local == comm.n_agents else per_agent[comm.agents]
-
-
-def _block_primal(problem, wt: np.ndarray, comm) -> np.ndarray:
-    """``problem.primal`` of the block's prices ``wt`` ``(n_local, m)``: the argmin is
-    agent-wise, so the block's rows of the full-size call are exactly its values."""
-    if comm.n_local == comm.n_agents:
-        return problem.primal(wt)
-    full = np.zeros((comm.n_agents,) + wt.shape[1:])
-    full[comm.agents] = wt
-    return problem.primal(full)[comm.agents]
-
-
 @dataclass
 class DGTState:
     """Iteration ``k``, prices ``wt``, trackers ``s``, allocations ``w``; all ``(n, m)``."""
@@ -98,8 +88,12 @@ class DGTState:
     seed: int = 0  # of the keyed noise streams
 
 
-class _PushPullBase(Algorithm):
-    """Shared plumbing: graph -> (R, C), communicator, run, metrics, output."""
+class _PushPullBase(BlockStates, Algorithm):
+    """Shared plumbing: graph -> (R, C), communicator, run, metrics, output; block states
+    (:class:`~rfed.algorithms.decentralized._blocks.BlockStates`) with rows ``wt``, ``s``,
+    ``w``."""
+
+    state_rows = ("wt", "s", "w")
 
     def _noise_args(self, theta_xi, theta_zeta, budget, n_rounds, q_theta, paper_epsilon,
                     adjacency_radius, delta, track_privacy):
@@ -143,9 +137,10 @@ class _PushPullBase(Algorithm):
         return (self.budget is not None or bool(self.paper_epsilon)
                 or (self.theta_xi.theta0 > 0 and self.theta_zeta.theta0 > 0))
 
-    def _account(self, problem, rng) -> tuple[DGTAccount | None, LaplaceSchedule,
-                                              LaplaceSchedule]:
-        """The run's account and its two noise schedules (calibrated for a budget)."""
+    def _account(self, problem, rng, comm) -> tuple[DGTAccount | None, LaplaceSchedule,
+                                                    LaplaceSchedule]:
+        """The run's account and its two noise schedules (calibrated for a budget, once for
+        all the processes of ``comm``'s engine)."""
         if not self._private():
             return None, self.theta_xi, self.theta_zeta
         kind, params = self._sens_params(problem)
@@ -159,7 +154,8 @@ class _PushPullBase(Algorithm):
         account = DGTAccount(self.name, kind, params, self.adjacency_radius, txi, tzeta,
                              problem.m, rng, delta, planned_rounds=None, paper=None, mode=mode)
         if self.budget is not None:
-            theta0 = account.calibrate_scale(self.budget, self.n_rounds, delta)
+            theta0 = comm.root_computes(
+                lambda: account.calibrate_scale(self.budget, self.n_rounds, delta))
             account.mode, account.target_epsilon = "budget", self.budget.epsilon
             account.planned_rounds = self.n_rounds
         elif self.paper_epsilon:
@@ -211,7 +207,7 @@ class _PushPullBase(Algorithm):
             raise ValueError(f"graph has {self.graph.n_nodes} nodes, problem has {n} agents")
         comm = self.communicator(n)
         wt = np.broadcast_to(np.asarray(x0, dtype=float), (comm.n_local, problem.m)).copy()
-        return wt, _block_primal(problem, wt, comm), comm
+        return wt, problem.primal_rows(comm.agents, wt), comm
 
     def _output_points(self, state):
         return state.w
@@ -221,7 +217,7 @@ class _PushPullBase(Algorithm):
 
     def privacy(self, state):
         """The run's privacy report dict (``None`` without noise or tracking)."""
-        return None if state.ledger is None else state.comm.merge_account(state.ledger).report()
+        return privacy_report(state)
 
     def _messages(self, state, comm):
         """Release ``s + xi`` (pushed through C) and ``w~ + zeta`` (pulled through R)."""
@@ -239,7 +235,9 @@ class _PushPullBase(Algorithm):
         w = state.comm.all_rows(state.w)
         wt = state.comm.all_rows(state.wt)
         total = state.comm.total_stats()
-        out = {"cost": problem.cost(w), "imbalance": float(np.sum(problem.imbalance(w))),
+        # every agent's cost terms in agent order, summed as one process sums them
+        cost = float(np.sum(state.comm.all_rows(problem.cost_terms(state.comm.agents, state.w))))
+        out = {"cost": cost, "imbalance": float(np.sum(problem.imbalance(w))),
                "total_generation": float(w.sum()), "price_mean": float(wt.mean()),
                "consensus_error": float(np.mean((wt - wt.mean(0)) ** 2)),
                "messages": int(total["messages"]),
@@ -346,7 +344,7 @@ class DPDGT(_PushPullBase):
     def init(self, problem, x0, rng):
         wt, w, comm = self._start(problem, x0, rng)
         rng = as_generator(rng)
-        account, txi, tzeta = self._account(problem, rng)
+        account, txi, tzeta = self._account(problem, rng, comm)
         return DGTState(t=0, wt=wt, s=np.zeros_like(wt), w=w, rng=rng, comm=comm,
                         ledger=account, theta_xi=txi, theta_zeta=tzeta, seed=run_seed(rng))
 
@@ -354,9 +352,9 @@ class DPDGT(_PushPullBase):
         k = state.t
         pushed, pulled = self._messages(state, state.comm)
         s = (1 - self.gamma) * state.s + self.gamma * pushed - self.alpha(k) * (
-            state.w - _block_rows(problem.demand, state.comm))
+            state.w - problem.demand_rows(state.comm.agents))
         wt = (1 - self.phi) * state.wt + self.phi * pulled + (s - state.s)
-        w = _block_primal(problem, wt, state.comm)
+        w = problem.primal_rows(state.comm.agents, wt)
         return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
                         theta_zeta=state.theta_zeta, seed=state.seed)
@@ -401,8 +399,8 @@ class NoisyDDGT(_PushPullBase):
     def init(self, problem, x0, rng):
         wt, w, comm = self._start(problem, x0, rng)
         rng = as_generator(rng)
-        account, txi, tzeta = self._account(problem, rng)
-        z = -self.iota * (w - _block_rows(problem.demand, comm))
+        account, txi, tzeta = self._account(problem, rng, comm)
+        z = -self.iota * (w - problem.demand_rows(comm.agents))
         return DGTState(t=0, wt=wt, s=z, w=w, rng=rng, comm=comm, ledger=account,
                         theta_xi=txi, theta_zeta=tzeta, seed=run_seed(rng))
 
@@ -410,7 +408,7 @@ class NoisyDDGT(_PushPullBase):
         k = state.t
         pushed, pulled = self._messages(state, state.comm)
         wt = pulled + self.beta0 * self.q ** k * state.s
-        w = _block_primal(problem, wt, state.comm)
+        w = problem.primal_rows(state.comm.agents, wt)
         z = pushed - self.iota * (w - state.w)
         return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,

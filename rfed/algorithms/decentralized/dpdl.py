@@ -36,6 +36,7 @@ from rfed.algorithms.decentralized._common import (
     DecentralizedState,
     check_mixing_matrix,
     check_nonneg,
+    privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
     GaussianAccount,
@@ -47,7 +48,7 @@ from rfed.algorithms.decentralized._privacy import (
 )
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.manifolds import as_generator
-from rfed.networks.comm import reverse_arcs, segment_sum
+from rfed.networks.comm import _offdiag_arcs, reverse_arcs, segment_sum
 from rfed.networks.gossip import mix_tangent, riemannian_gossip
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
@@ -140,6 +141,7 @@ class DPDL(DecentralizedAlgorithm):
     """
 
     name = "DPDL"
+    state_rows = ("x", "v", "gtilde")
 
     def __init__(self, network: Network, *, lr: float, beta: float = 0.7, alpha: float = 1.5,
                  batch_size: int = 32, clip: float = 2.0, sigma: float = 0.0, h: float = 1.0,
@@ -181,6 +183,42 @@ class DPDL(DecentralizedAlgorithm):
         self._reverse = reverse_arcs(self.weights)
         self.closed_sizes = np.diff(self.weights.indptr)  # |N_i| including i (w_ii > 0)
         self.n_agents = self.weights.shape[0]
+        # in-arcs of agents 0 .. i-1 in arc-list order: where agent i's arcs start
+        self._in_arc_ptr = _offdiag_arcs(self.weights)[3]
+
+    # ------------------------------------------------------------------ block states
+    def _extra_fields(self) -> tuple[str, ...]:
+        return ("last_cal",)
+
+    def _merge_extra(self, blocks, bounds):
+        """``last_cal`` of a block is ``[its agents' in-arcs (arc-list order), its agents' self
+        pairs]``; the whole state's is ``[every in-arc, every self pair]``."""
+        if all(s.last_cal is None for s in blocks):
+            return {"last_cal": None}
+        arcs, selfs = [], []
+        for k, s in enumerate(blocks):
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            n_arcs = int(self._in_arc_ptr[hi] - self._in_arc_ptr[lo])
+            if s.last_cal is None or np.shape(s.last_cal) != (n_arcs + hi - lo,):
+                raise ValueError(f"block {k}'s field 'last_cal' must hold {n_arcs} arcs and "
+                                 f"{hi - lo} self pairs, got shape "
+                                 f"{None if s.last_cal is None else np.shape(s.last_cal)}")
+            arcs.append(s.last_cal[:n_arcs])
+            selfs.append(s.last_cal[n_arcs:])
+        return {"last_cal": np.concatenate(arcs + selfs)}
+
+    def _split_extra(self, state, bounds):
+        cal = state.last_cal
+        n_blocks = bounds.size - 1
+        if cal is None:
+            return [{"last_cal": None} for _ in range(n_blocks)]
+        ptr = self._in_arc_ptr
+        m = int(ptr[-1])
+        out = []
+        for k in range(n_blocks):
+            lo, hi = int(bounds[k]), int(bounds[k + 1])
+            out.append({"last_cal": np.concatenate([cal[ptr[lo]:ptr[hi]], cal[m + lo:m + hi]])})
+        return out
 
     # ------------------------------------------------------------------ helpers
     def _check(self, problem):
@@ -254,7 +292,7 @@ class DPDL(DecentralizedAlgorithm):
             return unit.evaluate(cfg.n_rounds)["epsilon"] / cfg.paper_epsilon
 
         z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std,
-                                                 sigma_unit=self.clip)
+                                                 sigma_unit=self.clip, comm=self.network.comm)
         return GaussianAccount(
             self.name, sizes, self.batch_size, releases, z, sens, delta, cfg.method,
             assumptions=[f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; "
@@ -269,7 +307,7 @@ class DPDL(DecentralizedAlgorithm):
 
     def privacy(self, state):
         """The run's privacy report dict (``None`` without noise)."""
-        return None if state.ledger is None else state.comm.merge_account(state.ledger).report()
+        return privacy_report(state)
 
     def init(self, problem, x0, rng):
         self._check(problem)

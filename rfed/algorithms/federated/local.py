@@ -453,10 +453,12 @@ def _info(n_clipped_rows: np.ndarray, grad_evals: int) -> dict:
 
 
 def _agent_data(problem: Problem, agents: np.ndarray) -> tuple[dict, np.ndarray]:
-    """All samples of ``agents``; a view (no copy of the data) under full participation."""
-    if agents.size == problem.n_agents and np.array_equal(agents, np.arange(problem.n_agents)):
+    """All samples of ``agents``; a view (no copy of the data) under full participation (a
+    shard maps the global ids to its rows)."""
+    if (not problem.is_shard and agents.size == problem.n_agents
+            and np.array_equal(agents, np.arange(problem.n_agents))):
         return dict(problem.data), problem.mask
-    return {key: v[agents] for key, v in problem.data.items()}, problem.mask[agents]
+    return problem.agent_data(agents)
 
 
 def _check_neighboring(neighboring: str) -> str:
