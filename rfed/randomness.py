@@ -33,7 +33,7 @@ import zlib
 
 import numpy as np
 
-__all__ = ["AGENT_GROUP", "purpose_code", "public_generator", "AgentStreams"]
+__all__ = ["AGENT_GROUP", "purpose_code", "public_generator", "AgentStreams", "StackedStreams"]
 
 _PUBLIC_TAG = 0x5055424C  # "PUBL": keeps public streams apart from the per-agent ones
 _AGENT_TAG = 0x4147454E  # "AGEN"
@@ -43,6 +43,18 @@ AGENT_GROUP = 16
 def _open_uniform(gen: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
     # (k + 1/2) 2^-53: never 0 or 1, so inversions (log, ndtri) stay finite
     return (gen.integers(0, 2**53, size=size).astype(np.float64) + 0.5) * 2.0**-53
+
+
+def _check_shape(shape) -> tuple[int, ...]:
+    return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+
+
+def _standard_normal(gen: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
+    return gen.standard_normal(size)
+
+
+#: The samplers of :meth:`AgentStreams.uniform` and :meth:`AgentStreams.normal`, by name.
+_SAMPLERS = {"uniform": _open_uniform, "normal": _standard_normal}
 
 
 def purpose_code(purpose: str | int) -> int:
@@ -138,22 +150,26 @@ class AgentStreams:
 
     def _draw(self, agents, round: int, purpose: str | int, shape, sampler) -> np.ndarray:
         a = self._agents(agents)
-        shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+        shape = _check_shape(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
-        group_of = a // AGENT_GROUP
         m = int(np.prod(shape, dtype=np.int64))
-        if a.size and group_of[0] == group_of[-1] and np.all(group_of == group_of[0]):
+        return self._rows(a, rnd, code, m, sampler).reshape((a.size, *shape))
+
+    def _rows(self, a: np.ndarray, rnd: int, code: int, m: int, sampler) -> np.ndarray:
+        """The first ``m`` draws of each agent of the checked ids ``a``, shape ``(a.size, m)``."""
+        group_of = a // AGENT_GROUP
+        if a.size and group_of[0] == group_of[-1] and (
+                a.size == 1 or np.all(group_of == group_of[0])):
             # one group (a client, or a small block): no unique/gather over groups
             cols = sampler(self._rekey(int(group_of[0]), rnd, code), (m, AGENT_GROUP))
-            return cols[:, a % AGENT_GROUP].T.reshape((a.size, *shape))
+            return cols[:, a % AGENT_GROUP].T
         groups, where = np.unique(group_of, return_inverse=True)
         rows = np.empty((groups.size, m, AGENT_GROUP))
         for k, g in enumerate(groups):
             # element j of the group's agent r is draw j * 16 + r: it does not depend on how
             # many elements are asked for, so a block padded to another length agrees
             rows[k] = sampler(self._rekey(int(g), rnd, code), (m, AGENT_GROUP))
-        picked = rows[where.reshape(-1), :, a % AGENT_GROUP]  # (n_agents, m)
-        return picked.reshape((a.size, *shape))
+        return rows[where.reshape(-1), :, a % AGENT_GROUP]  # (n_agents, m)
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
         """Uniforms in the open interval ``(0, 1)`` (53-bit), shape ``(len(agents), *shape)``."""
@@ -161,8 +177,7 @@ class AgentStreams:
 
     def normal(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
         """Standard normals, shape ``(len(agents), *shape)``."""
-        return self._draw(agents, round, purpose, shape,
-                          lambda gen, size: gen.standard_normal(size))
+        return self._draw(agents, round, purpose, shape, _standard_normal)
 
     def integers(self, agents, round: int, purpose: str | int, high, shape=()) -> np.ndarray:
         """Integers in ``[0, high)``; ``high`` broadcasts per agent (shape ``(len(agents),)``)."""
@@ -175,3 +190,58 @@ class AgentStreams:
 
     def __repr__(self) -> str:
         return f"AgentStreams(seed={self.seed})"
+
+
+
+class StackedStreams:
+    """Several runs' blocks of agents (one seed each), drawn from as one stacked block.
+
+    Rows ``[n_0 + ... + n_{r-1}, n_0 + ... + n_r)`` of :meth:`draw` are exactly what
+    ``AgentStreams(seeds[r])`` draws for ``blocks[r]``; the ids are checked once here and the
+    round, purpose and shape once per draw, for all runs (a multi-run driver draws at every
+    local step).
+
+    Parameters
+    ----------
+    seeds : list of int, length ``R``
+    blocks : list of int arrays, length ``R``
+        Each run's agent ids, shape ``(n_r,)``.
+    """
+
+    def __init__(self, seeds: list[int], blocks: list[np.ndarray]):
+        if len(seeds) != len(blocks) or not len(seeds):
+            raise ValueError(f"arguments 'seeds' and 'blocks' must be non-empty and of the same "
+                             f"length (one per run), got {len(seeds)} and {len(blocks)}")
+        self.streams = [AgentStreams(seed) for seed in seeds]
+        self.blocks = [st._agents(a) for st, a in zip(self.streams, blocks, strict=True)]
+        self.size = sum(a.size for a in self.blocks)
+        # per run: its rows, and (group, columns) when its block lies in one group (the usual
+        # case: one agent per round), so a draw re-keys and samples without re-deriving them
+        self._plan = []
+        start = 0
+        for a in self.blocks:
+            groups = a // AGENT_GROUP
+            one = a.size > 0 and bool(np.all(groups == groups[0]))
+            self._plan.append((slice(start, start + a.size),
+                               (int(groups[0]), a % AGENT_GROUP) if one else None))
+            start += a.size
+
+    def draw(self, round: int, purpose: str | int, shape=(), kind: str = "normal"
+             ) -> np.ndarray:
+        """Standard normals (``kind='normal'``) or open uniforms (``'uniform'``), shape
+        ``(n_0 + ... + n_{R-1}, *shape)``."""
+        if kind not in _SAMPLERS:
+            raise ValueError(f"argument 'kind' must be one of {sorted(_SAMPLERS)}, got "
+                             f"{kind!r}")
+        sampler = _SAMPLERS[kind]
+        shape = _check_shape(shape)
+        rnd, code = _check_round(round), purpose_code(purpose)
+        m = int(np.prod(shape, dtype=np.int64))
+        out = np.empty((self.size, m))
+        for st, a, (rows, one) in zip(self.streams, self.blocks, self._plan, strict=True):
+            if one is None:
+                out[rows] = st._rows(a, rnd, code, m, sampler)
+            else:
+                # AgentStreams._rows' one-group case
+                out[rows] = sampler(st._rekey(one[0], rnd, code), (m, AGENT_GROUP))[:, one[1]].T
+        return out.reshape((self.size, *shape))

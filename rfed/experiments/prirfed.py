@@ -25,7 +25,9 @@ from typing import Any
 
 import numpy as np
 
+from rfed.algorithms.base import _HOOK
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
+from rfed.algorithms.federated.repeated import RepeatedRuns
 from rfed.experiments.plotting import new_figure, plot_curves
 from rfed.experiments.registry import (
     RunContext,
@@ -65,6 +67,13 @@ def run_settings(
 ) -> tuple[list[dict], dict[str, list]]:
     """Run every setting ``repetitions`` times, logging each evaluated round through ``ctx``.
 
+    The repetitions of a PriRFed setting run together as one
+    :class:`~rfed.algorithms.federated.repeated.RepeatedRuns` (each local step is one batched
+    call for all of them; each repetition's history is bit for bit the one it has alone), and
+    their records are logged afterwards in the order a run alone logs them; one repetition, or
+    secure mode (OS randomness, not stackable), runs alone. A repetition that diverges is
+    logged and counted as before, and the others go on.
+
     ``report_rounds`` adds the excess risk (mean and std over repetitions) at those rounds
     (which must be evaluated, i.e. multiples of ``eval_every``) to each row, as
     ``excess_risk_at_<t>_mean`` / ``_std``: a setting may lead early and trail at the end.
@@ -80,25 +89,17 @@ def run_settings(
     results: dict[str, list] = {}
     bar = ctx.progress_bar(len(settings) * repetitions * rounds, desc="rounds")
     for si, st in enumerate(settings):
-        runs = []
+        x0s = []
         for rep in range(repetitions):
             x0_rng = ctx.rng(10_000, rep)
-            x0 = start(st.problem, x0_rng) if start else st.problem.manifold.random_point(x0_rng)
-            last = [0]
-
-            def callback(t, rec, state, st=st, rep=rep, last=last):
-                extra = extra_metrics(st.problem, state.x) if extra_metrics else {}
-                ctx.log(setting=st.label, group=st.group, repetition=rep, **rec, **extra)
-                bar.update(t - last[0])
-                last[0] = t
-
-            res = st.algorithm.run(st.problem, rounds, rng=ctx.rng(si, rep), x0=x0,
-                                   eval_every=eval_every, callback=callback)
-            if res.diverged:
-                ctx.log(setting=st.label, group=st.group, repetition=rep, diverged=True,
-                        diverged_round=res.diverged_round, diverged_reason=res.diverged_reason)
-            bar.update(rounds - last[0])
-            runs.append(res)
+            x0s.append(start(st.problem, x0_rng) if start
+                       else st.problem.manifold.random_point(x0_rng))
+        rngs = [ctx.rng(si, rep) for rep in range(repetitions)]
+        if repetitions > 1 and not ctx.secure and isinstance(st.algorithm, PriRFed):
+            runs = _run_together(ctx, st, x0s, rngs, rounds, eval_every, extra_metrics, bar)
+        else:
+            runs = [_run_alone(ctx, st, rep, x0s[rep], rngs[rep], rounds, eval_every,
+                               extra_metrics, bar) for rep in range(repetitions)]
         summ = summarise_repetitions(runs, ("excess_risk", "cost"))
         kept = summ["kept"]
         results[st.label] = runs
@@ -132,6 +133,64 @@ def run_settings(
             rows[-1][f"excess_risk_at_{t}_std"] = float(at.std()) if at.size else math.nan
     bar.close()
     return rows, results
+
+
+def _run_alone(ctx: RunContext, st: Setting, rep: int, x0: np.ndarray,
+               rng: np.random.Generator, rounds: int, eval_every: int,
+               extra_metrics: Callable | None, bar: Any):
+    """One repetition by :meth:`Algorithm.run`, its records logged as they come."""
+    last = [0]
+
+    def callback(t, rec, state):
+        extra = extra_metrics(st.problem, state.x) if extra_metrics else {}
+        ctx.log(setting=st.label, group=st.group, repetition=rep, **rec, **extra)
+        bar.update(t - last[0])
+        last[0] = t
+
+    res = st.algorithm.run(st.problem, rounds, rng=rng, x0=x0, eval_every=eval_every,
+                           callback=callback)
+    if res.diverged:
+        ctx.log(setting=st.label, group=st.group, repetition=rep, diverged=True,
+                diverged_round=res.diverged_round, diverged_reason=res.diverged_reason)
+    bar.update(rounds - last[0])
+    return res
+
+
+def _run_together(ctx: RunContext, st: Setting, x0s: list, rngs: list, rounds: int,
+                  eval_every: int, extra_metrics: Callable | None, bar: Any) -> list:
+    """All repetitions of ``st`` as one :class:`RepeatedRuns` (one batched call per local
+    step), then each repetition's records logged in the order :func:`_run_alone` logs them.
+
+    The group is one checkpointed run (resumed as a whole); a repetition that diverges is
+    logged as a run alone logs it, and the others go on.
+    """
+    group = RepeatedRuns(
+        st.algorithm, x0s, rngs, n_rounds=rounds, eval_every=eval_every,
+        on_record=(lambda r, state: extra_metrics(st.problem, state.x)) if extra_metrics
+        else None)
+    last = [0]
+
+    def progress(t, rec, state):
+        bar.update(len(x0s) * (t - last[0]))
+        last[0] = t
+
+    res = group.run(st.problem, rounds, rng=rngs[0], x0=x0s[0], eval_every=eval_every,
+                    callback=progress)
+    bar.update(len(x0s) * (rounds - last[0]))
+    # a run alone is hooked (checkpointed) by the experiment's context, which logs a diverged
+    # run's record at its end: the same record here, for the same history
+    hooked = _HOOK.get() is ctx
+    runs = group.results(st.problem, res.state)
+    for rep, run in enumerate(runs):
+        where = {"setting": st.label, "group": st.group, "repetition": rep}
+        for rec, extra in zip(run.history, res.state.extras[rep], strict=True):
+            ctx.log(**where, **rec, **extra)
+        if run.diverged:
+            if hooked:
+                ctx.record_divergence(run, where, ctx.runs_started - 1)
+            ctx.log(**where, diverged=True, diverged_round=run.diverged_round,
+                    diverged_reason=run.diverged_reason)
+    return runs
 
 
 def _summary(ctx: RunContext, rows: list[dict], reference_cost: float | None = None,

@@ -924,14 +924,23 @@ class RunContext:
             index, start = self._current
             last = self.records[-1] if len(self.records) > start else {}
             where = {k: last[k] for k in ("setting", "group", "repetition") if k in last}
-            self.diverged_runs.append({**where, "run": index,
-                                       "diverged_round": result.diverged_round,
-                                       "reason": result.diverged_reason})
-            self.log(**where, diverged=result.diverged_reason,
-                     diverged_round=result.diverged_round)
+            self.record_divergence(result, where, index)
         self._completed.append((result, self._pos - self._current[1]))
         self._current = None
         self._save_checkpoint(None)
+
+    def record_divergence(self, result: Any, where: Mapping[str, Any], run: int) -> None:
+        """List a diverged run in :attr:`diverged_runs` and log ``{**where, diverged,
+        diverged_round}`` (what :meth:`end_run` does for a run that diverged; a driver running
+        several repetitions in one :meth:`Algorithm.run` calls it for each)."""
+        self.diverged_runs.append({**where, "run": run, "diverged_round": result.diverged_round,
+                                   "reason": result.diverged_reason})
+        self.log(**where, diverged=result.diverged_reason, diverged_round=result.diverged_round)
+
+    @property
+    def runs_started(self) -> int:
+        """How many :meth:`Algorithm.run` calls this context has hooked so far."""
+        return self._run_index
 
     def _save_checkpoint(self, payload: dict | None) -> None:
         if self.out_dir is None or self._checkpoint_error is not None:

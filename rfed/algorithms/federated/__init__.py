@@ -6,7 +6,8 @@ Composable pieces: :mod:`~rfed.algorithms.federated.sampling` (agents and miniba
 :mod:`~rfed.algorithms.federated.accounting` (certified accounting, budget calibration, and the
 paper's Theorem 4.2 beside), :mod:`~rfed.algorithms.federated.streams` (per-agent keyed draws
 for a block), :mod:`~rfed.algorithms.federated.client_dp` (client-level DP on the manifold) and
-:class:`PriRFed` (Algorithm 1) tying them together.
+:class:`PriRFed` (Algorithm 1) tying them together; :class:`RepeatedRuns` advances several
+independent runs of one PriRFed configuration as one batched computation.
 """
 
 from rfed.algorithms.federated.accounting import (
@@ -31,6 +32,7 @@ from rfed.algorithms.federated.local import (
     paper_sigma,
 )
 from rfed.algorithms.federated.prirfed import PriRFed, PriRFedState
+from rfed.algorithms.federated.repeated import RepeatedRuns, RepeatedState
 from rfed.algorithms.federated.sampling import batch_sizes, sample_agents, sample_minibatches
 from rfed.algorithms.federated.streams import AgentBlockGenerator
 
@@ -43,6 +45,8 @@ __all__ = [
     "LocalTrainer",
     "PriRFed",
     "PriRFedState",
+    "RepeatedRuns",
+    "RepeatedState",
     "SAMPLINGS",
     "batch_sizes",
     "calibrate_plan",

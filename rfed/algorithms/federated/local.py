@@ -395,6 +395,9 @@ class LocalTrainer(abc.ABC):
         step_size: float,
         rng: np.random.Generator,
         option: int = 1,
+        *,
+        sigma: np.ndarray | None = None,
+        snapshot_sigma: np.ndarray | None = None,
     ) -> tuple[np.ndarray, dict]:
         """Run the local procedure of every agent in ``agents`` from its row of ``x``.
 
@@ -407,17 +410,23 @@ class LocalTrainer(abc.ABC):
             ``alpha_t``.
         option : {1, 2}
             Output option (the one chosen in Algorithm 1).
+        sigma, snapshot_sigma : array, shape ``(A,)``, optional
+            Noise std of each row (default ``plan.sigma[agents]``, and
+            ``plan.snapshot_sigma[agents]`` for the released snapshot): a multi-run driver
+            stacks rows of several runs whose calibrations differ.
 
         Returns
         -------
         x_out : array, shape ``(A, *point_shape)``
         info : dict
-            ``n_clipped`` (total clipped per-sample gradients) and ``grad_evals``.
+            ``n_clipped`` (total clipped per-sample gradients), ``n_clipped_rows`` (the same
+            per row, int array of shape ``(A,)``) and ``grad_evals``.
         """
 
-    def _noise(self, problem, plan, x, value, agents, rng):
-        """A noisy step's release: ``value`` plus tangent noise of the plan's ``sigma``."""
-        return self._release(problem, x, value, plan.sigma[agents], rng)
+    @staticmethod
+    def _rows_sigma(plan_sigma: np.ndarray | None, agents: np.ndarray,
+                    given: np.ndarray | None) -> np.ndarray | None:
+        return given if given is not None or plan_sigma is None else plan_sigma[agents]
 
     def _release(self, problem, x, value, sigma, rng):
         """``value + N_x(0, sigma^2)`` through :func:`gaussian_mechanism` (``value`` if no
@@ -431,6 +440,16 @@ class LocalTrainer(abc.ABC):
         if not np.any(sigma > 0):
             return value
         return gaussian_mechanism(problem.manifold, x, value, sigma, rng)
+
+
+def _per_row(clipped: np.ndarray) -> np.ndarray:
+    """Clipped counts of shape ``(A, ...)`` summed per row: ``(A,)``."""
+    return np.sum(clipped.reshape(clipped.shape[0], -1), axis=1)
+
+
+def _info(n_clipped_rows: np.ndarray, grad_evals: int) -> dict:
+    return {"n_clipped": int(n_clipped_rows.sum()), "n_clipped_rows": n_clipped_rows,
+            "grad_evals": grad_evals}
 
 
 def _agent_data(problem: Problem, agents: np.ndarray) -> tuple[dict, np.ndarray]:
@@ -569,10 +588,12 @@ class DPRSGD(LocalTrainer):
                          sampling=sampling, steps=self.steps)
         return self._finish_plan(plan, problem, self.clip, rng)
 
-    def train(self, problem, plan, x, agents, step_size, rng, option=1):
+    def train(self, problem, plan, x, agents, step_size, rng, option=1, *, sigma=None,
+              snapshot_sigma=None):
         man = problem.manifold
         k_pts = len(man.point_shape)
         agents = np.asarray(agents)
+        sigma = self._rows_sigma(plan.sigma, agents, sigma)
         counts = problem.counts[agents]
         sizes = plan.sizes[agents]
         poisson = self.sampling == "poisson" and bool(np.any(sizes < counts))
@@ -584,7 +605,7 @@ class DPRSGD(LocalTrainer):
             mask = full_mask
         chosen = x
         pick = rng.integers(0, self.steps + 1, size=agents.size) if option == 2 else None
-        n_clipped = 0
+        n_clipped = np.zeros(agents.size, dtype=int)
         int_sizes = sizes.astype(int)
         for k in range(self.steps):
             if option == 2:
@@ -603,15 +624,15 @@ class DPRSGD(LocalTrainer):
                 else:
                     data, mask = problem.batch(agents, idx), valid
             total, clipped = problem.clipped_grad_sum(x, data, plan.clip, mask)
-            n_clipped += int(np.sum(clipped))
+            n_clipped += _per_row(clipped)
             # the PUBLIC normaliser b_i (the expected size under Poisson sampling)
             mean = total / sizes.reshape((-1,) + (1,) * k_pts)
-            eta = self._noise(problem, plan, x, mean, agents, rng)
+            eta = self._release(problem, x, mean, sigma, rng)
             x = man.exp(x, -step_size * eta)
         if option == 2:
             x = np.where((pick == self.steps).reshape((-1,) + (1,) * k_pts), x, chosen)
         evals = int(self.steps * (counts.sum() if poisson else sizes.sum()))
-        return x, {"n_clipped": n_clipped, "grad_evals": evals}
+        return x, _info(n_clipped, evals)
 
 
 @dataclass
@@ -799,7 +820,8 @@ class DPRSVRG(LocalTrainer):
         total = np.sum(scale.reshape(scale.shape + (1,) * k) * diff, axis=-1 - k)
         return total / np.asarray(sizes, dtype=float).reshape((-1,) + (1,) * k), n_clipped
 
-    def _train_released(self, problem, plan, x, agents, step_size, rng, option):
+    def _train_released(self, problem, plan, x, agents, step_size, rng, option, sigma,
+                        snapshot_sigma):
         man = problem.manifold
         shape = (-1,) + (1,) * len(man.point_shape)
         counts = problem.counts[agents]
@@ -810,14 +832,14 @@ class DPRSVRG(LocalTrainer):
         if option == 2:
             pick = rng.integers(0, m * self.steps, size=agents.size)
             chosen = x
-        n_clipped = 0
+        n_clipped = np.zeros(agents.size, dtype=int)
         snap = x
         for k in range(self.steps):
             total, clipped = problem.clipped_grad_sum(snap, data, plan.clip_full, mask)
-            n_clipped += int(np.sum(clipped))
+            n_clipped += _per_row(clipped)
             # the snapshot's release: its own Gaussian mechanism (sensitivity 2 tau_0 / N_i)
-            g_rel = self._release(problem, snap, total / counts.reshape(shape),
-                                  plan.snapshot_sigma[agents], rng)
+            g_rel = self._release(problem, snap, total / counts.reshape(shape), snapshot_sigma,
+                                  rng)
             xj = snap
             for j in range(m):
                 if option == 2:
@@ -825,19 +847,23 @@ class DPRSVRG(LocalTrainer):
                 idx, valid = sample_minibatches(counts, int_sizes, rng)
                 v, clipped = self.difference_mean(problem, xj, snap, problem.batch(agents, idx),
                                                   valid, sizes, plan.clip)
-                n_clipped += int(np.sum(clipped))
+                n_clipped += _per_row(clipped)
                 eta = v + man.transport(snap, xj, g_rel)
-                eta = self._noise(problem, plan, xj, eta, agents, rng)
+                eta = self._release(problem, xj, eta, sigma, rng)
                 xj = man.exp(xj, -step_size * eta)
             snap = xj
         out = chosen if option == 2 else snap
         evals = int(self.steps * (counts.sum() + 2 * m * sizes.sum()))
-        return out, {"n_clipped": n_clipped, "grad_evals": evals}
+        return out, _info(n_clipped, evals)
 
-    def train(self, problem, plan, x, agents, step_size, rng, option=1):
+    def train(self, problem, plan, x, agents, step_size, rng, option=1, *, sigma=None,
+              snapshot_sigma=None):
         agents = np.asarray(agents)
+        sigma = self._rows_sigma(plan.sigma, agents, sigma)
         if self.variant == "released_snapshot":
-            return self._train_released(problem, plan, x, agents, step_size, rng, option)
+            snapshot_sigma = self._rows_sigma(plan.snapshot_sigma, agents, snapshot_sigma)
+            return self._train_released(problem, plan, x, agents, step_size, rng, option, sigma,
+                                        snapshot_sigma)
         man = problem.manifold
         k_pts = len(man.point_shape)
         shape = (-1,) + (1,) * k_pts
@@ -847,11 +873,11 @@ class DPRSVRG(LocalTrainer):
         if option == 2:
             pick = rng.integers(0, m * self.steps, size=agents.size)
             chosen = x
-        n_clipped = 0
+        n_clipped = np.zeros(agents.size, dtype=int)
         snap = x
         for k in range(self.steps):
             total, clipped = problem.clipped_grad_sum(snap, data, plan.clip_full, mask)
-            n_clipped += int(np.sum(clipped))
+            n_clipped += _per_row(clipped)
             g_full = total / counts.reshape(shape)
             xj = snap
             # line 6 for all j at once: l_j uniform on [N_i], independent across j
@@ -859,18 +885,18 @@ class DPRSVRG(LocalTrainer):
             # c_1(x~) - g for every j at once: the snapshot stays fixed during the inner loop
             at_snap, c_snap = problem.clipped_grad_sum(
                 snap[:, None], {key: v[:, :, None] for key, v in picks.items()}, plan.clip)
-            n_clipped += int(np.sum(c_snap))
+            n_clipped += _per_row(c_snap)
             snap_terms = at_snap - g_full[:, None]
             for j in range(m):
                 if option == 2:
                     chosen = np.where((pick == k * m + j).reshape(shape), xj, chosen)
                 one = {key: v[:, j : j + 1] for key, v in picks.items()}
                 g1, c1 = problem.clipped_grad_sum(xj, one, plan.clip)
-                n_clipped += int(np.sum(c1))
+                n_clipped += _per_row(c1)
                 eta = g1 - man.transport(snap, xj, snap_terms[:, j])
-                eta = self._noise(problem, plan, xj, eta, agents, rng)
+                eta = self._release(problem, xj, eta, sigma, rng)
                 xj = man.exp(xj, -step_size * eta)
             snap = xj
         out = chosen if option == 2 else snap
         evals = int(self.steps * (counts.sum() + 2 * m * agents.size))
-        return out, {"n_clipped": n_clipped, "grad_evals": evals}
+        return out, _info(n_clipped, evals)

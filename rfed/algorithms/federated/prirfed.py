@@ -375,15 +375,61 @@ class PriRFed(Algorithm):
             ``n_clipped`` and ``grad_evals`` of the block.
         """
         t = state.round if round is None else int(round)
-        agents = np.asarray(agents)
-        rng = (state.rng if state.seed is None
-               else AgentBlockGenerator(state.seed, agents, t, "local"))
-        x_start = np.broadcast_to(state.x, (agents.size,) + np.shape(state.x))
+        return self.train_runs(problem, [state], [np.asarray(agents)], t)
+
+    def train_runs(self, problem: Problem, states: list[PriRFedState],
+                   blocks: list[np.ndarray], round: int) -> tuple[np.ndarray, dict]:
+        r""":meth:`train_block` for several independent runs of this algorithm at once.
+
+        The blocks are stacked on the agent axis (run ``r``'s rows after those of runs
+        ``0..r-1``); each row starts from its run's ``x``, takes its run's noise std and draws
+        from its run's keyed streams (:meth:`AgentBlockGenerator.stacked`), and the trainers
+        compute every row with row-wise operations, so each run gets bit for bit what it gets
+        alone. One run (``len(states) == 1``) is :meth:`train_block`; several need seeded
+        runs (secure mode draws from the OS, run by run).
+
+        Parameters
+        ----------
+        states : list of PriRFedState, length ``R``
+            The runs, all at round ``round`` on ``problem``.
+        blocks : list of int arrays, length ``R``
+            Each run's agents, shape ``(A_r,)``.
+        round : int
+
+        Returns
+        -------
+        x_local : array, shape ``(A_0 + ... + A_{R-1}, *point_shape)``
+            Finite, else ``FloatingPointError`` (the whole call: a driver redoes the round run
+            by run to find which run diverged).
+        info : dict
+            ``n_clipped`` (total), ``n_clipped_rows`` (per row) and ``grad_evals``.
+        """
+        t = int(round)
+        if len(states) == 1:
+            st = states[0]
+            rng = (st.rng if st.seed is None
+                   else AgentBlockGenerator(st.seed, blocks[0], t, "local"))
+        else:
+            if any(st.seed is None for st in states):
+                raise ValueError("several runs train together only with seeded runs (secure "
+                                 "mode draws from the operating system: run them one by one)")
+            rng = AgentBlockGenerator.stacked([st.seed for st in states], blocks, t, "local")
+        shape = np.shape(states[0].x)
+        # C-ordered rows (a concatenation of broadcasts would come out column-ordered, and
+        # einsum sums in another order over another layout)
+        x_start = (np.broadcast_to(states[0].x, (blocks[0].size,) + shape) if len(states) == 1
+                   else np.repeat(np.stack([st.x for st in states]),
+                                  [b.size for b in blocks], axis=0))
+        plan = states[0].plan
+        sigma = np.concatenate([st.plan.sigma[b] for st, b in zip(states, blocks, strict=True)])
+        snapshot_sigma = (None if plan.snapshot_sigma is None else np.concatenate(
+            [st.plan.snapshot_sigma[b] for st, b in zip(states, blocks, strict=True)]))
+        agents = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
         with np.errstate(over="ignore", invalid="ignore"):
             try:
                 x_new, info = self.trainer.train(
-                    problem, state.plan, x_start, agents, self._alpha(t), rng,
-                    option=self.output_option,
+                    problem, plan, x_start, agents, self._alpha(t), rng,
+                    option=self.output_option, sigma=sigma, snapshot_sigma=snapshot_sigma,
                 )
             except np.linalg.LinAlgError as exc:
                 # e.g. an SPD iterate that a huge noisy step pushed out of numerical reach
@@ -452,15 +498,33 @@ class PriRFed(Algorithm):
 
     def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
         """One round: :meth:`select`, :meth:`train_block` (everyone in one block),
-        :meth:`aggregate`, :meth:`finish_round`."""
-        self.check_round(state)
-        agents = self.select(problem, state)
-        # counted in the byte statistics; train_block starts every agent from state.x itself
-        state.comm.broadcast(state.x, agents)
-        x_new, info = self.train_block(problem, state, agents)
-        received = _gather(state.comm, problem.n_agents, agents, x_new)
-        x_next = self.aggregate(problem, state, agents, received)
-        return self.finish_round(state, agents, x_next, info["n_clipped"])
+        :meth:`aggregate`, :meth:`finish_round` (:meth:`step_runs` with one run)."""
+        return self.step_runs(problem, [state])[0]
+
+    def step_runs(self, problem: Problem, states: list[PriRFedState]) -> list[PriRFedState]:
+        """One round of each of several independent runs (all at the same round), trained in
+        one batched call (:meth:`train_runs`); each run's new state is bit for bit what
+        :meth:`step` gives it alone.
+
+        Raises ``FloatingPointError`` when any run's local training diverges, before any
+        state changes (the byte counts included): redo the round run by run to find which.
+        """
+        for st in states:
+            self.check_round(st)
+        blocks = [self.select(problem, st) for st in states]
+        x_new, info = self.train_runs(problem, states, blocks, states[0].round)
+        out = []
+        start = 0
+        for st, agents in zip(states, blocks, strict=True):
+            rows = slice(start, start + agents.size)
+            start += agents.size
+            # counted in the byte statistics; train_runs starts every agent from st.x itself
+            st.comm.broadcast(st.x, agents)
+            received = _gather(st.comm, problem.n_agents, agents, x_new[rows])
+            x_next = self.aggregate(problem, st, agents, received)
+            out.append(self.finish_round(st, agents, x_next,
+                                         int(info["n_clipped_rows"][rows].sum())))
+        return out
 
     def output(self, problem: Problem, state: PriRFedState) -> np.ndarray:
         if self.output_option == 2 and state.candidate is not None:

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rfed.randomness import AgentStreams
+from rfed.randomness import AgentStreams, StackedStreams
 
 __all__ = ["AgentBlockGenerator"]
 
@@ -50,6 +50,36 @@ class AgentBlockGenerator(np.random.Generator):
         self.purpose = str(purpose)
         self.calls = 0
         self.streams._agents(self.agents)
+        self._stacked: StackedStreams | None = None
+
+    @classmethod
+    def stacked(cls, seeds: list[int], blocks: list[np.ndarray], round: int,
+                purpose: str = "local") -> AgentBlockGenerator:
+        """The blocks of several runs (one seed each) stacked on the agent axis.
+
+        Rows ``[n_0 + ... + n_{r-1}, n_0 + ... + n_r)`` of every draw are what
+        ``AgentBlockGenerator(seeds[r], blocks[r], round, purpose)`` draws, so a multi-run
+        driver gives each run exactly the numbers it draws alone.
+
+        Parameters
+        ----------
+        seeds : list of int, length ``R``
+        blocks : list of int arrays, length ``R``
+            The agents of each run's block, shapes ``(n_r,)``.
+        """
+        if len(seeds) != len(blocks) or not seeds:
+            raise ValueError(f"arguments 'seeds' and 'blocks' must be non-empty and of the same "
+                             f"length, got {len(seeds)} and {len(blocks)}")
+        gen = cls(seeds[0], blocks[0], round, purpose)
+        gen._stacked = StackedStreams(seeds, blocks)
+        gen.agents = np.concatenate(gen._stacked.blocks)
+        return gen
+
+    def _rows(self, kind: str, purpose: str, rest: tuple[int, ...]) -> np.ndarray:
+        """The block's rows (each run's from its own streams, stacked in run order)."""
+        if self._stacked is None:
+            return getattr(self.streams, kind)(self.agents, self.round, purpose, rest)
+        return self._stacked.draw(self.round, purpose, rest, kind)
 
     def _key(self, size) -> tuple[str, tuple[int, ...]]:
         shape = (int(size),) if isinstance(size, (int, np.integer)) else tuple(
@@ -65,11 +95,11 @@ class AgentBlockGenerator(np.random.Generator):
 
     def random(self, size=None, dtype=np.float64, out=None) -> np.ndarray:
         purpose, rest = self._key(size)
-        return self.streams.uniform(self.agents, self.round, purpose, rest)
+        return self._rows("uniform", purpose, rest)
 
     def standard_normal(self, size=None, dtype=np.float64, out=None) -> np.ndarray:
         purpose, rest = self._key(size)
-        return self.streams.normal(self.agents, self.round, purpose, rest)
+        return self._rows("normal", purpose, rest)
 
     def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False) -> np.ndarray:
         if high is None:
@@ -77,7 +107,7 @@ class AgentBlockGenerator(np.random.Generator):
         low = np.asarray(low, dtype=np.int64)
         high = np.asarray(high, dtype=np.int64) + (1 if endpoint else 0)
         purpose, rest = self._key(size)
-        u = self.streams.uniform(self.agents, self.round, purpose, rest)
+        u = self._rows("uniform", purpose, rest)
         span = np.broadcast_to(high - low, u.shape) if (high - low).ndim <= u.ndim else None
         if span is None or np.any(span < 1):
             raise ValueError(f"argument 'high' must exceed 'low' with one range per row, got "
