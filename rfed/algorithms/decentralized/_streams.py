@@ -13,6 +13,7 @@ Secure mode (a :class:`rfed.privacy.secure.SecureRandom` run generator) keeps th
 
 from __future__ import annotations
 
+import threading
 from typing import Any
 
 import numpy as np
@@ -83,4 +84,22 @@ def agent_draws(rng: Any, seed: int, agents: np.ndarray, round: int, purpose: st
     secure mode."""
     if is_secure(rng):
         return rng
-    return KeyedDraws(AgentStreams(seed), agents, round, purpose)
+    return KeyedDraws(_streams_of(seed), agents, round, purpose)
+
+
+_THREAD = threading.local()
+
+
+def _streams_of(seed: int) -> AgentStreams:
+    """The :class:`AgentStreams` of ``seed``, reused across rounds: building one costs more
+    than a small block's draw, and every draw re-keys it from scratch, so reuse changes no bit.
+    One cache per thread (an instance re-keys its generator in place)."""
+    cache = getattr(_THREAD, "streams", None)
+    if cache is None:
+        cache = _THREAD.streams = {}
+    streams = cache.get(seed)
+    if streams is None:
+        if len(cache) >= 64:   # runs of one process rarely interleave more seeds
+            cache.clear()
+        streams = cache[seed] = AgentStreams(seed)
+    return streams
