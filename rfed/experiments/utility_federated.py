@@ -106,10 +106,21 @@ def _prirfed_rsgd(problem, budget, hp, x0, rng):
 
 
 def _prirfed_rsvrg(problem, budget, hp, x0, rng):
+    """PriRFed with DP-RSVRG: the paper's Alg. 3 (``hp['variant']`` absent or ``'paper'``) or
+    the released-snapshot variant (not the paper's): snapshot gradient clipped to ``clip`` and
+    released once per outer loop, inner steps on minibatches of ``hp['batch']`` records with
+    per-sample differences clipped to ``clip_diff * clip``."""
     rounds = int(hp["rounds"])
-    alg = PriRFed(DPRSVRG(steps=1, inner_steps=int(hp["inner_steps"]), clip=float(hp["clip"]),
-                          clip_full=float(hp["clip"])),
-                  None, float(hp["step"]), budget=budget, n_rounds=rounds)
+    clip = float(hp["clip"])
+    variant = hp.get("variant", "paper")
+    if variant == "paper":
+        trainer = DPRSVRG(steps=1, inner_steps=int(hp["inner_steps"]), clip=clip,
+                          clip_full=clip)
+    else:
+        trainer = DPRSVRG(steps=1, inner_steps=int(hp["inner_steps"]),
+                          clip=float(hp["clip_diff"]) * clip, clip_full=clip, variant=variant,
+                          batch_size=int(hp["batch"]))
+    alg = PriRFed(trainer, None, float(hp["step"]), budget=budget, n_rounds=rounds)
     res = alg.run(problem, rounds, rng=rng, x0=x0, eval_every=rounds)
     return res.x, res.history[-1]["cost"], res.privacy, res.diverged
 
@@ -380,10 +391,21 @@ def _pca_methods(config: dict, norm_bounds: Sequence[float], clips: Sequence[flo
                _grid(n_iters=config["power_iters"], norm_bound=norm_bounds)),
     ]
     if config["rsvrg"]:
-        methods.insert(1, Method("PriRFed DP-RSVRG", _prirfed_rsvrg,
-                                 _grid(rounds=config["rsvrg_rounds"],
-                                       inner_steps=config["rsvrg_inner_steps"],
-                                       step=config["rsvrg_steps"], clip=clips)))
+        variant = config["rsvrg_variant"]
+        if variant == "paper":
+            methods.insert(1, Method("PriRFed DP-RSVRG", _prirfed_rsvrg,
+                                     _grid(rounds=config["rsvrg_rounds"],
+                                           inner_steps=config["rsvrg_inner_steps"],
+                                           step=config["rsvrg_steps"], clip=clips)))
+        elif variant == "released_snapshot":
+            methods.insert(1, Method(
+                "PriRFed DP-RSVRG released snapshot (not the paper's)", _prirfed_rsvrg,
+                _grid(rounds=config["rsvrg_rounds"], inner_steps=config["rsvrg_inner_steps"],
+                      step=config["rsvrg_steps"], clip=clips, variant=[variant],
+                      clip_diff=config["rsvrg_clip_diffs"], batch=config["rsvrg_batches"])))
+        else:
+            raise ValueError(f"setting 'rsvrg_variant' must be 'released_snapshot' or "
+                             f"'paper', got {variant!r}")
     return methods
 
 
@@ -425,6 +447,9 @@ _PCA_GRID_DEFAULTS = {
     "rsgd_rounds": [5, 10, 20], "rsgd_steps": [0.5, 1.0, 2.0],
     "rsvrg": True, "rsvrg_rounds": [5, 20], "rsvrg_inner_steps": [1, 3],
     "rsvrg_steps": [0.05, 0.2], "power_iters": [3, 10],
+    # the released-snapshot DP-RSVRG (not the paper's): tau_d / tau and inner batch grids
+    "rsvrg_variant": "released_snapshot", "rsvrg_clip_diffs": [0.25, 1.0],
+    "rsvrg_batches": [32, 128],
 }
 
 
@@ -450,7 +475,7 @@ _PCA_GRID_DEFAULTS = {
         "epsilons": [0.5, 1.0, 2.0, 4.0, 8.0], "repetitions": 5, "tune_repetitions": 1,
         "clips": [0.5, 1.0], "norm_bounds": [1.0],
         **{**_PCA_GRID_DEFAULTS, "rsgd_rounds": [10, 20], "rsgd_steps": [0.5, 1.0],
-           "rsvrg_rounds": [10]},
+           "rsvrg_rounds": [10], "rsvrg_inner_steps": [3]},
     },
     slow=True,
     requires=("fashion-mnist",),
@@ -491,7 +516,7 @@ def pca_fmnist(config: dict, ctx: RunContext) -> dict:
         "clips": [0.005, 0.01, 0.02], "norm_bounds": [0.1, 0.15, 0.3],
         # the second moments are O(1 / N_i): step sizes O(N_i) (a step of 1 / (2 lambda_max))
         **{**_PCA_GRID_DEFAULTS, "rsgd_rounds": [10, 30], "rsgd_steps": [100.0, 300.0, 1000.0],
-           "rsvrg_steps": [20.0, 100.0]},
+           "rsvrg_rounds": [10, 30], "rsvrg_inner_steps": [3], "rsvrg_steps": [20.0, 100.0]},
     },
 )
 def pca_synthetic(config: dict, ctx: RunContext) -> dict:
