@@ -244,6 +244,18 @@ def test_classify_full_size(tmp_path):
 
 @pytest.mark.slow
 @needs_fmnist
+def test_classify_target_80_percent_at_eps_3_iid(tmp_path):
+    # issue 9's target with the default (publicly chosen) configuration: DP-DPSGD, IID split,
+    # certified eps 3, 2 repetitions (about 5 minutes on one free core)
+    summary, _ = run_experiment("utility-fmnist-classify", out_dir=tmp_path, overrides={
+        "algorithms": ["DP-DPSGD"], "partitions": ["iid"], "epsilons": [3.0]})
+    target = summary["target"]
+    assert target["epsilon_certified"] <= 3.0 + 1e-9
+    assert target["reached"], target
+
+
+@pytest.mark.slow
+@needs_fmnist
 def test_svm_full_size(tmp_path):
     summary, _ = run_experiment("utility-svm", out_dir=tmp_path)
     assert summary["privacy_utility"]
