@@ -665,15 +665,20 @@ def fig4(config: dict, ctx: RunContext) -> dict:
         "amplified by the subsampling); the paper's Alg. 3 keeps its calibrated settings. "
         "Measured at the defaults (seed 0, 10 repetitions, 100 rounds): at certified eps 8 "
         "the paper's DP-RSVRG diverges in 10 of 10 runs, the released-snapshot one in none and "
-        "ends at excess risk 1.04 +- 1.18 from 5.34 at the random start (DP-RSGD at eps 8: "
-        "0.35 +- 0.23); at eps 1 both DP-RSVRG diverge in every run. tau_d = tau / 4 and b = "
-        "32 were picked from {tau, tau/4} x {8, 32} in a 5-run exploration at eps 8 on THIS "
-        "data (there is no public split of it): a tuning choice the certified epsilon does "
-        "not cover."
+        "ends at excess risk 0.81 +- 0.93 from 5.34 at the random start (DP-RSGD at eps 8: "
+        "0.35 +- 0.23); at eps 1 both DP-RSVRG diverge in every run. tau_d = tau / 8 and b = "
+        "16 ('clip_diff', 'rsvrg_batch') were chosen on PUBLIC words: utility-hyperbolic's "
+        "declared public split (20 % of the words, its seed-0 permutation) resampled to this "
+        "shape (9 x 131), fig5's model settings, budget-first at eps 8, lowest mean excess risk "
+        "over 5 runs on the grid {tau, tau/2, tau/4, tau/8} x {8, 16, 32, 64}, confirmed over "
+        "10 runs on {tau/4, tau/8, tau/16} x {8, 16, 32} (tau/8, b = 16: 0.72; the earlier "
+        "tau/4, b = 32, picked on this experiment's own data: 0.91). fig5 itself trains on all "
+        "1,179 words as the paper does, so the public words are also among its training "
+        "words: for a guarantee that no tuning data is private, use utility-hyperbolic."
     ),
     defaults={
         "n_agents": 9, "per_agent": 131, "epsilons": [1.0, 8.0], "paper_epsilons": [0.15],
-        "rsvrg_variant": "released_snapshot", "clip_diff": 0.25, "rsvrg_batch": 32,
+        "rsvrg_variant": "released_snapshot", "clip_diff": 0.125, "rsvrg_batch": 16,
         "delta": 1e-4, "local_steps": 3, "weights": "kernel",
         "inner_steps": 5, "step_size": 0.3, "rounds": 100, "repetitions": 10, "eval_every": 2,
         "gamma": 1e-5, "bandwidth": 0.3, "kernel": "paper", "diameter": 4.0,

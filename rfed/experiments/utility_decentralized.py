@@ -18,14 +18,18 @@ privacy-utility plot and its table:
 
 Hyperparameters: the step sizes of the private runs are chosen on PUBLIC data only. A declared
 public split of the training set (:func:`rfed.datasets.public_split`, ``public_fraction``) is
-never trained on privately; it gives (a) the feature projection (top eigenvectors of its
-uncentred second-moment matrix: an orthonormal projection, so ``||P^T a|| <= ||a|| <= 1`` and the
-public feature bound survives) and (b) the step size: each algorithm runs on one half of the
+never trained on privately; it gives (a) the feature map (:func:`public_whitening`: centred on
+the public mean, projected on the top eigenvectors of the public covariance, whitened, rows
+bounded to norm 1; or, with ``whiten_radius = 0``, the top eigenvectors of the uncentred public
+second-moment matrix, an orthonormal projection, so ``||P^T a|| <= ||a|| <= 1``) and (b) the
+step size: each algorithm runs on one half of the
 public split, split among the same number of agents, with the noise multiplier its private run
 gets at ``eps_tune`` (the noise std per step depends on the multiplier, the clip and the batch
 size only, not on the data set size), for every step size of its grid; the step size with the
 best accuracy on the other public half is used for every epsilon. Clip levels and batch sizes
-are fixed public numbers of the configuration. The ``tuning`` table records all of it.
+are fixed public numbers of the configuration. The ``tuning`` table records all of it. Every
+classification run outputs the tail average of its per-round outputs
+(:class:`rfed.algorithms.averaging.TailAveraged`, ``tail_average``), pure post-processing.
 """
 
 from __future__ import annotations
@@ -35,6 +39,7 @@ from collections.abc import Callable
 
 import numpy as np
 
+from rfed.algorithms.averaging import TailAveraged
 from rfed.algorithms.centralized import DPSGD
 from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, DPDPSGD, NoisyDSGD
 from rfed.datasets import (
@@ -79,6 +84,54 @@ def _projection(x_public: np.ndarray, dim: int) -> np.ndarray | None:
     return vecs[:, ::-1][:, :dim]
 
 
+def public_whitening(x_public: np.ndarray, dim: int, radius: float
+                     ) -> Callable[[np.ndarray], np.ndarray]:
+    """A feature map learned on the PUBLIC split only: centre, project, whiten, bound.
+
+    ``phi(a) = clip_1((radius / sqrt(dim)) Lambda^{-1/2} V^T (a - mu))`` with ``mu`` the public
+    mean, ``V`` ``(d, dim)`` and ``Lambda`` the top-``dim`` eigenpairs of the public covariance,
+    and ``clip_1`` rescaling a row of norm > 1 onto the unit sphere (a per-record map, so the
+    public feature bound ``||phi(a)|| <= 1`` holds for every record). On the public split
+    ``E ||Lambda^{-1/2} V^T (a - mu)||^2 = dim``, so ``radius`` is the rms row norm before
+    the bound. Whitened features make the logistic loss better conditioned than the raw
+    projection (whose first direction, the mean image, dominates), so the same number of noisy
+    steps gets nearer the optimum; no private record is read.
+
+    Parameters
+    ----------
+    x_public : array, shape ``(n_public, d)``
+    dim : int
+        ``1 <= dim <= d``.
+    radius : float
+        ``> 0``.
+
+    Returns
+    -------
+    callable mapping ``(n, d)`` to ``(n, dim)``.
+    """
+    if not (isinstance(dim, (int, np.integer)) and 1 <= dim <= x_public.shape[1]):
+        raise ValueError(f"argument 'pca_dim' must be in [1, {x_public.shape[1]}] with "
+                         f"whiten_radius > 0, got {dim!r}")
+    if not (np.isfinite(radius) and radius > 0):
+        raise ValueError(f"argument 'whiten_radius' must be a finite float > 0 (0 turns "
+                         f"whitening off), got {radius!r}")
+    mu = x_public.mean(axis=0)
+    centred = x_public - mu
+    vals, vecs = np.linalg.eigh(centred.T @ centred / len(centred))
+    vals, vecs = vals[::-1][:dim], vecs[:, ::-1][:, :dim]
+    if vals[-1] <= 1e-12 * vals[0]:
+        raise ValueError(f"argument 'pca_dim': the public covariance has rank below {dim}; "
+                         "choose a smaller pca_dim")
+    transform = vecs * ((radius / np.sqrt(dim)) / np.sqrt(vals))
+
+    def phi(a: np.ndarray) -> np.ndarray:
+        h = (a - mu) @ transform
+        norm = np.linalg.norm(h, axis=1, keepdims=True)
+        return h / np.maximum(norm, 1.0)
+
+    return phi
+
+
 def _fmnist(cfg: dict, rng: np.random.Generator, binary: tuple[int, int] | None = None) -> dict:
     """Unit-normalised Fashion-MNIST, the declared public split, the public projection.
 
@@ -99,11 +152,16 @@ def _fmnist(cfg: dict, rng: np.random.Generator, binary: tuple[int, int] | None 
         x_priv, y_priv = x_priv[keep], y_priv[keep]
     if cfg.get("n_test"):
         x_te, y_te = x_te[: int(cfg["n_test"])], y_te[: int(cfg["n_test"])]
-    proj = _projection(split.x_public, int(cfg.get("pca_dim") or 0))
-    if proj is not None:
-        x_priv, x_pub, x_te = x_priv @ proj, split.x_public @ proj, x_te @ proj
+    radius = float(cfg.get("whiten_radius") or 0.0)
+    if radius:
+        phi = public_whitening(split.x_public, int(cfg.get("pca_dim") or 0), radius)
+        x_priv, x_pub, x_te = phi(x_priv), phi(split.x_public), phi(x_te)
     else:
-        x_pub = split.x_public
+        proj = _projection(split.x_public, int(cfg.get("pca_dim") or 0))
+        if proj is not None:
+            x_priv, x_pub, x_te = x_priv @ proj, split.x_public @ proj, x_te @ proj
+        else:
+            x_pub = split.x_public
     n_feat = int(cfg.get("random_features") or 0)
     if n_feat:
         weights = random_relu_weights(x_priv.shape[1], n_feat, float(cfg["feature_scale"]),
@@ -265,7 +323,20 @@ def _summarise(values: list[float]) -> dict:
         "eps_comm. Step sizes chosen on the public split (see the 'tuning' table) from the grids "
         "lrs_doadp, lrs_dsgd, lrs_dpdl, lrs_dpdpsgd and lrs_dpsgd (centralized DP-SGD). "
         "random_features=D > 0 maps the projected features through D data-independent random "
-        "ReLU features (seeded by feature_seed, rows rescaled to unit norm)."
+        "ReLU features (seeded by feature_seed, rows rescaled to unit norm). Features "
+        "(whiten_radius > 0, the default): the public split's mean is subtracted, the result "
+        "projected on the top pca_dim eigenvectors of the PUBLIC covariance and whitened "
+        "(divided by the square roots of its eigenvalues), scaled to rms norm whiten_radius "
+        "and every row bounded to norm 1 (a per-record map learned on public data only; "
+        "whiten_radius = 0 gives the unwhitened uncentred projection of earlier runs). Output: "
+        "the mean of the outputs of the last tail_average fraction of the rounds (tail "
+        "averaging, post-processing of released iterates: the privacy reports are the "
+        "unaveraged runs'). whiten_radius = 1.28 (rms norm 1.28: 72 % of the rows bounded) "
+        "and tail_average = 0.5 were chosen with DP-DPSGD at eps_tune on the public split "
+        "(public validation accuracy, radius from {0.64, 0.96, 1.28, 1.6, 2.0}, pca_dim from "
+        "{64, 128}, tail averaging on/off, batch 64 x 15 epochs against 128 x 30, circulant "
+        "against complete graph; exploration script and log in the closing note), never on "
+        "the private data or the test images."
     ),
     defaults={
         "data_path": "", "n_agents": 10, "partitions": ["iid", "dirichlet"],
@@ -275,12 +346,14 @@ def _summarise(values: list[float]) -> dict:
         "graph_degree": 2,
         "algorithms": ["DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD",
                        "DP-SGD (centralized, pooled)"],
-        "lrs_doadp": [1.0, 2.0, 4.0], "lrs_dsgd": [1.0, 2.0, 4.0], "lrs_dpdl": [1.0, 2.0, 4.0],
-        "lrs_dpdpsgd": [1.0, 2.0, 4.0], "lrs_dpsgd": [1.0, 2.0, 4.0], "eps_tune": 3.0,
+        "lrs_doadp": [0.25, 0.5, 1.0, 2.0], "lrs_dsgd": [0.25, 0.5, 1.0, 2.0],
+        "lrs_dpdl": [0.25, 0.5, 1.0, 2.0], "lrs_dpdpsgd": [0.25, 0.5, 1.0, 2.0],
+        "lrs_dpsgd": [0.5, 1.0, 2.0, 4.0], "eps_tune": 3.0,
         "eps_comm": 3.0,
         "comm_configs": [[1.0, 1.0], [0.8, 1.0], [1.0, 0.3], [0.8, 0.3], [1.0, 0.1]],
         "target_epsilon": 3.0, "target_accuracy": 80.0,
         "random_features": 0, "feature_scale": 4.0, "feature_seed": 12345,
+        "whiten_radius": 1.28, "tail_average": 0.5,
     },
 )
 def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
@@ -309,6 +382,16 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
         # epochs over the average local data set at the local batch size
         return max(1, int(round(cfg["epochs"] * problem.n_samples / n / cfg["batch_size"])))
 
+    tail = float(cfg["tail_average"])
+    if not 0.0 <= tail <= 1.0:
+        raise ValueError(f"argument 'tail_average' must be in [0, 1], got {tail!r}")
+
+    def averaged(alg, rounds: int):
+        # post-processing of the per-round outputs: the privacy report is the wrapped run's
+        if tail == 0.0:
+            return alg
+        return TailAveraged(alg, average_from=int(round(rounds * (1.0 - tail))))
+
     # --- step sizes on the public split, at the noise of the private run at eps_tune (IID)
     tune_problem = problems[cfg["partitions"][0]]
     t_rounds = rounds_of(tune_problem)
@@ -318,7 +401,7 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                                                 "n_rounds": t_rounds}), tune_problem, x0)
         best = None
         for li, lr in enumerate(m.lrs):
-            res = m.make(lr, {"noise_multiplier": z}).run(
+            res = averaged(m.make(lr, {"noise_multiplier": z}), t_rounds).run(
                 pub_problem, t_rounds, rng=ctx.rng(920, mi, li), x0=x0, eval_every=t_rounds,
                 with_reference=False)
             acc = (float("nan") if res.diverged
@@ -356,9 +439,9 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                 accs, reports, diverged = [], [], 0
                 # one non-private repetition: a reference line, not a curve
                 for rep in range(1 if eps is None else reps):
-                    res = m.make(lr, noise).run(problem, rounds, rng=ctx.rng(k, mi, ei, rep),
-                                                x0=x0, eval_every=rounds,
-                                                with_reference=False)
+                    res = averaged(m.make(lr, noise), rounds).run(
+                        problem, rounds, rng=ctx.rng(k, mi, ei, rep), x0=x0, eval_every=rounds,
+                        with_reference=False)
                     if res.diverged:
                         diverged += 1
                         continue
@@ -410,8 +493,9 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                             gamma=cfg["doadp_gamma"], p=float(p), k_ratio=float(ratio),
                             grad_bound=cfg["clip"], batch_size=cfg["batch_size"],
                             budget=PrivacyBudget(cfg["eps_comm"], delta), n_rounds=rounds)
-                res = alg.run(problem, rounds, rng=ctx.rng(950, ci, rep), x0=x0,
-                              eval_every=rounds, with_reference=False)
+                res = averaged(alg, rounds).run(problem, rounds, rng=ctx.rng(950, ci, rep),
+                                                x0=x0, eval_every=rounds,
+                                                with_reference=False)
                 if res.diverged:
                     continue
                 accs.append(_test_accuracy(problem, res.x, xt, yt))

@@ -1,0 +1,126 @@
+"""Tail averaging of an algorithm's outputs: post-processing that costs no privacy.
+
+:class:`TailAveraged` wraps any :class:`~rfed.algorithms.base.Algorithm` and returns, instead of
+the last round's output ``x_T``, the mean of the outputs of the rounds ``t0 < t <= T``
+(Polyak-Ruppert averaging of the tail; on a manifold the running Frechet mean of Sturm's
+inductive form, ``xbar_k = Exp_{xbar_{k-1}}(Log_{xbar_{k-1}}(x_t) / k)``, which on Euclidean space
+is exactly the arithmetic mean ``(1/k) sum x_t``). The wrapped algorithm's rounds, randomness,
+releases and ledger are untouched: the average is a function of the outputs the run would have
+released at those rounds, so its privacy report is the wrapped run's report, unchanged. It
+reduces the variance the noise and the minibatches leave in the last iterate.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+
+from rfed.algorithms.base import Algorithm, evaluate_point
+from rfed.problems.base import Problem
+
+__all__ = ["TailAveraged", "TailAveragedState"]
+
+
+@dataclass
+class TailAveragedState:
+    """The wrapped algorithm's state plus the running average.
+
+    Attributes
+    ----------
+    inner : object
+        The wrapped algorithm's state.
+    average : array, shape ``point_shape``, or None
+        Mean of the outputs of the rounds averaged so far (``None`` before round ``t0 + 1``).
+    count : int
+        How many rounds' outputs the average holds.
+    """
+
+    inner: Any
+    average: np.ndarray | None = None
+    count: int = 0
+
+    @property
+    def t(self) -> int:
+        """Rounds done (the wrapped state's)."""
+        return self.inner.t
+
+    @property
+    def ledger(self) -> Any:
+        """The wrapped run's privacy ledger (averaging adds no release)."""
+        return getattr(self.inner, "ledger", None)
+
+
+class TailAveraged(Algorithm):
+    r"""Run ``algorithm``; output the mean of its outputs over rounds ``average_from < t <= T``.
+
+    Parameters
+    ----------
+    algorithm : Algorithm
+        Any rfed algorithm with a state carrying the rounds done as ``t``.
+    average_from : int
+        ``t0 >= 0``: the outputs of rounds ``t0 + 1, ..., T`` are averaged (``t0 = 0``: every
+        round; a ``t0 >= T`` returns the last output). A public number, fixed before the run
+        (e.g. half the planned rounds).
+
+    Notes
+    -----
+    Privacy: the average is post-processing of the per-round outputs, so :meth:`privacy` is the
+    wrapped algorithm's report of the same rounds, bit for bit. The wrapped algorithm draws the
+    same random numbers as it does unwrapped, so its trajectory is the same.
+    """
+
+    def __init__(self, algorithm: Algorithm, *, average_from: int):
+        if not isinstance(algorithm, Algorithm):
+            raise TypeError(f"argument 'algorithm' must be an rfed Algorithm, got {algorithm!r}")
+        if (isinstance(average_from, bool) or not isinstance(average_from, (int, np.integer))
+                or average_from < 0):
+            raise ValueError(f"argument 'average_from' must be an int >= 0, got "
+                             f"{average_from!r}")
+        self.algorithm = algorithm
+        self.average_from = int(average_from)
+        self.name = f"{algorithm.name} (tail-averaged)"
+
+    @property
+    def step_size(self) -> Any:
+        """The wrapped algorithm's step size (so :meth:`run` checks a schedule the same way)."""
+        return getattr(self.algorithm, "step_size", None)
+
+    def init(self, problem: Problem, x0: np.ndarray, rng: Any) -> TailAveragedState:
+        return TailAveragedState(inner=self.algorithm.init(problem, x0, rng))
+
+    def step(self, problem: Problem, state: TailAveragedState) -> TailAveragedState:
+        inner = self.algorithm.step(problem, state.inner)
+        if inner.t <= self.average_from:
+            return TailAveragedState(inner=inner)
+        x = self.algorithm.output(problem, inner)
+        k = state.count + 1
+        if state.average is None:
+            average = np.array(x, dtype=float)
+        else:
+            man = problem.manifold
+            average = man.exp(state.average, man.log(state.average, x) / k)
+        return TailAveragedState(inner=inner, average=average, count=k)
+
+    def output(self, problem: Problem, state: TailAveragedState) -> np.ndarray:
+        if state.average is None:
+            return self.algorithm.output(problem, state.inner)
+        return state.average
+
+    def iterates(self, state: TailAveragedState) -> np.ndarray | None:
+        return self.algorithm.iterates(state.inner)
+
+    def divergence(self, problem: Problem, state: TailAveragedState, recorded: bool) -> str | None:
+        return self.algorithm.divergence(problem, state.inner, recorded)
+
+    def privacy(self, state: TailAveragedState) -> Any:
+        return self.algorithm.privacy(state.inner)
+
+    def metrics(self, problem: Problem, state: TailAveragedState, with_reference: bool) -> dict:
+        """The wrapped algorithm's metrics (consensus, traffic), with the cost, gradient norm
+        and reference distances of the averaged output."""
+        out = self.algorithm.metrics(problem, state.inner, with_reference)
+        out.update(evaluate_point(problem, self.output(problem, state), with_reference))
+        out["averaged_rounds"] = state.count
+        return out
