@@ -147,6 +147,16 @@ def make_pca_synthetic(
     ndarray, shape ``(n_agents, n_per_agent, dim)``
     """
     n_agents = check_int(n_agents, "n_agents")
+    n_per_agent, dim = _check_pca_shape(n_per_agent, dim)
+    gen = as_generator(rng)
+    sigma = pca_spectrum(dim, eigengap, gen, n_agents)
+    u = random_orthonormal_columns(n_per_agent, dim, gen, (n_agents,))
+    v = haar_orthogonal(dim, gen, (1,) if shared_basis else (n_agents,))
+    return (u * sigma[:, None, :]) @ v
+
+
+def _check_pca_shape(n_per_agent: int, dim: int) -> tuple[int, int]:
+    """``(n_per_agent, dim)`` of the PCA recipe, checked (``U_i`` needs ``N_i >= d``)."""
     dim = check_int(dim, "dim", minimum=6)
     n_per_agent = check_int(n_per_agent, "n_per_agent")
     if n_per_agent < dim:
@@ -154,11 +164,7 @@ def make_pca_synthetic(
             f"argument 'n_per_agent' ({n_per_agent}) must be >= 'dim' ({dim}): U_i is an"
             " N_i x (d+1) matrix with orthonormal columns"
         )
-    gen = as_generator(rng)
-    sigma = pca_spectrum(dim, eigengap, gen, n_agents)
-    u = random_orthonormal_columns(n_per_agent, dim, gen, (n_agents,))
-    v = haar_orthogonal(dim, gen, (1,) if shared_basis else (n_agents,))
-    return (u * sigma[:, None, :]) @ v
+    return n_per_agent, dim
 
 
 def make_pca_synthetic_agents(
@@ -191,13 +197,7 @@ def make_pca_synthetic_agents(
         raise ValueError(f"argument 'agents' must be a 1-d array of int agent ids >= 0, got "
                          f"{agents!r}")
     seed = check_int(seed, "seed", minimum=0)
-    dim = check_int(dim, "dim", minimum=6)
-    n_per_agent = check_int(n_per_agent, "n_per_agent")
-    if n_per_agent < dim:
-        raise ValueError(
-            f"argument 'n_per_agent' ({n_per_agent}) must be >= 'dim' ({dim}): U_i is an"
-            " N_i x (d+1) matrix with orthonormal columns"
-        )
+    n_per_agent, dim = _check_pca_shape(n_per_agent, dim)
     check_float(eigengap, "eigengap", low=0.0, high=1.0 / 1.4, low_open=True, high_open=True)
     out = np.empty((ids.size, n_per_agent, dim))
     # one independent stream per agent: a loop over the listed agents at load time only
