@@ -281,9 +281,12 @@ def _privacy_utility_plot(ctx: RunContext, rows: list[dict], panels: list[str], 
             hi = np.array([r[f"{key}_max"] for r in pts])
             line, = ax.plot(e, m, "o-", label=alg)
             ax.fill_between(e, lo, hi, color=line.get_color(), alpha=0.2)
+        # several non-private references in one panel are told apart by their dash pattern
+        dashes = iter(("--", "-.", (0, (5, 1, 1, 1, 1, 1))))
         for lab, ref in refs.get(panel, {}).items():
-            ax.axhline(ref, ls="--" if "non-private" in lab else ":", color="k"
-                       if "non-private" in lab else "grey", lw=1, label=lab)
+            nonprivate = "non-private" in lab
+            ax.axhline(ref, ls=next(dashes) if nonprivate else ":",
+                       color="k" if nonprivate else "grey", lw=1, label=lab)
         ax.set_xscale("log")
         ticks = sorted({float(r["target_epsilon"]) for r in sub})
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
