@@ -531,6 +531,18 @@ _LOCK = ".rfed.lock"
 _CHECKPOINT_FORMAT = 1
 
 
+def _is_zombie(pid: int) -> bool:
+    """True when ``pid`` has exited but was not reaped yet (Linux ``/proc``; elsewhere False):
+    a killed MPI rank whose parent died stays a zombie until init reaps it, and it writes
+    nothing."""
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # the state follows the parenthesised command name, which may itself hold spaces
+    return stat[stat.rfind(")") + 2:stat.rfind(")") + 3] == "Z"
+
+
 @dataclass
 class RunContext:
     """What an experiment writes through: seeds, the history, tables, figures, privacy.
@@ -715,7 +727,7 @@ class RunContext:
             return None                 # a run that was killed: the lock is stale
         except PermissionError:
             return pid
-        return pid
+        return None if _is_zombie(pid) else pid
 
     def _check_lock(self) -> None:
         pid = self._lock_holder()

@@ -4,6 +4,8 @@ nothing half-created, and the settings checks."""
 import errno
 import json
 import math
+import time
+from pathlib import Path
 
 import pytest
 
@@ -168,6 +170,28 @@ def test_bad_settings_are_named(tmp_path, capsys, args, words):
     err = capsys.readouterr().err
     assert words in err and err.count("\n") == 1
     assert not out.exists()
+
+
+@pytest.mark.skipif(not Path("/proc/self/stat").exists(), reason="needs Linux /proc")
+def test_a_lock_held_by_a_killed_but_unreaped_process_is_stale(tmp_path):
+    """A rank killed with its job stays a zombie until someone reaps it; it writes nothing,
+    so its lock must not block --resume (seen with a killed mpiexec job in CI)."""
+    import subprocess
+    import sys
+
+    out = tmp_path / "res"
+    out.mkdir()
+    (out / "config.json").write_text("{}")
+    zombie = subprocess.Popen([sys.executable, "-c", "pass"])
+    try:
+        deadline = time.monotonic() + 30
+        while Path(f"/proc/{zombie.pid}/stat").read_text().split(")")[-1].split()[0] != "Z":
+            assert time.monotonic() < deadline, "the child did not exit"
+            time.sleep(0.01)
+        (out / ".rfed.lock").write_text(f"{zombie.pid}\n")
+        assert _run(tmp_path, "--overwrite") == 0        # taken over, not refused
+    finally:
+        zombie.wait()
 
 
 def test_a_live_run_locks_its_folder_and_a_stale_lock_is_taken_over(tmp_path, capsys):
