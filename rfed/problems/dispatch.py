@@ -150,12 +150,11 @@ class QuadraticResourceAllocation:
                                     or not np.array_equal(np.asarray(reducer.agents), ids)):
             raise ValueError(f"argument 'reducer' serves agents {np.asarray(reducer.agents)} "
                              f"of {reducer.n_agents}; the shard holds {ids}")
-        rows = self._rows if self._held is None else None
-        if rows is None:
+        if self._held is not None:
             raise ValueError(f"{self._shard_text()}: shard the full problem")
         new = copy.copy(self)
         new.__dict__.pop("data", None)   # a data set kept beside the problem stays behind
-        new._rows = {k: v[ids].copy() for k, v in rows.items()}
+        new._rows = {k: v[ids].copy() for k, v in self._rows.items()}
         new._held = ids
         new.reducer = reducer
         return new
