@@ -41,8 +41,12 @@ _AGENT_TAG = 0x4147454E  # "AGEN"
 AGENT_GROUP = 16
 
 def _open_uniform(gen: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
-    # (k + 1/2) 2^-53: never 0 or 1, so inversions (log, ndtri) stay finite
-    return (gen.integers(0, 2**53, size=size).astype(np.float64) + 0.5) * 2.0**-53
+    # (k + 1/2) 2^-53: never 0 or 1, so inversions (log, ndtri) stay finite; in place (the
+    # same two roundings as the expression, without its two temporaries)
+    u = gen.integers(0, 2**53, size=size).astype(np.float64)
+    u += 0.5
+    u *= 2.0**-53
+    return u
 
 
 def _check_shape(shape) -> tuple[int, ...]:
@@ -57,15 +61,26 @@ def _standard_normal(gen: np.random.Generator, size: tuple[int, ...]) -> np.ndar
 _SAMPLERS = {"uniform": _open_uniform, "normal": _standard_normal}
 
 
+#: CRC-32 codes of the purpose names met so far (a handful per run, looked up every draw)
+_PURPOSE_CODES: dict[str, int] = {}
+
+
 def purpose_code(purpose: str | int) -> int:
     """A stable 32-bit code for a stream's purpose (CRC-32 of the name, or the int itself)."""
+    if type(purpose) is str:
+        code = _PURPOSE_CODES.get(purpose)
+        if code is not None:
+            return code
     if isinstance(purpose, (int, np.integer)) and not isinstance(purpose, bool):
         if not 0 <= int(purpose) < 2**32:
             raise ValueError(f"argument 'purpose' must be in [0, 2**32), got {purpose}")
         return int(purpose)
     if not isinstance(purpose, str) or not purpose:
         raise TypeError(f"argument 'purpose' must be a non-empty str or an int, got {purpose!r}")
-    return zlib.crc32(purpose.encode("utf-8"))
+    code = zlib.crc32(purpose.encode("utf-8"))
+    if type(purpose) is str and len(_PURPOSE_CODES) < 1024:
+        _PURPOSE_CODES[purpose] = code
+    return code
 
 
 def _check_seed(seed: int) -> int:
@@ -163,7 +178,15 @@ class AgentStreams:
             # one group (a client, or a small block): no unique/gather over groups
             cols = sampler(self._rekey(int(group_of[0]), rnd, code), (m, AGENT_GROUP))
             return cols[:, a % AGENT_GROUP].T
-        groups, where = np.unique(group_of, return_inverse=True)
+        if a.size and np.all(group_of[1:] >= group_of[:-1]):
+            # increasing ids (every block the algorithms draw for): the groups in order without
+            # np.unique's sort
+            first = np.empty(a.size, dtype=bool)
+            first[0] = True
+            np.not_equal(group_of[1:], group_of[:-1], out=first[1:])
+            groups, where = group_of[first], np.cumsum(first) - 1
+        else:
+            groups, where = np.unique(group_of, return_inverse=True)
         rows = np.empty((groups.size, m, AGENT_GROUP))
         for k, g in enumerate(groups):
             # element j of the group's agent r is draw j * 16 + r: it does not depend on how

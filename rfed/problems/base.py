@@ -85,7 +85,8 @@ def sample_without_replacement(
         )
     n_max = int(counts.max())
     keys = rng.random((counts.size, n_max))
-    keys[np.arange(n_max)[None, :] >= counts[:, None]] = 2.0
+    if counts.min() < n_max:  # padding slots exist only when the local sizes differ
+        keys[np.arange(n_max)[None, :] >= counts[:, None]] = 2.0
     if batch_size == n_max:
         return np.argsort(keys, axis=1)
     part = np.argpartition(keys, batch_size - 1, axis=1)[:, :batch_size]

@@ -6,18 +6,19 @@ uses scikit-learn's shipped 8x8 digits (1,797 images, 10 classes) with a one-hid
 perceptron; experiments label it as a stand-in.
 
 The parameters are one flat vector in ``Euclidean(d)`` (weights of both layers and biases,
-concatenated; :meth:`MLPClassifier.unflatten` names the blocks). Per-sample gradients come from
-autograd without a loop over samples: each parameter block is broadcast to one copy per sample,
-the sum of the per-sample losses is differentiated with respect to the copies, and since sample
-``b`` only touches copy ``b`` the gradient of the sum is the stack of per-sample gradients.
+concatenated; :meth:`MLPClassifier.unflatten` names the blocks). Per-sample gradients are one
+batched backward pass, without a loop over samples: each parameter block is broadcast to one
+(read-only) view per sample, and since sample ``b`` only touches view ``b`` the gradient of the
+summed losses with respect to the views is the stack of per-sample gradients. The pass is written
+out by hand, as the same operations autograd's reverse mode performs on that sum (same einsum
+subscripts, the same ``g / cosh(z)^2`` for tanh), so it has autograd's bits (a test compares them)
+without its tape and without materializing a copy of the weights per sample.
 """
 
 from __future__ import annotations
 
-import autograd.numpy as anp
 import numpy as np
-from autograd import grad as agrad
-from autograd.scipy.special import logsumexp
+from scipy.special import logsumexp
 
 from rfed.manifolds import Euclidean, as_generator
 from rfed.problems.base import Problem
@@ -25,17 +26,39 @@ from rfed.problems.base import Problem
 __all__ = ["MLPClassifier", "load_digits_split"]
 
 
-def _loss_sum(blocks, feats, onehot):
-    # blocks: (W1, b1, W2, b2), one copy per sample: (*lead, b, n_in, h), (*lead, b, h), ...
+def _per_sample_grads(blocks, feats, onehot):
+    r"""Gradients of :math:`L = \sum_s \ell_s` with respect to per-sample parameter views.
+
+    ``blocks = (W1, b1, W2, b2)`` of shapes ``(*lead, n_in, h)``, ``(*lead, h)``,
+    ``(*lead, h, c)``, ``(*lead, c)`` (``lead`` ends with the sample axis), ``feats``
+    ``(*lead, n_in)``, ``onehot`` ``(*lead, c)``; with :math:`z = a W_1 + b_1`,
+    :math:`u = \tanh z`, :math:`o = u W_2 + b_2` and
+    :math:`\ell = \mathrm{logsumexp}(o) - o_y`:
+    :math:`\partial o = e^{o - \mathrm{lse}(o)} - y`, :math:`\partial W_2 = u \otimes \partial o`,
+    :math:`\partial z = (W_2 \partial o) / \cosh^2 z`, :math:`\partial W_1 = a \otimes \partial z`.
+    Each line is the operation autograd's reverse pass applies to the summed loss (its einsum
+    vjps swap the operands the same way), hence the same bits.
+
+    Returns
+    -------
+    tuple of arrays, the shapes of ``blocks``
+    """
     w1, b1, w2, b2 = blocks
-    hidden = anp.tanh(anp.einsum("...i,...ih->...h", feats, w1) + b1)
-    logits = anp.einsum("...h,...hc->...c", hidden, w2) + b2
-    return anp.sum(logsumexp(logits, axis=-1) - anp.sum(logits * onehot, axis=-1))
-
-
-#: Gradient of the summed per-sample losses with respect to the per-sample parameter copies
-#: (module level, so that problems pickle: autograd's wrapper is a local function).
-_grad_sum = agrad(_loss_sum)
+    pre = np.einsum("...i,...ih->...h", feats, w1) + b1
+    hidden = np.tanh(pre)
+    logits = np.einsum("...h,...hc->...c", hidden, w2) + b2
+    g_logits = np.exp(logits - logsumexp(logits, axis=-1)[..., None]) - onehot
+    g_w2 = np.einsum("...c,...h->...hc", g_logits, hidden)
+    g_hidden = np.einsum("...c,...hc->...h", g_logits, w2)
+    # tanh' = 1 / cosh^2: cosh overflows to inf for |z| > 710 and the quotient is then the
+    # correct limit 0, so the overflow warning is spurious
+    with np.errstate(over="ignore"):
+        g_pre = g_hidden / np.cosh(pre) ** 2
+    g_w1 = np.einsum("...h,...i->...ih", g_pre, feats)
+    # autograd accumulates each block's gradient into zeros (0 + g): that turns the -0.0 of a
+    # negative g_hidden over an overflowed cosh into +0.0 (the other blocks come out of einsum,
+    # which also sums into zeros, or of exp(.) - y: they hold no -0.0)
+    return g_w1, g_pre + 0.0, g_w2, g_logits
 
 
 def load_digits_split(test_fraction: float = 0.2, rng: np.random.Generator | int = 0):
@@ -111,9 +134,9 @@ class MLPClassifier(Problem):
         ``(*lead, h, n_classes)``, ``(*lead, n_classes)`` from ``x`` of shape ``(*lead, d)``."""
         o = self._offsets
         lead = x.shape[:-1]
-        return (anp.reshape(x[..., o[0]:o[1]], lead + (self.n_in, self.n_hidden)),
+        return (np.reshape(x[..., o[0]:o[1]], lead + (self.n_in, self.n_hidden)),
                 x[..., o[1]:o[2]],
-                anp.reshape(x[..., o[2]:o[3]], lead + (self.n_hidden, self.n_classes)),
+                np.reshape(x[..., o[2]:o[3]], lead + (self.n_hidden, self.n_classes)),
                 x[..., o[3]:o[4]])
 
     @classmethod
@@ -158,15 +181,11 @@ class MLPClassifier(Problem):
         x = np.asarray(x, dtype=float)
         feats = batch["features"]
         lead = feats.shape[:-1]
-        # differentiate w.r.t. per-sample copies of each block (slicing one flat copy would make
-        # autograd scatter with np.add.at, which is much slower)
+        # per-sample views of each block (broadcast, not copied)
         blocks = tuple(np.broadcast_to(np.expand_dims(blk, -1 - (blk.ndim - x.ndim + 1)),
-                                       lead + blk.shape[x.ndim - 1:]).copy()
+                                       lead + blk.shape[x.ndim - 1:])
                        for blk in self.unflatten(x))
-        # autograd differentiates tanh as g / cosh(x)^2: cosh overflows to inf for |x| > 710 and
-        # the quotient is then the correct limit 0, so the overflow warning is spurious
-        with np.errstate(over="ignore"):
-            grads = _grad_sum(blocks, feats, batch["onehot"])
+        grads = _per_sample_grads(blocks, feats, batch["onehot"])
         return np.concatenate([g.reshape(lead + (-1,)) for g in grads], axis=-1)
 
     def accuracy(self, x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> np.ndarray:

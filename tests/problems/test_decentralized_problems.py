@@ -118,6 +118,56 @@ def test_mlp_per_sample_gradients_match_finite_differences_and_single_calls():
     np.testing.assert_allclose(g[1, 2], single[0], atol=1e-12)
 
 
+def _autograd_per_sample_grads(prob, x, batch):
+    """Per-sample gradients by autograd's reverse mode: the summed loss differentiated with
+    respect to one COPY of the parameter blocks per sample (the pre-issue-13 implementation)."""
+    import autograd.numpy as anp
+    from autograd import grad as agrad
+    from autograd.scipy.special import logsumexp as alse
+
+    def loss_sum(blocks, feats, onehot):
+        w1, b1, w2, b2 = blocks
+        hidden = anp.tanh(anp.einsum("...i,...ih->...h", feats, w1) + b1)
+        logits = anp.einsum("...h,...hc->...c", hidden, w2) + b2
+        return anp.sum(alse(logits, axis=-1) - anp.sum(logits * onehot, axis=-1))
+
+    feats = batch["features"]
+    lead = feats.shape[:-1]
+    blocks = tuple(np.broadcast_to(np.expand_dims(blk, -1 - (blk.ndim - x.ndim + 1)),
+                                   lead + blk.shape[x.ndim - 1:]).copy()
+                   for blk in prob.unflatten(x))
+    with np.errstate(over="ignore"):
+        grads = agrad(loss_sum)(blocks, feats, batch["onehot"])
+    return np.concatenate([g.reshape(lead + (-1,)) for g in grads], axis=-1)
+
+
+@pytest.mark.parametrize("hidden", [4, 32])
+def test_mlp_per_sample_gradients_have_autograds_bits(hidden):
+    # the hand-written backward pass performs autograd's operations: equal bit for bit (signed
+    # zeros included), for one point or a point per agent, one sample or many, up to weights
+    # large enough that cosh overflows
+    x_tr, y_tr, _, _ = load_digits_split(rng=0)
+    n, q = 6, 40
+    prob = MLPClassifier(x_tr[: n * q].reshape(n, q, 64), y_tr[: n * q].reshape(n, q),
+                         n_hidden=hidden)
+    rng = np.random.default_rng(3)
+    for trial in range(12):
+        x = prob.initial_point(rng) * (1.0, 5.0, 400.0)[trial % 3]
+        b = 1 if trial % 2 else int(rng.integers(2, q + 1))
+        if trial % 4 == 0:
+            batch = {k: v[2, :b] for k, v in prob.data.items()}
+            xs = x
+        else:
+            agents = np.sort(rng.choice(n, int(rng.integers(1, n + 1)), replace=False))
+            xs = x + rng.standard_normal((agents.size, prob.n_params))
+            idx = np.stack([rng.choice(q, b, replace=False) for _ in agents])
+            batch = prob.batch(agents, idx)
+        got = prob.sample_rgrad(xs, batch)
+        want = _autograd_per_sample_grads(prob, xs, batch)
+        assert got.shape == want.shape
+        assert np.array_equal(got.view(np.int64), want.view(np.int64)), trial
+
+
 def test_mlp_from_parts_pads_and_counts():
     x_tr, y_tr, _, _ = load_digits_split(rng=0)
     parts = [np.arange(10), np.arange(10, 40)]

@@ -21,7 +21,7 @@ import numpy as np
 from rfed.privacy.secure import is_secure
 from rfed.randomness import AgentStreams
 
-__all__ = ["KeyedDraws", "agent_draws", "run_seed"]
+__all__ = ["KeyedDraws", "PlannedRounds", "agent_draws", "run_seed"]
 
 
 class KeyedDraws:
@@ -103,3 +103,39 @@ def _streams_of(seed: int) -> AgentStreams:
             cache.clear()
         streams = cache[seed] = AgentStreams(seed)
     return streams
+
+
+#: Largest schedule (agents x rounds of public draws) a :class:`PlannedRounds` keeps.
+PLANNED_ENTRIES = 1 << 22
+
+
+class PlannedRounds:
+    """The public draws of a run's planned rounds, kept from the budget calibration's replay
+    for the run to reuse instead of drawing them again.
+
+    A public draw is a pure function of ``(seed, round)``
+    (:func:`rfed.randomness.public_generator`), so a kept draw is the one the round would make:
+    reusing it changes no bit. Each round takes its draw once (memory shrinks as the run goes);
+    a round without a kept draw (a resumed run, a schedule above :data:`PLANNED_ENTRIES`
+    entries, another process of an engine) draws it anew.
+    """
+
+    def __init__(self) -> None:
+        self.seed: int | None = None
+        self._draws: dict[int, Any] = {}
+
+    def start(self, seed: int, n_agents: int, n_rounds: int) -> bool:
+        """Forget what was kept; return whether a schedule of this size is kept for ``seed``."""
+        self._draws = {}
+        self.seed = seed if n_agents * n_rounds <= PLANNED_ENTRIES else None
+        return self.seed is not None
+
+    def keep(self, t: int, draw: Any) -> None:
+        """Keep round ``t``'s draw (after :meth:`start` returned True)."""
+        self._draws[t] = draw
+
+    def take(self, seed: int, t: int) -> Any:
+        """Round ``t``'s kept draw of the run of ``seed`` (removed), or ``None``."""
+        if seed != self.seed:
+            return None
+        return self._draws.pop(t, None)

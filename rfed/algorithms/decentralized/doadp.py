@@ -40,7 +40,7 @@ from rfed.algorithms.decentralized._privacy import (
     is_secure,
     reject_epsilon,
 )
-from rfed.algorithms.decentralized._streams import agent_draws, run_seed
+from rfed.algorithms.decentralized._streams import PlannedRounds, agent_draws, run_seed
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.comm import dense_payload_bytes, sparse_payload_bytes
 from rfed.networks.gossip import consensus_direction
@@ -214,6 +214,8 @@ class DOADP(DecentralizedAlgorithm):
         self.batch_size = batch_size
         self.xhat_init = check_choice(xhat_init, "xhat_init", ("x0", "zero"))
         self.delta0 = check_probability(delta0, "delta0")
+        # the activation schedule replayed by the budget calibration, reused by the rounds
+        self._planned = PlannedRounds()
 
     def resolved_k(self, dim: int) -> int:
         """The number of kept coordinates for intrinsic dimension ``dim``."""
@@ -264,8 +266,12 @@ class DOADP(DecentralizedAlgorithm):
         """Rounds each agent will be active in over ``n_rounds`` (the public activation stream
         is keyed by round: the run draws exactly the same schedule)."""
         counts = np.zeros(n, dtype=np.int64)
+        keep = self._planned.start(seed, n, n_rounds)
         for t in range(n_rounds):  # one vectorized draw per round, as step() does
-            counts += self._activation(seed, t, n)
+            eta = self._activation(seed, t, n)
+            counts += eta
+            if keep:
+                self._planned.keep(t, eta)
         return counts
 
     def _account(self, problem, rng, seed) -> GaussianAccount | None:
@@ -341,7 +347,9 @@ class DOADP(DecentralizedAlgorithm):
         if state.ledger is not None:
             state.ledger.check_can_step()
         agents = state.comm.agents
-        eta_all = self._activation(state.seed, state.t, n)
+        eta_all = self._planned.take(state.seed, state.t)
+        if eta_all is None:
+            eta_all = self._activation(state.seed, state.t, n)
         eta = eta_all[agents]  # this block's activation
         act = np.flatnonzero(eta)  # local rows
         act_ids = agents[act]  # their global ids

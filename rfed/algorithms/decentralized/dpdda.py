@@ -44,7 +44,7 @@ from rfed.algorithms.decentralized._privacy import (
     is_secure,
     reject_epsilon,
 )
-from rfed.algorithms.decentralized._streams import agent_draws, run_seed
+from rfed.algorithms.decentralized._streams import PlannedRounds, agent_draws, run_seed
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.mixing import RandomGossip
 from rfed.networks.network import Network
@@ -150,6 +150,8 @@ class DPDDA(DecentralizedAlgorithm):
             raise ValueError("argument 'clip' must be > 0")
         self.inactive_x = check_choice(inactive_x, "inactive_x", ("freeze", "recompute"))
         self.delta0 = check_probability(delta0, "delta0")
+        # the node-sampling rounds replayed by the budget calibration, reused by the rounds
+        self._planned = PlannedRounds()
 
     @property
     def iota(self) -> float:
@@ -211,9 +213,14 @@ class DPDDA(DecentralizedAlgorithm):
     def planned_activity(self, seed: int, n_rounds: int) -> np.ndarray:
         """Rounds each node will be active in over ``n_rounds`` (the public node-sampling
         stream is keyed by round: the run draws exactly the same schedule)."""
-        counts = np.zeros(self.gossip.graph.n_nodes, dtype=np.int64)
+        n = self.gossip.graph.n_nodes
+        counts = np.zeros(n, dtype=np.int64)
+        keep = self._planned.start(seed, n, n_rounds)
         for t in range(n_rounds):  # one draw per round, as step() does
-            counts += self._sample(seed, t).active
+            rnd = self._sample(seed, t)
+            counts += rnd.active
+            if keep:
+                self._planned.keep(t, rnd)
         return counts
 
     def _account(self, problem, rng, seed, lip) -> GaussianAccount | None:
@@ -276,7 +283,9 @@ class DPDDA(DecentralizedAlgorithm):
         xtilde = manifold.exp(state.xtilde, (a_t / big_a) * manifold.log(state.xtilde, state.x))
         if state.ledger is not None:
             state.ledger.check_can_step()
-        rnd = self._sample(state.seed, state.t)
+        rnd = self._planned.take(state.seed, state.t)
+        if rnd is None:
+            rnd = self._sample(state.seed, state.t)
         agents = state.comm.agents  # this block's global ids
         active = rnd.active[agents]
         act = np.flatnonzero(active)  # local rows of the block's active agents
