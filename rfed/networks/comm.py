@@ -263,6 +263,15 @@ def _offdiag_arcs(
     return rows, cols, vals, indptr
 
 
+def _out_degrees(w: sp.csr_matrix) -> np.ndarray:
+    """Non-zero off-diagonal entries of each column of a square ``w`` (agent ``j``'s
+    out-neighbours, the arcs ``j -> i``), int64 ``(n,)``; without listing the arcs."""
+    # the masked copy costs 4x the count: skip it when no stored entry is zero
+    nonzero = w.indices if np.count_nonzero(w.data) == w.nnz else w.indices[w.data != 0]
+    counts = np.bincount(nonzero, minlength=w.shape[1])
+    return (counts - (w.diagonal() != 0)).astype(np.int64)
+
+
 class Communicator(abc.ABC):
     """Abstract communication engine for ``n_agents`` agents (and an optional server).
 
@@ -501,23 +510,20 @@ class InProcessCommunicator(Communicator):
     """All agents in one process: one sparse product or fancy index per call (the default)."""
 
     def _count_arcs(self, kind, w, v, senders, payload_bytes):
-        if senders is None:
-            # the masked copy costs 4x the count: skip it when no stored entry is zero
-            nonzero = w.indices if np.count_nonzero(w.data) == w.nnz else w.indices[w.data != 0]
-            counts = np.bincount(nonzero, minlength=self.n_agents)
-            counts = (counts - (w.diagonal() != 0)).astype(np.int64)
-        else:
+        if senders is not None:
             mask = self._sender_mask(senders)
-            rows, cols, _, _ = _offdiag_arcs(w)
-            bad = ~mask[cols]
-            if np.any(bad):
-                e = int(np.flatnonzero(bad)[0])
+            # stored non-zeros reading a silent agent's value: fine on the diagonal (its own
+            # value), an error off it; only those entries' rows are looked up
+            pos = np.flatnonzero((w.data != 0) & ~mask[w.indices])
+            rows = np.searchsorted(w.indptr, pos, side="right") - 1
+            off = np.flatnonzero(rows != w.indices[pos])
+            if off.size:
+                r, c = int(rows[off[0]]), int(w.indices[pos[off[0]]])
                 raise ValueError(
-                    f"{kind}: weights[{rows[e]}, {cols[e]}] = {w[rows[e], cols[e]]:.6g} uses the "
-                    f"value of agent {cols[e]}, which does not send this round"
+                    f"{kind}: weights[{r}, {c}] = {w[r, c]:.6g} uses the value of agent {c}, "
+                    f"which does not send this round"
                 )
-            counts = np.bincount(cols, minlength=self.n_agents).astype(np.int64)
-        self._record(kind, counts, self._per_message_bytes(v, payload_bytes))
+        self._record(kind, _out_degrees(w), self._per_message_bytes(v, payload_bytes))
 
     def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False):
         v = self._check_values(values)
@@ -578,9 +584,7 @@ class InProcessCommunicator(Communicator):
             raise ValueError(f"argument 'delta' has shape {d.shape}, copies have {c.shape}")
         w = _pattern(weights, self.n_agents)
         mask = self._sender_mask(senders)
-        rows, cols, _, _ = _offdiag_arcs(w)
-        sent = mask[cols]
-        counts = np.bincount(cols[sent], minlength=self.n_agents).astype(np.int64)
+        counts = _out_degrees(w) * mask   # a sender messages each of its out-neighbours
         self._record("publish", counts, self._per_message_bytes(d, payload_bytes))
         shape = (self.n_agents,) + (1,) * (c.ndim - 1)
         return c + np.where(mask.reshape(shape), d, 0.0)
