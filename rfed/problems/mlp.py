@@ -26,7 +26,7 @@ from rfed.problems.base import Problem
 __all__ = ["MLPClassifier", "load_digits_split"]
 
 
-def _per_sample_grads(blocks, feats, onehot):
+def _per_sample_grads(blocks, feats, onehot, out):
     r"""Gradients of :math:`L = \sum_s \ell_s` with respect to per-sample parameter views.
 
     ``blocks = (W1, b1, W2, b2)`` of shapes ``(*lead, n_in, h)``, ``(*lead, h)``,
@@ -39,26 +39,27 @@ def _per_sample_grads(blocks, feats, onehot):
     Each line is the operation autograd's reverse pass applies to the summed loss (its einsum
     vjps swap the operands the same way), hence the same bits.
 
-    Returns
-    -------
-    tuple of arrays, the shapes of ``blocks``
+    The four gradients are written into ``out``, views of the shapes of ``blocks`` (the blocks of
+    the flat result, so it is not assembled by a copy).
     """
     w1, b1, w2, b2 = blocks
+    g_w1, g_b1, g_w2, g_b2 = out
     pre = np.einsum("...i,...ih->...h", feats, w1) + b1
     hidden = np.tanh(pre)
     logits = np.einsum("...h,...hc->...c", hidden, w2) + b2
-    g_logits = np.exp(logits - logsumexp(logits, axis=-1)[..., None]) - onehot
-    g_w2 = np.einsum("...c,...h->...hc", g_logits, hidden)
+    g_logits = np.subtract(np.exp(logits - logsumexp(logits, axis=-1)[..., None]), onehot,
+                           out=g_b2)
+    np.einsum("...c,...h->...hc", g_logits, hidden, out=g_w2)
     g_hidden = np.einsum("...c,...hc->...h", g_logits, w2)
     # tanh' = 1 / cosh^2: cosh overflows to inf for |z| > 710 and the quotient is then the
     # correct limit 0, so the overflow warning is spurious
     with np.errstate(over="ignore"):
         g_pre = g_hidden / np.cosh(pre) ** 2
-    g_w1 = np.einsum("...h,...i->...ih", g_pre, feats)
+    np.einsum("...h,...i->...ih", g_pre, feats, out=g_w1)
     # autograd accumulates each block's gradient into zeros (0 + g): that turns the -0.0 of a
     # negative g_hidden over an overflowed cosh into +0.0 (the other blocks come out of einsum,
     # which also sums into zeros, or of exp(.) - y: they hold no -0.0)
-    return g_w1, g_pre + 0.0, g_w2, g_logits
+    np.add(g_pre, 0.0, out=g_b1)
 
 
 def load_digits_split(test_fraction: float = 0.2, rng: np.random.Generator | int = 0):
@@ -139,6 +140,18 @@ class MLPClassifier(Problem):
                 np.reshape(x[..., o[2]:o[3]], lead + (self.n_hidden, self.n_classes)),
                 x[..., o[3]:o[4]])
 
+    def _blocks_of(self, flat: np.ndarray) -> tuple[np.ndarray, ...]:
+        """:meth:`unflatten` of ``flat`` as views (writing them writes ``flat``)."""
+        o, lead = self._offsets, flat.shape[:-1]
+        shapes = ((self.n_in, self.n_hidden), (self.n_hidden,),
+                  (self.n_hidden, self.n_classes), (self.n_classes,))
+        views = tuple(flat[..., o[k]:o[k + 1]].reshape(lead + shape)
+                      for k, shape in enumerate(shapes))
+        # splitting the last axis of a slice is always a view (numpy >= 1.26 has no
+        # reshape(copy=False) to say so)
+        assert all(v.size == 0 or np.may_share_memory(v, flat) for v in views)
+        return views
+
     @classmethod
     def from_parts(cls, features: np.ndarray, labels: np.ndarray, parts, **kwargs):
         """Build from pooled data ``(N, n_in)``, ``(N,)`` and per-agent index arrays ``parts``
@@ -185,8 +198,9 @@ class MLPClassifier(Problem):
         blocks = tuple(np.broadcast_to(np.expand_dims(blk, -1 - (blk.ndim - x.ndim + 1)),
                                        lead + blk.shape[x.ndim - 1:])
                        for blk in self.unflatten(x))
-        grads = _per_sample_grads(blocks, feats, batch["onehot"])
-        return np.concatenate([g.reshape(lead + (-1,)) for g in grads], axis=-1)
+        out = np.empty(lead + (self.n_params,))
+        _per_sample_grads(blocks, feats, batch["onehot"], self._blocks_of(out))
+        return out
 
     def accuracy(self, x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """Classification accuracy of parameters ``x`` ``(*lead, d)`` on ``(N, n_in)`` data.

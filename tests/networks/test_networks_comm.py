@@ -214,3 +214,28 @@ def test_copies_are_not_counted(setup):
     comm.gather_from_neighbors(w, x, copies=True)
     comm.mix(w, x, copies=True)
     assert comm.stats.messages == 0 and comm.stats.bytes == 0
+
+
+def test_senders_mix_counts_arcs_of_a_gossip_round_and_ignores_stored_zeros():
+    # a DP-DDA-like round: silent agents keep only their own (diagonal) value; a stored zero
+    # off the diagonal reads nothing. Counts: one message per non-zero off-diagonal arc.
+    n = 7
+    w = sp.lil_matrix(np.eye(n))
+    for i, j in ((1, 4), (2, 6)):
+        w[i, i] = w[j, j] = w[i, j] = w[j, i] = 0.5
+    w[0, 3] = 0.0   # stored zero: agent 3 is silent, yet nothing reads its value
+    w = sp.csr_matrix(w)
+    w[0, 3] = 0.0
+    assert w.nnz == n + 4 + 1
+    active = np.zeros(n, dtype=bool)
+    active[[1, 4, 2, 6]] = True
+    x = np.arange(2.0 * n).reshape(n, 2)
+    comm = InProcessCommunicator(n)
+    np.testing.assert_allclose(comm.mix(w, x, senders=active), w @ x)
+    receivers, senders, _ = arc_list(w)
+    assert comm.stats.messages == receivers.size == 4
+    np.testing.assert_array_equal(comm.stats.messages_sent,
+                                  np.bincount(senders, minlength=n))
+    active[6] = False
+    with pytest.raises(ValueError, match=r"weights\[2, 6\] = 0.5 uses the value of agent 6"):
+        comm.mix(w, x, senders=active)
