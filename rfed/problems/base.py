@@ -526,8 +526,12 @@ class Problem(abc.ABC):
         agents, data, mask = self._all(agents)
         x = np.broadcast_to(x, (agents.size,) + self.manifold.point_shape)
         g = self.sample_rgrad(x, data)
-        m = mask.reshape(mask.shape + (1,) * len(self.manifold.point_shape))
-        return np.sum(np.where(m, g, 0.0), axis=1) / self.counts[agents].reshape(
+        # padding rows exist only when the local sizes differ; without them the masked copy is
+        # g itself (the same C-ordered values, so the same sum)
+        if not (g.flags.c_contiguous and mask.all()):
+            m = mask.reshape(mask.shape + (1,) * len(self.manifold.point_shape))
+            g = np.where(m, g, 0.0)
+        return np.sum(g, axis=1) / self.counts[agents].reshape(
             (-1,) + (1,) * len(self.manifold.point_shape)
         )
 
