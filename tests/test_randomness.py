@@ -137,3 +137,13 @@ def test_seeds_above_2_63_have_their_own_streams(seed):
     draws = AgentStreams(seed).normal([0], 0, "noise", (8,))
     for other in (0, 2**63, seed - 1):
         assert not np.any(draws == AgentStreams(other).normal([0], 0, "noise", (8,)))
+
+
+def test_increasing_and_unordered_blocks_over_several_groups_agree_with_single_agents():
+    # increasing ids take the path without np.unique; unordered (and repeated) ids the other
+    s = AgentStreams(seed=9)
+    for agents in (np.array([1, 2, 17, 18, 40]), np.array([40, 2, 17, 2, 1, 18])):
+        together = s.normal(agents, 3, "noise", (4,))
+        for i, a in enumerate(agents):
+            np.testing.assert_array_equal(s.normal([a], 3, "noise", (4,))[0], together[i])
+    assert s.normal(np.zeros(0, dtype=int), 3, "noise", (4,)).shape == (0, 4)

@@ -311,3 +311,40 @@ def test_paper_calibrations_reproduce_the_papers_formulas(logreg, svm1, dispatch
         prob, 50, rng=0, eval_every=50).privacy
     assert rep["paper"]["epsilon"] == pytest.approx(100.0, rel=1e-9)  # eq. (38)
     assert rep["paper"]["label"] == "paper's formula, not a guarantee"
+
+
+@pytest.mark.parametrize("name", ["DO-ADP", "DP-DDA"])
+def test_rounds_reuse_the_calibrations_replayed_schedule_with_the_same_bits(logreg, svm1,
+                                                                             name):
+    # the budget calibration replays the public schedule (activation / node sampling); the
+    # rounds take those draws instead of drawing again: the run is the one that draws anew
+    # (a kept schedule emptied after init), and each round's kept draw is used once
+    prob, make, rounds = _gaussian_makers(logreg, svm1, sampled=False)[name]
+
+    def final(empty_after_init):
+        alg = make(budget=PrivacyBudget(2.0, DELTA), n_rounds=rounds)
+        state = alg.init(prob, np.zeros(4), np.random.default_rng(5))
+        assert alg._planned.seed == state.seed and len(alg._planned._draws) == rounds
+        if empty_after_init:
+            alg._planned.start(state.seed, 1, 1)
+        for _ in range(rounds):
+            state = alg.step(prob, state)
+        assert not alg._planned._draws   # taken once each (or never kept)
+        return state
+
+    kept, drawn = final(False), final(True)
+    np.testing.assert_array_equal(kept.x, drawn.x)
+    np.testing.assert_array_equal(kept.ledger.counts, drawn.ledger.counts)
+    assert kept.comm.total_stats() == drawn.comm.total_stats()
+
+
+def test_a_schedule_above_the_size_limit_is_not_kept(monkeypatch, logreg):
+    from rfed.algorithms.decentralized import _streams
+
+    monkeypatch.setattr(_streams, "PLANNED_ENTRIES", 6 * 12 - 1)   # 6 agents x 12 rounds
+    alg = DOADP(Network(ring(6)), alpha=0.1, p=0.8, k=2, grad_bound=1.0, batch_size=None,
+                budget=PrivacyBudget(2.0, DELTA), n_rounds=12)
+    state = alg.init(logreg, np.zeros(4), np.random.default_rng(5))
+    assert alg._planned.seed is None and not alg._planned._draws
+    assert alg._planned.take(state.seed, 0) is None
+    alg.step(logreg, state)    # draws its activation itself
