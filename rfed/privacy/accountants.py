@@ -82,6 +82,7 @@ import numpy as np
 from dp_accounting import pld as dpa_pld
 from dp_accounting.rdp import rdp_privacy_accountant as dpa_rdp
 
+from rfed.privacy import _rdp
 from rfed.privacy._checks import (
     check_choice,
     check_delta,
@@ -459,11 +460,39 @@ def prune_rdp_cache(folder: str | os.PathLike | None = None) -> int:
     return removed
 
 
+def _curve_engine(spec: EventSpec) -> str:
+    """Which code computes the RDP curve of ``spec``: :mod:`rfed.privacy._rdp` for the
+    Gaussian events, dp-accounting for the rest (the Laplace mechanism)."""
+    return _rdp.IMPLEMENTATION if spec.mechanism == "gaussian" else "dp-accounting"
+
+
 def _curve_key(spec: EventSpec, neighboring: str, orders: tuple[float, ...]) -> str:
-    """Everything an RDP curve depends on, dp-accounting's version included (never stale)."""
-    return json.dumps({"dp_accounting": DP_ACCOUNTING_VERSION, "neighboring": neighboring,
-                       "event": spec.to_dict(), "orders": [repr(o) for o in orders]},
-                      sort_keys=True)
+    """Everything an RDP curve depends on, the code that computed it and dp-accounting's
+    version included: curves of another implementation or version are never read."""
+    return json.dumps({"dp_accounting": DP_ACCOUNTING_VERSION, "engine": _curve_engine(spec),
+                       "neighboring": neighboring, "event": spec.to_dict(),
+                       "orders": [repr(o) for o in orders]}, sort_keys=True)
+
+
+def _compute_rdp_curve(spec: EventSpec, neighboring: str, orders: tuple[float, ...]
+                       ) -> np.ndarray:
+    """RDP curve of one invocation of ``spec`` (after :meth:`EventSpec.check_supported`).
+
+    Gaussian events are evaluated by :mod:`rfed.privacy._rdp` (the bounds dp-accounting uses,
+    vectorized); the Laplace mechanism by dp-accounting's ``RdpAccountant``.
+    """
+    order_array = np.asarray(orders, dtype=float)
+    if spec.mechanism == "gaussian":
+        z = spec.noise_multiplier
+        if spec.sampling == "poisson":
+            return _rdp.poisson_gaussian_rdp(spec.sampling_rate, z, order_array)
+        if spec.sampling == "without_replacement":
+            q = spec.sample_size / spec.dataset_size  # dp-accounting's q, from the sizes
+            return _rdp.sample_wor_gaussian_rdp(q, z, order_array)
+        return _rdp.gaussian_rdp(z, order_array)
+    acc = dpa_rdp.RdpAccountant(orders=list(orders), neighboring_relation=_NR[neighboring])
+    acc.compose(spec.to_dp_event("rdp", neighboring))
+    return np.asarray(acc.rdp, dtype=float)
 
 
 def _disk_load(folder: str, key: str) -> np.ndarray | None:
@@ -515,9 +544,7 @@ def _rdp_vector(spec: EventSpec, neighboring: str, orders: tuple[float, ...]):
     key = _curve_key(spec, neighboring, orders) if folder else ""
     rdp = _disk_load(folder, key) if folder else None
     if rdp is None or rdp.shape != (len(orders),):
-        acc = dpa_rdp.RdpAccountant(orders=list(orders), neighboring_relation=_NR[neighboring])
-        acc.compose(spec.to_dp_event("rdp", neighboring))
-        rdp = np.asarray(acc.rdp, dtype=float)
+        rdp = _compute_rdp_curve(spec, neighboring, orders)
         if folder:
             _disk_store(folder, key, rdp)
     rdp.setflags(write=False)  # shared by every caller of the cache
