@@ -120,8 +120,9 @@ def _poisson_log_a_frac(q: float, sigma: float, alphas: np.ndarray) -> np.ndarra
     stopping index (``inf`` when the series does not stop within 1000 terms)."""
     out = np.full(alphas.shape, np.inf)
     todo = np.ones(alphas.shape, dtype=bool)
-    # most series stop within a few dozen terms: try 64 first, then dp-accounting's cap
-    for n_terms in (64, _MAX_FRAC_TERMS):
+    # most series stop within a few dozen terms: try short prefixes first, then
+    # dp-accounting's cap
+    for n_terms in (32, 160, _MAX_FRAC_TERMS):
         if not todo.any():
             break
         log_s0, log_s1 = _poisson_frac_terms(q, sigma, alphas[todo], n_terms)
@@ -133,10 +134,9 @@ def _poisson_log_a_frac(q: float, sigma: float, alphas: np.ndarray) -> np.ndarra
         stop[:, 1:] = ((log_s0[:, 1:] < log_s0[:, :-1]) & (log_s1[:, 1:] < log_s1[:, :-1])
                        & (np.maximum(log_s0[:, 1:], log_s1[:, 1:]) < total[:, 1:] - 30))
         found = stop.any(axis=1)
-        last = np.argmax(stop, axis=1)
-        used = np.arange(n_terms) <= last[:, None]
-        value = special.logsumexp(np.where(used, np.logaddexp(log_s0, log_s1), -np.inf),
-                                  axis=1)
+        # the running total at the stopping index: summed left to right, as dp-accounting
+        # does, and independent of the prefix length (and so of the other orders)
+        value = total[np.arange(total.shape[0]), np.argmax(stop, axis=1)]
         rows = np.flatnonzero(todo)
         out[rows[found]] = value[found]
         todo[rows[found]] = False
@@ -205,7 +205,7 @@ def _log_even_forward_differences(sigma: float, m_max: int) -> np.ndarray:
     def peak(lo, hi):
         # g_m' decreases from +inf to -inf on each side of z0; bisect for its zero
         with np.errstate(divide="ignore", over="ignore"):
-            for _ in range(60):
+            for _ in range(48):  # the bracket (< 1e4 wide) to 1e-10: ample for a window
                 mid = 0.5 * (lo + hi)
                 pos = slope(mid) > 0
                 lo, hi = np.where(pos, mid, lo), np.where(pos, hi, mid)

@@ -44,7 +44,7 @@ def assert_close_to_dp_accounting(ours, reference, orders=ORDERS):
     assert not np.any(np.isnan(ours))
     fin = np.isfinite(reference)
     log_a, log_a_ref = ours[fin] * (orders[fin] - 1), reference[fin] * (orders[fin] - 1)
-    for a, ours_a, ref_a in zip(orders[fin], log_a, log_a_ref):
+    for a, ours_a, ref_a in zip(orders[fin], log_a, log_a_ref, strict=True):
         assert abs(ours_a - ref_a) <= 1e-12 * abs(ref_a) + 1e-15 * a, (a, ours_a, ref_a)
 
 
