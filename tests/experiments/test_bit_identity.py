@@ -60,8 +60,8 @@ EXPECTED = {
     # (2) dp-accounting's forward differences of Thm 27 (sampling without replacement)
     #     cancel catastrophically for noise multipliers above ~5; rfed integrates them and
     #     matches mpmath to ~1e-13. Curves of these runs' events at orders <= 32 differ from
-    #     dp-accounting's by up to 2.3e-8 relative, at orders 33-256 by up to 91% (dp-accounting
-    #     too large; at z = 27.7, q = 0.5, order 63 it is 2.5x the exact value). Certified
+    #     dp-accounting's by up to 2.3e-8 relative; at orders 33-256 dp-accounting's values are
+    #     up to 11x rfed's (at z = 27.7, q = 0.5, order 63 it is 2.5x the exact value). Certified
     #     epsilons change by 3.5e-5 and 9.8e-3 relative in prirfed-fig1 (0.5144 -> 0.5093 at
     #     the paper's sigma), 1.2e-8 in fig3/fig4, 3.9e-8 in fig5, 8.6e-11 in fig2; the
     #     histories move by at most 2.5e-5 (fig1), 3.5e-9 (fig5), 1.3e-10 (dpdda-svm) and
