@@ -29,6 +29,7 @@ printed beside them (it differs where dp-accounting's curve is off, see
 from __future__ import annotations
 
 import argparse
+import logging
 import tempfile
 import time
 
@@ -189,6 +190,8 @@ def main() -> None:
                         help="on-disk cache of the warm-disk column (default: a fresh "
                              "temporary folder)")
     args = parser.parse_args()
+    # dp-accounting warns once per order whose fractional series it abandons (inf), per call
+    logging.getLogger("absl").setLevel(logging.ERROR)
     curve_table(args.repeat)
     calibration_table(args.repeat, args.cache_dir)
 
