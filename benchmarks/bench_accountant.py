@@ -1,74 +1,103 @@
-"""Time of noise calibration for the events of dpdl-digits and prirfed-fig2 (cold and warm).
+"""RDP accountant speed: one curve (dp-accounting against rfed's vectorized curves) and noise
+calibration (cold and warm caches, and cold with either curve engine).
 
-Run on demand: ``python benchmarks/bench_accountant.py [--cache-dir DIR]``.
+Run on demand: ``python benchmarks/bench_accountant.py [--repeat 7] [--cache-dir DIR]``.
 
-The calibration calls of each experiment are captured by starting the experiment at its default
-settings and stopping it at its first calibration (DPDL: ``gaussian_groups_calibration`` of
-:mod:`rfed.algorithms.decentralized.dpdl`; PriRFed: ``calibrate`` of
-:mod:`rfed.algorithms.federated.accounting`). Each captured call is then timed (CPU time,
-``time.process_time``):
+**Curves.** The first subsampled event of dpdl-digits, doadp-logreg, prirfed-fig1 and
+prirfed-fig5 at their default settings is captured (each experiment is started and stopped at
+its first subsampled RDP curve; all four sample without replacement) and its curve over
+dp-accounting's default orders is timed with dp-accounting's ``RdpAccountant`` and with
+:mod:`rfed.privacy._rdp`, interleaved, median of ``--repeat`` CPU times
+(``time.process_time``). No default experiment uses Poisson sampling; the Poisson rows time the
+Poisson-subsampled Gaussian at the same noise multiplier and rate.
 
-* ``cold``: every in-memory cache cleared and an empty on-disk cache (a first run);
-* ``warm disk``: in-memory caches cleared, the on-disk cache filled by the cold call (a second
-  run of the same configuration in a new process);
+**Calibration.** The calibration calls of dpdl-digits (``gaussian_groups_calibration`` of
+:mod:`rfed.algorithms.decentralized.dpdl`) and of prirfed-fig1 and prirfed-fig2 (``calibrate``
+of :mod:`rfed.algorithms.federated.accounting`) are captured the same way, then timed (CPU):
+
+* ``cold dp-accounting`` / ``cold rfed``: empty caches and no disk cache, curves computed by
+  dp-accounting (the code before issue 13) or by rfed, interleaved (median of ``--repeat``);
+* ``warm disk``: rfed curves, in-memory caches cleared, the on-disk cache filled by a cold call
+  (a second run of the same configuration in a new process);
 * ``warm memory``: nothing cleared (a repetition within one run).
 
-The calibrated noise multiplier of the three must agree exactly.
+The noise multipliers of the three rfed calls must agree exactly; the dp-accounting one is
+printed beside them (it differs where dp-accounting's curve is off, see
+``tests/privacy/test_rdp_vectorized.py``).
 """
 
 from __future__ import annotations
 
 import argparse
+import logging
 import tempfile
 import time
+
+import numpy as np
+from _timing import interleaved_medians
+from dp_accounting.rdp import rdp_privacy_accountant as dpa_rdp
 
 from rfed.algorithms.decentralized import _privacy as dec_privacy
 from rfed.algorithms.decentralized import dpdl as dpdl_module
 from rfed.algorithms.federated import accounting as fed_accounting
 from rfed.experiments.registry import run_experiment
 from rfed.privacy import accountants
+from rfed.privacy.accountants import DEFAULT_RDP_ORDERS, EventSpec
 
 
 class _Captured(Exception):
     pass
 
 
-def capture_dpdl() -> tuple:
-    """The arguments of dpdl-digits' first ``gaussian_groups_calibration``."""
+def capture_call(module, attribute: str, name: str, overrides=None) -> tuple:
+    """The arguments of the first call of ``module.attribute`` when experiment ``name`` runs."""
     calls = []
-    original = dpdl_module.gaussian_groups_calibration
+    original = getattr(module, attribute)
 
     def spy(*args, **kwargs):
         calls.append((args, kwargs))
         raise _Captured
 
-    dpdl_module.gaussian_groups_calibration = spy
+    setattr(module, attribute, spy)
     try:
-        run_experiment("dpdl-digits", overrides={"non_private": False})
+        run_experiment(name, overrides=overrides)
     except _Captured:
         pass
     finally:
-        dpdl_module.gaussian_groups_calibration = original
+        setattr(module, attribute, original)
     return calls[0]
 
 
-def capture_prirfed() -> tuple:
-    """The arguments of prirfed-fig2's first ``calibrate``."""
-    calls = []
-    original = fed_accounting.calibrate
+def capture_event(name: str) -> tuple[EventSpec, str]:
+    """The first subsampled event (and its relation) whose RDP curve experiment ``name`` asks
+    for at its default settings."""
+    overrides = {"non_private": False} if name == "dpdl-digits" else None
+    original = accountants._rdp_vector
+    found = []
 
-    def spy(*args, **kwargs):
-        calls.append((args, kwargs))
-        raise _Captured
+    def spy(spec, neighboring, orders):
+        if spec.sampling != "none":
+            found.append((spec, neighboring))
+            raise _Captured
+        return original(spec, neighboring, orders)
 
-    fed_accounting.calibrate = spy
+    spy.cache_clear = original.cache_clear
+    accountants._rdp_vector = spy
     try:
-        run_experiment("prirfed-fig2")
+        run_experiment(name, overrides=overrides)
     except _Captured:
         pass
     finally:
-        fed_accounting.calibrate = original
-    return calls[0]
+        accountants._rdp_vector = original
+    return found[0]
+
+
+def dp_accounting_curve(spec: EventSpec, neighboring: str, orders) -> np.ndarray:
+    """The curve as computed before issue 13: dp-accounting's ``RdpAccountant``."""
+    acc = dpa_rdp.RdpAccountant(orders=list(orders),
+                                neighboring_relation=accountants._NR[neighboring])
+    acc.compose(spec.to_dp_event("rdp", neighboring))
+    return np.asarray(acc.rdp, dtype=float)
 
 
 def clear_memory() -> None:
@@ -82,32 +111,89 @@ def timed(fn) -> tuple[float, object]:
     return time.process_time() - t0, out
 
 
-def main() -> None:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--cache-dir", default=None,
-                        help="on-disk cache to use (default: a fresh temporary folder)")
-    args = parser.parse_args()
+def noise_of(out) -> float:
+    return out[0] if isinstance(out, tuple) else out.noise_multiplier
+
+
+def curve_table(repeat: int) -> None:
+    print(f"{'event':<52} {'dp-accounting [ms]':>19} {'rfed vectorized [ms]':>21} "
+          f"{'ratio':>7}")
+    for name in ("dpdl-digits", "doadp-logreg", "prirfed-fig1", "prirfed-fig5"):
+        spec, neighboring = capture_event(name)
+        events = [(f"{name} {spec.describe()}", spec, neighboring)]
+        poisson = EventSpec.make("gaussian", spec.noise_multiplier, "poisson", spec.sampling_rate)
+        events.append((f"  same z, Poisson(q={spec.sampling_rate:.3g})", poisson,
+                       "add_remove_one"))
+        for label, event, relation in events:
+            ref = dp_accounting_curve(event, relation, DEFAULT_RDP_ORDERS)
+            ours = accountants._compute_rdp_curve(event, relation, DEFAULT_RDP_ORDERS)
+            assert np.array_equal(np.isinf(ref), np.isinf(ours)), label
+            med = interleaved_medians({
+                "dpa": lambda e=event, r=relation: dp_accounting_curve(e, r, DEFAULT_RDP_ORDERS),
+                "rfed": lambda e=event, r=relation: accountants._compute_rdp_curve(
+                    e, r, DEFAULT_RDP_ORDERS),
+            }, repeat)
+            print(f"{label:<52} {1e3 * med['dpa']:>19.1f} {1e3 * med['rfed']:>21.2f} "
+                  f"{med['dpa'] / med['rfed']:>6.1f}x", flush=True)
+
+
+def calibration_table(repeat: int, cache_dir: str | None) -> None:
     cases = {
-        "dpdl-digits (groups)": (capture_dpdl(),
-                                 lambda a, k: dec_privacy.gaussian_groups_calibration(*a, **k)),
-        "prirfed-fig2 (calibrate)": (capture_prirfed(),
-                                     lambda a, k: fed_accounting.calibrate(*a, **k)),
+        "dpdl-digits (groups)": (
+            capture_call(dpdl_module, "gaussian_groups_calibration", "dpdl-digits",
+                         {"non_private": False}),
+            lambda a, k: dec_privacy.gaussian_groups_calibration(*a, **k)),
+        "prirfed-fig1 (calibrate)": (
+            capture_call(fed_accounting, "calibrate", "prirfed-fig1"),
+            lambda a, k: fed_accounting.calibrate(*a, **k)),
+        "prirfed-fig2 (calibrate)": (
+            capture_call(fed_accounting, "calibrate", "prirfed-fig2"),
+            lambda a, k: fed_accounting.calibrate(*a, **k)),
     }
-    with tempfile.TemporaryDirectory() as tmp:
-        accountants.set_rdp_cache_dir(args.cache_dir or tmp)
-        print(f"{'events':<26} {'cold [s]':>9} {'warm disk [s]':>14} {'warm memory [s]':>16} "
-              f"{'z':>20}")
-        for name, ((a, k), call) in cases.items():
+    print(f"\n{'calibration':<26} {'cold dp-acc [s]':>15} {'cold rfed [s]':>14} {'ratio':>7} "
+          f"{'warm disk [s]':>14} {'warm mem [s]':>13}   z (rfed) / z (dp-accounting)")
+    rfed_engine = accountants._compute_rdp_curve
+    for name, ((a, k), call) in cases.items():
+        outputs = {}
+
+        def cold(engine, key, a=a, k=k, call=call, outputs=outputs):
+            accountants._compute_rdp_curve = engine
+            accountants.set_rdp_cache_dir(None)
+            clear_memory()
+            try:
+                outputs[key] = call(a, k)
+            finally:
+                accountants._compute_rdp_curve = rfed_engine
+
+        med = interleaved_medians({"dpa": lambda: cold(dp_accounting_curve, "dpa"),
+                                   "rfed": lambda: cold(rfed_engine, "rfed")}, repeat)
+        with tempfile.TemporaryDirectory() as tmp:
+            accountants.set_rdp_cache_dir(cache_dir or tmp)
             accountants.clear_rdp_cache(memory=True, disk=True)
             dec_privacy._calibrate_groups.cache_clear()
-            cold, out_cold = timed(lambda a=a, k=k, call=call: call(a, k))
+            _, out_cold = timed(lambda a=a, k=k, call=call: call(a, k))
             clear_memory()
             disk, out_disk = timed(lambda a=a, k=k, call=call: call(a, k))
             memory, out_memory = timed(lambda a=a, k=k, call=call: call(a, k))
-            z = [o[0] if isinstance(o, tuple) else o.noise_multiplier
-                 for o in (out_cold, out_disk, out_memory)]
-            assert z[0] == z[1] == z[2], z
-            print(f"{name:<26} {cold:>9.3f} {disk:>14.3f} {memory:>16.3f} {z[0]!r:>20}")
+            accountants.set_rdp_cache_dir(None)
+        z = [noise_of(o) for o in (out_cold, out_disk, out_memory, outputs["rfed"])]
+        assert z[0] == z[1] == z[2] == z[3], z
+        print(f"{name:<26} {med['dpa']:>15.3f} {med['rfed']:>14.3f} "
+              f"{med['dpa'] / med['rfed']:>6.1f}x {disk:>14.4f} {memory:>13.4f}   "
+              f"{z[0]!r} / {noise_of(outputs['dpa'])!r}", flush=True)
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeat", type=int, default=7, help="timed calls per row (median)")
+    parser.add_argument("--cache-dir", default=None,
+                        help="on-disk cache of the warm-disk column (default: a fresh "
+                             "temporary folder)")
+    args = parser.parse_args()
+    # dp-accounting warns once per order whose fractional series it abandons (inf), per call
+    logging.getLogger("absl").setLevel(logging.ERROR)
+    curve_table(args.repeat)
+    calibration_table(args.repeat, args.cache_dir)
 
 
 if __name__ == "__main__":

@@ -5,7 +5,11 @@ An accountant composes the privacy events the code actually performs and answers
 
 * ``'rdp'``: Renyi DP (Mironov 2017; Poisson-subsampled Gaussian of Mironov, Talwar and Zhang
   2019; sampling without replacement of Wang, Balle and Kasiviswanathan 2019, Thm 27), converted
-  to (epsilon, delta) by dp-accounting's ``compute_epsilon``. Fast, slightly loose.
+  to (epsilon, delta) by dp-accounting's ``compute_epsilon``. Fast, slightly loose. The curves
+  of the Gaussian events are the bounds dp-accounting uses, evaluated by
+  :mod:`rfed.privacy._rdp` (vectorized: ~20x faster without replacement; the forward
+  differences of Thm 27 are integrated where dp-accounting's repeated subtraction loses its
+  digits, noise multipliers above ~5); the Laplace mechanism's by dp-accounting.
 * ``'pld'``: privacy loss distributions (Meiser-Mohammadi 2018, Koskela et al. 2020, Doroshenko
   et al. 2022) with pessimistic discretization: the reported epsilon is an upper bound for any
   discretization interval; a smaller interval is tighter and slower.
@@ -49,11 +53,12 @@ upper bound can be far above the truth (DO-ADP's setting, 120000 steps of a weak
 mechanism: 0.049 at interval 1e-3, 0.0136 at 1e-4, 0.0036 at 1e-5). When the expected epsilon is
 small compared with ``steps * pld_discretization``, lower the interval or use RDP.
 
-**Caching.** An RDP curve depends only on its event, the relation, the orders and the
-dp-accounting version; curves are kept in an in-memory LRU and in files under
-:func:`rdp_cache_dir` (atomic writes; the key holds the version, so an upgrade never reads old
-curves). The folder is bounded (:func:`set_rdp_cache_limit`, default 64 MiB or
-``$RFED_CACHE_MAX_MB``): past the limit the least recently used curves are deleted.
+**Caching.** An RDP curve depends only on its event, the relation, the orders, the code that
+computes it and the dp-accounting version; curves are kept in an in-memory LRU and in files
+under :func:`rdp_cache_dir` (atomic writes; the key holds the implementation tag and the
+version, so another implementation or an upgrade never reads old curves). The folder is
+bounded (:func:`set_rdp_cache_limit`, default 64 MiB or ``$RFED_CACHE_MAX_MB``): past the
+limit the least recently used curves are deleted.
 An epsilon query composes the default orders in tiers (below 11, up to 63, 128-1024) and
 adds a tier only when its orders could give a smaller epsilon (:func:`_higher_orders_cannot_win`):
 the same value, bit for bit.
@@ -82,6 +87,7 @@ import numpy as np
 from dp_accounting import pld as dpa_pld
 from dp_accounting.rdp import rdp_privacy_accountant as dpa_rdp
 
+from rfed.privacy import _rdp
 from rfed.privacy._checks import (
     check_choice,
     check_delta,
@@ -459,11 +465,39 @@ def prune_rdp_cache(folder: str | os.PathLike | None = None) -> int:
     return removed
 
 
+def _curve_engine(spec: EventSpec) -> str:
+    """Which code computes the RDP curve of ``spec``: :mod:`rfed.privacy._rdp` for the
+    Gaussian events, dp-accounting for the rest (the Laplace mechanism)."""
+    return _rdp.IMPLEMENTATION if spec.mechanism == "gaussian" else "dp-accounting"
+
+
 def _curve_key(spec: EventSpec, neighboring: str, orders: tuple[float, ...]) -> str:
-    """Everything an RDP curve depends on, dp-accounting's version included (never stale)."""
-    return json.dumps({"dp_accounting": DP_ACCOUNTING_VERSION, "neighboring": neighboring,
-                       "event": spec.to_dict(), "orders": [repr(o) for o in orders]},
-                      sort_keys=True)
+    """Everything an RDP curve depends on, the code that computed it and dp-accounting's
+    version included: curves of another implementation or version are never read."""
+    return json.dumps({"dp_accounting": DP_ACCOUNTING_VERSION, "engine": _curve_engine(spec),
+                       "neighboring": neighboring, "event": spec.to_dict(),
+                       "orders": [repr(o) for o in orders]}, sort_keys=True)
+
+
+def _compute_rdp_curve(spec: EventSpec, neighboring: str, orders: tuple[float, ...]
+                       ) -> np.ndarray:
+    """RDP curve of one invocation of ``spec`` (after :meth:`EventSpec.check_supported`).
+
+    Gaussian events are evaluated by :mod:`rfed.privacy._rdp` (the bounds dp-accounting uses,
+    vectorized); the Laplace mechanism by dp-accounting's ``RdpAccountant``.
+    """
+    order_array = np.asarray(orders, dtype=float)
+    if spec.mechanism == "gaussian":
+        z = spec.noise_multiplier
+        if spec.sampling == "poisson":
+            return _rdp.poisson_gaussian_rdp(spec.sampling_rate, z, order_array)
+        if spec.sampling == "without_replacement":
+            q = spec.sample_size / spec.dataset_size  # dp-accounting's q, from the sizes
+            return _rdp.sample_wor_gaussian_rdp(q, z, order_array)
+        return _rdp.gaussian_rdp(z, order_array)
+    acc = dpa_rdp.RdpAccountant(orders=list(orders), neighboring_relation=_NR[neighboring])
+    acc.compose(spec.to_dp_event("rdp", neighboring))
+    return np.asarray(acc.rdp, dtype=float)
 
 
 def _disk_load(folder: str, key: str) -> np.ndarray | None:
@@ -515,9 +549,7 @@ def _rdp_vector(spec: EventSpec, neighboring: str, orders: tuple[float, ...]):
     key = _curve_key(spec, neighboring, orders) if folder else ""
     rdp = _disk_load(folder, key) if folder else None
     if rdp is None or rdp.shape != (len(orders),):
-        acc = dpa_rdp.RdpAccountant(orders=list(orders), neighboring_relation=_NR[neighboring])
-        acc.compose(spec.to_dp_event("rdp", neighboring))
-        rdp = np.asarray(acc.rdp, dtype=float)
+        rdp = _compute_rdp_curve(spec, neighboring, orders)
         if folder:
             _disk_store(folder, key, rdp)
     rdp.setflags(write=False)  # shared by every caller of the cache
@@ -679,8 +711,9 @@ def assumptions_text(method: str, neighboring: str, pld_discretization: float) -
     pld_discretization = check_positive(pld_discretization, "pld_discretization")
     if method == "rdp":
         engine = (
-            f"RDP accountant of dp-accounting {DP_ACCOUNTING_VERSION} (default orders, "
-            "conversion by compute_epsilon)"
+            f"RDP accountant of dp-accounting {DP_ACCOUNTING_VERSION} (its bounds, the Gaussian "
+            f"curves evaluated by rfed's {_rdp.IMPLEMENTATION}; default orders, conversion by "
+            "compute_epsilon)"
         )
     else:
         engine = (

@@ -37,6 +37,7 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+from rfed.privacy import _rdp
 from rfed.privacy._checks import (
     check_choice,
     check_delta,
@@ -162,9 +163,10 @@ class Certificate:
 
     @property
     def accountant(self) -> str:
-        """E.g. ``'dp-accounting 0.6.0 RDP, replace_one'``."""
+        """E.g. ``'dp-accounting 0.6.0 RDP (curves: rfed-vectorized-1), replace_one'``."""
+        engine = f" (curves: {_rdp.IMPLEMENTATION})" if self.method == "rdp" else ""
         return (
-            f"dp-accounting {DP_ACCOUNTING_VERSION} {self.method.upper()}, "
+            f"dp-accounting {DP_ACCOUNTING_VERSION} {self.method.upper()}{engine}, "
             f"record-level {self.neighboring}"
         )
 
