@@ -531,6 +531,20 @@ _LOCK = ".rfed.lock"
 _CHECKPOINT_FORMAT = 1
 
 
+class _PickledOnce:
+    """An object serialized once; pickling it again copies the bytes, and unpickling gives the
+    object back (a checkpoint holds every completed run: re-serializing them all at every
+    checkpoint made checkpointing quadratic in the number of runs)."""
+
+    __slots__ = ("blob",)
+
+    def __init__(self, obj: Any):
+        self.blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+
+    def __reduce__(self):
+        return pickle.loads, (self.blob,)
+
+
 def _is_zombie(pid: int) -> bool:
     """True when ``pid`` has exited but was not reaped yet (Linux ``/proc``; elsewhere False):
     a killed MPI rank whose parent died stays a zombie until init reaps it, and it writes
@@ -610,6 +624,7 @@ class RunContext:
         self._pos = 0                  # records logged so far, counting replayed ones
         self._run_index = 0            # index of the next Algorithm.run call
         self._completed: list[tuple[Any, int]] = []  # (RunResult, records it logged)
+        self._completed_pickled: list[_PickledOnce] = []  # the same, serialized once each
         self._current: tuple[int, int] | None = None  # (run index, _pos at its start)
         self._resume: dict | None = None
         self._checkpoint_error: str | None = None
@@ -962,10 +977,13 @@ class RunContext:
             index, start = self._current
             current = {"index": index, "start": start, "n_logged": self._pos - start,
                        "payload": payload}
-        ck = {"format": _CHECKPOINT_FORMAT, "experiment": self.experiment,
-              "seed": int(self.seed), "run_id": self.run_id, "completed": self._completed,
-              "current": current, "records": self.records}
         try:
+            self._completed_pickled.extend(
+                _PickledOnce(entry) for entry in self._completed[len(self._completed_pickled):])
+            ck = {"format": _CHECKPOINT_FORMAT, "experiment": self.experiment,
+                  "seed": int(self.seed), "run_id": self.run_id,
+                  "completed": self._completed_pickled, "current": current,
+                  "records": self.records}
             data = pickle.dumps(ck, protocol=pickle.HIGHEST_PROTOCOL)
         except (AttributeError, TypeError, pickle.PicklingError) as exc:
             # an algorithm whose state cannot be pickled: run on without checkpoints, say so

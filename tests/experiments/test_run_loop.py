@@ -244,3 +244,34 @@ def test_run_checks_a_step_size_attribute_and_each_value_of_a_schedule():
         alg.run(problem, 6, rng=0)
     alg.step_size = lambda t: 0.1 / (t + 1)
     assert len(alg.run(problem, 6, rng=0, eval_every=3).history) == 3
+
+
+class _CountsPickling:
+    """A run result that counts how often it is serialized."""
+
+    pickled = 0
+
+    def __init__(self, value):
+        self.value = value
+
+    def __getstate__(self):
+        type(self).pickled += 1
+        return {"value": self.value}
+
+
+def test_a_checkpoint_serializes_each_completed_run_once_and_loads_it_back(tmp_path):
+    from rfed.experiments.registry import _CHECKPOINT, RunContext
+
+    ctx = RunContext(seed=0, out_dir=tmp_path / "run")
+    ctx.open("test", {})
+    _CountsPickling.pickled = 0
+    for i in range(4):
+        _, _, saver, _ = ctx.start_run(None, None, 10, 1)
+        for _ in range(3):
+            saver({"state": i})
+        ctx.end_run(_CountsPickling(i))
+    # 4 completed runs, 16 checkpoints: each result is written once, not once per checkpoint
+    assert _CountsPickling.pickled == 4
+    with open(tmp_path / "run" / _CHECKPOINT, "rb") as fh:
+        ck = pickle.load(fh)
+    assert [(r.value, n) for r, n in ck["completed"]] == [(i, 0) for i in range(4)]
