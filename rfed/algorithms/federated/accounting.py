@@ -40,6 +40,7 @@ from typing import Any
 import numpy as np
 
 from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
+from rfed.privacy import _rdp
 from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
 from rfed.privacy.budget import Calibration, Certificate, PrivacyBudget, calibrate, certify
 from rfed.privacy.ledger import PrivacyLedger
@@ -350,7 +351,8 @@ def prirfed_privacy_report(
                                   delta, plan.neighboring, method, target)
     label = {"auto": "tighter of RDP and PLD", "rdp": "RDP", "pld": "PLD"}[method]
     accountant = (
-        f"dp-accounting {DP_ACCOUNTING_VERSION} {used.upper()} ({label}), record-level "
+        f"dp-accounting {DP_ACCOUNTING_VERSION} {used.upper()} ({label}"
+        f"{'; Gaussian curves: ' + _rdp.IMPLEMENTATION if used == 'rdp' else ''}), record-level "
         f"{plan.neighboring}; per-agent ledger, worst agent, agent selection public (no "
         "amplification by agent sampling)"
     )
