@@ -565,8 +565,9 @@ def _svm_sets(cfg: dict, ctx: RunContext) -> dict[str, dict]:
                          f"(-1), unit-normalised, pca_dim={cfg['pca_dim']}")
             out[name] = d
         elif name == "epsilon-standin":
+            decay = float(cfg["eps_spectrum_decay"])
             x, y = make_epsilon_like_cached(cfg["eps_rows"], cfg["eps_features"],
-                                            seed=int(cfg["eps_seed"]))
+                                            seed=int(cfg["eps_seed"]), spectrum_decay=decay)
             # a public random subsample: the 2 shared cores cannot train on 400,000 rows
             idx = np.sort(ctx.rng(801).permutation(x.shape[0])[: cfg["eps_subsample"]])
             xs = np.asarray(x[idx], dtype=np.float64)
@@ -574,13 +575,18 @@ def _svm_sets(cfg: dict, ctx: RunContext) -> dict[str, dict]:
             n_test = len(ys) // 5
             split = public_split(xs[n_test:], ys[n_test:], cfg["public_fraction"],
                                  ctx.rng(802))
-            out[name] = {"x_priv": split.x_private, "y_priv": split.y_private,
-                         "x_pub": split.x_public, "y_pub": split.y_public,
-                         "x_test": xs[:n_test], "y_test": ys[:n_test],
+            # the noise of a private run grows with sqrt(dimension): project on the top
+            # directions of the PUBLIC second moment (orthonormal, so row norms stay <= 1)
+            proj = _projection(split.x_public, int(cfg["eps_pca_dim"]))
+            fmap = (lambda a: a) if proj is None else (lambda a: a @ proj)
+            out[name] = {"x_priv": fmap(split.x_private), "y_priv": split.y_private,
+                         "x_pub": fmap(split.x_public), "y_pub": split.y_public,
+                         "x_test": fmap(xs[:n_test]), "y_test": ys[:n_test],
                          "n_public": len(split.y_public),
                          "note": (f"paper-size 'epsilon' stand-in ({x.shape[0]} x "
-                                  f"{x.shape[1]}, cached float32 memmap), random subsample of "
-                                  f"{len(ys)} rows ({n_test} test)")}
+                                  f"{x.shape[1]}, spectrum_decay={decay:g}, cached float32 "
+                                  f"memmap), random subsample of {len(ys)} rows ({n_test} "
+                                  f"test), public projection to {cfg['eps_pca_dim']} dims")}
         else:
             raise ValueError(f"argument 'datasets': unknown {name!r}; choose 'fmnist-binary' "
                              "or 'epsilon-standin'")
@@ -615,7 +621,8 @@ def _svm_problem(x, y, n: int, reg: str, strength: float, rng) -> HingeSVM:
         "pca_dim": 64, "public_fraction": 0.05, "n_train": 0, "n_test": 0, "mu": 1e-3,
         "phi": 1e-4, "gammas_l2": [1.0, 10.0, 100.0], "gammas_l1": [0.1, 1.0, 10.0],
         "eps_tune": 2.0, "eps_rows": 400_000, "eps_features": 2000, "eps_seed": 0,
-        "eps_subsample": 20_000, "regularizers": ["l2", "l1"],
+        "eps_subsample": 100_000, "eps_spectrum_decay": 1.0, "eps_pca_dim": 64,
+        "regularizers": ["l2", "l1"],
     },
 )
 def utility_svm(config: dict, ctx: RunContext) -> dict:
