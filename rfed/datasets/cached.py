@@ -233,8 +233,9 @@ def make_epsilon_like_cached(
     sign of a Gaussian linear score around its median with a fraction ``label_noise`` flipped)
     with the same random stream: the result equals
     ``make_epsilon_like(n_samples, n_features, seed, label_noise=label_noise, dtype=np.float32,
-    spectrum_decay=spectrum_decay)`` bit for bit. Rows are generated ``chunk_rows`` at a time and appended to ``X.npy``; a second
-    streamed pass over the file (plain reads, no mapping) computes the labels' scores. Peak memory
+    spectrum_decay=spectrum_decay)`` bit for bit. Rows are generated ``chunk_rows`` at a time
+    and appended to ``X.npy``; a second streamed pass over the file (plain reads, no mapping)
+    computes the labels' scores. Peak memory
     is a few chunks (``chunk_rows * n_features`` float64 values each: 65 MB at the defaults), not
     the 3.2 GB of the full float32 matrix. Built once per parameter set, then read from the cache
     (see the module docstring for the folder, the key and the validation).

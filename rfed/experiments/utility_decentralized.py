@@ -578,10 +578,12 @@ def _svm_sets(cfg: dict, ctx: RunContext) -> dict[str, dict]:
             # the noise of a private run grows with sqrt(dimension): project on the top
             # directions of the PUBLIC second moment (orthonormal, so row norms stay <= 1)
             proj = _projection(split.x_public, int(cfg["eps_pca_dim"]))
-            fmap = (lambda a: a) if proj is None else (lambda a: a @ proj)
-            out[name] = {"x_priv": fmap(split.x_private), "y_priv": split.y_private,
-                         "x_pub": fmap(split.x_public), "y_pub": split.y_public,
-                         "x_test": fmap(xs[:n_test]), "y_test": ys[:n_test],
+            x_priv, x_pub, x_test = split.x_private, split.x_public, xs[:n_test]
+            if proj is not None:
+                x_priv, x_pub, x_test = x_priv @ proj, x_pub @ proj, x_test @ proj
+            out[name] = {"x_priv": x_priv, "y_priv": split.y_private,
+                         "x_pub": x_pub, "y_pub": split.y_public,
+                         "x_test": x_test, "y_test": ys[:n_test],
                          "n_public": len(split.y_public),
                          "note": (f"paper-size 'epsilon' stand-in ({x.shape[0]} x "
                                   f"{x.shape[1]}, spectrum_decay={decay:g}, cached float32 "

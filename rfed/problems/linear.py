@@ -17,7 +17,8 @@ return the data term alone, which is what dual averaging needs (DP-DDA puts ``h`
 Reference optima are computed independently of rfed's algorithms with scipy on the pooled
 objective: L-BFGS for the smooth logistic objective, a linear program (HiGHS) for the l1-SVM
 (its dual, ``2d`` rows whatever the sample count, with a certified duality gap:
-:func:`l1_svm_reference`), and a quadratic program for the l2-SVM solved in its dual by L-BFGS-B with box constraints.
+:func:`l1_svm_reference`), and a quadratic program for the l2-SVM solved in its dual by
+L-BFGS-B with box constraints.
 """
 
 from __future__ import annotations
