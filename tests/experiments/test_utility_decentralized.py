@@ -12,6 +12,7 @@ import numpy as np
 import pytest
 
 import rfed.datasets.mnist as mnist_mod
+import rfed.experiments.utility_decentralized as ud
 from rfed.datasets import DatasetNotFoundError, fashion_mnist_available
 from rfed.experiments.registry import get_experiment, run_experiment
 from rfed.experiments.utility_decentralized import (
@@ -206,14 +207,28 @@ def test_svm_tiny_fmnist_binary(fake_data):
 
 def test_svm_epsilon_standin_subsample(tmp_path, monkeypatch):
     monkeypatch.setenv("RFED_CACHE", str(tmp_path / "cache"))
+    seen, original = [], ud._projection
+
+    def recording_projection(x_public, dim):
+        seen.append(x_public.shape)
+        return original(x_public, dim)
+
+    monkeypatch.setattr(ud, "_projection", recording_projection)
     summary, ctx = run_experiment("utility-svm", overrides={
         "datasets": ["epsilon-standin"], "eps_rows": 3000, "eps_features": 20,
         "eps_subsample": 1000, "n_agents": 4, "n_active": 2, "epochs": 1, "epsilons": [4.0],
-        "repetitions": 1, "regularizers": ["l2"], "gammas_l2": [10.0], "public_fraction": 0.1,
-        "eps_tune": 4.0})
-    (row,) = ctx.tables["privacy_utility"]
-    assert "subsample of 1000 rows" in summary["data"]["epsilon-standin"]
-    assert 0.9 * 4.0 <= row["epsilon_certified"] <= 4.0 + 1e-9
+        "repetitions": 1, "regularizers": ["l2", "l1"], "gammas_l2": [10.0],
+        "gammas_l1": [0.1], "public_fraction": 0.1, "eps_tune": 4.0, "eps_pca_dim": 8})
+    rows = ctx.tables["privacy_utility"]
+    assert [r["panel"] for r in rows] == ["epsilon-standin l2-SVM", "epsilon-standin l1-SVM"]
+    note = summary["data"]["epsilon-standin"]
+    assert "subsample of 1000 rows" in note and "projection to 8 dims" in note
+    # the projection is fitted on the public split only: 10 % of the 800 non-test rows
+    assert seen == [(80, 20)]
+    for r in rows:
+        assert 0.9 * 4.0 <= r["epsilon_certified"] <= 4.0 + 1e-9
+    # references (LP / QP optima of the projected problem, zero start) are numbers
+    assert all(np.isfinite(v) for ref in summary["references"].values() for v in ref.values())
 
 
 def test_dpdgt_tiny():
