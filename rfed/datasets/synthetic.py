@@ -338,13 +338,16 @@ def make_epsilon_like(
     labels flipped (the real set is not linearly separable; a linear model reaches about 90 %).
 
     ``spectrum_decay = s > 0`` draws anisotropic rows instead: ``a_j ~ N(0, diag(k^{-s}))``
-    (feature ``k = 1..d`` has variance ``k^{-s}``) before the normalisation, with the same label
-    rule. Isotropic rows (``s = 0``) carry almost no signal per record: ``||E[b a]||`` is about
-    ``0.64 / sqrt(d)`` (0.014 at ``d = 2000``), so a private learner whose noise grows with
-    ``sqrt(d)`` needs millions of records; real feature sets have decaying spectra, and
-    ``s = 1`` gives ``||E[b a]||`` about ``0.64 sqrt(sum k^{-2}) / sum k^{-1}`` (0.10 at
-    ``d = 2000``) with the same Bayes accuracy ``1 - label_noise``. The random stream is the
-    same (the scales are not random), so ``s = 0`` gives the former bits.
+    (feature ``k = 1..d`` has variance ``k^{-s}``) before the normalisation, and the labels'
+    direction ``w ~ N(0, diag(k^{-s}))``, so that the label depends mostly on the high-variance
+    directions, as the class signal of real feature sets sits mostly in their leading principal
+    directions; the Bayes accuracy stays ``1 - label_noise``. Why: isotropic rows (``s = 0``)
+    carry almost no signal per record, ``||E[b a]||`` is about ``sqrt(2/pi) (1 - 2 label_noise)
+    / sqrt(d)`` (0.014 at ``d = 2000``), so a private learner, whose noise grows with the
+    dimension, needs millions of records. Measured on 16,000 rows at ``d = 2000`` (seed 0):
+    ``||mean(b a)||`` 0.016 at ``s = 0`` and 0.12 at ``s = 1``; a ridge classifier on the top 64
+    directions of 1,000 of them reaches 53 % and 84 % on 4,000 held-out rows. The random stream
+    is the same (the scales are not random), so ``s = 0`` gives the former bits.
 
     The full shape is ``n_samples = EPSILON_SHAPE[0] = 400_000`` (6.4 GB in float64; pass
     ``dtype=np.float32`` to halve it, or use :func:`rfed.datasets.make_epsilon_like_cached`, which
