@@ -646,7 +646,7 @@ def _svm_checks(panel: str, rows: list[dict], refs: dict) -> dict:
         "data_path": "", "datasets": ["fmnist-binary", "epsilon-standin"], "classes": [0, 6],
         "n_agents": 20, "n_active": 4, "epochs": 3, "epsilons": EPSILONS, "repetitions": 2,
         "pca_dim": 64, "public_fraction": 0.05, "n_train": 0, "n_test": 0, "mu": 1e-3,
-        "phi": 1e-4, "gammas_l2": [1.0, 10.0, 100.0], "gammas_l1": [0.03, 0.1, 1.0, 10.0],
+        "phi": 1e-4, "gammas_l2": [1.0, 10.0, 100.0], "gammas_l1": [0.03, 0.1, 1.0],
         "eps_tune": 2.0, "eps_rows": 400_000, "eps_features": 2000, "eps_seed": 0,
         "eps_subsample": 20_000, "eps_spectrum_decay": 1.0, "eps_pca_dim": 64,
         "regularizers": ["l2", "l1"],
