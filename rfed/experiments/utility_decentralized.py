@@ -12,7 +12,11 @@ privacy-utility plot and its table:
   (:class:`rfed.algorithms.centralized.DPSGD`) on the pooled private data at the same budget;
   DO-ADP's communication-accuracy trade-off at one certified budget.
 * ``utility-svm``: DP-DDA l1- and l2-SVM on a binary Fashion-MNIST task and on the paper-size
-  ``epsilon`` stand-in (cached, memory-mapped float32; subsampled rows, say how many).
+  ``epsilon`` stand-in (cached, memory-mapped float32, decaying spectrum ``eps_spectrum_decay``
+  (:func:`rfed.datasets.make_epsilon_like`: the isotropic recipe carries too little signal per
+  record for any budget here); a random subsample of ``eps_subsample`` rows, projected on the
+  top ``eps_pca_dim`` directions of its PUBLIC split). A ``checks`` table records the issue's
+  must-show per panel (beats the start at the largest budget; monotone within the bands).
 * ``utility-dpdgt``: DP-DGT's sweep over the certified epsilon of ITS relation (one generator's
   cost function changes, gradients at most ``adjacency_radius`` apart) on the IEEE-14 dispatch.
 
@@ -637,7 +641,8 @@ def _svm_checks(panel: str, rows: list[dict], refs: dict) -> dict:
         "DP-DDA (node sampling iota = n_active / n_agents, complete graph) on hinge-loss SVMs "
         "with l2 (mu) and l1 (phi) regularizers: a binary Fashion-MNIST task (needs the real "
         "files: apt-get install dataset-fashion-mnist) and the paper-size 'epsilon' stand-in "
-        "(cached float32 memmap, subsampled rows). Every private run budget-first at the "
+        "(cached float32 memmap, decaying spectrum, subsampled rows projected on the top "
+        "directions of the public split). Every private run budget-first at the "
         "certified epsilon (record level, replace-one, delta = min(1e-5, 1/(10 N))). Test "
         "accuracy; non-private optimum (LP / QP solver) and the zero start as references; "
         "the dual-averaging step gamma chosen on the public split."
