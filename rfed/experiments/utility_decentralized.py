@@ -610,8 +610,12 @@ def _svm_problem(x, y, n: int, reg: str, strength: float, rng) -> HingeSVM:
 def _svm_checks(panel: str, rows: list[dict], refs: dict) -> dict:
     """Issue 9's must-show for one panel, from its measured rows.
 
-    ``improves_at_largest_eps``: at the largest budget the mean test accuracy beats the zero
-    start's and the mean excess risk is below the start's. ``monotone_means``: the mean
+    ``accuracy_improves_at_largest_eps``: at the largest budget the mean test accuracy beats the
+    zero start's; ``excess_risk_improves_at_largest_eps``: the mean excess risk of the
+    regularized objective is below the start's (the l2-SVM's can stay above it while its
+    accuracy is far above chance: the prox ``x = -z / (mu iota A + gamma)`` scales the summed
+    noise by ``1 / mu``, and a long noisy ``x`` pays in ``(mu/2)||x||^2`` and in the hinge on
+    misclassified rows). ``monotone_means``: the mean
     accuracy never drops as epsilon grows. ``monotone_within_bands``: it never drops beyond
     the bands, i.e. the band ``[min, max]`` over repetitions at each budget reaches the band
     of the next smaller budget (``max_k+1 >= min_k``).
@@ -624,9 +628,9 @@ def _svm_checks(panel: str, rows: list[dict], refs: dict) -> dict:
             "zero_start_accuracy": refs["zero start"],
             "excess_risk_at_largest_eps": top["excess_risk_mean"],
             "excess_risk_start": top["excess_risk_start"],
-            "improves_at_largest_eps": bool(top["accuracy_mean"] > refs["zero start"]
-                                            and top["excess_risk_mean"]
-                                            < top["excess_risk_start"]),
+            "accuracy_improves_at_largest_eps": bool(top["accuracy_mean"] > refs["zero start"]),
+            "excess_risk_improves_at_largest_eps": bool(top["excess_risk_mean"]
+                                                        < top["excess_risk_start"]),
             "monotone_means": all(b["accuracy_mean"] >= a["accuracy_mean"] for a, b in pairs),
             "monotone_within_bands": all(b["accuracy_max"] >= a["accuracy_min"]
                                          for a, b in pairs)}
