@@ -41,6 +41,7 @@ from rfed.datasets.synthetic import (
     EPSILON_SHAPE,
     RCV1_TRAIN_SHAPE,
     _check_rcv1_args,
+    _epsilon_like_direction,
     _epsilon_like_rows,
     _linear_labels,
     _rcv1_recipe,
@@ -224,15 +225,17 @@ def make_epsilon_like_cached(
     label_noise: float = 0.1,
     cache_dir: str | os.PathLike | None = None,
     chunk_rows: int = 4096,
+    spectrum_decay: float = 0.0,
 ) -> tuple[np.memmap, np.ndarray]:
     """Paper-size stand-in for LIBSVM ``epsilon_normalized``, float32, memory-mapped from disk.
 
     The recipe of :func:`rfed.datasets.make_epsilon_like` (unit-norm Gaussian rows, labels the
     sign of a Gaussian linear score around its median with a fraction ``label_noise`` flipped)
     with the same random stream: the result equals
-    ``make_epsilon_like(n_samples, n_features, seed, label_noise=label_noise, dtype=np.float32)``
-    bit for bit. Rows are generated ``chunk_rows`` at a time and appended to ``X.npy``; a second
-    streamed pass over the file (plain reads, no mapping) computes the labels' scores. Peak memory
+    ``make_epsilon_like(n_samples, n_features, seed, label_noise=label_noise, dtype=np.float32,
+    spectrum_decay=spectrum_decay)`` bit for bit. Rows are generated ``chunk_rows`` at a time
+    and appended to ``X.npy``; a second streamed pass over the file (plain reads, no mapping)
+    computes the labels' scores. Peak memory
     is a few chunks (``chunk_rows * n_features`` float64 values each: 65 MB at the defaults), not
     the 3.2 GB of the full float32 matrix. Built once per parameter set, then read from the cache
     (see the module docstring for the folder, the key and the validation).
@@ -248,6 +251,9 @@ def make_epsilon_like_cached(
         Cache folder; default ``$RFED_CACHE`` or ``~/.cache/rfed``.
     chunk_rows : int
         Rows generated at once (the data do not depend on it).
+    spectrum_decay : float in [0, 4]
+        Feature ``k`` has variance ``k^{-spectrum_decay}`` before the row normalisation (see
+        :func:`rfed.datasets.make_epsilon_like`); 0 (default) is the isotropic recipe.
 
     Returns
     -------
@@ -259,11 +265,15 @@ def make_epsilon_like_cached(
     seed = check_int(seed, "seed", minimum=0)
     label_noise = check_float(label_noise, "label_noise", low=0.0, high=0.5)
     chunk_rows = check_int(chunk_rows, "chunk_rows")
+    spectrum_decay = check_float(spectrum_decay, "spectrum_decay", low=0.0, high=4.0)
     dtype = np.dtype(np.float32)
     params = {
         "n_samples": n_samples, "n_features": n_features, "seed": seed,
         "label_noise": label_noise, "dtype": dtype.name,
     }
+    if spectrum_decay:
+        # only when used, so the isotropic recipe keeps the keys of entries already on disk
+        params["spectrum_decay"] = spectrum_decay
     shape = (n_samples, n_features)
 
     def build(tmp: Path) -> dict:
@@ -272,9 +282,10 @@ def make_epsilon_like_cached(
         with open(x_path, "wb") as fh:
             _write_npy_header(fh, shape, dtype)
             offset = fh.tell()
-            for _, rows in _epsilon_like_rows(n_samples, n_features, gen, dtype, chunk_rows):
+            for _, rows in _epsilon_like_rows(n_samples, n_features, gen, dtype, chunk_rows,
+                                              spectrum_decay):
                 fh.write(rows.tobytes())
-        w = gen.standard_normal(n_features).astype(dtype)
+        w = _epsilon_like_direction(gen, n_features, spectrum_decay).astype(dtype)
         scores = np.empty(n_samples, dtype=dtype)
         check = _check_rows(n_samples)
         checked = np.empty((len(check), n_features), dtype=dtype)

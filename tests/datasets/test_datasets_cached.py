@@ -241,3 +241,20 @@ def test_rcv1_test_split_size_in_bounded_memory(tmp_path):
     assert rss_kib < 2 * 1024 * 1024, f"peak RSS {rss_kib / 1024:.0f} MiB"
     print(f"\nrcv1 test-split shape, {int(nnz)} non-zeros: built in {build_s:.1f} s,"
           f" peak RSS {rss_kib / 1024:.0f} MiB")
+
+
+def test_epsilon_cached_spectrum_decay(tmp_path):
+    x, y = make_epsilon_like_cached(500, 16, 2, cache_dir=tmp_path, chunk_rows=37,
+                                    spectrum_decay=1.5)
+    ref_x, ref_y = make_epsilon_like(500, 16, 2, dtype=np.float32, spectrum_decay=1.5)
+    np.testing.assert_array_equal(x, ref_x)
+    np.testing.assert_array_equal(y, ref_y)
+    iso, _ = make_epsilon_like_cached(500, 16, 2, cache_dir=tmp_path)
+    assert not np.array_equal(iso, x)
+    # the isotropic recipe keeps the key it had before spectrum_decay existed
+    base = {"n_samples": 500, "n_features": 16, "seed": 2, "label_noise": 0.1, "dtype": "float32"}
+    assert sorted(_entries(tmp_path)) == sorted(
+        [f"epsilon_like-{cache_key('epsilon_like', base)}",
+         f"epsilon_like-{cache_key('epsilon_like', {**base, 'spectrum_decay': 1.5})}"])
+    with pytest.raises(ValueError, match="spectrum_decay"):
+        make_epsilon_like_cached(10, 5, 0, cache_dir=tmp_path, spectrum_decay=5.0)

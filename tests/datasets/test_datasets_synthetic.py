@@ -191,3 +191,25 @@ def test_rcv1_like_shape_statistics():
     # Zipf: the most frequent column appears in far more documents than the median column
     df = np.bincount(x.indices, minlength=x.shape[1])
     assert df.max() > 20 * max(np.median(df[df > 0]), 1)
+
+
+def test_epsilon_like_spectrum_decay():
+    s, n, d = 1.0, 20000, 40
+    x, y = make_epsilon_like(n, d, 3, spectrum_decay=s)
+    np.testing.assert_allclose(np.linalg.norm(x, axis=1), 1.0, atol=1e-12)
+    assert abs(y.mean()) < 0.05
+    # feature k is k^{-s/2} g_k with g standard normal; the row normalisation divides a row by
+    # one number, so a_k / a_1 = k^{-s/2} g_k / g_1, whose |.| has median k^{-s/2} (standard
+    # Cauchy ratio, median of |.| = 1)
+    ratio = np.median(np.abs(x[:, [1, 3, 9]] / x[:, :1]), axis=0)
+    np.testing.assert_allclose(ratio, np.array([2.0, 4.0, 10.0]) ** (-s / 2), rtol=0.05)
+    # the per-record signal ||E[b a]|| grows: a decaying spectrum concentrates the score
+    iso, y_iso = make_epsilon_like(n, d, 3)
+    signal = np.linalg.norm(np.mean(x * y[:, None], axis=0))
+    signal_iso = np.linalg.norm(np.mean(iso * y_iso[:, None], axis=0))
+    assert signal > 1.5 * signal_iso
+    # s = 0 is the isotropic recipe, bit for bit
+    np.testing.assert_array_equal(make_epsilon_like(50, 7, 1, spectrum_decay=0.0)[0],
+                                  make_epsilon_like(50, 7, 1)[0])
+    with pytest.raises(ValueError, match="spectrum_decay"):
+        make_epsilon_like(10, 5, 0, spectrum_decay=-1.0)

@@ -1,0 +1,103 @@
+"""The SVM reference solvers (l1: dual LP; l2: smoothing continuation; both with a certified
+duality gap) against closed forms and independent formulations."""
+
+import numpy as np
+import pytest
+import scipy.optimize as sopt
+import scipy.sparse as sp
+
+from rfed.problems.linear import l1_svm_reference, l2_svm_reference
+
+
+def _objective(c_rows: np.ndarray, x: np.ndarray, phi: float) -> float:
+    return float(np.mean(np.maximum(0.0, 1.0 - c_rows @ x)) + phi * np.abs(x).sum())
+
+
+def _primal_lp(c_rows: np.ndarray, phi: float) -> float:
+    """The primal LP (x = u - v, one slack per sample), an independent formulation."""
+    n, d = c_rows.shape
+    c_mat = sp.csr_matrix(c_rows)
+    a_ub = sp.hstack([-c_mat, c_mat, -sp.identity(n)], format="csr")
+    cost = np.concatenate([np.full(2 * d, phi), np.full(n, 1.0 / n)])
+    res = sopt.linprog(cost, A_ub=a_ub, b_ub=-np.ones(n), bounds=(0, None), method="highs")
+    assert res.status == 0
+    return float(res.fun)
+
+
+@pytest.mark.parametrize("phi", [0.5, 2.0])
+def test_one_sample_closed_form(phi):
+    # P(x) = max(0, 1 - x) + phi |x| on R: x* = 1 (P* = phi) when phi < 1, x* = 0 (P* = 1) above
+    x, gap = l1_svm_reference(np.array([[1.0]]), phi)
+    expected = 1.0 if phi < 1 else 0.0
+    np.testing.assert_allclose(x, [expected], atol=1e-9)
+    assert 0.0 <= gap <= 1e-9
+
+
+def test_two_samples_closed_form():
+    # c_1 = (1, 0), c_2 = (0, 2), phi = 0.1: each coordinate separately, x = (1, 0.5),
+    # P* = 0.1 * 1.5 = 0.15 (both hinges at 0; smaller x pays more hinge than it saves)
+    x, _ = l1_svm_reference(np.array([[1.0, 0.0], [0.0, 2.0]]), 0.1)
+    np.testing.assert_allclose(x, [1.0, 0.5], atol=1e-9)
+
+
+@pytest.mark.parametrize("n, d, phi", [(60, 5, 1e-3), (300, 12, 1e-2), (400, 30, 1e-4)])
+def test_matches_primal_lp_and_beats_perturbations(n, d, phi):
+    rng = np.random.default_rng(n + d)
+    a = rng.standard_normal((n, d))
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    b = np.sign(a @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n))
+    c_rows = a * b[:, None]
+    x, gap = l1_svm_reference(c_rows, phi)
+    value = _objective(c_rows, x, phi)
+    np.testing.assert_allclose(value, _primal_lp(c_rows, phi), rtol=1e-8, atol=1e-10)
+    assert 0.0 <= gap <= 1e-9 * max(1.0, value)
+    for _ in range(20):
+        assert value <= _objective(c_rows, x + 1e-3 * rng.standard_normal(d), phi) + 1e-12
+
+
+def test_bad_input_is_refused():
+    with pytest.raises(ValueError, match="phi"):
+        l1_svm_reference(np.ones((3, 2)), 0.0)
+    with pytest.raises(ValueError, match="phi"):
+        l1_svm_reference(np.ones((3, 2)), float("nan"))
+    with pytest.raises(ValueError, match="margins_matrix"):
+        l1_svm_reference(np.ones(3), 0.1)
+
+
+@pytest.mark.parametrize("mu", [0.3, 4.0])
+def test_l2_one_sample_closed_form(mu):
+    # P(x) = max(0, 1 - x) + mu x^2 / 2 on R: x* = 1 when mu <= 1, else 1 / mu
+    x, gap = l2_svm_reference(np.array([[1.0]]), mu)
+    np.testing.assert_allclose(x, [min(1.0, 1.0 / mu)], atol=1e-7)
+    assert 0.0 <= gap <= 1e-9 * 1.0
+
+
+@pytest.mark.parametrize("n, d, mu", [(80, 4, 1e-2), (400, 16, 1e-3)])
+def test_l2_matches_dual_qp(n, d, mu):
+    rng = np.random.default_rng(n + d)
+    a = rng.standard_normal((n, d))
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    b = np.sign(a @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n))
+    c_rows = a * b[:, None]
+    x, gap = l2_svm_reference(c_rows, mu)
+    value = float(np.mean(np.maximum(0.0, 1.0 - c_rows @ x)) + 0.5 * mu * x @ x)
+    assert 0.0 <= gap <= 1e-9 * max(1.0, value)
+
+    # independent: the dual QP over the box by L-BFGS-B, its optimum a lower bound of P*
+    def negdual(alpha):
+        v = c_rows.T @ alpha / n
+        return -alpha.mean() + v @ v / (2 * mu), -1.0 / n + c_rows @ v / (mu * n)
+
+    res = sopt.minimize(negdual, np.full(n, 0.5), jac=True, method="L-BFGS-B",
+                        bounds=[(0.0, 1.0)] * n,
+                        options={"gtol": 1e-14, "ftol": 1e-16, "maxiter": 100000})
+    assert -res.fun <= value + 1e-12  # weak duality
+    np.testing.assert_allclose(value, -res.fun, rtol=1e-6)
+    np.testing.assert_allclose(x, c_rows.T @ res.x / (mu * n), atol=1e-3 * np.linalg.norm(x))
+
+
+def test_l2_bad_input_is_refused():
+    with pytest.raises(ValueError, match="mu"):
+        l2_svm_reference(np.ones((3, 2)), -1.0)
+    with pytest.raises(ValueError, match="margins_matrix"):
+        l2_svm_reference(np.ones(3), 0.1)
