@@ -183,6 +183,47 @@ class SPD(Manifold):
         log = np.where(np.all(x == y, axis=(-2, -1), keepdims=True), 0.0, out)
         return log, np.sqrt(np.sum(np.square(logw), axis=-1))
 
+    #: whitened condition number above which :meth:`log_dist_eigh` hands a pair to the pencil
+    EIGH_MAX_CONDITION = 1e7
+
+    def log_dist_eigh(self, x, y):
+        r"""``(log(x, y), dist(x, y))`` from one ``eigh`` per pair: for evaluations (a cost and
+        its gradient at a recorded round), not for the iterates.
+
+        With :math:`Q = R R^T` (Cholesky) and :math:`B = L^{-1} R`, the eigenvectors V of
+        :math:`M = B B^T` come from ``eigh`` and each eigenvalue is taken as the Rayleigh
+        quotient :math:`\mu_k = \|B^T v_k\|^2`, computed from B without forming M: its
+        error is second order in the eigenvector's, so the small eigenvalues keep the
+        pencil's relative accuracy (``eigh``'s own eigenvalues are only good to
+        :math:`n\,\epsilon\,\mu_{\max}` absolute). About 1.4x faster than :meth:`log_dist` for
+        9 x 9 matrices (a symmetric eigensolver instead of an SVD), but a different
+        arithmetic, not bit for bit: the eigenvectors, hence the logs, are only good to about
+        :math:`\epsilon\,\mathrm{cond}(M)` over the eigengaps (measured on covariance
+        descriptors: Frechet gradient norms to 1e-11 relative at cond(M) up to 1e9, to 1e-15
+        up to 1e7; distances to 1e-15). Pairs with :math:`\mathrm{cond}(M)` above
+        :attr:`EIGH_MAX_CONDITION` are therefore computed by :meth:`log_dist` (which raises
+        beyond float64).
+        """
+        x = np.asarray(x, dtype=float)
+        y = np.asarray(y, dtype=float)
+        chol, inv = self._frame(x)
+        b = inv @ np.linalg.cholesky(y)
+        w, v = np.linalg.eigh(_sym(b @ _mT(b)))
+        resolved = w[..., 0] * self.EIGH_MAX_CONDITION > w[..., -1]
+        mu = np.sum(np.square(_mT(v) @ b), axis=-1)
+        logw = np.log(np.where(resolved[..., None], mu, 1.0))
+        m = chol @ v
+        out = _sym((m * logw[..., None, :]) @ _mT(m))
+        dist = np.sqrt(np.sum(np.square(logw), axis=-1))
+        if not np.all(resolved):
+            xb, yb = np.broadcast_arrays(x, y)
+            out = np.array(np.broadcast_to(out, xb.shape))
+            dist = np.array(np.broadcast_to(dist, xb.shape[:-2]))
+            redo = ~np.broadcast_to(resolved, xb.shape[:-2])
+            out[redo], dist[redo] = self.log_dist(xb[redo], yb[redo])
+        log = np.where(np.all(x == y, axis=(-2, -1), keepdims=True), 0.0, out)
+        return log, dist
+
     def retract(self, x, u):
         r"""Second-order retraction :math:`P + U + \tfrac12 U P^{-1} U`, computed in the
         Cholesky frame: :math:`L S L^T` with :math:`S = I + \tilde U + \tfrac12 \tilde U^2 =
