@@ -53,9 +53,9 @@ EXPECTED = {
     "prirfed-fig2": "ea83c7379f0ec85e4500e25ed21fca2c5bc6ecef2fac478bb078a7377fae3765",
     # fig3, fig4: re-pinned (fedfast2) because the EVALUATION of the SPD Frechet cost and
     # gradient norm at the recorded rounds moved from the pencil (Cholesky + SVD per pair,
-    # SPD.log_dist) to one eigh per pair (SPD.log_dist_eigh, 1.4x faster per evaluation): the metrics' last
-    # bits changed, the iterates did not. The digests before that change are EXPECTED_PENCIL,
-    # still reproduced with the pencil evaluation (test below).
+    # SPD.log_dist) to one eigh per pair (SPD.log_dist_eigh, 1.4x faster per evaluation):
+    # the metrics' last bits changed, the iterates did not. The digests before that change
+    # are EXPECTED_PENCIL, still reproduced with the pencil evaluation (test below).
     "prirfed-fig3": "d901afb65279b2cfe601fbbd8026a739333daaffacb69190d956b04898925b12",
     "prirfed-fig4": "148a0babe2b74eed74a17c0ea2503d38cd2656425e999d0df7f69e683b8843c8",
     "prirfed-fig5": "943152cec8a4626ed5a9419f16b8b37775dda839d44aaf2cfd59da6cadb9ecbe",
