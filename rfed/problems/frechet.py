@@ -32,9 +32,9 @@ class FrechetMean(Problem):
 
     name = "frechet-mean"
     _caches = ("_evaluated",)
-    #: evaluations kept by (agents, x): the start of the repetitions of a setting is the start
-    #: of the same repetitions of the other settings
-    _EVALUATIONS_KEPT = 64
+    #: bytes of evaluations kept by (agents, x): the start of the repetitions of a setting is
+    #: the start of the same repetitions of the other settings, a few hundred evaluations apart
+    _EVALUATIONS_BYTES = 64 * 2**20
 
     def __init__(
         self,
@@ -71,8 +71,9 @@ class FrechetMean(Problem):
         (the manifold's ``log_dist_eigh`` where it has one, else ``log_dist``).
 
         These serve evaluations only (cost, gradient norm), never the iterates. The last
-        :attr:`_EVALUATIONS_KEPT` answers are kept by (agents, x), so that a cost and a gradient
-        norm at one point, and the common start of the settings of a repetition, factorize once.
+        answers (up to :attr:`_EVALUATIONS_BYTES`) are kept by (agents, x), so that a cost and
+        a gradient norm at one point, and the common start of the settings of a repetition,
+        factorize once.
         """
         agents, data, mask = self._all(agents)
         k = len(self.manifold.point_shape)
@@ -89,9 +90,11 @@ class FrechetMean(Problem):
             cost = np.sum(np.where(mask, d**2, 0.0), axis=-1) / count
             grad = (np.sum(np.where(m, -2.0 * log, 0.0), axis=1)
                     / count.reshape((-1,) + (1,) * k))
-            if len(self._evaluated) >= self._EVALUATIONS_KEPT:
-                del self._evaluated[next(iter(self._evaluated))]   # the oldest
             self._evaluated[key] = (cost, grad)
+            size = cost.nbytes + grad.nbytes + len(key[0]) + len(key[1])
+            while len(self._evaluated) > 1 and size * len(self._evaluated) > \
+                    self._EVALUATIONS_BYTES:
+                del self._evaluated[next(iter(self._evaluated))]   # the oldest
         cost, grad = self._evaluated[key]
         return cost.copy(), grad.copy()
 
