@@ -130,7 +130,7 @@ class SPD(Manifold):
                 "digit in float64"
             )
 
-    def _pencil(self, x, y):
+    def _pencil(self, x, y, chol_y=None):
         r"""Eigenpairs of the whitened :math:`M = L^{-1} Q L^{-T}` as the squared singular values
         and left singular vectors of :math:`B = L^{-1} R`, :math:`Q = R R^T` (Cholesky): the SVD
         resolves singular values down to :math:`\epsilon\,\sigma_{\max}`, i.e. eigenvalues of M
@@ -138,9 +138,11 @@ class SPD(Manifold):
         condition number 1e12 each (M up to 1e24) keep their digits.
 
         Returns ``(chol, mu, v)`` with mu ascending, shape ``(..., n)``, v ``(..., n, n)``.
+        ``chol_y``: R if known (the same bits as computing it here).
         """
         chol, inv = self._frame(x)
-        b = inv @ np.linalg.cholesky(np.asarray(y, dtype=float))
+        r = np.linalg.cholesky(np.asarray(y, dtype=float)) if chol_y is None else chol_y
+        b = inv @ r
         v, sv, _ = np.linalg.svd(b)
         return chol, np.square(sv[..., ::-1]), v[..., :, ::-1]
 
@@ -161,21 +163,24 @@ class SPD(Manifold):
         chol, inv = self._frame(x)
         return self._unwhiten_fun(chol, self._whiten(inv, u), np.exp)
 
-    def log(self, x, y):
+    def log(self, x, y, chol_y=None):
+        """``Log_x(y)``; ``chol_y``, optional: the Cholesky factor of ``y`` if known (e.g.
+        precomputed once for a data set; the result is the same bit for bit)."""
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
-        chol, w, v = self._pencil(x, y)
+        chol, w, v = self._pencil(x, y, chol_y)
         self._check_resolved(w, x, y, "log(x, y)")
         m = chol @ v
         out = _sym((m * np.log(w)[..., None, :]) @ _mT(m))
         return np.where(np.all(x == y, axis=(-2, -1), keepdims=True), 0.0, out)
 
-    def log_dist(self, x, y):
+    def log_dist(self, x, y, chol_y=None):
         """``(log(x, y), dist(x, y))`` from one pencil: the arithmetic of :meth:`log` and
-        :meth:`dist` (bit for bit) with half the factorizations, for a cost and its gradient."""
+        :meth:`dist` (bit for bit) with half the factorizations, for a cost and its gradient;
+        ``chol_y`` as in :meth:`log`."""
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
-        chol, w, v = self._pencil(x, y)
+        chol, w, v = self._pencil(x, y, chol_y)
         self._check_resolved(w, x, y, "log(x, y)")
         logw = np.log(w)
         m = chol @ v
@@ -186,7 +191,7 @@ class SPD(Manifold):
     #: whitened condition number above which :meth:`log_dist_eigh` hands a pair to the pencil
     EIGH_MAX_CONDITION = 1e7
 
-    def log_dist_eigh(self, x, y):
+    def log_dist_eigh(self, x, y, chol_y=None):
         r"""``(log(x, y), dist(x, y))`` from one ``eigh`` per pair: for evaluations (a cost and
         its gradient at a recorded round), not for the iterates.
 
@@ -202,12 +207,12 @@ class SPD(Manifold):
         descriptors: Frechet gradient norms to 1e-11 relative at cond(M) up to 1e9, to 1e-15
         up to 1e7; distances to 1e-15). Pairs with :math:`\mathrm{cond}(M)` above
         :attr:`EIGH_MAX_CONDITION` are therefore computed by :meth:`log_dist` (which raises
-        beyond float64).
+        beyond float64). ``chol_y``, optional: the Cholesky factor of ``y`` if known.
         """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
         chol, inv = self._frame(x)
-        b = inv @ np.linalg.cholesky(y)
+        b = inv @ (np.linalg.cholesky(y) if chol_y is None else chol_y)
         w, v = np.linalg.eigh(_sym(b @ _mT(b)))
         resolved = w[..., 0] * self.EIGH_MAX_CONDITION > w[..., -1]
         mu = np.sum(np.square(_mT(v) @ b), axis=-1)
@@ -220,7 +225,8 @@ class SPD(Manifold):
             out = np.array(np.broadcast_to(out, xb.shape))
             dist = np.array(np.broadcast_to(dist, xb.shape[:-2]))
             redo = ~np.broadcast_to(resolved, xb.shape[:-2])
-            out[redo], dist[redo] = self.log_dist(xb[redo], yb[redo])
+            r = None if chol_y is None else np.broadcast_to(chol_y, yb.shape)[redo]
+            out[redo], dist[redo] = self.log_dist(xb[redo], yb[redo], r)
         log = np.where(np.all(x == y, axis=(-2, -1), keepdims=True), 0.0, out)
         return log, dist
 

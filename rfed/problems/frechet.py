@@ -83,8 +83,7 @@ class FrechetMean(Problem):
         if self._evaluated is None:
             self._evaluated = {}
         if key not in self._evaluated:
-            log_dist = getattr(self.manifold, "log_dist_eigh", self.manifold.log_dist)
-            log, d = log_dist(np.expand_dims(xb, -1 - k), data["a"])
+            log, d = self._log_dist(np.expand_dims(xb, -1 - k), data)
             count = self.counts[agents]
             m = mask.reshape(mask.shape + (1,) * k)
             cost = np.sum(np.where(mask, d**2, 0.0), axis=-1) / count
@@ -97,6 +96,11 @@ class FrechetMean(Problem):
                 del self._evaluated[next(iter(self._evaluated))]   # the oldest
         cost, grad = self._evaluated[key]
         return cost.copy(), grad.copy()
+
+    def _log_dist(self, x, data):
+        """Per-sample ``(log, dist)`` at ``x`` for an evaluation."""
+        log_dist = getattr(self.manifold, "log_dist_eigh", self.manifold.log_dist)
+        return log_dist(x, data["a"])
 
     def local_cost(self, x, agents=None):
         if not hasattr(self.manifold, "log_dist"):
@@ -151,6 +155,16 @@ class SPDFrechetMean(FrechetMean):
             )
         super().__init__(SPD(points.shape[-1]), points, counts=counts,
                          gradient_bound=gradient_bound)
+        # the Cholesky factor of every sample, once: every log and evaluation needs it (a
+        # batch gathers it with the samples; the same bits as factorizing each time)
+        self.data["chol"] = np.linalg.cholesky(self.data["a"])
+
+    def sample_rgrad(self, x, batch):
+        return -2.0 * self.manifold.log(np.expand_dims(np.asarray(x, dtype=float), -3),
+                                        batch["a"], batch.get("chol"))
+
+    def _log_dist(self, x, data):
+        return self.manifold.log_dist_eigh(x, data["a"], data.get("chol"))
 
     @classmethod
     def from_arrays(cls, points, **kwargs):
