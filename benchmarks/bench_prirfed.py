@@ -18,9 +18,16 @@ local steps with clipping and tangent noise, full batch or the paper's ``b = N_i
 * ``per-agent loop, generic (naive)``: the loop with per-sample gradients, norms and clipping;
 * ``floor: K x (Z x, Z^T w)``: K passes over the data a round must read, as two batched
   ``einsum`` over all agents (full batch) or over half the samples (``b = N_i / 2``): the
-  memory-bandwidth floor of any implementation.
+  memory-bandwidth floor of any implementation. For ``b = N_i / 2`` it reads a CONTIGUOUS half
+  (the first ``N_i / 2`` rows), which no random minibatch is;
+* ``floor: K x (gather B, Z_B x, Z_B^T w)`` (``b = N_i / 2`` only): the same two passes over a
+  uniformly random half of each agent's rows, gathered (fancy indexing, rows in order) after
+  drawing the subsets as rfed does (:func:`sample_minibatches`), and
+  ``floor: K x (Z x, Z^T w) over all rows``: the two passes over every row with the
+  unselected ones weighted 0 (rfed's masked minibatches): the floors of a random minibatch in
+  numpy, where a product cannot read scattered rows without a copy.
 
-The last column is time / rfed; the closing line prints rfed / floor.
+The last column is time / rfed; the closing lines print rfed / floor.
 """
 
 from __future__ import annotations
@@ -31,6 +38,7 @@ import numpy as np
 from _timing import interleaved_medians
 
 from rfed.algorithms.federated import DPRSGD, PriRFed, tangent_mean
+from rfed.algorithms.federated.sampling import sample_minibatches
 from rfed.problems import Problem, SpherePCA
 
 
@@ -80,6 +88,19 @@ def floor_passes(z: np.ndarray, x: np.ndarray, k_steps: int, half: bool) -> None
         np.einsum("and,an->ad", zz, w)
 
 
+def floor_random_batch(z: np.ndarray, x: np.ndarray, k_steps: int,
+                       rng: np.random.Generator) -> None:
+    """K times: a uniformly random half of each agent's rows, gathered, then ``Z_B x`` and
+    ``Z_B^T w``."""
+    n_agents, n_per = z.shape[:2]
+    counts = np.full(n_agents, n_per)
+    for _ in range(k_steps):
+        idx, _ = sample_minibatches(counts, counts // 2, rng)
+        zb = z[np.arange(n_agents)[:, None], np.sort(idx, axis=1)]
+        w = np.einsum("and,d->an", zb, x)
+        np.einsum("and,an->ad", zb, w)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
@@ -117,13 +138,20 @@ def main() -> None:
                     p, plan, x, 0.1, k_steps, b, np.random.default_rng(2), s))
             fns["floor: K x (Z x, Z^T w)"] = (
                 lambda half=batch is not None, z=z, x=x0: floor_passes(z, x, k_steps, half))
+            if batch is not None:
+                fns["floor: K x (Z x, Z^T w) over all rows"] = (
+                    lambda z=z, x=x0: floor_passes(z, x, k_steps, False))
+                fns["floor: K x (gather B, Z_B x, Z_B^T w)"] = (
+                    lambda z=z, x=x0: floor_random_batch(z, x, k_steps,
+                                                         np.random.default_rng(3)))
             times = interleaved_medians(fns, args.repeat)
             ref = times["rfed batched"]
             for label, t in times.items():
-                print(f"{f'{n_agents} x {n_per}':<18} {batch_label:<10} {label:<34} {t:>9.4f} "
+                print(f"{f'{n_agents} x {n_per}':<18} {batch_label:<10} {label:<40} {t:>9.4f} "
                       f"{t / ref:>12.2f}")
-            print(f"{'':<18} {batch_label:<10} rfed / floor = "
-                  f"{ref / times['floor: K x (Z x, Z^T w)']:.2f}")
+            for label, t in times.items():
+                if label.startswith("floor"):
+                    print(f"{'':<18} {batch_label:<10} rfed / {label} = {ref / t:.2f}")
 
 
 if __name__ == "__main__":

@@ -130,7 +130,7 @@ class SPD(Manifold):
                 "digit in float64"
             )
 
-    def _pencil(self, x, y):
+    def _pencil(self, x, y, chol_y=None):
         r"""Eigenpairs of the whitened :math:`M = L^{-1} Q L^{-T}` as the squared singular values
         and left singular vectors of :math:`B = L^{-1} R`, :math:`Q = R R^T` (Cholesky): the SVD
         resolves singular values down to :math:`\epsilon\,\sigma_{\max}`, i.e. eigenvalues of M
@@ -138,9 +138,11 @@ class SPD(Manifold):
         condition number 1e12 each (M up to 1e24) keep their digits.
 
         Returns ``(chol, mu, v)`` with mu ascending, shape ``(..., n)``, v ``(..., n, n)``.
+        ``chol_y``: R if known (the same bits as computing it here).
         """
         chol, inv = self._frame(x)
-        b = inv @ np.linalg.cholesky(np.asarray(y, dtype=float))
+        r = np.linalg.cholesky(np.asarray(y, dtype=float)) if chol_y is None else chol_y
+        b = inv @ r
         v, sv, _ = np.linalg.svd(b)
         return chol, np.square(sv[..., ::-1]), v[..., :, ::-1]
 
@@ -161,27 +163,72 @@ class SPD(Manifold):
         chol, inv = self._frame(x)
         return self._unwhiten_fun(chol, self._whiten(inv, u), np.exp)
 
-    def log(self, x, y):
+    def log(self, x, y, chol_y=None):
+        """``Log_x(y)``; ``chol_y``, optional: the Cholesky factor of ``y`` if known (e.g.
+        precomputed once for a data set; the result is the same bit for bit)."""
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
-        chol, w, v = self._pencil(x, y)
+        chol, w, v = self._pencil(x, y, chol_y)
         self._check_resolved(w, x, y, "log(x, y)")
         m = chol @ v
         out = _sym((m * np.log(w)[..., None, :]) @ _mT(m))
         return np.where(np.all(x == y, axis=(-2, -1), keepdims=True), 0.0, out)
 
-    def log_dist(self, x, y):
+    def log_dist(self, x, y, chol_y=None):
         """``(log(x, y), dist(x, y))`` from one pencil: the arithmetic of :meth:`log` and
-        :meth:`dist` (bit for bit) with half the factorizations, for a cost and its gradient."""
+        :meth:`dist` (bit for bit) with half the factorizations, for a cost and its gradient;
+        ``chol_y`` as in :meth:`log`."""
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
-        chol, w, v = self._pencil(x, y)
+        chol, w, v = self._pencil(x, y, chol_y)
         self._check_resolved(w, x, y, "log(x, y)")
         logw = np.log(w)
         m = chol @ v
         out = _sym((m * logw[..., None, :]) @ _mT(m))
         log = np.where(np.all(x == y, axis=(-2, -1), keepdims=True), 0.0, out)
         return log, np.sqrt(np.sum(np.square(logw), axis=-1))
+
+    #: whitened condition number above which :meth:`log_dist_eigh` hands a pair to the pencil
+    EIGH_MAX_CONDITION = 1e7
+
+    def log_dist_eigh(self, x, y, chol_y=None):
+        r"""``(log(x, y), dist(x, y))`` from one ``eigh`` per pair: for evaluations (a cost and
+        its gradient at a recorded round), not for the iterates.
+
+        With :math:`Q = R R^T` (Cholesky) and :math:`B = L^{-1} R`, the eigenvectors V of
+        :math:`M = B B^T` come from ``eigh`` and each eigenvalue is taken as the Rayleigh
+        quotient :math:`\mu_k = \|B^T v_k\|^2`, computed from B without forming M: its
+        error is second order in the eigenvector's, so the small eigenvalues keep the
+        pencil's relative accuracy (``eigh``'s own eigenvalues are only good to
+        :math:`n\,\epsilon\,\mu_{\max}` absolute). About 1.4x faster than :meth:`log_dist` for
+        9 x 9 matrices (a symmetric eigensolver instead of an SVD), but a different
+        arithmetic, not bit for bit: the eigenvectors, hence the logs, are only good to about
+        :math:`\epsilon\,\mathrm{cond}(M)` over the eigengaps (measured on covariance
+        descriptors: Frechet gradient norms to 1e-11 relative at cond(M) up to 1e9, to 1e-15
+        up to 1e7; distances to 1e-15). Pairs with :math:`\mathrm{cond}(M)` above
+        :attr:`EIGH_MAX_CONDITION` are therefore computed by :meth:`log_dist` (which raises
+        beyond float64). ``chol_y``, optional: the Cholesky factor of ``y`` if known.
+        """
+        x = np.asarray(x, dtype=float)
+        y = np.asarray(y, dtype=float)
+        chol, inv = self._frame(x)
+        b = inv @ (np.linalg.cholesky(y) if chol_y is None else chol_y)
+        w, v = np.linalg.eigh(_sym(b @ _mT(b)))
+        resolved = w[..., 0] * self.EIGH_MAX_CONDITION > w[..., -1]
+        mu = np.sum(np.square(_mT(v) @ b), axis=-1)
+        logw = np.log(np.where(resolved[..., None], mu, 1.0))
+        m = chol @ v
+        out = _sym((m * logw[..., None, :]) @ _mT(m))
+        dist = np.sqrt(np.sum(np.square(logw), axis=-1))
+        if not np.all(resolved):
+            xb, yb = np.broadcast_arrays(x, y)
+            out = np.array(np.broadcast_to(out, xb.shape))
+            dist = np.array(np.broadcast_to(dist, xb.shape[:-2]))
+            redo = ~np.broadcast_to(resolved, xb.shape[:-2])
+            r = None if chol_y is None else np.broadcast_to(chol_y, yb.shape)[redo]
+            out[redo], dist[redo] = self.log_dist(xb[redo], yb[redo], r)
+        log = np.where(np.all(x == y, axis=(-2, -1), keepdims=True), 0.0, out)
+        return log, dist
 
     def retract(self, x, u):
         r"""Second-order retraction :math:`P + U + \tfrac12 U P^{-1} U`, computed in the

@@ -31,7 +31,10 @@ class FrechetMean(Problem):
     """
 
     name = "frechet-mean"
-    _caches = ("_last",)
+    _caches = ("_evaluated",)
+    #: bytes of evaluations kept by (agents, x): the start of the repetitions of a setting is
+    #: the start of the same repetitions of the other settings, a few hundred evaluations apart
+    _EVALUATIONS_BYTES = 64 * 2**20
 
     def __init__(
         self,
@@ -49,7 +52,7 @@ class FrechetMean(Problem):
             )
         super().__init__(manifold, {"a": points}, counts=counts, gradient_bound=gradient_bound)
         manifold.check_point(points[self.mask], "points")
-        self._last: tuple | None = None  # (key, losses, gradients) of the last evaluation
+        self._evaluated: dict | None = None  # (agents, x) bytes -> (local costs, local grads)
         if not self.mask.all():
             # padding rows must be valid points for the batched geometry: repeat row 0
             pad = self.mask.reshape(self.mask.shape + (1,) * k)
@@ -63,34 +66,51 @@ class FrechetMean(Problem):
         k = len(self.manifold.point_shape)
         return -2.0 * self.manifold.log(np.expand_dims(x, -1 - k), batch["a"])
 
-    def _losses_and_grads(self, x, agents):
-        """Per-sample losses ``(A, n_max)`` and gradients ``(A, n_max, *point_shape)`` of
-        ``agents`` at ``x``, both from one factorization per pair when the manifold has
-        ``log_dist`` (SPD: one pencil instead of two); the last answer is kept, so that a cost
-        and a gradient at the same point (one evaluation) share it."""
+    def _local_cost_and_grad(self, x, agents):
+        """``(local_cost, local_grad)`` of ``agents`` at ``x`` from one factorization per pair
+        (the manifold's ``log_dist_eigh`` where it has one, else ``log_dist``).
+
+        These serve evaluations only (cost, gradient norm), never the iterates. The last
+        answers (up to :attr:`_EVALUATIONS_BYTES`) are kept by (agents, x), so that a cost and
+        a gradient norm at one point, and the common start of the settings of a repetition,
+        factorize once.
+        """
         agents, data, mask = self._all(agents)
         k = len(self.manifold.point_shape)
         xb = np.broadcast_to(np.asarray(x, dtype=float),
                              (agents.size,) + self.manifold.point_shape)
         key = (agents.tobytes(), xb.tobytes())
-        if self._last is None or self._last[0] != key:
-            log, d = self.manifold.log_dist(np.expand_dims(xb, -1 - k), data["a"])
-            self._last = (key, d**2, -2.0 * log)
-        return agents, mask, self._last[1], self._last[2]
+        if self._evaluated is None:
+            self._evaluated = {}
+        if key not in self._evaluated:
+            log, d = self._log_dist(np.expand_dims(xb, -1 - k), data)
+            count = self.counts[agents]
+            m = mask.reshape(mask.shape + (1,) * k)
+            cost = np.sum(np.where(mask, d**2, 0.0), axis=-1) / count
+            grad = (np.sum(np.where(m, -2.0 * log, 0.0), axis=1)
+                    / count.reshape((-1,) + (1,) * k))
+            self._evaluated[key] = (cost, grad)
+            size = cost.nbytes + grad.nbytes + len(key[0]) + len(key[1])
+            while len(self._evaluated) > 1 and size * len(self._evaluated) > \
+                    self._EVALUATIONS_BYTES:
+                del self._evaluated[next(iter(self._evaluated))]   # the oldest
+        cost, grad = self._evaluated[key]
+        return cost.copy(), grad.copy()
+
+    def _log_dist(self, x, data):
+        """Per-sample ``(log, dist)`` at ``x`` for an evaluation."""
+        log_dist = getattr(self.manifold, "log_dist_eigh", self.manifold.log_dist)
+        return log_dist(x, data["a"])
 
     def local_cost(self, x, agents=None):
         if not hasattr(self.manifold, "log_dist"):
             return super().local_cost(x, agents)
-        agents, mask, losses, _ = self._losses_and_grads(x, agents)
-        return np.sum(np.where(mask, losses, 0.0), axis=-1) / self.counts[agents]
+        return self._local_cost_and_grad(x, agents)[0]
 
     def local_grad(self, x, agents=None):
         if not hasattr(self.manifold, "log_dist"):
             return super().local_grad(x, agents)
-        agents, mask, _, g = self._losses_and_grads(x, agents)
-        shape = (-1,) + (1,) * len(self.manifold.point_shape)
-        m = mask.reshape(mask.shape + (1,) * len(self.manifold.point_shape))
-        return np.sum(np.where(m, g, 0.0), axis=1) / self.counts[agents].reshape(shape)
+        return self._local_cost_and_grad(x, agents)[1]
 
     def pooled_points(self) -> np.ndarray:
         """All valid samples, shape ``(n_samples, *point_shape)``."""
@@ -135,6 +155,16 @@ class SPDFrechetMean(FrechetMean):
             )
         super().__init__(SPD(points.shape[-1]), points, counts=counts,
                          gradient_bound=gradient_bound)
+        # the Cholesky factor of every sample, once: every log and evaluation needs it (a
+        # batch gathers it with the samples; the same bits as factorizing each time)
+        self.data["chol"] = np.linalg.cholesky(self.data["a"])
+
+    def sample_rgrad(self, x, batch):
+        return -2.0 * self.manifold.log(np.expand_dims(np.asarray(x, dtype=float), -3),
+                                        batch["a"], batch.get("chol"))
+
+    def _log_dist(self, x, data):
+        return self.manifold.log_dist_eigh(x, data["a"], data.get("chol"))
 
     @classmethod
     def from_arrays(cls, points, **kwargs):

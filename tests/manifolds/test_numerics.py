@@ -187,3 +187,38 @@ def test_karcher_mean_converges_on_spread_data(manifold, spread):
     mean = manifold.mean(pts, max_iter=200)
     grad = np.mean(manifold.log(mean[:, None], pts), axis=1)
     assert np.all(manifold.norm(mean, grad) <= 1e-9)
+
+
+def test_spd_log_dist_eigh_matches_the_pencil():
+    """The evaluation path (one eigh per pair) against the pencil (Cholesky + SVD), which the
+    iterates use: relative agreement to 1e-12 for random pairs, the exact zero at x == y, and
+    pairs past EIGH_MAX_CONDITION handed to the pencil (a pair of whitened condition 1e14 gets
+    the pencil's numbers bit for bit)."""
+    m = SPD(4)
+    rng = np.random.default_rng(0)
+    x = m.random_point(rng, (3, 1))
+    y = m.random_point(rng, (3, 50))
+    log_e, d_e = m.log_dist_eigh(x, y)
+    log_p, d_p = m.log_dist(x, y)
+    np.testing.assert_allclose(d_e, d_p, rtol=1e-12)
+    fro = np.linalg.norm
+    assert np.all(fro(log_e - log_p, axis=(-2, -1)) <= 1e-12 * fro(log_p, axis=(-2, -1)))
+    same, _ = m.log_dist_eigh(x[:, 0], x[:, 0])
+    assert np.all(same == 0.0)
+    # condition 1e14 between x = I and y: beyond eigh's eigenvectors, within the pencil
+    q = np.linalg.qr(rng.standard_normal((4, 4)))[0]
+    bad = (q * np.logspace(0, -14, 4)) @ q.T
+    bad = 0.5 * (bad + bad.T)
+    ys = np.stack([y[0, 0], bad, y[0, 1]])
+    log_e, d_e = m.log_dist_eigh(np.eye(4), ys)
+    log_p, d_p = m.log_dist(np.eye(4), ys)
+    np.testing.assert_array_equal(d_e[1], d_p[1])
+    np.testing.assert_array_equal(log_e[1], log_p[1])
+    np.testing.assert_allclose(d_e, d_p, rtol=1e-12)
+    # a precomputed Cholesky factor of y gives the same bits, on both paths
+    chol = np.linalg.cholesky(ys)
+    for with_chol, without in ((m.log_dist_eigh(np.eye(4), ys, chol), (log_e, d_e)),
+                               (m.log_dist(np.eye(4), ys, chol), (log_p, d_p))):
+        np.testing.assert_array_equal(with_chol[0], without[0])
+        np.testing.assert_array_equal(with_chol[1], without[1])
+    np.testing.assert_array_equal(m.log(x, y, np.linalg.cholesky(y)), m.log(x, y))

@@ -269,3 +269,29 @@ def test_spd_generic_clipping_caps_norms():
     assert np.all(p.manifold.norm(x, total) <= 20 * 0.1 + 1e-12)
     norms = p.manifold.norm(x[:, None], p.sample_rgrad(x, {"a": p.data["a"]}))
     np.testing.assert_array_equal(n_clipped, np.sum(norms > 0.1, axis=1))
+
+
+def test_spd_evaluation_matches_the_pencil_and_is_kept(spd, monkeypatch):
+    """cost and gradient (evaluations by eigh) against the pencil arithmetic that the iterates
+    use (SPD.log_dist), to 1e-13 relative; a point evaluated before (here, 5 points earlier)
+    is answered from the kept evaluation without a factorization, and the answers are copies
+    (a caller cannot corrupt the kept one)."""
+    man = spd.manifold
+    rng = np.random.default_rng(9)
+    x = man.random_point(rng)
+    log, d = man.log_dist(np.broadcast_to(x, (3, 1, 3, 3)), spd.data["a"])
+    cost = float(np.sum(spd.agent_weights * np.mean(d**2, axis=1)))
+    grad = np.sum(spd.agent_weights[:, None, None] * np.mean(-2.0 * log, axis=1), axis=0)
+    np.testing.assert_allclose(spd.cost(x), cost, rtol=1e-13)
+    np.testing.assert_allclose(spd.grad(x), grad, rtol=1e-12, atol=1e-13 * np.abs(grad).max())
+    for _ in range(5):
+        spd.grad_norm(man.random_point(rng))
+    first = spd.local_grad(x)
+    first[:] = 0.0
+    calls = []
+    monkeypatch.setattr(type(man), "log_dist_eigh",
+                        lambda self, a, b: calls.append(1) or SPD.log_dist(self, a, b))
+    again = spd.local_grad(x.copy())
+    assert not calls
+    assert np.any(again != 0.0)
+    np.testing.assert_array_equal(spd.cost(x), spd.cost(x.copy()))
