@@ -143,6 +143,19 @@ def _poisson_log_a_frac(q: float, sigma: float, alphas: np.ndarray) -> np.ndarra
     return out
 
 
+def _degenerate_sampled_curve(q: float, noise_multiplier: float, orders: np.ndarray
+                              ) -> np.ndarray | None:
+    """A subsampled Gaussian's curve where it needs no series: nothing sampled (0), no noise
+    (inf), everything sampled (the plain Gaussian); else None."""
+    if q == 0:
+        return np.zeros(orders.shape)
+    if noise_multiplier == 0:
+        return np.full(orders.shape, np.inf)
+    if q == 1:
+        return gaussian_rdp(noise_multiplier, orders)
+    return None
+
+
 def poisson_gaussian_rdp(q: float, noise_multiplier: float, orders: np.ndarray) -> np.ndarray:
     """RDP of the Poisson-subsampled Gaussian (add/remove), one invocation.
 
@@ -160,12 +173,9 @@ def poisson_gaussian_rdp(q: float, noise_multiplier: float, orders: np.ndarray) 
         ``log(A_alpha) / (alpha - 1)``; 0 for ``q = 0``, ``alpha / (2 z^2)`` for ``q = 1``.
     """
     orders = np.asarray(orders, dtype=float)
-    if q == 0:
-        return np.zeros(orders.shape)
-    if noise_multiplier == 0:
-        return np.full(orders.shape, np.inf)
-    if q == 1:
-        return gaussian_rdp(noise_multiplier, orders)
+    degenerate = _degenerate_sampled_curve(q, noise_multiplier, orders)
+    if degenerate is not None:
+        return degenerate
     integer = orders == np.floor(orders)
     log_a = np.empty(orders.shape)
     log_a[integer] = _poisson_log_a_int(q, noise_multiplier, orders[integer])
@@ -281,12 +291,9 @@ def sample_wor_gaussian_rdp(q: float, noise_multiplier: float, orders: np.ndarra
         ``c = f + 1``: ``((1 - t) log A_f + t log A_c) / (a - 1)``, ``t = a - f``.
     """
     orders = np.asarray(orders, dtype=float)
-    if q == 0:
-        return np.zeros(orders.shape)
-    if noise_multiplier == 0:
-        return np.full(orders.shape, np.inf)
-    if q == 1:
-        return gaussian_rdp(noise_multiplier, orders)
+    degenerate = _degenerate_sampled_curve(q, noise_multiplier, orders)
+    if degenerate is not None:
+        return degenerate
     floor = np.floor(orders)
     ceil = np.ceil(orders)
     needed, inverse = np.unique(np.concatenate([floor, ceil]), return_inverse=True)

@@ -303,6 +303,16 @@ class LogisticRegression(LinearProblem):
         return res.x
 
 
+def _svm_reference_input(margins_matrix: np.ndarray, weight: float, name: str) -> np.ndarray:
+    """The rows ``b_j a_j`` as a float ``(N, d)`` array, and a check of the regularizer weight."""
+    c_rows = np.asarray(margins_matrix, dtype=float)
+    if c_rows.ndim != 2 or c_rows.shape[0] < 1:
+        raise ValueError(f"argument 'margins_matrix' must have shape (N, d), got {c_rows.shape}")
+    if not (np.isfinite(weight) and weight > 0):
+        raise ValueError(f"argument '{name}' must be a finite number > 0, got {weight!r}")
+    return c_rows
+
+
 def l1_svm_reference(margins_matrix: np.ndarray, phi: float, tol: float = 1e-9
                      ) -> tuple[np.ndarray, float]:
     r"""Exact l1-SVM optimum by the DUAL linear program, with a certified duality gap.
@@ -335,11 +345,7 @@ def l1_svm_reference(margins_matrix: np.ndarray, phi: float, tol: float = 1e-9
     gap : float
         The certified duality gap, ``>= P(x) - P*``.
     """
-    c_rows = np.asarray(margins_matrix, dtype=float)
-    if c_rows.ndim != 2 or c_rows.shape[0] < 1:
-        raise ValueError(f"argument 'margins_matrix' must have shape (N, d), got {c_rows.shape}")
-    if not (np.isfinite(phi) and phi > 0):
-        raise ValueError(f"argument 'phi' must be a finite number > 0, got {phi!r}")
+    c_rows = _svm_reference_input(margins_matrix, phi, "phi")
     n, d = c_rows.shape
     ct = c_rows.T
     res = sopt.linprog(-np.ones(n), A_ub=np.vstack([ct, -ct]), b_ub=np.full(2 * d, phi),
@@ -393,11 +399,7 @@ def l2_svm_reference(margins_matrix: np.ndarray, mu: float, tol: float = 1e-9
     gap : float
         The certified duality gap, ``>= P(x) - P*``.
     """
-    c_rows = np.asarray(margins_matrix, dtype=float)
-    if c_rows.ndim != 2 or c_rows.shape[0] < 1:
-        raise ValueError(f"argument 'margins_matrix' must have shape (N, d), got {c_rows.shape}")
-    if not (np.isfinite(mu) and mu > 0):
-        raise ValueError(f"argument 'mu' must be a finite number > 0, got {mu!r}")
+    c_rows = _svm_reference_input(margins_matrix, mu, "mu")
     n, d = c_rows.shape
 
     def primal(x):
