@@ -693,6 +693,8 @@ def _descriptor_problems(config: dict, ctx: RunContext
 )
 def spd_descriptors(config: dict, ctx: RunContext) -> dict:
     eps = _check_epsilons(config["epsilons"])
+    # the description names the photo option's STAND-IN; only that option is one
+    ctx.stand_in = config["data"] == "photos"
     problem, public, label, public_label = _descriptor_problems(config, ctx)
     delta = sweep_delta(int(problem.counts.min()))
     methods = _spd_methods(config)

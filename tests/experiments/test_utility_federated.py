@@ -228,7 +228,7 @@ def test_spd_full_size(tmp_path):
 def test_spd_descriptors_on_fake_idx_files(isolated):
     _write_fake_fmnist(isolated / "fm", n_train=240, n_test=120, seed=1)
     out = isolated / "desc"
-    summary, _ = run_experiment(
+    summary, ctx = run_experiment(
         "utility-spd-descriptors", seed=0, out_dir=out,
         overrides={"data_path": str(isolated / "fm"), "n_agents": 4, "per_agent": 50,
                    "epsilons": [1.0, 8.0], "repetitions": 2, "tune_repetitions": 1,
@@ -237,6 +237,7 @@ def test_spd_descriptors_on_fake_idx_files(isolated):
     methods = ["PriRFed DP-RSGD", "Log-Euclidean private mean"]
     got = _check_outputs(out, summary, methods, [1.0, 8.0])
     assert "Fashion-MNIST SPD(7)" in summary["data"]
+    assert not ctx.stand_in  # the figures are not marked "STAND-IN data"
     for m in methods:
         g, _ = _gaps(got, m, [1.0, 8.0])
         assert g[-1] > 0.5, (m, g)
@@ -244,12 +245,13 @@ def test_spd_descriptors_on_fake_idx_files(isolated):
 
 def test_spd_descriptors_photo_standin_is_labelled(tmp_path):
     out = tmp_path / "photos"
-    summary, _ = run_experiment(
+    summary, ctx = run_experiment(
         "utility-spd-descriptors", seed=0, out_dir=out,
         overrides={"data": "photos", "n_agents": 4, "per_agent": 100, "epsilons": [8.0],
                    "repetitions": 2, "tune_repetitions": 1, "rsgd_rounds": [10],
                    "rsgd_steps": [0.6], "clips": [2.0], "log_norm_bounds": [2.0]})
     assert summary["data"].startswith("STAND-IN")
+    assert ctx.stand_in
     assert summary["gap_closed"]["PriRFed DP-RSGD"]["8"] > 0.5
     with pytest.raises(ValueError, match="setting 'data'"):
         run_experiment("utility-spd-descriptors", seed=0, out_dir=tmp_path / "bad",
