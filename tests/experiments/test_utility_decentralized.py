@@ -138,6 +138,10 @@ def test_classify_tiny(fake_data, tmp_path):
     for alg in algs:
         chosen = [t for t in tuning if t["algorithm"] == alg and t["chosen"]]
         assert len(chosen) == 1 and "public split" in chosen[0]["chosen_on"]
+    # a one-point grid has no edge; DP-SGD's two-point grid puts its choice on an edge
+    for t in tuning:
+        two_point = t["algorithm"].startswith("DP-SGD")
+        assert t["at_grid_edge"] == (t["chosen"] and two_point), t
     comm = ctx.tables["doadp_communication_accuracy"]
     assert len(comm) == 2
     assert comm[1]["bytes_sent_mean"] < comm[0]["bytes_sent_mean"]
@@ -194,11 +198,22 @@ def test_svm_tiny_fmnist_binary(fake_data):
     summary, ctx = run_experiment("utility-svm", overrides={
         "data_path": str(fake_data), "datasets": ["fmnist-binary"], "classes": [1, 8],
         "n_agents": 4, "n_active": 2, "epochs": 1, "epsilons": [8.0], "repetitions": 1,
-        "pca_dim": 16, "public_fraction": 0.3, "gammas_l2": [1.0, 10.0],
+        "pca_dim": 16, "public_fraction": 0.3, "gammas_l2": [1.0, 10.0], "mus_l2": [1e-3, 1e-2],
         "gammas_l1": [1.0], "eps_tune": 8.0})
     rows = ctx.tables["privacy_utility"]
     assert {r["panel"] for r in rows} == {"fmnist-binary l2-SVM", "fmnist-binary l1-SVM"}
-    assert {t["gamma"] for t in ctx.tables["tuning"]} == {1.0, 10.0}
+    tuning = ctx.tables["tuning"]
+    # (strength, gamma) chosen jointly on the public split: one choice per panel, from its grid
+    l2 = [t for t in tuning if t["panel"] == "fmnist-binary l2-SVM"]
+    assert {(t["strength"], t["gamma"]) for t in l2} == {
+        (mu, g) for mu in (1e-3, 1e-2) for g in (1.0, 10.0)}
+    for panel in ("fmnist-binary l2-SVM", "fmnist-binary l1-SVM"):
+        chosen = [t for t in tuning if t["panel"] == panel and t["chosen"]]
+        best = max(t["public_validation_accuracy"] for t in tuning if t["panel"] == panel)
+        assert len(chosen) == 1 and chosen[0]["public_validation_accuracy"] == best
+        row = next(r for r in rows if r["panel"] == panel)
+        assert (row["regularization"], row["gamma"]) == (chosen[0]["strength"],
+                                                         chosen[0]["gamma"])
     for r in rows:
         assert 0.9 * r["target_epsilon"] <= r["epsilon_certified"] <= r["target_epsilon"] + 1e-9
     ref = summary["references"]["fmnist-binary l2-SVM"]
@@ -217,7 +232,7 @@ def test_svm_epsilon_standin_subsample(tmp_path, monkeypatch):
     summary, ctx = run_experiment("utility-svm", overrides={
         "datasets": ["epsilon-standin"], "eps_rows": 3000, "eps_features": 20,
         "eps_subsample": 1000, "n_agents": 4, "n_active": 2, "epochs": 1, "epsilons": [4.0],
-        "repetitions": 1, "regularizers": ["l2", "l1"], "gammas_l2": [10.0],
+        "repetitions": 1, "regularizers": ["l2", "l1"], "gammas_l2": [10.0], "mus_l2": [1e-2],
         "gammas_l1": [0.1], "public_fraction": 0.1, "eps_tune": 4.0, "eps_pca_dim": 8})
     rows = ctx.tables["privacy_utility"]
     assert [r["panel"] for r in rows] == ["epsilon-standin l2-SVM", "epsilon-standin l1-SVM"]
