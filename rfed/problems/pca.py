@@ -47,8 +47,10 @@ class SpherePCA(Problem):
     """
 
     name = "sphere-pca"
-    #: Minibatches may be evaluated as masks over all samples (two cheap passes, no gather).
-    masked_batches = True
+    #: Random minibatches are gathered in row order, a cache-sized block of agents at a time
+    #: (:class:`~rfed.problems.base.Problem`): the two products of :meth:`clipped_grad_sum` then
+    #: read each block from the cache.
+    sorted_batches = True
 
     def __init__(
         self,
