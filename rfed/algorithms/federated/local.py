@@ -461,10 +461,11 @@ def _agent_data(problem: Problem, agents: np.ndarray) -> tuple[dict, np.ndarray]
     return problem.agent_data(agents)
 
 
-#: Bytes of gathered minibatch rows per block of :func:`_clipped_sum_in_order`: the block's
-#: two products then read it from the cache (8 MiB measured best of 0.5, 2 and 8 MiB on a
-#: 32 MiB L3 at 100 agents x 300 rows and 1,000 x 25 of dimension 784).
-_GATHER_BLOCK_BYTES = 8 * 2**20
+#: Bytes of gathered minibatch rows per block of :func:`_clipped_sum_in_order`, so that the
+#: block's passes read it from the cache: on a 32 MiB L3 (benchmarks/bench_prirfed.py shapes,
+#: dimension 784, half batches) blocks of 1-8 MiB took within 3% of each other, 16 MiB 6-8% more,
+#: 32 MiB 20% more and one gather of everything 1.4x.
+_GATHER_BLOCK_BYTES = 4 * 2**20
 
 
 def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
