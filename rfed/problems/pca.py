@@ -117,7 +117,10 @@ class SpherePCA(Problem):
             c = c * np.where(over, bound / np.where(over, norms, 1.0), 1.0)
             n_clipped = np.sum(over if mask is None else over & mask, axis=-1)
         ca = c * a
-        total = -2.0 * (np.einsum("...bd,...b->...d", z, ca) - np.sum(ca * a, -1)[..., None] * x)
+        # -2 (Z^T (c a) - (sum c a^2) x), in place: the same roundings, two fewer temporaries
+        total = np.einsum("...bd,...b->...d", z, ca)
+        total -= np.sum(ca * a, -1)[..., None] * x
+        total *= -2.0
         return total, n_clipped
 
     def sample_lipschitz(self) -> np.ndarray:
