@@ -19,15 +19,37 @@ local steps with clipping and tangent noise, full batch or the paper's ``b = N_i
 * ``floor: K x (Z x, Z^T w)``: K passes over the data a round must read, as two batched
   ``einsum`` over all agents (full batch) or over half the samples (``b = N_i / 2``): the
   memory-bandwidth floor of any implementation. For ``b = N_i / 2`` it reads a CONTIGUOUS half
-  (the first ``N_i / 2`` rows), which no random minibatch is;
-* ``floor: K x (gather B, Z_B x, Z_B^T w)`` (``b = N_i / 2`` only): the same two passes over a
-  uniformly random half of each agent's rows, gathered (fancy indexing, rows in order) after
-  drawing the subsets as rfed does (:func:`sample_minibatches`), and
-  ``floor: K x (Z x, Z^T w) over all rows``: the two passes over every row with the
-  unselected ones weighted 0 (rfed's masked minibatches): the floors of a random minibatch in
-  numpy, where a product cannot read scattered rows without a copy.
+  (the first ``N_i / 2`` rows), which no random minibatch is, so it is printed but not counted
+  as reachable;
+* the floors of a uniformly random half (``b = N_i / 2`` only; the subsets drawn as rfed draws
+  them, :func:`sample_minibatches`): ``floor: K x (Z x, Z^T w) over all rows``, the two passes
+  over every row with the unselected ones weighted 0 (rfed's former masked minibatches);
+  ``floor: K x (gather B, Z_B x, Z_B^T w)``, the half gathered in row order by one flat
+  ``np.take`` into a buffer reused across the steps, then the two passes over it; and
+  ``floor: same, in 4 MiB blocks``, the same reads a block of agents at a time so that the
+  second pass reads the cache (what rfed does, with rfed's block size). "Best floor" is the
+  fastest of these;
+* ``part: K keyed noise draws``: not a data read but the K tangent-noise draws of the round
+  (``A x d`` standard normals per step from rfed's per-agent keyed streams), which no data
+  floor counts; the closing line also prints rfed minus it over the best floor, and rfed over
+  the best floor plus it.
 
 The last column is time / rfed; the closing lines print rfed / floor.
+
+Measured (``python benchmarks/bench_prirfed.py --repeat 11``, median CPU time of 11
+interleaved calls, on the project's shared 2-core machine under a load of about 4.5; issue 13's
+target is 1.5x the best floor):
+
+* 100 x 600: full batch 1.16x its floor; ``N_i / 2`` 1.34x the best floor of a random half
+  (the blocked gather), 1.14x the masked floor over all rows, 0.98x the one-shot gather;
+* 1,000 x 50: full batch 2.10x its floor; ``N_i / 2`` 2.40x the best floor (1.76x without the
+  noise draws, 1.47x the best floor plus the noise draws). The data floor alone is not
+  reachable at 1,000 agents: a round draws 1,000 x 783 keyed normals per step (16 ns each
+  from the Philox streams, against about 0.13 ns per byte of the blocked floor), 0.64x the
+  best floor by themselves, and runs exp, the tangent projection and the aggregation on
+  (1,000, 784) arrays.
+* ``--quick``: 10 x 600 ``N_i / 2`` at 1.45x its best floor, 100 x 50 at 2.41x (1.83x
+  without the noise draws): a round's fixed Python cost (a few ms) weighs more there.
 """
 
 from __future__ import annotations
@@ -38,15 +60,17 @@ import numpy as np
 from _timing import interleaved_medians
 
 from rfed.algorithms.federated import DPRSGD, PriRFed, tangent_mean
+from rfed.algorithms.federated.local import _GATHER_BLOCK_BYTES
 from rfed.algorithms.federated.sampling import sample_minibatches
 from rfed.problems import Problem, SpherePCA
+from rfed.randomness import AgentStreams
 
 
 class GenericPCA(SpherePCA):
     """SpherePCA without its structured clipping (the generic per-sample path)."""
 
     clipped_grad_sum = Problem.clipped_grad_sum
-    masked_batches = False
+    sorted_batches = False
 
 
 def loop_round(problem, plan, x, alpha, k_steps, batch, rng, structured: bool):
@@ -88,17 +112,47 @@ def floor_passes(z: np.ndarray, x: np.ndarray, k_steps: int, half: bool) -> None
         np.einsum("and,an->ad", zz, w)
 
 
+def _sorted_half(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
+    """A uniformly random half of each agent's rows, drawn as rfed draws them
+    (:func:`sample_minibatches`), each row of the result sorted, shape ``(A, N / 2)``."""
+    idx, _ = sample_minibatches(counts, counts // 2, rng)
+    return np.sort(idx, axis=1)
+
+
 def floor_random_batch(z: np.ndarray, x: np.ndarray, k_steps: int,
-                       rng: np.random.Generator) -> None:
-    """K times: a uniformly random half of each agent's rows, gathered, then ``Z_B x`` and
-    ``Z_B^T w``."""
-    n_agents, n_per = z.shape[:2]
+                       rng: np.random.Generator, block_bytes: int | None) -> None:
+    """K times: a uniformly random half of each agent's rows, gathered in row order by one flat
+    ``np.take`` into a buffer reused across the steps, then ``Z_B x`` and ``Z_B^T w``.
+
+    ``block_bytes=None`` gathers every agent's half at once; otherwise a block of agents
+    holding about ``block_bytes`` of gathered rows at a time, so that the two products read the
+    block from the cache (rfed's rule, ``rfed.algorithms.federated.local``).
+    """
+    n_agents, n_per, dim = z.shape
+    b = n_per // 2
     counts = np.full(n_agents, n_per)
+    per_block = n_agents if block_bytes is None else max(1, block_bytes // (b * dim * 8))
+    buf = np.empty((min(per_block, n_agents) * b, dim))
+    flat_rows = z.reshape(-1, dim)
     for _ in range(k_steps):
-        idx, _ = sample_minibatches(counts, counts // 2, rng)
-        zb = z[np.arange(n_agents)[:, None], np.sort(idx, axis=1)]
-        w = np.einsum("and,d->an", zb, x)
-        np.einsum("and,an->ad", zb, w)
+        flat = (np.arange(n_agents)[:, None] * n_per + _sorted_half(counts, rng))
+        for start in range(0, n_agents, per_block):
+            stop = min(n_agents, start + per_block)
+            rows = flat[start:stop].reshape(-1)
+            # mode 'clip' writes into buf directly (the indices are valid); 'raise' buffers
+            zb = np.take(flat_rows, rows, axis=0, out=buf[: rows.size], mode="clip")
+            zb = zb.reshape(stop - start, b, dim)
+            w = np.einsum("and,d->an", zb, x)
+            np.einsum("and,an->ad", zb, w)
+
+
+def noise_draws(n_agents: int, dim: int, k_steps: int) -> None:
+    """K keyed tangent-noise draws of the round, ``(A, dim - 1)`` standard normals each, from the
+    per-agent streams rfed uses (not data reads: the part of a round no data floor counts)."""
+    streams = AgentStreams(1)
+    agents = np.arange(n_agents)
+    for k in range(k_steps):
+        streams.normal(agents, 0, f"local#{k}", (dim - 1,))
 
 
 def main() -> None:
@@ -143,7 +197,13 @@ def main() -> None:
                     lambda z=z, x=x0: floor_passes(z, x, k_steps, False))
                 fns["floor: K x (gather B, Z_B x, Z_B^T w)"] = (
                     lambda z=z, x=x0: floor_random_batch(z, x, k_steps,
-                                                         np.random.default_rng(3)))
+                                                         np.random.default_rng(3), None))
+                fns["floor: same, in 4 MiB blocks"] = (
+                    lambda z=z, x=x0: floor_random_batch(z, x, k_steps,
+                                                         np.random.default_rng(3),
+                                                         _GATHER_BLOCK_BYTES))
+            fns["part: K keyed noise draws"] = (
+                lambda n=n_agents: noise_draws(n, dim, k_steps))
             times = interleaved_medians(fns, args.repeat)
             ref = times["rfed batched"]
             for label, t in times.items():
@@ -152,6 +212,13 @@ def main() -> None:
             for label, t in times.items():
                 if label.startswith("floor"):
                     print(f"{'':<18} {batch_label:<10} rfed / {label} = {ref / t:.2f}")
+            # the floors a random minibatch can reach (the contiguous half is no random subset)
+            reachable = [t for label, t in times.items() if label.startswith("floor")
+                         and (batch is None or label != "floor: K x (Z x, Z^T w)")]
+            noise = times["part: K keyed noise draws"]
+            print(f"{'':<18} {batch_label:<10} rfed / best floor = {ref / min(reachable):.2f}; "
+                  f"(rfed - noise draws) / best floor = {(ref - noise) / min(reachable):.2f}; "
+                  f"rfed / (best floor + noise draws) = {ref / (min(reachable) + noise):.2f}")
 
 
 if __name__ == "__main__":

@@ -156,10 +156,16 @@ class Problem(abc.ABC):
         sensitivity of a clipped mean whose every summand may change.
     privacy_assumptions : tuple of str
         Public assertions the problem's constants rest on, copied into privacy reports.
+    sorted_batches : bool
+        True when DP-RSGD may gather a random minibatch's rows sorted by index, a cache-sized
+        block of agents at a time (worth it when :meth:`clipped_grad_sum` reads the rows more
+        than once, e.g. ``Z x`` then ``Z^T w``); the drawn subsets are the same, the summation
+        order is the rows'. False: gathered in the order drawn, all agents at once.
     """
 
     name: str = "problem"
     coupled_records: bool = False
+    sorted_batches: bool = False
     privacy_assumptions: tuple[str, ...] = ()
     # global ids of the agents a shard holds (None: every agent) and, per global id, the local
     # row of its data (-1: held elsewhere)
@@ -359,11 +365,42 @@ class Problem(abc.ABC):
                              "are on another process)")
         return rows
 
-    def batch(self, agents: np.ndarray, idx: np.ndarray) -> dict[str, np.ndarray]:
-        """Gather samples ``idx`` (shape ``(A, b)``) of ``agents`` (global ids, shape
-        ``(A,)``)."""
-        rows = self._rows(np.asarray(agents))[:, None]
-        return {k: v[rows, idx] for k, v in self._data.items()}
+    def batch(self, agents: np.ndarray, idx: np.ndarray,
+              out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
+        """Gather samples ``idx`` of ``agents``.
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global ids.
+        idx : int array, shape ``(A, b)``
+            Row indices in ``0 .. n_max - 1`` (padding rows included: a caller masks them).
+        out : mapping of str to array, optional
+            Buffers to gather into, ``{key: (>= A b, ...)}`` (e.g. the arrays of an earlier
+            call, reused across the blocks and steps of a trainer).
+
+        Returns
+        -------
+        dict of str to array, each of shape ``(A, b, ...)`` (views of ``out`` when given)
+        """
+        rows = self._rows(np.asarray(agents))
+        idx = np.asarray(idx)
+        if idx.size and (idx.min() < 0 or idx.max() >= self.n_max):
+            raise ValueError(f"argument 'idx' must hold row indices in [0, {self.n_max}), got "
+                             f"range [{idx.min()}, {idx.max()}]")
+        got = {}
+        for k, v in self._data.items():
+            if not v.flags.c_contiguous:
+                got[k] = v[rows[:, None], idx]
+                continue
+            # one flat take of whole rows: faster than 2-d fancy indexing, the same values
+            flat = (rows[:, None] * v.shape[1] + idx).reshape(-1)
+            dest = None if out is None else out[k][: flat.size]
+            # indices are checked above; mode 'raise' would gather into a temporary first
+            taken = np.take(v.reshape((-1,) + v.shape[2:]), flat, axis=0, out=dest,
+                            mode="raise" if dest is None else "clip")
+            got[k] = taken.reshape(idx.shape + v.shape[2:])
+        return got
 
     def agent_data(self, agents: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """All rows of ``agents`` (global ids, shape ``(A,)``): ``({key: (A, n_max, ...)},

@@ -58,7 +58,7 @@ class KPCA(Problem):
     """
 
     name = "kpca"
-    masked_batches = True
+    sorted_batches = True
 
     def __init__(
         self,

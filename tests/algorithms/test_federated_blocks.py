@@ -40,7 +40,7 @@ def test_block_generator_rows_are_each_agents_own_stream():
     DPRSGD(steps=2, batch_size=7, clip=1.0, noise_multiplier=1.0),
     DPRSGD(steps=2, batch_size=0.3, clip=1.0, noise_multiplier=1.0, sampling="poisson"),
     DPRSVRG(steps=2, inner_steps=3, clip=1.0, noise_multiplier=1.0),
-], ids=["rsgd-masked", "rsgd-gather", "rsgd-poisson", "rsvrg"])
+], ids=["rsgd-in-order", "rsgd-gather", "rsgd-poisson", "rsvrg"])
 @pytest.mark.parametrize("option", [1, 2])
 def test_local_points_do_not_depend_on_the_blocks(trainer, option):
     prob = _pca()

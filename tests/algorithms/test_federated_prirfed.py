@@ -92,7 +92,7 @@ def test_dprsgd_clips_each_sample_gradient_at_tau():
 
 
 def test_dprsgd_minibatch_step_on_pca_matches_manual_computation():
-    """The masked minibatch path of SpherePCA equals clipping and averaging the drawn batch."""
+    """The in-order minibatch path of SpherePCA equals clipping and averaging the drawn batch."""
     prob = SpherePCA(make_pca_synthetic(3, 30, 6, 0.3, 5))
     tau, alpha = 0.02, 0.7
     tr = DPRSGD(steps=1, batch_size=0.5, clip=tau)
