@@ -3,7 +3,10 @@
 An algorithm calls :meth:`PrivacyLedger.record` as it runs (once per round or per step, for all
 agents at once); the ledger aggregates identical events into counts, so recording is cheap, and
 answers ``epsilon(delta)`` per agent and overall at any time, with the certified accountant of
-:mod:`rfed.privacy.accountants`.
+:mod:`rfed.privacy.accountants`. An algorithm that charges the same event every round builds it
+once (:meth:`rfed.privacy.accountants.EventSpec.make`) and charges it with
+:meth:`PrivacyLedger.record_event` and a mask of agents: the same ledger state without
+re-validating the parameters each round.
 
 * **Per agent**: the events that touched the agent's own records, composed adaptively.
 * **Overall**: the maximum over agents. Agents hold disjoint data and every recorded event is
