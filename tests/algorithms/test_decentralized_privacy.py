@@ -378,3 +378,12 @@ def test_account_event_plan_records_what_the_general_path_records(sizes, sample,
     assert np.array_equal(fast.certified_epsilons(), slow.certified_epsilons())
     # the plan covers every case but those whose event depends on the active set
     assert covered == (min(sizes) > 3)
+
+
+def test_account_refuses_a_mask_of_the_wrong_shape_before_counting():
+    from rfed.algorithms.decentralized._privacy import GaussianAccount
+
+    acc = GaussianAccount("A", np.array([50] * 4), 1, np.ones(4, int), 1.3, 0.04, 1e-5)
+    with pytest.raises(ValueError, match="active"):
+        acc.record_round(np.ones(1, bool))
+    assert acc.counts.sum() == 0 and acc.rounds == 0 and not acc.ledger.to_dict()["events"]

@@ -440,12 +440,13 @@ class GaussianAccount:
         """Charge one round to the agents of the boolean mask ``active``."""
         self.check_can_step()
         active = np.asarray(active, dtype=bool)
+        if active.shape != self.counts.shape:
+            raise ValueError(f"argument 'active' must be a bool mask of shape "
+                             f"{self.counts.shape}, got shape {active.shape}")
         self.counts += active
-        if self._plan is not None:
-            if active.shape != self.counts.shape:
-                raise ValueError(f"argument 'active' must be a bool mask of shape "
-                                 f"{self.counts.shape}, got shape {active.shape}")
-            for spec, cls in self._plan:
+        plan = getattr(self, "_plan", None)  # None too in an account pickled before the plan
+        if plan is not None:
+            for spec, cls in plan:
                 who = active & cls
                 if who.any():
                     self.ledger.record_event(self.rounds, spec, who)
