@@ -29,6 +29,7 @@ replayable by design.
 
 from __future__ import annotations
 
+import math
 import zlib
 
 import numpy as np
@@ -40,21 +41,27 @@ _AGENT_TAG = 0x4147454E  # "AGEN"
 #: Consecutive agent ids that share one generator (fixed: part of every run's definition).
 AGENT_GROUP = 16
 
-def _open_uniform(gen: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
-    # (k + 1/2) 2^-53: never 0 or 1, so inversions (log, ndtri) stay finite; in place (the
-    # same two roundings as the expression, without its two temporaries)
-    u = gen.integers(0, 2**53, size=size).astype(np.float64)
-    u += 0.5
-    u *= 2.0**-53
-    return u
+def _open_uniform(gen: np.random.Generator, size: tuple[int, ...],
+                  out: np.ndarray | None = None) -> np.ndarray:
+    # (k + 1/2) 2^-53 with k = gen.integers(0, 2**53): never 0 or 1, so inversions (log, ndtri)
+    # stay finite. For the range 2^53, numpy's bounded 64-bit integers (Lemire's method) are
+    # k = raw >> 11 of the raw 64-bit outputs and never reject, so k is read from the bit
+    # generator directly; and (k + 1/2) 2^-53 = fl(2k + 1) 2^-54 exactly (float(k) + 1/2 rounds
+    # the 54-bit odd number 2k + 1 the way its conversion does, and powers of two scale
+    # exactly): one conversion-and-scale pass into ``out``
+    raw = gen.bit_generator.random_raw(size)
+    raw >>= np.uint64(10)
+    raw |= np.uint64(1)
+    return np.multiply(raw, 2.0**-54, out=out)
 
 
 def _check_shape(shape) -> tuple[int, ...]:
     return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
 
 
-def _standard_normal(gen: np.random.Generator, size: tuple[int, ...]) -> np.ndarray:
-    return gen.standard_normal(size)
+def _standard_normal(gen: np.random.Generator, size: tuple[int, ...],
+                     out: np.ndarray | None = None) -> np.ndarray:
+    return gen.standard_normal(size, out=out)
 
 
 #: The samplers of :meth:`AgentStreams.uniform` and :meth:`AgentStreams.normal`, by name.
@@ -151,7 +158,7 @@ class AgentStreams:
             raise ValueError(f"argument 'agents' must be a 1-d int array of ids, got {agents!r}")
         if a.size and (a.min() < 0 or a.max() >= 2**32):
             raise ValueError("argument 'agents' must hold ids in [0, 2**32)")
-        return a.astype(np.int64)
+        return a.astype(np.int64, copy=False)
 
     def _rekey(self, group: int, rnd: int, code: int) -> np.random.Generator:
         """The instance's generator at the start of the stream of ``(group, round, purpose)``."""
@@ -167,7 +174,7 @@ class AgentStreams:
         a = self._agents(agents)
         shape = _check_shape(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
-        m = int(np.prod(shape, dtype=np.int64))
+        m = math.prod(shape)
         return self._rows(a, rnd, code, m, sampler).reshape((a.size, *shape))
 
     def _rows(self, a: np.ndarray, rnd: int, code: int, m: int, sampler) -> np.ndarray:
@@ -188,10 +195,10 @@ class AgentStreams:
         else:
             groups, where = np.unique(group_of, return_inverse=True)
         rows = np.empty((groups.size, m, AGENT_GROUP))
-        for k, g in enumerate(groups):
+        for k, g in enumerate(groups.tolist()):
             # element j of the group's agent r is draw j * 16 + r: it does not depend on how
             # many elements are asked for, so a block padded to another length agrees
-            rows[k] = sampler(self._rekey(int(g), rnd, code), (m, AGENT_GROUP))
+            sampler(self._rekey(g, rnd, code), (m, AGENT_GROUP), out=rows[k])
         return rows[where.reshape(-1), :, a % AGENT_GROUP]  # (n_agents, m)
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:

@@ -147,3 +147,20 @@ def test_increasing_and_unordered_blocks_over_several_groups_agree_with_single_a
         for i, a in enumerate(agents):
             np.testing.assert_array_equal(s.normal([a], 3, "noise", (4,))[0], together[i])
     assert s.normal(np.zeros(0, dtype=int), 3, "noise", (4,)).shape == (0, 4)
+
+
+def test_open_uniforms_are_the_bounded_integer_formula_bit_for_bit():
+    """The uniforms read from the raw Philox outputs equal their definition
+    ``(Generator.integers(0, 2**53) + 1/2) 2^-53`` exactly, including the keys whose
+    ``k + 1/2`` rounds (k >= 2^52), and written into a given array."""
+    from rfed.randomness import _open_uniform
+
+    for key in range(20):
+        ref_gen = np.random.Generator(np.random.Philox(key=key))
+        gen = np.random.Generator(np.random.Philox(key=key))
+        k = ref_gen.integers(0, 2**53, size=(257, 16))
+        expected = (k.astype(np.float64) + 0.5) * 2.0**-53
+        out = np.empty((257, 16))
+        got = _open_uniform(gen, (257, 16), out=out)
+        assert got is out and np.array_equal(got, expected)
+        assert np.any(k >= 2**52) and np.all((got > 0) & (got < 1))

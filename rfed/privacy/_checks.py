@@ -91,6 +91,10 @@ def check_nonneg_array(value: Any, name: str) -> np.ndarray:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
         raise TypeError(f"argument '{name}' must be a numeric scalar or array") from None
-    if not np.all(np.isfinite(arr)) or np.any(arr < 0):
+    # a scalar (the usual noise std or clip level, checked at every release) skips the array
+    # reductions; NaN fails both comparisons
+    ok = (math.isfinite(v := float(arr)) and v >= 0) if arr.ndim == 0 else (
+        bool(np.isfinite(arr).all()) and not bool((arr < 0).any()))
+    if not ok:
         raise ValueError(f"argument '{name}' must be finite and >= 0 everywhere")
     return arr

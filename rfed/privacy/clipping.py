@@ -36,7 +36,7 @@ def clip_factors(norms: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
 
 def _positive_bound(bound) -> np.ndarray:
     bound = check_nonneg_array(bound, "bound")
-    if np.any(bound <= 0):
+    if (float(bound) <= 0) if bound.ndim == 0 else bool((bound <= 0).any()):
         raise ValueError("argument 'bound' must be > 0 everywhere (a clipping level of 0 "
                          "releases nothing and has no finite noise multiplier)")
     return bound
@@ -46,7 +46,7 @@ def _check_finite(manifold: Manifold | None, a, name: str) -> None:
     parts = None if manifold is None else blocks(manifold)
     arrays = a if parts is not None else (a,)
     for arr in arrays:
-        if not np.all(np.isfinite(arr)):
+        if not np.isfinite(arr).all():
             raise ValueError(f"argument '{name}' contains NaN or inf (a per-sample gradient "
                              "that is not finite cannot be clipped)")
 

@@ -3,7 +3,10 @@
 An algorithm calls :meth:`PrivacyLedger.record` as it runs (once per round or per step, for all
 agents at once); the ledger aggregates identical events into counts, so recording is cheap, and
 answers ``epsilon(delta)`` per agent and overall at any time, with the certified accountant of
-:mod:`rfed.privacy.accountants`.
+:mod:`rfed.privacy.accountants`. An algorithm that charges the same event every round builds it
+once (:meth:`rfed.privacy.accountants.EventSpec.make`) and charges it with
+:meth:`PrivacyLedger.record_event` and a mask of agents: the same ledger state without
+re-validating the parameters each round.
 
 * **Per agent**: the events that touched the agent's own records, composed adaptively.
 * **Overall**: the maximum over agents. Agents hold disjoint data and every recorded event is
@@ -269,9 +272,54 @@ class PrivacyLedger:
             new = self._last_round[uniq] != rnd
             self._rounds[uniq[new]] += 1
             self._last_round[uniq] = rnd
+        self._close_record(rnd)
+
+    def _close_record(self, rnd: int) -> None:
         self._first_round = rnd if self._first_round is None else min(self._first_round, rnd)
         self._max_round = rnd if self._max_round is None else max(self._max_round, rnd)
         self._cache.clear()
+
+    def record_event(self, round: int, event: EventSpec, agents: np.ndarray,
+                     count: int = 1) -> None:
+        """Charge ``count`` invocations of a built ``event`` to the agents of a boolean mask.
+
+        The same charge as :meth:`record` with the event's parameters (counts, rounds
+        participated, history: identical state), for a caller that charges one fixed event
+        every round: the event was validated once by :meth:`EventSpec.make`, and is checked
+        against the ledger's accountant and relation when it is first charged.
+
+        Parameters
+        ----------
+        round : int
+            Round (or iteration) index, >= 0.
+        event : EventSpec
+        agents : bool array, shape ``(n_agents,)``
+            The agents whose records the mechanism read.
+        count : int
+            Invocations in this round.
+        """
+        if type(round) is not int or round < 0:  # the common case skips check_int's coercion
+            round = check_int(round, "round", minimum=0)
+        if type(count) is not int or count < 0:
+            count = check_int(count, "count", minimum=0)
+        if not isinstance(event, EventSpec):
+            raise TypeError(f"argument 'event' must be an EventSpec, got {event!r}")
+        mask = np.asarray(agents)
+        if mask.dtype != bool or mask.shape != (self.n_agents,):
+            raise ValueError(f"argument 'agents' must be a bool mask of shape "
+                             f"({self.n_agents},), got dtype {mask.dtype} shape {mask.shape}")
+        if not mask.any():  # as record() with no agent: no event is registered
+            self._close_record(round)
+            return
+        idx = self._key(event)
+        if count:
+            self._counts[idx] += count * mask
+        if self.keep_history:
+            self._append_history(round, idx, np.flatnonzero(mask), False, count, True)
+        # a round is counted once per agent, however many events it is charged in it
+        self._rounds += mask & (self._last_round != round)
+        self._last_round[mask] = round
+        self._close_record(round)
 
     def _append_history(self, rnd, idx, members, all_agents, count, distinct):
         if not all_agents and members.size == self.n_agents:

@@ -135,11 +135,12 @@ def gaussian_release(
     """
     sigma = check_nonneg_array(sigma, "sigma")
     value = _finite(value, "value")
-    try:
-        np.broadcast_to(sigma, value.shape)
-    except ValueError:
-        raise ValueError(f"argument 'sigma' of shape {sigma.shape} must broadcast to argument "
-                         f"'value' of shape {value.shape}") from None
+    if sigma.ndim:  # a scalar broadcasts to any value
+        try:
+            np.broadcast_to(sigma, value.shape)
+        except ValueError:
+            raise ValueError(f"argument 'sigma' of shape {sigma.shape} must broadcast to "
+                             f"argument 'value' of shape {value.shape}") from None
     if is_secure(rng):
         return grid_release(value, sigma, rng, "gaussian", name="value")
     return value + sigma * _draws(rng).standard_normal(value.shape)
@@ -192,7 +193,7 @@ def _draws(rng: Any) -> Any:
 
 def _finite(value: Any, name: str) -> np.ndarray:
     arr = np.asarray(value, dtype=float)
-    if not np.all(np.isfinite(arr)):
+    if not np.isfinite(arr).all():
         raise ValueError(f"argument '{name}' contains NaN or inf")
     return arr
 

@@ -348,3 +348,42 @@ def test_a_schedule_above_the_size_limit_is_not_kept(monkeypatch, logreg):
     assert alg._planned.seed is None and not alg._planned._draws
     assert alg._planned.take(state.seed, 0) is None
     alg.step(logreg, state)    # draws its activation itself
+
+
+@pytest.mark.parametrize("sizes, sample, releases", [
+    ([50] * 6, 1, [1] * 6),                        # DO-ADP, DSGD, DP-DDA
+    ([50, 50, 60, 60, 70, 80], 4, [1] * 6),        # unequal local sizes
+    ([50] * 6, 3, [2, 3, 3, 4, 2, 5]),             # DPDL: |N_i| releases per round
+    ([50, 60, 50, 60, 70, 50], None, [1, 2, 2, 1, 3, 1]),  # full local gradients
+    ([50, 3, 50, 2, 50, 50], 4, [1, 1, 1, 1, 1, 1]),       # some agents not subsampled
+    ([3, 3, 50, 50, 50, 50], 4, [1, 1, 2, 2, 2, 2]),       # a whole-data class first
+])
+def test_account_event_plan_records_what_the_general_path_records(sizes, sample, releases):
+    """GaussianAccount's per-run event plan (one ledger call per event and round) leaves the
+    ledger in exactly the state of the general per-round path, in every case the plan covers;
+    where an agent's event depends on the round's active set the plan is not used."""
+    from rfed.algorithms.decentralized._privacy import GaussianAccount
+
+    args = (np.array(sizes), sample, np.array(releases), 1.3, 0.04, 1e-5)
+    fast, slow = GaussianAccount("A", *args), GaussianAccount("A", *args)
+    slow._plan = None
+    covered = fast._plan is not None
+    rng = np.random.default_rng(len(sizes) + sum(releases))
+    for _ in range(30):
+        active = rng.random(len(sizes)) < rng.choice([0.0, 0.4, 1.0])
+        fast.record_round(active)
+        slow.record_round(active)
+    assert fast.ledger.to_dict() == slow.ledger.to_dict()
+    assert np.array_equal(fast.counts, slow.counts) and fast.rounds == slow.rounds
+    assert np.array_equal(fast.certified_epsilons(), slow.certified_epsilons())
+    # the plan covers every case but those whose event depends on the active set
+    assert covered == (min(sizes) > 3)
+
+
+def test_account_refuses_a_mask_of_the_wrong_shape_before_counting():
+    from rfed.algorithms.decentralized._privacy import GaussianAccount
+
+    acc = GaussianAccount("A", np.array([50] * 4), 1, np.ones(4, int), 1.3, 0.04, 1e-5)
+    with pytest.raises(ValueError, match="active"):
+        acc.record_round(np.ones(1, bool))
+    assert acc.counts.sum() == 0 and acc.rounds == 0 and not acc.ledger.to_dict()["events"]

@@ -221,3 +221,51 @@ def test_repeated_ids_in_one_call_count_once_per_round_but_every_invocation():
     led.record(0, np.array([1, 1, 2]), noise_multiplier=1.0, count=2)
     assert led.spent(1)[0][1] == 4 and led.spent(2)[0][1] == 2
     np.testing.assert_array_equal(led.rounds_participated, [0, 1, 1, 0, 0])
+
+
+def test_record_event_leaves_the_ledger_as_record_does():
+    """Charging a built event with a mask gives the state record() gives (counts, rounds,
+    history, first/last round), including empty masks, repeated rounds and count 0."""
+    from rfed.privacy.accountants import EventSpec
+
+    rng = np.random.default_rng(3)
+    n = 9
+    ev_a = EventSpec.make("gaussian", 1.5 / 0.2, "without_replacement", dataset_size=40,
+                          sample_size=4)
+    ev_b = EventSpec.make("gaussian", 2.0)
+    old, new = PrivacyLedger(n), PrivacyLedger(n)
+    for t in [0, 1, 2, 2, 3, 5, 6, 7, 8]:
+        for _ in range(2):
+            mask = rng.random(n) < rng.choice([0.0, 0.5, 1.0])
+            count = int(rng.choice([0, 1, 3]))
+            if rng.random() < 0.5:
+                old.record(t, mask, sigma=1.5, sensitivity=0.2, sampling="without_replacement",
+                           dataset_size=40, sample_size=4, count=count)
+                new.record_event(t, ev_a, mask, count)
+            else:
+                old.record(t, mask, noise_multiplier=2.0, count=count)
+                new.record_event(t, ev_b, mask, count)
+    assert new.to_dict() == old.to_dict()
+    assert np.array_equal(new.epsilons(1e-5), old.epsilons(1e-5))
+
+
+def test_record_event_refuses_bad_input():
+    from rfed.privacy.accountants import EventSpec
+
+    led = PrivacyLedger(4)
+    ev = EventSpec.make("gaussian", 2.0)
+    with pytest.raises(ValueError, match="agents"):
+        led.record_event(0, ev, np.array([0, 1]))
+    with pytest.raises(ValueError, match="agents"):
+        led.record_event(0, ev, np.ones(5, bool))
+    with pytest.raises(TypeError, match="event"):
+        led.record_event(0, "gaussian", np.ones(4, bool))
+    with pytest.raises(ValueError, match="round"):
+        led.record_event(-1, ev, np.ones(4, bool))
+    with pytest.raises(ValueError, match="count"):
+        led.record_event(0, ev, np.ones(4, bool), count=-1)
+    # the ledger's accountant check runs when the event is first charged
+    pld = PrivacyLedger(4, method="pld", neighboring="add_remove_one")
+    wor = EventSpec.make("gaussian", 2.0, "without_replacement", dataset_size=10, sample_size=2)
+    with pytest.raises(ValueError):
+        pld.record_event(0, wor, np.ones(4, bool))

@@ -388,7 +388,48 @@ class GaussianAccount:
                                     description=algorithm)
         self._distinct_releases = np.unique(self.releases)
         self._equal_sizes = bool(np.all(self.local_sizes == self.local_sizes[0]))
+        self._plan = self._event_plan()
         self._memo: dict[tuple, Certificate] = {}
+
+    def _event_plan(self) -> list[tuple[EventSpec, np.ndarray]] | None:
+        """Every agent's event, fixed for the run: ``[(event, agents of the event), ...]`` in
+        the order in which :meth:`record_round`'s general path charges them (releases per round
+        ascending, then (local size, sample size) ascending), or None where an agent's event
+        depends on which agents are active (a release class whose agents are partly subsampled
+        and partly not, or a subsampled class after one that is not: the general path then
+        decides per round).
+
+        The checks :meth:`PrivacyLedger.record` makes on ``sigma`` and ``sensitivity`` run here
+        once (they are public constants of the run), and the events are built by
+        :meth:`EventSpec.make` with the values ``record`` would compute, so charging them with
+        :meth:`PrivacyLedger.record_event` leaves the ledger in the same state. Values that
+        ``record`` would refuse give None (the general path then raises when they are charged).
+        """
+        sigma = self.noise_multiplier * self.sensitivity
+        plan = []
+        whole = False  # a class so far releases on its whole data set
+        for r in self._distinct_releases:
+            sens = self.sensitivity * math.sqrt(r)
+            if not (math.isfinite(sigma) and sigma >= 0 and math.isfinite(sens) and sens > 0):
+                return None  # the general path raises record()'s error when such a class acts
+            # the same float division as PrivacyLedger.record's sig / sens
+            nm = float(np.float64(sigma) / np.float64(sens))
+            cls = self.releases == r
+            sizes = self.local_sizes[cls]
+            if self.sample_size is None or np.all(self.sample_size >= sizes):
+                plan.append((EventSpec.make("gaussian", nm), cls))
+                whole = True
+                continue
+            if whole or np.any(self.sample_size >= sizes):
+                # the general path then records a later class as not subsampled in the rounds
+                # an earlier whole-data class is active in: it depends on the round
+                return None
+            for size in np.unique(sizes):
+                spec = EventSpec.make("gaussian", nm, "without_replacement",
+                                      dataset_size=int(size),
+                                      sample_size=int(min(self.sample_size, size)))
+                plan.append((spec, cls & (self.local_sizes == size)))
+        return plan
 
     def check_can_step(self) -> None:
         """Raise before a round beyond the planned run (the budget would be exceeded)."""
@@ -399,7 +440,18 @@ class GaussianAccount:
         """Charge one round to the agents of the boolean mask ``active``."""
         self.check_can_step()
         active = np.asarray(active, dtype=bool)
+        if active.shape != self.counts.shape:
+            raise ValueError(f"argument 'active' must be a bool mask of shape "
+                             f"{self.counts.shape}, got shape {active.shape}")
         self.counts += active
+        plan = getattr(self, "_plan", None)  # None too in an account pickled before the plan
+        if plan is not None:
+            for spec, cls in plan:
+                who = active & cls
+                if who.any():
+                    self.ledger.record_event(self.rounds, spec, who)
+            self.rounds += 1
+            return
         rel = (self._distinct_releases if self._distinct_releases.size == 1
                else np.unique(self.releases[active]))
         if active.any():
