@@ -211,6 +211,8 @@ def test_svm_tiny_fmnist_binary(fake_data):
         chosen = [t for t in tuning if t["panel"] == panel and t["chosen"]]
         best = max(t["public_validation_accuracy"] for t in tuning if t["panel"] == panel)
         assert len(chosen) == 1 and chosen[0]["public_validation_accuracy"] == best
+        # two-point grids put the l2 choice on an edge; the l1 grids are single points
+        assert chosen[0]["at_grid_edge"] == panel.endswith("l2-SVM")
         row = next(r for r in rows if r["panel"] == panel)
         assert (row["regularization"], row["gamma"]) == (chosen[0]["strength"],
                                                          chosen[0]["gamma"])
