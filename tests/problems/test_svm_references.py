@@ -33,6 +33,14 @@ def test_one_sample_closed_form(phi):
     assert 0.0 <= gap <= 1e-9
 
 
+def _margin_rows(n: int, d: int, rng: np.random.Generator) -> np.ndarray:
+    """Rows ``b_j a_j`` of unit-norm features with noisy linear labels, shape ``(n, d)``."""
+    a = rng.standard_normal((n, d))
+    a /= np.linalg.norm(a, axis=1, keepdims=True)
+    b = np.sign(a @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n))
+    return a * b[:, None]
+
+
 def test_two_samples_closed_form():
     # c_1 = (1, 0), c_2 = (0, 2), phi = 0.1: each coordinate separately, x = (1, 0.5),
     # P* = 0.1 * 1.5 = 0.15 (both hinges at 0; smaller x pays more hinge than it saves)
@@ -43,10 +51,7 @@ def test_two_samples_closed_form():
 @pytest.mark.parametrize("n, d, phi", [(60, 5, 1e-3), (300, 12, 1e-2), (400, 30, 1e-4)])
 def test_matches_primal_lp_and_beats_perturbations(n, d, phi):
     rng = np.random.default_rng(n + d)
-    a = rng.standard_normal((n, d))
-    a /= np.linalg.norm(a, axis=1, keepdims=True)
-    b = np.sign(a @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n))
-    c_rows = a * b[:, None]
+    c_rows = _margin_rows(n, d, rng)
     x, gap = l1_svm_reference(c_rows, phi)
     value = _objective(c_rows, x, phi)
     np.testing.assert_allclose(value, _primal_lp(c_rows, phi), rtol=1e-8, atol=1e-10)
@@ -75,10 +80,7 @@ def test_l2_one_sample_closed_form(mu):
 @pytest.mark.parametrize("n, d, mu", [(80, 4, 1e-2), (400, 16, 1e-3)])
 def test_l2_matches_dual_qp(n, d, mu):
     rng = np.random.default_rng(n + d)
-    a = rng.standard_normal((n, d))
-    a /= np.linalg.norm(a, axis=1, keepdims=True)
-    b = np.sign(a @ rng.standard_normal(d) + 0.3 * rng.standard_normal(n))
-    c_rows = a * b[:, None]
+    c_rows = _margin_rows(n, d, rng)
     x, gap = l2_svm_reference(c_rows, mu)
     value = float(np.mean(np.maximum(0.0, 1.0 - c_rows @ x)) + 0.5 * mu * x @ x)
     assert 0.0 <= gap <= 1e-9 * max(1.0, value)
