@@ -7,7 +7,10 @@ For each graph (random 6-regular with Metropolis-Hastings weights; complete with
 
 * ``rfed``: :func:`rfed.networks.riemannian_gossip` (checks W and the points, counts messages;
   Euclidean: one sparse product; sphere: batched ``log`` over all arcs, or over all pairs on a
-  dense graph, a weighted sum per receiver, one batched ``exp``);
+  dense graph, a weighted sum per receiver, one batched ``exp``), with W frozen as a
+  :class:`~rfed.networks.Network` and the algorithms hold it (:func:`rfed.networks.freeze_weights`:
+  what is derived from W is computed once), and ``rfed, unfrozen W`` with a plain CSR matrix
+  (W's checks and message counts derived at every call);
 * Euclidean baselines: ``W @ X`` with W a scipy CSR matrix, and with W a dense numpy array (no
   checks, no counting);
 * sphere baseline ``per-agent vectorized``: a loop over agents, each with one batched ``log`` over
@@ -32,6 +35,7 @@ import scipy.sparse as sp
 from rfed.manifolds import Euclidean, Sphere
 from rfed.networks import (
     complete,
+    freeze_weights,
     metropolis_hastings_weights,
     random_regular,
     riemannian_gossip,
@@ -117,10 +121,14 @@ def main() -> None:
     print("-" * len(header))
     for gname, w in graphs.items():
         w = sp.csr_matrix(w)
+        frozen = freeze_weights(w)
         w_dense = w.toarray()
         for mname, manifold in manifolds.items():
             x = points[mname]
-            fns = {"rfed": lambda m=manifold, w=w, x=x: riemannian_gossip(m, x, w)}
+            # rfed with the frozen matrix a Network or an algorithm holds (its row sums,
+            # finiteness and out-degrees computed once), and with a plain CSR matrix
+            fns = {"rfed": lambda m=manifold, w=frozen, x=x: riemannian_gossip(m, x, w),
+                   "rfed, unfrozen W": lambda m=manifold, w=w, x=x: riemannian_gossip(m, x, w)}
             if mname.startswith("Euclidean"):
                 fns["W @ X (scipy CSR)"] = lambda w=w, x=x: w @ x
                 fns["W @ X (dense numpy)"] = lambda w=w_dense, x=x: w @ x

@@ -60,6 +60,7 @@ __all__ = [
     "arc_list",
     "reverse_arcs",
     "as_csr_weights",
+    "freeze_weights",
     "default_communicator",
     "use_communicator",
 ]
@@ -263,13 +264,67 @@ def _offdiag_arcs(
     return rows, cols, vals, indptr
 
 
-def _out_degrees(w: sp.csr_matrix) -> np.ndarray:
-    """Non-zero off-diagonal entries of each column of a square ``w`` (agent ``j``'s
-    out-neighbours, the arcs ``j -> i``), int64 ``(n,)``; without listing the arcs."""
+def freeze_weights(weights, name: str = "weights") -> sp.csr_matrix:
+    """A read-only float64 CSR copy of ``weights`` (sorted indices), for a matrix used every round.
+
+    What rfed derives from a mixing matrix at each call (finiteness, row sums, out-degrees for the
+    message counts) is computed once for a frozen matrix and kept on it: its ``data``, ``indices``
+    and ``indptr`` cannot be written in place, and replacing any of them, or making one writable
+    again, drops what was kept (see :func:`weights_fact`). The values are those computed from
+    the matrix at each call, bit for bit. :class:`~rfed.networks.Network` and the decentralized
+    algorithms freeze the matrices they hold.
+
+    Parameters
+    ----------
+    weights : sparse or dense matrix, shape ``(n, n)``
+    name : str
+        Argument name used in error messages.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
+    """
+    w = as_csr_weights(weights, name).copy()
+    w.sort_indices()   # sets the sorted flag on the copy: no later in-place sort is attempted
+    for a in (w.data, w.indices, w.indptr):
+        a.flags.writeable = False
+    return w
+
+
+def weights_fact(w: sp.csr_matrix, key: str, compute):
+    """``compute(w)``, kept on ``w`` when it is frozen (see :func:`freeze_weights`).
+
+    A matrix whose arrays are writable, or were replaced since the value was kept, gets
+    ``compute(w)`` afresh: a kept value can only be stale if someone makes an array writable,
+    writes it and makes it read-only again. Kept arrays are returned read-only.
+    """
+    arrays = (w.data, w.indices, w.indptr)
+    if arrays[0].flags.writeable or arrays[1].flags.writeable or arrays[2].flags.writeable:
+        return compute(w)
+    kept = getattr(w, "_rfed_facts", None)
+    if kept is None or any(a is not b for a, b in zip(kept[0], arrays, strict=True)):
+        kept = (arrays, {})
+        w._rfed_facts = kept
+    facts = kept[1]
+    if key not in facts:
+        value = compute(w)
+        if isinstance(value, np.ndarray):
+            value.flags.writeable = False
+        facts[key] = value
+    return facts[key]
+
+
+def _count_out_degrees(w: sp.csr_matrix) -> np.ndarray:
     # the masked copy costs 4x the count: skip it when no stored entry is zero
     nonzero = w.indices if np.count_nonzero(w.data) == w.nnz else w.indices[w.data != 0]
     counts = np.bincount(nonzero, minlength=w.shape[1])
     return (counts - (w.diagonal() != 0)).astype(np.int64)
+
+
+def _out_degrees(w: sp.csr_matrix) -> np.ndarray:
+    """Non-zero off-diagonal entries of each column of a square ``w`` (agent ``j``'s
+    out-neighbours, the arcs ``j -> i``), int64 ``(n,)``; without listing the arcs."""
+    return weights_fact(w, "out_degrees", _count_out_degrees)
 
 
 class Communicator(abc.ABC):

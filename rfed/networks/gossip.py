@@ -22,7 +22,13 @@ import scipy.sparse as sp
 
 from rfed.manifolds.base import CheckedManifold, Manifold
 from rfed.manifolds.euclidean import Euclidean
-from rfed.networks.comm import Communicator, InProcessCommunicator, _pattern, segment_sum
+from rfed.networks.comm import (
+    Communicator,
+    InProcessCommunicator,
+    _pattern,
+    segment_sum,
+    weights_fact,
+)
 from rfed.networks.mixing import ATOL, check_row_stochastic
 
 __all__ = [
@@ -63,7 +69,7 @@ def _setup(manifold, points, weights, comm, name="points"):
                          f"{x.shape[0]}")
     # a distributed communicator holds a block of rows; the weights are the full matrix
     w = _pattern(weights, comm.n_agents)
-    if w.nnz and not np.all(np.isfinite(w.data)):
+    if w.nnz and not weights_fact(w, "finite", lambda m: bool(np.all(np.isfinite(m.data)))):
         raise ValueError(
             f"argument 'weights' has {int(np.sum(~np.isfinite(w.data)))} non-finite entries "
             f"(NaN/inf)"
@@ -83,7 +89,14 @@ def _row_sums(w: sp.csr_matrix, ndim: int) -> np.ndarray:
     more, which shows in a round of a few hundred microseconds.
     """
     n = w.shape[0]
-    return (w @ np.ones(w.shape[1])).reshape((n,) + (1,) * (ndim - 1))
+    sums = weights_fact(w, "row_sums", lambda m: m @ np.ones(m.shape[1]))
+    return sums.reshape((n,) + (1,) * (ndim - 1))
+
+
+def _row_stochastic(w: sp.csr_matrix) -> bool:
+    """Non-negative with rows summing to 1 within ``ATOL`` (no message: the full check names
+    the offending row)."""
+    return not (w.nnz and w.data.min() < 0) and bool(np.all(np.abs(_row_sums(w, 1) - 1.0) <= ATOL))
 
 
 def _local_rows(w: sp.csr_matrix, comm: Communicator) -> sp.csr_matrix:
@@ -220,8 +233,7 @@ def riemannian_gossip(
         # one pass gives the row sums the closed form needs and the row-stochastic check
         # (W is finite: _setup checked it); the full check only to name the offending row
         r = _row_sums(_local_rows(w, comm), x.ndim)
-        if (comm.n_local < comm.n_agents or (w.nnz and w.data.min() < 0)
-                or not np.all(np.abs(r - 1.0) <= ATOL)):
+        if comm.n_local < comm.n_agents or not weights_fact(w, "row_stochastic", _row_stochastic):
             check_row_stochastic(w, "weights")
         wx = comm.mix(w, x, payload_bytes=payload_bytes)
         return gamma * wx + (1.0 - gamma * r) * x

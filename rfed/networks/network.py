@@ -6,7 +6,12 @@ import numpy as np
 import scipy.sparse as sp
 
 from rfed.manifolds.base import Manifold
-from rfed.networks.comm import Communicator, NeighborValues, default_communicator
+from rfed.networks.comm import (
+    Communicator,
+    NeighborValues,
+    default_communicator,
+    freeze_weights,
+)
 from rfed.networks.gossip import consensus_direction, mix_tangent, riemannian_gossip
 from rfed.networks.graphs import Graph
 from rfed.networks.mixing import (
@@ -92,7 +97,7 @@ class Network:
                 f"{graph.n_nodes} nodes"
             )
         self.graph = graph
-        self.weights: sp.csr_matrix = sp.csr_matrix(w)
+        self.weights: sp.csr_matrix = freeze_weights(w)
         self.comm = communicator
 
     @property

@@ -17,7 +17,7 @@ import scipy.sparse as sp
 from rfed.algorithms.base import Algorithm, evaluate_point
 from rfed.algorithms.decentralized._blocks import BlockStates
 from rfed.manifolds import Manifold
-from rfed.networks.comm import Communicator
+from rfed.networks.comm import Communicator, freeze_weights
 from rfed.networks.gossip import consensus_error
 from rfed.networks.mixing import check_doubly_stochastic, check_symmetric
 
@@ -56,12 +56,13 @@ def check_nonneg(value: Any, name: str) -> float:
 
 
 def check_mixing_matrix(weights: Any, name: str = "weights") -> sp.csr_matrix:
-    """A symmetric doubly stochastic mixing matrix as CSR (the networks checks name the row)."""
+    """A symmetric doubly stochastic mixing matrix as frozen CSR (the networks checks name the
+    row; frozen: what every round derives from it is computed once, see
+    :func:`rfed.networks.freeze_weights`)."""
     w = sp.csr_matrix(weights, dtype=float)
     check_symmetric(w, name)
     check_doubly_stochastic(w, name)
-    w.sort_indices()
-    return w
+    return freeze_weights(w, name)
 
 
 def agents_mean(manifold: Manifold, x: np.ndarray) -> np.ndarray:
