@@ -548,6 +548,26 @@ def push_pull_constants(r, c, gamma: float, phi: float) -> PushPullConstants:
 
 
 # ---------------------------------------------------------------------- DP-DDA random gossip
+def _disjoint_pairs_weights(pairs: np.ndarray, n: int) -> sp.csr_matrix:
+    """W^(t) of pairwise-disjoint sampled edges (every matching): ``w_ii = w_ij = w_ji = w_jj =
+    1/2`` for a pair ``(i, j)``, identity rows elsewhere, in O(n) without the general path's
+    dense block and sort. Its Metropolis-Hastings weights are exactly these (degree 1:
+    ``1 / (1 + 1)``, diagonal ``1 - 1/2``), so the CSR arrays are the same, bit for bit.
+    """
+    own = np.arange(n)
+    partner = own.copy()
+    partner[pairs[:, 0]] = pairs[:, 1]
+    partner[pairs[:, 1]] = pairs[:, 0]
+    paired = partner != own
+    cols = np.stack([np.minimum(own, partner), np.maximum(own, partner)], axis=1)
+    vals = np.where(paired[:, None], 0.5, np.array([1.0, 0.0]))
+    keep = np.stack([np.ones(n, dtype=bool), paired], axis=1)
+    indptr = np.concatenate([[0], np.cumsum(1 + paired)])
+    w = sp.csr_matrix((vals[keep], cols[keep], indptr), shape=(n, n))
+    w.has_sorted_indices = True
+    return w
+
+
 @dataclass(frozen=True)
 class GossipRound:
     """One random gossip round.
@@ -652,8 +672,15 @@ class RandomGossip:
     def _weights_from_pairs(self, pairs: np.ndarray) -> sp.csr_matrix:
         """Sparse W^(t): identity off the sampled nodes, Metropolis-Hastings block on them."""
         n = self.graph.n_nodes
+        if np.bincount(pairs.ravel(), minlength=n).max(initial=0) <= 1:
+            return _disjoint_pairs_weights(pairs, n)
+        return self._sampled_graph_weights(pairs, n)
+
+    @classmethod
+    def _sampled_graph_weights(cls, pairs: np.ndarray, n: int) -> sp.csr_matrix:
+        """W^(t) of any sampled edges: the Metropolis-Hastings weights of the sampled graph."""
         nodes, local = np.unique(pairs, return_inverse=True)
-        block = self._weights_from_pairs_local(local.reshape(-1, 2), nodes.size)
+        block = cls._weights_from_pairs_local(local.reshape(-1, 2), nodes.size)
         rows = np.concatenate([np.arange(n), np.repeat(nodes, nodes.size)])
         cols = np.concatenate([np.arange(n), np.tile(nodes, nodes.size)])
         vals = np.concatenate([np.ones(n), block.ravel()])

@@ -1,5 +1,5 @@
-"""Frozen mixing matrices: what is derived from W is computed once, with the same bits, and
-never outlives a change of W."""
+"""Fast paths of the mixing matrices: a frozen W's derived facts are computed once and never
+outlive a change of W; a random matching's W is built in O(n); both with the general bits."""
 
 import numpy as np
 import pytest
@@ -9,10 +9,13 @@ from rfed.manifolds import Euclidean, Sphere
 from rfed.networks import (
     InProcessCommunicator,
     Network,
+    RandomGossip,
+    complete,
     freeze_weights,
     metropolis_hastings_weights,
     random_regular,
     riemannian_gossip,
+    ring,
 )
 from rfed.networks.comm import weights_fact
 
@@ -88,3 +91,24 @@ def test_network_holds_a_frozen_matrix():
     net = Network(random_regular(12, 4, np.random.default_rng(0)), w)
     assert not net.weights.data.flags.writeable
     assert (net.weights != sp.csr_matrix(w)).nnz == 0
+
+
+@pytest.mark.parametrize("graph, kwargs", [
+    (complete(20), {"n_active": 4}),
+    (complete(9), {"n_active": 8}),
+    (ring(12), {"n_active": 6}),
+    (complete(8), {"n_edges": 3, "mode": "edges"}),
+], ids=["K20-4", "K9-8", "ring12-6", "K8-edges3"])
+def test_disjoint_pairs_weights_equal_the_general_construction(graph, kwargs):
+    """The O(n) matrix of a matching has the general Metropolis-Hastings path's CSR arrays."""
+    gossip = RandomGossip(graph, **kwargs)
+    rng = np.random.default_rng(3)
+    disjoint = 0
+    for _ in range(300):
+        pairs = gossip._sample_pairs(rng)
+        got = gossip._weights_from_pairs(pairs)
+        want = RandomGossip._sampled_graph_weights(pairs, graph.n_nodes)
+        for name in ("data", "indices", "indptr"):
+            assert np.array_equal(getattr(got, name), getattr(want, name)), name
+        disjoint += np.unique(pairs).size == pairs.size
+    assert disjoint > 0   # the fast path was exercised (edges mode also draws shared nodes)
