@@ -246,32 +246,35 @@ class StackedStreams:
         self.blocks = [st._agents(a) for st, a in zip(self.streams, blocks, strict=True)]
         self.size = sum(a.size for a in self.blocks)
         # per run: its rows, and (group, columns) when its block lies in one group (the usual
-        # case: one agent per round), so a draw re-keys and samples without re-deriving them
+        # case: one agent per round), so a draw re-keys and samples without re-deriving them; a
+        # one-agent block keeps its row and column as ints (a strided copy, no fancy index)
         self._plan = []
         start = 0
         for a in self.blocks:
             groups = a // AGENT_GROUP
             one = a.size > 0 and bool(np.all(groups == groups[0]))
-            self._plan.append((slice(start, start + a.size),
-                               (int(groups[0]), a % AGENT_GROUP) if one else None))
+            rows = start if a.size == 1 else slice(start, start + a.size)
+            cols = (int(a[0] % AGENT_GROUP) if a.size == 1 else a % AGENT_GROUP) if one else None
+            self._plan.append((rows, (int(groups[0]), cols) if one else None))
             start += a.size
 
     def draw(self, round: int, purpose: str | int, shape=(), kind: str = "normal"
              ) -> np.ndarray:
         """Standard normals (``kind='normal'``) or open uniforms (``'uniform'``), shape
         ``(n_0 + ... + n_{R-1}, *shape)``."""
-        if kind not in _SAMPLERS:
+        sampler = _SAMPLERS.get(kind)
+        if sampler is None:
             raise ValueError(f"argument 'kind' must be one of {sorted(_SAMPLERS)}, got "
                              f"{kind!r}")
-        sampler = _SAMPLERS[kind]
         shape = _check_shape(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
-        m = int(np.prod(shape, dtype=np.int64))
+        m = math.prod(shape)
         out = np.empty((self.size, m))
         for st, a, (rows, one) in zip(self.streams, self.blocks, self._plan, strict=True):
             if one is None:
                 out[rows] = st._rows(a, rnd, code, m, sampler)
             else:
-                # AgentStreams._rows' one-group case
-                out[rows] = sampler(st._rekey(one[0], rnd, code), (m, AGENT_GROUP))[:, one[1]].T
+                # AgentStreams._rows' one-group case (the same copy of the same draws)
+                cols = sampler(st._rekey(one[0], rnd, code), (m, AGENT_GROUP))
+                out[rows] = cols[:, one[1]].T
         return out.reshape((self.size, *shape))

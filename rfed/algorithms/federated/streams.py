@@ -44,13 +44,14 @@ class AgentBlockGenerator(np.random.Generator):
     def __init__(self, seed: int, agents: np.ndarray, round: int, purpose: str = "local"):
         # the base bit generator is never drawn from (every drawing method is overridden)
         super().__init__(np.random.PCG64(0))
-        self.streams = AgentStreams(seed)
         self.agents = np.asarray(agents)
         self.round = int(round)
         self.purpose = str(purpose)
         self.calls = 0
-        self.streams._agents(self.agents)
-        self._stacked: StackedStreams | None = None
+        # one block is the one-run case of the stacked draws (the same rows): the ids, the
+        # round and the block's group layout are checked and planned once here, not per draw
+        self._stacked = StackedStreams([seed], [self.agents])
+        self.streams = self._stacked.streams[0]
 
     @classmethod
     def stacked(cls, seeds: list[int], blocks: list[np.ndarray], round: int,
@@ -77,13 +78,11 @@ class AgentBlockGenerator(np.random.Generator):
 
     def _rows(self, kind: str, purpose: str, rest: tuple[int, ...]) -> np.ndarray:
         """The block's rows (each run's from its own streams, stacked in run order)."""
-        if self._stacked is None:
-            return getattr(self.streams, kind)(self.agents, self.round, purpose, rest)
         return self._stacked.draw(self.round, purpose, rest, kind)
 
     def _key(self, size) -> tuple[str, tuple[int, ...]]:
-        shape = (int(size),) if isinstance(size, (int, np.integer)) else tuple(
-            () if size is None else size)
+        shape = size if type(size) is tuple else (int(size),) if isinstance(
+            size, (int, np.integer)) else tuple(() if size is None else size)
         if not shape or shape[0] != self.agents.size:
             raise ValueError(
                 f"AgentBlockGenerator draws one row per agent: argument 'size' must start with "
