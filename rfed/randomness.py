@@ -150,7 +150,13 @@ class AgentStreams:
         # values each; setting its state (counter, empty buffer) gives the same bits as a new one
         bits = np.random.Philox(counter=0, key=np.array([self.seed, _AGENT_TAG], dtype=np.uint64))
         self._bits, self._gen = bits, np.random.Generator(bits)
-        self._fresh = bits.state  # buffer empty (buffer_pos = 4), no cached 32-bit half
+        # the state with the buffer empty (buffer_pos = 4) and no cached 32-bit half, its
+        # arrays as lists of ints: the state setter reads them element by element, and Python
+        # ints cost it a quarter of numpy scalars (the same state)
+        fresh = bits.state
+        self._fresh = {**fresh, "state": {k: [int(v) for v in fresh["state"][k]]
+                                          for k in ("counter", "key")},
+                       "buffer": [int(v) for v in fresh["buffer"]]}
 
     def _agents(self, agents) -> np.ndarray:
         a = np.asarray(agents)
@@ -166,7 +172,7 @@ class AgentStreams:
         # (0, group, round, purpose) and only ever increments the first word, so no two
         # streams of a run overlap
         state = self._fresh
-        state["state"]["counter"] = np.array([0, group, rnd, code], dtype=np.uint64)
+        state["state"]["counter"] = [0, group, rnd, code]
         self._bits.state = state
         return self._gen
 
@@ -257,6 +263,14 @@ class StackedStreams:
             cols = (int(a[0] % AGENT_GROUP) if a.size == 1 else a % AGENT_GROUP) if one else None
             self._plan.append((rows, (int(groups[0]), cols) if one else None))
             start += a.size
+        # every block one agent (one agent per round, the papers' experiments): each run's
+        # group is drawn into one buffer and the agents' columns are read in one gather
+        self._single = [(st, plan[1][0]) for st, plan in zip(self.streams, self._plan,
+                                                              strict=True)
+                        ] if all(a.size == 1 for a in self.blocks) else None
+        if self._single is not None:
+            self._runs = np.arange(len(self.blocks))
+            self._cols = np.array([plan[1][1] for plan in self._plan], dtype=np.int64)
 
     def draw(self, round: int, purpose: str | int, shape=(), kind: str = "normal"
              ) -> np.ndarray:
@@ -269,6 +283,11 @@ class StackedStreams:
         shape = _check_shape(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
         m = math.prod(shape)
+        if self._single is not None:
+            groups = np.empty((len(self._single), m, AGENT_GROUP))
+            for k, (st, g) in enumerate(self._single):
+                sampler(st._rekey(g, rnd, code), (m, AGENT_GROUP), out=groups[k])
+            return groups[self._runs, :, self._cols].reshape((self.size, *shape))
         out = np.empty((self.size, m))
         for st, a, (rows, one) in zip(self.streams, self.blocks, self._plan, strict=True):
             if one is None:
