@@ -671,6 +671,7 @@ class DPRSGD(LocalTrainer):
         pick = rng.integers(0, self.steps + 1, size=agents.size) if option == 2 else None
         n_clipped = np.zeros(agents.size, dtype=int)
         int_sizes = sizes.astype(int)
+        noisy = bool(np.any(sigma > 0))
         for k in range(self.steps):
             if option == 2:
                 chosen = np.where((pick == k).reshape((-1,) + (1,) * k_pts), x, chosen)
@@ -691,7 +692,7 @@ class DPRSGD(LocalTrainer):
             n_clipped += _per_row(clipped)
             # the PUBLIC normaliser b_i (the expected size under Poisson sampling)
             mean = total / sizes.reshape((-1,) + (1,) * k_pts)
-            eta = self._release(problem, x, mean, sigma, rng)
+            eta = self._release(problem, x, mean, sigma, rng, noisy)
             x = man.exp(x, -step_size * eta)
         if option == 2:
             x = np.where((pick == self.steps).reshape((-1,) + (1,) * k_pts), x, chosen)
@@ -897,6 +898,7 @@ class DPRSVRG(LocalTrainer):
             pick = rng.integers(0, m * self.steps, size=agents.size)
             chosen = x
         n_clipped = np.zeros(agents.size, dtype=int)
+        noisy = bool(np.any(sigma > 0))
         snap = x
         for k in range(self.steps):
             total, clipped = problem.clipped_grad_sum(snap, data, plan.clip_full, mask)
@@ -913,7 +915,7 @@ class DPRSVRG(LocalTrainer):
                                                   valid, sizes, plan.clip)
                 n_clipped += _per_row(clipped)
                 eta = v + man.transport(snap, xj, g_rel)
-                eta = self._release(problem, xj, eta, sigma, rng)
+                eta = self._release(problem, xj, eta, sigma, rng, noisy)
                 xj = man.exp(xj, -step_size * eta)
             snap = xj
         out = chosen if option == 2 else snap
