@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rfed.randomness import AgentStreams, StackedStreams
+from rfed.randomness import StackedStreams
 
 __all__ = ["AgentBlockGenerator"]
 
