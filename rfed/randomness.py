@@ -18,7 +18,7 @@ purpose)``, which draws the rows of all the group's agents at once with numpy's 
 agent ``r`` of the group takes draws ``r, r + 16, r + 32, ...``, so its first ``m`` values do
 not depend on how many values are asked for (blocks padded to different lengths agree). A block
 therefore loops over the groups it touches (``n_agents / 16`` re-keyings of one cached generator,
-about 1 us each), never over agents, and any process computes any agent's draws without the
+about 0.3 us each), never over agents, and any process computes any agent's draws without the
 others'. A block holding part of a group draws the whole group and keeps its rows (at most 16
 times the work for a one-agent client, and the floor of a draw for a block: e.g. 16 active agents
 of 20 draw two whole groups).
