@@ -50,6 +50,22 @@ target is 1.5x the best floor):
   (1,000, 784) arrays.
 * ``--quick``: 10 x 600 ``N_i / 2`` at 1.45x its best floor, 100 x 50 at 2.41x (1.83x
   without the noise draws): a round's fixed Python cost (a few ms) weighs more there.
+
+``--rsvrg-step``: CPU time of ONE DP-RSVRG inner step (the paper's Alg. 3) in prirfed-fig2's
+setting (digits on S^63, 10 agents of 179-180 records, K = 3, m = 33, one agent per run),
+for ``R`` runs stacked as :class:`RepeatedRuns` stacks them (R = 1, 2, 10; fig2 runs 10).
+Rows: ``DPRSVRG.train`` divided by its ``K m`` inner steps; ``lean loop``: the same local run
+with the inner step written as plain numpy calls in one function (no manifold, problem or
+mechanism objects; the same keyed draws), checked to give rfed's output bit for bit; and
+``part: keyed noise draws``: the step's ``R`` draws of a 16-agent group of 64 normals each
+(the noise layout fixes them: 16 x 64 Philox normals per run and step), the floor of any
+implementation with these streams. Compare checkouts with
+``PYTHONPATH=/path/to/checkout python benchmarks/bench_prirfed.py --rsvrg-step``.
+Measured (``--repeat 5``, two alternating runs per checkout, shared 2-core machine, load
+about 3.5): R = 1: 79 us per step (main before issue 13's step work: 117 us), the lean loop
+69-71 us, the noise draws 18 us; R = 10: 249-257 us (main: 311 us), lean 233-249 us, noise
+draws 143-144 us (56 % of the step: the 16-agent layout draws 16 x 64 normals per run and
+step, of which 64 are used).
 """
 
 from __future__ import annotations
@@ -59,11 +75,11 @@ import argparse
 import numpy as np
 from _timing import interleaved_medians
 
-from rfed.algorithms.federated import DPRSGD, PriRFed, tangent_mean
+from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed, tangent_mean
 from rfed.algorithms.federated.local import _GATHER_BLOCK_BYTES
 from rfed.algorithms.federated.sampling import sample_minibatches
 from rfed.problems import Problem, SpherePCA
-from rfed.randomness import AgentStreams
+from rfed.randomness import AGENT_GROUP, AgentStreams, StackedStreams
 
 
 class GenericPCA(SpherePCA):
@@ -155,12 +171,134 @@ def noise_draws(n_agents: int, dim: int, k_steps: int) -> None:
         streams.normal(agents, 0, f"local#{k}", (dim - 1,))
 
 
+def _fig2_problem() -> SpherePCA:
+    from rfed.datasets import iid_partition, load_digits_images
+    from rfed.datasets.partition import stack_agents
+
+    images, _ = load_digits_images()
+    parts = iid_partition(images.shape[0], 10, np.random.default_rng(0))
+    return SpherePCA(stack_agents(images, parts), norm_bound=8.0)
+
+
+def lean_rsvrg(problem, trainer, plan, x, agents, sigma, step, seeds, blocks, rnd):
+    """DP-RSVRG's local run with each inner step written as plain numpy calls, drawing the
+    keyed noise from the same streams in the same order (so the output is rfed's, bit for bit).
+    The outer work per snapshot (full clipped gradient, the picks and their snapshot terms) is
+    rfed's own (not per-step)."""
+    streams = StackedStreams(seeds, blocks)
+    einsum = np.einsum
+    counts = problem.counts[agents]
+    data, mask = problem.agent_data(agents)
+    tau0, tau1, m = plan.clip_full, plan.clip, trainer.inner_steps
+    calls = 0
+    snap = x
+    for _ in range(trainer.steps):
+        total, _ = problem.clipped_grad_sum(snap, data, tau0, mask)
+        g_full = total / counts[:, None]
+        u = streams.draw(rnd, f"local#{calls}", (m,), "uniform")
+        calls += 1
+        idx = np.minimum(np.floor(u * counts[:, None]).astype(np.int64), counts[:, None] - 1)
+        picks = problem.batch(agents, idx)
+        at_snap, _ = problem.clipped_grad_sum(
+            snap[:, None], {key: v[:, :, None] for key, v in picks.items()}, tau1)
+        snap_terms = at_snap - g_full[:, None]
+        z_all, sq_all = picks["z"], picks["sq"]
+        xj = snap
+        for j in range(m):
+            # clipped single-record gradient at xj (SpherePCA.clipped_grad_sum's formula)
+            z = z_all[:, j : j + 1]
+            a = einsum("...bd,...d->...b", z, xj)
+            norms = 2.0 * np.abs(a) * np.sqrt(np.maximum(sq_all[:, j : j + 1] - a * a, 0.0))
+            over = norms > tau1
+            ca = np.where(over, tau1 / np.where(over, norms, 1.0), 1.0) * a
+            g1 = einsum("...bd,...b->...d", z, ca)
+            g1 -= (ca * a).sum(-1)[..., None] * xj
+            g1 *= -2.0
+            # parallel transport of the snapshot term from snap to xj (Sphere.transport)
+            v = snap_terms[:, j]
+            w = xj - snap
+            c = einsum("...i,...i->...", snap, w)
+            w = w - c[..., None] * snap
+            w -= einsum("...i,...i->...", snap, w)[..., None] * snap
+            wn = np.sqrt(einsum("...i,...i->...", w, w))
+            e = w / np.where(wn > 0, wn, 1.0)[..., None]
+            eu = einsum("...i,...i->...", e, v)[..., None]
+            eta = g1 - (v - eu * ((-c)[..., None] * e + wn[..., None] * snap))
+            if not (np.isfinite(eta).all() and np.isfinite(xj).all()):
+                raise FloatingPointError("diverged")
+            # tangent Gaussian at xj from the keyed streams (Sphere.tangent_gaussian)
+            noise = streams.draw(rnd, f"local#{calls}", xj.shape[1:], "normal")
+            calls += 1
+            noise -= einsum("...i,...i->...", xj, noise)[..., None] * xj
+            noise *= sigma[..., None]
+            eta = eta + noise
+            # exp (Sphere.exp, with np.sinc's operations)
+            s = -step * eta
+            t = np.sqrt(einsum("...i,...i->...", s, s))[..., None]
+            y = np.cos(t) * xj
+            r = np.pi * (t / np.pi)
+            r = np.where(r, r, np.finfo(float).eps)
+            y += (np.sin(r) / r) * s
+            y /= np.sqrt(einsum("...i,...i->...", y, y))[..., None]
+            xj = y
+        snap = xj
+    return snap
+
+
+def rsvrg_step(repeat: int) -> None:
+    """``--rsvrg-step`` (module docstring)."""
+    from rfed.algorithms.federated.streams import AgentBlockGenerator
+
+    problem = _fig2_problem()
+    m = (10 * 10) // 3
+    trainer = DPRSVRG(steps=3, inner_steps=m, clip=128.0, clip_full=128.0,
+                      noise_multiplier=3.0)
+    plan = trainer.plan(problem)
+    x0 = problem.manifold.random_point(np.random.default_rng(1))
+    steps = trainer.steps * m
+    print(f"one DP-RSVRG inner step, prirfed-fig2's setting (Sphere(63), m = {m}, K = 3); "
+          f"median CPU us per inner step of {repeat} interleaved local runs")
+    print(f"{'runs R':<7} {'method':<34} {'us / step':>10} {'time / rfed':>12}")
+    for n_runs in (1, 2, 10):
+        blocks = [np.array([(3 + 7 * r) % 10]) for r in range(n_runs)]
+        agents = np.concatenate(blocks)
+        seeds = [11 + r for r in range(n_runs)]
+        x = np.repeat(x0[None], n_runs, axis=0)
+        sigma = plan.sigma[agents]
+
+        def rfed(rnd=5, seeds=seeds, blocks=blocks, agents=agents, x=x, sigma=sigma):
+            rng = AgentBlockGenerator.stacked(seeds, blocks, rnd, "local")
+            return trainer.train(problem, plan, x, agents, 0.1, rng, 1, sigma=sigma)[0]
+
+        def lean(seeds=seeds, blocks=blocks, agents=agents, x=x, sigma=sigma):
+            return lean_rsvrg(problem, trainer, plan, x, agents, sigma, 0.1, seeds, blocks, 5)
+
+        def draws(seeds=seeds, blocks=blocks):
+            streams = StackedStreams(seeds, blocks)
+            for c in range(steps):
+                streams.draw(5, f"local#{c}", (problem.manifold.dim + 1,), "normal")
+
+        if not np.array_equal(rfed(), lean()):
+            raise AssertionError("the lean loop does not reproduce rfed's local run")
+        times = interleaved_medians({"rfed DPRSVRG.train": rfed, "lean loop (same bits)": lean,
+                                     "part: keyed noise draws": draws}, repeat)
+        ref = times["rfed DPRSVRG.train"]
+        for label, t in times.items():
+            print(f"{n_runs:<7} {label:<34} {t / steps * 1e6:>10.1f} {t / ref:>12.2f}")
+    print(f"(a noise draw is {AGENT_GROUP} x 64 normals per run: the agent group's layout)")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="10 agents x 600 and 100 agents x 50 instead")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--rsvrg-step", action="store_true",
+                        help="one DP-RSVRG inner step in prirfed-fig2's setting instead")
     args = parser.parse_args()
+    if args.rsvrg_step:
+        rsvrg_step(args.repeat)
+        return
     dim, k_steps = 784, 3
     shapes = [(10, 600), (100, 50)] if args.quick else [(100, 600), (1000, 50)]
     print(f"PriRFed round, Sphere({dim - 1}) PCA, K = {k_steps} DP-RSGD steps (eps 0.15, "

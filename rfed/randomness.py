@@ -18,7 +18,7 @@ purpose)``, which draws the rows of all the group's agents at once with numpy's 
 agent ``r`` of the group takes draws ``r, r + 16, r + 32, ...``, so its first ``m`` values do
 not depend on how many values are asked for (blocks padded to different lengths agree). A block
 therefore loops over the groups it touches (``n_agents / 16`` re-keyings of one cached generator,
-about 1 us each), never over agents, and any process computes any agent's draws without the
+about 0.3 us each), never over agents, and any process computes any agent's draws without the
 others'. A block holding part of a group draws the whole group and keeps its rows (at most 16
 times the work for a one-agent client, and the floor of a draw for a block: e.g. 16 active agents
 of 20 draw two whole groups).
@@ -150,7 +150,13 @@ class AgentStreams:
         # values each; setting its state (counter, empty buffer) gives the same bits as a new one
         bits = np.random.Philox(counter=0, key=np.array([self.seed, _AGENT_TAG], dtype=np.uint64))
         self._bits, self._gen = bits, np.random.Generator(bits)
-        self._fresh = bits.state  # buffer empty (buffer_pos = 4), no cached 32-bit half
+        # the state with the buffer empty (buffer_pos = 4) and no cached 32-bit half, its
+        # arrays as lists of ints: the state setter reads them element by element, and Python
+        # ints cost it a quarter of numpy scalars (the same state)
+        fresh = bits.state
+        self._fresh = {**fresh, "state": {k: [int(v) for v in fresh["state"][k]]
+                                          for k in ("counter", "key")},
+                       "buffer": [int(v) for v in fresh["buffer"]]}
 
     def _agents(self, agents) -> np.ndarray:
         a = np.asarray(agents)
@@ -166,7 +172,7 @@ class AgentStreams:
         # (0, group, round, purpose) and only ever increments the first word, so no two
         # streams of a run overlap
         state = self._fresh
-        state["state"]["counter"] = np.array([0, group, rnd, code], dtype=np.uint64)
+        state["state"]["counter"] = [0, group, rnd, code]
         self._bits.state = state
         return self._gen
 
@@ -246,32 +252,48 @@ class StackedStreams:
         self.blocks = [st._agents(a) for st, a in zip(self.streams, blocks, strict=True)]
         self.size = sum(a.size for a in self.blocks)
         # per run: its rows, and (group, columns) when its block lies in one group (the usual
-        # case: one agent per round), so a draw re-keys and samples without re-deriving them
+        # case: one agent per round), so a draw re-keys and samples without re-deriving them; a
+        # one-agent block keeps its row and column as ints (a strided copy, no fancy index)
         self._plan = []
         start = 0
         for a in self.blocks:
             groups = a // AGENT_GROUP
             one = a.size > 0 and bool(np.all(groups == groups[0]))
-            self._plan.append((slice(start, start + a.size),
-                               (int(groups[0]), a % AGENT_GROUP) if one else None))
+            rows = start if a.size == 1 else slice(start, start + a.size)
+            cols = (int(a[0] % AGENT_GROUP) if a.size == 1 else a % AGENT_GROUP) if one else None
+            self._plan.append((rows, (int(groups[0]), cols) if one else None))
             start += a.size
+        # every block one agent (one agent per round, the papers' experiments): each run's
+        # group is drawn into one buffer and the agents' columns are read in one gather
+        self._single = [(st, plan[1][0]) for st, plan in zip(self.streams, self._plan,
+                                                              strict=True)
+                        ] if all(a.size == 1 for a in self.blocks) else None
+        if self._single is not None:
+            self._runs = np.arange(len(self.blocks))
+            self._cols = np.array([plan[1][1] for plan in self._plan], dtype=np.int64)
 
     def draw(self, round: int, purpose: str | int, shape=(), kind: str = "normal"
              ) -> np.ndarray:
         """Standard normals (``kind='normal'``) or open uniforms (``'uniform'``), shape
         ``(n_0 + ... + n_{R-1}, *shape)``."""
-        if kind not in _SAMPLERS:
+        sampler = _SAMPLERS.get(kind)
+        if sampler is None:
             raise ValueError(f"argument 'kind' must be one of {sorted(_SAMPLERS)}, got "
                              f"{kind!r}")
-        sampler = _SAMPLERS[kind]
         shape = _check_shape(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
-        m = int(np.prod(shape, dtype=np.int64))
+        m = math.prod(shape)
+        if self._single is not None:
+            groups = np.empty((len(self._single), m, AGENT_GROUP))
+            for k, (st, g) in enumerate(self._single):
+                sampler(st._rekey(g, rnd, code), (m, AGENT_GROUP), out=groups[k])
+            return groups[self._runs, :, self._cols].reshape((self.size, *shape))
         out = np.empty((self.size, m))
         for st, a, (rows, one) in zip(self.streams, self.blocks, self._plan, strict=True):
             if one is None:
                 out[rows] = st._rows(a, rnd, code, m, sampler)
             else:
-                # AgentStreams._rows' one-group case
-                out[rows] = sampler(st._rekey(one[0], rnd, code), (m, AGENT_GROUP))[:, one[1]].T
+                # AgentStreams._rows' one-group case (the same copy of the same draws)
+                cols = sampler(st._rekey(one[0], rnd, code), (m, AGENT_GROUP))
+                out[rows] = cols[:, one[1]].T
         return out.reshape((self.size, *shape))

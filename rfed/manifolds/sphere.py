@@ -15,14 +15,28 @@ class AntipodalError(ValueError):
     """Raised by ``Sphere.log`` for antipodal points, where the logarithm is not unique."""
 
 
+try:
+    # what np.einsum calls without 'optimize' (the same computation), minus its dispatch layers,
+    # which cost about as much as the tiny products of a local step
+    from numpy._core.multiarray import c_einsum as _einsum
+except ImportError:  # pragma: no cover - numpy without the private module
+    _einsum = np.einsum
+
+#: numpy's sinc replaces a zero argument by the machine epsilon of its dtype
+_EPS = float(np.finfo(float).eps)
+
+
 def _dot(a, b):
     """Batched dot product over the last axis (einsum: no temporary, faster than sum(a * b))."""
-    return np.einsum("...i,...i->...", a, b)
+    return _einsum("...i,...i->...", a, b)
 
 
 def _sinc(t):
-    """sin(t)/t, exact at 0 (numpy's sinc is sin(pi t)/(pi t))."""
-    return np.sinc(t / np.pi)
+    """sin(t)/t, exact at 0: ``np.sinc(t / pi)`` (numpy's sinc is sin(pi t)/(pi t)) with
+    np.sinc's own operations, without its conversions (the same bits)."""
+    s = np.pi * (t / np.pi)
+    s = np.where(s, s, _EPS)
+    return np.sin(s) / s
 
 
 class Sphere(Manifold):
@@ -109,7 +123,7 @@ class Sphere(Manifold):
         w -= _dot(x, w)[..., None] * x  # second pass, as in transport (antipodal accuracy)
         wn = np.sqrt(_dot(w, w))
         theta = np.arctan2(wn, 1.0 + c)
-        if np.any(np.pi - theta < self.antipodal_tol):
+        if (np.pi - theta < self.antipodal_tol).any():
             raise AntipodalError(
                 f"{self}: log(x, y) is undefined for antipodal x and y (distance within "
                 f"{self.antipodal_tol:g} of pi): every direction is a minimizing geodesic"
@@ -137,7 +151,9 @@ class Sphere(Manifold):
         # pass leaves a component along x of relative size eps / sin(theta)
         w -= _dot(x, w)[..., None] * x
         wn = np.sqrt(_dot(w, w))
-        if np.any(np.pi - np.arctan2(wn, 1.0 + c) < self.antipodal_tol):
+        # the angle atan2(|w|, 1 + c) exceeds pi / 2 only where 1 + c < 0, i.e. c < -1: the
+        # check of the cut locus runs only when some pair is that far apart (same outcome)
+        if (c < -1.0).any() and (np.pi - np.arctan2(wn, 1.0 + c) < self.antipodal_tol).any():
             raise AntipodalError(
                 f"{self}: transport(x, y, u) is undefined for antipodal x and y (distance within "
                 f"{self.antipodal_tol:g} of pi): every direction is a minimizing geodesic"
@@ -161,7 +177,9 @@ class Sphere(Manifold):
     def tangent_gaussian(self, x, sigma, rng):
         x = np.asarray(x, dtype=float)
         sigma = np.asarray(sigma, dtype=float)
-        shape = np.broadcast_shapes(x.shape[:-1], sigma.shape) + self.point_shape
+        shape = x.shape if (sigma.shape == x.shape[:-1]
+                            and x.shape[-1:] == self.point_shape) else (
+            np.broadcast_shapes(x.shape[:-1], sigma.shape) + self.point_shape)
         z = as_generator(rng).standard_normal(shape)
         z -= _dot(x, z)[..., None] * x
         z *= sigma[..., None]

@@ -7,6 +7,10 @@ from typing import Any
 
 import numpy as np
 
+#: Arrays up to this size are checked element by element in Python (a few hundred ns), larger
+#: ones with two array reductions (a few us whatever the size).
+_FEW = 32
+
 
 def check_real(value: Any, name: str) -> float:
     """A real number, not NaN (infinities pass)."""
@@ -91,10 +95,14 @@ def check_nonneg_array(value: Any, name: str) -> np.ndarray:
         arr = np.asarray(value, dtype=float)
     except (TypeError, ValueError):
         raise TypeError(f"argument '{name}' must be a numeric scalar or array") from None
-    # a scalar (the usual noise std or clip level, checked at every release) skips the array
-    # reductions; NaN fails both comparisons
-    ok = (math.isfinite(v := float(arr)) and v >= 0) if arr.ndim == 0 else (
-        bool(np.isfinite(arr).all()) and not bool((arr < 0).any()))
+    # a scalar or a few values (the usual noise std or clip level, or one per agent of a
+    # round, checked at every release) skip the array reductions; NaN fails every comparison
+    if arr.ndim == 0:
+        ok = math.isfinite(v := float(arr)) and v >= 0
+    elif arr.size <= _FEW:
+        ok = all(0.0 <= v < math.inf for v in arr.ravel().tolist())
+    else:
+        ok = bool(np.isfinite(arr).all()) and not bool((arr < 0).any())
     if not ok:
         raise ValueError(f"argument '{name}' must be finite and >= 0 everywhere")
     return arr

@@ -91,6 +91,16 @@ def gaussian_mechanism(
     array, shape of ``value``
     """
     sigma = check_nonneg_array(sigma, "sigma")
+    if (isinstance(rng, np.random.Generator)
+            and type(value) is np.ndarray and type(x) is np.ndarray
+            and value.shape == x.shape and value.dtype == x.dtype == np.float64
+            and value.shape[value.ndim - len(manifold.point_shape):] == manifold.point_shape
+            and not getattr(rng, "is_keyed_draws", False)):
+        # a trainer's step (float arrays of one batch shape, its block's generator): the
+        # general path below without its conversions and broadcasts, the same checks first
+        if not np.isfinite(value).all():
+            _check_finite(manifold, value, "value")
+        return value + manifold.tangent_gaussian(x, sigma, rng)
     value = as_array(manifold, value, "value")
     x = as_array(manifold, x, "x")
     _check_finite(manifold, value, "value")

@@ -428,23 +428,28 @@ class LocalTrainer(abc.ABC):
                     given: np.ndarray | None) -> np.ndarray | None:
         return given if given is not None or plan_sigma is None else plan_sigma[agents]
 
-    def _release(self, problem, x, value, sigma, rng):
+    def _release(self, problem, x, value, sigma, rng, noisy=None):
         """``value + N_x(0, sigma^2)`` through :func:`gaussian_mechanism` (``value`` if no
-        noise), refusing non-finite input."""
-        if not (np.all(np.isfinite(value)) and np.all(np.isfinite(x))):
+        noise), refusing non-finite input.
+
+        ``noisy``: ``np.any(sigma > 0)`` when the caller computed it once for its steps (the
+        rows' ``sigma`` is fixed for a local run); :func:`gaussian_mechanism` checks ``sigma``
+        at every release.
+        """
+        if not (np.isfinite(value).all() and np.isfinite(x).all()):
             # e.g. a noisy random walk on SPD or the hyperboloid overflowing expm / cosh
             raise FloatingPointError(
                 f"{self.name}: a local iterate or its step left the floating-point range (the "
                 "run diverged; reduce the step size or the noise)"
             )
-        if not np.any(sigma > 0):
+        if not (np.any(sigma > 0) if noisy is None else noisy):
             return value
         return gaussian_mechanism(problem.manifold, x, value, sigma, rng)
 
 
 def _per_row(clipped: np.ndarray) -> np.ndarray:
     """Clipped counts of shape ``(A, ...)`` summed per row: ``(A,)``."""
-    return np.sum(clipped.reshape(clipped.shape[0], -1), axis=1)
+    return clipped.reshape(clipped.shape[0], -1).sum(axis=1)
 
 
 def _info(n_clipped_rows: np.ndarray, grad_evals: int) -> dict:
@@ -666,6 +671,7 @@ class DPRSGD(LocalTrainer):
         pick = rng.integers(0, self.steps + 1, size=agents.size) if option == 2 else None
         n_clipped = np.zeros(agents.size, dtype=int)
         int_sizes = sizes.astype(int)
+        noisy = bool(np.any(sigma > 0))
         for k in range(self.steps):
             if option == 2:
                 chosen = np.where((pick == k).reshape((-1,) + (1,) * k_pts), x, chosen)
@@ -686,7 +692,7 @@ class DPRSGD(LocalTrainer):
             n_clipped += _per_row(clipped)
             # the PUBLIC normaliser b_i (the expected size under Poisson sampling)
             mean = total / sizes.reshape((-1,) + (1,) * k_pts)
-            eta = self._release(problem, x, mean, sigma, rng)
+            eta = self._release(problem, x, mean, sigma, rng, noisy)
             x = man.exp(x, -step_size * eta)
         if option == 2:
             x = np.where((pick == self.steps).reshape((-1,) + (1,) * k_pts), x, chosen)
@@ -892,6 +898,7 @@ class DPRSVRG(LocalTrainer):
             pick = rng.integers(0, m * self.steps, size=agents.size)
             chosen = x
         n_clipped = np.zeros(agents.size, dtype=int)
+        noisy = bool(np.any(sigma > 0))
         snap = x
         for k in range(self.steps):
             total, clipped = problem.clipped_grad_sum(snap, data, plan.clip_full, mask)
@@ -908,7 +915,7 @@ class DPRSVRG(LocalTrainer):
                                                   valid, sizes, plan.clip)
                 n_clipped += _per_row(clipped)
                 eta = v + man.transport(snap, xj, g_rel)
-                eta = self._release(problem, xj, eta, sigma, rng)
+                eta = self._release(problem, xj, eta, sigma, rng, noisy)
                 xj = man.exp(xj, -step_size * eta)
             snap = xj
         out = chosen if option == 2 else snap
@@ -933,6 +940,7 @@ class DPRSVRG(LocalTrainer):
             pick = rng.integers(0, m * self.steps, size=agents.size)
             chosen = x
         n_clipped = np.zeros(agents.size, dtype=int)
+        noisy = bool(np.any(sigma > 0))
         snap = x
         for k in range(self.steps):
             total, clipped = problem.clipped_grad_sum(snap, data, plan.clip_full, mask)
@@ -946,14 +954,15 @@ class DPRSVRG(LocalTrainer):
                 snap[:, None], {key: v[:, :, None] for key, v in picks.items()}, plan.clip)
             n_clipped += _per_row(c_snap)
             snap_terms = at_snap - g_full[:, None]
+            # the single-record batches of the inner steps, sliced once (views)
+            ones = [{key: v[:, j : j + 1] for key, v in picks.items()} for j in range(m)]
             for j in range(m):
                 if option == 2:
                     chosen = np.where((pick == k * m + j).reshape(shape), xj, chosen)
-                one = {key: v[:, j : j + 1] for key, v in picks.items()}
-                g1, c1 = problem.clipped_grad_sum(xj, one, plan.clip)
+                g1, c1 = problem.clipped_grad_sum(xj, ones[j], plan.clip)
                 n_clipped += _per_row(c1)
                 eta = g1 - man.transport(snap, xj, snap_terms[:, j])
-                eta = self._release(problem, xj, eta, sigma, rng)
+                eta = self._release(problem, xj, eta, sigma, rng, noisy)
                 xj = man.exp(xj, -step_size * eta)
             snap = xj
         out = chosen if option == 2 else snap

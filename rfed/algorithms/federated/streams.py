@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from rfed.randomness import AgentStreams, StackedStreams
+from rfed.randomness import StackedStreams
 
 __all__ = ["AgentBlockGenerator"]
 
@@ -42,15 +42,20 @@ class AgentBlockGenerator(np.random.Generator):
     """
 
     def __init__(self, seed: int, agents: np.ndarray, round: int, purpose: str = "local"):
+        # one block is the one-run case of the stacked draws (the same rows): the ids, the
+        # round and the block's group layout are checked and planned once here, not per draw
+        self._setup(StackedStreams([seed], [np.asarray(agents)]), round, purpose)
+
+    def _setup(self, stacked: StackedStreams, round: int, purpose: str) -> None:
         # the base bit generator is never drawn from (every drawing method is overridden)
         super().__init__(np.random.PCG64(0))
-        self.streams = AgentStreams(seed)
-        self.agents = np.asarray(agents)
+        self._stacked = stacked
+        self.streams = stacked.streams[0]
+        self.agents = (stacked.blocks[0] if len(stacked.blocks) == 1
+                       else np.concatenate(stacked.blocks))
         self.round = int(round)
         self.purpose = str(purpose)
         self.calls = 0
-        self.streams._agents(self.agents)
-        self._stacked: StackedStreams | None = None
 
     @classmethod
     def stacked(cls, seeds: list[int], blocks: list[np.ndarray], round: int,
@@ -70,20 +75,17 @@ class AgentBlockGenerator(np.random.Generator):
         if len(seeds) != len(blocks) or not seeds:
             raise ValueError(f"arguments 'seeds' and 'blocks' must be non-empty and of the same "
                              f"length, got {len(seeds)} and {len(blocks)}")
-        gen = cls(seeds[0], blocks[0], round, purpose)
-        gen._stacked = StackedStreams(seeds, blocks)
-        gen.agents = np.concatenate(gen._stacked.blocks)
+        gen = cls.__new__(cls)
+        gen._setup(StackedStreams(seeds, blocks), round, purpose)
         return gen
 
     def _rows(self, kind: str, purpose: str, rest: tuple[int, ...]) -> np.ndarray:
         """The block's rows (each run's from its own streams, stacked in run order)."""
-        if self._stacked is None:
-            return getattr(self.streams, kind)(self.agents, self.round, purpose, rest)
         return self._stacked.draw(self.round, purpose, rest, kind)
 
     def _key(self, size) -> tuple[str, tuple[int, ...]]:
-        shape = (int(size),) if isinstance(size, (int, np.integer)) else tuple(
-            () if size is None else size)
+        shape = size if type(size) is tuple else (int(size),) if isinstance(
+            size, (int, np.integer)) else tuple(() if size is None else size)
         if not shape or shape[0] != self.agents.size:
             raise ValueError(
                 f"AgentBlockGenerator draws one row per agent: argument 'size' must start with "
