@@ -323,6 +323,17 @@ class Manifold(abc.ABC):
         """
         return karcher_mean(self, points, weights, tol=tol, max_iter=max_iter, init=init)
 
+    def _logs_to(self, points: np.ndarray):
+        """``x -> Log_x(points)`` for a fixed stack of ``points`` (the logs of every iteration
+        of :func:`karcher_mean`). A manifold may prepare what depends on the points alone once
+        (SPD: their Cholesky factors); the values are those of :meth:`log`."""
+        return lambda x: self.log(x, points)
+
+    def _norm_inner(self, x: np.ndarray, u: np.ndarray, v: np.ndarray):
+        """``(norm(x, u), inner(x, u, v))``, the same values; a manifold may share the work on
+        ``u`` between the two (SPD whitens u once)."""
+        return self.norm(x, u), self.inner(x, u, v)
+
     # ------------------------------------------------------------------ misc
     def _batch_ndim(self, x: np.ndarray) -> int:
         return np.ndim(x) - len(self.point_shape)
@@ -394,9 +405,10 @@ def karcher_mean(
     it = 0
     prev = np.inf
     careful = np.zeros(w.shape[:-1], dtype=bool)
+    logs_to = manifold._logs_to(points)
     while True:
         xe = np.expand_dims(x, -1 - k)
-        logs = manifold.log(xe, points)
+        logs = logs_to(xe)
         step = np.sum(w_b * logs, axis=-1 - k)
         gnorm = manifold.norm(x, step)
         worst = float(np.max(gnorm)) if np.size(gnorm) else 0.0
@@ -411,13 +423,11 @@ def karcher_mean(
             # and at most kappa d coth(kappa d) across it (comparison theorem); its value in the
             # direction of the step bounds the curvature the step sees (a unit step overshoots
             # and diverges for spread data, a step 1/max crawls).
-            ln = manifold.norm(xe, logs)
+            ln, along = manifold._norm_inner(xe, logs, np.expand_dims(step, -1 - k))
             kd = kappa * ln
             safe = np.where(kd > 1e-8, kd, 1.0)
             h = np.where(kd > 1e-8, safe / np.tanh(safe), 1.0)
-            cos = manifold.inner(xe, logs, np.expand_dims(step, -1 - k)) / np.where(
-                ln > 0, ln, 1.0
-            ) / np.where(gnorm > 0, gnorm, 1.0)[..., None]
+            cos = along / np.where(ln > 0, ln, 1.0) / np.where(gnorm > 0, gnorm, 1.0)[..., None]
             cos2 = np.minimum(np.square(cos), 1.0)
             # elements whose gradient grew fall back for good to the full bound sum w h
             careful = careful | (gnorm > prev)

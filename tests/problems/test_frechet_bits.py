@@ -1,0 +1,40 @@
+"""Issue 13: the SPD Frechet evaluation (one frame for the point, -2 applied after the sum)
+gives the bits of the formula it replaces: a frame per agent and ``sum(where(mask, -2 log, 0))``.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+from rfed.datasets.synthetic import make_wishart_spd
+from rfed.problems import SPDFrechetMean
+
+
+def _reference(p: SPDFrechetMean, x, agents):
+    """Local costs and gradients the way they were computed before issue 13."""
+    agents = np.arange(p.n_agents) if agents is None else np.asarray(agents)
+    a, chol, mask = p.data["a"][agents], p.data["chol"][agents], p.mask[agents]
+    xb = np.broadcast_to(np.asarray(x, dtype=float), (agents.size, 3, 3))
+    log, d = p.manifold.log_dist_eigh(xb[:, None], a, chol)
+    count = p.counts[agents]
+    cost = np.sum(np.where(mask, d**2, 0.0), axis=-1) / count
+    grad = np.sum(np.where(mask[..., None, None], -2.0 * log, 0.0), axis=1) / count[:, None, None]
+    return cost, grad
+
+
+@pytest.mark.parametrize("sizes", [(30, 30, 30), (30, 7, 19)])
+def test_local_cost_and_grad_keep_their_bits(sizes):
+    """Equal local sizes (no padding: the short path) and unequal ones (padded: the masked
+    path); all agents and a subset; one point for all and one point per agent."""
+    pts = make_wishart_spd(sum(sizes), 3, 5)
+    p = SPDFrechetMean.from_arrays(np.split(pts, np.cumsum(sizes)[:-1]))
+    rng = np.random.default_rng(1)
+    for agents in (None, np.array([2, 0])):
+        n = p.n_agents if agents is None else agents.size
+        for x in (p.manifold.random_point(rng), p.manifold.random_point(rng, n)):
+            p._evaluated = None
+            cost, grad = _reference(p, x, agents)
+            np.testing.assert_array_equal(p.local_cost(x, agents), cost)
+            np.testing.assert_array_equal(p.local_grad(x, agents), grad)
+            np.testing.assert_array_equal(np.signbit(p.local_grad(x, agents)), np.signbit(grad))
