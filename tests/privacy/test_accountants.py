@@ -349,3 +349,25 @@ def test_concurrent_writers_of_the_disk_cache_never_expose_a_partial_curve(tmp_p
     assert not errors
     assert len(seen) == 160 and all(s is not None and np.array_equal(s, curve) for s in seen)
     assert [p.suffix for p in tmp_path.iterdir()] == [".npz"]
+
+
+def test_only_the_costly_curves_are_kept_on_disk(tmp_path):
+    """Subsampled Gaussian curves (milliseconds each) get a file; the unsampled Gaussian's closed
+    form and the Laplace curves (cheaper than their file) are only kept in memory."""
+    from rfed.privacy import accountants as acc_mod
+
+    acc_mod.set_rdp_cache_dir(tmp_path)
+    try:
+        acc_mod.clear_rdp_cache()
+        for spec in (EventSpec.make("gaussian", 1.1), EventSpec.make("laplace", 2.0)):
+            compose_epsilon([(spec, 7)], 1e-5, "rdp", "replace_one")
+        assert not list(tmp_path.glob("*.npz"))
+        for spec, neighboring in (
+                (EventSpec.make("gaussian", 1.1, "poisson", 0.02), "add_remove_one"),
+                (EventSpec.make("gaussian", 1.1, "without_replacement", dataset_size=50,
+                                sample_size=2), "replace_one")):
+            compose_epsilon([(spec, 7)], 1e-5, "rdp", neighboring)
+        assert len(list(tmp_path.glob("*.npz"))) == 2
+    finally:
+        acc_mod.set_rdp_cache_dir(None)
+        acc_mod.clear_rdp_cache()
