@@ -38,7 +38,7 @@ from rfed.algorithms.decentralized._privacy import (
 )
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.manifolds import Euclidean, as_generator
-from rfed.networks.comm import default_communicator
+from rfed.networks.comm import default_communicator, freeze_weights
 from rfed.networks.graphs import Graph
 from rfed.networks.mixing import (
     check_column_stochastic,
@@ -182,9 +182,11 @@ class _PushPullBase(BlockStates, Algorithm):
         if not isinstance(graph, Graph):
             raise TypeError(f"argument 'graph' must be an rfed Graph, got {graph!r}")
         self.graph = graph
-        self.r = check_row_stochastic(row_stochastic_weights(graph) if r is None else r, "R")
-        self.c = check_column_stochastic(column_stochastic_weights(graph) if c is None else c,
-                                         "C")
+        # frozen: what each round derives from R and C (message counts) is computed once
+        self.r = freeze_weights(check_row_stochastic(
+            row_stochastic_weights(graph) if r is None else r, "R"), "R")
+        self.c = freeze_weights(check_column_stochastic(
+            column_stochastic_weights(graph) if c is None else c, "C"), "C")
         # a factory n_agents -> Communicator; by default the engine in use (in process, or
         # the MPI engine inside rfed.engines.mpi.mpi_engine())
         self.communicator = default_communicator if communicator is None else communicator
