@@ -115,8 +115,8 @@ def write_at_end(path: str | os.PathLike, data: bytes, size: int) -> int:
 
     The first ``size`` bytes are never rewritten; whatever followed them (e.g. the torn tail of
     a killed writer) is dropped first. On any error the file is cut back to ``size`` and the
-    error re-raised. The file is created (ordinary permissions) if absent, and must then be
-    empty up to ``size = 0``.
+    error re-raised. The file is created (ordinary permissions) if absent; it must hold at
+    least ``size`` bytes (``ValueError`` naming ``size`` otherwise).
     """
     if isinstance(size, bool) or not isinstance(size, int) or size < 0:
         raise ValueError(f"argument 'size' must be an int >= 0, got {size!r}")

@@ -40,9 +40,20 @@ from rfed.experiments.registry import (
 )
 
 NAME = "doadp-logreg"
-TINY = {"n_agents": 8, "n_per_agent": 20, "dim": 5, "epochs": 1, "repetitions": 1,
-        "eps_sweep": [1.0], "eval_every": 10, "baselines": False}
+TINY = {"n_agents": 8, "n_per_agent": 10, "dim": 5, "epochs": 1, "repetitions": 1,
+        "eps_sweep": [1.0], "eval_every": 5, "baselines": False}
 EVERY = 3
+
+
+@pytest.fixture(scope="module", autouse=True)
+def _no_figures():
+    """The figures take most of a tiny run's time and are no part of a checkpoint."""
+    import matplotlib.pyplot as plt
+
+    mp = pytest.MonkeyPatch()
+    mp.setattr(RunContext, "save_figure", lambda ctx, fig, name: plt.close(fig))
+    yield
+    mp.undo()
 
 
 class _Killed(BaseException):
@@ -235,7 +246,7 @@ def test_the_floor_bounds_the_periodic_checkpoints_by_the_clock(tmp_path, monkey
 
     monkeypatch.setattr(registry, "_clock", clock)
     counter = _Counting(monkeypatch)
-    floor = 4.0
+    floor = 2.0
     _run(tmp_path / "run", seconds=floor)
     assert 0 < counter.periodic <= now[0] / floor + 1
     assert counter.periodic < floor0.periodic / 2
