@@ -698,8 +698,8 @@ class RunContext:
     history, which change between checkpoints) and the length and CRC-32 of the log prefix it
     stands on. A kill between the two leaves the previous ``checkpoint.pkl``, which stands on
     a shorter prefix of the log; a resumed run cuts the log back to that prefix before it
-    appends. Both files are fsynced at every checkpoint (what lets a checkpoint survive a power
-    cut as well as a kill); ``checkpoint_seconds`` bounds how often that is paid. A format-1
+    appends. Every append and every replacement is fsynced (what lets a checkpoint survive a
+    power cut as well as a kill); ``checkpoint_seconds`` bounds how often that is paid. A format-1
     checkpoint (one pickle, written by earlier versions) still resumes; its next checkpoint is
     written as format 2.
     """
