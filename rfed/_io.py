@@ -4,6 +4,10 @@
   in the target's folder), flushes it to disk (``fsync``) and renames it over the target
   (``os.replace``): a reader sees the old file or the new one, never a torn one, and two
   processes never share a temporary name.
+* :func:`write_at_end` cuts a file back to a given size and appends bytes there, flushed to
+  disk (``fsync``); on failure the file is cut back again. A reader that trusts only a prefix
+  whose length and checksum it recorded elsewhere never sees a torn write (the checkpoint log
+  of :class:`rfed.experiments.RunContext`).
 * :func:`append_line` appends one line with a single ``write`` on an ``O_APPEND`` descriptor and,
   if the write fails (a full disk), truncates the file back, so a line is there whole or not at
   all.
@@ -30,6 +34,7 @@ __all__ = [
     "atomic_write_text",
     "atomic_pickle",
     "append_line",
+    "write_at_end",
     "strict_jsonable",
     "strict_json",
     "NONFINITE_SUFFIX",
@@ -103,6 +108,34 @@ def append_line(path: str | os.PathLike, line: str) -> None:
             raise
     finally:
         os.close(fd)
+
+
+def write_at_end(path: str | os.PathLike, data: bytes, size: int) -> int:
+    """Cut ``path`` back to its first ``size`` bytes, append ``data``, fsync; return the new size.
+
+    The first ``size`` bytes are never rewritten; whatever followed them (e.g. the torn tail of
+    a killed writer) is dropped first. On any error the file is cut back to ``size`` and the
+    error re-raised. The file is created (ordinary permissions) if absent; it must hold at
+    least ``size`` bytes (``ValueError`` naming ``size`` otherwise).
+    """
+    if isinstance(size, bool) or not isinstance(size, int) or size < 0:
+        raise ValueError(f"argument 'size' must be an int >= 0, got {size!r}")
+    fd = os.open(path, os.O_WRONLY | os.O_CREAT, _FILE_MODE)
+    try:
+        if os.fstat(fd).st_size < size:
+            raise ValueError(f"argument 'size': '{path}' holds {os.fstat(fd).st_size} bytes, "
+                             f"fewer than {size}")
+        os.ftruncate(fd, size)
+        os.lseek(fd, size, os.SEEK_SET)
+        try:
+            _write_all(fd, data)
+            os.fsync(fd)
+        except BaseException:
+            os.ftruncate(fd, size)
+            raise
+    finally:
+        os.close(fd)
+    return size + len(data)
 
 
 def _reason(v: float) -> str:

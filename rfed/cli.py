@@ -5,7 +5,8 @@
     rfed list
     rfed show NAME
     rfed run [NAME] [--seed S] [--set key=value ...] [--out DIR] [--overwrite]
-                    [--checkpoint-every N] [--no-progress] [--secure]
+                    [--checkpoint-every N] [--checkpoint-seconds S] [--no-progress]
+                    [--secure]
     rfed run [NAME] --resume DIR
     mpiexec -n K python -m mpi4py -m rfed run NAME --engine mpi [...]
     mpiexec -n K2 python -m mpi4py -m rfed run --resume DIR --engine mpi
@@ -23,7 +24,8 @@ epsilon lower bound beside the certified epsilon.
 earlier rfed results folder) or ``--resume`` (continues the run saved there from its last
 checkpoint; the experiment, seed and settings are read from ``DIR/config.json``). Files are
 written as results arrive (see :mod:`rfed.experiments.registry`); the run's state is
-checkpointed every ``N`` rounds and at Ctrl-C.
+checkpointed at the end of every algorithm run, at Ctrl-C, and every ``N`` rounds once ``S``
+seconds (default 5; 0: every ``N`` rounds) have passed since the last checkpoint.
 
 ``--engine mpi`` runs the experiment's decentralized algorithms on the MPI engine
 (:mod:`rfed.engines.mpi`): every rank builds the same graph, owns a block of agents, keeps
@@ -52,6 +54,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -95,6 +98,9 @@ def _parser() -> argparse.ArgumentParser:
     run.add_argument("--checkpoint-every", type=int, default=100, metavar="N",
                      help="save the run's state every N rounds (default 100; 0: only at the "
                      "end of each run and at Ctrl-C)")
+    run.add_argument("--checkpoint-seconds", type=float, default=5.0, metavar="S",
+                     help="at most one periodic checkpoint every S seconds of wall time "
+                     "(default 5; 0: every N rounds); the results do not depend on it")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
     run.add_argument("--engine", choices=("inprocess", "mpi"), default="inprocess",
                      help="inprocess (default): every agent in this process; mpi: the agents "
@@ -320,26 +326,26 @@ def _settings(args) -> tuple[str, int, dict, Path, str]:
     if args.checkpoint_every < 0:
         raise ValueError(f"--checkpoint-every must be an int >= 0, got "
                          f"{args.checkpoint_every}")
+    if not (math.isfinite(args.checkpoint_seconds) and args.checkpoint_seconds >= 0):
+        raise ValueError(f"--checkpoint-seconds must be a finite number >= 0, got "
+                         f"{args.checkpoint_seconds}")
     get_experiment(name).config(overrides)
     return name, seed, overrides, out, mode
 
 
 def _check_not_mpi_checkpoint(folder: Path) -> None:
     """An in-process ``--resume`` of a run checkpointed on MPI is refused in one line."""
-    import pickle
-
     from rfed.engines.mpi import SavedBlocks
+    from rfed.experiments.registry import OutputDirError, read_checkpoint
 
-    path = folder / "checkpoint.pkl"
-    if not path.is_file():
-        return
     try:
-        with open(path, "rb") as fh:
-            ck = pickle.load(fh)  # noqa: S301 - the checkpoint this program wrote
-    except Exception:
+        ck = read_checkpoint(folder)
+    except OutputDirError:
         return   # RunContext reports an unreadable checkpoint
-    states = [getattr(r, "state", None) for r, _ in ck.get("completed", [])]
-    current = ck.get("current") or {}
+    if ck is None:
+        return
+    states = [getattr(r, "state", None) for r, _ in ck["completed"]]
+    current = ck["current"] or {}
     states.append(current.get("payload", {}).get("state"))
     if any(isinstance(st, SavedBlocks) for st in states):
         raise ValueError(f"the run in '{folder}' was checkpointed on the MPI engine: resume it "
@@ -394,7 +400,8 @@ def _run_on_mpi(args) -> int:
             # the same rounds as rank 0, on this rank's agents; results are rank 0's
             try:
                 run_experiment(name, seed=seed, overrides=overrides, out_dir=None,
-                               progress=False, checkpoint_every=args.checkpoint_every)
+                               progress=False, checkpoint_every=args.checkpoint_every,
+                               checkpoint_seconds=args.checkpoint_seconds)
             except KeyboardInterrupt:
                 return 130   # rank 0 says how to resume
             return 0
@@ -430,6 +437,7 @@ def _run_and_report(args, name: str, seed: int, overrides: dict, out: Path, mode
         summary, ctx = run_experiment(name, seed=seed, overrides=overrides, out_dir=out,
                                       progress=not args.no_progress, mode=mode,
                                       checkpoint_every=args.checkpoint_every,
+                                      checkpoint_seconds=args.checkpoint_seconds,
                                       secure=args.secure)
     except OutputDirError as exc:
         _error(exc)

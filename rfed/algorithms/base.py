@@ -205,10 +205,17 @@ def run_hook(hook: Any) -> Iterator[None]:
     baseline solved inside a step) are not hooked. Inside :func:`engine_run_hooks`, the hook
     installed is the engine's wrapper of ``hook``.
 
+    A ``save`` with a method ``due()`` is asked at each periodic round whether to save there:
+    ``False`` skips that checkpoint (:class:`rfed.experiments.RunContext` answers from a
+    wall-clock floor, ``checkpoint_seconds``). It decides only when the state is saved, never
+    what the rounds compute, so the results do not depend on it. The end-of-run and Ctrl-C
+    checkpoints are not asked.
+
     A ``save`` with a true attribute ``collective`` must be called by every process of its
-    engine at the same rounds: the run then does not defer Ctrl-C to save at the end of the
-    round (the processes would not all save in the same round); it stops at once and resumes
-    from the last periodic checkpoint.
+    engine at the same rounds (and its ``due()`` too, giving every process the same answer):
+    the run then does not defer Ctrl-C to save at the end of the round (the processes would
+    not all save in the same round); it stops at once and resumes from the last periodic
+    checkpoint.
     """
     wrapper = _HOOK_WRAPPER.get()
     token = _HOOK.set(hook if wrapper is None else wrapper(hook))
@@ -363,6 +370,8 @@ class Algorithm(abc.ABC):
             Where checkpoints go: a file (written atomically with pickle) or
             ``checkpoint(payload)``. The payload is a dict with ``format``, ``algorithm``,
             ``n_rounds``, ``eval_every``, ``round`` (rounds done), ``state`` and ``history``.
+            A callable with a method ``due()`` is asked before each periodic checkpoint and
+            skips it when ``due()`` is false (see :func:`run_hook`).
         resume_from : path or dict, optional
             A checkpoint to continue from (``rng`` and ``x0`` are then not used: the state
             holds them). Must come from a run with the same ``n_rounds`` and ``eval_every``.
@@ -439,6 +448,8 @@ class Algorithm(abc.ABC):
             start = 0
             history.append(self._record(problem, state, 0, with_reference, callback))
 
+        # a saver may skip a periodic checkpoint (e.g. a wall-clock floor): when, not what
+        due = getattr(checkpoint, "due", None)
         with _deferred_sigint(checkpoint is not None
                               and not getattr(checkpoint, "collective", False)) as interrupt:
             schedule = getattr(self, "step_size", None)
@@ -461,7 +472,8 @@ class Algorithm(abc.ABC):
                     if interrupt is not None and interrupt.pending:
                         checkpoint(self._payload(t, n_rounds, eval_every, state, history))
                         raise KeyboardInterrupt
-                    if checkpoint_every and t % checkpoint_every == 0 and t < n_rounds:
+                    if (checkpoint_every and t % checkpoint_every == 0 and t < n_rounds
+                            and (due is None or due())):
                         checkpoint(self._payload(t, n_rounds, eval_every, state, history))
         try:
             privacy = self.privacy(state)

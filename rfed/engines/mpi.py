@@ -696,6 +696,12 @@ class MPIRunHook:
             self.inner.end_run(dataclasses.replace(result, state=saved))
         _idle_barrier(self.world)
 
+    def due(self) -> bool:
+        """Collective: whether a periodic checkpoint is due, as rank 0's context says (its
+        wall-clock floor), the same answer on every rank."""
+        due = getattr(self._inner_save, "due", None) if self.rank == 0 else None
+        return bool(self.world.bcast(due() if due is not None else True, root=0))
+
     def save(self, payload: dict) -> None:
         """Collective: the ranks' blocks merged into ``payload['state']``, written by rank 0."""
         saved = self._saved(payload["state"])
@@ -737,6 +743,9 @@ class _CollectiveSave:
 
     def __call__(self, payload: dict) -> None:
         self.hook.save(payload)
+
+    def due(self) -> bool:
+        return self.hook.due()
 
 
 # ---------------------------------------------------------------------- run loop

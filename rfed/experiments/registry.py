@@ -28,10 +28,15 @@ Results on disk (``RunContext`` with an ``out_dir``):
   replaced atomically (a unique temporary file, fsync, rename);
 * the JSON is standard: a non-finite number is written ``null`` with the reason in
   ``<key>_nonfinite`` (see :mod:`rfed._io`);
-* every :meth:`rfed.algorithms.base.Algorithm.run` inside the experiment is checkpointed to
-  ``checkpoint.pkl`` every ``checkpoint_every`` rounds, at its end and at Ctrl-C; a resumed run
-  replays the experiment, takes the finished runs from the checkpoint, continues the unfinished
-  one from its state, and ends with the same results as an uninterrupted run.
+* every :meth:`rfed.algorithms.base.Algorithm.run` inside the experiment is checkpointed at
+  its end, at Ctrl-C and every ``checkpoint_every`` rounds (default 100) once at least
+  ``checkpoint_seconds`` (default 5; 0: no floor) have passed since the last checkpoint; a
+  resumed run replays the experiment, takes the finished runs from the checkpoint, continues
+  the unfinished one from its state, and ends with the same results as an uninterrupted run
+  (bit for bit: the clock decides only when the state is saved, never what is computed).
+  The checkpoint is ``checkpoint.pkl`` (the unfinished run, replaced atomically) standing on a
+  prefix of ``checkpoint.log`` (the finished runs and the records, appended once each; see
+  :class:`RunContext`); both are removed when the run finishes.
 
 Divergence: a run whose result has ``diverged=True`` is one repetition lost, not the
 experiment; :func:`summarise_repetitions` summarises the others and counts it.
@@ -54,6 +59,7 @@ import sys
 import tempfile
 import time
 import uuid
+import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -61,7 +67,13 @@ from typing import Any
 
 import numpy as np
 
-from rfed._io import append_line, atomic_write_bytes, atomic_write_text, strict_json
+from rfed._io import (
+    append_line,
+    atomic_write_bytes,
+    atomic_write_text,
+    strict_json,
+    write_at_end,
+)
 
 __all__ = [
     "Experiment",
@@ -77,6 +89,7 @@ __all__ = [
     "format_summary_table",
     "summarise_repetitions",
     "clean_text",
+    "read_checkpoint",
     "SUMMARY_COLUMNS",
 ]
 
@@ -527,22 +540,108 @@ class _SharedBar:
 
 
 _CHECKPOINT = "checkpoint.pkl"
+_CHECKPOINT_LOG = "checkpoint.log"
 _LOCK = ".rfed.lock"
-_CHECKPOINT_FORMAT = 1
+#: Layout of the checkpoint. 1: ``checkpoint.pkl`` alone, holding every completed run and every
+#: record, rewritten whole at each checkpoint; 2: ``checkpoint.pkl`` holds the unfinished run and
+#: the length and CRC-32 of the prefix of ``checkpoint.log`` it stands on, and the log holds the
+#: completed runs and the records, each serialized and written once. Both are read.
+_CHECKPOINT_FORMAT = 2
+_READABLE_FORMATS = (1, 2)
+#: The clock of the periodic checkpoints' wall-clock floor (tests replace it).
+_clock = time.monotonic
 
 
-class _PickledOnce:
-    """An object serialized once; pickling it again copies the bytes, and unpickling gives the
-    object back (a checkpoint holds every completed run: re-serializing them all at every
-    checkpoint made checkpointing quadratic in the number of runs)."""
+def read_checkpoint(out_dir: str | os.PathLike) -> dict | None:
+    """The checkpoint saved in the results folder ``out_dir``, assembled; ``None`` if none.
 
-    __slots__ = ("blob",)
+    Reads both layouts (``_CHECKPOINT_FORMAT`` 1 and 2; see :class:`RunContext`). A format-2
+    checkpoint trusts only the prefix of ``checkpoint.log`` whose length and CRC-32 it
+    recorded: a torn tail left by a killed run is ignored.
 
-    def __init__(self, obj: Any):
-        self.blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    Returns
+    -------
+    dict or None
+        ``format``, ``experiment``, ``seed``, ``run_id``; ``completed``: the finished runs in
+        order, as ``(RunResult, number of records it logged)``; ``current``: the unfinished run
+        (``{"index", "start", "n_logged", "payload"}``, the payload of
+        :meth:`rfed.algorithms.base.Algorithm.run`) or ``None``; ``records``: every history
+        record logged so far; ``log``: ``{"size", "crc32", "n_completed", "n_records"}`` of
+        the log prefix (``None`` for format 1).
 
-    def __reduce__(self):
-        return pickle.loads, (self.blob,)
+    Raises
+    ------
+    OutputDirError
+        The checkpoint cannot be read, has a format this rfed does not read, or its log is
+        missing, shorter than recorded or damaged (CRC-32 mismatch).
+    """
+    folder = Path(out_dir)
+    path = folder / _CHECKPOINT
+    if not path.is_file():
+        return None
+    try:
+        with open(path, "rb") as fh:
+            ck = pickle.load(fh)  # noqa: S301 - the checkpoint this program wrote
+    except Exception as exc:
+        raise OutputDirError(f"cannot read the checkpoint '{path}': {type(exc).__name__}: "
+                             f"{exc}") from None
+    fmt = ck.get("format") if isinstance(ck, dict) else None
+    if fmt not in _READABLE_FORMATS:
+        raise OutputDirError(
+            f"'{path}' is not a checkpoint this rfed reads (format {fmt!r}; it reads formats "
+            f"{', '.join(map(str, _READABLE_FORMATS))})")
+    head = {k: ck.get(k) for k in ("format", "experiment", "seed", "run_id", "current")}
+    if fmt == 1:
+        return {**head, "completed": list(ck["completed"]), "records": list(ck["records"]),
+                "log": None}
+    log = ck["log"]
+    completed: list = []
+    records: list = []
+    for frame in _read_log(folder / _CHECKPOINT_LOG, log["size"], log["crc32"]):
+        completed += frame["completed"]
+        records += frame["records"]
+    if len(completed) != log["n_completed"] or len(records) != log["n_records"]:
+        raise OutputDirError(
+            f"the checkpoint log '{folder / _CHECKPOINT_LOG}' is damaged: it holds "
+            f"{len(completed)} runs and {len(records)} records, the checkpoint says "
+            f"{log['n_completed']} and {log['n_records']}")
+    return {**head, "completed": completed, "records": records, "log": dict(log)}
+
+
+def _read_log(path: Path, size: int, crc32: int) -> list[dict]:
+    """The frames (``{"completed", "records"}``) in the first ``size`` bytes of the log."""
+    if size == 0:
+        return []
+    try:
+        with open(path, "rb") as fh:
+            data = fh.read(size)
+    except FileNotFoundError:
+        raise OutputDirError(f"the checkpoint log '{path}' is missing") from None
+    if len(data) < size:
+        raise OutputDirError(f"the checkpoint log '{path}' holds {len(data)} bytes, fewer "
+                             f"than the {size} its checkpoint stands on")
+    if zlib.crc32(data) != crc32:
+        raise OutputDirError(f"the checkpoint log '{path}' is damaged (CRC-32 mismatch in "
+                             f"its first {size} bytes)")
+    frames = []
+    buf = io.BytesIO(data)
+    while buf.tell() < size:
+        frames.append(pickle.load(buf))  # noqa: S301 - the log this program wrote
+    return frames
+
+
+class _CheckpointSaver:
+    """``save(payload)`` of a :class:`RunContext`'s runs, and ``due()``: whether a periodic
+    checkpoint is due (the wall-clock floor; see :func:`rfed.algorithms.base.run_hook`)."""
+
+    def __init__(self, ctx: RunContext):
+        self._ctx = ctx
+
+    def __call__(self, payload: dict) -> None:
+        self._ctx._save_checkpoint(payload)
+
+    def due(self) -> bool:
+        return self._ctx._checkpoint_due()
 
 
 def _is_zombie(pid: int) -> bool:
@@ -581,6 +680,28 @@ class RunContext:
         Secure mode: every algorithm run draws from the operating system's randomness
         (:class:`rfed.privacy.SecureRandom`) and releases noise with the discrete mechanisms;
         data generation stays seeded. Not replayable from the seed, by design.
+    checkpoint_seconds : float
+        Wall-clock floor between periodic checkpoints: at a round where one is due
+        (``checkpoint_every``), it is written only if at least this many seconds have passed
+        since the last checkpoint (0: at every ``checkpoint_every`` rounds). The end-of-run and
+        Ctrl-C checkpoints are always written. The clock decides only when the state is saved,
+        never what is computed: a run resumed from any checkpoint ends bit-identical to an
+        uninterrupted one, whatever the floor. A kill loses at most the rounds since the last
+        checkpoint (about ``checkpoint_seconds`` plus ``checkpoint_every`` rounds of work).
+
+    Notes
+    -----
+    Checkpoint layout (format 2). Each checkpoint appends one frame to ``checkpoint.log``: a
+    pickle of the runs completed and the records logged since the previous checkpoint, so every
+    completed run and every record is serialized and written once, and fsynced. It then
+    replaces ``checkpoint.pkl`` atomically: the unfinished run's payload (its state and
+    history, which change between checkpoints) and the length and CRC-32 of the log prefix it
+    stands on. A kill between the two leaves the previous ``checkpoint.pkl``, which stands on
+    a shorter prefix of the log; a resumed run cuts the log back to that prefix before it
+    appends. Every append and every replacement is fsynced (what lets a checkpoint survive a
+    power cut as well as a kill); ``checkpoint_seconds`` bounds how often that is paid. A format-1
+    checkpoint (one pickle, written by earlier versions) still resumes; its next checkpoint is
+    written as format 2.
     """
 
     seed: int
@@ -589,6 +710,7 @@ class RunContext:
     mode: str = "new"
     checkpoint_every: int = 100
     secure: bool = False
+    checkpoint_seconds: float = 5.0
     records: list[dict] = field(default_factory=list)
     privacy: dict[str, Any] = field(default_factory=dict)
     tables: dict[str, list[dict]] = field(default_factory=dict)
@@ -610,6 +732,12 @@ class RunContext:
             raise ValueError(
                 f"argument 'checkpoint_every' must be an int >= 0, got {self.checkpoint_every!r}"
             )
+        floor = self.checkpoint_seconds
+        if (isinstance(floor, bool) or not isinstance(floor, (int, float, np.integer, np.floating))
+                or not (math.isfinite(floor) and floor >= 0)):
+            raise ValueError(
+                f"argument 'checkpoint_seconds' must be a finite number >= 0, got {floor!r}")
+        self.checkpoint_seconds = float(floor)
         if self.out_dir is not None:
             self.out_dir = Path(self.out_dir)
         self.run_id = uuid.uuid4().hex[:12]
@@ -624,7 +752,12 @@ class RunContext:
         self._pos = 0                  # records logged so far, counting replayed ones
         self._run_index = 0            # index of the next Algorithm.run call
         self._completed: list[tuple[Any, int]] = []  # (RunResult, records it logged)
-        self._completed_pickled: list[_PickledOnce] = []  # the same, serialized once each
+        # what checkpoint.log holds: its size and CRC-32, the completed runs and records in it
+        self._log_size = 0
+        self._log_crc32 = 0
+        self._logged_completed = 0
+        self._logged_records = 0
+        self._last_checkpoint = _clock()
         self._current: tuple[int, int] | None = None  # (run index, _pos at its start)
         self._resume: dict | None = None
         self._checkpoint_error: str | None = None
@@ -714,16 +847,22 @@ class RunContext:
                     f"not {mine!r}"
                 )
         self.run_id = saved.get("run_id", self.run_id)
-        path = out / _CHECKPOINT
-        if not path.is_file():
+        try:
+            ck = read_checkpoint(out)
+        except OutputDirError as exc:
+            raise OutputDirError(f"cannot resume: {exc}") from None
+        if ck is None:
             return
-        with open(path, "rb") as fh:
-            ck = pickle.load(fh)  # noqa: S301 - the checkpoint this program wrote
-        if not isinstance(ck, dict) or ck.get("format") != _CHECKPOINT_FORMAT \
-                or ck.get("run_id") != self.run_id:
-            raise OutputDirError(f"cannot resume: '{path}' is not this run's checkpoint")
+        if ck["run_id"] != self.run_id:
+            raise OutputDirError(f"cannot resume: '{out / _CHECKPOINT}' is not this run's "
+                                 f"checkpoint")
         self._resume = ck
-        self.records = list(ck["records"])
+        self.records = ck["records"]
+        if ck["log"] is not None:
+            # the log prefix stays; a format-1 checkpoint's runs and records go to a new log
+            self._log_size, self._log_crc32 = ck["log"]["size"], ck["log"]["crc32"]
+            self._logged_completed = ck["log"]["n_completed"]
+            self._logged_records = ck["log"]["n_records"]
         lines = "".join(self._history_line(r) + "\n" for r in self.records)
         atomic_write_text(out / "history.jsonl", lines)
 
@@ -936,7 +1075,7 @@ class RunContext:
                 resume = cur["payload"]
                 self._pos += cur["n_logged"]
         self._current = (index, start)
-        saver = self._save_checkpoint if self.out_dir is not None else None
+        saver = _CheckpointSaver(self) if self.out_dir is not None else None
         return None, resume, saver, self.checkpoint_every
 
     def end_run(self, result: Any) -> None:
@@ -969,7 +1108,13 @@ class RunContext:
         """How many :meth:`Algorithm.run` calls this context has hooked so far."""
         return self._run_index
 
+    def _checkpoint_due(self) -> bool:
+        """A periodic checkpoint is due: ``checkpoint_seconds`` have passed since the last."""
+        return (self.checkpoint_seconds == 0
+                or _clock() - self._last_checkpoint >= self.checkpoint_seconds)
+
     def _save_checkpoint(self, payload: dict | None) -> None:
+        """Append what is new to the log, then replace ``checkpoint.pkl`` (see the Notes)."""
         if self.out_dir is None or self._checkpoint_error is not None:
             return
         current = None
@@ -977,22 +1122,34 @@ class RunContext:
             index, start = self._current
             current = {"index": index, "start": start, "n_logged": self._pos - start,
                        "payload": payload}
+        new_completed = self._completed[self._logged_completed:]
+        new_records = self.records[self._logged_records:]
         try:
-            self._completed_pickled.extend(
-                _PickledOnce(entry) for entry in self._completed[len(self._completed_pickled):])
+            frame = (pickle.dumps({"completed": new_completed, "records": new_records},
+                                  protocol=pickle.HIGHEST_PROTOCOL)
+                     if new_completed or new_records else b"")
+            log = {"size": self._log_size + len(frame),
+                   "crc32": zlib.crc32(frame, self._log_crc32),
+                   "n_completed": len(self._completed), "n_records": len(self.records)}
             ck = {"format": _CHECKPOINT_FORMAT, "experiment": self.experiment,
-                  "seed": int(self.seed), "run_id": self.run_id,
-                  "completed": self._completed_pickled, "current": current,
-                  "records": self.records}
+                  "seed": int(self.seed), "run_id": self.run_id, "log": log,
+                  "current": current}
             data = pickle.dumps(ck, protocol=pickle.HIGHEST_PROTOCOL)
         except (AttributeError, TypeError, pickle.PicklingError) as exc:
             # an algorithm whose state cannot be pickled: run on without checkpoints, say so
             self._checkpoint_error = f"{type(exc).__name__}: {exc}"
             (self.out_dir / _CHECKPOINT).unlink(missing_ok=True)
+            (self.out_dir / _CHECKPOINT_LOG).unlink(missing_ok=True)
             print(f"rfed: warning: checkpoints disabled for this run (the algorithm's state "
                   f"cannot be saved: {self._checkpoint_error})", file=sys.stderr)
             return
+        if frame:
+            # durable before the checkpoint that stands on it replaces the previous one
+            write_at_end(self.out_dir / _CHECKPOINT_LOG, frame, self._log_size)
+            self._log_size, self._log_crc32 = log["size"], log["crc32"]
+            self._logged_completed, self._logged_records = log["n_completed"], log["n_records"]
         atomic_write_bytes(self.out_dir / _CHECKPOINT, data)
+        self._last_checkpoint = _clock()
         self._wrote_result = True
 
     # ------------------------------------------------------------------ end
@@ -1011,6 +1168,7 @@ class RunContext:
                                           "summary": _jsonable(dict(summary)),
                                           "diverged_runs": _jsonable(self.diverged_runs)})
         (self.out_dir / _CHECKPOINT).unlink(missing_ok=True)
+        (self.out_dir / _CHECKPOINT_LOG).unlink(missing_ok=True)
         self._release_lock()
 
 
@@ -1045,12 +1203,14 @@ def run_experiment(
     mode: str = "new",
     checkpoint_every: int = 100,
     secure: bool = False,
+    checkpoint_seconds: float = 5.0,
 ) -> tuple[dict, RunContext]:
     """Run experiment ``name``; return its summary and the context holding everything logged.
 
     The configuration is validated before anything is created on disk; if the run fails
     before writing any result, the output folder it created is removed again. Every
-    :meth:`Algorithm.run` of the experiment is checkpointed (see the module's docstring);
+    :meth:`Algorithm.run` of the experiment is checkpointed (see the module's docstring and
+    :class:`RunContext` for ``checkpoint_every`` and ``checkpoint_seconds``);
     ``mode="resume"`` continues a run from ``out_dir``.
     """
     from rfed.algorithms.base import run_hook
@@ -1059,7 +1219,7 @@ def run_experiment(
     config = exp.config(overrides)
     ctx = RunContext(seed=seed, out_dir=Path(out_dir) if out_dir is not None else None,
                      progress=progress, mode=mode, checkpoint_every=checkpoint_every,
-                     secure=secure)
+                     secure=secure, checkpoint_seconds=checkpoint_seconds)
     ctx.title = exp.short
     # data standing in for the paper's (a "PUBLIC stand-in" only sets clip levels: not marked)
     ctx.stand_in = re.search(r"(?<!public )stand-in", exp.description.lower()) is not None

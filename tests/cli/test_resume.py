@@ -3,7 +3,6 @@
 
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -12,9 +11,11 @@ from pathlib import Path
 
 import pytest
 
+from rfed.experiments.registry import read_checkpoint
+
 ROOT = Path(__file__).resolve().parents[2]
 ARGS = ["--set", "rounds=40", "--set", "repetitions=1", "--set", "eval_every=5",
-        "--no-progress", "--checkpoint-every", "5"]
+        "--no-progress", "--checkpoint-every", "5", "--checkpoint-seconds", "0"]
 
 
 def _rfed(*args, **kwargs):
@@ -68,7 +69,7 @@ def test_killed_run_resumes_bit_identical(tmp_path, uninterrupted, sig):
         json.loads(path.read_text())
     for line in (folder / "history.jsonl").read_text().splitlines():
         json.loads(line)
-    ck = pickle.loads((folder / "checkpoint.pkl").read_bytes())
+    ck = read_checkpoint(folder)
     assert ck["records"] and not (folder / "summary.json").exists()
 
     cmd, kw = _rfed("run", "--resume", str(folder), "--no-progress", capture_output=True,

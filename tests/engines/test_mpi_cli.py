@@ -7,7 +7,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import shutil
 import signal
 import subprocess
@@ -18,6 +17,7 @@ from pathlib import Path
 import pytest
 
 from rfed.cli import main
+from rfed.experiments.registry import read_checkpoint
 
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
 ROOT = Path(__file__).resolve().parents[2]
@@ -123,8 +123,9 @@ def test_killed_mpi_run_resumes_on_another_rank_count(tmp_path, inprocess, capsy
 
     out = tmp_path / "mpi"
     _killed_after_first_checkpoint(_mpi_rfed(2, "run", "doadp-logreg", *TINY, "--out", str(out),
-                                             "--checkpoint-every", "3"), out, tmp_path)
-    ck = pickle.loads((out / "checkpoint.pkl").read_bytes())
+                                             "--checkpoint-every", "3",
+                                             "--checkpoint-seconds", "0"), out, tmp_path)
+    ck = read_checkpoint(out)
     states = [r.state for r, _ in ck["completed"]]
     if ck["current"] is not None:
         states.append(ck["current"]["payload"]["state"])
@@ -148,7 +149,8 @@ def test_run_killed_in_one_process_resumes_on_mpi(tmp_path, inprocess):
     out = tmp_path / "run"
     _killed_after_first_checkpoint(
         [sys.executable, "-m", "rfed", "run", "doadp-logreg", *TINY, "--out", str(out),
-         "--no-progress", "--checkpoint-every", "3"], out, tmp_path)
+         "--no-progress", "--checkpoint-every", "3", "--checkpoint-seconds", "0"], out,
+        tmp_path)
     done = subprocess.run(_mpi_rfed(2, "run", "--resume", str(out)), capture_output=True,
                           text=True, timeout=180, cwd=tmp_path,
                           env=dict(os.environ, PYTHONPATH=str(ROOT)))

@@ -5,7 +5,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import signal
 import subprocess
 import sys
@@ -15,7 +14,7 @@ from pathlib import Path
 import pytest
 
 import rfed.experiments.prirfed as prirfed_experiments
-from rfed.experiments.registry import run_experiment
+from rfed.experiments.registry import read_checkpoint, run_experiment
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -57,7 +56,8 @@ def _records(folder):
 
 def test_a_group_of_repetitions_killed_midway_resumes_bit_identical(tmp_path):
     args = ["--set", "rounds=60", "--set", "repetitions=3", "--set", "eval_every=5",
-            "--set", "epsilons=[8.0]", "--no-progress", "--checkpoint-every", "5"]
+            "--set", "epsilons=[8.0]", "--no-progress", "--checkpoint-every", "5",
+            "--checkpoint-seconds", "0"]
     env = {**os.environ, "PYTHONPATH": str(ROOT)}
     full = tmp_path / "full"
     subprocess.run([sys.executable, "-m", "rfed.cli", "run", *args, "--out", str(full)],
@@ -72,7 +72,7 @@ def test_a_group_of_repetitions_killed_midway_resumes_bit_identical(tmp_path):
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)
     proc.wait(timeout=120)
-    ck = pickle.loads((folder / "checkpoint.pkl").read_bytes())
+    ck = read_checkpoint(folder)
     assert ck["current"] is not None or ck["completed"]
     done = subprocess.run([sys.executable, "-m", "rfed.cli", "run", "--resume", str(folder),
                            "--no-progress"], cwd=ROOT, env=env, capture_output=True, text=True)

@@ -260,7 +260,7 @@ class _CountsPickling:
 
 
 def test_a_checkpoint_serializes_each_completed_run_once_and_loads_it_back(tmp_path):
-    from rfed.experiments.registry import _CHECKPOINT, RunContext
+    from rfed.experiments.registry import RunContext, read_checkpoint
 
     ctx = RunContext(seed=0, out_dir=tmp_path / "run")
     ctx.open("test", {})
@@ -272,6 +272,5 @@ def test_a_checkpoint_serializes_each_completed_run_once_and_loads_it_back(tmp_p
         ctx.end_run(_CountsPickling(i))
     # 4 completed runs, 16 checkpoints: each result is written once, not once per checkpoint
     assert _CountsPickling.pickled == 4
-    with open(tmp_path / "run" / _CHECKPOINT, "rb") as fh:
-        ck = pickle.load(fh)
+    ck = read_checkpoint(tmp_path / "run")
     assert [(r.value, n) for r, n in ck["completed"]] == [(i, 0) for i in range(4)]
