@@ -237,7 +237,8 @@ def riemannian_gossip(
             check_row_stochastic(w, "weights")
         wx = comm.mix(w, x, payload_bytes=payload_bytes)
         return gamma * wx + (1.0 - gamma * r) * x
-    check_row_stochastic(w, "weights")
+    if comm.n_local < comm.n_agents or not weights_fact(w, "row_stochastic", _row_stochastic):
+        check_row_stochastic(w, "weights")
     v = consensus_direction(
         manifold, w, x, comm=comm, payload_bytes=payload_bytes, max_chunk_arcs=max_chunk_arcs
     )
