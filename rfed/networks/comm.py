@@ -193,7 +193,15 @@ def as_csr_weights(weights, name: str = "weights") -> sp.csr_matrix:
     elif sp.issparse(weights):
         w = sp.csr_matrix(weights, dtype=float)
     else:
-        w = sp.csr_matrix(np.asarray(weights, dtype=float))
+        try:
+            dense = np.asarray(weights, dtype=float)
+        except (TypeError, ValueError):
+            raise ValueError(f"argument '{name}' must be a square matrix of numbers, got "
+                             f"{type(weights).__name__} {weights!r:.80}") from None
+        if dense.ndim != 2:
+            raise ValueError(f"argument '{name}' must be a square matrix, got shape "
+                             f"{dense.shape}")
+        w = sp.csr_matrix(dense)
     if w.ndim != 2 or w.shape[0] != w.shape[1]:
         raise ValueError(f"argument '{name}' must be a square matrix, got shape {w.shape}")
     w.sort_indices()

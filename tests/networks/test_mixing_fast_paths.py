@@ -112,3 +112,15 @@ def test_disjoint_pairs_weights_equal_the_general_construction(graph, kwargs):
             assert np.array_equal(getattr(got, name), getattr(want, name)), name
         disjoint += np.unique(pairs).size == pairs.size
     assert disjoint > 0   # the fast path was exercised (edges mode also draws shared nodes)
+
+
+@pytest.mark.parametrize("bad, message", [
+    ("abc", "must be a square matrix of numbers, got str"),
+    ([[1.0, 2.0], [3.0]], "must be a square matrix of numbers, got list"),
+    (None, r"must be a square matrix, got shape \(\)"),
+    (np.ones(3), r"must be a square matrix, got shape \(3,\)"),
+    (np.ones((2, 3)), r"must be a square matrix, got shape \(2, 3\)"),
+])
+def test_freeze_weights_refuses_what_is_not_a_square_matrix(bad, message):
+    with pytest.raises(ValueError, match="argument 'W' " + message):
+        freeze_weights(bad, "W")
