@@ -55,6 +55,30 @@ from rfed.problems.dispatch import QuadraticResourceAllocation
 __all__ = ["DPDGT", "NoisyDDGT", "require_euclidean"]
 
 
+#: Iterations whose noise scales :func:`_noise_scale` keeps per schedule.
+KEPT_SCALES = 1 << 16
+
+_SCALES: dict[LaplaceSchedule, list[float]] = {}
+
+
+def _noise_scale(schedule: LaplaceSchedule, k: int) -> float:
+    """``schedule.scale(k)``, kept: the scales of iterations 0, 1, ... are computed once per
+    schedule (by ``schedule.scale``, so the same floats) and shared by every run with an equal
+    schedule (a Monte Carlo study repeats one schedule); an iteration out of sequence or past
+    :data:`KEPT_SCALES` is computed directly."""
+    kept = _SCALES.get(schedule)
+    if kept is None:
+        if len(_SCALES) >= 256:  # a study uses a few schedules; forget them past that
+            _SCALES.clear()
+        kept = _SCALES[schedule] = []
+    if type(k) is int and 0 <= k < len(kept):
+        return kept[k]
+    value = schedule.scale(k)
+    if k == len(kept) and k < KEPT_SCALES:
+        kept.append(value)
+    return value
+
+
 def require_euclidean(problem, algorithm: str) -> None:
     """Raise ``ValueError`` unless the problem's communicated variables live in Euclidean space."""
     manifold = getattr(problem, "manifold", None)
@@ -227,9 +251,9 @@ class _PushPullBase(BlockStates, Algorithm):
         if state.ledger is not None:
             state.ledger.record_round()
         agents = comm.agents  # per-agent keyed noise streams of this block
-        sent_s = laplace_mechanism(state.s, state.theta_xi.scale(k),
+        sent_s = laplace_mechanism(state.s, _noise_scale(state.theta_xi, k),
                                    agent_draws(rng, state.seed, agents, k, "noise-s"))
-        sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k),
+        sent_w = laplace_mechanism(state.wt, _noise_scale(state.theta_zeta, k),
                                    agent_draws(rng, state.seed, agents, k, "noise-w"))
         return comm.mix(self.c, sent_s), comm.mix(self.r, sent_w)
 
@@ -352,11 +376,12 @@ class DPDGT(_PushPullBase):
 
     def step(self, problem, state):
         k = state.t
+        agents = state.comm.agents
         pushed, pulled = self._messages(state, state.comm)
         s = (1 - self.gamma) * state.s + self.gamma * pushed - self.alpha(k) * (
-            state.w - problem.demand_rows(state.comm.agents))
+            state.w - problem.demand_rows(agents))
         wt = (1 - self.phi) * state.wt + self.phi * pulled + (s - state.s)
-        w = problem.primal_rows(state.comm.agents, wt)
+        w = problem.primal_rows(agents, wt)
         return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
                         theta_zeta=state.theta_zeta, seed=state.seed)

@@ -1,0 +1,138 @@
+"""Issue 13's per-round shortcuts of DP-DDA, DPDL and DP-DGT give the bits of the general paths.
+
+Each test runs the shortcut and the general computation on the same input and asserts equality
+of every bit, plus the refusals the privacy claim needs (a release whose input is not finite).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from decentralized_cases import logreg_problem
+
+import rfed.algorithms.decentralized.dpdl as dpdl_module
+from rfed.algorithms.decentralized import DPDDA, DPDL, DPDPSGD
+from rfed.algorithms.decentralized.dpdgt import _noise_scale
+from rfed.datasets.synthetic import make_epsilon_like
+from rfed.manifolds import Euclidean
+from rfed.networks.graphs import complete, ring
+from rfed.networks.mixing import uniform_weights
+from rfed.networks.network import Network
+from rfed.privacy.mechanisms import LaplaceSchedule
+from rfed.problems.linear import HingeSVM, L1Regularizer, L2Regularizer, split_evenly
+
+
+class _PlainEuclidean(Euclidean):
+    """Euclidean space that DP-DDA does not recognise as such: it takes the general path
+    (transport to the anchor, then orthonormal coordinates)."""
+
+
+def _svm(reg, manifold=None):
+    x, y = make_epsilon_like(240, 7, 5)
+    feats, labels = split_evenly(x, y, 12, np.random.default_rng(2))
+    problem = HingeSVM(feats, labels, reg, feature_bound=1.0)
+    if manifold is not None:
+        problem.manifold = manifold
+    return problem
+
+
+@pytest.mark.parametrize("reg, schedule, gamma", [(L2Regularizer(0.05), "strongly_convex", 2.0),
+                                                  (L1Regularizer(0.01), "general", 0.5)])
+@pytest.mark.parametrize("inactive_x", ["freeze", "recompute"])
+def test_dpdda_euclidean_round_gives_the_general_paths_bits(reg, schedule, gamma, inactive_x):
+    """On Euclidean space a round skips transport and coordinates (both are copies there):
+    the run has the bits of the general path, which a subclass of Euclidean takes."""
+
+    def run(manifold):
+        alg = DPDDA(Network(complete(12)), n_active=4, schedule=schedule, gamma=gamma,
+                    clip=0.5, noise_multiplier=0.8, inactive_x=inactive_x)
+        return alg.run(_svm(reg, manifold), 60, rng=7, x0=np.zeros(7), eval_every=20)
+
+    fast, general = run(None), run(_PlainEuclidean(7))
+    for field in ("x", "z", "xtilde"):
+        np.testing.assert_array_equal(getattr(fast.state, field), getattr(general.state, field))
+    assert fast.history == general.history
+    assert fast.privacy == general.privacy
+    assert np.ptp(fast.state.z, axis=0).max() > 1e-3   # the duals moved: not trivial
+
+
+class _NaNSVM(HingeSVM):
+    """A hinge SVM whose subgradients are NaN (a bug upstream of the release)."""
+
+    def sample_data_grad(self, x, batch):
+        return np.full(super().sample_data_grad(x, batch).shape, np.nan)
+
+
+def test_dpdda_euclidean_round_refuses_a_non_finite_subgradient():
+    x, y = make_epsilon_like(240, 7, 5)
+    feats, labels = split_evenly(x, y, 12, np.random.default_rng(2))
+    problem = _NaNSVM(feats, labels, L2Regularizer(0.05), feature_bound=1.0)
+    alg = DPDDA(Network(complete(12)), n_active=4, gamma=2.0, noise_multiplier=1.0)
+    state = alg.init(problem, np.zeros(7), 3)
+    with pytest.raises(ValueError, match="NaN or inf"):
+        alg.step(problem, state)
+    assert state.ledger.rounds == 0   # nothing released, nothing charged
+
+
+def test_dpdda_anchor_rows_are_the_broadcast_of_the_current_anchor():
+    alg = DPDDA(Network(complete(12)), n_active=4, gamma=2.0)
+    a, b = np.arange(3.0), np.ones(3)
+    rows = alg._anchors(a, 5)
+    np.testing.assert_array_equal(rows, np.broadcast_to(a, (5, 3)))
+    assert not rows.flags.writeable
+    np.testing.assert_array_equal(alg._anchors(b, 2), np.broadcast_to(b, (2, 3)))
+    np.testing.assert_array_equal(alg._anchors(a, 40), np.broadcast_to(a, (40, 3)))
+
+
+@pytest.mark.parametrize("cls", [DPDL, DPDPSGD])
+def test_dpdl_chunks_capped_by_bytes_give_the_bits_of_one_chunk(monkeypatch, cls):
+    """CHUNK_BYTES caps a chunk below max_chunk_pairs (here 3 pairs of 8 x 6 floats): more
+    chunks, the same run bit for bit as one chunk holding every pair."""
+    problem = logreg_problem(180, 6, 6, 4, 0.01)
+    calls = []
+    original = type(problem).sample_rgrad
+
+    def counting(self, x, batch):
+        calls.append(len(x))
+        return original(self, x, batch)
+
+    monkeypatch.setattr(type(problem), "sample_rgrad", counting)
+
+    def run(chunk_bytes):
+        monkeypatch.setattr(dpdl_module, "CHUNK_BYTES", chunk_bytes)
+        calls.clear()
+        alg = cls(Network(ring(6), uniform_weights(ring(6))), lr=0.2, batch_size=8, clip=0.5,
+                  noise_multiplier=1.0)
+        state = alg.init(problem, np.zeros(6), 3)
+        for _ in range(4):
+            state = alg.step(problem, state)
+        return state, list(calls)
+
+    whole, whole_calls = run(1 << 40)
+    capped, capped_calls = run(3 * 8 * 6 * 8)
+    assert max(whole_calls) > 3 and max(capped_calls) == 3   # the cap took effect
+    assert sum(capped_calls) == sum(whole_calls)
+    for field in ("x", "v", "gtilde"):
+        np.testing.assert_array_equal(getattr(capped, field), getattr(whole, field))
+    assert np.ptp(whole.x, axis=0).max() > 1e-3
+    # one pair whose per-sample gradients exceed the cap still goes (one pair per chunk)
+    one_pair, one_calls = run(1)
+    assert max(one_calls) == 1
+    np.testing.assert_array_equal(one_pair.x, whole.x)
+
+
+def test_kept_noise_scales_are_the_schedules_floats():
+    """DP-DGT's kept noise scales: the floats of LaplaceSchedule.scale for every iteration,
+    in sequence, out of sequence and for an equal schedule built anew; a negative iteration
+    is still refused."""
+    sched = LaplaceSchedule(0.013, 0.9951)
+    for k in [0, 1, 2, 900, 3, 4]:   # 900: out of sequence, computed directly
+        assert _noise_scale(sched, k) == sched.scale(k)
+    again = LaplaceSchedule(0.013, 0.9951)
+    got = [_noise_scale(again, k) for k in range(600)]
+    assert got == [sched.scale(k) for k in range(600)]
+    assert _noise_scale(again, np.int64(7)) == sched.scale(7)
+    other = LaplaceSchedule(0.013, 0.99)
+    assert _noise_scale(other, 5) == other.scale(5) != sched.scale(5)
+    with pytest.raises(ValueError, match="'k'"):
+        _noise_scale(sched, -1)
