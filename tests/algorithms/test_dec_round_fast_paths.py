@@ -1,4 +1,4 @@
-"""Issue 13's per-round shortcuts of DP-DDA, DPDL and DP-DGT give the bits of the general paths.
+"""Issue 13's per-round shortcuts of DP-DDA and DP-DGT give the bits of the general paths.
 
 Each test runs the shortcut and the general computation on the same input and asserts equality
 of every bit, plus the refusals the privacy claim needs (a release whose input is not finite).
@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-from decentralized_cases import logreg_problem
 
-import rfed.algorithms.decentralized.dpdl as dpdl_module
-from rfed.algorithms.decentralized import DPDDA, DPDL, DPDPSGD
+from rfed.algorithms.decentralized import DPDDA
 from rfed.algorithms.decentralized.dpdgt import _noise_scale
 from rfed.datasets.synthetic import make_epsilon_like
 from rfed.manifolds import Euclidean
-from rfed.networks.graphs import complete, ring
-from rfed.networks.mixing import uniform_weights
+from rfed.networks.graphs import complete
 from rfed.networks.network import Network
 from rfed.privacy.mechanisms import LaplaceSchedule
 from rfed.problems.linear import HingeSVM, L1Regularizer, L2Regularizer, split_evenly
@@ -82,43 +79,6 @@ def test_dpdda_anchor_rows_are_the_broadcast_of_the_current_anchor():
     assert not rows.flags.writeable
     np.testing.assert_array_equal(alg._anchors(b, 2), np.broadcast_to(b, (2, 3)))
     np.testing.assert_array_equal(alg._anchors(a, 40), np.broadcast_to(a, (40, 3)))
-
-
-@pytest.mark.parametrize("cls", [DPDL, DPDPSGD])
-def test_dpdl_chunks_capped_by_bytes_give_the_bits_of_one_chunk(monkeypatch, cls):
-    """CHUNK_BYTES caps a chunk below max_chunk_pairs (here 3 pairs of 8 x 6 floats): more
-    chunks, the same run bit for bit as one chunk holding every pair."""
-    problem = logreg_problem(180, 6, 6, 4, 0.01)
-    calls = []
-    original = type(problem).sample_rgrad
-
-    def counting(self, x, batch):
-        calls.append(len(x))
-        return original(self, x, batch)
-
-    monkeypatch.setattr(type(problem), "sample_rgrad", counting)
-
-    def run(chunk_bytes):
-        monkeypatch.setattr(dpdl_module, "CHUNK_BYTES", chunk_bytes)
-        calls.clear()
-        alg = cls(Network(ring(6), uniform_weights(ring(6))), lr=0.2, batch_size=8, clip=0.5,
-                  noise_multiplier=1.0)
-        state = alg.init(problem, np.zeros(6), 3)
-        for _ in range(4):
-            state = alg.step(problem, state)
-        return state, list(calls)
-
-    whole, whole_calls = run(1 << 40)
-    capped, capped_calls = run(3 * 8 * 6 * 8)
-    assert max(whole_calls) > 3 and max(capped_calls) == 3   # the cap took effect
-    assert sum(capped_calls) == sum(whole_calls)
-    for field in ("x", "v", "gtilde"):
-        np.testing.assert_array_equal(getattr(capped, field), getattr(whole, field))
-    assert np.ptp(whole.x, axis=0).max() > 1e-3
-    # one pair whose per-sample gradients exceed the cap still goes (one pair per chunk)
-    one_pair, one_calls = run(1)
-    assert max(one_calls) == 1
-    np.testing.assert_array_equal(one_pair.x, whole.x)
 
 
 def test_kept_noise_scales_are_the_schedules_floats():

@@ -56,18 +56,11 @@ from rfed.privacy.clipping import clip_by_norm
 from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 from rfed.problems.base import sample_without_replacement
 
-__all__ = ["DPDL", "DPDPSGD", "calibration_weights", "CHUNK_BYTES", "MAX_CHUNK_PAIRS"]
+__all__ = ["DPDL", "DPDPSGD", "calibration_weights", "MAX_CHUNK_PAIRS"]
 
 #: Default (model, data owner) pairs per chunk of per-sample gradients (with B = 32 and
 #: dim = 100, about 25 KB per pair for each per-sample array).
 MAX_CHUNK_PAIRS = 2048
-
-#: Bytes of one chunk's per-sample gradient array (``pairs x B x point size x 8``): a chunk
-#: also holds the clipping's temporaries of that size, and arrays of a few MB stay in cache and
-#: in the allocator's heap, where larger ones are mapped and unmapped by the kernel at every
-#: call (measured on dpdl-digits, B = 16, d = 2,410: a round at 16 pairs per chunk took
-#: 0.76-0.85x the CPU time of one chunk holding all 60-100 pairs). Results do not depend on it.
-CHUNK_BYTES = 4 << 20
 
 
 def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
@@ -141,9 +134,8 @@ class DPDL(DecentralizedAlgorithm):
     delta : float, optional
         Delta of the reports without a budget (default ``min(1e-5, 1/(10 q))``).
     max_chunk_pairs : int
-        At most this many (model, data owner) pairs have their per-sample gradients computed
-        at once (and fewer if their array would exceed :data:`CHUNK_BYTES`): peak memory of a
-        round is ``O(max_chunk_pairs B dim)`` for the per-sample gradients plus
+        (model, data owner) pairs whose per-sample gradients are computed at once: peak memory
+        of a round is ``O(max_chunk_pairs B dim)`` for the per-sample gradients plus
         ``O((arcs + agents) dim)`` for the per-pair results, instead of
         ``O((arcs + agents) B dim)``; the results do not depend on it.
     """
@@ -244,18 +236,14 @@ class DPDL(DecentralizedAlgorithm):
 
         ``x_models`` ``(P, *point_shape)``, ``data_owner`` ``(P,)`` global ids, ``idx``
         ``(P, B)`` their minibatch rows, ``noise_ids`` ``(P,)`` the keyed noise stream of each
-        release. The pairs go in chunks of at most ``max_chunk_pairs`` and at most
-        :data:`CHUNK_BYTES` of per-sample gradients (``B`` per pair; one pair at least), so
-        the per-sample gradients never exceed one chunk; every pair's value is the same in any
-        chunk.
+        release. The pairs go ``max_chunk_pairs`` at a time, so the per-sample gradients
+        (``B`` per pair) never exceed one chunk; every pair's value is the same in any chunk.
         """
         manifold = problem.manifold
         out = np.empty(x_models.shape)
         n_pairs = data_owner.size
-        per_pair = self.batch_size * (x_models[0].nbytes if n_pairs else 0)
-        chunk = max(1, min(self.max_chunk_pairs, CHUNK_BYTES // max(per_pair, 1)))
-        for lo in range(0, n_pairs, chunk):  # chunks of pairs, not agents
-            sl = slice(lo, min(lo + chunk, n_pairs))
+        for lo in range(0, n_pairs, self.max_chunk_pairs):  # chunks of pairs, not agents
+            sl = slice(lo, min(lo + self.max_chunk_pairs, n_pairs))
             x_c = x_models[sl]
             grads = problem.sample_rgrad(x_c, problem.batch(data_owner[sl], idx[sl]))
             clipped, _ = clip_by_norm(manifold, x_c, grads, self.clip)
