@@ -9,10 +9,10 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from rfed.algorithms.decentralized import DPDDA
+from rfed.algorithms.decentralized import DPDDA, calibration_weights
 from rfed.algorithms.decentralized.dpdgt import _noise_scale
 from rfed.datasets.synthetic import make_epsilon_like
-from rfed.manifolds import Euclidean
+from rfed.manifolds import SPD, Euclidean, Sphere
 from rfed.networks.graphs import complete
 from rfed.networks.network import Network
 from rfed.privacy.mechanisms import LaplaceSchedule
@@ -96,3 +96,22 @@ def test_kept_noise_scales_are_the_schedules_floats():
     assert _noise_scale(other, 5) == other.scale(5) != sched.scale(5)
     with pytest.raises(ValueError, match="'k'"):
         _noise_scale(sched, -1)
+
+
+@pytest.mark.parametrize("manifold", [Euclidean(7), Sphere(6), SPD(3)], ids=str)
+def test_dpdl_calibration_with_gathered_reference_norms_has_the_same_bits(manifold):
+    """DPDL computes each agent's self-gradient norm once and gathers it to the agent's pairs:
+    the calibration weights of norms computed on the gathered rows, bit for bit."""
+    rng = np.random.default_rng(8)
+    x = manifold.random_point(rng, (5,))
+    shape = (5,) + manifold.point_shape
+    g_self = manifold.proj(x, rng.standard_normal(shape))
+    owner = np.array([0, 0, 1, 2, 2, 2, 3, 4, 4, 1, 0, 1, 2, 3, 4])
+    received = manifold.proj(x[owner], rng.standard_normal((owner.size,) + manifold.point_shape))
+    received[3] = 0.0   # a vanishing norm: Cal = 1/2
+    want = calibration_weights(manifold, x[owner], received, g_self[owner])
+    got = calibration_weights(manifold, x[owner], received, g_self[owner],
+                              manifold.norm(x, g_self)[owner])
+    for a, b in zip(got, want, strict=True):
+        assert a.tobytes() == b.tobytes()
+    assert want[1][3] == 0.5 and np.ptp(want[1]) > 0.01
