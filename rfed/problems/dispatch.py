@@ -196,6 +196,8 @@ class QuadraticResourceAllocation:
     def primal_rows(self, agents: np.ndarray, price: np.ndarray) -> np.ndarray:
         """:meth:`primal` of the listed agents only: ``price`` and the result ``(A, m)``.
         Agent-wise, so its rows equal the full call's bit for bit."""
+        if "two_a" not in self._rows:  # an instance pickled before it was kept
+            self._rows["two_a"] = 2 * np.where(self._rows["free"], self._rows["a"], 1.0)
         two_a, b, lo, hi, free = self._rows_for(np.asarray(agents),
                                                 ("two_a", "b", "lo", "hi", "free"))
         # _argmin's arithmetic with its 2 a formed once

@@ -47,3 +47,12 @@ def test_primal_rows_give_the_argmin_bits_for_any_agent_set(make):
                                   _argmin(problem, held, price[held]))
     with pytest.raises(ValueError, match="agent 1 is not held here"):
         part.primal_rows(np.array([1]), price[:1])
+
+
+def test_primal_rows_of_an_instance_without_the_kept_denominator():
+    """An instance pickled before ``2 a`` was kept forms it on first use: the same bits."""
+    problem = _problem()
+    price = np.random.default_rng(1).uniform(0.0, 30.0, (problem.n_agents, problem.m))
+    want = problem.primal_rows(np.arange(problem.n_agents), price)
+    del problem._rows["two_a"]
+    np.testing.assert_array_equal(problem.primal_rows(np.arange(problem.n_agents), price), want)

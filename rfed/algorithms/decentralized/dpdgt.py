@@ -58,24 +58,27 @@ __all__ = ["DPDGT", "NoisyDDGT", "require_euclidean"]
 #: Iterations whose noise scales :func:`_noise_scale` keeps per schedule.
 KEPT_SCALES = 1 << 16
 
-_SCALES: dict[LaplaceSchedule, list[float]] = {}
+_SCALES: dict[LaplaceSchedule, dict[int, float]] = {}
 
 
 def _noise_scale(schedule: LaplaceSchedule, k: int) -> float:
-    """``schedule.scale(k)``, kept: the scales of iterations 0, 1, ... are computed once per
-    schedule (by ``schedule.scale``, so the same floats) and shared by every run with an equal
-    schedule (a Monte Carlo study repeats one schedule); an iteration out of sequence or past
-    :data:`KEPT_SCALES` is computed directly."""
+    """``schedule.scale(k)``, kept: each iteration's scale is computed once per schedule (by
+    ``schedule.scale``, so the same float) and shared by every run with an equal schedule (a
+    Monte Carlo study repeats one schedule). Storing a computed value is idempotent, so
+    threads sharing the table cannot disagree; past :data:`KEPT_SCALES` iterations of a
+    schedule, or for an iteration that is not an int, the scale is computed directly."""
+    if type(k) is not int:
+        return schedule.scale(k)
     kept = _SCALES.get(schedule)
     if kept is None:
         if len(_SCALES) >= 256:  # a study uses a few schedules; forget them past that
             _SCALES.clear()
-        kept = _SCALES[schedule] = []
-    if type(k) is int and 0 <= k < len(kept):
-        return kept[k]
-    value = schedule.scale(k)
-    if k == len(kept) and k < KEPT_SCALES:
-        kept.append(value)
+        kept = _SCALES[schedule] = {}
+    value = kept.get(k)
+    if value is None:
+        value = schedule.scale(k)  # refuses k < 0
+        if len(kept) < KEPT_SCALES:
+            kept[k] = value
     return value
 
 
