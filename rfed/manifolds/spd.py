@@ -270,6 +270,40 @@ class SPD(Manifold):
             out[redo], dist[redo] = self.log_dist(xb[redo], yb[redo], r)
         return _zero_where_equal(out, x, y), dist
 
+    #: whitened condition number above which :meth:`dist_eigvalsh` hands a pair to :meth:`dist`
+    EIGVALSH_MAX_CONDITION = 1e4
+
+    def dist_eigvalsh(self, x, y, chol_y=None):
+        r"""``dist(x, y)`` from the eigenvalues alone of :math:`M = B B^T`,
+        :math:`B = L^{-1} R` (``eigvalsh``: about 0.6x the time of the singular values of B
+        for 9 x 9): for the Frechet mean's cost-only evaluations.
+
+        ``eigvalsh``'s eigenvalues are good to about :math:`n\,\epsilon\,\mu_{\max}`
+        absolute, i.e. :math:`n\,\epsilon\,\mathrm{cond}(M)` relative for the smallest. Up
+        to :attr:`EIGVALSH_MAX_CONDITION` each :math:`\log\mu` is then good to about 2e-11
+        (n = 9), and the squared distance to about :math:`4\cdot10^{-11}\sum|\log\mu|`;
+        pairs beyond go through :meth:`dist` (singular values: the pencil's accuracy, and its
+        refusal beyond float64). ``chol_y``, optional: the Cholesky factor of ``y`` if known
+        (the same bits).
+        """
+        x = np.asarray(x, dtype=float)
+        y = np.asarray(y, dtype=float)
+        _, inv = self._frame(x)
+        b = inv @ (np.linalg.cholesky(y) if chol_y is None else chol_y)
+        # B B^T is exactly symmetric (syrk, mirrored): eigvalsh reads one triangle
+        mu = np.linalg.eigvalsh(b @ _mT(b))
+        resolved = mu[..., 0] * self.EIGVALSH_MAX_CONDITION > mu[..., -1]
+        if bool(np.all(resolved)):
+            return np.sqrt(np.sum(np.square(np.log(mu)), axis=-1))
+        dist = np.sqrt(np.sum(np.square(np.log(np.where(resolved[..., None], mu, 1.0))),
+                              axis=-1))
+        xb, yb = np.broadcast_arrays(x, y)
+        dist = np.array(np.broadcast_to(dist, xb.shape[:-2]))
+        redo = ~np.broadcast_to(resolved, xb.shape[:-2])
+        r = None if chol_y is None else np.broadcast_to(chol_y, yb.shape)[redo]
+        dist[redo] = self.dist(xb[redo], yb[redo], r)
+        return dist
+
     def log_eigh(self, x, y, chol_y=None):
         """``Log_x(y)`` by :meth:`log_dist_eigh`'s arithmetic (one ``eigh`` per pair, the pencil
         beyond :attr:`EIGH_MAX_CONDITION`); the same map as :meth:`log`, not the same bits."""

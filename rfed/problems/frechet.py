@@ -210,7 +210,7 @@ class SPDFrechetMean(FrechetMean):
         return self.manifold.log_dist_eigh(x, data["a"], data.get("chol"))
 
     def _dist(self, x, data):
-        return self.manifold.dist(x, data["a"], data.get("chol"))
+        return self.manifold.dist_eigvalsh(x, data["a"], data.get("chol"))
 
     @classmethod
     def from_arrays(cls, points, **kwargs):

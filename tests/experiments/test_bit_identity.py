@@ -89,11 +89,12 @@ EXPECTED = {
     # (SPD.log_eigh, 1.6x faster per log), so the iterates' last bits move too, (b) SPD.dist
     # computes singular values only (the pencil's accuracy, no vectors), and (c) fig3/fig4 no
     # longer evaluate the gradient norm, which their figures do not plot (grad_norm=False;
-    # the cost then needs the distances only). The records stay within 1e-10 relative of the
-    # pencil's and their clip counts and privacy are identical (the test below). With eigh
+    # the cost then needs the distances only, from eigvalsh: SPD.dist_eigvalsh). The records
+    # stay within 1e-10 relative of the pencil's and their clip counts and privacy are
+    # identical (the test below). With eigh
     # evaluation and pencil training the digests were 2a1fa57a... (fig3), 6d0f13fa... (fig4).
-    "prirfed-fig3": "121faa2e22cd4c6a8f107a80aa9623b5437a44fb9b2c895f456dc7c29e8edd3a",
-    "prirfed-fig4": "394a3ac77519ab83f2890432a5ea172047729e3568d6c95241ed9b995cca82f7",
+    "prirfed-fig3": "89f4358ad0a55d0ad7395d20674d94d56781a1adf38d5e0c96b57ab52d30cfdb",
+    "prirfed-fig4": "228555801023d84c23567790a5d6b5b9ed15a0833bab3cc6593bebc5c0a0e1cf",
     "prirfed-fig5": "538e15836f1af2f85b0e8d8440e59d88cbf2d191425373eaf7ecd251c35c9dce",
 }
 
@@ -161,7 +162,8 @@ def test_spd_by_eigh_and_singular_values_changes_only_the_last_bits(name, monkey
     """fig3/fig4 now compute every SPD log by one eigh per pair (evaluations, training's
     per-sample gradients, the reference Karcher mean: all through ``SPD.log_dist_eigh``), every
     distance from singular values alone (``SPD.dist``), and no longer evaluate the gradient norm
-    (``grad_norm=False``: the paper's figures plot the cost and the excess risk).
+    (``grad_norm=False``: the paper's figures plot the cost and the excess risk), the cost's
+    distances by ``SPD.dist_eigvalsh``.
 
     With the pencil put back for the logs and the distances and the gradient norm evaluated,
     they give their pencil digests bit for bit. Against that, the records of the defaults have
