@@ -91,8 +91,8 @@ EXPECTED = {
     # longer evaluate the gradient norm, which their figures do not plot (grad_norm=False;
     # the cost then needs the distances only, from eigvalsh: SPD.dist_eigvalsh). The records
     # stay within 1e-10 relative of the pencil's and their clip counts and privacy are
-    # identical (the test below). With eigh
-    # evaluation and pencil training the digests were 2a1fa57a... (fig3), 6d0f13fa... (fig4).
+    # identical (the test below). With eigh evaluation and pencil training the digests were
+    # 2a1fa57a... (fig3), 6d0f13fa... (fig4).
     "prirfed-fig3": "89f4358ad0a55d0ad7395d20674d94d56781a1adf38d5e0c96b57ab52d30cfdb",
     "prirfed-fig4": "228555801023d84c23567790a5d6b5b9ed15a0833bab3cc6593bebc5c0a0e1cf",
     "prirfed-fig5": "538e15836f1af2f85b0e8d8440e59d88cbf2d191425373eaf7ecd251c35c9dce",
