@@ -34,7 +34,8 @@ import zlib
 
 import numpy as np
 
-__all__ = ["AGENT_GROUP", "purpose_code", "public_generator", "AgentStreams", "StackedStreams"]
+__all__ = ["AGENT_GROUP", "purpose_code", "public_generator", "AgentBlock", "AgentStreams",
+           "StackedStreams"]
 
 _PUBLIC_TAG = 0x5055424C  # "PUBL": keeps public streams apart from the per-agent ones
 _AGENT_TAG = 0x4147454E  # "AGEN"
@@ -122,6 +123,47 @@ def public_generator(seed: int, round: int, purpose: str | int) -> np.random.Gen
     return np.random.default_rng(np.random.SeedSequence(words))
 
 
+class AgentBlock:
+    """Checked agent ids of a block and the groups of :data:`AGENT_GROUP` their draws come from.
+
+    Built by :meth:`AgentStreams.block` (ids already checked: 1-d int64 in ``[0, 2**32)``).
+
+    Attributes
+    ----------
+    agents : ndarray of int64, shape ``(A,)``
+    size : int
+        ``A``.
+    groups : list of int
+        The groups the block touches, in the order of their first agent.
+    where : ndarray of int, shape ``(A,)``
+        Position of each agent's group in ``groups``.
+    cols : ndarray of int64, shape ``(A,)``
+        Each agent's column in its group's draws (``agent % AGENT_GROUP``).
+    """
+
+    __slots__ = ("agents", "size", "groups", "where", "cols")
+
+    def __init__(self, agents: np.ndarray):
+        a = agents
+        self.agents, self.size = a, a.size
+        group_of = a // AGENT_GROUP
+        self.cols = a % AGENT_GROUP
+        if not a.size:
+            self.groups, self.where = [], np.zeros(0, dtype=np.int64)
+        elif group_of[0] == group_of[-1] and (a.size == 1 or bool(np.all(group_of == group_of[0]))):
+            self.groups, self.where = [int(group_of[0])], None
+        elif bool(np.all(group_of[1:] >= group_of[:-1])):
+            # increasing ids (every block the algorithms draw for): the groups in order
+            # without np.unique's sort
+            first = np.empty(a.size, dtype=bool)
+            first[0] = True
+            np.not_equal(group_of[1:], group_of[:-1], out=first[1:])
+            self.groups, self.where = group_of[first].tolist(), np.cumsum(first) - 1
+        else:
+            groups, where = np.unique(group_of, return_inverse=True)
+            self.groups, self.where = groups.tolist(), where.reshape(-1)
+
+
 class AgentStreams:
     """Per-agent keyed streams of one run: draws for a block of agents in one call.
 
@@ -166,6 +208,12 @@ class AgentStreams:
             raise ValueError("argument 'agents' must hold ids in [0, 2**32)")
         return a.astype(np.int64, copy=False)
 
+    def block(self, agents) -> AgentBlock:
+        """The checked ids ``agents`` ``(A,)`` and the groups their rows come from, for several
+        draws of the same block (e.g. a round's minibatch, noise and compression draws): the
+        ids are checked and the groups derived once."""
+        return AgentBlock(self._agents(agents))
+
     def _rekey(self, group: int, rnd: int, code: int) -> np.random.Generator:
         """The instance's generator at the start of the stream of ``(group, round, purpose)``."""
         # Philox4x64-10: the stream of (round, purpose, group) starts at counter
@@ -177,35 +225,31 @@ class AgentStreams:
         return self._gen
 
     def _draw(self, agents, round: int, purpose: str | int, shape, sampler) -> np.ndarray:
-        a = self._agents(agents)
+        block = agents if type(agents) is AgentBlock else AgentBlock(self._agents(agents))
         shape = _check_shape(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
         m = math.prod(shape)
-        return self._rows(a, rnd, code, m, sampler).reshape((a.size, *shape))
+        return self.block_rows(block, rnd, code, m, sampler).reshape((block.size, *shape))
 
     def _rows(self, a: np.ndarray, rnd: int, code: int, m: int, sampler) -> np.ndarray:
         """The first ``m`` draws of each agent of the checked ids ``a``, shape ``(a.size, m)``."""
-        group_of = a // AGENT_GROUP
-        if a.size and group_of[0] == group_of[-1] and (
-                a.size == 1 or np.all(group_of == group_of[0])):
-            # one group (a client, or a small block): no unique/gather over groups
-            cols = sampler(self._rekey(int(group_of[0]), rnd, code), (m, AGENT_GROUP))
-            return cols[:, a % AGENT_GROUP].T
-        if a.size and np.all(group_of[1:] >= group_of[:-1]):
-            # increasing ids (every block the algorithms draw for): the groups in order without
-            # np.unique's sort
-            first = np.empty(a.size, dtype=bool)
-            first[0] = True
-            np.not_equal(group_of[1:], group_of[:-1], out=first[1:])
-            groups, where = group_of[first], np.cumsum(first) - 1
-        else:
-            groups, where = np.unique(group_of, return_inverse=True)
-        rows = np.empty((groups.size, m, AGENT_GROUP))
-        for k, g in enumerate(groups.tolist()):
+        return self.block_rows(AgentBlock(a), rnd, code, m, sampler)
+
+    def block_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler
+                   ) -> np.ndarray:
+        """The first ``m`` draws of each agent of ``block`` for the checked round ``rnd`` and
+        purpose code ``code``, shape ``(block.size, m)``."""
+        groups = block.groups
+        if len(groups) == 1:
+            # one group (a client, or a small block): no gather over groups
+            cols = sampler(self._rekey(groups[0], rnd, code), (m, AGENT_GROUP))
+            return cols[:, block.cols].T
+        rows = np.empty((len(groups), m, AGENT_GROUP))
+        for k, g in enumerate(groups):
             # element j of the group's agent r is draw j * 16 + r: it does not depend on how
             # many elements are asked for, so a block padded to another length agrees
             sampler(self._rekey(g, rnd, code), (m, AGENT_GROUP), out=rows[k])
-        return rows[where.reshape(-1), :, a % AGENT_GROUP]  # (n_agents, m)
+        return rows[block.where, :, block.cols]  # (n_agents, m)
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
         """Uniforms in the open interval ``(0, 1)`` (53-bit), shape ``(len(agents), *shape)``."""

@@ -78,14 +78,15 @@ def sample_without_replacement(
     subset, as a random permutation's prefix is).
     """
     counts = np.asarray(counts, dtype=int)
-    if batch_size < 1 or batch_size > counts.min():
+    n_min = int(counts.min())
+    if batch_size < 1 or batch_size > n_min:
         raise ValueError(
-            f"argument 'batch_size' must be in [1, min(counts)] = [1, {counts.min()}], "
+            f"argument 'batch_size' must be in [1, min(counts)] = [1, {n_min}], "
             f"got {batch_size}"
         )
     n_max = int(counts.max())
     keys = rng.random((counts.size, n_max))
-    if counts.min() < n_max:  # padding slots exist only when the local sizes differ
+    if n_min < n_max:  # padding slots exist only when the local sizes differ
         keys[np.arange(n_max)[None, :] >= counts[:, None]] = 2.0
     if batch_size == n_max:
         return np.argsort(keys, axis=1)
