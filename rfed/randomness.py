@@ -34,8 +34,8 @@ import zlib
 
 import numpy as np
 
-__all__ = ["AGENT_GROUP", "purpose_code", "public_generator", "AgentBlock", "AgentStreams",
-           "StackedStreams"]
+__all__ = ["AGENT_GROUP", "purpose_code", "public_generator", "ranks_to_uniforms", "AgentBlock",
+           "AgentStreams", "StackedStreams"]
 
 _PUBLIC_TAG = 0x5055424C  # "PUBL": keeps public streams apart from the per-agent ones
 _AGENT_TAG = 0x4147454E  # "AGEN"
@@ -56,6 +56,22 @@ def _open_uniform(gen: np.random.Generator, size: tuple[int, ...],
     return np.multiply(raw, 2.0**-54, out=out)
 
 
+def _uniform_ranks(gen: np.random.Generator, size: tuple[int, ...],
+                   out: np.ndarray | None = None) -> np.ndarray:
+    # the k of the open uniforms (k + 1/2) 2^-53 that _open_uniform draws from the same state
+    # (k = raw >> 11), as uint64: a strictly increasing map, so the ranks order and tie
+    # exactly as those uniforms do, one pass cheaper (for a caller that only compares them)
+    raw = gen.bit_generator.random_raw(size)
+    return np.right_shift(raw, np.uint64(11), out=raw if out is None else out)
+
+
+def ranks_to_uniforms(ranks: np.ndarray) -> np.ndarray:
+    """The open uniforms ``(k + 1/2) 2^-53`` of ranks ``k < 2^53`` (uint64), bit for bit as the
+    keyed uniform draws give them: the same conversion of ``2k + 1`` to float64 and the same
+    exact scaling by ``2^-54``."""
+    return np.multiply((ranks << np.uint64(1)) | np.uint64(1), 2.0**-54)
+
+
 def _check_shape(shape) -> tuple[int, ...]:
     return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
 
@@ -67,6 +83,8 @@ def _standard_normal(gen: np.random.Generator, size: tuple[int, ...],
 
 #: The samplers of :meth:`AgentStreams.uniform` and :meth:`AgentStreams.normal`, by name.
 _SAMPLERS = {"uniform": _open_uniform, "normal": _standard_normal}
+#: The dtype of each sampler's draws (float64 unless listed).
+_SAMPLER_DTYPES = {_uniform_ranks: np.uint64}
 
 
 #: CRC-32 codes of the purpose names met so far (a handful per run, looked up every draw)
@@ -148,10 +166,17 @@ class AgentBlock:
         self.agents, self.size = a, a.size
         group_of = a // AGENT_GROUP
         self.cols = a % AGENT_GROUP
-        if not a.size:
-            self.groups, self.where = [], np.zeros(0, dtype=np.int64)
-        elif group_of[0] == group_of[-1] and (a.size == 1 or bool(np.all(group_of == group_of[0]))):
-            self.groups, self.where = [int(group_of[0])], None
+        if a.size <= _FEW_AGENTS:
+            # a round's block: Python's set and sort of a few ints cost less than the array
+            # calls; the groups come out increasing, as np.unique gives them
+            groups = sorted(set(group_of.tolist()))
+            if len(groups) <= 1:
+                where = None if groups else np.zeros(0, dtype=np.int64)
+            elif groups[-1] - groups[0] + 1 == len(groups):  # consecutive groups
+                where = group_of - groups[0]
+            else:
+                where = np.searchsorted(np.array(groups), group_of)
+            self.groups, self.where = groups, where
         elif bool(np.all(group_of[1:] >= group_of[:-1])):
             # increasing ids (every block the algorithms draw for): the groups in order
             # without np.unique's sort
@@ -162,6 +187,11 @@ class AgentBlock:
         else:
             groups, where = np.unique(group_of, return_inverse=True)
             self.groups, self.where = groups.tolist(), where.reshape(-1)
+
+
+#: Blocks up to this many agents derive their groups with Python sets (a few us), larger ones
+#: with array operations.
+_FEW_AGENTS = 512
 
 
 class AgentStreams:
@@ -202,10 +232,14 @@ class AgentStreams:
 
     def _agents(self, agents) -> np.ndarray:
         a = np.asarray(agents)
-        if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+        if a.ndim != 1 or a.dtype.kind not in "iu":
             raise ValueError(f"argument 'agents' must be a 1-d int array of ids, got {agents!r}")
-        if a.size and (a.min() < 0 or a.max() >= 2**32):
-            raise ValueError("argument 'agents' must hold ids in [0, 2**32)")
+        if a.size:
+            # a round's few ids: Python's min and max of a list cost less than two reductions
+            ids = a.tolist() if a.size <= _FEW_AGENTS else None
+            lo, hi = (min(ids), max(ids)) if ids is not None else (a.min(), a.max())
+            if lo < 0 or hi >= 2**32:
+                raise ValueError("argument 'agents' must hold ids in [0, 2**32)")
         return a.astype(np.int64, copy=False)
 
     def block(self, agents) -> AgentBlock:
@@ -244,7 +278,7 @@ class AgentStreams:
             # one group (a client, or a small block): no gather over groups
             cols = sampler(self._rekey(groups[0], rnd, code), (m, AGENT_GROUP))
             return cols[:, block.cols].T
-        rows = np.empty((len(groups), m, AGENT_GROUP))
+        rows = np.empty((len(groups), m, AGENT_GROUP), _SAMPLER_DTYPES.get(sampler, np.float64))
         for k, g in enumerate(groups):
             # element j of the group's agent r is draw j * 16 + r: it does not depend on how
             # many elements are asked for, so a block padded to another length agrees

@@ -658,6 +658,8 @@ class InProcessCommunicator(Communicator):
         mask = self._sender_mask(senders)
         counts = _out_degrees(w) * mask   # a sender messages each of its out-neighbours
         self._record("publish", counts, self._per_message_bytes(d, payload_bytes))
+        if mask.all():  # every agent sends: np.where would return d itself
+            return c + d
         shape = (self.n_agents,) + (1,) * (c.ndim - 1)
         return c + np.where(mask.reshape(shape), d, 0.0)
 

@@ -153,7 +153,9 @@ def gaussian_release(
                              f"argument 'value' of shape {value.shape}") from None
     if is_secure(rng):
         return grid_release(value, sigma, rng, "gaussian", name="value")
-    return value + sigma * _draws(rng).standard_normal(value.shape)
+    noise = _draws(rng).standard_normal(value.shape)
+    # a scalar std as a float: the same product, without a 0-d array operand's overhead
+    return value + (float(sigma) if sigma.ndim == 0 else sigma) * noise
 
 
 def release_sensitivity(

@@ -26,6 +26,7 @@ from rfed.randomness import (
     _check_round,
     _open_uniform,
     _standard_normal,
+    _uniform_ranks,
     purpose_code,
 )
 
@@ -64,7 +65,8 @@ class KeyedDraws:
         self._code = purpose_code(purpose)
 
     def _rest(self, size) -> tuple[int, ...]:
-        size = (int(size),) if np.isscalar(size) else tuple(int(s) for s in size)
+        if type(size) is not tuple or not all(type(s) is int for s in size):
+            size = (int(size),) if np.isscalar(size) else tuple(int(s) for s in size)
         if not size or size[0] != self.block.size:
             raise ValueError(f"keyed draws for {self.block.size} agents need a leading agent "
                              f"axis of that length, got shape {size}")
@@ -83,6 +85,13 @@ class KeyedDraws:
     def random(self, size) -> np.ndarray:
         """Uniforms in ``(0, 1)`` of shape ``size``."""
         return self._sample(size, _open_uniform)
+
+    def uniform_ranks(self, size) -> np.ndarray:
+        """The ranks ``k`` (uint64, shape ``size``) of the uniforms :meth:`random` draws,
+        ``(k + 1/2) 2^-53`` (:func:`rfed.randomness.ranks_to_uniforms`): they order and tie
+        exactly as those uniforms, for a caller that only compares them (the smallest of a
+        row's minibatch keys)."""
+        return self._sample(size, _uniform_ranks)
 
     def laplace(self, loc: float = 0.0, scale: float = 1.0, size=None) -> np.ndarray:
         """Laplace draws by inversion: ``loc - scale sign(u - 1/2) log(1 - 2|u - 1/2|)``."""

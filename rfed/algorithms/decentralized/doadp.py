@@ -79,10 +79,14 @@ def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
         # at that magnitude overflow k keep the lowest indices (deterministic, spec P18). Ties
         # are rare in noisy coordinates, so only those rows pay for the running count.
         mag = np.abs(coords)
-        thr = np.partition(mag, dim - k, axis=1)[:, dim - k][:, None]
+        part = mag.copy()
+        part.partition(dim - k, axis=1)
+        thr = part[:, dim - k : dim - k + 1]
         keep = mag >= thr
-        over = np.flatnonzero(np.count_nonzero(keep, axis=1) > k)
-        if over.size:
+        # every row keeps at least k; only when the total is above a k does a row keep more
+        over = (np.flatnonzero(np.count_nonzero(keep, axis=1) > k)
+                if np.count_nonzero(keep) > a * k else ())
+        if len(over):
             m, t = mag[over], thr[over]
             ties = m == t
             room = k - np.count_nonzero(m > t, axis=1)[:, None]
@@ -372,7 +376,7 @@ class DOADP(DecentralizedAlgorithm):
         if eta_all is None:
             eta_all = self._activation(seed, t, n)
         eta = eta_all if one_block else eta_all[agents]  # this block's activation
-        act = np.flatnonzero(eta)  # local rows
+        act = eta.nonzero()[0]  # local rows
         act_ids = act if one_block else agents[act]  # their global ids
         # Euclidean space: exp is +, log is -, transport the identity (on a fresh array, whose
         # copy the manifold would return) and coordinates the entries: the same arithmetic
@@ -380,7 +384,10 @@ class DOADP(DecentralizedAlgorithm):
         # Phase A: consensus on the public copies (held by every neighbour: no messages)
         xhat, x = state.xhat, state.x
         cons = consensus_direction(manifold, self.weights, xhat, comm=comm, copies=True)
-        u = self.gamma * (cons if flat else manifold.transport(xhat, x, cons))
+        if flat:   # gamma cons, into consensus_direction's fresh array
+            u = np.multiply(cons, self.gamma, out=cons)
+        else:
+            u = self.gamma * manifold.transport(xhat, x, cons)
         m = self.beta * state.m
         block = None
         if act.size:
@@ -390,7 +397,7 @@ class DOADP(DecentralizedAlgorithm):
             m_act = m[act] + g
             m[act] = m_act
             u[act] = u[act] - self.alpha * m_act
-        x_new = manifold.exp(x, u)
+        x_new = np.add(x, u, out=u) if flat else manifold.exp(x, u)
         m_new = m if flat else manifold.transport(x, x_new, m)
         # messages: sparsified Log_{xhat_i}(x_i^new) in the orthonormal basis at xhat_i
         delta = np.zeros_like(xhat)
@@ -402,9 +409,10 @@ class DOADP(DecentralizedAlgorithm):
                 c = diff.reshape(act.size, manifold.dim)
             else:
                 c = manifold.to_coords(xh, manifold.log(xh, x_new[act]))
-            s = sparsify(c, k, self.sparsifier,
-                         None if self.sparsifier == "top_k" else
-                         _draws(rng, seed, block, t, "rand-k"))
+            # dense messages: sparsify would return a copy of c (which nothing writes into)
+            s = c if k >= manifold.dim else sparsify(
+                c, k, self.sparsifier,
+                None if self.sparsifier == "top_k" else _draws(rng, seed, block, t, "rand-k"))
             if flat:
                 delta[act] = (xh + s.reshape(xh.shape)) - xh
             else:
