@@ -155,7 +155,14 @@ def gaussian_release(
         return grid_release(value, sigma, rng, "gaussian", name="value")
     noise = _draws(rng).standard_normal(value.shape)
     # a scalar std as a float: the same product, without a 0-d array operand's overhead
-    return value + (float(sigma) if sigma.ndim == 0 else sigma) * noise
+    scale = float(sigma) if sigma.ndim == 0 else sigma
+    if (type(noise) is np.ndarray and noise.dtype == np.float64 and noise.flags.writeable
+            and noise.shape == value.shape and np.ndim(scale) <= noise.ndim):
+        # value + sigma z into the fresh draws' array: the same products and sums, without
+        # two more arrays of the value's size
+        np.multiply(noise, scale, out=noise)
+        return np.add(value, noise, out=noise)
+    return value + scale * noise
 
 
 def release_sensitivity(

@@ -389,34 +389,48 @@ class DOADP(DecentralizedAlgorithm):
         else:
             u = self.gamma * manifold.transport(xhat, x, cons)
         m = self.beta * state.m
+        # every agent of the block active (p = 1, noisy DSGD): whole arrays stand for the rows
+        # of the active agents, updated in place (the same sums and products, no gathers)
+        everyone = act.size == eta.size
         block = None
         if act.size:
             if not is_secure(rng):
                 block = _streams_of(seed).block(act_ids)
-            g = self._noisy_gradients(problem, x[act], act_ids, state, block)
-            m_act = m[act] + g
-            m[act] = m_act
-            u[act] = u[act] - self.alpha * m_act
+            g = self._noisy_gradients(problem, _read_only(x) if everyone else x[act], act_ids,
+                                      state, block)
+            if everyone:
+                m += g
+                u -= self.alpha * m
+            else:
+                m_act = m[act] + g
+                m[act] = m_act
+                u[act] = u[act] - self.alpha * m_act
         x_new = np.add(x, u, out=u) if flat else manifold.exp(x, u)
         m_new = m if flat else manifold.transport(x, x_new, m)
         # messages: sparsified Log_{xhat_i}(x_i^new) in the orthonormal basis at xhat_i
-        delta = np.zeros_like(xhat)
         k, payload = self._message_size(manifold.dim)
         if act.size:
-            xh = xhat[act]
+            xh, x_act = (xhat, x_new) if everyone else (xhat[act], x_new[act])
             if flat:
-                diff = x_new[act] - xh
+                diff = x_act - xh
                 c = diff.reshape(act.size, manifold.dim)
             else:
-                c = manifold.to_coords(xh, manifold.log(xh, x_new[act]))
+                c = manifold.to_coords(xh, manifold.log(xh, x_act))
             # dense messages: sparsify would return a copy of c (which nothing writes into)
             s = c if k >= manifold.dim else sparsify(
                 c, k, self.sparsifier,
                 None if self.sparsifier == "top_k" else _draws(rng, seed, block, t, "rand-k"))
             if flat:
-                delta[act] = (xh + s.reshape(xh.shape)) - xh
+                moved = (xh + s.reshape(xh.shape)) - xh
             else:
-                delta[act] = manifold.exp(xh, manifold.from_coords(xh, s)) - xh
+                moved = manifold.exp(xh, manifold.from_coords(xh, s)) - xh
+            if everyone:
+                delta = moved
+            else:
+                delta = np.zeros_like(xhat)
+                delta[act] = moved
+        else:
+            delta = np.zeros_like(xhat)
         xhat = comm.publish(self.weights, xhat, delta, senders=eta, payload_bytes=payload)
         n_active = int(np.count_nonzero(eta_all))
         if ledger is not None:
@@ -436,6 +450,14 @@ class DOADP(DecentralizedAlgorithm):
             kept = self._message_sizes = (key, (k, dense_payload_bytes(dim) if k >= dim
                                                 else sparse_payload_bytes(k)))
         return kept[1]
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (the iterates handed to the problem in place of a copy: a
+    problem that wrote into them would raise instead of changing the state)."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
 
 
 def _draws(rng, seed: int, block, round: int, purpose: str):
