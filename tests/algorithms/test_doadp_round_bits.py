@@ -187,6 +187,28 @@ def test_a_nan_gradient_is_refused_before_any_release(cases, monkeypatch):
     assert released == []
 
 
+def test_full_activation_is_the_public_streams_and_the_iterates_stay_read_only(cases):
+    problem, make, _, x0 = cases["budget p=1 dense"]
+    alg = make()
+    for t in range(5):   # p = 1: every agent, as the stream's uniforms in [0, 1) say
+        drawn = randomness.public_generator(123, t, "activation").random(20) < 1.0
+        np.testing.assert_array_equal(alg._activation(123, t, 20), drawn)
+    # every agent active: the problem gets the iterates themselves, read-only, not a copy
+    state = alg.init(problem, x0, np.random.default_rng(0))
+    real = problem.per_sample_grad
+
+    def writes_into_x(x, agents, idx):
+        x[0, 0] = 1.0
+        return real(x, agents, idx)
+
+    problem_w = LogisticRegression(problem.data["features"], problem.data["labels"],
+                                   problem.regularizer, feature_bound=1.0)
+    problem_w.per_sample_grad = writes_into_x
+    with pytest.raises(ValueError, match="read-only"):
+        alg.step(problem_w, state)
+    assert not state.x.any()
+
+
 # ---------------------------------------------------------------- minibatch keys as ranks
 class _FloatKeysOnly:
     """Keyed draws seen through ``random`` only (the general path of the minibatch)."""

@@ -269,6 +269,10 @@ class DOADP(DecentralizedAlgorithm):
     # ------------------------------------------------------------------ privacy
     def _activation(self, seed: int, t: int, n: int) -> np.ndarray:
         """Every agent's activation in round ``t``, from the public stream (seed, t)."""
+        if self.p >= 1.0:
+            # uniforms lie in [0, 1): every agent is active whatever the stream draws (a keyed
+            # stream: not drawing it changes no other draw)
+            return np.ones(n, dtype=bool)
         return public_generator(seed, t, "activation").random(n) < self.p
 
     def planned_activity(self, seed: int, n: int, n_rounds: int) -> np.ndarray:
