@@ -83,7 +83,7 @@ def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
         part.partition(dim - k, axis=1)
         thr = part[:, dim - k : dim - k + 1]
         keep = mag >= thr
-        # every row keeps at least k; only when the total is above a k does a row keep more
+        # every row keeps at least k, so a row keeps more only when the total exceeds a * k
         over = (np.flatnonzero(np.count_nonzero(keep, axis=1) > k)
                 if np.count_nonzero(keep) > a * k else ())
         if len(over):
@@ -356,8 +356,7 @@ class DOADP(DecentralizedAlgorithm):
         if self.grad_bound is not None:
             coords, _ = clip_coordinates(coords, self.grad_bound / np.sqrt(manifold.dim),
                                          count_clipped=False)
-        # the mean of one sample is that sample, bit for bit (a one-term sum divided by 1)
-        mean = coords[:, 0] if coords.shape[1] == 1 else coords.mean(axis=1)
+        mean = coords.mean(axis=1)
         if noise_std > 0:
             # only the active agents release, so only their A x dim coordinates are drawn
             mean = gaussian_release(mean, noise_std,
