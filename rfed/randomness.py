@@ -21,7 +21,10 @@ therefore loops over the groups it touches (``n_agents / 16`` re-keyings of one 
 about 0.3 us each), never over agents, and any process computes any agent's draws without the
 others'. A block holding part of a group draws the whole group and keeps its rows (at most 16
 times the work for a one-agent client, and the floor of a draw for a block: e.g. 16 active agents
-of 20 draw two whole groups).
+of 20 draw two whole groups). A block's ids are checked and its groups derived once
+(:meth:`AgentStreams.block`) for the several draws of a round, and a caller that only compares
+uniforms (the smallest minibatch key) may take their integer ranks instead
+(:func:`ranks_to_uniforms` maps them back bit for bit).
 
 Secure mode does not use these streams: its randomness comes from the operating system and is not
 replayable by design.
@@ -286,11 +289,13 @@ class AgentStreams:
         return rows[block.where, :, block.cols]  # (n_agents, m)
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
-        """Uniforms in the open interval ``(0, 1)`` (53-bit), shape ``(len(agents), *shape)``."""
+        """Uniforms in the open interval ``(0, 1)`` (53-bit), shape ``(len(agents), *shape)``;
+        ``agents`` are ids or an :class:`AgentBlock` of this instance's :meth:`block`."""
         return self._draw(agents, round, purpose, shape, _open_uniform)
 
     def normal(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
-        """Standard normals, shape ``(len(agents), *shape)``."""
+        """Standard normals, shape ``(len(agents), *shape)`` (``agents``: ids or an
+        :class:`AgentBlock`)."""
         return self._draw(agents, round, purpose, shape, _standard_normal)
 
     def integers(self, agents, round: int, purpose: str | int, high, shape=()) -> np.ndarray:
