@@ -23,8 +23,8 @@ The baselines keep their :class:`rfed.randomness.AgentStreams` across rounds, as
 breakdown of rfed's round shows where the time goes, beside the floor every implementation with
 these keyed draws pays: the Philox draws themselves (the minibatch keys and the noise of the 16
 columns of each group of agents the active ones belong to; ``rfed.randomness``). All rows are
-interleaved in one process, the order rotating every repeat (the first call of a cycle runs on
-the caches the previous call left); the table gives the median CPU time
+interleaved in one process, in a new random order every repeat (a call runs on the caches the
+previous call left); the table gives the median CPU time
 (``time.process_time``) and the ratio baseline / rfed.
 
 Run: ``python benchmarks/bench_doadp.py [--repeats 40] [--agents 20] [--dim 2000]
@@ -210,21 +210,24 @@ def _median_time(fn, repeats: int) -> float:
     return float(np.median(ts))
 
 
-def rotating_medians(fns: dict, repeat: int) -> dict[str, float]:
+def shuffled_medians(fns: dict, repeat: int) -> dict[str, float]:
     """Median CPU seconds per call of each function, calls interleaved.
 
-    The order rotates every repeat: the first call of a cycle runs on the caches the previous
-    cycle's last call left (at d = 2,000 a round touches a few MB), which otherwise always
-    penalizes the same function. One warm-up call each comes first."""
+    Every repeat calls the functions in a new random order (seeded): a call runs on the caches
+    the previous one left (at d = 2,000 a round touches a few MB, and two implementations of
+    the round share the state's arrays), so a fixed or rotating order would always give the
+    same function the warm caches of the same predecessor. One warm-up call each comes
+    first."""
     for fn in fns.values():
         fn()
     times = {name: [] for name in fns}
     names = list(fns)
-    for r in range(repeat):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+    order = np.random.default_rng(0)
+    for _ in range(repeat):
+        for i in order.permutation(len(names)):
             t0 = time.process_time()
-            fns[name]()
-            times[name].append(time.process_time() - t0)
+            fns[names[i]]()
+            times[names[i]].append(time.process_time() - t0)
     return {name: float(np.median(ts)) for name, ts in times.items()}
 
 
@@ -264,10 +267,10 @@ def main(repeats: int = 40, n: int = 20, d: int = 2000, q: int = 50) -> None:
         out = fns[name]()
         agree[name] = max(np.abs(b.x - out[0]).max(), np.abs(b.m - out[1]).max(),
                           np.abs(b.xhat - out[2]).max())
-    times = rotating_medians(fns, repeats)
+    times = shuffled_medians(fns, repeats)
     ref = times["rfed (DOADP.step)"]
     print(f"DO-ADP round: n = {n} agents, d = {d}, {q} samples per agent, circulant +-1,2,3, "
-          f"p = 0.8, k/d = 0.3; median CPU time of {repeats} interleaved calls (rotating)")
+          f"p = 0.8, k/d = 0.3; median CPU time of {repeats} interleaved calls (shuffled)")
     print(f"{'implementation':<32}{'ms / round':>12}{'base / rfed':>13}{'max |diff|':>12}")
     for name, t in times.items():
         diff = f"{agree[name]:.1e}" if name in agree else "-"

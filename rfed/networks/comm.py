@@ -468,8 +468,10 @@ class Communicator(abc.ABC):
         b = counts * per_msg
         self.stats.messages_sent += counts
         self.stats.bytes_sent += b
-        self.stats.messages += int(counts.sum())
-        self.stats.bytes += int(b.sum())
+        messages = int(counts.sum())
+        self.stats.messages += messages
+        # one size for every message: the byte total is that multiple (exact in Python ints)
+        self.stats.bytes += per_msg * messages if type(per_msg) is int else int(b.sum())
         self.stats.calls[kind] = self.stats.calls.get(kind, 0) + 1
 
     # ------------------------------------------------------------------ operations
@@ -658,7 +660,7 @@ class InProcessCommunicator(Communicator):
         mask = self._sender_mask(senders)
         counts = _out_degrees(w) * mask   # a sender messages each of its out-neighbours
         self._record("publish", counts, self._per_message_bytes(d, payload_bytes))
-        if mask.all():  # every agent sends: np.where would return d itself
+        if np.count_nonzero(mask) == mask.size:  # every agent sends: np.where would give d
             return c + d
         shape = (self.n_agents,) + (1,) * (c.ndim - 1)
         return c + np.where(mask.reshape(shape), d, 0.0)
