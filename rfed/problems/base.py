@@ -79,13 +79,15 @@ def sample_without_replacement(
     subset, as a random permutation's prefix is).
     """
     counts = np.asarray(counts, dtype=int)
-    n_min = int(counts.min())
+    # a round's few agents: Python's min and max of a list cost less than two reductions
+    few = counts.tolist() if counts.ndim == 1 and 0 < counts.size <= 256 else None
+    n_min = min(few) if few is not None else int(counts.min())
     if batch_size < 1 or batch_size > n_min:
         raise ValueError(
             f"argument 'batch_size' must be in [1, min(counts)] = [1, {n_min}], "
             f"got {batch_size}"
         )
-    n_max = int(counts.max())
+    n_max = max(few) if few is not None else int(counts.max())
     pad = None if n_min == n_max else np.arange(n_max)[None, :] >= counts[:, None]
     ranks = getattr(rng, "uniform_ranks", None)
     if batch_size == 1 and batch_size < n_max and ranks is not None:

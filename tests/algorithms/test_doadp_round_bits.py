@@ -209,6 +209,19 @@ def test_full_activation_is_the_public_streams_and_the_iterates_stay_read_only(c
     assert not state.x.any()
 
 
+@pytest.mark.parametrize("shape", [(16, 1, 100), (7, 3, 50), (5, 1, 1), (16, 64, 10)])
+def test_the_rounds_mean_is_np_mean_bit_for_bit(shape):
+    # the round averages a minibatch with numpy's own mean arithmetic (a sum, then a division
+    # by the count in place); signed zeros and subnormals included (a one-term sum turns -0.0
+    # into +0.0, which the round must keep doing)
+    rng = np.random.default_rng(4)
+    coords = rng.standard_normal(shape) * np.logspace(-310, 300, shape[-1])
+    coords[0, 0, 0] = -0.0
+    mean = np.add.reduce(coords, axis=1)
+    np.true_divide(mean, coords.shape[1], out=mean)
+    assert mean.tobytes() == coords.mean(axis=1).tobytes()
+
+
 # ---------------------------------------------------------------- minibatch keys as ranks
 class _FloatKeysOnly:
     """Keyed draws seen through ``random`` only (the general path of the minibatch)."""

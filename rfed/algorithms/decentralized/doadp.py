@@ -356,7 +356,10 @@ class DOADP(DecentralizedAlgorithm):
         if self.grad_bound is not None:
             coords, _ = clip_coordinates(coords, self.grad_bound / np.sqrt(manifold.dim),
                                          count_clipped=False)
-        mean = coords.mean(axis=1)
+        # np.mean's own arithmetic (numpy's _mean: add.reduce, then true_divide by the count
+        # in place) without its argument handling
+        mean = np.add.reduce(coords, axis=1)
+        np.true_divide(mean, coords.shape[1], out=mean)
         if noise_std > 0:
             # only the active agents release, so only their A x dim coordinates are drawn
             mean = gaussian_release(mean, noise_std,
