@@ -78,10 +78,13 @@ def evaluate_point(problem: Problem, x: np.ndarray, with_reference: bool = True)
 
     Returns
     -------
-    dict with keys ``cost``, ``grad_norm`` and (if ``with_reference``) ``excess_risk`` =
-    ``f(x) - f(x*)`` and ``dist_to_ref`` = ``d(x, x*)``.
+    dict with keys ``cost``, ``grad_norm`` (unless the problem's ``evaluate_grad_norm`` is
+    False) and (if ``with_reference``) ``excess_risk`` = ``f(x) - f(x*)`` and ``dist_to_ref`` =
+    ``d(x, x*)``.
     """
-    out = {"cost": problem.cost(x), "grad_norm": problem.grad_norm(x)}
+    out = {"cost": problem.cost(x)}
+    if getattr(problem, "evaluate_grad_norm", True):
+        out["grad_norm"] = problem.grad_norm(x)
     if with_reference:
         out["excess_risk"] = out["cost"] - problem.reference_cost()
         out["dist_to_ref"] = problem.distance_to_reference(x)

@@ -140,15 +140,17 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
                                epochs_per_round=1 / q))
     results = run_dec_settings(ctx, settings, rounds=rounds, repetitions=cfg["repetitions"],
                                eval_every=cfg["eval_every"])
-    # Fig. 2(b): suboptimality against eps (final round)
+    # Fig. 2(b): suboptimality against eps (final round); at eps_fig2a the runs of Fig. 2(a)
+    # are that point (the same settings: running them again would only redraw the noise)
     sweep = []
     for eps in cfg["eps_sweep"]:
         for p, r in _CONFIGS:
             st = DecSetting(f"DO-ADP p={p:g} k/d={r:g} {budget_label(eps, cfg['delta'])}",
                             problem, doadp(p, r, eps),
                             zero, tags={**tag(p, r, eps), "sweep": True})
-            runs = run_dec_settings(ctx, [st], rounds=rounds, repetitions=cfg["repetitions"],
-                                    eval_every=rounds)[st.label]
+            runs = results.get(st.label) or run_dec_settings(
+                ctx, [st], rounds=rounds, repetitions=cfg["repetitions"],
+                eval_every=rounds)[st.label]
             final = np.array([run.history[-1]["excess_risk"] for run in runs
                               if not run.diverged] or [np.nan])
             sweep.append({"eps": eps, "p": p, "k_ratio": r, "comm_rate": p * r,

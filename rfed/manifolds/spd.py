@@ -170,8 +170,15 @@ class SPD(Manifold):
         v, sv, _ = np.linalg.svd(b)
         return chol, np.square(sv[..., ::-1]), v[..., :, ::-1]
 
-    def dist(self, x, y):
-        _, mu, _ = self._pencil(x, y)
+    def dist(self, x, y, chol_y=None):
+        """``d(x, y) = ||log mu||``, mu the squared singular values of the pencil's
+        :math:`B = L^{-1} R` (values only: the pencil's accuracy at half an SVD's cost);
+        ``chol_y``, optional: the Cholesky factor R of ``y`` if known (the same bits)."""
+        x = np.asarray(x, dtype=float)
+        y = np.asarray(y, dtype=float)
+        _, inv = self._frame(x)
+        r = np.linalg.cholesky(y) if chol_y is None else chol_y
+        mu = np.square(np.linalg.svd(inv @ r, compute_uv=False)[..., ::-1])
         self._check_resolved(mu, x, y, "dist(x, y)")
         return np.sqrt(np.sum(np.square(np.log(mu)), axis=-1))
 
@@ -198,10 +205,11 @@ class SPD(Manifold):
         return _zero_where_equal(_sym((m * np.log(w)[..., None, :]) @ _mT(m)), x, y)
 
     def _logs_to(self, points):
-        """``x -> Log_x(points)`` with the points' Cholesky factors computed once."""
+        """``x -> Log_x(points)`` for the Karcher mean's iterations: the points' Cholesky
+        factors computed once, and each log by :meth:`log_eigh`."""
         points = np.asarray(points, dtype=float)
         chol = np.linalg.cholesky(points)
-        return lambda x: self.log(x, points, chol)
+        return lambda x: self.log_eigh(x, points, chol)
 
     def log_dist(self, x, y, chol_y=None):
         """``(log(x, y), dist(x, y))`` from one pencil: the arithmetic of :meth:`log` and
@@ -220,8 +228,9 @@ class SPD(Manifold):
     EIGH_MAX_CONDITION = 1e7
 
     def log_dist_eigh(self, x, y, chol_y=None):
-        r"""``(log(x, y), dist(x, y))`` from one ``eigh`` per pair: for evaluations (a cost and
-        its gradient at a recorded round), not for the iterates.
+        r"""``(log(x, y), dist(x, y))`` from one ``eigh`` per pair: for the Frechet mean's
+        evaluations, per-sample gradients and Karcher iterations, where the pencil's SVD
+        was the bulk of the time.
 
         With :math:`Q = R R^T` (Cholesky) and :math:`B = L^{-1} R`, the eigenvectors V of
         :math:`M = B B^T` come from ``eigh`` and each eigenvalue is taken as the Rayleigh
@@ -260,6 +269,11 @@ class SPD(Manifold):
             r = None if chol_y is None else np.broadcast_to(chol_y, yb.shape)[redo]
             out[redo], dist[redo] = self.log_dist(xb[redo], yb[redo], r)
         return _zero_where_equal(out, x, y), dist
+
+    def log_eigh(self, x, y, chol_y=None):
+        """``Log_x(y)`` by :meth:`log_dist_eigh`'s arithmetic (one ``eigh`` per pair, the pencil
+        beyond :attr:`EIGH_MAX_CONDITION`); the same map as :meth:`log`, not the same bits."""
+        return self.log_dist_eigh(x, y, chol_y)[0]
 
     def retract(self, x, u):
         r"""Second-order retraction :math:`P + U + \tfrac12 U P^{-1} U`, computed in the

@@ -195,10 +195,16 @@ class Problem(abc.ABC):
         block of agents at a time (worth it when :meth:`clipped_grad_sum` reads the rows more
         than once, e.g. ``Z x`` then ``Z^T w``); the drawn subsets are the same, the summation
         order is the rows'. False: gathered in the order drawn, all agents at once.
+    evaluate_grad_norm : bool
+        Whether a run's recorded rounds include ``grad_norm`` (:func:`~rfed.algorithms.base.
+        evaluate_point`); True by default. False when only the cost is wanted and the gradient
+        costs much more than the cost (SPD Frechet mean: eigenvectors for the logs, singular
+        values alone for the distances).
     """
 
     name: str = "problem"
     coupled_records: bool = False
+    evaluate_grad_norm: bool = True
     sorted_batches: bool = False
     privacy_assumptions: tuple[str, ...] = ()
     # global ids of the agents a shard holds (None: every agent) and, per global id, the local

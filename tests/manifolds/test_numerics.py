@@ -189,6 +189,74 @@ def test_karcher_mean_converges_on_spread_data(manifold, spread):
     assert np.all(manifold.norm(mean, grad) <= 1e-9)
 
 
+def test_spd_log_eigh_and_karcher_mean_match_the_pencil():
+    """``SPD.log_eigh`` (the Frechet gradients' and the Karcher mean's log) is the map of
+    ``SPD.log``: to 1e-12 relative (Frobenius) on random pairs, log_dist_eigh's first output bit
+    for bit, the exact zero at x == y, the pencil's bits past EIGH_MAX_CONDITION, and the same
+    refusal beyond float64. The Karcher mean by eigh logs and by the pencil's agree to 1e-12
+    relative, and each reaches its tolerance."""
+    m = SPD(5)
+    rng = np.random.default_rng(4)
+    x = m.random_point(rng, (2, 1))
+    y = m.random_point(rng, (2, 40))
+    log_e, log_p = m.log_eigh(x, y), m.log(x, y)
+    fro = np.linalg.norm
+    assert np.all(fro(log_e - log_p, axis=(-2, -1)) <= 1e-12 * fro(log_p, axis=(-2, -1)))
+    np.testing.assert_array_equal(log_e, m.log_dist_eigh(x, y)[0])
+    assert np.all(m.log_eigh(x[:, 0], x[:, 0]) == 0.0)
+    q = np.linalg.qr(rng.standard_normal((5, 5)))[0]
+    ill = (q * np.logspace(0, -12, 5)) @ q.T      # whitened condition 1e12 at x = I
+    ill = 0.5 * (ill + ill.T)
+    np.testing.assert_array_equal(m.log_eigh(np.eye(5), ill), m.log(np.eye(5), ill))
+    # condition 1e14 each, whitened 1e28: no correct digit left in float64
+    big, small = ((q * np.logspace(0, e, 5)) @ q.T for e in (14, -14))
+    big, small = 0.5 * (big + big.T), 0.5 * (small + small.T)
+    for log in (m.log, m.log_eigh):
+        with pytest.raises(ValueError, match="beyond float64"):
+            log(big, small)
+    pts = m.exp(np.broadcast_to(x[0, 0], (60, 5, 5)),
+                m.tangent_gaussian(np.broadcast_to(x[0, 0], (60, 5, 5)), 1.0, rng))
+    by_eigh = m.mean(pts, tol=1e-12, max_iter=300)
+    by_pencil = karcher_mean_by(m, pts, SPD.log)
+    assert fro(by_eigh - by_pencil) <= 1e-12 * fro(by_pencil)
+    for mean in (by_eigh, by_pencil):
+        assert m.norm(mean, np.mean(m.log(mean, pts), axis=0)) <= 1e-11
+
+
+def test_spd_dist_from_singular_values_matches_the_pencil():
+    """``SPD.dist`` from the pencil's singular values alone: the full pencil's distances to
+    1e-13 relative, the same bits with a precomputed Cholesky factor of y, distances of pairs
+    of condition 1e12 still to 1e-12 (values only keep the pencil's resolution), and the same
+    refusal beyond float64."""
+    m = SPD(6)
+    rng = np.random.default_rng(5)
+    x = m.random_point(rng, (3, 1))
+    y = m.random_point(rng, (3, 30))
+    full = m.log_dist(x, y)[1]
+    np.testing.assert_allclose(m.dist(x, y), full, rtol=1e-13)
+    np.testing.assert_array_equal(m.dist(x, y, np.linalg.cholesky(y)), m.dist(x, y))
+    q = np.linalg.qr(rng.standard_normal((6, 6)))[0]
+    a, b = ((q * np.logspace(0, e, 6)) @ q.T for e in (6, -6))
+    a, b = 0.5 * (a + a.T), 0.5 * (b + b.T)
+    # whitened eigenvalues 10^(-12 k/5): the distance is known in closed form
+    exact = np.sqrt(np.sum((np.log(10.0) * 12.0 * np.arange(6) / 5) ** 2))
+    assert abs(float(m.dist(a, b)) - exact) <= 1e-9 * exact
+    big, small = ((q * np.logspace(0, e, 6)) @ q.T for e in (14, -14))
+    with pytest.raises(ValueError, match="beyond float64"):
+        m.dist(0.5 * (big + big.T), 0.5 * (small + small.T))
+
+
+def karcher_mean_by(m, pts, log):
+    """The Karcher mean of ``pts`` with ``log`` as the manifold's log in every iteration."""
+    from rfed.manifolds.base import karcher_mean
+
+    class WithLog(SPD):
+        def _logs_to(self, points):
+            return lambda p: log(self, p, points)
+
+    return karcher_mean(WithLog(m.n), pts, tol=1e-12, max_iter=300)
+
+
 def test_spd_log_dist_eigh_matches_the_pencil():
     """The evaluation path (one eigh per pair) against the pencil (Cholesky + SVD), which the
     iterates use: relative agreement to 1e-12 for random pairs, the exact zero at x == y, and

@@ -38,3 +38,44 @@ def test_local_cost_and_grad_keep_their_bits(sizes):
             np.testing.assert_array_equal(p.local_cost(x, agents), cost)
             np.testing.assert_array_equal(p.local_grad(x, agents), grad)
             np.testing.assert_array_equal(np.signbit(p.local_grad(x, agents)), np.signbit(grad))
+
+
+@pytest.mark.parametrize("sizes", [(30, 30, 30), (30, 7, 19)])
+def test_cost_only_evaluation(sizes):
+    """``evaluate_grad_norm=False``: the local costs are the masked means of SPD.dist's squared
+    distances bit for bit (one point for all and one per agent, all agents and a subset),
+    agree with the eigh evaluation's to 1e-12 relative, and are kept (a second call at the same
+    point does not recompute); a run's recorded rounds then hold no ``grad_norm``; the
+    gradient is still available on request. A non-bool flag is refused, naming it."""
+    from rfed.algorithms.base import evaluate_point
+
+    pts = make_wishart_spd(sum(sizes), 3, 5)
+    parts = np.split(pts, np.cumsum(sizes)[:-1])
+    p = SPDFrechetMean.from_arrays(parts, evaluate_grad_norm=False)
+    both = SPDFrechetMean.from_arrays(parts)
+    rng = np.random.default_rng(2)
+    for agents in (None, np.array([2, 0])):
+        ids = np.arange(p.n_agents) if agents is None else agents
+        for x in (p.manifold.random_point(rng), p.manifold.random_point(rng, ids.size)):
+            xb = np.broadcast_to(x, (ids.size, 3, 3))
+            d = p.manifold.dist(xb[:, None], p.data["a"][ids], p.data["chol"][ids])
+            mask = p.mask[ids]
+            expected = np.sum(np.where(mask, d**2, 0.0), axis=-1) / p.counts[ids]
+            np.testing.assert_array_equal(p.local_cost(x, agents), expected)
+            np.testing.assert_allclose(p.local_cost(x, agents), both.local_cost(x, agents),
+                                       rtol=1e-12)
+    x = p.manifold.random_point(rng)
+    first = p.cost(x)
+    calls = []
+    original = p.manifold.dist
+    p.manifold.dist = lambda *a: calls.append(1) or original(*a)
+    assert p.cost(x.copy()) == first
+    assert not calls
+    assert abs(first - both.cost(x)) <= 1e-12 * both.cost(x)
+    del p.manifold.dist
+    rec = evaluate_point(p, x)
+    assert "grad_norm" not in rec and {"cost", "excess_risk", "dist_to_ref"} <= rec.keys()
+    assert "grad_norm" in evaluate_point(both, x)
+    np.testing.assert_array_equal(p.grad(x), both.grad(x))
+    with pytest.raises(ValueError, match="evaluate_grad_norm"):
+        SPDFrechetMean.from_arrays(parts, evaluate_grad_norm="no")
