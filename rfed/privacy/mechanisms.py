@@ -157,7 +157,8 @@ def gaussian_release(
     # a scalar std as a float: the same product, without a 0-d array operand's overhead
     scale = float(sigma) if sigma.ndim == 0 else sigma
     if (type(noise) is np.ndarray and noise.dtype == np.float64 and noise.flags.writeable
-            and noise.shape == value.shape and np.ndim(scale) <= noise.ndim):
+            and noise.flags.c_contiguous and noise.shape == value.shape
+            and np.ndim(scale) <= noise.ndim):
         # value + sigma z into the fresh draws' array: the same products and sums, without
         # two more arrays of the value's size
         np.multiply(noise, scale, out=noise)
