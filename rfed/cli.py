@@ -353,6 +353,9 @@ def _check_not_mpi_checkpoint(folder: Path) -> None:
 
 
 def _run(args) -> int:
+    from rfed._malloc import keep_freed_memory
+
+    keep_freed_memory()   # a run's rounds reuse the same temporaries: no page faults for them
     if args.engine == "mpi":
         return _run_on_mpi(args)
     try:

@@ -62,7 +62,8 @@ def _same_agents(a: str | np.ndarray, b: str | np.ndarray) -> bool:
     """Equal agent sets of two history entries (``'all'`` or sorted id arrays)."""
     if isinstance(a, str) or isinstance(b, str):
         return isinstance(a, str) and isinstance(b, str) and a == b
-    return a.shape == b.shape and bool(np.array_equal(a, b))
+    # equal shapes: an element-wise test is np.array_equal without its conversions
+    return a.shape == b.shape and bool((a == b).all())
 
 
 def _agents_out(agents: str | np.ndarray) -> str | list[int]:
@@ -308,20 +309,35 @@ class PrivacyLedger:
         if mask.dtype != bool or mask.shape != (self.n_agents,):
             raise ValueError(f"argument 'agents' must be a bool mask of shape "
                              f"({self.n_agents},), got dtype {mask.dtype} shape {mask.shape}")
-        if not mask.any():  # as record() with no agent: no event is registered
+        members = np.flatnonzero(mask)  # sorted, distinct, a new array
+        if not members.size:  # as record() with no agent: no event is registered
             self._close_record(round)
             return
-        idx = self._key(event)
+        idx = self._index.get(event)
+        if idx is None:
+            idx = self._key(event)
         if count:
-            self._counts[idx] += count * mask
+            row = self._counts[idx]
+            if count == 1:  # the bool mask adds as 0/1 in place: no count * mask temporary
+                np.add(row, mask, out=row)
+            else:
+                row += count * mask
         if self.keep_history:
-            self._append_history(round, idx, np.flatnonzero(mask), False, count, True)
-        # a round is counted once per agent, however many events it is charged in it
-        self._rounds += mask & (self._last_round != round)
-        self._last_round[mask] = round
+            self._append_history(round, idx, members, False, count, True, owned=True)
+        # a round is counted once per agent, however many events it is charged in it; a few
+        # members are updated by index, many by whole-array mask operations
+        if 8 * members.size < self.n_agents:
+            fresh = members[self._last_round[members] != round]
+            self._rounds[fresh] += 1
+            self._last_round[members] = round
+        else:
+            self._rounds += mask & (self._last_round != round)
+            self._last_round[mask] = round
         self._close_record(round)
 
-    def _append_history(self, rnd, idx, members, all_agents, count, distinct):
+    def _append_history(self, rnd, idx, members, all_agents, count, distinct, owned=False):
+        """Extend the last history entry or append one; ``owned``: ``members`` is a new
+        array nobody else holds (kept without a copy)."""
         if not all_agents and members.size == self.n_agents:
             all_agents = distinct or np.unique(members).size == self.n_agents
         # kept as a sorted array (a list only when shown or saved: building a Python list of
@@ -330,11 +346,11 @@ class PrivacyLedger:
             "all" if all_agents else members if distinct else np.sort(members))
         if self._history:
             last = self._history[-1]
-            if (
+            if (  # the integers first: the agents are compared only when they match
                 last["event"] == idx
-                and _same_agents(last["agents"], agents_repr)
                 and last["count"] == count
                 and last["last_round"] + 1 == rnd
+                and _same_agents(last["agents"], agents_repr)
             ):
                 last["last_round"] = rnd
                 return
@@ -344,7 +360,8 @@ class PrivacyLedger:
                 "last_round": rnd,
                 "event": idx,
                 # a copy: the caller's id array may change after the call
-                "agents": agents_repr if isinstance(agents_repr, str) else agents_repr.copy(),
+                "agents": (agents_repr if isinstance(agents_repr, str)
+                           or (owned and agents_repr is members) else agents_repr.copy()),
                 "count": count,
             }
         )

@@ -69,6 +69,8 @@ class QuadraticResourceAllocation:
             raise ValueError(f"argument 'a': agent {bad[0]} has a non-trivial box but a = 0; "
                              "the costs must be strongly convex (spec 003 Assumption 1)")
         arrays["free"] = free
+        # the primal map's denominator 2 a (1 where the decision is fixed), formed once
+        arrays["two_a"] = 2 * np.where(free, arrays["a"], 1.0)
         self._rows = arrays
         self._held: np.ndarray | None = None
         self.reducer: Any = None
@@ -171,11 +173,21 @@ class QuadraticResourceAllocation:
             raise ValueError(f"{self._shard_text()}: agent {agents[~held][0]} is not held here")
         return pos
 
+    def _rows_for(self, agents: np.ndarray, names: tuple[str, ...]) -> tuple[np.ndarray, ...]:
+        """The rows of ``agents`` of each held array in ``names``: the arrays themselves when
+        ``agents`` are every agent in order (checked once for all of them), else gathered."""
+        rows = self._rows
+        if self._held is None and agents.size == self.n_agents:
+            ids = getattr(self, "_all_ids", None)
+            if ids is None or ids.size != self.n_agents:
+                ids = self._all_ids = np.arange(self.n_agents)
+            if bool((agents == ids).all()):
+                return tuple(rows[k] for k in names)
+        pos = self._local(agents)
+        return tuple(rows[k][pos] for k in names)
+
     def _rows_of(self, name: str, agents: np.ndarray) -> np.ndarray:
-        if self._held is None and agents.size == self.n_agents and np.array_equal(
-                agents, np.arange(self.n_agents)):
-            return self._rows[name]
-        return self._rows[name][self._local(agents)]
+        return self._rows_for(agents, (name,))[0]
 
     def demand_rows(self, agents: np.ndarray) -> np.ndarray:
         """Demands ``d_i`` of the listed agents, shape ``(A, m)``."""
@@ -184,9 +196,12 @@ class QuadraticResourceAllocation:
     def primal_rows(self, agents: np.ndarray, price: np.ndarray) -> np.ndarray:
         """:meth:`primal` of the listed agents only: ``price`` and the result ``(A, m)``.
         Agent-wise, so its rows equal the full call's bit for bit."""
-        agents = np.asarray(agents)
-        a, b, lo, hi, free = (self._rows_of(k, agents) for k in ("a", "b", "lo", "hi", "free"))
-        return self._argmin(np.asarray(price, dtype=float), a, b, lo, hi, free)
+        if "two_a" not in self._rows:  # an instance pickled before it was kept
+            self._rows["two_a"] = 2 * np.where(self._rows["free"], self._rows["a"], 1.0)
+        two_a, b, lo, hi, free = self._rows_for(np.asarray(agents),
+                                                ("two_a", "b", "lo", "hi", "free"))
+        # _argmin's arithmetic with its 2 a formed once
+        return np.where(free, np.clip((np.asarray(price, dtype=float) - b) / two_a, lo, hi), lo)
 
     def cost_terms(self, agents: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``a_ik w_ik^2 + b_ik w_ik`` of the listed agents' allocations ``w`` ``(A, m)``;

@@ -202,6 +202,17 @@ class MLPClassifier(Problem):
         _per_sample_grads(blocks, feats, batch["onehot"], self._blocks_of(out))
         return out
 
+    def local_grad(self, x: np.ndarray, agents: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`Problem.local_grad`, with the padding rows' per-sample gradients set to 0 in
+        place: the values of the base class's masked copy (``+0.0`` there), so the same sums,
+        without a second array of every per-sample gradient (on dpdl-digits, 10 agents padded
+        to 206 rows: 40 MB per evaluation, mapped and unmapped by the kernel each time)."""
+        agents, data, mask = self._all(agents)
+        x = np.broadcast_to(x, (agents.size,) + self.manifold.point_shape)
+        g = self.sample_rgrad(x, data)  # a new array (sample_rgrad's own): ours to write
+        g[~mask] = 0.0
+        return np.sum(g, axis=1) / self.counts[agents].reshape(-1, 1)
+
     def accuracy(self, x: np.ndarray, features: np.ndarray, labels: np.ndarray) -> np.ndarray:
         """Classification accuracy of parameters ``x`` ``(*lead, d)`` on ``(N, n_in)`` data.
 

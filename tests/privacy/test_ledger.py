@@ -249,6 +249,33 @@ def test_record_event_leaves_the_ledger_as_record_does():
     assert np.array_equal(new.epsilons(1e-5), old.epsilons(1e-5))
 
 
+def test_record_event_few_and_many_agents_leave_the_ledger_as_record_does():
+    """record_event updates a few charged agents by index and many by whole-array masks: both
+    give record()'s state (rounds counted once per round, history merged across rounds), and
+    a mask the caller changes after the call does not change the ledger."""
+    from rfed.privacy.accountants import EventSpec
+
+    rng = np.random.default_rng(11)
+    n = 64
+    ev = EventSpec.make("gaussian", 3.0)
+    old, new = PrivacyLedger(n), PrivacyLedger(n)
+    fixed = np.zeros(n, bool)
+    for t in [0, 0, 1, 2, 3, 3, 4, 5, 6, 7, 8]:
+        fixed[:] = False
+        fixed[[3, 40]] = True
+        # a fixed sparse set alone in rounds 0-3 (one history entry over those rounds), then
+        # random sparse and dense sets
+        masks = [fixed] if t < 4 else [fixed, rng.random(n) < rng.choice([0.03, 0.1, 0.6, 1.0])]
+        for mask in masks:
+            count = 1 if t < 4 else int(rng.choice([1, 2]))
+            old.record(t, mask.copy(), noise_multiplier=3.0, count=count)
+            new.record_event(t, ev, mask, count)
+            mask[:] = ~mask  # the caller reuses its array
+            assert new.to_dict() == old.to_dict()
+    assert any(h["last_round"] > h["first_round"] for h in new.history)
+    np.testing.assert_array_equal(new.rounds_participated, old.rounds_participated)
+
+
 def test_record_event_refuses_bad_input():
     from rfed.privacy.accountants import EventSpec
 

@@ -152,6 +152,9 @@ class DPDDA(DecentralizedAlgorithm):
         self.delta0 = check_probability(delta0, "delta0")
         # the node-sampling rounds replayed by the budget calibration, reused by the rounds
         self._planned = PlannedRounds()
+        # (anchor, its read-only broadcast to rows): a round takes a slice of it instead of
+        # broadcasting the anchor again (the same stride-0 view, so the same values)
+        self._anchor_rows: tuple[np.ndarray, np.ndarray] | None = None
 
     @property
     def iota(self) -> float:
@@ -174,6 +177,16 @@ class DPDDA(DecentralizedAlgorithm):
     def _regularizer(self, problem):
         return getattr(problem, "regularizer", None) or L2Regularizer(0.0)
 
+    def _anchors(self, anchor: np.ndarray, rows: int) -> np.ndarray:
+        """``np.broadcast_to(anchor, (rows, *anchor.shape))``, sliced from a broadcast kept
+        for this anchor object (a round's anchors, without a broadcast per call)."""
+        kept = self._anchor_rows
+        if kept is None or kept[0] is not anchor or kept[1].shape[0] < rows:
+            size = max(rows, self.network.comm.n_local)
+            kept = self._anchor_rows = (anchor,
+                                        np.broadcast_to(anchor, (size,) + anchor.shape))
+        return kept[1][:rows]
+
     def _primal(self, problem, anchor, z, t_next, big_a_next):
         """Eq. (6) for duals ``z`` ``(A, dim)`` with ``(A_{t+1}, gamma_{t+1})``."""
         v = self._regularizer(problem).dual_averaging_step(
@@ -192,7 +205,7 @@ class DPDDA(DecentralizedAlgorithm):
         n_local = comm.n_local  # this block's agents (every agent in one process)
         z = np.zeros((n_local, manifold.dim))
         a1 = self._a(1)
-        x = self._primal(problem, np.broadcast_to(anchor, (n_local,) + anchor.shape), z, 1, a1)
+        x = self._primal(problem, self._anchors(anchor, n_local), z, 1, a1)
         rng = as_generator(rng)
         # node sampling is public randomness keyed by (seed, round): replayable for the
         # calibration; minibatches and noise come from the agents' keyed streams
@@ -287,12 +300,12 @@ class DPDDA(DecentralizedAlgorithm):
         if rnd is None:
             rnd = self._sample(state.seed, state.t)
         agents = state.comm.agents  # this block's global ids
-        active = rnd.active[agents]
+        whole = agents.size == n  # one block holding every agent (ids 0..n-1 in order)
+        active = rnd.active if whole else rnd.active[agents]
         act = np.flatnonzero(active)  # local rows of the block's active agents
-        act_ids = agents[act]
+        act_ids = act if whole else agents[act]
         msg = state.z.copy()
         if act.size:  # a block may hold no active agent this round
-            anchor = np.broadcast_to(state.anchor, (act.size,) + state.anchor.shape)
             idx = sample_without_replacement(problem.counts[act_ids], 1,
                                              agent_draws(rng, state.seed, act_ids, state.t,
                                                          "minibatch"))
@@ -304,8 +317,13 @@ class DPDDA(DecentralizedAlgorithm):
                 g = problem.sample_rgrad(x_act, batch)
             if state.lipschitz is not None:
                 g, _ = clip_by_norm(manifold, x_act, g, state.lipschitz)
-            g = manifold.transport(x_act, anchor, g[:, 0])
-            zeta = manifold.to_coords(anchor, g)
+            if type(manifold) is Euclidean:
+                # transport is the identity and the coordinates are the entries: the same
+                # values as transport + to_coords, without their two copies
+                zeta = g[:, 0].reshape(act.size, manifold.dim)
+            else:
+                anchor = self._anchors(state.anchor, act.size)
+                zeta = manifold.to_coords(anchor, manifold.transport(x_act, anchor, g[:, 0]))
             if state.noise_std > 0:
                 zeta = gaussian_release(zeta, state.noise_std,
                                         agent_draws(rng, state.seed, act_ids, state.t, "noise"))
@@ -315,12 +333,11 @@ class DPDDA(DecentralizedAlgorithm):
         x = state.x.copy()
         update = act if self.inactive_x == "freeze" else np.arange(agents.size)
         if update.size:
-            x[update] = self._primal(problem, np.broadcast_to(state.anchor, (update.size,)
-                                                              + state.anchor.shape),
+            x[update] = self._primal(problem, self._anchors(state.anchor, update.size),
                                      z[update], t + 1, big_a_next)
         if state.ledger is not None:
             # this block's releases (one block: every active agent's); blocks' ledgers merge
-            charged = rnd.active if agents.size == n else np.isin(np.arange(n), act_ids)
+            charged = rnd.active if whole else np.isin(np.arange(n), act_ids)
             state.ledger.record_round(charged)
         return DPDDAState(t=t, x=x, rng=rng, comm=state.comm, ledger=state.ledger,
                           info=state.info, z=z, xtilde=xtilde, big_a=big_a, anchor=state.anchor,

@@ -55,6 +55,33 @@ from rfed.problems.dispatch import QuadraticResourceAllocation
 __all__ = ["DPDGT", "NoisyDDGT", "require_euclidean"]
 
 
+#: Iterations whose noise scales :func:`_noise_scale` keeps per schedule.
+KEPT_SCALES = 1 << 16
+
+_SCALES: dict[LaplaceSchedule, dict[int, float]] = {}
+
+
+def _noise_scale(schedule: LaplaceSchedule, k: int) -> float:
+    """``schedule.scale(k)``, kept: each iteration's scale is computed once per schedule (by
+    ``schedule.scale``, so the same float) and shared by every run with an equal schedule (a
+    Monte Carlo study repeats one schedule). Storing a computed value is idempotent, so
+    threads sharing the table cannot disagree; past :data:`KEPT_SCALES` iterations of a
+    schedule, or for an iteration that is not an int, the scale is computed directly."""
+    if type(k) is not int:
+        return schedule.scale(k)
+    kept = _SCALES.get(schedule)
+    if kept is None:
+        if len(_SCALES) >= 256:  # a study uses a few schedules; forget them past that
+            _SCALES.clear()
+        kept = _SCALES[schedule] = {}
+    value = kept.get(k)
+    if value is None:
+        value = schedule.scale(k)  # refuses k < 0
+        if len(kept) < KEPT_SCALES:
+            kept[k] = value
+    return value
+
+
 def require_euclidean(problem, algorithm: str) -> None:
     """Raise ``ValueError`` unless the problem's communicated variables live in Euclidean space."""
     manifold = getattr(problem, "manifold", None)
@@ -227,9 +254,9 @@ class _PushPullBase(BlockStates, Algorithm):
         if state.ledger is not None:
             state.ledger.record_round()
         agents = comm.agents  # per-agent keyed noise streams of this block
-        sent_s = laplace_mechanism(state.s, state.theta_xi.scale(k),
+        sent_s = laplace_mechanism(state.s, _noise_scale(state.theta_xi, k),
                                    agent_draws(rng, state.seed, agents, k, "noise-s"))
-        sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k),
+        sent_w = laplace_mechanism(state.wt, _noise_scale(state.theta_zeta, k),
                                    agent_draws(rng, state.seed, agents, k, "noise-w"))
         return comm.mix(self.c, sent_s), comm.mix(self.r, sent_w)
 
@@ -352,11 +379,12 @@ class DPDGT(_PushPullBase):
 
     def step(self, problem, state):
         k = state.t
+        agents = state.comm.agents
         pushed, pulled = self._messages(state, state.comm)
         s = (1 - self.gamma) * state.s + self.gamma * pushed - self.alpha(k) * (
-            state.w - problem.demand_rows(state.comm.agents))
+            state.w - problem.demand_rows(agents))
         wt = (1 - self.phi) * state.wt + self.phi * pulled + (s - state.s)
-        w = problem.primal_rows(state.comm.agents, wt)
+        w = problem.primal_rows(agents, wt)
         return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
                         theta_zeta=state.theta_zeta, seed=state.seed)

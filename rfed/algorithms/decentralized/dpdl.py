@@ -64,7 +64,8 @@ MAX_CHUNK_PAIRS = 2048
 
 
 def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
-                        reference: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                        reference: np.ndarray, reference_norm: np.ndarray | None = None
+                        ) -> tuple[np.ndarray, np.ndarray]:
     r"""Cosine similarity ``S`` and DPDL's calibration ``Cal = 1 / (1 + e^S)`` (eqs. 15-16).
 
     Parameters
@@ -74,13 +75,18 @@ def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
     received, reference : arrays, shape ``(m, *point_shape)``
         Noisy received gradients and the receiver's reference self-gradient (its own noisy
         self-gradient in :class:`DPDL`), tangent at ``x``.
+    reference_norm : array, shape ``(m,)``, optional
+        ``manifold.norm(x, reference)`` if the caller has it (e.g. one norm per agent, gathered
+        to its pairs: a row's norm does not depend on the other rows, so the same floats).
 
     Returns
     -------
     (S, Cal) : arrays, shape ``(m,)``; ``S = 0`` (``Cal = 1/2``) when a norm vanishes (spec P4).
     """
     num = manifold.inner(x, received, reference)
-    den = manifold.norm(x, received) * manifold.norm(x, reference)
+    if reference_norm is None:
+        reference_norm = manifold.norm(x, reference)
+    den = manifold.norm(x, received) * reference_norm
     s = np.where(den > 1e-12, num / np.maximum(den, 1e-12), 0.0)
     s = np.clip(s, -1.0, 1.0)
     return s, 1.0 / (1.0 + np.exp(s))
@@ -375,7 +381,9 @@ class DPDL(DecentralizedAlgorithm):
         model_owner = np.concatenate([back.receivers, np.arange(n_local)])  # local rows
         recv_all = np.concatenate([back.values, g_self])
         wij = np.concatenate([back.weights, w.diagonal()[agents]])
-        _, cal = calibration_weights(manifold, x[model_owner], recv_all, g_self[model_owner])
+        # each agent's self-gradient norm once, gathered to its pairs
+        _, cal = calibration_weights(manifold, x[model_owner], recv_all, g_self[model_owner],
+                                     manifold.norm(x, g_self)[model_owner])
         coef = 1.0 / (np.sqrt(wij) * n)
         k = len(manifold.point_shape)
         shape = (-1,) + (1,) * k
