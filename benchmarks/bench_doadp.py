@@ -1,10 +1,12 @@
-"""One DO-ADP round, 20 agents at dimension 2,000: rfed against hand-written numpy.
+"""One DO-ADP round, 20 agents: rfed against hand-written numpy.
 
 The batched round is :meth:`rfed.algorithms.decentralized.DOADP.step` (logistic regression,
 circulant graph i+-1,2,3, p = 0.8, Top-k with k/d = 0.3, one sample per active agent, per-coordinate
-clipping and Gaussian noise; the paper's Fig. 3 setting). Baselines, written in the same run on
-the same data and timed on identical states (spec 000 section 2.3), each checked against rfed's
-result (same activations, samples and noise from the same keyed streams):
+clipping and Gaussian noise; the paper's Fig. 3 setting), at d = 2,000 with 50 samples per agent
+by default, or at the ``doadp-logreg`` experiment's size with ``--dim 100 --samples 300``.
+Baselines, written in the same run on the same data and timed on identical states (spec 000
+section 2.3), each checked against rfed's result (same activations, samples and noise from the
+same keyed streams):
 
 * ``neighbour loop + argpartition``: the active agents' draws in one call each, then a Python
   loop over agents reading each agent's neighbours from the CSR weights, Top-k by
@@ -16,11 +18,17 @@ result (same activations, samples and noise from the same keyed streams):
   draws, so not compared; it prices the engine-independent randomness);
 * ``naive loop (dense W, full sort)``: the former baseline, labelled naive.
 
-A row times rfed with the privacy ledger off, and a per-phase breakdown of rfed's round shows
-where the time goes. All rows are interleaved in one process (one call of each in turn); the
-table gives the median CPU time (``time.process_time``) and the ratio baseline / rfed.
+The baselines keep their :class:`rfed.randomness.AgentStreams` across rounds, as a user would
+(building one costs ~10 us). A row times rfed with the privacy ledger off, and a per-phase
+breakdown of rfed's round shows where the time goes, beside the floor every implementation with
+these keyed draws pays: the Philox draws themselves (the minibatch keys and the noise of the 16
+columns of each group of agents the active ones belong to; ``rfed.randomness``). All rows are
+interleaved in one process, in a new random order every repeat (a call runs on the caches the
+previous call left); the table gives the median CPU time
+(``time.process_time``) and the ratio baseline / rfed.
 
-Run: ``python benchmarks/bench_doadp.py [--repeats 20] [--agents 20]``.
+Run: ``python benchmarks/bench_doadp.py [--repeats 40] [--agents 20] [--dim 2000]
+[--samples 50]``.
 """
 
 from __future__ import annotations
@@ -29,7 +37,6 @@ import argparse
 import time
 
 import numpy as np
-from _timing import interleaved_medians
 
 from rfed.algorithms.decentralized import DOADP, sparsify
 from rfed.algorithms.decentralized._streams import KeyedDraws
@@ -39,18 +46,25 @@ from rfed.networks.graphs import circulant
 from rfed.networks.network import Network
 from rfed.problems.base import sample_without_replacement
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
-from rfed.randomness import AgentStreams, public_generator
+from rfed.randomness import (
+    AGENT_GROUP,
+    AgentStreams,
+    _open_uniform,
+    _standard_normal,
+    _uniform_ranks,
+    public_generator,
+)
 
 
-def naive_loop_round(problem, alg, x, m, xhat, seed, t):
+def naive_loop_round(problem, alg, x, m, xhat, streams, t):
     """Naive: the same DO-ADP round as ``alg.step`` with loops over agents scanning a dense W
     and a full sort for Top-k (Euclidean space); the activation comes from the public stream of
-    ``(seed, t)``, each agent's minibatch and noise from its own keyed stream, agent by agent."""
+    ``(streams.seed, t)``, each agent's minibatch and noise from its own keyed stream, agent by
+    agent."""
     n, d = x.shape
     w = alg.weights.toarray()
-    eta = public_generator(seed, t, "activation").random(n) < alg.p
+    eta = public_generator(streams.seed, t, "activation").random(n) < alg.p
     act = np.flatnonzero(eta)
-    streams = AgentStreams(seed)
     bound = alg.grad_bound / np.sqrt(d)
     g_all, noise = {}, {}
     for i in act:
@@ -92,16 +106,15 @@ def _logistic_grads(problem, alg, x_act, act, sample):
     return np.clip(g, -bound, bound, out=g)
 
 
-def neighbour_loop_round(problem, alg, x, m, xhat, seed, t):
+def neighbour_loop_round(problem, alg, x, m, xhat, streams, t):
     """A loop over agents reading neighbours from CSR, Top-k by ``argpartition``."""
     n, d = x.shape
     w = alg.weights
     indptr, indices, data = w.indptr, w.indices, w.data
-    eta = public_generator(seed, t, "activation").random(n) < alg.p
+    eta = public_generator(streams.seed, t, "activation").random(n) < alg.p
     act = np.flatnonzero(eta)
     # the draws of all active agents at once (a keyed stream serves a group of 16 agents: one
     # call per agent would draw each group once per agent)
-    streams = AgentStreams(seed)
     samples = np.zeros(n, dtype=np.int64)
     samples[act] = sample_without_replacement(problem.counts[act], 1,
                                               KeyedDraws(streams, act, t, "minibatch"))[:, 0]
@@ -125,14 +138,13 @@ def neighbour_loop_round(problem, alg, x, m, xhat, seed, t):
     return x_new, m_new, xhat_new
 
 
-def vectorized_round(problem, alg, x, m, xhat, seed, t, rng=None):
+def vectorized_round(problem, alg, x, m, xhat, streams, t, rng=None):
     """No Python loop over agents; noise and minibatches from the keyed streams, or from
     ``rng`` (one sequential generator) when given."""
     n, d = x.shape
     w = alg.weights
-    act = np.flatnonzero(public_generator(seed, t, "activation").random(n) < alg.p)
+    act = np.flatnonzero(public_generator(streams.seed, t, "activation").random(n) < alg.p)
     if rng is None:
-        streams = AgentStreams(seed)
         sample = sample_without_replacement(problem.counts[act], 1,
                                             KeyedDraws(streams, act, t, "minibatch"))[:, 0]
         noise = streams.normal(act, t, "noise", (d,))
@@ -153,16 +165,28 @@ def vectorized_round(problem, alg, x, m, xhat, seed, t, rng=None):
 
 
 def phase_times(problem, alg, state, repeats: int) -> dict[str, float]:
-    """Median seconds of the main phases of one batched round (Euclidean space)."""
+    """Median seconds of the main phases of one batched round (Euclidean space), and of the
+    keyed draws' floor."""
     man = problem.manifold
     n, d = state.x.shape
     eta = alg._activation(state.seed, state.t, n)
     act = np.flatnonzero(eta)
     k = alg.resolved_k(d)
     coords = state.x[act] - state.xhat[act]
+    streams = AgentStreams(state.seed)
+    groups = sorted(set((act // AGENT_GROUP).tolist()))
+    n_max = int(problem.n_max)
+
+    def floor(sampler, m):
+        def draw():
+            for g in groups:
+                sampler(streams._rekey(g, state.t, 7), (m, AGENT_GROUP))
+        return draw
+
     phases = {
-        "Gaussian draw (active only)": lambda: AgentStreams(state.seed).normal(
-            act, state.t, "noise", (d,)),
+        "floor: minibatch keys (ranks)": floor(_uniform_ranks, n_max),
+        "floor: noise (normals)": floor(_standard_normal, d),
+        "  (keys as uniforms, for scale)": floor(_open_uniform, n_max),
         "gradients + clipping + noise": lambda: alg._noisy_gradients(problem, state.x[act], act,
                                                                      state),
         "consensus on public copies": lambda: consensus_direction(
@@ -186,8 +210,28 @@ def _median_time(fn, repeats: int) -> float:
     return float(np.median(ts))
 
 
-def main(repeats: int = 20, n: int = 20) -> None:
-    d, q = 2000, 50
+def shuffled_medians(fns: dict, repeat: int) -> dict[str, float]:
+    """Median CPU seconds per call of each function, calls interleaved.
+
+    Every repeat calls the functions in a new random order (seeded): a call runs on the caches
+    the previous one left (at d = 2,000 a round touches a few MB, and two implementations of
+    the round share the state's arrays), so a fixed or rotating order would always give the
+    same function the warm caches of the same predecessor. One warm-up call each comes
+    first."""
+    for fn in fns.values():
+        fn()
+    times = {name: [] for name in fns}
+    names = list(fns)
+    order = np.random.default_rng(0)
+    for _ in range(repeat):
+        for i in order.permutation(len(names)):
+            t0 = time.process_time()
+            fns[names[i]]()
+            times[names[i]].append(time.process_time() - t0)
+    return {name: float(np.median(ts)) for name, ts in times.items()}
+
+
+def main(repeats: int = 40, n: int = 20, d: int = 2000, q: int = 50) -> None:
     x, y = make_epsilon_like(n * q, d, 0)
     f, lab = split_evenly(x, y, n, np.random.default_rng(0))
     problem = LogisticRegression(f, lab, L2Regularizer(1.0 / q))
@@ -200,10 +244,13 @@ def main(repeats: int = 20, n: int = 20) -> None:
     def batched():
         return alg.step(problem, state)  # keyed streams: the state is not consumed
 
-    def batched_no_ledger():
-        return alg.step(problem, type(state)(**{**state.__dict__, "ledger": None}))
+    no_ledger = type(state)(**{**state.__dict__, "ledger": None})
 
-    args = (problem, alg, state.x, state.m, state.xhat, state.seed, state.t)
+    def batched_no_ledger():
+        return alg.step(problem, no_ledger)
+
+    # the baselines keep their streams across rounds, as a user's loop would
+    args = (problem, alg, state.x, state.m, state.xhat, AgentStreams(state.seed), state.t)
     user_rng = np.random.default_rng(5)
     fns = {
         "rfed (DOADP.step)": batched,
@@ -220,10 +267,10 @@ def main(repeats: int = 20, n: int = 20) -> None:
         out = fns[name]()
         agree[name] = max(np.abs(b.x - out[0]).max(), np.abs(b.m - out[1]).max(),
                           np.abs(b.xhat - out[2]).max())
-    times = interleaved_medians(fns, repeats)
+    times = shuffled_medians(fns, repeats)
     ref = times["rfed (DOADP.step)"]
-    print(f"DO-ADP round: n = {n} agents, d = {d}, circulant +-1,2,3, p = 0.8, k/d = 0.3; "
-          f"median CPU time of {repeats} interleaved calls")
+    print(f"DO-ADP round: n = {n} agents, d = {d}, {q} samples per agent, circulant +-1,2,3, "
+          f"p = 0.8, k/d = 0.3; median CPU time of {repeats} interleaved calls (shuffled)")
     print(f"{'implementation':<32}{'ms / round':>12}{'base / rfed':>13}{'max |diff|':>12}")
     for name, t in times.items():
         diff = f"{agree[name]:.1e}" if name in agree else "-"
@@ -233,9 +280,12 @@ def main(repeats: int = 20, n: int = 20) -> None:
     for name, t in phase_times(problem, alg, state, repeats).items():
         print(f"{name:<32}{1e3 * t:>8.3f}{100 * t / ref:>8.1f}")
 
+
 if __name__ == "__main__":
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--repeats", type=int, default=20)
+    parser.add_argument("--repeats", type=int, default=40)
     parser.add_argument("--agents", type=int, default=20)
+    parser.add_argument("--dim", type=int, default=2000)
+    parser.add_argument("--samples", type=int, default=50, help="samples per agent")
     args = parser.parse_args()
-    main(args.repeats, args.agents)
+    main(args.repeats, args.agents, args.dim, args.samples)

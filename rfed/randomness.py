@@ -21,7 +21,10 @@ therefore loops over the groups it touches (``n_agents / 16`` re-keyings of one 
 about 0.3 us each), never over agents, and any process computes any agent's draws without the
 others'. A block holding part of a group draws the whole group and keeps its rows (at most 16
 times the work for a one-agent client, and the floor of a draw for a block: e.g. 16 active agents
-of 20 draw two whole groups).
+of 20 draw two whole groups). A block's ids are checked and its groups derived once
+(:meth:`AgentStreams.block`) for the several draws of a round, and a caller that only compares
+uniforms (the smallest minibatch key) may take their integer ranks instead
+(:func:`ranks_to_uniforms` maps them back bit for bit).
 
 Secure mode does not use these streams: its randomness comes from the operating system and is not
 replayable by design.
@@ -34,7 +37,8 @@ import zlib
 
 import numpy as np
 
-__all__ = ["AGENT_GROUP", "purpose_code", "public_generator", "AgentStreams", "StackedStreams"]
+__all__ = ["AGENT_GROUP", "purpose_code", "public_generator", "ranks_to_uniforms", "AgentBlock",
+           "AgentStreams", "StackedStreams"]
 
 _PUBLIC_TAG = 0x5055424C  # "PUBL": keeps public streams apart from the per-agent ones
 _AGENT_TAG = 0x4147454E  # "AGEN"
@@ -55,6 +59,22 @@ def _open_uniform(gen: np.random.Generator, size: tuple[int, ...],
     return np.multiply(raw, 2.0**-54, out=out)
 
 
+def _uniform_ranks(gen: np.random.Generator, size: tuple[int, ...],
+                   out: np.ndarray | None = None) -> np.ndarray:
+    # the k of the open uniforms (k + 1/2) 2^-53 that _open_uniform draws from the same state
+    # (k = raw >> 11), as uint64: a strictly increasing map, so the ranks order and tie
+    # exactly as those uniforms do, one pass cheaper (for a caller that only compares them)
+    raw = gen.bit_generator.random_raw(size)
+    return np.right_shift(raw, np.uint64(11), out=raw if out is None else out)
+
+
+def ranks_to_uniforms(ranks: np.ndarray) -> np.ndarray:
+    """The open uniforms ``(k + 1/2) 2^-53`` of ranks ``k < 2^53`` (uint64), bit for bit as the
+    keyed uniform draws give them: the same conversion of ``2k + 1`` to float64 and the same
+    exact scaling by ``2^-54``."""
+    return np.multiply((ranks << np.uint64(1)) | np.uint64(1), 2.0**-54)
+
+
 def _check_shape(shape) -> tuple[int, ...]:
     return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
 
@@ -66,6 +86,8 @@ def _standard_normal(gen: np.random.Generator, size: tuple[int, ...],
 
 #: The samplers of :meth:`AgentStreams.uniform` and :meth:`AgentStreams.normal`, by name.
 _SAMPLERS = {"uniform": _open_uniform, "normal": _standard_normal}
+#: The dtype of each sampler's draws (float64 unless listed).
+_SAMPLER_DTYPES = {_uniform_ranks: np.uint64}
 
 
 #: CRC-32 codes of the purpose names met so far (a handful per run, looked up every draw)
@@ -122,6 +144,59 @@ def public_generator(seed: int, round: int, purpose: str | int) -> np.random.Gen
     return np.random.default_rng(np.random.SeedSequence(words))
 
 
+class AgentBlock:
+    """Checked agent ids of a block and the groups of :data:`AGENT_GROUP` their draws come from.
+
+    Built by :meth:`AgentStreams.block` (ids already checked: 1-d int64 in ``[0, 2**32)``).
+
+    Attributes
+    ----------
+    agents : ndarray of int64, shape ``(A,)``
+    size : int
+        ``A``.
+    groups : list of int
+        The groups the block touches, in the order of their first agent.
+    where : ndarray of int, shape ``(A,)``
+        Position of each agent's group in ``groups``.
+    cols : ndarray of int64, shape ``(A,)``
+        Each agent's column in its group's draws (``agent % AGENT_GROUP``).
+    """
+
+    __slots__ = ("agents", "size", "groups", "where", "cols")
+
+    def __init__(self, agents: np.ndarray):
+        a = agents
+        self.agents, self.size = a, a.size
+        group_of = a // AGENT_GROUP
+        self.cols = a % AGENT_GROUP
+        if a.size <= _FEW_AGENTS:
+            # a round's block: Python's set and sort of a few ints cost less than the array
+            # calls; the groups come out increasing, as np.unique gives them
+            groups = sorted(set(group_of.tolist()))
+            if len(groups) <= 1:
+                where = None if groups else np.zeros(0, dtype=np.int64)
+            elif groups[-1] - groups[0] + 1 == len(groups):  # consecutive groups
+                where = group_of - groups[0]
+            else:
+                where = np.searchsorted(np.array(groups), group_of)
+            self.groups, self.where = groups, where
+        elif bool(np.all(group_of[1:] >= group_of[:-1])):
+            # increasing ids (every block the algorithms draw for): the groups in order
+            # without np.unique's sort
+            first = np.empty(a.size, dtype=bool)
+            first[0] = True
+            np.not_equal(group_of[1:], group_of[:-1], out=first[1:])
+            self.groups, self.where = group_of[first].tolist(), np.cumsum(first) - 1
+        else:
+            groups, where = np.unique(group_of, return_inverse=True)
+            self.groups, self.where = groups.tolist(), where.reshape(-1)
+
+
+#: Blocks up to this many agents derive their groups with Python sets (a few us), larger ones
+#: with array operations.
+_FEW_AGENTS = 512
+
+
 class AgentStreams:
     """Per-agent keyed streams of one run: draws for a block of agents in one call.
 
@@ -160,11 +235,21 @@ class AgentStreams:
 
     def _agents(self, agents) -> np.ndarray:
         a = np.asarray(agents)
-        if a.ndim != 1 or not np.issubdtype(a.dtype, np.integer):
+        if a.ndim != 1 or a.dtype.kind not in "iu":
             raise ValueError(f"argument 'agents' must be a 1-d int array of ids, got {agents!r}")
-        if a.size and (a.min() < 0 or a.max() >= 2**32):
-            raise ValueError("argument 'agents' must hold ids in [0, 2**32)")
+        if a.size:
+            # a round's few ids: Python's min and max of a list cost less than two reductions
+            ids = a.tolist() if a.size <= _FEW_AGENTS else None
+            lo, hi = (min(ids), max(ids)) if ids is not None else (a.min(), a.max())
+            if lo < 0 or hi >= 2**32:
+                raise ValueError("argument 'agents' must hold ids in [0, 2**32)")
         return a.astype(np.int64, copy=False)
+
+    def block(self, agents) -> AgentBlock:
+        """The checked ids ``agents`` ``(A,)`` and the groups their rows come from, for several
+        draws of the same block (e.g. a round's minibatch, noise and compression draws): the
+        ids are checked and the groups derived once."""
+        return AgentBlock(self._agents(agents))
 
     def _rekey(self, group: int, rnd: int, code: int) -> np.random.Generator:
         """The instance's generator at the start of the stream of ``(group, round, purpose)``."""
@@ -177,42 +262,40 @@ class AgentStreams:
         return self._gen
 
     def _draw(self, agents, round: int, purpose: str | int, shape, sampler) -> np.ndarray:
-        a = self._agents(agents)
+        block = agents if type(agents) is AgentBlock else AgentBlock(self._agents(agents))
         shape = _check_shape(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
         m = math.prod(shape)
-        return self._rows(a, rnd, code, m, sampler).reshape((a.size, *shape))
+        return self.block_rows(block, rnd, code, m, sampler).reshape((block.size, *shape))
 
     def _rows(self, a: np.ndarray, rnd: int, code: int, m: int, sampler) -> np.ndarray:
         """The first ``m`` draws of each agent of the checked ids ``a``, shape ``(a.size, m)``."""
-        group_of = a // AGENT_GROUP
-        if a.size and group_of[0] == group_of[-1] and (
-                a.size == 1 or np.all(group_of == group_of[0])):
-            # one group (a client, or a small block): no unique/gather over groups
-            cols = sampler(self._rekey(int(group_of[0]), rnd, code), (m, AGENT_GROUP))
-            return cols[:, a % AGENT_GROUP].T
-        if a.size and np.all(group_of[1:] >= group_of[:-1]):
-            # increasing ids (every block the algorithms draw for): the groups in order without
-            # np.unique's sort
-            first = np.empty(a.size, dtype=bool)
-            first[0] = True
-            np.not_equal(group_of[1:], group_of[:-1], out=first[1:])
-            groups, where = group_of[first], np.cumsum(first) - 1
-        else:
-            groups, where = np.unique(group_of, return_inverse=True)
-        rows = np.empty((groups.size, m, AGENT_GROUP))
-        for k, g in enumerate(groups.tolist()):
+        return self.block_rows(AgentBlock(a), rnd, code, m, sampler)
+
+    def block_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler
+                   ) -> np.ndarray:
+        """The first ``m`` draws of each agent of ``block`` for the checked round ``rnd`` and
+        purpose code ``code``, shape ``(block.size, m)``."""
+        groups = block.groups
+        if len(groups) == 1:
+            # one group (a client, or a small block): no gather over groups
+            cols = sampler(self._rekey(groups[0], rnd, code), (m, AGENT_GROUP))
+            return cols[:, block.cols].T
+        rows = np.empty((len(groups), m, AGENT_GROUP), _SAMPLER_DTYPES.get(sampler, np.float64))
+        for k, g in enumerate(groups):
             # element j of the group's agent r is draw j * 16 + r: it does not depend on how
             # many elements are asked for, so a block padded to another length agrees
             sampler(self._rekey(g, rnd, code), (m, AGENT_GROUP), out=rows[k])
-        return rows[where.reshape(-1), :, a % AGENT_GROUP]  # (n_agents, m)
+        return rows[block.where, :, block.cols]  # (n_agents, m)
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
-        """Uniforms in the open interval ``(0, 1)`` (53-bit), shape ``(len(agents), *shape)``."""
+        """Uniforms in the open interval ``(0, 1)`` (53-bit), shape ``(len(agents), *shape)``;
+        ``agents`` are ids or an :class:`AgentBlock` of this instance's :meth:`block`."""
         return self._draw(agents, round, purpose, shape, _open_uniform)
 
     def normal(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
-        """Standard normals, shape ``(len(agents), *shape)``."""
+        """Standard normals, shape ``(len(agents), *shape)`` (``agents``: ids or an
+        :class:`AgentBlock`)."""
         return self._draw(agents, round, purpose, shape, _standard_normal)
 
     def integers(self, agents, round: int, purpose: str | int, high, shape=()) -> np.ndarray:

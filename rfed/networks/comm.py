@@ -210,6 +210,11 @@ def as_csr_weights(weights, name: str = "weights") -> sp.csr_matrix:
 
 def _pattern(weights, n_agents: int, name: str = "weights") -> sp.csr_matrix:
     """:func:`as_csr_weights`, checked to be ``(n_agents, n_agents)``."""
+    if (type(weights) is sp.csr_matrix and weights.dtype == np.float64
+            and weights.shape == (n_agents, n_agents) and weights.has_sorted_indices):
+        # what as_csr_weights would return unchanged (a matrix used every round: a call costs
+        # more than the small products it feeds)
+        return weights
     w = as_csr_weights(weights, name)
     if w.shape != (n_agents, n_agents):
         raise ValueError(
@@ -306,11 +311,12 @@ def weights_fact(w: sp.csr_matrix, key: str, compute):
     ``compute(w)`` afresh: a kept value can only be stale if someone makes an array writable,
     writes it and makes it read-only again. Kept arrays are returned read-only.
     """
-    arrays = (w.data, w.indices, w.indptr)
-    if arrays[0].flags.writeable or arrays[1].flags.writeable or arrays[2].flags.writeable:
+    arrays = (data, indices, indptr) = (w.data, w.indices, w.indptr)
+    if data.flags.writeable or indices.flags.writeable or indptr.flags.writeable:
         return compute(w)
     kept = getattr(w, "_rfed_facts", None)
-    if kept is None or any(a is not b for a, b in zip(kept[0], arrays, strict=True)):
+    if kept is None or not (kept[0][0] is data and kept[0][1] is indices
+                            and kept[0][2] is indptr):
         kept = (arrays, {})
         w._rfed_facts = kept
     facts = kept[1]
@@ -430,14 +436,16 @@ class Communicator(abc.ABC):
             raise ValueError(f"argument 'agents' has indices outside 0..{self.n_agents - 1}")
         return a
 
-    def _per_message_bytes(self, values: np.ndarray, payload_bytes) -> np.ndarray:
-        """Bytes of one message per sender: declared, or the dense size of one row."""
+    def _per_message_bytes(self, values: np.ndarray, payload_bytes) -> int | np.ndarray:
+        """Bytes of one message per sender: declared, or the dense size of one row (an int
+        when every sender's is the same)."""
         if payload_bytes is None:
-            size = int(np.prod(values.shape[1:], dtype=np.int64)) * values.dtype.itemsize
-            return np.full(self.n_agents, size, dtype=np.int64)
+            return int(np.prod(values.shape[1:], dtype=np.int64)) * values.dtype.itemsize
+        if type(payload_bytes) is int:
+            return payload_bytes
         pb = np.asarray(payload_bytes)
         if pb.ndim == 0:
-            return np.full(self.n_agents, int(pb), dtype=np.int64)
+            return int(pb)
         if pb.shape != (self.n_agents,):
             raise ValueError(
                 f"argument 'payload_bytes' must be an int or shape ({self.n_agents},), "
@@ -454,13 +462,16 @@ class Communicator(abc.ABC):
             )
         return v
 
-    def _record(self, kind: str, counts: np.ndarray, per_msg: np.ndarray) -> None:
-        """Add ``counts[j]`` messages of ``per_msg[j]`` bytes sent by each agent ``j``."""
+    def _record(self, kind: str, counts: np.ndarray, per_msg: int | np.ndarray) -> None:
+        """Add ``counts[j]`` messages of ``per_msg[j]`` bytes (or ``per_msg`` bytes each) sent
+        by each agent ``j``."""
         b = counts * per_msg
         self.stats.messages_sent += counts
         self.stats.bytes_sent += b
-        self.stats.messages += int(counts.sum())
-        self.stats.bytes += int(b.sum())
+        messages = int(counts.sum())
+        self.stats.messages += messages
+        # one size for every message: the byte total is that multiple (exact in Python ints)
+        self.stats.bytes += per_msg * messages if type(per_msg) is int else int(b.sum())
         self.stats.calls[kind] = self.stats.calls.get(kind, 0) + 1
 
     # ------------------------------------------------------------------ operations
@@ -649,6 +660,8 @@ class InProcessCommunicator(Communicator):
         mask = self._sender_mask(senders)
         counts = _out_degrees(w) * mask   # a sender messages each of its out-neighbours
         self._record("publish", counts, self._per_message_bytes(d, payload_bytes))
+        if np.count_nonzero(mask) == mask.size:  # every agent sends: np.where would give d
+            return c + d
         shape = (self.n_agents,) + (1,) * (c.ndim - 1)
         return c + np.where(mask.reshape(shape), d, 0.0)
 

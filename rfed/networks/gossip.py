@@ -166,7 +166,8 @@ def consensus_direction(
     if _is_euclidean(manifold):
         wx = comm.mix(w, x, payload_bytes=payload_bytes, copies=copies)
         r = _row_sums(_local_rows(w, comm), x.ndim)
-        return wx - r * b
+        out = np.multiply(r, b)
+        return np.subtract(wx, out, out=out)   # wx - r b, into the product's array
     rows, diag = _block_rows(w, comm)
     out = np.zeros_like(x)
     for start, stop in _receiver_chunks(rows, max_chunk_arcs):

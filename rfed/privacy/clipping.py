@@ -91,8 +91,8 @@ def clip_by_norm(
 
 
 def clip_coordinates(
-    v: np.ndarray, bound: float | np.ndarray, ndim: int = 1
-) -> tuple[np.ndarray, np.ndarray]:
+    v: np.ndarray, bound: float | np.ndarray, ndim: int = 1, *, count_clipped: bool = True
+) -> tuple[np.ndarray, np.ndarray | None]:
     """Per-coordinate clipping: clamp each coordinate to ``[-bound, bound]``.
 
     Parameters
@@ -104,19 +104,32 @@ def clip_coordinates(
         ``G / sqrt(d)``).
     ndim : int
         Number of trailing axes that make up one vector.
+    count_clipped : bool
+        Count the clamped coordinates (``False``: ``n_clipped`` is ``None``, for a caller that
+        does not report them).
 
     Returns
     -------
     clipped : array, shape of ``v``
-    n_clipped : int array, shape ``(*batch,)``
+    n_clipped : int array, shape ``(*batch,)``, or None
         Number of clamped coordinates in each vector.
     """
     bound = _positive_bound(bound)
     v = np.asarray(v, dtype=float)
-    _check_finite(None, v, "v")
+    if not np.isfinite(v).all():
+        _check_finite(None, v, "v")
     if not isinstance(ndim, (int, np.integer)) or not 0 <= ndim <= v.ndim:
         raise ValueError(f"argument 'ndim' must be an int in [0, v.ndim={v.ndim}], got {ndim!r}")
-    clipped = np.clip(v, -bound, bound)
+    if bound.ndim == 0 and v.ndim:
+        # clip(v, -b, b) = min(max(v, -b), b) for finite v (checked above) and b > 0: the
+        # same values without np.clip's argument handling
+        b = float(bound)
+        clipped = np.maximum(v, -b)
+        np.minimum(clipped, b, out=clipped)
+    else:
+        clipped = np.clip(v, -bound, bound)
+    if not count_clipped:
+        return clipped, None
     changed = clipped != v
     n_clipped = np.sum(changed, axis=tuple(range(v.ndim - ndim, v.ndim))) if ndim else changed
     return clipped, n_clipped.astype(int)

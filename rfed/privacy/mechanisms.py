@@ -153,7 +153,17 @@ def gaussian_release(
                              f"argument 'value' of shape {value.shape}") from None
     if is_secure(rng):
         return grid_release(value, sigma, rng, "gaussian", name="value")
-    return value + sigma * _draws(rng).standard_normal(value.shape)
+    noise = _draws(rng).standard_normal(value.shape)
+    # a scalar std as a float: the same product, without a 0-d array operand's overhead
+    scale = float(sigma) if sigma.ndim == 0 else sigma
+    if (type(noise) is np.ndarray and noise.dtype == np.float64 and noise.flags.writeable
+            and noise.flags.c_contiguous and noise.shape == value.shape
+            and np.ndim(scale) <= noise.ndim):
+        # value + sigma z into the fresh draws' array: the same products and sums, without
+        # two more arrays of the value's size
+        np.multiply(noise, scale, out=noise)
+        return np.add(value, noise, out=noise)
+    return value + scale * noise
 
 
 def release_sensitivity(

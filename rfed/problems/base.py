@@ -49,6 +49,7 @@ from typing import Any
 import numpy as np
 
 from rfed.manifolds.base import Manifold, as_generator
+from rfed.randomness import ranks_to_uniforms
 
 __all__ = ["Problem", "sample_without_replacement", "stack_agents"]
 
@@ -78,27 +79,52 @@ def sample_without_replacement(
     subset, as a random permutation's prefix is).
     """
     counts = np.asarray(counts, dtype=int)
-    if batch_size < 1 or batch_size > counts.min():
+    # a round's few agents: Python's min and max of a list cost less than two reductions
+    few = counts.tolist() if counts.ndim == 1 and 0 < counts.size <= 256 else None
+    n_min = min(few) if few is not None else int(counts.min())
+    if batch_size < 1 or batch_size > n_min:
         raise ValueError(
-            f"argument 'batch_size' must be in [1, min(counts)] = [1, {counts.min()}], "
+            f"argument 'batch_size' must be in [1, min(counts)] = [1, {n_min}], "
             f"got {batch_size}"
         )
-    n_max = int(counts.max())
-    keys = rng.random((counts.size, n_max))
-    if counts.min() < n_max:  # padding slots exist only when the local sizes differ
-        keys[np.arange(n_max)[None, :] >= counts[:, None]] = 2.0
+    n_max = max(few) if few is not None else int(counts.max())
+    pad = None if n_min == n_max else np.arange(n_max)[None, :] >= counts[:, None]
+    ranks = getattr(rng, "uniform_ranks", None)
+    if batch_size == 1 and batch_size < n_max and ranks is not None:
+        # keyed draws give the keys' integer ranks (same order and ties, one pass cheaper):
+        # the same smallest key; a tie goes to the partition below on the keys themselves
+        keys = ranks((counts.size, n_max))
+        if pad is not None:
+            keys[pad] = np.iinfo(np.uint64).max   # above every rank (< 2^53), as 2.0 is
+        first = _unique_argmin(keys)
+        if first is not None:
+            return first
+        keys = ranks_to_uniforms(keys)
+    else:
+        keys = rng.random((counts.size, n_max))
+    if pad is not None:  # padding slots exist only when the local sizes differ
+        keys[pad] = 2.0
     if batch_size == n_max:
         return np.argsort(keys, axis=1)
     if batch_size == 1:
-        # one record (DO-ADP, DP-DDA): the smallest key, 10x cheaper than a partition; a row
-        # whose minimum is tied (53-bit keys: about n^2 2^-54 per row) goes to the partition,
-        # whose choice among equal keys may differ from argmin's
-        first = np.argmin(keys, axis=1)
-        low = keys[np.arange(counts.size), first]
-        if np.count_nonzero(keys == low[:, None]) == counts.size:
-            return first[:, None]
+        first = _unique_argmin(keys)
+        if first is not None:
+            return first
     part = np.argpartition(keys, batch_size - 1, axis=1)[:, :batch_size]
     return part
+
+
+def _unique_argmin(keys: np.ndarray) -> np.ndarray | None:
+    """Each row's smallest key's column ``(rows, 1)``, or ``None`` when a row's minimum is
+    tied."""
+    # one record (DO-ADP, DP-DDA): the smallest key, 10x cheaper than a partition; a row whose
+    # minimum is tied (53-bit keys: about n^2 2^-54 per row) goes to the partition, whose
+    # choice among equal keys may differ from argmin's
+    first = np.argmin(keys, axis=1)
+    low = keys[np.arange(keys.shape[0]), first]
+    if np.count_nonzero(keys == low[:, None]) == keys.shape[0]:
+        return first[:, None]
+    return None
 
 
 def stack_agents(arrays, name: str = "data") -> tuple[np.ndarray, np.ndarray]:
@@ -399,16 +425,23 @@ class Problem(abc.ABC):
         """
         rows = self._rows(np.asarray(agents))
         idx = np.asarray(idx)
-        if idx.size and (idx.min() < 0 or idx.max() >= self.n_max):
-            raise ValueError(f"argument 'idx' must hold row indices in [0, {self.n_max}), got "
-                             f"range [{idx.min()}, {idx.max()}]")
+        if idx.size:
+            # a round's few indices: Python's min and max of a list cost less than reductions
+            few = idx.ravel().tolist() if idx.size <= 256 else None
+            lo, hi = (min(few), max(few)) if few is not None else (idx.min(), idx.max())
+            if lo < 0 or hi >= self.n_max:
+                raise ValueError(f"argument 'idx' must hold row indices in [0, {self.n_max}), "
+                                 f"got range [{lo}, {hi}]")
         got = {}
+        flat = None
         for k, v in self._data.items():
             if not v.flags.c_contiguous:
                 got[k] = v[rows[:, None], idx]
                 continue
             # one flat take of whole rows: faster than 2-d fancy indexing, the same values
-            flat = (rows[:, None] * v.shape[1] + idx).reshape(-1)
+            # (every data array has n_max rows per agent: one flat index serves them all)
+            if flat is None:
+                flat = (rows[:, None] * v.shape[1] + idx).reshape(-1)
             dest = None if out is None else out[k][: flat.size]
             # indices are checked above; mode 'raise' would gather into a temporary first
             taken = np.take(v.reshape((-1,) + v.shape[2:]), flat, axis=0, out=dest,

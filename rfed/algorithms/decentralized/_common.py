@@ -132,6 +132,11 @@ class DecentralizedAlgorithm(BlockStates, Algorithm):
     def divergence(self, problem, state, recorded: bool) -> str | None:
         """:meth:`Algorithm.divergence` of this block, shared by every process of the engine
         (so all stop together)."""
+        if not recorded:
+            # between records only finiteness is checked: finite iterates need no reason
+            x = self.iterates(state)
+            if type(x) is np.ndarray and np.isfinite(x).all():
+                return state.comm.agree(None)
         return state.comm.agree(super().divergence(problem, state, recorded))
 
     def _output_points(self, state) -> np.ndarray:

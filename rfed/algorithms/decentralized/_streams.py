@@ -13,13 +13,22 @@ Secure mode (a :class:`rfed.privacy.secure.SecureRandom` run generator) keeps th
 
 from __future__ import annotations
 
+import math
 import threading
 from typing import Any
 
 import numpy as np
 
 from rfed.privacy.secure import is_secure
-from rfed.randomness import AgentStreams
+from rfed.randomness import (
+    AgentBlock,
+    AgentStreams,
+    _check_round,
+    _open_uniform,
+    _standard_normal,
+    _uniform_ranks,
+    purpose_code,
+)
 
 __all__ = ["KeyedDraws", "PlannedRounds", "agent_draws", "run_seed"]
 
@@ -43,26 +52,46 @@ class KeyedDraws:
 
     is_keyed_draws = True
 
-    def __init__(self, streams: AgentStreams, agents: np.ndarray, round: int, purpose: str):
+    def __init__(self, streams: AgentStreams, agents: np.ndarray | AgentBlock, round: int,
+                 purpose: str):
         self.streams = streams
-        self.agents = np.asarray(agents, dtype=np.int64)
+        # the ids checked and their groups derived once (a block is shared by a round's draws)
+        self.block = agents if type(agents) is AgentBlock else streams.block(
+            np.asarray(agents, dtype=np.int64))
+        self.agents = self.block.agents
         self.round = int(round)
         self.purpose = purpose
+        self._round = _check_round(self.round)
+        self._code = purpose_code(purpose)
 
     def _rest(self, size) -> tuple[int, ...]:
-        size = (int(size),) if np.isscalar(size) else tuple(int(s) for s in size)
-        if not size or size[0] != self.agents.size:
-            raise ValueError(f"keyed draws for {self.agents.size} agents need a leading agent "
+        if type(size) is not tuple or not all(type(s) is int for s in size):
+            size = (int(size),) if np.isscalar(size) else tuple(int(s) for s in size)
+        if not size or size[0] != self.block.size:
+            raise ValueError(f"keyed draws for {self.block.size} agents need a leading agent "
                              f"axis of that length, got shape {size}")
         return size[1:]
 
+    def _sample(self, size, sampler) -> np.ndarray:
+        rest = self._rest(size)
+        rows = self.streams.block_rows(self.block, self._round, self._code, math.prod(rest),
+                                       sampler)
+        return rows if len(rest) == 1 else rows.reshape((self.block.size, *rest))
+
     def standard_normal(self, size) -> np.ndarray:
         """``N(0, 1)`` draws of shape ``size`` (``size[0] = len(agents)``)."""
-        return self.streams.normal(self.agents, self.round, self.purpose, self._rest(size))
+        return self._sample(size, _standard_normal)
 
     def random(self, size) -> np.ndarray:
         """Uniforms in ``(0, 1)`` of shape ``size``."""
-        return self.streams.uniform(self.agents, self.round, self.purpose, self._rest(size))
+        return self._sample(size, _open_uniform)
+
+    def uniform_ranks(self, size) -> np.ndarray:
+        """The ranks ``k`` (uint64, shape ``size``) of the uniforms :meth:`random` draws,
+        ``(k + 1/2) 2^-53`` (:func:`rfed.randomness.ranks_to_uniforms`): they order and tie
+        exactly as those uniforms, for a caller that only compares them (the smallest of a
+        row's minibatch keys)."""
+        return self._sample(size, _uniform_ranks)
 
     def laplace(self, loc: float = 0.0, scale: float = 1.0, size=None) -> np.ndarray:
         """Laplace draws by inversion: ``loc - scale sign(u - 1/2) log(1 - 2|u - 1/2|)``."""

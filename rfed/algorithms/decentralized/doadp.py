@@ -40,7 +40,12 @@ from rfed.algorithms.decentralized._privacy import (
     is_secure,
     reject_epsilon,
 )
-from rfed.algorithms.decentralized._streams import PlannedRounds, agent_draws, run_seed
+from rfed.algorithms.decentralized._streams import (
+    KeyedDraws,
+    PlannedRounds,
+    _streams_of,
+    run_seed,
+)
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.comm import dense_payload_bytes, sparse_payload_bytes
 from rfed.networks.gossip import consensus_direction
@@ -74,10 +79,14 @@ def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
         # at that magnitude overflow k keep the lowest indices (deterministic, spec P18). Ties
         # are rare in noisy coordinates, so only those rows pay for the running count.
         mag = np.abs(coords)
-        thr = np.partition(mag, dim - k, axis=1)[:, dim - k][:, None]
+        part = mag.copy()
+        part.partition(dim - k, axis=1)
+        thr = part[:, dim - k : dim - k + 1]
         keep = mag >= thr
-        over = np.flatnonzero(np.count_nonzero(keep, axis=1) > k)
-        if over.size:
+        # every row keeps at least k, so a row keeps more only when the total exceeds a * k
+        over = (np.flatnonzero(np.count_nonzero(keep, axis=1) > k)
+                if np.count_nonzero(keep) > a * k else ())
+        if len(over):
             m, t = mag[over], thr[over]
             ties = m == t
             room = k - np.count_nonzero(m > t, axis=1)[:, None]
@@ -260,6 +269,10 @@ class DOADP(DecentralizedAlgorithm):
     # ------------------------------------------------------------------ privacy
     def _activation(self, seed: int, t: int, n: int) -> np.ndarray:
         """Every agent's activation in round ``t``, from the public stream (seed, t)."""
+        if self.p >= 1.0:
+            # uniforms lie in [0, 1): every agent is active whatever the stream draws (a keyed
+            # stream: not drawing it changes no other draw)
+            return np.ones(n, dtype=bool)
         return public_generator(seed, t, "activation").random(n) < self.p
 
     def planned_activity(self, seed: int, n: int, n_rounds: int) -> np.ndarray:
@@ -318,73 +331,147 @@ class DOADP(DecentralizedAlgorithm):
         return privacy_report(state)
 
     # ------------------------------------------------------------------ one round
-    def _noisy_gradients(self, problem, x_act, act, state):
+    def _noisy_gradients(self, problem, x_act, act, state, block=None):
         """Clipped, averaged, noised gradients of the active agents (global ids ``act``),
-        tangent at ``x_act``; minibatches and noise from the agents' keyed streams."""
+        tangent at ``x_act``; minibatches and noise from the agents' keyed streams (``block``:
+        the agents' :class:`rfed.randomness.AgentBlock`, derived once per round)."""
         manifold = problem.manifold
         rng, noise_std = state.rng, state.noise_std
-        if self.batch_size is None:
+        if block is None and not is_secure(rng):
+            block = _streams_of(state.seed).block(act)
+        b = self.batch_size
+        if b is None:
             idx = np.broadcast_to(np.arange(problem.n_max), (act.size, problem.n_max))
         else:
-            idx = sample_without_replacement(
-                problem.counts[act], self.batch_size,
-                agent_draws(rng, state.seed, act, state.t, "minibatch"))
+            idx = sample_without_replacement(problem.counts[act], b,
+                                             _draws(rng, state.seed, block, state.t, "minibatch"))
         grads = problem.per_sample_grad(x_act, act, idx)  # (A, b, *ps)
-        coords = manifold.to_coords(np.expand_dims(x_act, 1), grads)  # (A, b, dim)
+        if type(manifold) is Euclidean and type(grads) is np.ndarray \
+                and grads.dtype == np.float64:
+            # Euclidean coordinates are the entries (to_coords is a reshaped copy; nothing
+            # below writes into them, so the view gives the same values)
+            coords = grads.reshape(grads.shape[:2] + (manifold.dim,))
+        else:
+            coords = manifold.to_coords(np.expand_dims(x_act, 1), grads)  # (A, b, dim)
         if self.grad_bound is not None:
-            coords, _ = clip_coordinates(coords, self.grad_bound / np.sqrt(manifold.dim))
-        mean = coords.mean(axis=1)
+            coords, _ = clip_coordinates(coords, self.grad_bound / np.sqrt(manifold.dim),
+                                         count_clipped=False)
+        # np.mean's own arithmetic (numpy's _mean: add.reduce, then true_divide by the count
+        # in place) without its argument handling
+        mean = np.add.reduce(coords, axis=1)
+        np.true_divide(mean, coords.shape[1], out=mean)
         if noise_std > 0:
             # only the active agents release, so only their A x dim coordinates are drawn
             mean = gaussian_release(mean, noise_std,
-                                    agent_draws(rng, state.seed, act, state.t, "noise"))
+                                    _draws(rng, state.seed, block, state.t, "noise"))
+        if type(manifold) is Euclidean:
+            return mean.reshape(mean.shape[:1] + manifold.point_shape)
         return manifold.from_coords(x_act, mean)
 
     def step(self, problem, state):
         manifold = problem.manifold
-        rng = state.rng
+        rng, seed, t = state.rng, state.seed, state.t
         n = problem.n_agents
-        if state.ledger is not None:
-            state.ledger.check_can_step()
-        agents = state.comm.agents
-        eta_all = self._planned.take(state.seed, state.t)
+        ledger = state.ledger
+        if ledger is not None:
+            ledger.check_can_step()
+        comm = state.comm
+        agents = comm.agents
+        one_block = agents.size == n  # every agent in this process: row i is agent i
+        eta_all = self._planned.take(seed, t)
         if eta_all is None:
-            eta_all = self._activation(state.seed, state.t, n)
-        eta = eta_all[agents]  # this block's activation
-        act = np.flatnonzero(eta)  # local rows
-        act_ids = agents[act]  # their global ids
+            eta_all = self._activation(seed, t, n)
+        eta = eta_all if one_block else eta_all[agents]  # this block's activation
+        act = eta.nonzero()[0]  # local rows
+        act_ids = act if one_block else agents[act]  # their global ids
+        # Euclidean space: exp is +, log is -, transport the identity (on a fresh array, whose
+        # copy the manifold would return) and coordinates the entries: the same arithmetic
+        flat = type(manifold) is Euclidean
         # Phase A: consensus on the public copies (held by every neighbour: no messages)
-        cons = consensus_direction(manifold, self.weights, state.xhat, comm=state.comm,
-                                   copies=True)
-        u = self.gamma * manifold.transport(state.xhat, state.x, cons)
+        xhat, x = state.xhat, state.x
+        cons = consensus_direction(manifold, self.weights, xhat, comm=comm, copies=True)
+        if flat:   # gamma cons, into consensus_direction's fresh array
+            u = np.multiply(cons, self.gamma, out=cons)
+        else:
+            u = self.gamma * manifold.transport(xhat, x, cons)
         m = self.beta * state.m
+        # every agent of the block active (p = 1, noisy DSGD): whole arrays stand for the rows
+        # of the active agents, updated in place (the same sums and products, no gathers)
+        everyone = act.size == eta.size
+        block = None
         if act.size:
-            g = self._noisy_gradients(problem, state.x[act], act_ids, state)
-            m[act] = m[act] + g
-            u[act] = u[act] - self.alpha * m[act]
-        x_new = manifold.exp(state.x, u)
-        m_new = manifold.transport(state.x, x_new, m)
+            if not is_secure(rng):
+                block = _streams_of(seed).block(act_ids)
+            g = self._noisy_gradients(problem, _read_only(x) if everyone else x[act], act_ids,
+                                      state, block)
+            if everyone:
+                m += g
+                u -= self.alpha * m
+            else:
+                m_act = m[act] + g
+                m[act] = m_act
+                u[act] = u[act] - self.alpha * m_act
+        x_new = np.add(x, u, out=u) if flat else manifold.exp(x, u)
+        m_new = m if flat else manifold.transport(x, x_new, m)
         # messages: sparsified Log_{xhat_i}(x_i^new) in the orthonormal basis at xhat_i
-        delta = np.zeros_like(state.xhat)
-        k = self.resolved_k(manifold.dim)
+        k, payload = self._message_size(manifold.dim)
         if act.size:
-            xh = state.xhat[act]
-            c = manifold.to_coords(xh, manifold.log(xh, x_new[act]))
-            s = sparsify(c, k, self.sparsifier,
-                         agent_draws(rng, state.seed, act_ids, state.t, "rand-k"))
-            delta[act] = manifold.exp(xh, manifold.from_coords(xh, s)) - xh
-        payload = (dense_payload_bytes(manifold.dim) if k >= manifold.dim
-                   else sparse_payload_bytes(k))
-        xhat = state.comm.publish(self.weights, state.xhat, delta, senders=eta,
-                                  payload_bytes=payload)
-        if state.ledger is not None:
+            xh, x_act = (xhat, x_new) if everyone else (xhat[act], x_new[act])
+            if flat:
+                diff = x_act - xh
+                c = diff.reshape(act.size, manifold.dim)
+            else:
+                c = manifold.to_coords(xh, manifold.log(xh, x_act))
+            # dense messages: sparsify would return a copy of c (which nothing writes into)
+            s = c if k >= manifold.dim else sparsify(
+                c, k, self.sparsifier,
+                None if self.sparsifier == "top_k" else _draws(rng, seed, block, t, "rand-k"))
+            if flat:
+                moved = (xh + s.reshape(xh.shape)) - xh
+            else:
+                moved = manifold.exp(xh, manifold.from_coords(xh, s)) - xh
+            if everyone:
+                delta = moved
+            else:
+                delta = np.zeros_like(xhat)
+                delta[act] = moved
+        else:
+            delta = np.zeros_like(xhat)
+        xhat = comm.publish(self.weights, xhat, delta, senders=eta, payload_bytes=payload)
+        n_active = int(np.count_nonzero(eta_all))
+        if ledger is not None:
             # this block's releases (one block: every agent's); blocks' ledgers are merged
-            charged = eta_all if agents.size == n else np.isin(np.arange(n), act_ids)
-            state.ledger.record_round(charged)
-        return DOADPState(t=state.t + 1, x=x_new, rng=rng, comm=state.comm, ledger=state.ledger,
+            ledger.record_round(eta_all if one_block else np.isin(np.arange(n), act_ids))
+        return DOADPState(t=t + 1, x=x_new, rng=rng, comm=comm, ledger=ledger,
                           info=state.info, m=m_new, xhat=xhat,
-                          n_active_total=state.n_active_total + int(eta_all.sum()),
-                          seed=state.seed, noise_std=state.noise_std)
+                          n_active_total=state.n_active_total + n_active,
+                          seed=seed, noise_std=state.noise_std)
+
+    def _message_size(self, dim: int) -> tuple[int, int]:
+        """``(k, bytes of one message)`` at intrinsic dimension ``dim`` (dense: ``k = dim``)."""
+        key = (dim, self.k, self.k_ratio)
+        kept = getattr(self, "_message_sizes", None)
+        if kept is None or kept[0] != key:
+            k = self.resolved_k(dim)
+            kept = self._message_sizes = (key, (k, dense_payload_bytes(dim) if k >= dim
+                                                else sparse_payload_bytes(k)))
+        return kept[1]
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    """A read-only view of ``a`` (the iterates handed to the problem in place of a copy: a
+    problem that wrote into them would raise instead of changing the state)."""
+    view = a.view()
+    view.flags.writeable = False
+    return view
+
+
+def _draws(rng, seed: int, block, round: int, purpose: str):
+    """The keyed draws of ``block`` (an AgentBlock) for ``(round, purpose)``, or the OS source
+    in secure mode (as :func:`agent_draws`)."""
+    if block is None:  # secure mode: no keyed streams
+        return rng
+    return KeyedDraws(_streams_of(seed), block, round, purpose)
 
 
 class NoisyDSGD(DOADP):
