@@ -262,13 +262,25 @@ class SPD(Manifold):
         out = _sym((m * logw[..., None, :]) @ _mT(m))
         dist = np.sqrt(np.sum(np.square(logw), axis=-1))
         if not all_resolved:
-            xb, yb = np.broadcast_arrays(x, y)
-            out = np.array(np.broadcast_to(out, xb.shape))
-            dist = np.array(np.broadcast_to(dist, xb.shape[:-2]))
-            redo = ~np.broadcast_to(resolved, xb.shape[:-2])
-            r = None if chol_y is None else np.broadcast_to(chol_y, yb.shape)[redo]
-            out[redo], dist[redo] = self.log_dist(xb[redo], yb[redo], r)
+            out, dist = self._redo_unresolved((out, dist), resolved, x, y, chol_y,
+                                              self.log_dist)
         return _zero_where_equal(out, x, y), dist
+
+    @staticmethod
+    def _redo_unresolved(results, resolved, x, y, chol_y, accurate):
+        """``results`` (arrays whose leading axes are the pairs' broadcast shape) with the pairs
+        not ``resolved`` recomputed by ``accurate(x, y, chol_y)`` (which returns one array, or
+        a tuple like ``results``)."""
+        xb, yb = np.broadcast_arrays(x, y)
+        batch = xb.shape[:-2]
+        results = [np.array(np.broadcast_to(a, batch + a.shape[len(np.shape(resolved)):]))
+                   for a in results]
+        redo = ~np.broadcast_to(resolved, batch)
+        r = None if chol_y is None else np.broadcast_to(chol_y, yb.shape)[redo]
+        again = accurate(xb[redo], yb[redo], r)
+        for a, b in zip(results, again if isinstance(again, tuple) else (again,), strict=True):
+            a[redo] = b
+        return tuple(results)
 
     #: whitened condition number above which :meth:`dist_eigvalsh` hands a pair to :meth:`dist`
     EIGVALSH_MAX_CONDITION = 1e4
@@ -297,12 +309,7 @@ class SPD(Manifold):
             return np.sqrt(np.sum(np.square(np.log(mu)), axis=-1))
         dist = np.sqrt(np.sum(np.square(np.log(np.where(resolved[..., None], mu, 1.0))),
                               axis=-1))
-        xb, yb = np.broadcast_arrays(x, y)
-        dist = np.array(np.broadcast_to(dist, xb.shape[:-2]))
-        redo = ~np.broadcast_to(resolved, xb.shape[:-2])
-        r = None if chol_y is None else np.broadcast_to(chol_y, yb.shape)[redo]
-        dist[redo] = self.dist(xb[redo], yb[redo], r)
-        return dist
+        return self._redo_unresolved((dist,), resolved, x, y, chol_y, self.dist)[0]
 
     def log_eigh(self, x, y, chol_y=None):
         """``Log_x(y)`` by :meth:`log_dist_eigh`'s arithmetic (one ``eigh`` per pair, the pencil
