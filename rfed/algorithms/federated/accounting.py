@@ -116,13 +116,12 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
     count=plan.steps, ...)`` charges (the same ledger state, bit for bit), built once per plan
     (:class:`_PlanEvents`) rather than every round.
     """
-    if not plan.private:
+    events = _PlanEvents.of(plan)
+    if not events.private:
         return
     agents = np.asarray(agents)
-    sens = plan.sensitivity[agents]
-    if not np.all(np.isfinite(sens)):
+    if not np.all(np.isfinite(plan.sensitivity[agents])):
         return
-    events = _PlanEvents.of(plan)
     charges = [(events.specs, events.ids[agents], plan.steps)]
     if events.snapshot_specs is not None:
         charges.append((events.snapshot_specs, events.snapshot_ids[agents], plan.snapshot_steps))
@@ -175,7 +174,7 @@ class _PlanEvents:
     rebuilt if any of those arrays was replaced.
     """
 
-    __slots__ = ("sources", "specs", "ids", "snapshot_specs", "snapshot_ids")
+    __slots__ = ("sources", "private", "specs", "ids", "snapshot_specs", "snapshot_ids")
 
     @classmethod
     def of(cls, plan: LocalPlan) -> _PlanEvents:
@@ -187,6 +186,7 @@ class _PlanEvents:
             return kept
         events = cls.__new__(cls)
         events.sources = sources
+        events.private = plan.private  # O(n_agents): once per plan, not every round
         n = len(plan.sigma)
         rate = np.ones(n)
         dataset = sample = np.full(n, -1.0)
@@ -220,7 +220,11 @@ def _distinct_events(sigma, sensitivity, sampling: str, rate, dataset, sample):
     ids = np.full(nm.shape, -1, dtype=np.int64)
     specs: list[EventSpec] = []
     if ok.any():
-        combos, inverse = np.unique(table[ok], axis=0, return_inverse=True)
+        rows = table[ok]
+        if bool(np.all(rows == rows[0])):  # one configuration (the usual plan): no sort
+            combos, inverse = rows[:1], np.zeros(len(rows), dtype=np.int64)
+        else:
+            combos, inverse = np.unique(rows, axis=0, return_inverse=True)
         ids[ok] = np.asarray(inverse).reshape(-1)
         for c, (nm_c, rate_c, n_c, m_c) in enumerate(combos):
             try:
