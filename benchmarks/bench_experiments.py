@@ -1,8 +1,9 @@
 """CPU seconds of each default experiment (``rfed run NAME``), at its defaults or overridden.
 
 Each experiment runs in its own child process (``python -m rfed run NAME --out TMP
---no-progress``); its CPU time (user + system, the child's ``resource.getrusage``) and peak
-RSS are printed, then the total. CPU time, not wall time: the machine may be shared.
+--no-progress``); its CPU time (user + system) and peak RSS, from that child's own resource
+usage (``os.wait4``), are printed, then the total. CPU time, not wall time: the machine may be
+shared.
 
 Usage::
 
@@ -10,11 +11,16 @@ Usage::
     python benchmarks/bench_experiments.py prirfed-fig1 prirfed-fig2
     python benchmarks/bench_experiments.py --set repetitions=2 --set rounds=20 prirfed-fig3
     python benchmarks/bench_experiments.py --rfed /path/to/other/checkout   # another version
+    python benchmarks/bench_experiments.py --compare /path/to/base --concurrent   # base vs this
 
 ``--rfed DIR`` runs the ``rfed`` package found in ``DIR`` (e.g. a checkout of ``main``) so that
 two versions can be measured in the same session; ``--compare DIR`` runs each experiment with
-``DIR``'s rfed and then with this checkout's (interleaved, so that both see the same load) and
-prints the ratio of their CPU times.
+``DIR``'s rfed and then with this checkout's (interleaved, so that both see similar load) and
+prints the ratio of their CPU times. With ``--concurrent`` the two run at the same time, one
+process per core: both see the same load for the whole run and the comparison takes half the
+wall time (a base-against-base comparison of the default experiments so gave ratios of
+1.00-1.01 on 2 cores). Two processes sharing the caches and memory bandwidth each take more CPU
+time than one alone, so quote totals from a run without ``--concurrent`` on an idle machine.
 
 ``--checkpoints`` also counts, in the child, the checkpoints written (``checkpoint.pkl``
 replacements), the bytes written to checkpoint files (``checkpoint.pkl`` and, from format 2 on,
@@ -31,7 +37,6 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import resource
 import subprocess
 import sys
 import tempfile
@@ -77,31 +82,60 @@ sys.exit(status)
 """
 
 
-def run_one(name: str, overrides: list[str], rfed_dir: Path, rdp_cache: str = "",
-            checkpoints: bool = False) -> tuple[float, float, float, dict | None]:
-    """(CPU seconds, wall seconds, peak RSS in MB, checkpoint stats or None) of ``rfed run
-    name`` in a child process."""
+def _start(name: str, overrides: list[str], rfed_dir: Path, out: str, rdp_cache: str,
+           checkpoints: bool) -> tuple[subprocess.Popen, Path, float]:
+    """Start ``rfed run name`` with ``rfed_dir``'s rfed in a child writing under ``out``."""
+    args = ["run", name, "--out", str(Path(out) / "run"), "--no-progress"]
+    for o in overrides:
+        args += ["--set", o]
+    stats_file = Path(out) / "checkpoints.json"
+    cmd = ([sys.executable, "-c", _COUNTING_CHILD, str(stats_file), *args] if checkpoints
+           else [sys.executable, "-m", "rfed", *args])
+    env = dict(os.environ, PYTHONPATH=str(rfed_dir), RFED_CACHE_DIR=rdp_cache)
+    proc = subprocess.Popen(cmd, cwd=rfed_dir, env=env, stdout=subprocess.DEVNULL)
+    return proc, stats_file, time.perf_counter()
+
+
+def _finish(proc: subprocess.Popen, stats_file: Path, t0: float, checkpoints: bool
+            ) -> tuple[float, float, float, dict | None]:
+    """(CPU seconds, wall seconds, peak RSS in MB, checkpoint stats or None) of a child of
+    :func:`_start`, from its own resource usage (``os.wait4``: that child alone)."""
+    _, status, usage = os.wait4(proc.pid, 0)
+    wall = time.perf_counter() - t0
+    proc.returncode = os.waitstatus_to_exitcode(status)
+    if proc.returncode:
+        raise subprocess.CalledProcessError(proc.returncode, proc.args)
+    stats = json.loads(stats_file.read_text()) if checkpoints else None
+    # ru_maxrss is in KB on Linux
+    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024.0, stats
+
+
+def run_versions(name: str, overrides: list[str], rfed_dirs: list[Path], rdp_cache: str = "",
+                 checkpoints: bool = False, concurrent: bool = False
+                 ) -> list[tuple[float, float, float, dict | None]]:
+    """:func:`_finish`'s numbers of ``rfed run name`` with each of ``rfed_dirs``' rfed: one after
+    the other, or all at the same time (``concurrent``: one process per core, so that every
+    version sees the same load for the whole run)."""
     with tempfile.TemporaryDirectory() as out:
-        args = ["run", name, "--out", str(Path(out) / "run"), "--no-progress"]
-        for o in overrides:
-            args += ["--set", o]
-        stats_file = Path(out) / "checkpoints.json"
-        cmd = ([sys.executable, "-c", _COUNTING_CHILD, str(stats_file), *args] if checkpoints
-               else [sys.executable, "-m", "rfed", *args])
-        env = dict(os.environ, PYTHONPATH=str(rfed_dir), RFED_CACHE_DIR=rdp_cache)
-        before = resource.getrusage(resource.RUSAGE_CHILDREN)
-        t0 = time.perf_counter()
-        subprocess.run(cmd, cwd=rfed_dir, env=env, check=True, stdout=subprocess.DEVNULL)
-        wall = time.perf_counter() - t0
-        after = resource.getrusage(resource.RUSAGE_CHILDREN)
-        stats = json.loads(stats_file.read_text()) if checkpoints else None
-    cpu = (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
-    # ru_maxrss of the children is the largest child so far (KB on Linux)
-    return cpu, wall, after.ru_maxrss / 1024.0, stats
+        outs = [str(Path(out) / str(i)) for i in range(len(rfed_dirs))]
+        for o in outs:
+            os.mkdir(o)
+        if not concurrent:
+            return [_finish(*_start(name, overrides, d, o, rdp_cache, checkpoints), checkpoints)
+                    for d, o in zip(rfed_dirs, outs, strict=True)]
+        started = [_start(name, overrides, d, o, rdp_cache, checkpoints)
+                   for d, o in zip(rfed_dirs, outs, strict=True)]
+        try:
+            return [_finish(*s, checkpoints) for s in started]
+        finally:
+            for proc, _, _ in started:
+                if proc.returncode is None:
+                    proc.kill()
+                    proc.wait()
 
 
 def _row(label: str, cpu: float, wall: float, rss: float, stats: dict | None) -> str:
-    row = f"{label:<24} {cpu:8.1f} {wall:8.1f} {rss:20.0f}"
+    row = f"{label:<24} {cpu:8.1f} {wall:8.1f} {rss:12.0f}"
     if stats is not None:
         row += (f" {stats['checkpoints']:6d} {stats['bytes'] / 1e6:10.1f} "
                 f"{stats['cpu']:9.2f} {stats['wall']:9.2f}")
@@ -121,28 +155,34 @@ def main() -> None:
     parser.add_argument("--compare", type=Path, default=None, metavar="DIR",
                         help="run each experiment with DIR's rfed, then with --rfed's, and "
                              "print the CPU ratio")
+    parser.add_argument("--concurrent", action="store_true",
+                        help="with --compare: run the two versions at the same time, one "
+                             "process per core (both see the same load; a base-against-base "
+                             "run measured ratios of 1.00-1.01 on 2 cores)")
     parser.add_argument("--checkpoints", action="store_true",
                         help="count the checkpoints, their bytes and their CPU / wall seconds")
     args = parser.parse_args()
     versions = [args.rfed] if args.compare is None else [args.compare, args.rfed]
+    if args.concurrent and args.compare is None:
+        parser.error("--concurrent needs --compare DIR (two versions to run at the same time)")
     totals = [0.0] * len(versions)
-    print(f"rfed from {' then '.join(map(str, versions))}; overrides "
+    order = " and ".join(map(str, versions)) if args.concurrent else " then ".join(
+        map(str, versions))
+    print(f"rfed from {order}{' (concurrently)' if args.concurrent else ''}; overrides "
           f"{args.overrides or 'none'}; RDP disk cache {args.rdp_cache or 'off'}")
-    head = f"{'experiment':<24} {'CPU s':>8} {'wall s':>8} {'max RSS MB (so far)':>20}"
+    head = f"{'experiment':<24} {'CPU s':>8} {'wall s':>8} {'peak RSS MB':>12}"
     if args.checkpoints:
         head += f" {'ckpts':>6} {'ckpt MB':>10} {'ckpt CPU':>9} {'ckpt wall':>9}"
     print(head)
     for name in args.names:
-        cpus = []
-        for i, rfed_dir in enumerate(versions):
-            cpu, wall, rss, stats = run_one(name, args.overrides, rfed_dir, args.rdp_cache,
-                                            args.checkpoints)
+        results = run_versions(name, args.overrides, versions, args.rdp_cache,
+                               args.checkpoints, args.concurrent)
+        for i, (cpu, wall, rss, stats) in enumerate(results):
             totals[i] += cpu
-            cpus.append(cpu)
             label = name if len(versions) == 1 else f"{name} [{'base' if i == 0 else 'this'}]"
             print(_row(label, cpu, wall, rss, stats), flush=True)
         if len(versions) == 2:
-            print(f"{name + ' this/base':<24} {cpus[1] / cpus[0]:8.3f}", flush=True)
+            print(f"{name + ' this/base':<24} {results[1][0] / results[0][0]:8.3f}", flush=True)
     for i, total in enumerate(totals):
         label = "total" if len(versions) == 1 else f"total [{'base' if i == 0 else 'this'}]"
         print(f"{label:<24} {total:8.1f}")

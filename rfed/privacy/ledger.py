@@ -282,10 +282,11 @@ class PrivacyLedger:
 
     def record_event(self, round: int, event: EventSpec, agents: np.ndarray,
                      count: int = 1) -> None:
-        """Charge ``count`` invocations of a built ``event`` to the agents of a boolean mask.
+        """Charge ``count`` invocations of a built ``event`` to the agents of a boolean mask
+        or of an increasing array of ids.
 
         The same charge as :meth:`record` with the event's parameters (counts, rounds
-        participated, history: identical state), for a caller that charges one fixed event
+        participated, history: identical state), for a caller that charges fixed events
         every round: the event was validated once by :meth:`EventSpec.make`, and is checked
         against the ledger's accountant and relation when it is first charged.
 
@@ -294,8 +295,10 @@ class PrivacyLedger:
         round : int
             Round (or iteration) index, >= 0.
         event : EventSpec
-        agents : bool array, shape ``(n_agents,)``
-            The agents whose records the mechanism read.
+        agents : bool array, shape ``(n_agents,)``, or int array, shape ``(A,)``
+            The agents whose records the mechanism read: a mask (e.g. the active agents of a
+            decentralized round), or their ids in strictly increasing order (a few agents of
+            many: the cost is then ``O(A)``, not ``O(n_agents)``).
         count : int
             Invocations in this round.
         """
@@ -305,11 +308,23 @@ class PrivacyLedger:
             count = check_int(count, "count", minimum=0)
         if not isinstance(event, EventSpec):
             raise TypeError(f"argument 'event' must be an EventSpec, got {event!r}")
-        mask = np.asarray(agents)
-        if mask.dtype != bool or mask.shape != (self.n_agents,):
-            raise ValueError(f"argument 'agents' must be a bool mask of shape "
-                             f"({self.n_agents},), got dtype {mask.dtype} shape {mask.shape}")
-        members = np.flatnonzero(mask)  # sorted, distinct, a new array
+        a = np.asarray(agents)
+        if a.dtype == bool:
+            if a.shape != (self.n_agents,):
+                raise ValueError(f"argument 'agents' must be a bool mask of shape "
+                                 f"({self.n_agents},) or increasing int ids, got a mask of "
+                                 f"shape {a.shape}")
+            mask, members, owned = a, np.flatnonzero(a), True  # sorted, distinct, new
+        elif a.dtype.kind in "iu" and a.ndim == 1:
+            if a.size and (a[0] < 0 or a[-1] >= self.n_agents
+                           or (a.size > 1 and not bool(np.all(a[1:] > a[:-1])))):
+                raise ValueError(f"argument 'agents' as ids must be strictly increasing and in "
+                                 f"[0, {self.n_agents}), got {a!r}")
+            mask, members, owned = None, a, False
+        else:
+            raise ValueError(f"argument 'agents' must be a bool mask of shape ({self.n_agents},) "
+                             f"or a 1-d array of increasing int ids, got dtype {a.dtype} shape "
+                             f"{a.shape}")
         if not members.size:  # as record() with no agent: no event is registered
             self._close_record(round)
             return
@@ -318,15 +333,17 @@ class PrivacyLedger:
             idx = self._key(event)
         if count:
             row = self._counts[idx]
-            if count == 1:  # the bool mask adds as 0/1 in place: no count * mask temporary
+            if mask is None:
+                row[members] += count
+            elif count == 1:  # the bool mask adds as 0/1 in place: no count * mask temporary
                 np.add(row, mask, out=row)
             else:
                 row += count * mask
         if self.keep_history:
-            self._append_history(round, idx, members, False, count, True, owned=True)
+            self._append_history(round, idx, members, False, count, True, owned=owned)
         # a round is counted once per agent, however many events it is charged in it; a few
         # members are updated by index, many by whole-array mask operations
-        if 8 * members.size < self.n_agents:
+        if mask is None or 8 * members.size < self.n_agents:
             fresh = members[self._last_round[members] != round]
             self._rounds[fresh] += 1
             self._last_round[members] = round

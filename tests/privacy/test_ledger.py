@@ -276,15 +276,43 @@ def test_record_event_few_and_many_agents_leave_the_ledger_as_record_does():
     np.testing.assert_array_equal(new.rounds_participated, old.rounds_participated)
 
 
+def test_record_event_with_increasing_ids_leaves_the_ledger_as_record_does():
+    """Ids instead of a mask: the same counts, rounds and merged history as record(), the
+    ids copied (the caller may reuse its array), and no agent an empty charge."""
+    from rfed.privacy.accountants import EventSpec
+
+    rng = np.random.default_rng(5)
+    n = 50
+    evs = [EventSpec.make("gaussian", 2.0), EventSpec.make("gaussian", 0.7)]
+    old, new = PrivacyLedger(n), PrivacyLedger(n)
+    for t in [0, 1, 1, 2, 3, 4, 4, 5]:
+        k = int(rng.integers(0, 2))
+        for ids in (np.array([7]), np.sort(rng.choice(n, size=int(rng.integers(0, 6)),
+                                                      replace=False)), np.arange(n)):
+            count = int(rng.choice([1, 3]))
+            old.record(t, ids.copy(), noise_multiplier=evs[k].noise_multiplier, count=count)
+            new.record_event(t, evs[k], ids, count)
+            ids[:] = 0  # the caller reuses its array
+            assert new.to_dict() == old.to_dict()
+    for t in range(10, 14):  # the same agents in consecutive rounds: one merged entry
+        old.record(t, np.array([3, 9]), noise_multiplier=2.0)
+        new.record_event(t, evs[0], np.array([3, 9]))
+    assert new.to_dict() == old.to_dict()
+    np.testing.assert_array_equal(new.rounds_participated, old.rounds_participated)
+    assert new.history[-1]["first_round"] == 10 and new.history[-1]["last_round"] == 13
+
+
 def test_record_event_refuses_bad_input():
     from rfed.privacy.accountants import EventSpec
 
     led = PrivacyLedger(4)
     ev = EventSpec.make("gaussian", 2.0)
-    with pytest.raises(ValueError, match="agents"):
-        led.record_event(0, ev, np.array([0, 1]))
+    for bad in ([1, 0], [0, 0], [0, 4], [-1, 2], [[0, 1]], [0.0, 1.0]):
+        with pytest.raises(ValueError, match="agents"):
+            led.record_event(0, ev, np.array(bad))
     with pytest.raises(ValueError, match="agents"):
         led.record_event(0, ev, np.ones(5, bool))
+    assert led.to_dict() == PrivacyLedger(4).to_dict()  # nothing was charged
     with pytest.raises(TypeError, match="event"):
         led.record_event(0, "gaussian", np.ones(4, bool))
     with pytest.raises(ValueError, match="round"):

@@ -111,14 +111,40 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
     """Charge the selected agents the noisy steps of their local runs in this round.
 
     The sensitivity recorded is the plan's, obtained from
-    :func:`rfed.privacy.mechanisms.release_sensitivity`.
+    :func:`rfed.privacy.mechanisms.release_sensitivity`. The events are those
+    ``ledger.record(round_index, agents, sigma=plan.sigma[agents], sensitivity=...,
+    count=plan.steps, ...)`` charges (the same ledger state, bit for bit), built once per plan
+    (:class:`_PlanEvents`) rather than every round.
     """
-    if not plan.private:
+    events = _PlanEvents.of(plan)
+    if not events.private:
         return
     agents = np.asarray(agents)
-    sens = plan.sensitivity[agents]
-    if not np.all(np.isfinite(sens)):
+    if not np.all(np.isfinite(plan.sensitivity[agents])):
         return
+    charges = [(events.specs, events.ids[agents], plan.steps)]
+    if events.snapshot_specs is not None:
+        charges.append((events.snapshot_specs, events.snapshot_ids[agents], plan.snapshot_steps))
+    if agents.ndim != 1 or not agents.size or any(bool(np.any(ids < 0)) for _, ids, _ in charges) \
+            or (agents.size > 1 and not bool(np.all(agents[1:] > agents[:-1]))):
+        # no agent, repeated or unsorted ids, or values ledger.record refuses: the general
+        # path (which charges a repeated id once per occurrence, or raises)
+        _record_general(ledger, round_index, plan, agents)
+        return
+    for specs, ids, count in charges:
+        first = int(ids[0])
+        if ids.size == 1 or bool(np.all(ids == first)):
+            # one event for the whole call (one agent, or equal configurations)
+            ledger.record_event(round_index, specs[first], agents, count=count)
+        else:
+            # record()'s order: the distinct events in the order of their sorted values
+            for c in np.unique(ids).tolist():
+                ledger.record_event(round_index, specs[c], agents[ids == c], count=count)
+
+
+def _record_general(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
+                    agents: np.ndarray) -> None:
+    """:func:`record_round` through ``ledger.record`` with the plan's per-agent values."""
     kwargs: dict[str, Any] = {}
     if plan.sampling == "without_replacement":
         kwargs = {"sampling": "without_replacement", "dataset_size": plan.counts[agents],
@@ -126,12 +152,90 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
     elif plan.sampling == "poisson":
         kwargs = {"sampling": "poisson",
                   "sampling_rate": plan.sizes[agents] / plan.counts[agents]}
-    ledger.record(round_index, agents, sigma=plan.sigma[agents], sensitivity=sens,
-                  count=plan.steps, **kwargs)
+    ledger.record(round_index, agents, sigma=plan.sigma[agents],
+                  sensitivity=plan.sensitivity[agents], count=plan.steps, **kwargs)
     if plan.snapshot_steps:
         # DP-RSVRG with a released snapshot: its full-batch snapshot-gradient releases
         ledger.record(round_index, agents, sigma=plan.snapshot_sigma[agents],
                       sensitivity=plan.snapshot_sensitivity[agents], count=plan.snapshot_steps)
+
+
+class _PlanEvents:
+    """The ledger events of every agent of a :class:`LocalPlan`, built once per plan.
+
+    ``specs[ids[a]]`` is the event ``ledger.record`` builds for agent ``a`` from the plan's
+    ``sigma[a] / sensitivity[a]`` and sampling values (``snapshot_specs`` and
+    ``snapshot_ids`` likewise for DP-RSVRG's snapshot releases, ``None`` without them). The
+    events are numbered in the lexicographic order of their ``(noise multiplier, rate,
+    dataset size, sample size)`` rows, the order in which ``record`` charges the distinct
+    events of one call; ``ids[a] = -1`` where ``record`` would refuse the agent's values (it
+    is then called, and raises). A plan is fixed for its run (``dataclasses.replace`` makes
+    a new one): the events are kept on the plan with the arrays they were built from, and
+    rebuilt if any of those arrays was replaced.
+    """
+
+    __slots__ = ("sources", "private", "specs", "ids", "snapshot_specs", "snapshot_ids")
+
+    @classmethod
+    def of(cls, plan: LocalPlan) -> _PlanEvents:
+        sources = (plan.sigma, plan.sensitivity, plan.sizes, plan.counts, plan.snapshot_sigma,
+                   plan.snapshot_sensitivity, plan.sampling, plan.snapshot_steps)
+        kept = plan.__dict__.get("_ledger_events")
+        if kept is not None and len(kept.sources) == len(sources) and all(
+                a is b for a, b in zip(kept.sources, sources, strict=True)):
+            return kept
+        events = cls.__new__(cls)
+        events.sources = sources
+        events.private = plan.private  # O(n_agents): once per plan, not every round
+        n = len(plan.sigma)
+        rate = np.ones(n)
+        dataset = sample = np.full(n, -1.0)
+        sampling = plan.sampling if plan.sampling in ("poisson", "without_replacement") else "none"
+        if sampling == "without_replacement":
+            dataset = np.asarray(plan.counts, dtype=float)
+            sample = np.asarray(plan.sizes.astype(int), dtype=float)
+        elif sampling == "poisson":
+            rate = np.asarray(plan.sizes / plan.counts, dtype=float)
+        events.specs, events.ids = _distinct_events(plan.sigma, plan.sensitivity, sampling, rate,
+                                                    dataset, sample)
+        events.snapshot_specs = events.snapshot_ids = None
+        if plan.snapshot_steps:
+            events.snapshot_specs, events.snapshot_ids = _distinct_events(
+                plan.snapshot_sigma, plan.snapshot_sensitivity, "none", np.ones(n),
+                np.full(n, -1.0), np.full(n, -1.0))
+        plan.__dict__["_ledger_events"] = events
+        return events
+
+
+def _distinct_events(sigma, sensitivity, sampling: str, rate, dataset, sample):
+    """``(specs, ids)``: the distinct events of the agents' rows and each agent's index (-1:
+    values that ``PrivacyLedger.record`` refuses)."""
+    sig = np.asarray(sigma, dtype=float)
+    sens = np.asarray(sensitivity, dtype=float)
+    with np.errstate(divide="ignore", invalid="ignore"):
+        nm = sig / sens  # elementwise: each agent's bits as record() computes them
+    ok = np.isfinite(sig) & (sig >= 0) & np.isfinite(sens) & (sens > 0)
+    table = np.stack([nm, np.broadcast_to(rate, nm.shape), np.broadcast_to(dataset, nm.shape),
+                      np.broadcast_to(sample, nm.shape)], axis=1)
+    ids = np.full(nm.shape, -1, dtype=np.int64)
+    specs: list[EventSpec] = []
+    if ok.any():
+        rows = table[ok]
+        if bool(np.all(rows == rows[0])):  # one configuration (the usual plan): no sort
+            combos, inverse = rows[:1], np.zeros(len(rows), dtype=np.int64)
+        else:
+            combos, inverse = np.unique(rows, axis=0, return_inverse=True)
+        ids[ok] = np.asarray(inverse).reshape(-1)
+        for c, (nm_c, rate_c, n_c, m_c) in enumerate(combos):
+            try:
+                specs.append(EventSpec.make("gaussian", nm_c, sampling, rate_c,
+                                            None if n_c < 0 else int(n_c),
+                                            None if m_c < 0 else int(m_c)))
+            except ValueError:
+                # refused as record() would refuse it: its agents take the general path
+                specs.append(None)
+                ids[ids == c] = -1
+    return specs, ids
 
 
 def _worst(events_by_agent: list[list[tuple[EventSpec, int]]], delta: float, neighboring: str,
