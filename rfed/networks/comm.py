@@ -688,10 +688,9 @@ class InProcessCommunicator(Communicator):
         lo, hi = np.minimum(p[:, 0], p[:, 1]), np.maximum(p[:, 0], p[:, 1])
         if senders is not None:
             mask = self._sender_mask(senders)
-            # a pair reads both values: name the first row (CSR order) reading a silent agent
-            reads_silent = np.concatenate([lo[~mask[hi]], hi[~mask[lo]]])
-            if reads_silent.size:
-                r = int(reads_silent.min())
+            if not mask[p].all():
+                # a pair reads both values: name the first row (CSR order) reading a silent one
+                r = int(np.concatenate([lo[~mask[hi]], hi[~mask[lo]]]).min())
                 c = int(hi[lo == r][0]) if np.any(lo == r) else int(lo[hi == r][0])
                 raise ValueError(f"mix: weights[{r}, {c}] = 0.5 uses the value of agent {c}, "
                                  f"which does not send this round")
