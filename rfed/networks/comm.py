@@ -40,6 +40,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import contextvars
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -478,7 +479,8 @@ class Communicator(abc.ABC):
         """Bytes of one message per sender: declared, or the dense size of one row (an int
         when every sender's is the same)."""
         if payload_bytes is None:
-            return int(np.prod(values.shape[1:], dtype=np.int64)) * values.dtype.itemsize
+            # math.prod of the shape's Python ints: np.prod's value, without its array round trip
+            return math.prod(values.shape[1:]) * values.dtype.itemsize
         if type(payload_bytes) is int:
             return payload_bytes
         pb = np.asarray(payload_bytes)

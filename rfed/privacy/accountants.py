@@ -623,6 +623,9 @@ def _worth_a_file(spec: EventSpec) -> bool:
 
 
 # ---------------------------------------------------------------------- composition engine
+# 4096 curves: DP-DGT's default run (27,724 distinct Laplace curves, reports at several
+# rounds) computes 31,941 curves with it and 28,747 unbounded; the 3,194 extra Laplace curves
+# cost about 0.06 s, less than keeping every curve in memory is worth.
 @functools.lru_cache(maxsize=4096)
 def _rdp_vector(spec: EventSpec, neighboring: str, orders: tuple[float, ...]):
     """RDP curve of one invocation of ``spec`` at ``orders`` (RDP composes by addition).
