@@ -9,6 +9,8 @@ from one agent to another goes through a :class:`Communicator`:
 * :meth:`Communicator.mix` -- every agent ``i`` obtains :math:`\\sum_j W_{ij} v_j` (pull with
   row weights, or push with column weights: the arithmetic is the same; only who multiplies
   differs, and the message on the wire is the unscaled :math:`v_j` either way);
+  :meth:`Communicator.mix_pairs` is ``mix`` with the weights of a matching (1/2 per pair, e.g.
+  DP-DDA's random gossip), which the in-process engine applies from the pairs;
 * :meth:`Communicator.gather_from_neighbors` -- every agent receives its in-neighbours' values
   (one row per arc, CSR order), e.g. for Riemannian gossip, which needs
   :math:`\\mathrm{Log}_{x_i}(x_j)` per arc;
