@@ -9,6 +9,8 @@ from one agent to another goes through a :class:`Communicator`:
 * :meth:`Communicator.mix` -- every agent ``i`` obtains :math:`\\sum_j W_{ij} v_j` (pull with
   row weights, or push with column weights: the arithmetic is the same; only who multiplies
   differs, and the message on the wire is the unscaled :math:`v_j` either way);
+  :meth:`Communicator.mix_pairs` is ``mix`` with the weights of a matching (1/2 per pair, e.g.
+  DP-DDA's random gossip), which the in-process engine applies from the pairs;
 * :meth:`Communicator.gather_from_neighbors` -- every agent receives its in-neighbours' values
   (one row per arc, CSR order), e.g. for Riemannian gossip, which needs
   :math:`\\mathrm{Log}_{x_i}(x_j)` per arc;
@@ -40,6 +42,7 @@ from __future__ import annotations
 import abc
 import contextlib
 import contextvars
+import math
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
@@ -341,6 +344,44 @@ def _out_degrees(w: sp.csr_matrix) -> np.ndarray:
     return weights_fact(w, "out_degrees", _count_out_degrees)
 
 
+def _check_pairs(pairs, n_agents: int, name: str = "pairs") -> np.ndarray:
+    """``pairs`` as an int array ``(k, 2)`` of pairwise-disjoint pairs of distinct agents in
+    ``0 .. n_agents - 1`` (a matching), or ``ValueError`` naming what is wrong."""
+    p = np.asarray(pairs)
+    if p.ndim != 2 or p.shape[1] != 2 or (p.size and p.dtype.kind not in "iu"):
+        raise ValueError(f"argument '{name}' must be an integer array of shape (k, 2), got "
+                         f"{p.dtype} array of shape {p.shape}")
+    if p.size == 0:
+        return p.astype(np.intp)
+    if p.min() < 0 or p.max() >= n_agents:
+        raise ValueError(f"argument '{name}' has agents outside 0..{n_agents - 1}")
+    uses = np.bincount(p.ravel(), minlength=n_agents)
+    if uses.max() > 1:
+        i = int(np.argmax(uses))
+        raise ValueError(f"argument '{name}' must be a matching (pairwise-disjoint pairs of "
+                         f"distinct agents); agent {i} appears {int(uses[i])} times")
+    return p
+
+
+def _matching_weights(pairs: np.ndarray, n: int) -> sp.csr_matrix:
+    """W of a matching ``pairs`` (checked by :func:`_check_pairs`): ``w_ii = w_ij = w_ji =
+    w_jj = 1/2`` for a pair ``(i, j)``, identity rows elsewhere; CSR with sorted indices,
+    built in O(n). These are the Metropolis-Hastings weights of the matching (degree 1:
+    ``1 / (1 + 1)``, diagonal ``1 - 1/2``)."""
+    own = np.arange(n)
+    partner = own.copy()
+    partner[pairs[:, 0]] = pairs[:, 1]
+    partner[pairs[:, 1]] = pairs[:, 0]
+    paired = partner != own
+    cols = np.stack([np.minimum(own, partner), np.maximum(own, partner)], axis=1)
+    vals = np.where(paired[:, None], 0.5, np.array([1.0, 0.0]))
+    keep = np.stack([np.ones(n, dtype=bool), paired], axis=1)
+    indptr = np.concatenate([[0], np.cumsum(1 + paired)])
+    w = sp.csr_matrix((vals[keep], cols[keep], indptr), shape=(n, n))
+    w.has_sorted_indices = True
+    return w
+
+
 class Communicator(abc.ABC):
     """Abstract communication engine for ``n_agents`` agents (and an optional server).
 
@@ -440,7 +481,8 @@ class Communicator(abc.ABC):
         """Bytes of one message per sender: declared, or the dense size of one row (an int
         when every sender's is the same)."""
         if payload_bytes is None:
-            return int(np.prod(values.shape[1:], dtype=np.int64)) * values.dtype.itemsize
+            # math.prod of the shape's Python ints: np.prod's value, without its array round trip
+            return math.prod(values.shape[1:]) * values.dtype.itemsize
         if type(payload_bytes) is int:
             return payload_bytes
         pb = np.asarray(payload_bytes)
@@ -495,6 +537,31 @@ class Communicator(abc.ABC):
         -------
         ndarray, shape ``(n_agents, *shape)``
         """
+
+    def mix_pairs(self, pairs, values, *, senders=None, payload_bytes=None) -> np.ndarray:
+        """:meth:`mix` with the weights of a matching (e.g. DP-DDA's random gossip round): every
+        agent ``i`` of a pair ``(i, j)`` obtains ``w_ii v_i + w_ij v_j`` with
+        ``w_ii = w_ij = 1/2``, every other agent keeps ``v_i``.
+
+        The same result, bits, message counts and bytes as ``mix(W, values, ...)`` with that
+        ``W``; this default builds ``W`` (CSR, O(n)) and calls :meth:`mix`, an engine may mix
+        from the pairs directly.
+
+        Parameters
+        ----------
+        pairs : ndarray of int, shape ``(k, 2)``
+            Pairwise-disjoint pairs of distinct agents (global ids); each pair's agents send
+            their value to each other (one message each).
+        values, senders, payload_bytes
+            As :meth:`mix`.
+
+        Returns
+        -------
+        ndarray, shape of ``values``
+        """
+        pairs = _check_pairs(pairs, self.n_agents)
+        return self.mix(_matching_weights(pairs, self.n_agents), values, senders=senders,
+                        payload_bytes=payload_bytes)
 
     @abc.abstractmethod
     def gather_from_neighbors(
@@ -606,6 +673,43 @@ class InProcessCommunicator(Communicator):
             self._count_arcs("mix", w, v, senders, payload_bytes)
         out = w @ v.reshape(self.n_agents, -1)
         return np.asarray(out).reshape(v.shape)
+
+    def mix_pairs(self, pairs, values, *, senders=None, payload_bytes=None) -> np.ndarray:
+        """:meth:`Communicator.mix_pairs` from the pairs, without building ``W``.
+
+        scipy's CSR product accumulates each row into a zero in column order, so row ``i``
+        of ``W v`` is ``(0 + 1/2 v_lo) + 1/2 v_hi`` for a pair ``lo < hi`` (the same for both
+        rows of the pair) and ``0 + 1 v_i`` off the pairs; these are computed here in that
+        order (the zero start turns ``-0.0`` into ``0.0``), so the bits are those of
+        :meth:`mix`. Messages: one per paired agent, as :meth:`mix` counts ``W``'s arcs.
+        Values that are not float64 take :meth:`mix` (the product's dtype rules).
+        """
+        v = self._check_values(values)
+        p = _check_pairs(pairs, self.n_agents)
+        if v.dtype != np.float64:
+            return super().mix_pairs(p, v, senders=senders, payload_bytes=payload_bytes)
+        n = self.n_agents
+        lo, hi = np.minimum(p[:, 0], p[:, 1]), np.maximum(p[:, 0], p[:, 1])
+        if senders is not None:
+            mask = self._sender_mask(senders)
+            if not mask[p].all():
+                # a pair reads both values: name the first row (CSR order) reading a silent one
+                r = int(np.concatenate([lo[~mask[hi]], hi[~mask[lo]]]).min())
+                c = int(hi[lo == r][0]) if np.any(lo == r) else int(lo[hi == r][0])
+                raise ValueError(f"mix: weights[{r}, {c}] = 0.5 uses the value of agent {c}, "
+                                 f"which does not send this round")
+        counts = np.zeros(n, dtype=np.int64)
+        counts[lo] = 1
+        counts[hi] = 1
+        self._record("mix", counts, self._per_message_bytes(v, payload_bytes))
+        flat = v.reshape(n, -1)
+        out = flat + 0.0  # rows off the pairs: 0 + 1 * v_i
+        pair_rows = np.zeros((lo.size, flat.shape[1]))  # a pair's common row, from zero
+        pair_rows += 0.5 * flat[lo]
+        pair_rows += 0.5 * flat[hi]
+        out[lo] = pair_rows
+        out[hi] = pair_rows
+        return out.reshape(v.shape)
 
     def gather_from_neighbors(
         self, weights, values, *, senders=None, payload_bytes=None, receivers=None, copies=False

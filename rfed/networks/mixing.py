@@ -28,6 +28,7 @@ import scipy.sparse as sp
 import scipy.sparse.linalg as spla
 
 from rfed.manifolds.base import as_generator
+from rfed.networks.comm import _matching_weights
 from rfed.networks.graphs import Graph
 
 __all__ = [
@@ -548,27 +549,6 @@ def push_pull_constants(r, c, gamma: float, phi: float) -> PushPullConstants:
 
 
 # ---------------------------------------------------------------------- DP-DDA random gossip
-def _disjoint_pairs_weights(pairs: np.ndarray, n: int) -> sp.csr_matrix:
-    """W^(t) of pairwise-disjoint sampled edges (every matching): ``w_ii = w_ij = w_ji = w_jj =
-    1/2`` for a pair ``(i, j)``, identity rows elsewhere, in O(n) without the general path's
-    dense block and sort. Its Metropolis-Hastings weights are exactly these (degree 1:
-    ``1 / (1 + 1)``, diagonal ``1 - 1/2``), so the CSR arrays are the same, bit for bit.
-    """
-    own = np.arange(n)
-    partner = own.copy()
-    partner[pairs[:, 0]] = pairs[:, 1]
-    partner[pairs[:, 1]] = pairs[:, 0]
-    paired = partner != own
-    cols = np.stack([np.minimum(own, partner), np.maximum(own, partner)], axis=1)
-    vals = np.where(paired[:, None], 0.5, np.array([1.0, 0.0]))
-    keep = np.stack([np.ones(n, dtype=bool), paired], axis=1)
-    indptr = np.concatenate([[0], np.cumsum(1 + paired)])
-    w = sp.csr_matrix((vals[keep], cols[keep], indptr), shape=(n, n))
-    w.has_sorted_indices = True
-    return w
-
-
-@dataclass(frozen=True)
 class GossipRound:
     """One random gossip round.
 
@@ -576,15 +556,47 @@ class GossipRound:
     ----------
     active : ndarray of bool, shape ``(n,)``
         DP-DDA's :math:`\\eta_i^{(t)}`: the nodes that compute, release and mix this round.
-    weights : scipy.sparse.csr_matrix, shape ``(n, n)``
-        :math:`W^{(t)}`: symmetric, doubly stochastic, identity rows for inactive nodes.
     pairs : ndarray of int, shape ``(n_sampled_edges, 2)``
         The sampled edges.
+    matching : bool
+        The sampled edges are pairwise disjoint, so :math:`W^{(t)}` puts weight 1/2 on each
+        pair: mix with :meth:`rfed.networks.Communicator.mix_pairs`, which needs no matrix.
+    weights : scipy.sparse.csr_matrix, shape ``(n, n)``
+        :math:`W^{(t)}`: symmetric, doubly stochastic, identity rows for inactive nodes. A
+        matching's is built on first access (a round mixed by ``mix_pairs`` never builds it).
     """
 
-    active: np.ndarray
-    weights: sp.csr_matrix
-    pairs: np.ndarray
+    __slots__ = ("_active", "_pairs", "_weights")
+
+    def __init__(self, active: np.ndarray, pairs: np.ndarray,
+                 weights: sp.csr_matrix | None = None):
+        # weights None: ``pairs`` is a matching (the caller's guarantee, as RandomGossip's);
+        # given: any sampled edges, with their Metropolis-Hastings W^(t)
+        self._active = active
+        self._pairs = pairs
+        self._weights = weights
+
+    @property
+    def active(self) -> np.ndarray:
+        return self._active
+
+    @property
+    def pairs(self) -> np.ndarray:
+        return self._pairs
+
+    @property
+    def matching(self) -> bool:
+        return self._weights is None
+
+    @property
+    def weights(self) -> sp.csr_matrix:
+        if self._weights is None:
+            self._weights = _matching_weights(self._pairs, self._active.size)
+        return self._weights
+
+    def __repr__(self) -> str:
+        return (f"GossipRound({int(self._active.sum())} active of {self._active.size}, "
+                f"{self._pairs.shape[0]} pairs)")
 
 
 class RandomGossip:
@@ -670,11 +682,20 @@ class RandomGossip:
         return 1.0 - comb(avoid, self.n_edges) / comb(m, self.n_edges)
 
     def _weights_from_pairs(self, pairs: np.ndarray) -> sp.csr_matrix:
-        """Sparse W^(t): identity off the sampled nodes, Metropolis-Hastings block on them."""
+        """Sparse W^(t): identity off the sampled nodes, Metropolis-Hastings block on them
+        (a matching's in O(n) by :func:`~rfed.networks.comm._matching_weights`: the same CSR
+        arrays, bit for bit)."""
         n = self.graph.n_nodes
-        if np.bincount(pairs.ravel(), minlength=n).max(initial=0) <= 1:
-            return _disjoint_pairs_weights(pairs, n)
+        if self._is_matching(pairs):
+            return _matching_weights(pairs, n)
         return self._sampled_graph_weights(pairs, n)
+
+    def _is_matching(self, pairs: np.ndarray) -> bool:
+        """Whether the sampled edges are pairwise disjoint: always in ``"matching"`` mode (its
+        nodes are drawn without replacement)."""
+        if self.mode == "matching":
+            return True
+        return np.bincount(pairs.ravel(), minlength=self.graph.n_nodes).max(initial=0) <= 1
 
     @classmethod
     def _sampled_graph_weights(cls, pairs: np.ndarray, n: int) -> sp.csr_matrix:
@@ -717,7 +738,9 @@ class RandomGossip:
         pairs = self._sample_pairs(as_generator(rng))
         active = np.zeros(self.graph.n_nodes, dtype=bool)
         active[pairs.ravel()] = True
-        return GossipRound(active=active, weights=self._weights_from_pairs(pairs), pairs=pairs)
+        if self._is_matching(pairs):  # W^(t) built only if asked for (GossipRound.weights)
+            return GossipRound(active, pairs)
+        return GossipRound(active, pairs, self._sampled_graph_weights(pairs, self.graph.n_nodes))
 
     def expected_gram(
         self,

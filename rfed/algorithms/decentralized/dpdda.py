@@ -328,7 +328,8 @@ class DPDDA(DecentralizedAlgorithm):
                 zeta = gaussian_release(zeta, state.noise_std,
                                         agent_draws(rng, state.seed, act_ids, state.t, "noise"))
             msg[act] += a_t * zeta
-        z = state.comm.mix(rnd.weights, msg, senders=active)
+        # W^(t) of the matching, applied from its pairs (the same bits as the CSR product)
+        z = state.comm.mix_pairs(rnd.pairs, msg, senders=active)
         big_a_next = big_a + self._a(t + 1)
         x = state.x.copy()
         update = act if self.inactive_x == "freeze" else np.arange(agents.size)
