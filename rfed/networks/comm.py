@@ -705,8 +705,10 @@ class InProcessCommunicator(Communicator):
         flat = v.reshape(n, -1)
         out = flat + 0.0  # rows off the pairs: 0 + 1 * v_i
         pair_rows = np.zeros((lo.size, flat.shape[1]))  # a pair's common row, from zero
-        pair_rows += 0.5 * flat[lo]
-        pair_rows += 0.5 * flat[hi]
+        # silent on inf - inf, as mix's sparse product is (values are checked where released)
+        with np.errstate(invalid="ignore"):
+            pair_rows += 0.5 * flat[lo]
+            pair_rows += 0.5 * flat[hi]
         out[lo] = pair_rows
         out[hi] = pair_rows
         return out.reshape(v.shape)
