@@ -75,6 +75,40 @@ def _agents_in(agents: str | list[int]) -> str | np.ndarray:
     return agents if isinstance(agents, str) else np.asarray(agents, dtype=np.int64)
 
 
+def group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct rows of per-agent event parameters and each agent's row.
+
+    Parameters
+    ----------
+    cols : list of float arrays, each shape ``(n,)``
+        Noise multiplier, sampling rate, dataset size and sample size per agent (``-1``:
+        no size).
+
+    Returns
+    -------
+    combos : ndarray, shape ``(k, len(cols))``
+        The distinct rows in lexicographic order (the order :meth:`PrivacyLedger.record`
+        charges them in).
+    inverse : int ndarray, shape ``(n,)``
+        Each agent's row of ``combos``.
+    """
+    n = cols[0].size
+    if n == 0 or all(bool(np.all(c == c[0])) for c in cols):
+        # common case: one event for every agent (scalars, or per-agent arrays that are all
+        # equal), no sort needed
+        combos = np.array([[c[0] for c in cols]]) if n else np.zeros((0, len(cols)))
+        return combos, np.zeros(n, dtype=int)
+    combos, inverse = np.unique(np.stack(cols, axis=1), axis=0, return_inverse=True)
+    return combos, np.asarray(inverse).reshape(-1)
+
+
+def row_event(mechanism: str, sampling: str, row) -> EventSpec:
+    """The event of one row of :func:`group_rows` (``EventSpec.make``, which validates)."""
+    nm, rate, n, m = row
+    return EventSpec.make(mechanism, nm, sampling, rate, None if n < 0 else int(n),
+                          None if m < 0 else int(m))
+
+
 class PrivacyLedger:
     """Record privacy events per agent and round; report (epsilon, delta) per agent and overall.
 
@@ -239,28 +273,12 @@ class PrivacyLedger:
                     f"argument '{name}' must be a number or one value per agent ({n} agents), "
                     f"got {v!r}"
                 ) from None
-        if n == 0 or all(bool(np.all(c == c[0])) for c in cols):
-            # common case: one event for every agent of the call (scalars, or per-agent arrays
-            # that are all equal), no grouping needed
-            combos = np.array([[c[0] for c in cols]]) if n else np.zeros((0, 4))
-            inverse = np.zeros(n, dtype=int)
-        else:
-            table = np.stack(cols, axis=1) if n else np.zeros((0, 4))
-            combos, inverse = np.unique(table, axis=0, return_inverse=True)
-            inverse = np.asarray(inverse).reshape(-1)
+        combos, inverse = group_rows(cols)
         # sorted distinct ids (the usual call: an arange, a mask, a sorted selection) need no
         # np.unique, whose hashing cost ~10% of a round at 10^5 agents
         distinct = ids.size < 2 or bool(np.all(ids[1:] > ids[:-1]))
         for c, (nm_c, rate_c, n_c, m_c) in enumerate(combos):
-            spec = EventSpec.make(
-                mechanism,
-                nm_c,
-                sampling,
-                rate_c,
-                None if n_c < 0 else int(n_c),
-                None if m_c < 0 else int(m_c),
-            )
-            idx = self._key(spec)
+            idx = self._key(row_event(mechanism, sampling, (nm_c, rate_c, n_c, m_c)))
             members = ids if combos.shape[0] == 1 else ids[inverse == c]
             if count and distinct:
                 self._counts[idx, members] += count

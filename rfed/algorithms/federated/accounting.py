@@ -43,7 +43,7 @@ from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
 from rfed.privacy import _rdp
 from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
 from rfed.privacy.budget import Calibration, Certificate, PrivacyBudget, calibrate, certify
-from rfed.privacy.ledger import PrivacyLedger
+from rfed.privacy.ledger import PrivacyLedger, group_rows, row_event
 from rfed.privacy.papers import prirfed_privacy
 
 __all__ = [
@@ -208,29 +208,24 @@ class _PlanEvents:
 
 
 def _distinct_events(sigma, sensitivity, sampling: str, rate, dataset, sample):
-    """``(specs, ids)``: the distinct events of the agents' rows and each agent's index (-1:
-    values that ``PrivacyLedger.record`` refuses)."""
+    """``(specs, ids)``: the distinct events of the agents' rows, grouped and built as
+    ``PrivacyLedger.record`` does (:func:`~rfed.privacy.ledger.group_rows`,
+    :func:`~rfed.privacy.ledger.row_event`), and each agent's index (-1: values that
+    ``record`` refuses; their spec is ``None``)."""
     sig = np.asarray(sigma, dtype=float)
     sens = np.asarray(sensitivity, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):
         nm = sig / sens  # elementwise: each agent's bits as record() computes them
     ok = np.isfinite(sig) & (sig >= 0) & np.isfinite(sens) & (sens > 0)
-    table = np.stack([nm, np.broadcast_to(rate, nm.shape), np.broadcast_to(dataset, nm.shape),
-                      np.broadcast_to(sample, nm.shape)], axis=1)
     ids = np.full(nm.shape, -1, dtype=np.int64)
-    specs: list[EventSpec] = []
+    specs: list[EventSpec | None] = []
     if ok.any():
-        rows = table[ok]
-        if bool(np.all(rows == rows[0])):  # one configuration (the usual plan): no sort
-            combos, inverse = rows[:1], np.zeros(len(rows), dtype=np.int64)
-        else:
-            combos, inverse = np.unique(rows, axis=0, return_inverse=True)
-        ids[ok] = np.asarray(inverse).reshape(-1)
-        for c, (nm_c, rate_c, n_c, m_c) in enumerate(combos):
+        combos, inverse = group_rows([np.broadcast_to(c, nm.shape)[ok]
+                                      for c in (nm, rate, dataset, sample)])
+        ids[ok] = inverse
+        for c, row in enumerate(combos):
             try:
-                specs.append(EventSpec.make("gaussian", nm_c, sampling, rate_c,
-                                            None if n_c < 0 else int(n_c),
-                                            None if m_c < 0 else int(m_c)))
+                specs.append(row_event("gaussian", sampling, row))
             except ValueError:
                 # refused as record() would refuse it: its agents take the general path
                 specs.append(None)
