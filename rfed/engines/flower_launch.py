@@ -368,18 +368,27 @@ class LoopbackFederation:
             write_node_shards(data, [b for b, _ in todo], [p for _, p in todo])
         return {**facts, "dataset": dataset}
 
-    def run(self, run_config: dict[str, Any], data: Problem) -> FlowerResult:
-        """Submit one run of the app on ``data`` (its shards written to the nodes first).
+    def run(self, run_config: dict[str, Any], data: Problem | None = None) -> FlowerResult:
+        """Submit one run of the app, wait for its result.
 
-        ``run_config`` overrides :data:`rfed.engines.flower.DEFAULT_CONFIG`; the problem's
-        public facts, ``dataset``, ``min-nodes`` and ``out`` are set here.
+        Parameters
+        ----------
+        run_config : dict
+            Overrides of :data:`rfed.engines.flower.DEFAULT_CONFIG`; ``min-nodes`` and ``out``
+            are set here.
+        data : Problem, optional
+            The whole problem: its shards are written to the nodes first (:meth:`write_data`)
+            and its public facts and ``dataset`` set in the run config. Without it, the run
+            config names the problem and ``dataset``, whose files the nodes already hold
+            (each node's agents are then what its file says).
         """
-        entries = self.write_data(data)
-        n_nodes = min(self.n_supernodes, data.n_agents)
+        entries = {} if data is None else self.write_data(data)
+        n_nodes = self.n_supernodes if data is None else min(self.n_supernodes, data.n_agents)
         self._runs += 1
         out = f"result-{self._runs}.json"
         config = _config({**run_config, **entries, "min-nodes": n_nodes, "out": out})
-        _check_facts(data, config)
+        if data is not None:
+            _check_facts(data, config)
         cfg_file = self.workdir / f"run-{self._runs}.toml"
         cfg_file.write_text("".join(f"{k} = {_toml_value(v)}\n" for k, v in config.items()
                                     if v != DEFAULT_CONFIG[k] or k in entries))
