@@ -186,9 +186,8 @@ def _config(run_config: dict[str, Any]) -> dict[str, Any]:
         else:
             ok = isinstance(value, str)
         if not ok:
-            raise ValueError(f"run-config '{key}' must be a "
-                             f"{'finite number' if isinstance(default, float) else type(default).__name__}"
-                             f", got {value!r}")
+            kind = "finite number" if isinstance(default, float) else type(default).__name__
+            raise ValueError(f"run-config '{key}' must be a {kind}, got {value!r}")
     for key, low in (("rounds", 1), ("seed", 0), ("min-nodes", 1), ("n-max", 0)):
         if c[key] < low:
             raise ValueError(f"run-config '{key}' must be an int >= {low}, got {c[key]!r}")
@@ -262,9 +261,9 @@ def demo_problem(n_agents: int = 8, n_per_agent: int = 40, dim: int = 6, eigenga
     if ids.size and (ids.ndim != 1 or ids.min() < 0 or ids.max() >= n_agents):
         raise ValueError(f"argument 'agents' must be ids in 0..{n_agents - 1}, got {agents!r}")
     problem = SpherePCA(make_pca_synthetic_agents(ids, n_per_agent, dim, eigengap, data_seed))
-    if agents is None:
-        return problem
-    return problem.as_shard(ids, np.full(n_agents, n_per_agent))
+    if agents is not None:
+        problem.as_shard(ids, np.full(n_agents, n_per_agent))   # in place
+    return problem
 
 
 def owned_agents(n_agents: int, nodes: list[int]) -> dict[int, np.ndarray]:
@@ -377,8 +376,9 @@ def server_path(name: str, key: str) -> Path:
 
 def _json_point(x: np.ndarray) -> list:
     """A point as nested lists, ``None`` where an entry is not finite (strict JSON)."""
-    arr = np.asarray(x, dtype=float)
-    return np.where(np.isfinite(arr), arr, None).tolist()
+    arr = np.asarray(x, dtype=float).astype(object)
+    arr[~np.isfinite(np.asarray(x, dtype=float))] = None
+    return arr.tolist()
 
 
 def write_result(path: str | Path, x: np.ndarray, privacy: dict[str, Any], *,
@@ -1093,8 +1093,8 @@ def run_in_simulation(run_config: dict[str, Any], n_supernodes: int = 2, *,
 
     ``flower-superlink --simulation``: the SuperLink runs the ServerApp and ``n_supernodes``
     virtual SuperNodes whose ClientApps execute in Ray actors, each reading its data from
-    ``nodes/node-<partition-id>`` of the work directory (:func:`node_settings`). Same app, messages and result as
-    :func:`run_on_deployment`; parameters and return value as there.
+    ``nodes/node-<partition-id>`` of the work directory (:func:`node_settings`). Same app,
+    messages and result as :func:`run_on_deployment`; parameters and return value as there.
     """
     from rfed.engines.flower_launch import LoopbackFederation
 

@@ -90,7 +90,7 @@ def _dataclass_spec(obj: Any, where: str) -> dict[str, Any] | None:
         raise TypeError(f"{where} is a {name}; a Flower run carries only "
                         f"{sorted(_DATACLASSES)}")
     fields = {}
-    for f in dataclasses.fields(obj):
+    for f in dataclasses.fields(obj):  # type: ignore[arg-type]  # checked: a known dataclass
         if not f.init:
             continue
         value = getattr(obj, f.name)
@@ -230,9 +230,10 @@ class ProblemAdapter:
     name: str
     cls: type
     arrays: tuple[str, ...]
-    rows: Callable[[Problem], dict[str, np.ndarray]]
-    options: Callable[[Problem], dict[str, Any]]
-    build: Callable[[dict[str, Any], dict[str, np.ndarray], np.ndarray], Problem]
+    # the problem is typed Any: each adapter reads its own class's attributes
+    rows: Callable[[Any], dict[str, np.ndarray]]
+    options: Callable[[Any], dict[str, Any]]
+    build: Callable[[dict[str, Any], dict[str, np.ndarray], np.ndarray], Any]
 
 
 #: Registered problem classes, by the run config's ``problem`` name.
@@ -292,7 +293,7 @@ register_problem(ProblemAdapter(
 register_problem(ProblemAdapter(
     "HyperbolicPrediction", HyperbolicPrediction, ("features", "targets"),
     lambda p: {"features": p.data["w"], "targets": p.data["y"]},
-    lambda p: {"query": np.asarray(p.query, dtype=float).tolist(), "gamma": p.gamma,
+    lambda p: {"query": np.asarray(p.query, dtype=np.float64).tolist(), "gamma": p.gamma,
                "bandwidth": p.bandwidth, "kernel": p.kernel, "weights": p.weights,
                "diameter": p.diameter, "gradient_bound": p.gradient_bound},
     lambda o, a, counts: HyperbolicPrediction(
@@ -393,7 +394,8 @@ def _facts(c: Mapping[str, Any]) -> _Facts:
             isinstance(s, list) and all(isinstance(d, int) and d >= 1 for d in s)
             for s in shapes.values()):
         raise ValueError(f"run-config 'problem-arrays' must give the trailing shape of each of "
-                         f"{list(adapter.arrays)} (lists of ints >= 1), got {c['problem-arrays']!r}")
+                         f"{list(adapter.arrays)} (lists of ints >= 1), got "
+                         f"{c['problem-arrays']!r}")
     counts = _json_value(c, "counts", list)
     if not counts or not all(isinstance(n, int) and not isinstance(n, bool) and n >= 1
                              for n in counts):
@@ -436,7 +438,8 @@ def save_node_data(path: str | Path, problem: str, agents: np.ndarray, counts: n
     Parameters
     ----------
     path : path
-        An ``.npz`` file on the node (the node config's ``data-file``, or ``<data-dir>/<dataset>.npz``).
+        An ``.npz`` file on the node (the node config's ``data-file``, or
+        ``<data-dir>/<dataset>.npz``).
     problem : str
         The registered problem name (the run config's ``problem``).
     agents : int array, shape ``(A,)``
@@ -467,7 +470,7 @@ def save_node_data(path: str | Path, problem: str, agents: np.ndarray, counts: n
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = path.with_name(path.name + ".tmp")
     with open(tmp, "wb") as fh:
-        np.savez(fh, **data)
+        np.savez(fh, **data)  # type: ignore[arg-type]  # numpy's stub types the kwargs as bool
     tmp.replace(path)
 
 

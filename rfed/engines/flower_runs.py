@@ -26,6 +26,7 @@ gradient count ``n_clipped`` never leaves a client and is absent from such a run
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -68,7 +69,7 @@ class FlowerReplay(Algorithm):
     """
 
     def __init__(self, alg: PriRFed, federation: Any, n_rounds: int, x0: np.ndarray,
-                 rng_state: dict[str, Any]):
+                 rng_state: Mapping[str, Any]):
         self.alg = alg
         self.name = alg.name
         self.step_size = alg.step_size

@@ -21,7 +21,6 @@ flwr = pytest.importorskip("flwr", reason="flwr (Python >= 3.11, extra rfed[flow
                                           "installed: the Flower engine cannot run")
 
 import tomllib  # noqa: E402  (Python >= 3.11, as flwr)
-
 from flwr.app import (  # noqa: E402
     Array,
     ArrayRecord,
