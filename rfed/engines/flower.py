@@ -551,6 +551,17 @@ def check_reply(problem: Problem, alg: PriRFed, state: Any, round_: int, block: 
         return f"points of shape {points.shape}, expected {shape}"
     if not np.all(np.isfinite(points)):
         return f"{int(np.count_nonzero(~np.isfinite(points)))} non-finite point entries"
+    try:
+        return _check_points(problem, alg, state, round_, block, points)
+    except (np.linalg.LinAlgError, FloatingPointError, ValueError) as exc:
+        return f"points the manifold's geometry cannot evaluate ({type(exc).__name__}: {exc})"
+
+
+def _check_points(problem: Problem, alg: PriRFed, state: Any, round_: int, block: np.ndarray,
+                  points: np.ndarray) -> str | None:
+    """:func:`check_reply`'s geometric checks of finite points of the right shape."""
+    man = problem.manifold
+    plan = state.plan
     off = ~man.belongs(points, atol=REPLY_ATOL)
     if np.any(off):
         worst = float(np.max(man.point_violation(points)))
@@ -1021,22 +1032,30 @@ else:
         messages = [Message(RecordDict({"cfg": ConfigRecord({})}), node, "query")
                     for node in nodes]
         owned: dict[int, np.ndarray] = {}
+        left_out: dict[int, str] = {}
         for r in grid.send_and_receive(messages, timeout=timeout):
             node = int(r.metadata.src_node_id)
-            if r.has_error():
-                raise RuntimeError(f"SuperNode {node} cannot serve this run: {r.error.reason}")
-            owned[node] = np.asarray(r.content["cfg"]["agents"], dtype=np.int64)
-        silent = sorted(set(nodes) - set(owned))
-        if silent:
-            raise RuntimeError(f"SuperNode(s) {silent} did not say which agents they hold "
-                               f"within {timeout:.0f} s")
-        held = np.concatenate(list(owned.values()))
+            try:
+                if r.has_error():
+                    raise ValueError(r.error.reason)
+                agents = np.asarray(r.content["cfg"]["agents"], dtype=np.int64).reshape(-1)
+            except (KeyError, TypeError, ValueError) as exc:
+                # a node without this data set is not part of this run
+                left_out[node] = str(exc)
+                _flwr_log(logging.WARNING, f"SuperNode {node} is left out of this run: {exc}")
+                continue
+            owned[node] = agents
+        for node in sorted(set(nodes) - set(owned) - set(left_out)):
+            left_out[node] = f"no answer within {timeout:.0f} s"
+        held = np.concatenate([np.zeros(0, dtype=np.int64), *owned.values()])
         missing = sorted(set(range(n_agents)) - set(held.tolist()))
         twice = sorted({int(a) for a in held if np.count_nonzero(held == a) > 1})
-        if missing or twice or held.min() < 0 or held.max() >= n_agents:
+        outside = sorted({int(a) for a in held if not 0 <= a < n_agents})
+        if missing or twice or outside:
             raise RuntimeError(f"the SuperNodes' data files do not split the {n_agents} agents: "
-                               f"missing {missing}, held twice {twice}; nodes: "
-                               f"{ {n: v.tolist() for n, v in owned.items()} }")
+                               f"missing {missing}, held twice {twice}, unknown {outside}; "
+                               f"nodes: { {n: v.tolist() for n, v in owned.items()} }; left out: "
+                               f"{left_out}")
         return {n: v for n, v in sorted(owned.items()) if v.size}
 
     client_app.train()(client_train)
