@@ -104,9 +104,11 @@ from rfed.problems.base import Problem
 
 __all__ = ["APP_DIR", "DEFAULT_CONFIG", "NOISE_TAIL", "REPLY_ATOL", "ROUND_POLICY",
            "TRUST_MODEL", "BlockReply", "FederatedTrace", "algorithm_from_config",
-           "check_reply", "client_app", "demo_problem", "displacement_bound", "owned_agents",
-           "run_in_process", "run_in_simulation", "run_on_deployment", "serve", "server_app",
-           "server_path", "train_block", "write_result"]
+           "charge_round", "check_reply", "client_app", "client_query", "client_train",
+           "decode_train_reply", "demo_problem", "displacement_bound", "federation_report",
+           "node_settings", "owned_agents", "run_in_process", "run_in_simulation",
+           "run_on_deployment", "serve", "server_app", "server_path", "train_block",
+           "write_result"]
 
 _LOG = logging.getLogger("rfed.engines.flower")
 
@@ -206,9 +208,19 @@ def _config(run_config: dict[str, Any]) -> dict[str, Any]:
 
 
 def algorithm_from_config(run_config: dict[str, Any]) -> PriRFed:
-    """PriRFed of the run config: its ``algorithm`` JSON (any configuration,
-    :func:`rfed.engines.flower_config.algorithm_spec`), else its flat keys (DP-RSGD or DP-RSVRG
-    with a budget, client-level DP with ``client-clip > 0``)."""
+    """PriRFed of the run config.
+
+    Parameters
+    ----------
+    run_config : dict
+        Overrides of :data:`DEFAULT_CONFIG`: its ``algorithm`` JSON (any configuration,
+        :func:`rfed.engines.flower_config.algorithm_spec`), else its flat keys (DP-RSGD or
+        DP-RSVRG with a budget, client-level DP with ``client-clip > 0``).
+
+    Returns
+    -------
+    PriRFed
+    """
     c = _config(run_config)
     if c["algorithm"]:
         try:
@@ -267,9 +279,20 @@ def demo_problem(n_agents: int = 8, n_per_agent: int = 40, dim: int = 6, eigenga
 
 
 def owned_agents(n_agents: int, nodes: list[int]) -> dict[int, np.ndarray]:
-    """``{node: agents}``: ``0 .. n_agents - 1`` in contiguous blocks, one per node in the
-    order of ``nodes`` (sizes differing by at most one; empty past ``n_agents`` nodes). The
-    launchers write each node's file with this split."""
+    """Contiguous blocks of agents, one per node (the launchers write each node's file so).
+
+    Parameters
+    ----------
+    n_agents : int
+    nodes : list of int
+        Node ids, in the order the blocks go to them.
+
+    Returns
+    -------
+    dict
+        ``{node: int array (A_node,)}``: ``0 .. n_agents - 1`` split in order, sizes differing by
+        at most one (empty past ``n_agents`` nodes).
+    """
     return dict(zip(nodes, np.array_split(np.arange(n_agents), len(nodes)), strict=True))
 
 
@@ -319,10 +342,22 @@ def _arithmetic_config(c: dict[str, Any]) -> dict[str, Any]:
 
 def run_in_process(run_config: dict[str, Any], data: Problem | None = None
                    ) -> tuple[np.ndarray, dict[str, Any]]:
-    """The same run in one process (``PriRFed.step``): final point and privacy report.
+    """The same run in one process (``PriRFed.step``).
 
-    ``data`` is the whole problem (default: :func:`demo_problem`); its public facts must be the
-    run config's.
+    Parameters
+    ----------
+    run_config : dict
+        Overrides of :data:`DEFAULT_CONFIG`.
+    data : Problem, optional
+        The whole problem (default: :func:`demo_problem`); its public facts must be the run
+        config's.
+
+    Returns
+    -------
+    x : array, shape ``point_shape``
+        The final point.
+    privacy : dict
+        The privacy report.
     """
     c = _config(run_config)
     problem = demo_problem() if data is None else data
@@ -357,6 +392,18 @@ def server_path(name: str, key: str) -> Path:
     ``$FLWR_HOME/rfed``, or ``~/.flwr/rfed``); the run config can only name a relative path
     inside it: absolute paths, ``..``, and anything resolving outside (a symbolic link) are
     refused with an error naming ``key``.
+
+    Parameters
+    ----------
+    name : str
+        The run config's value.
+    key : str
+        The run config's key, for the error message.
+
+    Returns
+    -------
+    Path
+        Resolved, inside the directory (its parent directories created).
     """
     root = Path(os.environ.get("RFED_FLOWER_DIR")
                 or Path(os.environ.get("FLWR_HOME") or Path.home() / ".flwr") / "rfed")
@@ -385,8 +432,16 @@ def write_result(path: str | Path, x: np.ndarray, privacy: dict[str, Any], *,
                  n_nodes: int | None = None, trace: FederatedTrace | None = None) -> None:
     """``{"x", "privacy", "n_nodes", "trace"}`` as JSON (floats round-trip exactly), atomically.
 
-    ``n_nodes`` is the number of SuperNodes the ServerApp trained on (``None`` in process);
-    ``trace`` the rounds' public record (:class:`FederatedTrace`).
+    Parameters
+    ----------
+    path : path
+        The result file (a ServerApp's ``out``, inside :func:`server_path`'s directory).
+    x : array, shape ``point_shape``
+    privacy : dict
+    n_nodes : int, optional
+        The number of SuperNodes the ServerApp trained on (``None`` in process).
+    trace : FederatedTrace, optional
+        The rounds' public record.
     """
     atomic_write_text(path, json.dumps({
         "x": _json_point(x), "privacy": privacy, "n_nodes": n_nodes,
@@ -524,6 +579,23 @@ def check_reply(problem: Problem, alg: PriRFed, state: Any, round_: int, block: 
     points: a float64 array of shape ``(A, *point_shape)``, finite, on the manifold within
     :data:`REPLY_ATOL`, and within :func:`displacement_bound` of ``state.x`` (relative slack
     1e-6 for the rounding of the distance).
+
+    Parameters
+    ----------
+    problem : Problem
+        The server's (public facts).
+    alg : PriRFed
+    state : PriRFedState
+        The server's state of the round (``x`` and the plan).
+    round_ : int
+    block : int array, shape ``(A,)``
+        The agents asked.
+    reply : BlockReply
+
+    Returns
+    -------
+    str or None
+        The reason, in words (it goes to the log and the report), or ``None`` if accepted.
     """
     if reply.round != round_:
         return f"a reply for round {reply.round}, asked round {round_}"
@@ -635,7 +707,16 @@ def _aggregate_accepted(problem: Problem, alg: PriRFed, state: Any, agents: np.n
 
 def charge_round(alg: PriRFed, state: Any, agents: np.ndarray) -> None:
     """Charge ``agents`` round ``state.round`` in the ledgers without moving ``x`` (a round
-    whose replies were sent but not aggregated: a declared divergence)."""
+    whose replies were sent but not aggregated: a declared divergence).
+
+    Parameters
+    ----------
+    alg : PriRFed
+    state : PriRFedState
+        Its ledgers are updated in place.
+    agents : int array, shape ``(A,)``
+        The round's selected agents.
+    """
     record_round(state.ledger, state.round, state.plan, agents)
     if alg.client_dp is not None:
         alg.client_dp.record(state.client_ledger, state.round, agents,
@@ -719,7 +800,21 @@ def serve(problem: Problem, alg: PriRFed, run_config: dict[str, Any], nodes: lis
 
 
 def federation_report(trace: FederatedTrace, owned: dict[int, np.ndarray]) -> dict[str, Any]:
-    """The ``federation`` section of a Flower run's privacy report."""
+    """The ``federation`` section of a Flower run's privacy report.
+
+    Parameters
+    ----------
+    trace : FederatedTrace
+    owned : dict
+        ``{node: agents}`` of the run.
+
+    Returns
+    -------
+    dict
+        ``engine``, ``trust_model`` (:data:`TRUST_MODEL`), ``round_policy``, ``reply_checks``
+        (the tolerances), ``nodes``, ``client_randomness`` (as declared), ``refused`` and
+        ``diverged``.
+    """
     return {"engine": "flower", "trust_model": list(TRUST_MODEL), "round_policy": ROUND_POLICY,
             "reply_checks": {"on_manifold_atol": REPLY_ATOL, "noise_tail_sigmas": NOISE_TAIL},
             "nodes": {str(n): [int(a) for a in v] for n, v in owned.items()},
@@ -769,11 +864,28 @@ def train_block(problem: Problem, alg: PriRFed, state0: Any, x: np.ndarray, roun
                 seed: int, agents: np.ndarray, *, local_seed: int | None = None) -> BlockReply:
     """A client's work in one round: local training of its block of agents from ``x``.
 
-    ``state0`` is the client's initial state (it holds the plan: noise and sensitivities).
     The minibatches and noise come from the agents' keyed streams ``(local_seed, agent,
     round)``: ``local_seed`` is the node's secret key, or ``None`` for the run's ``seed``
     (replayable: the results of a run in one process). A local run that leaves the
     floating-point range gives a reply declaring it (no points).
+
+    Parameters
+    ----------
+    problem : Problem
+        The node's shard.
+    alg : PriRFed
+    state0 : PriRFedState
+        The client's initial state (it holds the plan: noise and sensitivities).
+    x : array, shape ``point_shape``
+        The server's iterate.
+    round_, seed : int
+        The round and the run's seed.
+    agents : int array, shape ``(A,)``
+    local_seed : int, optional
+
+    Returns
+    -------
+    BlockReply
     """
     state = replace(state0, x=np.asarray(x, dtype=float), round=round_,
                     seed=seed if local_seed is None else local_seed)
@@ -789,10 +901,21 @@ def train_block(problem: Problem, alg: PriRFed, state0: Any, x: np.ndarray, roun
 
 
 def node_settings(node_config: dict[str, Any]) -> dict[str, Any]:
-    """This SuperNode's settings: its node config, or for a virtual SuperNode of Flower's
-    simulation engine (whose node config holds only ``partition-id`` and ``num-partitions``)
-    the JSON object in the environment variable ``RFED_FLOWER_SIM_NODE_CONFIG``, where
-    ``{partition-id}`` in a string is replaced by the node's."""
+    """This SuperNode's settings (the node-config loader hook, module docstring).
+
+    Parameters
+    ----------
+    node_config : dict
+        The node config; a virtual SuperNode of Flower's simulation engine has only
+        ``partition-id`` and ``num-partitions``, and then takes the JSON object in the
+        environment variable ``RFED_FLOWER_SIM_NODE_CONFIG`` (``{partition-id}`` in a string
+        replaced by the node's).
+
+    Returns
+    -------
+    dict
+        ``data-file`` or ``data-dir``, and optionally ``local-randomness``, ``max-epsilon``.
+    """
     settings = dict(node_config)
     sim = os.environ.get("RFED_FLOWER_SIM_NODE_CONFIG")
     if sim and "data-file" not in settings and "data-dir" not in settings \
@@ -920,7 +1043,18 @@ def _client_setup(context: Any):
 
 
 def client_query(msg: Any, context: Any) -> Any:
-    """The ClientApp's ``query``: the agents this node holds (from its own file)."""
+    """The ClientApp's ``query``: the agents this node holds (from its own file).
+
+    Parameters
+    ----------
+    msg : flwr.app.Message
+    context : flwr.app.Context
+
+    Returns
+    -------
+    flwr.app.Message
+        ``cfg.agents``: the global ids.
+    """
     from flwr.app import ConfigRecord, Message, RecordDict
 
     _, problem, _, _, _ = _client_setup(context)
@@ -929,7 +1063,27 @@ def client_query(msg: Any, context: Any) -> Any:
 
 
 def client_train(msg: Any, context: Any) -> Any:
-    """The ClientApp's ``train``: check the request, train, reply with the release only."""
+    """The ClientApp's ``train``: check the request, train, reply with the release only.
+
+    Parameters
+    ----------
+    msg : flwr.app.Message
+        ``x`` (``ArrayRecord``) and ``cfg`` (``round``, ``seed``, ``agents``).
+    context : flwr.app.Context
+        The run config and this node's node config.
+
+    Returns
+    -------
+    flwr.app.Message
+        ``points`` (``(A, *point_shape)``, absent after a diverged local run) and ``cfg``:
+        ``round``, ``agents``, ``sigma``, ``sensitivity``, ``status`` and ``randomness``;
+        nothing else computed from the records.
+
+    Raises
+    ------
+    ValueError
+        A request outside this node's plan (Flower sends the server an error reply).
+    """
     from flwr.app import Array, ArrayRecord, ConfigRecord, Message, RecordDict
 
     c, problem, alg, state0, run_key = _client_setup(context)
@@ -952,7 +1106,19 @@ def client_train(msg: Any, context: Any) -> Any:
 
 
 def decode_train_reply(reply: Any) -> tuple[int, BlockReply | str]:
-    """``(node, BlockReply)`` of a Flower reply, or ``(node, why it is unusable)``."""
+    """The server's reading of a ``train`` reply.
+
+    Parameters
+    ----------
+    reply : flwr.app.Message
+
+    Returns
+    -------
+    node : int
+        The sender (Flower's authenticated source node id).
+    reply : BlockReply or str
+        The reply, or why it is unusable (an error reply, a malformed content).
+    """
     node = int(reply.metadata.src_node_id)
     if reply.has_error():
         return node, f"the client failed: {reply.error.reason}"

@@ -165,7 +165,18 @@ _ALGORITHM_KEYS = ("trainer", "n_sampled", "step_size", "aggregation", "output_o
 
 
 def algorithm_from_spec(spec: Mapping[str, Any]) -> PriRFed:
-    """The :class:`PriRFed` described by :func:`algorithm_spec`'s dict (checked key by key)."""
+    """The :class:`PriRFed` described by :func:`algorithm_spec`'s dict (checked key by key).
+
+    Parameters
+    ----------
+    spec : mapping
+        Exactly the keys :func:`algorithm_spec` writes; dataclasses as ``{"type", "fields"}``
+        with ``type`` one of DPRSGD, DPRSVRG, PrivacyBudget, ClientLevelDP.
+
+    Returns
+    -------
+    PriRFed
+    """
     if not isinstance(spec, Mapping):
         raise ValueError(f"run-config 'algorithm' must be a JSON object, got {spec!r}")
     unknown = set(spec) - set(_ALGORITHM_KEYS)
@@ -195,7 +206,16 @@ _MANIFOLDS: dict[str, type] = {"Sphere": Sphere, "SPD": SPD, "Hyperboloid": Hype
 def manifold_from_name(name: str) -> Manifold:
     """The manifold whose ``repr`` is ``name`` (e.g. ``'Sphere(3)'``, ``'Stiefel(5, 2)'``).
 
-    Parsed, never evaluated: only the classes above, with integer arguments.
+    Parsed, never evaluated: only Sphere, SPD, Hyperboloid, PoincareBall, Euclidean, Stiefel
+    and Grassmann, with integer arguments.
+
+    Parameters
+    ----------
+    name : str
+
+    Returns
+    -------
+    Manifold
     """
     match = _MANIFOLD_NAME.match(str(name))
     if match is None:
@@ -241,15 +261,33 @@ PROBLEMS: dict[str, ProblemAdapter] = {}
 
 
 def register_problem(adapter: ProblemAdapter) -> None:
-    """Make ``adapter.cls`` runnable on Flower (both the ServerApp and every ClientApp must
-    have registered it: do it in the module your Flower app's components import)."""
+    """Make ``adapter.cls`` runnable on Flower.
+
+    The ServerApp and every ClientApp must have registered it: do it in the module your Flower
+    app's components import.
+
+    Parameters
+    ----------
+    adapter : ProblemAdapter
+        Replaces an adapter of the same name.
+    """
     if not isinstance(adapter, ProblemAdapter):
         raise TypeError(f"argument 'adapter' must be a ProblemAdapter, got {adapter!r}")
     PROBLEMS[adapter.name] = adapter
 
 
 def adapter_of(problem: Problem) -> ProblemAdapter:
-    """The registered adapter of ``problem``'s exact class (``ValueError`` if none)."""
+    """The registered adapter of ``problem``'s exact class.
+
+    Parameters
+    ----------
+    problem : Problem
+
+    Returns
+    -------
+    ProblemAdapter
+        ``ValueError`` if the class is not registered.
+    """
     for adapter in PROBLEMS.values():
         if type(problem) is adapter.cls:
             return adapter
@@ -320,6 +358,11 @@ def _jsonable_options(options: Mapping[str, Any], where: str) -> dict[str, Any]:
 
 def problem_facts(problem: Problem) -> dict[str, Any]:
     """The public facts of ``problem`` as run-config entries.
+
+    Parameters
+    ----------
+    problem : Problem
+        The whole problem of a registered class (not a shard).
 
     Returns
     -------
@@ -410,7 +453,18 @@ def _facts(c: Mapping[str, Any]) -> _Facts:
 
 
 def public_problem(c: Mapping[str, Any]) -> Problem:
-    """The server's problem: the run config's public facts, holding no agent's rows."""
+    """The server's problem: the run config's public facts, holding no agent's rows.
+
+    Parameters
+    ----------
+    c : mapping
+        The run config (defaults filled in).
+
+    Returns
+    -------
+    Problem
+        A shard of no agent (:meth:`Problem.as_shard`): counts, manifold, bounds only.
+    """
     f = _facts(c)
     empty = {name: np.zeros((0, f.n_max) + f.shapes[name]) for name in f.adapter.arrays}
     try:
@@ -477,7 +531,17 @@ def save_node_data(path: str | Path, problem: str, agents: np.ndarray, counts: n
 def write_node_shards(problem: Problem, blocks: list[np.ndarray], paths: list[str | Path]
                       ) -> None:
     """Write the shard of each block of ``problem``'s agents to the matching path (a
-    simulation of a federation on one machine: each node's file holds its agents only)."""
+    simulation of a federation on one machine: each node's file holds its agents only).
+
+    Parameters
+    ----------
+    problem : Problem
+        The whole problem.
+    blocks : list of int arrays
+        Increasing global ids, one array per node.
+    paths : list of paths
+        One ``.npz`` per block (:func:`save_node_data`).
+    """
     adapter = adapter_of(problem)
     rows = adapter.rows(problem)
     for block, path in zip(blocks, paths, strict=True):
@@ -488,6 +552,13 @@ def write_node_shards(problem: Problem, blocks: list[np.ndarray], paths: list[st
 
 def load_node_problem(path: str | Path, c: Mapping[str, Any]) -> Problem:
     """A SuperNode's shard: its rows read from ``path``, checked against the run config ``c``.
+
+    Parameters
+    ----------
+    path : path
+        The node's data file (:func:`save_node_data`).
+    c : mapping
+        The run config (defaults filled in).
 
     Refused with a one-line ``ValueError`` naming the file: not an rfed node-data file, a
     checksum that does not match, another problem class, agents outside the federation, counts

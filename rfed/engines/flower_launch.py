@@ -268,7 +268,12 @@ class LoopbackFederation:
                               capture_output=True, text=True, timeout=timeout)
 
     def start(self) -> None:
-        """Start the SuperLink and (deployment) register and start the SuperNodes."""
+        """Start the SuperLink and (deployment) register and start the SuperNodes.
+
+        Makes the certificates and keys (unless ``insecure``), writes the ``flwr`` connection
+        ``loopback`` into ``FLWR_HOME/config.toml``, and returns once every SuperNode process is
+        started (they connect at their own pace; a run waits for ``min-nodes``).
+        """
         self.workdir.mkdir(parents=True, exist_ok=True)
         self.port = int(self.port or _free_port())
         self.bindir = str(Path(sys.executable).parent)
@@ -351,8 +356,22 @@ class LoopbackFederation:
 
     # ------------------------------------------------------------------ runs
     def write_data(self, data: Problem, dataset: str | None = None) -> dict[str, Any]:
-        """Write each SuperNode's file of ``data`` (node ``i``: the ``i``-th contiguous block of
-        agents) and return the run-config entries of its public facts and ``dataset``."""
+        """Write each SuperNode's file of ``data``.
+
+        Parameters
+        ----------
+        data : Problem
+            The whole problem; node ``i`` gets the ``i``-th contiguous block of agents
+            (:func:`rfed.engines.flower.owned_agents`).
+        dataset : str, optional
+            The file's name stem (default: a digest of the problem's facts and rows, so a
+            problem is written once).
+
+        Returns
+        -------
+        dict
+            The run-config entries of its public facts and ``dataset``.
+        """
         facts = problem_facts(data)
         if dataset is None:
             h = hashlib.sha256(json.dumps(facts, sort_keys=True).encode())
@@ -381,6 +400,12 @@ class LoopbackFederation:
             and its public facts and ``dataset`` set in the run config. Without it, the run
             config names the problem and ``dataset``, whose files the nodes already hold
             (each node's agents are then what its file says).
+
+        Returns
+        -------
+        FlowerResult
+            Read from the ServerApp's result file; ``RuntimeError`` with the run's log if the
+            SuperLink reports the run failed, ``TimeoutError`` after ``timeout`` seconds.
         """
         entries = {} if data is None else self.write_data(data)
         n_nodes = self.n_supernodes if data is None else min(self.n_supernodes, data.n_agents)
@@ -421,7 +446,18 @@ class LoopbackFederation:
                             int(data_out["n_nodes"]), run_id)
 
     def log_of(self, run_id: str) -> str:
-        """The run's log as the SuperLink keeps it (``flwr log``)."""
+        """The run's log as the SuperLink keeps it.
+
+        Parameters
+        ----------
+        run_id : str
+            :attr:`FlowerResult.run_id`.
+
+        Returns
+        -------
+        str
+            ``flwr log RUN_ID loopback --show``'s output (the ServerApp's warnings included).
+        """
         out = self._flwr("log", run_id, "loopback", "--show")
         return out.stdout + out.stderr
 
