@@ -10,6 +10,7 @@
     rfed run [NAME] --resume DIR
     mpiexec -n K python -m mpi4py -m rfed run NAME --engine mpi [...]
     mpiexec -n K2 python -m mpi4py -m rfed run --resume DIR --engine mpi
+    rfed run NAME --engine flower|flower-sim [--supernodes K] [...]
     rfed audit NAME [--trials N] [--noise-factor F] [--secure]
     rfed --version
 
@@ -45,6 +46,16 @@ job with its exit status). Only the experiments in :data:`MPI_EXPERIMENTS` run o
 others use federated algorithms, which the MPI engine does not drive); a run on MPI is not
 secure-mode.
 
+``--engine flower`` runs the experiment's PriRFed runs on a Flower federation started on this
+machine for the run (:mod:`rfed.engines.flower_runs`): a SuperLink with ``--supernodes K``
+SuperNodes (default 2) on loopback, with TLS and SuperNode authentication, each SuperNode a
+process reading its agents' rows from its own data file; ``--engine flower-sim`` uses Flower's
+simulation engine instead (Ray). The results and privacy reports are those of ``--engine
+inprocess`` bit for bit, except that the history has no ``n_clipped`` (it never leaves a
+client) and each report has a ``federation`` section (trust model, checks, refused replies).
+Only the experiments in :data:`FLOWER_EXPERIMENTS` run there; a run on Flower is not
+secure-mode (its noise is replayable from the seed, by design of the comparison).
+
 Exit status: 0 done; 2 bad input (unknown experiment, bad ``--set``, unusable ``--out``); 1 the
 run failed (e.g. the disk is full); 130 interrupted (resume with ``--resume``). Errors are one
 line on stderr.
@@ -67,6 +78,10 @@ DEFAULT_OUT = Path("runs")
 
 #: Experiments whose algorithms all run on the MPI engine (checked bit-identical to one process).
 MPI_EXPERIMENTS = ("doadp-digits", "doadp-logreg", "dpdda-svm", "dpdgt-ieee14", "dpdl-digits")
+
+#: Experiments whose algorithms all run on the Flower engine (PriRFed through one driver).
+FLOWER_EXPERIMENTS = ("pca-synthetic", "prirfed-fig1", "prirfed-fig2", "prirfed-fig3",
+                      "prirfed-fig4", "prirfed-fig5", "prirfed-kpca")
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -102,10 +117,16 @@ def _parser() -> argparse.ArgumentParser:
                      help="at most one periodic checkpoint every S seconds of wall time "
                      "(default 5; 0: every N rounds); the results do not depend on it")
     run.add_argument("--no-progress", action="store_true", help="hide the progress bar")
-    run.add_argument("--engine", choices=("inprocess", "mpi"), default="inprocess",
+    run.add_argument("--engine", choices=("inprocess", "mpi", "flower", "flower-sim"),
+                     default="inprocess",
                      help="inprocess (default): every agent in this process; mpi: the agents "
                      "in blocks on the MPI ranks (launch with mpiexec -n K python -m mpi4py -m "
-                     f"rfed run NAME --engine mpi; experiments: {', '.join(MPI_EXPERIMENTS)})")
+                     f"rfed run NAME --engine mpi; experiments: {', '.join(MPI_EXPERIMENTS)}); "
+                     "flower: a Flower SuperLink with SuperNodes on loopback (TLS, SuperNode "
+                     "authentication), flower-sim: Flower's simulation engine (experiments: "
+                     f"{', '.join(FLOWER_EXPERIMENTS)})")
+    run.add_argument("--supernodes", type=int, default=2, metavar="K",
+                     help="SuperNodes of --engine flower / flower-sim (default 2)")
     run.add_argument("--secure", action="store_true",
                      help="secure mode: the operating system's randomness and discrete noise "
                      "for every algorithm run (not replayable from the seed, by design); "
@@ -358,6 +379,8 @@ def _run(args) -> int:
     keep_freed_memory()   # a run's rounds reuse the same temporaries: no page faults for them
     if args.engine == "mpi":
         return _run_on_mpi(args)
+    if args.engine in ("flower", "flower-sim"):
+        return _run_on_flower(args)
     try:
         name, seed, overrides, out, mode = _settings(args)
         if mode == "resume":
@@ -415,6 +438,62 @@ def _run_on_mpi(args) -> int:
         sys.stderr.flush()
         world.Abort(status)
     return status
+
+
+def _run_on_flower(args) -> int:
+    """``--engine flower`` / ``flower-sim``: the experiment's PriRFed runs on a federation
+    started here for the run (:mod:`rfed.engines.flower_runs`)."""
+    import tempfile
+
+    try:
+        name, seed, overrides, out, mode = _settings(args)
+        if mode == "resume":
+            _check_not_mpi_checkpoint(out)
+        if name not in FLOWER_EXPERIMENTS:
+            raise ValueError(f"experiment '{name}' cannot run on the Flower engine (it runs "
+                             f"algorithms other than PriRFed); --engine {args.engine} runs: "
+                             f"{', '.join(FLOWER_EXPERIMENTS)}")
+        if args.secure:
+            raise ValueError(f"--secure cannot be used with --engine {args.engine} (the "
+                             "federation replays the seeded noise to compare with one process)")
+        if isinstance(args.supernodes, bool) or args.supernodes < 1:
+            raise ValueError(f"--supernodes must be an int >= 1, got {args.supernodes}")
+    except ValueError as exc:
+        _error(exc)
+        return 2
+    try:
+        import flwr  # noqa: F401
+    except ImportError:
+        _error(f"--engine {args.engine} needs flwr: pip install 'rfed[flower]'"
+               + (" 'rfed[flower-sim]'" if args.engine == "flower-sim" else ""))
+        return 2
+    from rfed.algorithms.base import engine_run_hooks
+    from rfed.engines.flower_launch import LoopbackFederation
+    from rfed.engines.flower_runs import FlowerRunHook
+
+    simulation = args.engine == "flower-sim"
+    kind = ("Flower simulation engine" if simulation else
+            "Flower SuperLink on loopback (TLS, SuperNode authentication)")
+    print(f"engine: {kind} with {args.supernodes} SuperNode(s)", flush=True)
+    with tempfile.TemporaryDirectory(prefix="rfed-flower-") as workdir:
+        try:
+            federation = LoopbackFederation(args.supernodes, workdir=workdir,
+                                            simulation=simulation, timeout=3600.0)
+        except ImportError as exc:
+            _error(exc)
+            return 2
+        try:
+            federation.start()
+            with engine_run_hooks(lambda hook: FlowerRunHook(hook, federation)):
+                return _run_and_report(args, name, seed, overrides, out, mode)
+        except (TimeoutError, RuntimeError) as exc:
+            # the runs finished so far are checkpointed in the results folder
+            _error(f"the Flower run failed: {exc}"
+                   + (f"; continue with rfed run {name} --resume {out} --engine {args.engine}"
+                      if out.is_dir() else ""))
+            return 1
+        finally:
+            federation.stop()
 
 
 def _check_mpi_run(name: str, args) -> None:

@@ -95,7 +95,8 @@ def run_settings(
             x0s.append(start(st.problem, x0_rng) if start
                        else st.problem.manifold.random_point(x0_rng))
         rngs = [ctx.rng(si, rep) for rep in range(repetitions)]
-        if repetitions > 1 and not ctx.secure and isinstance(st.algorithm, PriRFed):
+        if (repetitions > 1 and not ctx.secure and isinstance(st.algorithm, PriRFed)
+                and _federated_runner(st) is None):
             runs = _run_together(ctx, st, x0s, rngs, rounds, eval_every, extra_metrics, bar)
         else:
             runs = [_run_alone(ctx, st, rep, x0s[rep], rngs[rep], rounds, eval_every,
@@ -147,13 +148,23 @@ def _run_alone(ctx: RunContext, st: Setting, rep: int, x0: np.ndarray,
         bar.update(t - last[0])
         last[0] = t
 
-    res = st.algorithm.run(st.problem, rounds, rng=rng, x0=x0, eval_every=eval_every,
-                           callback=callback)
+    federated = _federated_runner(st)
+    run = st.algorithm.run if federated is None else (
+        lambda *args, **kwargs: federated(st.algorithm, *args, **kwargs))
+    res = run(st.problem, rounds, rng=rng, x0=x0, eval_every=eval_every, callback=callback)
     if res.diverged:
         ctx.log(setting=st.label, group=st.group, repetition=rep, diverged=True,
                 diverged_round=res.diverged_round, diverged_reason=res.diverged_reason)
     bar.update(rounds - last[0])
     return res
+
+
+def _federated_runner(st: Setting) -> Callable | None:
+    """The engine's ``run_federated`` when one runs this setting's PriRFed runs elsewhere
+    (``rfed run NAME --engine flower``: :class:`rfed.engines.flower_runs.FlowerRunHook`); the
+    repetitions then run one by one (each bit for bit what it is in a batched group)."""
+    runner = getattr(_HOOK.get(), "run_federated", None)
+    return runner if runner is not None and isinstance(st.algorithm, PriRFed) else None
 
 
 def _run_together(ctx: RunContext, st: Setting, x0s: list, rngs: list, rounds: int,

@@ -190,6 +190,9 @@ class HyperbolicPrediction(Problem):
         if not self.mask.all():
             self.data["y"] = np.where(self.mask[..., None], targets, targets[:, :1])
         self.query = query
+        # public constants of the weights (kept so that a shard can be rebuilt from them)
+        self.gamma = float(gamma)
+        self.bandwidth = float(bandwidth)
         self.kernel = kernel
         self.weights = weights
         if weights == "kernel_ridge":
