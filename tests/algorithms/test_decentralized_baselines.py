@@ -276,16 +276,21 @@ def test_cga_projection_by_hand():
     v = cga_projection(np.eye(2), np.array([-2.0, 1.0]), 0.0)
     np.testing.assert_allclose(v, [2.0, 0.0], atol=1e-9)
     rng = np.random.default_rng(0)
+
+    def objective(u, gram, cvec):
+        return 0.5 * u @ gram @ u + cvec @ u
+
     for _ in range(20):   # against a generic bounded solver
         g_rows = rng.standard_normal((4, 6))
         own = rng.standard_normal(6)
         gram, cvec = g_rows @ g_rows.T, g_rows @ own
-        ref = scipy.optimize.minimize(lambda u: 0.5 * u @ gram @ u + cvec @ u, np.ones(4),
-                                      jac=lambda u: gram @ u + cvec, bounds=[(0.5, None)] * 4,
-                                      method="L-BFGS-B", options={"ftol": 1e-15, "gtol": 1e-12})
+        ref = scipy.optimize.minimize(objective, np.ones(4), args=(gram, cvec),
+                                      jac=lambda u, gram, cvec: gram @ u + cvec,
+                                      bounds=[(0.5, None)] * 4, method="L-BFGS-B",
+                                      options={"ftol": 1e-15, "gtol": 1e-12})
         got = cga_projection(gram, cvec, 0.5)
-        obj = lambda u: 0.5 * u @ gram @ u + cvec @ u  # noqa: E731
-        assert np.all(got >= 0.5 - 1e-12) and obj(got) <= obj(ref.x) + 1e-9
+        assert np.all(got >= 0.5 - 1e-12)
+        assert objective(got, gram, cvec) <= objective(ref.x, gram, cvec) + 1e-9
 
 
 def test_dpcga_step_is_cga_algorithm_1():

@@ -56,6 +56,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
+import scipy.sparse.linalg
 
 from rfed.algorithms.decentralized._common import (
     DecentralizedAlgorithm,
@@ -84,6 +85,14 @@ from rfed.problems.base import sample_without_replacement
 __all__ = ["Muffliato", "MuffliatoPaperFormula", "gossip_polynomials", "second_eigenvalue_modulus"]
 
 
+#: Largest graph whose spectrum is computed densely (``eigvalsh``); larger ones use ``eigsh``.
+DENSE_SPECTRUM = 1500
+
+#: Largest graph for which the paper's pairwise accounting (dense ``n x n`` gossip
+#: polynomials) is evaluated.
+PAIRWISE_MAX_AGENTS = 1000
+
+
 def second_eigenvalue_modulus(weights: sp.spmatrix) -> float:
     """``rho = max(|lambda_2|, |lambda_n|)`` of a symmetric mixing matrix (a public number).
 
@@ -95,12 +104,26 @@ def second_eigenvalue_modulus(weights: sp.spmatrix) -> float:
     Returns
     -------
     float in ``[0, 1]``
+
+    Raises
+    ------
+    ValueError
+        When the sparse eigensolver of a large graph does not converge (give ``gossip_steps``
+        and ``omega`` explicitly then).
     """
     n = weights.shape[0]
     if n == 1:
         return 0.0
-    eig = np.linalg.eigvalsh(weights.toarray())   # ascending; eig[-1] = 1
-    return float(min(1.0, max(abs(eig[0]), abs(eig[-2]))))
+    if n <= DENSE_SPECTRUM:
+        eig = np.linalg.eigvalsh(weights.toarray())   # ascending; eig[-1] = 1
+        return float(min(1.0, max(abs(eig[0]), abs(eig[-2]))))
+    try:
+        top = scipy.sparse.linalg.eigsh(sp.csr_matrix(weights, dtype=float), k=2, which="LM",
+                                        return_eigenvectors=False, tol=1e-8)
+    except scipy.sparse.linalg.ArpackNoConvergence:
+        raise ValueError(f"the spectrum of the {n}-agent mixing matrix did not converge: give "
+                         "'gossip_steps' and 'omega' explicitly") from None
+    return float(min(1.0, np.sort(np.abs(top))[0]))
 
 
 def gossip_polynomials(weights: sp.spmatrix, steps: int, omega: float) -> list[np.ndarray]:
@@ -170,8 +193,18 @@ class MuffliatoPaperFormula:
 
     def evaluate(self, rounds: int) -> dict:
         """``{'label', 'formula', 'epsilon', 'epsilon_mean_pairs', 'delta'}`` for ``rounds``."""
+        formula = ("Muffliato pairwise network DP: Renyi divergence alpha/(2 z^2) "
+                   "sum_{s<K} sum_{w in N(v)} (P_s)_wu^2 / ||(P_s)_w||^2 per round, composed "
+                   "over the rounds without subsampling amplification, converted to (eps, "
+                   "delta); worst pair u != v ('epsilon') and mean over pairs; a node sees only "
+                   "its neighbours' messages (weaker than the certified local DP)")
+        n = self.weights.shape[0]
+        if n > PAIRWISE_MAX_AGENTS:
+            return {"label": PAPER_LABEL, "epsilon": None, "epsilon_mean_pairs": None,
+                    "delta": self.delta, "formula": formula,
+                    "warning": f"not evaluated for {n} > {PAIRWISE_MAX_AGENTS} agents (dense "
+                               "n x n gossip polynomials)"}
         s = self.factor()
-        n = s.shape[0]
         off = s[~np.eye(n, dtype=bool)]
         z = self.noise_multiplier
         rounds = max(int(rounds), 1)
@@ -182,12 +215,7 @@ class MuffliatoPaperFormula:
             mean = float(np.mean([_rdp_to_dp(rounds * v / (2 * z * z), self.delta)
                                   for v in off]))
         return {"label": PAPER_LABEL, "epsilon": worst, "epsilon_mean_pairs": mean,
-                "delta": self.delta,
-                "formula": ("Muffliato pairwise network DP: Renyi divergence alpha/(2 z^2) "
-                            "sum_{s<K} sum_{w in N(v)} (P_s)_wu^2 / ||(P_s)_w||^2 per round, "
-                            "composed over the rounds, converted to (eps, delta); worst pair "
-                            "u != v ('epsilon') and mean over pairs; a node sees only its "
-                            "neighbours' messages (weaker than the certified local DP)")}
+                "delta": self.delta, "formula": formula}
 
 
 def muffliato_paper_z(weights, steps: int, omega: float, epsilon: float, delta: float,
@@ -195,8 +223,11 @@ def muffliato_paper_z(weights, steps: int, omega: float, epsilon: float, delta: 
     """The noise multiplier whose paper pairwise bound (worst pair) after ``rounds`` rounds is
     ``epsilon``: ``rho = (sqrt(L + eps) - sqrt(L))^2`` with ``L = ln(1/delta)`` inverts
     :func:`_rdp_to_dp`, and ``rho = rounds S_max / (2 z^2)``."""
-    s_max = float(_pairwise_sums(weights, steps, omega)[~np.eye(weights.shape[0],
-                                                                dtype=bool)].max())
+    n = weights.shape[0]
+    if n > PAIRWISE_MAX_AGENTS:
+        raise ValueError(f"argument 'paper_epsilon': the paper's pairwise accounting is not "
+                         f"evaluated for {n} > {PAIRWISE_MAX_AGENTS} agents; use budget=")
+    s_max = float(_pairwise_sums(weights, steps, omega)[~np.eye(n, dtype=bool)].max())
     log_term = math.log(1.0 / delta)
     rho = (math.sqrt(log_term + epsilon) - math.sqrt(log_term)) ** 2
     return math.sqrt(rounds * s_max / (2.0 * rho))
@@ -270,7 +301,9 @@ class Muffliato(DecentralizedAlgorithm):
             raise ValueError("argument 'clip' must be > 0")
         self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, None, paper_epsilon, delta)
         n = self.weights.shape[0]
-        self.rho = second_eigenvalue_modulus(self.weights)
+        # the spectrum (a public number) only when a default needs it
+        needs_rho = gossip_steps is None or (accelerated and omega is None)
+        self.rho = second_eigenvalue_modulus(self.weights) if needs_rho else None
         if gossip_steps is None:
             gap = max(1.0 - self.rho, 1e-12)
             gossip_steps = max(1, math.ceil(math.log(max(n, 2)) / math.sqrt(gap)))
@@ -280,12 +313,14 @@ class Muffliato(DecentralizedAlgorithm):
                              f"{gossip_steps!r}")
         self.gossip_steps = int(gossip_steps)
         self.accelerated = bool(accelerated)
-        if omega is None:
-            omega = 2.0 / (1.0 + math.sqrt(max(0.0, 1.0 - self.rho ** 2))) if accelerated else 1.0
+        if not self.accelerated:
+            omega = 1.0
+        elif omega is None:
+            omega = 2.0 / (1.0 + math.sqrt(max(0.0, 1.0 - self.rho ** 2)))
         omega = check_nonneg(omega, "omega")
         if not 0 < omega < 2:
             raise ValueError(f"argument 'omega' must be in (0, 2), got {omega!r}")
-        self.omega = omega if self.accelerated else 1.0
+        self.omega = omega
 
     # ------------------------------------------------------------------ privacy
     def _check(self, problem):
