@@ -149,7 +149,7 @@ class DPCGA(DPDL):
         sizes = problem.counts
         delta = cfg.resolve_delta(int(sizes.min()))
         # a batch mean clipped to C: replace-one sensitivity 2C (batch-level clipping)
-        sens = release_sensitivity(2.0 * self.clip, problem.manifold.dim, rng)
+        sens = float(release_sensitivity(2.0 * self.clip, problem.manifold.dim, rng))
         releases = self._releases()
 
         def budget_z():

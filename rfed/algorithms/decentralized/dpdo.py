@@ -291,7 +291,7 @@ class DPDOAccount:
                          "L1 sensitivity sqrt(d) times the L2 one (d = "
                          f"{self.dim} released coordinates)"],
             target_epsilon=self.target_epsilon, noise_multiplier=self.noise_multiplier,
-            calibration=self.mode, secure=self.secure, paper=self.paper,
+            calibration=str(self.mode), secure=self.secure, paper=self.paper,
             epsilon_paper=self.epsilon_paper)
 
     def finalize(self):
@@ -352,7 +352,8 @@ class DPDO(DecentralizedAlgorithm):
     """
 
     name = "DPDO"
-    state_rows = ("x", "z")
+    # the base class's attribute is inferred as a one-field tuple
+    state_rows = ("x", "z")  # type: ignore[assignment]
 
     def __init__(self, network: Network, *, lr: float, lr_decay: float = 1.0,
                  noise_decay: float = 1.0, clip: float = 1.0,
@@ -429,22 +430,24 @@ class DPDO(DecentralizedAlgorithm):
         else:
             delta = check_delta_for_dataset(self.delta, q_min)
         dim = problem.manifold.dim
-        grid_term = release_sensitivity(0.0, dim, rng, "l1")
+        grid_term = float(release_sensitivity(0.0, dim, rng, "l1"))
         account = DPDOAccount(self.name, sizes, self.lr, self.lr_decay, 1.0, self.noise_decay,
                               self.clip, dim, grid_term, delta, secure=is_secure(rng),
                               mode=mode)
         comm = self.network.comm
-        if mode == "budget":
-            scale = comm.root_computes(
-                lambda: account.calibrate_scale(self.budget, self.n_rounds, delta))
-            account.target_epsilon = self.budget.epsilon
-            account.planned_rounds = self.n_rounds
-        elif mode == "noise_multiplier":
+        scale: float
+        if self.budget is not None and self.n_rounds is not None:
+            budget, rounds = self.budget, self.n_rounds
+            scale = comm.root_computes(lambda: account.calibrate_scale(budget, rounds, delta))
+            account.target_epsilon = budget.epsilon
+            account.planned_rounds = rounds
+        elif self.noise_multiplier:
             scale = (self.noise_multiplier * float(account.sensitivity(0, q_min))
                      / self.noise_decay)
-        elif mode == "noise_scale":
+        elif self.noise_scale:
             scale = self.noise_scale
         else:
+            assert self.paper_epsilon is not None   # the remaining mode
             scale = paper_noise_scale(self.paper_epsilon, self.lr, self.lr_decay,
                                       self.noise_decay, self.clip, dim)
             account.epsilon_paper = self.paper_epsilon

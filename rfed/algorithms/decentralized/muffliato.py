@@ -53,6 +53,7 @@ from __future__ import annotations
 import dataclasses
 import math
 from dataclasses import dataclass
+from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
@@ -303,9 +304,11 @@ class Muffliato(DecentralizedAlgorithm):
         n = self.weights.shape[0]
         # the spectrum (a public number) only when a default needs it
         needs_rho = gossip_steps is None or (accelerated and omega is None)
-        self.rho = second_eigenvalue_modulus(self.weights) if needs_rho else None
+        rho = second_eigenvalue_modulus(self.weights) if needs_rho else 0.0
+        #: The second largest eigenvalue modulus of ``W`` (None when no default needed it).
+        self.rho: float | None = rho if needs_rho else None
         if gossip_steps is None:
-            gap = max(1.0 - self.rho, 1e-12)
+            gap = max(1.0 - rho, 1e-12)
             gossip_steps = max(1, math.ceil(math.log(max(n, 2)) / math.sqrt(gap)))
         if (isinstance(gossip_steps, bool) or not isinstance(gossip_steps, (int, np.integer))
                 or gossip_steps < 1):
@@ -316,7 +319,7 @@ class Muffliato(DecentralizedAlgorithm):
         if not self.accelerated:
             omega = 1.0
         elif omega is None:
-            omega = 2.0 / (1.0 + math.sqrt(max(0.0, 1.0 - self.rho ** 2)))
+            omega = 2.0 / (1.0 + math.sqrt(max(0.0, 1.0 - rho ** 2)))
         omega = check_nonneg(omega, "omega")
         if not 0 < omega < 2:
             raise ValueError(f"argument 'omega' must be in (0, 2), got {omega!r}")
@@ -343,7 +346,7 @@ class Muffliato(DecentralizedAlgorithm):
         delta = cfg.resolve_delta(int(sizes.min()))
         n = problem.n_agents
         # a clipped sum of per-sample gradients of norm <= C: replace-one sensitivity 2C
-        sens = release_sensitivity(2.0 * self.clip, problem.manifold.dim, rng)
+        sens = float(release_sensitivity(2.0 * self.clip, problem.manifold.dim, rng))
         releases = np.ones(n, dtype=int)
 
         def budget_z():
@@ -359,6 +362,8 @@ class Muffliato(DecentralizedAlgorithm):
 
         z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std,
                                                  sigma_unit=self.clip, comm=self.network.comm)
+        # the paper's pairwise formula serves the account as a PaperFormula does (evaluate)
+        paper: Any = self._paper(z, delta)
         return GaussianAccount(
             self.name, sizes, self.batch_size, releases, z, sens, delta, cfg.method,
             assumptions=[f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; "
@@ -368,7 +373,7 @@ class Muffliato(DecentralizedAlgorithm):
                          "local DP against an observer of every message (the paper's "
                          "pairwise network DP is reported beside it, labelled as the paper's)"],
             target_epsilon=target, planned_rounds=cfg.n_rounds if target is not None else None,
-            paper=self._paper(z, delta), epsilon_paper=cfg.paper_epsilon,
+            paper=paper, epsilon_paper=cfg.paper_epsilon,
             secure=is_secure(rng), mode=cfg.mode)
 
     def privacy(self, state):
