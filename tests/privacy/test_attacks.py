@@ -169,8 +169,8 @@ def test_inversion_recovers_records_from_unnoised_messages_and_fails_at_a_budget
     blank = reconstruction_scores(np.full(rec.shape, 0.5), rec, (8, 8), 1.0).summary()
     print(f"\n[attack] analytic inversion of {rec.shape[0]} cross-gradients: no defence "
           f"PSNR {no_defence['psnr_db']:.1f} dB SSIM {no_defence['ssim']:.3f}; budget eps 8 "
-          f"({eps:.2f} spent by this round): PSNR {private['psnr_db']:.2f} dB SSIM {private['ssim']:.3f}; blank "
-          f"guess PSNR {blank['psnr_db']:.2f} dB")
+          f"({eps:.2f} spent by this round): PSNR {private['psnr_db']:.2f} dB SSIM "
+          f"{private['ssim']:.3f}; blank guess PSNR {blank['psnr_db']:.2f} dB")
     assert no_defence["psnr_db"] > RECOVERED_DB and no_defence["ssim"] > 0.99
     assert private["psnr_db"] < min(FAILED_DB, blank["psnr_db"] + 1.0)
     assert private["ssim"] < 0.1
