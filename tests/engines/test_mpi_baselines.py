@@ -25,6 +25,7 @@ from tests.engines.test_mpi_engine import (
     N_AGENTS,
     N_ROUNDS,
     SEED,
+    _assert_same,
     _graph,
     _launch,
     _logreg,
@@ -91,6 +92,18 @@ def _mpi_cases():
     return cases
 
 
+def _result(res: dict) -> dict:
+    """What rank 0 keeps of a run of :func:`rfed.engines.mpi.run_mpi`."""
+    return {"x": res["x"], "output": res["output"], "privacy": res["privacy"],
+            "messages": res["comm"]}
+
+
+def _dump(out: dict, path: str) -> None:
+    if out:   # rank 0 only
+        with open(path, "wb") as fh:
+            pickle.dump(out, fh)
+
+
 def run_child(path: str) -> None:
     from rfed.engines.mpi import run_mpi
 
@@ -98,11 +111,8 @@ def run_child(path: str) -> None:
     for name, alg, prob, x0 in _mpi_cases():
         res = run_mpi(alg, prob, N_ROUNDS, rng=np.random.default_rng(SEED), x0=x0)
         if res is not None:
-            out[name] = {"x": res["x"], "output": res["output"], "privacy": res["privacy"],
-                         "messages": res["comm"]}
-    if out:
-        with open(path, "wb") as fh:
-            pickle.dump(out, fh)
+            out[name] = _result(res)
+    _dump(out, path)
 
 
 class _Crash(Exception):
@@ -129,26 +139,13 @@ def run_resume_child(path: str, ckpt: str, phase: str) -> None:
                 continue
         res = run_mpi(alg, prob, N_ROUNDS, rng=None, resume_from=file)
         if res is not None:
-            out[name] = {"x": res["x"], "output": res["output"], "privacy": res["privacy"],
-                         "messages": res["comm"]}
-    if out:
-        with open(path, "wb") as fh:
-            pickle.dump(out, fh)
+            out[name] = _result(res)
+    _dump(out, path)
 
 
 @pytest.fixture(scope="module")
 def reference():
     return run_in_process()
-
-
-def _assert_same(got: dict, reference: dict, names) -> None:
-    assert set(got) == set(names)
-    for name in names:
-        ref = reference[name]
-        np.testing.assert_array_equal(got[name]["x"], ref["x"], err_msg=name)
-        np.testing.assert_array_equal(got[name]["output"], ref["output"], err_msg=name)
-        assert got[name]["privacy"] == ref["privacy"], name
-        assert got[name]["messages"] == ref["messages"], name
 
 
 def test_cases_are_private_and_move(reference):

@@ -6,7 +6,8 @@ start and their own data); half of them hold the canary record. For each algorit
 is the released value (captured by a spy on the mechanism the algorithm calls, or read from the
 message), the honest run's Clopper-Pearson lower bound on epsilon must stay below the certified
 epsilon, and a deliberately broken variant (noise four times smaller than the ledger records,
-monkeypatched in the test on the mechanism the algorithm calls) must be caught.
+monkeypatched in the test on the mechanism the algorithm calls, with test_audit_decentralized's
+helper) must be caught.
 """
 
 import numpy as np
@@ -21,6 +22,7 @@ from rfed.networks.network import Network
 from rfed.privacy import PrivacyBudget
 from rfed.privacy.audit import epsilon_lower_bound
 from rfed.problems.linear import LogisticRegression
+from tests.privacy.test_audit_decentralized import _broken
 
 DELTA = 1e-5
 TRIALS = 3000
@@ -38,17 +40,6 @@ def _canary_problem(n: int, q: int, canary: np.ndarray, feature: float = 1.0):
     feats[canary, 0, 0] = feature
     labels[canary, 0] = -1.0
     return LogisticRegression(feats, labels)
-
-
-def _broken(monkeypatch, module, name: str, sigma_pos: int, factor: float = 4.0) -> None:
-    real = getattr(module, name)
-
-    def smaller(*args):
-        args = list(args)
-        args[sigma_pos] = np.asarray(args[sigma_pos]) / factor
-        return real(*args)
-
-    monkeypatch.setattr(module, name, smaller)
 
 
 def _spy(monkeypatch, module, name: str, out_list: list) -> None:
@@ -84,7 +75,7 @@ def test_audit_muffliato(monkeypatch):
     honest = epsilon_lower_bound(s0, s1, DELTA)
     assert honest.epsilon_lower < eps
     monkeypatch.undo()
-    _broken(monkeypatch, muffliato_module, "gaussian_mechanism", sigma_pos=3)
+    _broken(monkeypatch, muffliato_module, "gaussian_mechanism")
     (s0, s1), eps_b = _muffliato_scores(monkeypatch)
     assert eps_b == eps
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
@@ -107,7 +98,7 @@ def test_audit_dpdo(monkeypatch):
     (s0, s1), eps = _dpdo_scores()
     assert 0.9 * EPS <= eps <= EPS
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower < eps
-    _broken(monkeypatch, dpdo_module, "laplace_mechanism", sigma_pos=1)
+    _broken(monkeypatch, dpdo_module, "laplace_mechanism")
     (s0, s1), eps_b = _dpdo_scores()
     assert eps_b == eps
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
@@ -139,7 +130,7 @@ def test_audit_dpcga(monkeypatch):
     assert 0.9 * EPS <= eps <= EPS
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower < eps
     monkeypatch.undo()
-    _broken(monkeypatch, dpcga_module, "gaussian_mechanism", sigma_pos=3)
+    _broken(monkeypatch, dpcga_module, "gaussian_mechanism")
     (s0, s1), eps_b = _dpcga_scores(monkeypatch)
     assert eps_b == eps
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
