@@ -28,6 +28,9 @@ beside the bound the private run's certificate implies.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
+from typing import Any
+
 import numpy as np
 
 from rfed.algorithms.decentralized import DPDL
@@ -103,7 +106,10 @@ def dpdl_attack(config: dict, ctx: RunContext) -> dict:
     runs = {"ND": ("DPDL non-private", {}),
             "DPDL": (private_label, {"budget": budget, "n_rounds": rounds})}
     noise = ctx.rng(95)
-    rows, shown, finals = [], {}, {}
+    rows: list[Mapping[str, Any]] = []
+    mi_rows: list[Mapping[str, Any]] = []
+    shown: dict[str, tuple[np.ndarray, np.ndarray]] = {}
+    finals: dict[str, tuple[Any, DPDL]] = {}
     for key, (label, private) in runs.items():
         alg = DPDL(Network(graph, weights), lr=cfg["lr"], beta=cfg["beta"], alpha=cfg["alpha"],
                    batch_size=1, clip=cfg["clip"], **private)
@@ -147,7 +153,6 @@ def dpdl_attack(config: dict, ctx: RunContext) -> dict:
         finals[key] = (state, alg)
     # membership inference on the agents' mean model of each run
     members = (problem.data["features"].reshape(n * q, -1), problem.data["labels"].reshape(-1))
-    mi_rows = []
     for key, (state, alg) in finals.items():
         theta = np.mean(state.x, axis=0)
 
@@ -156,7 +161,8 @@ def dpdl_attack(config: dict, ctx: RunContext) -> dict:
                                                "onehot": np.eye(problem.n_classes)[labels]})
 
         result = loss_threshold_attack(losses(*members), losses(x_te, y_te))
-        row = {"run": runs[key][0], "advantage": result.advantage, "auc": result.auc,
+        row: dict[str, Any] = {
+               "run": runs[key][0], "advantage": result.advantage, "auc": result.auc,
                "ks_p_value": result.p_value, "tpr_at_fpr_0.01": result.tpr_at_fpr[0.01],
                "tpr_at_fpr_0.1": result.tpr_at_fpr[0.1],
                "test_accuracy_pct": 100 * float(problem.accuracy(theta, x_te, y_te))}
