@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 
-from rfed.algorithms.decentralized import DOADP, DPDDA, NoisyDSGD
+from rfed.algorithms.decentralized import DOADP, DPDDA, DPDO, NoisyDSGD
 from rfed.datasets.synthetic import make_epsilon_like
 from rfed.experiments._decentralized import (
     DecSetting,
@@ -67,7 +67,9 @@ def _logreg_problem(cfg: dict, rng: np.random.Generator) -> LogisticRegression:
         "(unit-norm rows; default 20 agents x 300 samples, d = 100; full=True: 20 x 20,000, "
         "d = 2,000), circulant graph i+-1,2,3 with W = I - L/7, one sample per active agent, "
         "6 epochs. Curves for (p, k/d) in {(1,1),(0.8,1),(1,0.3),(0.8,0.3)} at eps_fig2a, "
-        "noisy DSGD and DP-DDA (iota = 0.2) as baselines at the same eps (Fig. 3), the "
+        "noisy DSGD, DP-DDA (iota = 0.2) and DPDO (Huang et al.: Laplace-perturbed states, "
+        "full local gradients, decaying steps; one iteration per epoch) as baselines at the "
+        "same eps (Fig. 3; the paper's CPGT is not built, see docs/guide/baselines.md), the "
         "suboptimality against eps (Fig. 2b) and the communication table (Table I)."
     ),
     defaults={
@@ -75,7 +77,8 @@ def _logreg_problem(cfg: dict, rng: np.random.Generator) -> LogisticRegression:
         "alpha": 0.05, "beta": 0.15, "gamma": 0.05, "grad_bound": 1.0, "delta0": 1e-5,
         "delta": 1e-5,
         "eps_fig2a": 1.0, "eps_sweep": [0.25, 0.5, 1.0], "repetitions": 2, "eval_every": 100,
-        "baselines": True,
+        "baselines": True, "dpdo_lr": 1.0, "dpdo_lr_decay": 0.9, "dpdo_noise_decay": 0.95,
+        "dpdo_iterations": 0,
     },
 )
 def doadp_logreg(config: dict, ctx: RunContext) -> dict:
@@ -138,6 +141,22 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
     settings.append(DecSetting("DO-ADP p=1 k/d=1 non-private", problem,
                                doadp(1.0, 1.0, None), zero, tags=tag(1.0, 1.0, 0.0),
                                epochs_per_round=1 / q))
+    if cfg["baselines"]:
+        # DPDO reads its whole local data set every iteration (exact gradients, the paper's
+        # algorithm): one iteration per epoch, 'dpdo_iterations' 0 = the others' epochs. After
+        # the reference, so that every earlier setting keeps its seed.
+        if (isinstance(cfg["dpdo_iterations"], bool)
+                or not isinstance(cfg["dpdo_iterations"], int) or cfg["dpdo_iterations"] < 0):
+            raise ValueError(f"setting 'dpdo_iterations' must be an int >= 0 (0: as many as "
+                             f"'epochs'), got {cfg['dpdo_iterations']!r}")
+        dpdo_rounds = cfg["dpdo_iterations"] or cfg["epochs"]
+        settings.append(DecSetting(
+            f"DPDO (full local gradients) {lab}", problem,
+            lambda eps=eps, rounds=dpdo_rounds: DPDO(
+                Network(graph), lr=cfg["dpdo_lr"], lr_decay=cfg["dpdo_lr_decay"],
+                noise_decay=cfg["dpdo_noise_decay"], clip=cfg["grad_bound"],
+                budget=PrivacyBudget(eps, cfg["delta"]), n_rounds=rounds),
+            zero, tags=tag(1.0, 1.0, eps), rounds=dpdo_rounds, epochs_per_round=1.0))
     results = run_dec_settings(ctx, settings, rounds=rounds, repetitions=cfg["repetitions"],
                                eval_every=cfg["eval_every"])
     # Fig. 2(b): suboptimality against eps (final round); at eps_fig2a the runs of Fig. 2(a)

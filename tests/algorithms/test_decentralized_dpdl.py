@@ -103,7 +103,8 @@ def test_digits_dirichlet_dpdl_vs_dpdpsgd_same_epsilon():
     summary, ctx = run_experiment(
         "dpdl-digits", seed=0,
         overrides={"rounds": 12, "n_agents": 6, "topologies": ["bipartite"], "epsilons": [8.0],
-                   "non_private": False, "hidden": 8, "eval_every": 12, "batch_size": 8})
+                   "non_private": False, "hidden": 8, "eval_every": 12, "batch_size": 8,
+                   "baselines": False})
     rows = ctx.tables["table1_test_accuracy"]
     assert set(ctx.privacy) == {"DPDL bipartite certified eps=8 (delta=1e-05)",
                                 "DP-DPSGD bipartite certified eps=8 (delta=1e-05)"}

@@ -4,6 +4,9 @@
 * :class:`DPDL` (spec 001) and its baseline :class:`DPDPSGD`;
 * :class:`DPDDA` (spec 002; ``n_active = n`` is the full-participation baseline [19]);
 * :class:`DPDGT` (spec 003; Euclidean only) and its baseline :class:`NoisyDDGT`;
+* the baselines the papers compare with: :class:`Muffliato` (Cyffers et al., NeurIPS 2022),
+  :class:`DPDO` (Huang, Mitra, Vaidya, ICDCN 2015) and :class:`DPCGA` (Esfandiari et al.,
+  ICML 2021, with rfed's calibration of its DP variant); see ``docs/guide/baselines.md``;
 * helpers: :func:`sparsify` (DO-ADP's Top-k / rand-k) and :func:`calibration_weights` (DPDL's
   cosine-similarity calibration ``1 / (1 + e^S)``).
 
@@ -22,16 +25,22 @@ epsilon beside them. See :mod:`rfed.algorithms.decentralized._privacy`.
 """
 
 from rfed.algorithms.decentralized.doadp import DOADP, NoisyDSGD, sparsify
+from rfed.algorithms.decentralized.dpcga import DPCGA
 from rfed.algorithms.decentralized.dpdda import DPDDA
 from rfed.algorithms.decentralized.dpdgt import DPDGT, NoisyDDGT
 from rfed.algorithms.decentralized.dpdl import DPDL, DPDPSGD, calibration_weights
+from rfed.algorithms.decentralized.dpdo import DPDO
+from rfed.algorithms.decentralized.muffliato import Muffliato
 
 __all__ = [
     "DOADP",
+    "DPCGA",
     "DPDDA",
     "DPDGT",
     "DPDL",
+    "DPDO",
     "DPDPSGD",
+    "Muffliato",
     "NoisyDDGT",
     "NoisyDSGD",
     "calibration_weights",
