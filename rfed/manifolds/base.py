@@ -180,7 +180,7 @@ class Manifold(abc.ABC):
         return self.inner(xb, basis, ub)
 
     def from_coords(self, x: np.ndarray, coords: np.ndarray) -> np.ndarray:
-        """The tangent vector at ``x`` with orthonormal coordinates ``coords`` (*batch, dim)."""
+        """The tangent vector at ``x`` with orthonormal coordinates ``coords``, ``(*batch, dim)``."""
         basis = self.tangent_basis(x)
         k = len(self.point_shape)
         c = np.asarray(coords, dtype=float).reshape(np.shape(coords) + (1,) * k)

@@ -35,16 +35,16 @@ does):
   ``'without_replacement'`` (a uniformly random subset of fixed size ``sample_size`` of
   ``dataset_size`` records), ``'none'``. Which accountant handles which event:
 
-  ===========================  ==============================  ==============================
-  event                         rdp                             pld
-  ===========================  ==============================  ==============================
-  Gaussian, no sampling         both relations                  both relations
-  Gaussian, Poisson             add_remove_one only             both relations
-  Gaussian, without replacement replace_one only                refused
-  Laplace, no sampling          both relations                  add_remove_one only
-  Laplace, Poisson              refused                         add_remove_one only
-  Laplace, without replacement  refused                         refused
-  ===========================  ==============================  ==============================
+  =============================  ==============================  ==============================
+  event                          rdp                             pld
+  =============================  ==============================  ==============================
+  Gaussian, no sampling          both relations                  both relations
+  Gaussian, Poisson              add_remove_one only             both relations
+  Gaussian, without replacement  replace_one only                refused
+  Laplace, no sampling           both relations                  add_remove_one only
+  Laplace, Poisson               refused                         add_remove_one only
+  Laplace, without replacement   refused                         refused
+  =============================  ==============================  ==============================
 
   Anything else raises ``ValueError`` naming the event and the combination that works.
   A sampling rate of one (or ``sample_size == dataset_size``) is no sampling.

@@ -492,8 +492,10 @@ def doadp_sigma(
     size, ``p`` the activation probability, ``k`` of ``d`` coordinates kept by Top-k and ``G``
     the gradient bound (each coordinate clipped to ``G / sqrt(d)``, spec pitfall P2).
 
-    Variants
-    --------
+    Notes
+    -----
+    The two variants:
+
     ``'paper'``
         Eq. (7) at equality; warns when ``T < q^2 eps^2 / (4 p^2)`` (the experiments violate it,
         spec P6).

@@ -847,8 +847,8 @@ class DPRSVRG(LocalTrainer):
                         clip: float | None) -> tuple[np.ndarray, np.ndarray]:
         r"""The data-dependent value of an inner step of ``variant='released_snapshot'``.
 
-        :math:`v = rac{1}{b}\sum_{l} \mathrm{clip}_{	au_d}(\mathrm{grad} f_l(x) -
-        \Gamma_{	ilde x}^{x} \mathrm{grad} f_l(	ilde x))`, each difference clipped in the norm
+        :math:`v = \frac{1}{b}\sum_{l} \mathrm{clip}_{\tau_d}(\mathrm{grad} f_l(x) -
+        \Gamma_{\tilde x}^{x} \mathrm{grad} f_l(\tilde x))`, each difference clipped in the norm
         at ``x``: between neighbouring batches (one record replaced) ``v`` moves by at most
         ``2 tau_d / b``.
 
@@ -861,7 +861,7 @@ class DPRSVRG(LocalTrainer):
         sizes : array, shape ``(A,)``
             The public normalisers ``b_i``.
         clip : float or None
-            :math:`	au_d` (``None``: no clipping, non-private).
+            :math:`\tau_d` (``None``: no clipping, non-private).
 
         Returns
         -------

@@ -131,8 +131,8 @@ class PriRFed(Algorithm):
     certifies at most ``epsilon`` (and, with full participation, within 1% of it). Running more
     than ``T`` rounds raises ``RuntimeError``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> from rfed.privacy import PrivacyBudget
     >>> alg = PriRFed(DPRSGD(steps=1, batch_size=0.5, clip=1.0), n_sampled=None,
     ...               step_size=0.1, budget=PrivacyBudget(1.0, 1e-5), n_rounds=50)
