@@ -155,8 +155,10 @@ def reprint(value: str, actual: float) -> str:
     if percent:
         actual *= 100
     if exponent is not None:
+        # the same significant digits, with the exponent the value now needs
+        mantissa, _, power = f"{actual:.{decimals}e}".partition("e")
         sign = "+" if "e+" in value.lower() else ""
-        text = f"{actual / 10.0 ** exponent:.{decimals}f}e{exponent:{sign}d}"
+        text = f"{mantissa}e{int(power):{sign}d}"
     elif "," in value:
         text = f"{actual:,.{decimals}f}"
     else:

@@ -14,6 +14,17 @@
 
 Every function takes an explicit :class:`numpy.random.Generator` or an int seed; the same seed gives
 the same bits.
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
+* Ohad Shamir. A Stochastic PCA and SVD Algorithm with an Exponential Convergence Rate.
+  Proceedings of the 32nd International Conference on Machine Learning (ICML), 2015.
+  arXiv:1409.2848.
+* Matthew Reimherr, Karthik Bharath and Carlos Soto. Differential Privacy over Riemannian
+  Manifolds. Advances in Neural Information Processing Systems 34 (NeurIPS), 2021.
+  arXiv:2111.02516.
 """
 
 from __future__ import annotations

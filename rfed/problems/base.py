@@ -197,9 +197,9 @@ class Problem(abc.ABC):
         order is the rows'. False: gathered in the order drawn, all agents at once.
     evaluate_grad_norm : bool
         Whether a run's recorded rounds include ``grad_norm``
-        (:func:`~rfed.algorithms.base.evaluate_point`); True by default. False when only the cost is wanted and the gradient
-        costs much more than the cost (SPD Frechet mean: eigenvectors for the logs, singular
-        values alone for the distances).
+        (:func:`~rfed.algorithms.base.evaluate_point`); True by default. False when only the
+        cost is wanted and the gradient costs much more than the cost (SPD Frechet mean:
+        eigenvectors for the logs, singular values alone for the distances).
     """
 
     name: str = "problem"

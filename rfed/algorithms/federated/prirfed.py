@@ -1,4 +1,10 @@
-"""PriRFed (Algorithm 1 of seed 004): private federated learning on a Riemannian manifold."""
+"""PriRFed (Algorithm 1 of seed 004): private federated learning on a Riemannian manifold.
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
+"""
 
 from __future__ import annotations
 
