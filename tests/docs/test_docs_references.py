@@ -76,3 +76,15 @@ def test_cli_output_has_no_internal_references():
 def test_package_has_no_internal_references():
     hits = check_references.find_in_package()
     assert hits == [], f"{len(hits)} references remain, e.g.\n" + "\n".join(map(str, hits[:20]))
+
+
+def test_every_label_of_the_sweep_map_exists_in_the_papers_pages():
+    import json
+    import re
+
+    labels = set()
+    for page in (ROOT / "docs" / "papers").glob("*.md"):
+        labels |= set(re.findall(r"^\(([\w-]+)\)=$", page.read_text(encoding="utf-8"), re.M))
+    mapping = json.loads((ROOT / "tools" / "reference_labels.json").read_text())
+    missing = {k: v for k, v in mapping.items() if not k.startswith("_") and v not in labels}
+    assert missing == {}
