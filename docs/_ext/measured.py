@@ -95,7 +95,9 @@ def resolve(source: str, results: Path = RESULTS) -> float:
         if match is None:
             raise QuoteError(f"{source}: the pattern matches nothing in {name}")
         return float(match.group(1).replace(",", ""))
-    if ":" in source:
+    table_form = re.fullmatch(r"(?P<name>[\w.-]+)(?:/(?P<table>[\w.-]+))?\[(?P<row>[^\]]+)\]"
+                              r"\.(?P<column>[\w ()%.-]+)", source)
+    if table_form is None and ":" in source:
         name, path = source.split(":", 1)
         file = results / name / "summary.json"
         if not file.exists():
@@ -112,8 +114,7 @@ def resolve(source: str, results: Path = RESULTS) -> float:
         if not isinstance(node, (int, float)) or isinstance(node, bool):
             raise QuoteError(f"{source}: not a number: {node!r}")
         return float(node)
-    match = re.fullmatch(r"(?P<name>[\w.-]+)(?:/(?P<table>[\w.-]+))?\[(?P<row>[^\]]+)\]"
-                         r"\.(?P<column>[\w ()%.-]+)", source)
+    match = table_form
     if match is None:
         raise QuoteError(f"cannot read the source {source!r}")
     table = match["table"] or "summary_table"

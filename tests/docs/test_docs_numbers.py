@@ -89,3 +89,14 @@ def test_editing_a_generated_table_by_hand_fails_the_check(tmp_path, monkeypatch
     fragment.write_text(fragment.read_text().replace("19.94", "21.94"), encoding="utf-8")
     problems = generate_results.check()
     assert any("dpdl-digits/results.md" in p for p in problems)
+
+
+def test_a_benchmark_output_and_a_summary_value_are_sources_too(tmp_path):
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "bench_gossip.txt").write_text("# command: python benchmarks/bench_gossip.py\n"
+                                            "rfed / bare CSR W @ X   4.72x\n")
+    assert measured.resolve(r"bench:bench_gossip.txt:CSR W @ X\s+([\d.]+)x", tmp_path) == 4.72
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "summary.json").write_text('{"summary": {"a": {"b/c": 0.25}}}')
+    assert measured.resolve("exp:a/b~1c", tmp_path) == 0.25
