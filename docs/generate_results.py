@@ -157,9 +157,10 @@ def fragment(name: str) -> str:
                 value += f" (n={reps})"
             ref = f"{_num(row['reference'])} ({row['reference_name']})" \
                 if row.get("reference") else "-"
-            eps = _num(row["epsilon"]) if row["epsilon"] else "non-private"
-            rel = relation(row.get("accountant", "")) if row["epsilon"] else "-"
-            delta = _num(row["delta"]) if row["epsilon"] else "-"
+            private = row["epsilon"] not in ("", "inf")
+            eps = _num(row["epsilon"]) if private else "non-private"
+            rel = relation(row.get("accountant", "")) if private else "-"
+            delta = _num(row["delta"]) if private else "-"
             div = row.get("diverged", "")
             div = f"{div}/{reps}" if reps and div != "" else (div or "-")
             cells = [row["setting"], value, ref, eps, delta, rel, div]
