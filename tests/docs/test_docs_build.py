@@ -49,6 +49,15 @@ def test_docs_build_without_warnings(tmp_path):
     for page in ("index.html", "getting-started.html", "bibliography.html",
                  "api/privacy.html", "papers/prirfed.html", "guide/experiments.html"):
         assert (html / page).exists(), page
+    # every name of every public module's __all__ has its entry in the API reference
+    sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+    import rfed_api
+
+    by_module, _ = rfed_api.collect()
+    api = "".join(p.read_text(encoding="utf-8") for p in (html / "api").glob("*.html"))
+    undocumented = [e.path for entries in by_module.values() for e in entries
+                    if f'id="{e.path}"' not in api]
+    assert undocumented == []
     # the tutorials ran: each page shows the output of its script
     for name in ("plot_1_first_script", "plot_2_private_frechet_mean",
                  "plot_3_decentralized_own_data", "plot_4_audit_a_claim"):
