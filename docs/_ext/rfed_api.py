@@ -188,6 +188,11 @@ def write_pages(out_dir: Path) -> dict[str, str]:
              "exports it; the paths it is also importable from are given with it.\n\n"
              ".. toctree::\n   :maxdepth: 1\n\n" + "\n".join(toc) + "\n")
     _write_if_changed(out_dir / "index.rst", index)
+    # pages of an earlier layout would be orphans (a warning, hence a failed build)
+    wanted = {f"{page}.rst" for page, _, _ in PAGES} | {"index.rst"}
+    for stale in out_dir.glob("*.rst"):
+        if stale.name not in wanted:
+            stale.unlink()
     return alias
 
 

@@ -147,6 +147,15 @@ def dispatch_optimum(
     (stationarity of ``a w^2 + b w - lam w`` on the box); total production is non-decreasing in
     ``lam``, so bisection finds the ``lam*`` that meets the total demand.
 
+    Parameters
+    ----------
+    problem : EconomicDispatch
+        E.g. :func:`ieee14_dispatch`.
+    tol : float
+        Bisection tolerance on the price.
+    max_iter : int
+        Bisection steps at most.
+
     Returns
     -------
     w : ndarray, shape ``(n_buses,)``

@@ -93,7 +93,20 @@ def random_orthonormal_columns(
 def haar_orthogonal(
     n: int, rng: np.random.Generator | int, size: tuple[int, ...] = ()
 ) -> np.ndarray:
-    """Haar-random orthogonal matrices, shape ``(*size, n, n)``."""
+    """Haar-random orthogonal matrices, shape ``(*size, n, n)``.
+
+    Parameters
+    ----------
+    n : int
+        Matrix size.
+    rng : numpy.random.Generator or int
+    size : tuple of int
+        Leading batch shape.
+
+    Returns
+    -------
+    ndarray, shape ``(*size, n, n)``
+    """
     return random_orthonormal_columns(n, n, rng, size)
 
 
@@ -104,6 +117,16 @@ def pca_spectrum(
 
     ``Sigma_i = diag{1, 1 - 1.1 nu, 1 - 1.2 nu, 1 - 1.3 nu, 1 - 1.4 nu, |y_1|/(d+1), ...}`` with
     ``y_k ~ N(0, 1)`` iid and ``d + 1 = dim``.
+
+    Parameters
+    ----------
+    dim : int
+        ``d + 1 >= 6``, the ambient dimension of the records.
+    eigengap : float
+        ``nu`` in ``(0, 1/1.4)``.
+    rng : numpy.random.Generator or int
+    n_agents : int
+        One diagonal per agent (the ``y``'s are drawn per agent).
 
     Returns
     -------
