@@ -168,10 +168,28 @@ def _print_show(name: str) -> None:
         print(f"needs data: {', '.join(e.requires)} (installed files; never downloaded)")
     print()
     print(textwrap.fill(clean_text(e.description), width=96))
+    _print_citations(e.paper_label, e.description)
     print("\nsettings (--set KEY=VALUE):")
     width = max(len(k) for k in e.defaults)
     for key, value in e.defaults.items():
         print(f"  {key:<{width}}  {value!r}")
+
+
+def _print_citations(paper_label: str, description: str) -> None:
+    """Full references: the papers an experiment reproduces (named in its paper label), then
+    the methods and data its description names."""
+    import textwrap
+
+    from rfed.bibliography import PAPERS, cited_in
+
+    reproduces = [r for r in cited_in(paper_label) if r.key in PAPERS]
+    uses = [r for r in cited_in(paper_label + " " + description) if r not in reproduces]
+    for title, group in (("reproduces", reproduces), ("compares with or uses", uses)):
+        if group:
+            print(f"\n{title}:")
+            for ref in group:
+                print(textwrap.fill(str(ref), width=96, initial_indent="  ",
+                                    subsequent_indent="    "))
 
 
 def _fmt(v) -> str:

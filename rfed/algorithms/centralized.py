@@ -24,6 +24,12 @@ randomness, discrete Gaussian on a grid, RDP only). The batch selection is secre
 mean is released), as the sampling theorems require. The clip ``C``, ``B``, the step size and
 the number of rounds are public numbers chosen by the user (on public data), never from the
 private records.
+
+References
+----------
+* Martin Abadi, Andy Chu, Ian Goodfellow, H. Brendan McMahan, Ilya Mironov, Kunal Talwar and Li
+  Zhang. Deep Learning with Differential Privacy. Proceedings of the 2016 ACM SIGSAC Conference
+  on Computer and Communications Security (CCS), 2016. arXiv:1607.00133.
 """
 
 from __future__ import annotations

@@ -16,6 +16,11 @@ Offline sources (nothing is downloaded):
   cut into 28x28 patches like PathMNIST's images) and :func:`load_digits_descriptors`.
 * :func:`load_connectomes` and :func:`load_emg_covariances`: the real SPD data sets shipped in the
   geomstats wheel.
+
+References
+----------
+* Oncel Tuzel, Fatih Porikli and Peter Meer. Region Covariance: A Fast Descriptor for Detection
+  and Classification. European Conference on Computer Vision (ECCV), 2006.
 """
 
 from __future__ import annotations

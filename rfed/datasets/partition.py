@@ -152,6 +152,15 @@ def label_counts(
 ) -> np.ndarray:
     """Number of samples of each class held by each agent.
 
+    Parameters
+    ----------
+    labels : array of int, shape ``(N,)``
+        Non-negative class labels.
+    parts : sequence of int arrays, or array of shape ``(n_agents, n_per_agent)``
+        Each agent's sample indices into ``labels``.
+    n_classes : int, optional
+        Default: ``max(labels) + 1``.
+
     Returns
     -------
     ndarray of int64, shape ``(n_agents, n_classes)``

@@ -61,7 +61,7 @@ def _logreg_problem(cfg: dict, rng: np.random.Generator) -> LogisticRegression:
 
 @register(
     "doadp-logreg",
-    paper="DO-ADP (seed 000), Sec. VI-A: Fig. 2(a)/(b), Fig. 3, Table I",
+    paper="DO-ADP, Sec. VI-A: Fig. 2(a)/(b), Fig. 3, Table I",
     description=(
         "Decentralized l2-logistic regression on a synthetic stand-in of LIBSVM 'epsilon' "
         "(unit-norm rows; default 20 agents x 300 samples, d = 100; full=True: 20 x 20,000, "
@@ -256,7 +256,7 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
 
 @register(
     "doadp-digits",
-    paper="DO-ADP (seed 000), Sec. VI-B: Table II / Fig. 4",
+    paper="DO-ADP, Sec. VI-B: Table II / Fig. 4",
     description=(
         "Stand-in of the paper's decentralized CNN on MNIST: a one-hidden-layer perceptron "
         "(64-32-10, tanh) on scikit-learn's 8x8 digits, 20 agents on the circulant graph, "

@@ -172,7 +172,7 @@ _DEFAULTS = {"n_agents": 20, "n_per_agent": 100, "dim": 50, "n_active": [2, 4],
 
 @register(
     "dpdda-svm",
-    paper="DP-DDA (seed 002), Sec. 5.2-5.3: Figs. 1-4 (l2- and l1-SVM)",
+    paper="DP-DDA, Sec. 5.2-5.3: Figs. 1-4 (l2- and l1-SVM)",
     description=(
         "Private distributed dual averaging on an 'epsilon' stand-in (20 nodes x 100 unit-norm "
         "samples, d = 50): l2-SVM (mu = 5e-4, a_t = t, gamma_t = 20) at eps = 0.8 with iota in "

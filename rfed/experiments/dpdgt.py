@@ -48,7 +48,7 @@ def _noise(theta0: float, q: float) -> LaplaceSchedule:
 
 @register(
     "dpdgt-ieee14",
-    paper="DP-DGT (seed 003), Sec. 6: Figs. 2-5 (IEEE 14-bus economic dispatch)",
+    paper="DP-DGT, Sec. 6: Figs. 2-5 (IEEE 14-bus economic dispatch)",
     description=(
         "Dual gradient tracking with decaying Laplace noise on the IEEE 14-bus dispatch "
         "(generators 1, 2, 3, 6, 8; demand 361 MW; 35-arc digraph): generator trajectories and "

@@ -46,7 +46,7 @@ _GRAPHS = {"bipartite": lambda n: dpdl_bipartite(n), "complete": complete}
 
 @register(
     "dpdl-digits",
-    paper="DPDL (seed 001), Sec. 6: Table I (MNIST, Dirichlet 0.25) and Figs. 1-2",
+    paper="DPDL, Sec. 6: Table I (MNIST, Dirichlet 0.25) and Figs. 1-2",
     description=(
         "DPDL vs DP-DPSGD on a non-IID Dirichlet(0.25) split of scikit-learn's digits (stand-in "
         "for MNIST; MLP 64-32-10 stand-in for LeNet), N = 10 agents, complete bipartite and "

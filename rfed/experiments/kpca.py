@@ -66,7 +66,7 @@ def private_settings(problem: KPCA, config: dict, step: float) -> list[Setting]:
 
 @register(
     "prirfed-kpca",
-    paper="PriRFed (seed 004) on k-PCA (issue 11): Stiefel / Grassmann, k = 5",
+    paper="PriRFed, Sec. 6.1 recipe, extended to k-PCA on Stiefel / Grassmann, k = 5",
     description=(
         "Federated top-5 principal subspace on Gr(25, 5) (or St(25, 5) with "
         "manifold='stiefel') from PriRFed's synthetic PCA recipe (16 agents x 70 samples), "

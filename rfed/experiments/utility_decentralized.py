@@ -338,11 +338,11 @@ def _summarise(values: list[float]) -> dict:
         "whiten_radius = 0 gives the unwhitened uncentred projection of earlier runs). Output: "
         "the mean of the outputs of the last tail_average fraction of the rounds (tail "
         "averaging, post-processing of released iterates: the privacy reports are the "
-        "unaveraged runs'). whiten_radius = 1.28 (rms norm 1.28: 72 % of the rows bounded) "
+        "unaveraged runs'). whiten_radius = 1.28 "
         "and tail_average = 0.5 were chosen with DP-DPSGD at eps_tune on the public split "
         "(public validation accuracy, radius from {0.64, 0.96, 1.28, 1.6, 2.0}, pca_dim from "
         "{64, 128}, tail averaging on/off, batch 64 x 15 epochs against 128 x 30, circulant "
-        "against complete graph; exploration script and log in the closing note), never on "
+        "against complete graph), never on "
         "the private data or the test images."
     ),
     defaults={
@@ -657,7 +657,8 @@ def _svm_checks(panel: str, rows: list[dict], refs: dict) -> dict:
         "(gammas_l2, gammas_l1) are chosen jointly on the public split (half trains, half "
         "validates) at eps_tune: a private run's noise enters x through 1 / (mu iota A + "
         "gamma), so the l2-SVM's mu that suits the non-private problem (1e-3) lets the noise "
-        "dominate its objective. The 'checks' table gives issue 9's must-show per panel."
+        "dominate its objective. The 'checks' table tests, per panel, that the largest budget "
+        "beats the zero start and that the accuracy does not drop as epsilon grows."
     ),
     defaults={
         "data_path": "", "datasets": ["fmnist-binary", "epsilon-standin"], "classes": [0, 6],
@@ -787,8 +788,8 @@ def utility_svm(config: dict, ctx: RunContext) -> dict:
         "gradients at most adjacency_radius apart in l1; not record-level DP), theta0 "
         "calibrated for the planned iterations. Utility ||w_K - w*||^2 (Monte Carlo mean and "
         "min-max band); the noise-free run and the start w_0 as references. The Laplace noise "
-        "makes the error heavy-tailed: with 10 Monte Carlo runs the means were not monotone "
-        "in epsilon (173, 252, 334, 30, 12), with the default 40 they are."
+        "makes the error heavy-tailed, so the default averages 40 Monte Carlo runs per budget "
+        "(10 runs gave means that were not monotone in epsilon)."
     ),
     defaults={"iterations": 800, "alpha0": 0.015, "q": 0.991, "gamma": 0.8, "phi": 0.7,
               "q_theta": 0.995, "adjacency_radius": 0.01, "epsilons": EPSILONS,

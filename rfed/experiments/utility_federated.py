@@ -456,7 +456,7 @@ _PCA_GRID_DEFAULTS = {
 
 @register(
     "utility-pca-fmnist",
-    paper="PriRFed (seed 004), Sec. 6.1, companion",
+    paper="PriRFed, Sec. 6.1, companion",
     summary="PCA on Fashion-MNIST: PriRFed vs Analyze Gauss, noisy power method; eps sweep",
     description=(
         "Leading eigenvector (SpherePCA on S^783) of the unit-normalised Fashion-MNIST training "
@@ -504,7 +504,7 @@ def pca_fmnist(config: dict, ctx: RunContext) -> dict:
 
 @register(
     "utility-pca-synthetic",
-    paper="PriRFed (seed 004), Sec. 6.1, companion",
+    paper="PriRFed, Sec. 6.1, companion",
     summary="Synthetic PCA, affordable size: PriRFed vs Analyze Gauss, noisy power; eps sweep",
     description=(
         "The paper's synthetic PCA recipe (Z_i = U_i Sigma_i V_i, per-agent bases, singular "
@@ -566,7 +566,7 @@ def _spd_methods(config: dict) -> list[Method]:
 
 @register(
     "utility-spd",
-    paper="PriRFed (seed 004), Sec. 6.2, companion",
+    paper="PriRFed, Sec. 6.2, companion",
     summary="SPD Frechet mean (Wishart): PriRFed vs log-Euclidean private mean; eps sweep",
     description=(
         "Frechet mean on SPD(2) of Wishart W(I/2, 2) samples restricted to the geodesic ball of "
@@ -665,7 +665,7 @@ def _descriptor_problems(config: dict, ctx: RunContext
 
 @register(
     "utility-spd-descriptors",
-    paper="PriRFed (seed 004), Sec. 6.2, companion",
+    paper="PriRFed, Sec. 6.2, companion",
     summary="SPD Frechet mean of Fashion-MNIST covariance descriptors: PriRFed vs log-Euclidean "
             "private mean; eps sweep",
     description=(

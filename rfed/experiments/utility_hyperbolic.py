@@ -79,7 +79,7 @@ def hyperbolic_problems(config: dict, ctx: RunContext) -> tuple[HyperbolicPredic
 
 @register(
     "utility-hyperbolic",
-    paper="PriRFed (seed 004), Sec. 6.3, companion",
+    paper="PriRFed, Sec. 6.3, companion",
     summary="Hyperbolic prediction of 'primate' on WordNet mammals (H^2): PriRFed vs certified "
             "eps (small data)",
     description=(

@@ -16,6 +16,11 @@ between them. It knows nothing of agents or privacy. Conventions:
 * **Validation** is free in hot paths: methods do not check their inputs. Public boundaries call
   :meth:`Manifold.check_point` / :meth:`Manifold.check_tangent`, and :meth:`Manifold.checked`
   returns a view of the manifold that validates every argument of every call (for debugging).
+
+References
+----------
+* Hermann Karcher. Riemannian Center of Mass and Mollifier Smoothing. Communications on Pure and
+  Applied Mathematics 30(5), 1977.
 """
 
 from __future__ import annotations
@@ -180,7 +185,8 @@ class Manifold(abc.ABC):
         return self.inner(xb, basis, ub)
 
     def from_coords(self, x: np.ndarray, coords: np.ndarray) -> np.ndarray:
-        """The tangent vector at ``x`` with orthonormal coordinates ``coords`` (*batch, dim)."""
+        """The tangent vector at ``x`` with orthonormal coordinates ``coords``, shape
+        ``(*batch, dim)``."""
         basis = self.tangent_basis(x)
         k = len(self.point_shape)
         c = np.asarray(coords, dtype=float).reshape(np.shape(coords) + (1,) * k)

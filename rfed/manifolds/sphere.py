@@ -110,7 +110,7 @@ class Sphere(Manifold):
         return y
 
     def retract(self, x, u):
-        """Projective retraction (x + u) / |x + u|."""
+        """Projective retraction ``(x + u) / |x + u|``."""
         y = np.asarray(x, dtype=float) + np.asarray(u, dtype=float)
         return y / np.sqrt(_dot(y, y))[..., None]
 

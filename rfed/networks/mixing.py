@@ -15,6 +15,11 @@ DP-DGT [spec 003]      Perron vectors ``pi_R`` (left, of R), ``pi_C`` (right, of
                        ``rho(R_phi - 1 pi_R^T)``, ``rho(C_gamma - pi_C 1^T)``, ``q_R``, ``q_C``,
                        ``pi_C^T pi_R``
 =====================  ==========================================================================
+
+References
+----------
+* Lin Xiao, Stephen Boyd and Seung-Jean Kim. Distributed Average Consensus with
+  Least-Mean-Square Deviation. Journal of Parallel and Distributed Computing 67(1), 2007.
 """
 
 from __future__ import annotations

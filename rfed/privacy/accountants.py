@@ -35,16 +35,16 @@ does):
   ``'without_replacement'`` (a uniformly random subset of fixed size ``sample_size`` of
   ``dataset_size`` records), ``'none'``. Which accountant handles which event:
 
-  ===========================  ==============================  ==============================
-  event                         rdp                             pld
-  ===========================  ==============================  ==============================
-  Gaussian, no sampling         both relations                  both relations
-  Gaussian, Poisson             add_remove_one only             both relations
-  Gaussian, without replacement replace_one only                refused
-  Laplace, no sampling          both relations                  add_remove_one only
-  Laplace, Poisson              refused                         add_remove_one only
-  Laplace, without replacement  refused                         refused
-  ===========================  ==============================  ==============================
+  =============================  ==============================  ==============================
+  event                          rdp                             pld
+  =============================  ==============================  ==============================
+  Gaussian, no sampling          both relations                  both relations
+  Gaussian, Poisson              add_remove_one only             both relations
+  Gaussian, without replacement  replace_one only                refused
+  Laplace, no sampling           both relations                  add_remove_one only
+  Laplace, Poisson               refused                         add_remove_one only
+  Laplace, without replacement   refused                         refused
+  =============================  ==============================  ==============================
 
   Anything else raises ``ValueError`` naming the event and the combination that works.
   A sampling rate of one (or ``sample_size == dataset_size``) is no sampling.
@@ -67,6 +67,27 @@ the same value, bit for bit.
 
 Reference number (specs/anchors_dp_engines.md section 1): Gaussian, noise multiplier 1.0, Poisson
 rate 0.01, 1000 steps, delta 1e-5: epsilon 2.1014 (RDP) and 1.8282 (PLD, interval 1e-4).
+
+References
+----------
+* Ilya Mironov. Renyi Differential Privacy. IEEE 30th Computer Security Foundations Symposium
+  (CSF), 2017. arXiv:1702.07476.
+* Ilya Mironov, Kunal Talwar and Li Zhang. Renyi Differential Privacy of the Sampled Gaussian
+  Mechanism. arXiv preprint arXiv:1908.10530, 2019.
+* Yu-Xiang Wang, Borja Balle and Shiva Prasad Kasiviswanathan. Subsampled Renyi Differential
+  Privacy and Analytical Moments Accountant. Proceedings of the 22nd International Conference on
+  Artificial Intelligence and Statistics (AISTATS), 2019. arXiv:1808.00087.
+* Yuqing Zhu and Yu-Xiang Wang. Poisson Subsampled Renyi Differential Privacy. Proceedings of
+  the 36th International Conference on Machine Learning (ICML), 2019.
+* Sebastian Meiser and Esfandiar Mohammadi. Tight on Budget? Tight Bounds for r-Fold Approximate
+  Differential Privacy. Proceedings of the 2018 ACM SIGSAC Conference on Computer and
+  Communications Security (CCS), 2018.
+* Antti Koskela, Joonas Jalko and Antti Honkela. Computing Tight Differential Privacy Guarantees
+  Using FFT. Proceedings of the 23rd International Conference on Artificial Intelligence and
+  Statistics (AISTATS), 2020. arXiv:1906.03049.
+* Vadym Doroshenko, Badih Ghazi, Pritish Kamath, Ravi Kumar and Pasin Manurangsi. Connect the
+  Dots: Tighter Discrete Approximations of Privacy Loss Distributions. Proceedings on Privacy
+  Enhancing Technologies (PETS) 2022(4), 2022. arXiv:2207.04380.
 """
 
 from __future__ import annotations

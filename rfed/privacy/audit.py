@@ -47,6 +47,20 @@ Example
 >>> res = audit(run_trials, 20000, 1e-5, rng=np.random.default_rng(0))
 >>> 0.0 < res.epsilon_lower < 4.4   # exact epsilon of this mechanism at delta 1e-5: about 4.4
 True
+
+References
+----------
+* Matthew Jagielski, Jonathan Ullman and Alina Oprea. Auditing Differentially Private Machine
+  Learning: How Private is Private SGD?. Advances in Neural Information Processing Systems 33
+  (NeurIPS), 2020. arXiv:2006.07709.
+* Milad Nasr, Shuang Song, Abhradeep Thakurta, Nicolas Papernot and Nicholas Carlini. Adversary
+  Instantiation: Lower Bounds for Differentially Private Machine Learning. IEEE Symposium on
+  Security and Privacy (S&P), 2021. arXiv:2101.04535.
+* C. J. Clopper and E. S. Pearson. The Use of Confidence or Fiducial Limits Illustrated in the
+  Case of the Binomial. Biometrika 26(4), 1934.
+* Peter Kairouz, Sewoong Oh and Pramod Viswanath. The Composition Theorem for Differential
+  Privacy. Proceedings of the 32nd International Conference on Machine Learning (ICML), 2015.
+  arXiv:1311.0776.
 """
 
 from __future__ import annotations

@@ -63,6 +63,14 @@ What is exact and what is floating point
   Bernoulli(exp(-gamma)) sampling on rationals.
 * The discrete Laplace scale for :func:`grid_release` with ``mechanism='laplace'`` is
   ``ceil(scale / grid)`` grid steps (rounded up: more noise, never less).
+
+References
+----------
+* Clement L. Canonne, Gautam Kamath and Thomas Steinke. The Discrete Gaussian for Differential
+  Privacy. Advances in Neural Information Processing Systems 33 (NeurIPS), 2020.
+  arXiv:2004.00010.
+* Ilya Mironov. On Significance of the Least Significant Bits for Differential Privacy.
+  Proceedings of the 2012 ACM Conference on Computer and Communications Security (CCS), 2012.
 """
 
 from __future__ import annotations

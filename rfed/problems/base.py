@@ -196,10 +196,10 @@ class Problem(abc.ABC):
         than once, e.g. ``Z x`` then ``Z^T w``); the drawn subsets are the same, the summation
         order is the rows'. False: gathered in the order drawn, all agents at once.
     evaluate_grad_norm : bool
-        Whether a run's recorded rounds include ``grad_norm`` (:func:`~rfed.algorithms.base.
-        evaluate_point`); True by default. False when only the cost is wanted and the gradient
-        costs much more than the cost (SPD Frechet mean: eigenvectors for the logs, singular
-        values alone for the distances).
+        Whether a run's recorded rounds include ``grad_norm``
+        (:func:`~rfed.algorithms.base.evaluate_point`); True by default. False when only the
+        cost is wanted and the gradient costs much more than the cost (SPD Frechet mean:
+        eigenvectors for the logs, singular values alone for the distances).
     """
 
     name: str = "problem"

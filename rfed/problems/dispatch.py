@@ -288,6 +288,16 @@ def ieee14_problem(manifold: Manifold | None = None) -> QuadraticResourceAllocat
     Built from :func:`rfed.datasets.dispatch.ieee14_dispatch` (14 agents, m = 1, generators on
     buses 1, 2, 3, 6, 8 with Table 2's coefficients, ``W_i = {0}`` elsewhere, total demand
     361 MW). The instance keeps the data set as ``.data`` (digraph edges, the paper's ``w*``).
+
+    Parameters
+    ----------
+    manifold : Manifold, optional
+        ``Euclidean(1)`` by default; dual methods accept only Euclidean space.
+
+    Returns
+    -------
+    QuadraticResourceAllocation
+        14 agents, decisions of dimension 1.
     """
     data = ieee14_dispatch()
     problem = QuadraticResourceAllocation(data.a, data.b, data.lower, data.upper, data.demand,

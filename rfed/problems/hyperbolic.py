@@ -75,6 +75,22 @@ def kernel_similarity(features: np.ndarray, query: np.ndarray, *, bandwidth: flo
 
     Each value depends on its own record and the public query only (the per-record weights of
     ``HyperbolicPrediction(weights="kernel")``). ``kernel`` as in :func:`kernel_weights`.
+
+    Parameters
+    ----------
+    features : array, shape ``(..., r)``
+        The records' features.
+    query : array, shape ``(r,)``
+        The public test input ``w``.
+    bandwidth : float
+        ``vbar > 0``.
+    kernel : {"paper", "conventional"}
+        ``exp(-||w - w'||^2 / (2 vbar)^2)`` as printed, or ``exp(-||w - w'||^2 / (2 vbar^2))``.
+
+    Returns
+    -------
+    ndarray, shape ``features.shape[:-1]``
+        Values in ``(0, 1]``.
     """
     if kernel not in _KERNELS:
         raise ValueError(f"argument 'kernel' must be one of {_KERNELS}, got {kernel!r}")

@@ -50,6 +50,20 @@ def split_evenly(features: np.ndarray, labels: np.ndarray, n_agents: int,
 
     Rows are shuffled first when ``rng`` is given ("randomly and evenly distributed", spec 000
     section 5.0); the ``N mod n_agents`` remaining rows are dropped (spec 002 pitfall P6).
+
+    Parameters
+    ----------
+    features : array, shape ``(N, d)``
+    labels : array, shape ``(N,)``
+    n_agents : int
+        In ``[1, N]``.
+    rng : numpy.random.Generator, optional
+        Shuffles the rows first; ``None`` keeps their order.
+
+    Returns
+    -------
+    features : ndarray, shape ``(n_agents, N // n_agents, d)``
+    labels : ndarray, shape ``(n_agents, N // n_agents)``
     """
     features = np.asarray(features, dtype=float)
     labels = np.asarray(labels, dtype=float)
@@ -98,7 +112,14 @@ class Regularizer:
 
 
 class L2Regularizer(Regularizer):
-    """``h(x) = (strength / 2) ||x||^2`` (modulus ``strength``)."""
+    """``h(x) = (strength / 2) ||x||^2`` (modulus ``strength``).
+
+    Parameters
+    ----------
+    strength : float
+        ``mu >= 0``; ``h`` is ``mu``-strongly convex (DP-DDA's ``h(x) = (mu/2)||x||^2``,
+        as in scikit-learn's ``SGDClassifier(penalty="l2", alpha=mu)`` has the same term).
+    """
 
     def __init__(self, strength: float):
         if not strength >= 0:
@@ -128,7 +149,13 @@ class L2Regularizer(Regularizer):
 
 
 class L1Regularizer(Regularizer):
-    """``h(x) = strength * ||x||_1`` (modulus 0)."""
+    """``h(x) = strength * ||x||_1`` (modulus 0).
+
+    Parameters
+    ----------
+    strength : float
+        ``phi >= 0`` (DP-DDA's l1-SVM uses ``phi = 5e-4``).
+    """
 
     def __init__(self, strength: float):
         if not strength >= 0:
@@ -269,6 +296,18 @@ class LogisticRegression(LinearProblem):
     With ``regularizer = L2Regularizer(1/q)`` this is DO-ADP's objective exactly. The reference
     optimum is computed by scipy's L-BFGS on the pooled objective with ``gtol = 1e-12`` (smooth
     regularizers only).
+
+    Parameters
+    ----------
+    features : array, shape ``(n_agents, n_max, d)``
+    labels : array, shape ``(n_agents, n_max)``, values in {-1, +1}
+    regularizer : Regularizer, optional
+        Default: none (``L2Regularizer(0)``).
+    counts : array of int, shape ``(n_agents,)``, optional
+        Valid rows per agent (the rest is padding).
+    feature_bound : float, optional
+        A PUBLIC bound on the rows' norm, enforced by scaling longer rows onto it; the
+        per-sample gradient norm is then at most ``feature_bound`` (see :class:`LinearProblem`).
     """
 
     name = "logistic"
@@ -444,6 +483,19 @@ class HingeSVM(LinearProblem):
     * l2 (``h = (mu/2)||x||^2``): :func:`l2_svm_reference`, a smoothing continuation in the
       primal, duality gap certified ``<= 1e-9`` (relative) by the QP dual
       ``max (1/N) sum alpha - (1/(2 mu)) ||(1/N) sum alpha_j b_j a_j||^2``, ``0 <= alpha <= 1``.
+
+    Parameters
+    ----------
+    features : array, shape ``(n_agents, n_max, d)``
+    labels : array, shape ``(n_agents, n_max)``, values in {-1, +1}
+    regularizer : Regularizer, optional
+        :class:`L2Regularizer` or :class:`L1Regularizer` (default: none).
+    counts : array of int, shape ``(n_agents,)``, optional
+        Valid rows per agent (the rest is padding).
+    feature_bound : float, optional
+        A PUBLIC bound on the rows' norm, enforced by scaling longer rows onto it; the
+        per-sample subgradient norm is then at most ``feature_bound`` (see
+        :class:`LinearProblem`).
     """
 
     name = "svm"

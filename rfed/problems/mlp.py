@@ -65,6 +65,13 @@ def _per_sample_grads(blocks, feats, onehot, out):
 def load_digits_split(test_fraction: float = 0.2, rng: np.random.Generator | int = 0):
     """scikit-learn's shipped digits scaled to [0, 1], split into train and test sets.
 
+    Parameters
+    ----------
+    test_fraction : float
+        In ``(0, 1)``.
+    rng : numpy.random.Generator or int
+        Shuffles the images before the split.
+
     Returns
     -------
     (X_train, y_train, X_test, y_test)

@@ -17,6 +17,14 @@ Sensitivities (record level; every record's norm is clipped to the PUBLIC bound 
   :math:`z z^T - z' z'^T`, whose eigenvalues are
   :math:`\\pm((\\|z\\|^2 + \\|z'\\|^2)^2 / 4 - (z^T z')^2)^{1/2} + (\\|z\\|^2 - \\|z'\\|^2) / 2`,
   at most :math:`B^2` in magnitude; the same :math:`B^2` under add/remove.
+
+References
+----------
+* Cynthia Dwork, Kunal Talwar, Abhradeep Thakurta and Li Zhang. Analyze Gauss: Optimal Bounds
+  for Privacy-Preserving Principal Component Analysis. Proceedings of the 46th ACM Symposium on
+  Theory of Computing (STOC), 2014.
+* Moritz Hardt and Eric Price. The Noisy Power Method: A Meta Algorithm with Applications.
+  Advances in Neural Information Processing Systems 27 (NeurIPS), 2014. arXiv:1311.2495.
 """
 
 from __future__ import annotations

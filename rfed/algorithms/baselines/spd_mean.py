@@ -14,6 +14,12 @@ normaliser ``N_i``, by ``C / N_i``.
 The estimate is the log-Euclidean mean, not the affine-invariant Frechet mean that PriRFed's SPD
 problem minimizes; the two coincide for commuting matrices and are close for concentrated data,
 and the utility is measured with the problem's own (affine-invariant) cost.
+
+References
+----------
+* Matthew Reimherr, Karthik Bharath and Carlos Soto. Differential Privacy over Riemannian
+  Manifolds. Advances in Neural Information Processing Systems 34 (NeurIPS), 2021.
+  arXiv:2111.02516.
 """
 
 from __future__ import annotations

@@ -22,6 +22,20 @@ calibrates the noise of the whole run so that it certifies ``(epsilon, delta)``;
 ``replayable_from_seed``, ``label``). The papers' calibrations (``sigma=``/``theta_xi=``,
 ``paper_epsilon=``) are reported as the paper's formula, not a guarantee, with the certified
 epsilon beside them. See :mod:`rfed.algorithms.decentralized._privacy`.
+
+References
+----------
+* Wei Huo, Changxin Liu, Kemi Ding, Karl Henrik Johansson and Ling Shi. Decentralized
+  Optimization with Amplified Privacy via Efficient Communication. arXiv preprint
+  arXiv:2506.07102, 2025.
+* Yunsheng Yuan, Xue Xiao, Lina Wang and Feng Li. DPDL: Towards Differential Privacy
+  Preservation in Decentralized Stochastic Learning on Non-IID Data. arXiv preprint
+  arXiv:2606.04399, 2026.
+* Changxin Liu, Karl H. Johansson and Yang Shi. Distributed Empirical Risk Minimization With
+  Differential Privacy. Automatica 162, 111514, 2024. arXiv:2302.10520.
+* Wei Huo, Xiaomeng Chen, Lingying Huang, Karl Henrik Johansson and Ling Shi. Differentially
+  Private Dual Gradient Tracking for Distributed Resource Allocation. Automatica 182, 112521,
+  2025. arXiv:2403.18275.
 """
 
 from rfed.algorithms.decentralized.doadp import DOADP, NoisyDSGD, sparsify

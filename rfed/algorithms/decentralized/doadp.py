@@ -14,6 +14,12 @@ coordinates of ``Log_{xhat_i}(x_i^new)`` in the orthonormal basis ``tangent_basi
 (computable by every neighbour since ``xhat_i`` is public), and receivers set
 ``xhat_i <- Exp_{xhat_i}(from_coords(s_i))``. On Euclidean space every map is the identity or
 addition and the update is exactly the paper's.
+
+References
+----------
+* Wei Huo, Changxin Liu, Kemi Ding, Karl Henrik Johansson and Ling Shi. Decentralized
+  Optimization with Amplified Privacy via Efficient Communication. arXiv preprint
+  arXiv:2506.07102, 2025.
 """
 
 from __future__ import annotations

@@ -19,6 +19,13 @@ of ``tangent_basis(anchor)``; a subgradient at ``x_i`` is parallel-transported t
 before the noise (drawn isotropically in those coordinates), and the primal map is
 ``x = Exp_anchor(from_coords(prox(z)))``. On Euclidean space with anchor 0 this is exactly
 Algorithm 1; gossip, schedules and privacy are unchanged (transport is an isometry).
+
+References
+----------
+* Changxin Liu, Karl H. Johansson and Yang Shi. Distributed Empirical Risk Minimization With
+  Differential Privacy. Automatica 162, 111514, 2024. arXiv:2302.10520.
+* Changxin Liu, Karl H. Johansson and Yang Shi. Private Stochastic Dual Averaging for
+  Decentralized Empirical Risk Minimization. IFAC-PapersOnLine 55(13) (NecSys), 2022.
 """
 
 from __future__ import annotations

@@ -16,6 +16,14 @@ Only Euclidean space: the coupling constraint sums decisions, the dual lives in 
 tracker's conservation law ``1^T (s_{k+1} - s_k) = -alpha_k (sum w - sum d) + gamma 1^T xi_k``
 needs plain sums, and the privacy proof uses l1 distances of coordinate-wise Laplace noise
 (spec 003 section 7). Any other manifold is refused with that explanation.
+
+References
+----------
+* Wei Huo, Xiaomeng Chen, Lingying Huang, Karl Henrik Johansson and Ling Shi. Differentially
+  Private Dual Gradient Tracking for Distributed Resource Allocation. Automatica 182, 112521,
+  2025. arXiv:2403.18275.
+* Jiaqi Zhang, Keyou You and Kai Cai. Distributed Dual Gradient Tracking for Resource Allocation
+  in Unbalanced Networks. IEEE Transactions on Signal Processing 68, 2020.
 """
 
 from __future__ import annotations

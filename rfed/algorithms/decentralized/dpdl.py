@@ -23,6 +23,15 @@ Manifold form (spec section 7): the cross-gradient is computed at the receiver's
 cosine, the calibration or the sum. The model step is ``Exp_{x^i}(-eta vtilde^i)``, the model
 gossip is one Riemannian gossip step, and the momentum gossip transports each ``vtilde^j`` from
 ``x^j_{t-1}`` to the receiver's new point. On Euclidean space this is exactly Algorithm 1.
+
+References
+----------
+* Yunsheng Yuan, Xue Xiao, Lina Wang and Feng Li. DPDL: Towards Differential Privacy
+  Preservation in Decentralized Stochastic Learning on Non-IID Data. arXiv preprint
+  arXiv:2606.04399, 2026.
+* Jie Xu, Wei Zhang and Fei Wang. A(DP)^2SGD: Asynchronous Decentralized Parallel Stochastic
+  Gradient Descent with Differential Privacy. IEEE Transactions on Pattern Analysis and Machine
+  Intelligence, 2021. arXiv:2008.09246.
 """
 
 from __future__ import annotations

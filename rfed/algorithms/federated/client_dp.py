@@ -29,6 +29,11 @@ clients are charged, each round they take part in, without amplification.
 
 The keyed streams (:mod:`rfed.randomness`) make the server's noise a function of the run's seed
 and the round: the guarantee assumes the seed is secret (secure mode draws from the OS instead).
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
 """
 
 from __future__ import annotations

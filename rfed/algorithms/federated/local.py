@@ -90,6 +90,19 @@ and recorded in the ledger. Only replace-one, and no coupled records.
 kernel-ridge weights), replacing one record may change EVERY clipped summand: DP-RSGD's
 ``Delta = 2 tau`` (no minibatch amplification: the record acts on the sampled summands even when
 it is not sampled) and DP-RSVRG's ``Delta = 4 tau_1 + 2 tau_0``; only replace-one is supported.
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
+* Andi Han, Bamdev Mishra, Pratik Jawanpuria and Junbin Gao. Differentially Private Riemannian
+  Optimization. Machine Learning 113, 2024. arXiv:2205.09494.
+* Saiteja Utpala, Andi Han, Pratik Jawanpuria and Bamdev Mishra. Improved Differentially Private
+  Riemannian Optimization: Fast Sampling and Variance Reduction. Transactions on Machine
+  Learning Research, 2023.
+* Yu-Xiang Wang, Borja Balle and Shiva Prasad Kasiviswanathan. Subsampled Renyi Differential
+  Privacy and Analytical Moments Accountant. Proceedings of the 22nd International Conference on
+  Artificial Intelligence and Statistics (AISTATS), 2019. arXiv:1808.00087.
 """
 
 from __future__ import annotations
@@ -847,8 +860,8 @@ class DPRSVRG(LocalTrainer):
                         clip: float | None) -> tuple[np.ndarray, np.ndarray]:
         r"""The data-dependent value of an inner step of ``variant='released_snapshot'``.
 
-        :math:`v = rac{1}{b}\sum_{l} \mathrm{clip}_{	au_d}(\mathrm{grad} f_l(x) -
-        \Gamma_{	ilde x}^{x} \mathrm{grad} f_l(	ilde x))`, each difference clipped in the norm
+        :math:`v = \frac{1}{b}\sum_{l} \mathrm{clip}_{\tau_d}(\mathrm{grad} f_l(x) -
+        \Gamma_{\tilde x}^{x} \mathrm{grad} f_l(\tilde x))`, each difference clipped in the norm
         at ``x``: between neighbouring batches (one record replaced) ``v`` moves by at most
         ``2 tau_d / b``.
 
@@ -861,7 +874,7 @@ class DPRSVRG(LocalTrainer):
         sizes : array, shape ``(A,)``
             The public normalisers ``b_i``.
         clip : float or None
-            :math:`	au_d` (``None``: no clipping, non-private).
+            :math:`\tau_d` (``None``: no clipping, non-private).
 
         Returns
         -------

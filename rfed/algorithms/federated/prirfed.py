@@ -1,4 +1,10 @@
-"""PriRFed (Algorithm 1 of seed 004): private federated learning on a Riemannian manifold."""
+"""PriRFed (Algorithm 1 of seed 004): private federated learning on a Riemannian manifold.
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
+"""
 
 from __future__ import annotations
 
@@ -131,8 +137,8 @@ class PriRFed(Algorithm):
     certifies at most ``epsilon`` (and, with full participation, within 1% of it). Running more
     than ``T`` rounds raises ``RuntimeError``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> from rfed.privacy import PrivacyBudget
     >>> alg = PriRFed(DPRSGD(steps=1, batch_size=0.5, clip=1.0), n_sampled=None,
     ...               step_size=0.1, budget=PrivacyBudget(1.0, 1e-5), n_rounds=50)
