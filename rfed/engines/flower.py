@@ -47,7 +47,6 @@ from __future__ import annotations
 
 import json
 import os
-import pickle
 import re
 import signal
 import socket
@@ -61,12 +60,12 @@ from typing import Any
 
 import numpy as np
 
-from rfed._io import atomic_pickle
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
 from rfed.algorithms.federated.client_dp import ClientLevelDP
 from rfed.datasets.synthetic import make_pca_synthetic_agents
 from rfed.privacy import PrivacyBudget
 from rfed.problems import SpherePCA
+from rfed.state import StateBindingError, StateFileError, load_state, save_state
 
 __all__ = ["APP_DIR", "DEFAULT_CONFIG", "BlockReply", "algorithm_from_config", "client_app",
            "owned_agents", "problem_from_config", "run_in_process", "run_in_simulation",
@@ -157,27 +156,36 @@ def _arithmetic_config(c: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in c.items() if k not in _RUN_LOCAL_KEYS}
 
 
+#: The :mod:`rfed.state` kind of the ServerApp's checkpoint file.
+_CHECKPOINT_KIND = "flower-server-checkpoint"
+
+
 def _resume_or_start(problem, alg, c: dict[str, Any]):
     """The server's state and first round: from ``c['checkpoint']`` if that file exists.
 
     The ServerApp writes the checkpoint (atomically) after every round when the run config
-    names one; a ServerApp started again with the same config continues from it, and since
-    every draw is keyed by (seed, agent, round) the run ends as an uninterrupted one would.
+    names one: an :mod:`rfed.state` file (checksummed, no pickle) bound to the run config's
+    arithmetic keys. A ServerApp started again with the same config continues from it, and
+    since every draw is keyed by (seed, agent, round) the run ends as an uninterrupted one
+    would. A damaged file or one of another configuration is refused (one line naming it).
     """
     path = str(c["checkpoint"])
     if not path or not os.path.exists(path):
         return _start(problem, alg, c), 0
-    with open(path, "rb") as fh:
-        saved = pickle.load(fh)  # noqa: S301 - the federation's own checkpoint file
-    expected = _arithmetic_config(c)
-    if not isinstance(saved, dict) or saved.get("config") != expected:
-        differ = sorted(k for k in expected
-                        if not isinstance(saved, dict)
-                        or saved.get("config", {}).get(k) != expected[k])
+    try:
+        saved = load_state(path, kind=_CHECKPOINT_KIND,
+                           expect={"config": _arithmetic_config(c)})
+        return saved["state"], int(saved["next_round"])
+    except StateBindingError as exc:
+        differ = sorted(k for k in set(exc.saved) | set(exc.expected)
+                        if exc.saved.get(k) != exc.expected.get(k))
         raise ValueError(f"run-config 'checkpoint' = {path!r} was written by a run with another "
                          f"configuration (differing keys: {differ}); remove the file to start "
-                         "afresh or resume with the same configuration")
-    return saved["state"], int(saved["next_round"])
+                         "afresh or resume with the same configuration") from None
+    except StateFileError as exc:
+        raise exc.within("run-config 'checkpoint'") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"run-config 'checkpoint': '{path}' is malformed ({exc!r})") from None
 
 
 def run_in_process(run_config: dict[str, Any]) -> tuple[np.ndarray, dict[str, Any]]:
@@ -260,8 +268,8 @@ def serve(problem, alg: PriRFed, run_config: dict[str, Any], nodes: list[int],
         x_next = alg.aggregate(problem, state, agents, received)
         state = alg.finish_round(state, agents, x_next, n_clipped)
         if c["checkpoint"]:
-            atomic_pickle(c["checkpoint"], {"config": _arithmetic_config(c),
-                                            "next_round": t + 1, "state": state})
+            save_state(c["checkpoint"], {"next_round": t + 1, "state": state},
+                       kind=_CHECKPOINT_KIND, bind={"config": _arithmetic_config(c)})
     return state
 
 

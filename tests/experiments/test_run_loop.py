@@ -24,6 +24,7 @@ from rfed.privacy.mechanisms import LaplaceSchedule
 from rfed.problems.dispatch import ieee14_problem
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 from rfed.problems.pca import SpherePCA
+from rfed.state import register_state_type
 
 
 def _pca():
@@ -246,6 +247,7 @@ def test_run_checks_a_step_size_attribute_and_each_value_of_a_schedule():
     assert len(alg.run(problem, 6, rng=0, eval_every=3).history) == 3
 
 
+@register_state_type
 class _CountsPickling:
     """A run result that counts how often it is serialized."""
 
