@@ -30,7 +30,8 @@ class _Killed(BaseException):
     """Stands for SIGKILL right after a checkpoint."""
 
 
-def _killed_run(out: Path, monkeypatch) -> None:
+def _killed_run(out: Path, monkeypatch, name: str = NAME, overrides: dict | None = None
+                ) -> None:
     """``out`` as a run killed after its first periodic checkpoint leaves it."""
     save = RunContext._save_checkpoint
 
@@ -42,8 +43,8 @@ def _killed_run(out: Path, monkeypatch) -> None:
         m.setattr(RunContext, "_save_checkpoint", save_then_die)
         m.setattr(RunContext, "save_figure", lambda ctx, fig, name: None)
         with pytest.raises(_Killed):
-            run_experiment(NAME, overrides=TINY, out_dir=out, checkpoint_every=2,
-                           checkpoint_seconds=0)
+            run_experiment(name, overrides=TINY if overrides is None else overrides,
+                           out_dir=out, checkpoint_every=2, checkpoint_seconds=0)
 
 
 @pytest.fixture(scope="module")
