@@ -446,6 +446,9 @@ class Algorithm(abc.ABC):
             which Ctrl-C arrived.
         """
         n_rounds = check_n_rounds(n_rounds)
+        if getattr(problem, "n_agents", 1) == 0 and not getattr(problem, "is_shard", False):
+            raise ValueError(f"argument 'problem' ({type(problem).__name__}) holds no agent: "
+                             "a run needs at least one agent's data")
         if (isinstance(eval_every, bool) or not isinstance(eval_every, (int, np.integer))
                 or eval_every < 1):
             raise ValueError(f"argument 'eval_every' must be an int >= 1, got {eval_every!r}")

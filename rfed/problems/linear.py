@@ -28,6 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.optimize as sopt
 
+from rfed._checks import numeric_array
 from rfed.manifolds import Euclidean
 from rfed.problems.base import Problem
 
@@ -51,8 +52,8 @@ def split_evenly(features: np.ndarray, labels: np.ndarray, n_agents: int,
     Rows are shuffled first when ``rng`` is given ("randomly and evenly distributed", spec 000
     section 5.0); the ``N mod n_agents`` remaining rows are dropped (spec 002 pitfall P6).
     """
-    features = np.asarray(features, dtype=float)
-    labels = np.asarray(labels, dtype=float)
+    features = numeric_array(features, "features")
+    labels = numeric_array(labels, "labels")
     if features.ndim != 2 or labels.shape != (features.shape[0],):
         raise ValueError(
             f"arguments 'features' and 'labels' must have shapes (N, d) and (N,), got "
@@ -186,8 +187,8 @@ class LinearProblem(Problem):
     def __init__(self, features: np.ndarray, labels: np.ndarray,
                  regularizer: Regularizer | None = None, counts: np.ndarray | None = None,
                  feature_bound: float | None = None):
-        features = np.asarray(features, dtype=float)
-        labels = np.asarray(labels, dtype=float)
+        features = numeric_array(features, "features")
+        labels = numeric_array(labels, "labels")
         if features.ndim != 3:
             raise ValueError(f"argument 'features' must have shape (n_agents, n_max, d), got "
                              f"{features.shape}")
@@ -214,10 +215,11 @@ class LinearProblem(Problem):
         if self.public_gradient_bound is not None:
             grad_bound = self.public_gradient_bound
         else:
-            row_norm = float(np.max(np.linalg.norm(features, axis=-1)))
+            row_norm = float(np.max(np.linalg.norm(features, axis=-1), initial=0.0))
             grad_bound = row_norm if row_norm > 0 else None
         super().__init__(Euclidean(features.shape[-1]), {"features": features, "labels": labels},
-                         counts=counts, gradient_bound=grad_bound)
+                         counts=counts, gradient_bound=grad_bound,
+                         arg_names={"features": "features", "labels": "labels"})
         self.dim = features.shape[-1]
 
     # data term ---------------------------------------------------------------

@@ -105,9 +105,11 @@ def test_l2_bad_input_is_refused():
         l2_svm_reference(np.ones(3), 0.1)
 
 
-#: dpdda-svm's l2 reference at its defaults (20 agents x 100 rows, d = 50, mu = 5e-4, the data of
-#: seed 0), computed in a child process on ONE BLAS thread: the smoothing continuation alone
-#: stalled there at a certified gap of 6.7e-4 (and "rfed run dpdda-svm" failed every time).
+#: The l2 reference on dpdda-svm's default sizes (2,000 rows of make_epsilon_like, d = 50,
+#: mu = 5e-4; seed [0, 99], unshuffled), computed in a child process on ONE BLAS thread. On these
+#: rows the smoothing continuation alone stalls at a certified gap of 6.7e-4 (L-BFGS stops on
+#: rounding at the small widths, where depends on the summation order); on some machines
+#: "rfed run dpdda-svm" failed that way on one thread and passed on two.
 _ONE_THREAD_CHILD = r"""
 import json, sys
 import numpy as np
