@@ -96,6 +96,8 @@ __all__ = [
     "read_checkpoint",
     "read_run_config",
     "config_digest",
+    "check_setting",
+    "check_choices",
     "SUMMARY_COLUMNS",
 ]
 
@@ -105,6 +107,10 @@ _LOADED = False
 #: Settings that count something and must be an int >= 1 when an experiment has them.
 _POSITIVE_INT_SETTINGS = frozenset({"repetitions", "rounds", "iterations", "eval_every",
                                     "mc_runs", "epochs"})
+
+#: Names of the settings that hold an epsilon (> 0) or a delta (in (0, 1)).
+_EPSILON_SETTING = re.compile(r"^(eps|epsilon)(_|$)|_(eps|epsilon)$")
+_DELTA_SETTING = re.compile(r"^delta(0|_|$)|_delta$")
 
 _INTERNAL_REFS = [
     (re.compile(r"\s*\(seed \d{3}\)"), ""),           # "PriRFed (seed 004)": a paper's file id
@@ -161,6 +167,7 @@ class Experiment:
     slow: bool = False
     summary: str = ""
     requires: tuple[str, ...] = ()
+    validate: Callable[[dict], None] | None = None
 
     @property
     def short(self) -> str:
@@ -175,8 +182,11 @@ class Experiment:
     def config(self, overrides: Mapping[str, Any] | None = None) -> dict:
         """The defaults updated by ``overrides``; unknown keys are refused, types coerced.
 
-        Generic checks: a counting setting (``repetitions``, ``rounds``, ...) is an int >= 1,
-        and a list whose default is non-empty (``epsilons``, ...) stays non-empty.
+        Generic checks: a counting setting (``repetitions``, ``rounds``, ...) and every int
+        setting whose default is >= 1 (but seeds) is an int >= 1; a float setting is finite; a
+        list whose default is non-empty (``epsilons``, ...) stays non-empty. Then the
+        experiment's own ``validate(config)`` checks what depends on it (choices, ranges,
+        settings that depend on each other), naming the setting (:func:`check_setting`).
         """
         cfg = dict(self.defaults)
         for key, value in (overrides or {}).items():
@@ -187,10 +197,22 @@ class Experiment:
                 )
             cfg[key] = _coerce(key, value, cfg[key])
             default = self.defaults[key]
-            if key in _POSITIVE_INT_SETTINGS and isinstance(default, int) and cfg[key] < 1:
+            counting = key in _POSITIVE_INT_SETTINGS or (
+                isinstance(default, int) and not isinstance(default, bool) and default >= 1
+                and not key.endswith("seed"))
+            if counting and isinstance(default, int) and cfg[key] < 1:
                 raise ValueError(f"setting '{key}' must be an int >= 1, got {cfg[key]!r}")
+            if isinstance(default, float) and not math.isfinite(cfg[key]):
+                raise ValueError(f"setting '{key}' must be a finite number, got {cfg[key]!r}")
+            if isinstance(default, float) and _EPSILON_SETTING.match(key) and cfg[key] <= 0:
+                raise ValueError(f"setting '{key}' must be an epsilon > 0, got {cfg[key]!r}")
+            if isinstance(default, float) and _DELTA_SETTING.match(key) \
+                    and not 0 < cfg[key] < 1:
+                raise ValueError(f"setting '{key}' must be a delta in (0, 1), got {cfg[key]!r}")
             if isinstance(default, (list, tuple)) and len(default) and not len(cfg[key]):
                 raise ValueError(f"setting '{key}' must not be empty (default {default!r})")
+        if self.validate is not None:
+            self.validate(cfg)
         return cfg
 
 
@@ -261,6 +283,28 @@ def _check_elements(key: str, values: list, default: Sequence) -> list:
     return values
 
 
+def check_setting(config: Mapping[str, Any], key: str, ok: bool, expected: str) -> None:
+    """Raise ``ValueError("setting 'KEY' must be EXPECTED, got VALUE")`` unless ``ok``.
+
+    For an experiment's ``validate(config)``: the message names the setting by its ``--set``
+    key and says what was expected.
+    """
+    if not ok:
+        raise ValueError(f"setting '{key}' must be {expected}, got {config[key]!r}")
+
+
+def check_choices(config: Mapping[str, Any], key: str, choices: Iterable[str]) -> None:
+    """The setting ``key`` (a name, or a list of names) takes only values in ``choices``."""
+    value = config[key]
+    names = value if isinstance(value, (list, tuple)) else [value]
+    allowed = list(choices)
+    bad = [v for v in names if v not in allowed]
+    if bad:
+        what = "one of" if not isinstance(value, (list, tuple)) else "a list of names among"
+        raise ValueError(f"setting '{key}' must be {what} {', '.join(map(repr, allowed))}; "
+                         f"got {bad[0]!r}")
+
+
 def register(
     name: str,
     *,
@@ -270,18 +314,22 @@ def register(
     slow: bool = False,
     summary: str = "",
     requires: tuple[str, ...] = (),
+    validate: Callable[[dict], None] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Decorator registering ``func(config, ctx) -> summary`` as experiment ``name``.
 
     ``summary`` is the short line of ``rfed list``; ``description`` the long text;
-    ``requires`` names the data sets that must be installed (e.g. ``("fashion-mnist",)``).
+    ``requires`` names the data sets that must be installed (e.g. ``("fashion-mnist",)``);
+    ``validate(config)`` checks the settings beyond their types (choices, ranges, settings
+    that depend on each other) before anything runs, raising ``ValueError`` naming the
+    setting (:func:`check_setting`, :func:`check_choices`).
     """
 
     def decorator(func: Callable) -> Callable:
         if name in _REGISTRY and _REGISTRY[name].func is not func:
             raise ValueError(f"experiment '{name}' is registered twice")
         _REGISTRY[name] = Experiment(name, paper, description, dict(defaults), func, slow,
-                                     summary, tuple(requires))
+                                     summary, tuple(requires), validate)
         return func
 
     return decorator
