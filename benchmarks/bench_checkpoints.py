@@ -64,7 +64,8 @@ class Stop(BaseException):
 def stop(self, config, summary):   # as a kill after the last checkpoint leaves the folder
     raise Stop
 reg.RunContext.finish = stop
-reg.RunContext.save_figure = lambda self, fig, name: __import__("matplotlib.pyplot").pyplot.close(fig)
+import matplotlib.pyplot as plt
+reg.RunContext.save_figure = lambda self, fig, name: plt.close(fig)
 try:
     reg.run_experiment(name, overrides=overrides, out_dir=out / "run", checkpoint_every=every,
                        checkpoint_seconds=0.0)

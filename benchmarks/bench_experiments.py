@@ -23,9 +23,9 @@ wall time (a base-against-base comparison of the default experiments so gave rat
 time than one alone, so quote totals from a run without ``--concurrent`` on an idle machine.
 
 ``--checkpoints`` also counts, in the child, the checkpoints written (``checkpoint.npz``
-replacements; ``checkpoint.pkl`` in releases that pickled), the bytes written to checkpoint files
-(those and, from format 2 on, ``checkpoint.log``) and the CPU and wall seconds spent in ``RunContext._save_checkpoint``
-(pickling, writing, fsync), for any version of rfed.
+replacements; ``checkpoint.pkl`` in releases that pickled), the bytes written to checkpoint
+files (those and, from format 2 on, ``checkpoint.log``) and the CPU and wall seconds spent in
+``RunContext._save_checkpoint`` (serializing, writing, fsync), for any version of rfed.
 
 The on-disk RDP curve cache is OFF in the children by default (``RFED_CACHE_DIR=''``): a
 shared, warm cache would make whichever version runs second look faster. ``--rdp-cache DIR``
