@@ -23,9 +23,11 @@ File layout (a ZIP archive, members stored uncompressed, in this order):
 ``state.json``
     ``{"kind", "bind", "arrays", "tree"}``: what the file is (``kind``, e.g.
     ``"algorithm-checkpoint"``), the run it belongs to (``bind``: e.g. the run id or the
-    configuration), the number of arrays and the encoded tree.
-``arrays/0.npy``, ``arrays/1.npy``, ...
-    The arrays, in the order the tree refers to them.
+    configuration), where each array of the tree is (``arrays``: its member, and for a small
+    array its offset, shape and memory order in its dtype's block) and the encoded tree.
+``arrays/block0.npy``, ..., ``arrays/17.npy``, ...
+    The arrays: the small numeric ones (at most 4,096 elements) one after the other in one
+    block per dtype, the others each in its own member.
 ``sha256``
     SHA-256 (hex) over every member before it (name, length and bytes), checked before anything
     is parsed.
@@ -48,7 +50,7 @@ import math
 import os
 import zipfile
 from collections.abc import Callable, Mapping
-from typing import Any
+from typing import Any, Literal
 
 import numpy as np
 
@@ -119,6 +121,10 @@ _KINDS = {
     "mpi-checkpoint": "checkpoint of rfed.engines.mpi.run_mpi",
     "flower-server-checkpoint": "checkpoint of the Flower ServerApp",
 }
+
+#: Arrays of at most this many elements share one ``.npy`` member per dtype (see
+#: :func:`_array_layout`); larger ones have their own.
+_PACKED_MAX = 4096
 
 #: numpy bit generators a saved ``Generator`` may use (by their class name).
 _BIT_GENERATORS: dict[str, type] = {
@@ -315,6 +321,21 @@ def describe_kind(kind: str) -> str:
 
 
 # ---------------------------------------------------------------------------- encoding
+#: Types JSON reads back as they were written (a float only when finite).
+_PLAIN_TYPES = frozenset({int, str, bool, type(None)})
+_JSON_SCALARS = frozenset({int, float, str, bool, type(None)})
+
+
+def _plain_values(values: Any) -> bool:
+    """Every value is a str, bool, None, int or finite float (written as is, no tag)."""
+    types = set(map(type, values))
+    if types <= _PLAIN_TYPES:
+        return True
+    if types <= _JSON_SCALARS:
+        return all(math.isfinite(v) for v in values if type(v) is float)
+    return False
+
+
 def _nonfinite(v: float) -> str:
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
@@ -353,6 +374,8 @@ class _Encoder:
             return {"$r": ref}
         if t is list:
             self._number(obj)
+            if _plain_values(obj):         # numbers and strings only: written as they are
+                return list(obj)
             return [self.encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
         if t is tuple:
             self._number(obj)
@@ -360,6 +383,8 @@ class _Encoder:
         if t is dict:
             self._number(obj)
             if all(type(k) is str and not k.startswith("$") for k in obj):
+                if _plain_values(obj.values()):
+                    return dict(obj)
                 return {k: self.encode(v, f"{where}[{k!r}]") for k, v in obj.items()}
             return {"$d": [[self.encode(k, f"{where}.<key>"), self.encode(v, f"{where}[{k!r}]")]
                            for k, v in obj.items()]}
@@ -429,6 +454,9 @@ class _Decoder:
 
     def decode(self, node: Any) -> Any:
         if isinstance(node, list):
+            if set(map(type, node)) <= _JSON_SCALARS:   # no container, no tag: as it is
+                self._memo.append(node)
+                return node
             out: list = []
             self._memo.append(out)
             out.extend(self.decode(v) for v in node)
@@ -436,6 +464,9 @@ class _Decoder:
         if not isinstance(node, dict):
             return node
         if not node or not next(iter(node)).startswith("$"):
+            if set(map(type, node.values())) <= _JSON_SCALARS:
+                self._memo.append(node)
+                return node
             plain: dict = {}
             self._memo.append(plain)
             for k, v in node.items():
@@ -532,6 +563,55 @@ def _member_digest(members: list[tuple[str, bytes]]) -> str:
     return h.hexdigest()
 
 
+def _array_layout(arrays: list[np.ndarray]
+                  ) -> tuple[list[list[Any]], list[tuple[str, np.ndarray]]]:
+    """Where each array goes: ``[member, offset, shape, order]`` per array (offset None: the
+    member holds the array alone), and the members ``(name, array)``.
+
+    A small numeric array goes into the block of its dtype (one ``.npy`` member per dtype,
+    the arrays flattened one after the other): one header to write and parse instead of
+    hundreds (a state holds many per-agent vectors).
+    """
+    layout: list[list[Any]] = []
+    blocks: list[tuple[str, np.ndarray]] = []
+    packed: dict[str, list[np.ndarray]] = {}
+    sizes: dict[str, int] = {}
+    names: dict[str, str] = {}
+    for i, arr in enumerate(arrays):
+        if arr.size > _PACKED_MAX or arr.dtype.kind not in "biufc":
+            name = f"arrays/{i}.npy"
+            blocks.append((name, arr))
+            layout.append([name, None, None, None])
+            continue
+        key = arr.dtype.str
+        if key not in packed:
+            packed[key], sizes[key] = [], 0
+            names[key] = f"arrays/block{len(names)}.npy"
+        order: Literal["C", "F"] = (
+            "F" if arr.ndim > 1 and arr.flags.f_contiguous and not arr.flags.c_contiguous
+            else "C")
+        packed[key].append(arr.ravel(order=order))
+        layout.append([names[key], sizes[key], list(arr.shape), order])
+        sizes[key] += arr.size
+    for key, parts in packed.items():
+        blocks.append((names[key], np.concatenate(parts) if parts else np.zeros(0, key)))
+    return layout, blocks
+
+
+def _unpacked(read: Mapping[str, np.ndarray], entry: list[Any]) -> np.ndarray:
+    """Array ``entry`` of :func:`_array_layout` from the members read (its own copy)."""
+    member, offset, shape, order = entry
+    whole = read[member]
+    if offset is None:
+        return whole
+    shape = tuple(int(d) for d in shape)
+    size = math.prod(shape)
+    if whole.ndim != 1 or not 0 <= offset <= whole.size - size or order not in ("C", "F") \
+            or min(shape, default=0) < 0:
+        raise ValueError(f"array entry {entry!r} does not fit member {member!r}")
+    return np.array(whole[offset:offset + size].reshape(shape, order=order), order=order)
+
+
 def _json_normal(value: Any) -> Any:
     """``value`` as JSON reads it back (tuples become lists, keys strings)."""
     return json.loads(json.dumps(value, allow_nan=False))
@@ -561,14 +641,15 @@ def dumps_state(tree: Any, *, kind: str, bind: Mapping[str, Any] | None = None) 
     """
     enc = _Encoder()
     encoded = enc.encode(tree, "state")
+    layout, blocks = _array_layout(enc.arrays)
     head = json.dumps({"format": STATE_FORMAT, "version": STATE_VERSION}).encode()
-    body = json.dumps({"kind": kind, "bind": dict(bind or {}), "arrays": len(enc.arrays),
+    body = json.dumps({"kind": kind, "bind": dict(bind or {}), "arrays": layout,
                        "tree": encoded}, allow_nan=False, separators=(",", ":")).encode()
     members = [("format", head), ("state.json", body)]
-    for i, arr in enumerate(enc.arrays):
+    for name, arr in blocks:
         buf = io.BytesIO()
         np.lib.format.write_array(buf, arr, allow_pickle=False)
-        members.append((f"arrays/{i}.npy", buf.getvalue()))
+        members.append((name, buf.getvalue()))
     digest = _member_digest(members)
     out = io.BytesIO()
     with zipfile.ZipFile(out, "w", zipfile.ZIP_STORED) as zf:
@@ -652,8 +733,8 @@ def loads_state(data: bytes, *, kind: str, expect: Mapping[str, Any] | None = No
                                      "differs from the one saved with it)")
     try:
         body = json.loads(by_name["state.json"])
-        file_kind, bind, n_arrays, tree = (body["kind"], body["bind"], body["arrays"],
-                                           body["tree"])
+        file_kind, bind, layout, tree = (body["kind"], body["bind"], body["arrays"],
+                                         body["tree"])
     except (ValueError, KeyError, TypeError) as exc:
         raise StateFileError(source, f"is malformed (state.json: {exc})") from None
     if file_kind != kind:
@@ -666,17 +747,22 @@ def loads_state(data: bytes, *, kind: str, expect: Mapping[str, Any] | None = No
             raise StateFileError(source, f"does not say which run wrote it (no {key!r})")
         if saved != wanted:
             raise StateBindingError(source, key, saved, wanted)
-    arrays = []
-    for i in range(n_arrays):
-        member = f"arrays/{i}.npy"
-        if member not in by_name:
-            raise StateFileError(source, f"is incomplete: missing member '{member}'")
+    if not isinstance(layout, list):
+        raise StateFileError(source, "is malformed (state.json: 'arrays' is not a list)")
+    read: dict[str, np.ndarray] = {}
+    for entry in layout:
+        member = entry[0] if isinstance(entry, list) and entry else None
+        if member in read:
+            continue
+        if not isinstance(member, str) or member not in by_name:
+            raise StateFileError(source, f"is incomplete: missing member {member!r}")
         try:
-            arrays.append(np.lib.format.read_array(io.BytesIO(by_name[member]),
-                                                   allow_pickle=False))
+            read[member] = np.lib.format.read_array(io.BytesIO(by_name[member]),
+                                                    allow_pickle=False)
         except (ValueError, OSError, EOFError) as exc:
             raise StateFileError(source, f"is malformed (member '{member}': {exc})") from None
     try:
+        arrays = [_unpacked(read, entry) for entry in layout]
         return _Decoder(arrays).decode(tree)
     except _UnknownType as exc:
         raise StateFileError(source, f"holds a type {exc.tag!r} that is not a state type "

@@ -86,14 +86,16 @@ def flip_iterate_bit(data: bytes, path, rezipped: bool) -> bytes:
     place in the archive (its CRC-32 then fails), or re-zipped with fresh CRCs (only the
     SHA-256 over the state catches it)."""
     items = members(data)
-    tree = json.loads(dict(items)["state.json"])["tree"]
-    name = f"arrays/{_find_array(tree, path)}.npy"
+    body = json.loads(dict(items)["state.json"])
+    name, offset, _, _ = body["arrays"][_find_array(body["tree"], path)]
     npy = dict(items)[name]
-    header = npy.index(b"\n") + 1          # the .npy header ends with a newline
+    itemsize = np.lib.format.read_array(io.BytesIO(npy)).dtype.itemsize
+    # the .npy header ends with a newline; the float's lowest byte is its first (little-endian)
+    at_npy = npy.index(b"\n") + 1 + (offset or 0) * itemsize
     if rezipped:
-        flipped = npy[:header] + bytes([npy[header] ^ 1]) + npy[header + 1:]
+        flipped = npy[:at_npy] + bytes([npy[at_npy] ^ 1]) + npy[at_npy + 1:]
         return rezip([(n, flipped if n == name else d) for n, d in items])
-    at = data.index(npy) + header           # stored uncompressed: the bytes are in the file
+    at = data.index(npy) + at_npy           # stored uncompressed: the bytes are in the file
     return data[:at] + bytes([data[at] ^ 1]) + data[at + 1:]
 
 
@@ -214,9 +216,19 @@ def test_damaged_foreign_and_unknown_files_are_refused_in_one_line(good, tmp_pat
 
 def _with_tree(tree) -> bytes:
     """A file holding the raw encoded ``tree``, with a valid checksum (what a forger can do)."""
-    body = json.dumps({"kind": "k", "bind": {}, "arrays": 0, "tree": tree}).encode()
+    body = json.dumps({"kind": "k", "bind": {}, "arrays": [], "tree": tree}).encode()
     items = [("format", b'{"format": "rfed-state", "version": 1}'), ("state.json", body)]
     return rezip(items + [("sha256", _member_digest(items).encode())])
+
+
+def test_a_forged_array_layout_is_refused(good):
+    items = members(good)
+    body = json.loads(dict(items)["state.json"])
+    body["arrays"][0][1] = 10 ** 6                       # an offset past the block's end
+    forged = [("state.json", json.dumps(body).encode()) if n == "state.json" else (n, d)
+              for n, d in items if n != "sha256"]
+    forged.append(("sha256", _member_digest(forged).encode()))
+    _refused(rezip(forged), "is malformed .*does not fit member")
 
 
 def test_a_forged_file_with_a_valid_checksum_builds_only_listed_types(tmp_path):
