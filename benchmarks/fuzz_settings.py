@@ -88,6 +88,14 @@ def _child(name: str, timeout: int) -> None:
     from rfed.experiments import get_experiment
 
     reg.RunContext.save_figure = lambda self, fig, name: plt.close(fig)
+    # heavy imports first: a time-out must not cut one short (a half-imported module breaks
+    # every later case of the child)
+    import importlib
+    import importlib.util
+
+    for module in ("torch", "geomstats", "pymanopt", "autograd", "sklearn"):
+        if importlib.util.find_spec(module) is not None:
+            importlib.import_module(module)
 
     class Timeout(BaseException):
         pass

@@ -904,6 +904,7 @@ class RunContext:
         self._checkpoint_error: str | None = None
         self._wrote_config = False
         self._locked = False
+        self._bound: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ folder
     def open(self, experiment: str, config: Mapping[str, Any]) -> None:
@@ -1007,10 +1008,14 @@ class RunContext:
         atomic_write_text(out / "history.jsonl", lines)
 
     def _binding(self) -> dict[str, Any]:
-        """What this run's checkpoint files are bound to (:func:`rfed.state.save_state`)."""
-        return {"experiment": self.experiment, "seed": int(self.seed), "run_id": self.run_id,
-                "config_sha256": config_digest(self.experiment, self.seed, self._config,
-                                               self.secure)}
+        """What this run's checkpoint files are bound to (:func:`rfed.state.save_state`);
+        computed once per run id."""
+        if self._bound is None or self._bound["run_id"] != self.run_id:
+            self._bound = {"experiment": self.experiment, "seed": int(self.seed),
+                           "run_id": self.run_id,
+                           "config_sha256": config_digest(self.experiment, self.seed,
+                                                          self._config, self.secure)}
+        return self._bound
 
     def _lock_holder(self) -> int | None:
         """The pid of a live process holding the folder's lock, else ``None``."""
