@@ -18,8 +18,8 @@ from __future__ import annotations
 import numpy as np
 
 from rfed.algorithms.federated import DPRSGD, PriRFed
-from rfed.experiments.prirfed import Setting, _panels, _summary, run_settings
-from rfed.experiments.registry import RunContext, check_setting, register
+from rfed.experiments.prirfed import Setting, _panels, _summary, check_pca_settings, run_settings
+from rfed.experiments.registry import RunContext, register
 from rfed.privacy import PrivacyBudget
 from rfed.problems import KPCA
 
@@ -64,18 +64,6 @@ def private_settings(problem: KPCA, config: dict, step: float) -> list[Setting]:
     return out
 
 
-def _check_kpca(cfg: dict) -> None:
-    fraction = cfg["batch_fraction"]
-    check_setting(cfg, "batch_fraction", fraction is None or (
-        isinstance(fraction, (int, float)) and not isinstance(fraction, bool)
-        and 0 < fraction <= 1), "None (full batch) or a fraction of the records in (0, 1]")
-    sampled = cfg["n_sampled"]
-    check_setting(cfg, "n_sampled", sampled is None or (
-        isinstance(sampled, int) and not isinstance(sampled, bool)
-        and 1 <= sampled <= cfg["n_agents"]),
-        f"None (every agent) or an int in [1, n_agents = {cfg['n_agents']}]")
-    check_setting(cfg, "eigengap", 0 < cfg["eigengap"] < 1, "a number in (0, 1)")
-
 @register(
     "prirfed-kpca",
     paper="PriRFed (seed 004) on k-PCA (issue 11): Stiefel / Grassmann, k = 5",
@@ -95,7 +83,7 @@ def _check_kpca(cfg: dict) -> None:
         "step_size": 20.0, "rounds": 200, "repetitions": 2, "eval_every": 10,
         "non_private": True,
     },
-    validate=_check_kpca,
+    validate=check_pca_settings,
 )
 def kpca(config: dict, ctx: RunContext) -> dict:
     problem = build_problem(config, ctx.rng(0))

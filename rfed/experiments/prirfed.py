@@ -305,7 +305,9 @@ def _public_pca_constants(config: dict, ctx: RunContext, n_per_agent: int,
     return float(levels[str(rule)]), float(2.0 * sq.max())
 
 
-def _check_pca(cfg: dict) -> None:
+def check_pca_settings(cfg: dict) -> None:
+    """The settings of the PCA experiments (pca-synthetic, prirfed-kpca): batch fraction,
+    sampled agents, eigengap."""
     fraction = cfg["batch_fraction"]
     check_setting(cfg, "batch_fraction", fraction is None or (
         isinstance(fraction, (int, float)) and not isinstance(fraction, bool)
@@ -340,7 +342,7 @@ def _check_pca(cfg: dict) -> None:
         "step_size": "paper", "n_sampled": None, "clip": "median", "rounds": 2000,
         "repetitions": 3, "eval_every": 50, "non_private": True,
     },
-    validate=_check_pca,
+    validate=check_pca_settings,
 )
 def pca_synthetic(config: dict, ctx: RunContext) -> dict:
     from rfed.datasets.synthetic import make_pca_synthetic
