@@ -47,6 +47,7 @@ import inspect
 import io
 import json
 import math
+import operator
 import os
 import zipfile
 from collections.abc import Callable, Mapping
@@ -336,6 +337,20 @@ def _plain_values(values: Any) -> bool:
     return False
 
 
+_STR = frozenset({str})
+_DOLLAR = operator.methodcaller("startswith", "$")
+
+
+def _where(where: Any) -> str:
+    """``where`` of :meth:`_Encoder.encode` as text: ``state['key'][3].attribute``."""
+    steps = []
+    while isinstance(where, tuple):
+        where, step = where
+        steps.append(step if isinstance(step, str) and step.startswith(".")
+                     else f"[{step!r}]")
+    return str(where) + "".join(reversed(steps))
+
+
 def _nonfinite(v: float) -> str:
     return "nan" if math.isnan(v) else ("inf" if v > 0 else "-inf")
 
@@ -359,9 +374,11 @@ class _Encoder:
         self._memo[id(obj)] = len(self._alive)
         self._alive.append(obj)
 
-    def encode(self, obj: Any, where: str) -> Any:
+    def encode(self, obj: Any, where: Any) -> Any:
+        """The JSON-able node of ``obj``; ``where`` locates it for the messages (a str, or
+        ``(parent, step)`` rendered by :func:`_where` only when an error names it)."""
         t = type(obj)
-        if obj is None or t is bool or t is str or t is int:
+        if t in _PLAIN_TYPES:
             return obj
         if t is float:
             return obj if math.isfinite(obj) else {"$f": _nonfinite(obj)}
@@ -376,17 +393,18 @@ class _Encoder:
             self._number(obj)
             if _plain_values(obj):         # numbers and strings only: written as they are
                 return list(obj)
-            return [self.encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]
+            return [self.encode(v, (where, i)) for i, v in enumerate(obj)]
         if t is tuple:
             self._number(obj)
-            return {"$t": [self.encode(v, f"{where}[{i}]") for i, v in enumerate(obj)]}
+            return {"$t": [self.encode(v, (where, i)) for i, v in enumerate(obj)]}
         if t is dict:
             self._number(obj)
-            if all(type(k) is str and not k.startswith("$") for k in obj):
+            if set(map(type, obj)) <= _STR and not any(map(_DOLLAR, obj)):
                 if _plain_values(obj.values()):
                     return dict(obj)
-                return {k: self.encode(v, f"{where}[{k!r}]") for k, v in obj.items()}
-            return {"$d": [[self.encode(k, f"{where}.<key>"), self.encode(v, f"{where}[{k!r}]")]
+                return {k: v if type(v) in _PLAIN_TYPES else self.encode(v, (where, k))
+                        for k, v in obj.items()}
+            return {"$d": [[self.encode(k, (where, ".<key>")), self.encode(v, (where, k))]
                            for k, v in obj.items()]}
         if t is np.random.Generator:
             self._number(obj)
@@ -394,27 +412,28 @@ class _Encoder:
         entry = _entry_of(t)
         if entry is None:
             raise UnsupportedStateError(
-                f"{where} is a {t.__module__}.{t.__qualname__}, which is not a state type "
-                f"(rfed.state.STATE_TYPES; register your own with "
-                f"rfed.state.register_state_type)")
+                f"{_where(where)} is a {t.__module__}.{t.__qualname__}, which is not a state "
+                "type (rfed.state.STATE_TYPES; register your own with "
+                "rfed.state.register_state_type)")
         self._number(obj)
         if entry.encode is not None:
-            return {"$o": entry.tag, "c": self.encode(entry.encode(obj), f"{where}<{entry.tag}>")}
+            return {"$o": entry.tag, "c": self.encode(entry.encode(obj), where)}
         fields = entry.fields(obj)
         return {"$o": entry.tag,
-                "v": {k: self.encode(v, f"{where}.{k}") for k, v in fields.items()}}
+                "v": {k: v if type(v) in _PLAIN_TYPES else self.encode(v, (where, f".{k}"))
+                      for k, v in fields.items()}}
 
-    def _array(self, arr: np.ndarray, where: str) -> int:
+    def _array(self, arr: np.ndarray, where: Any) -> int:
         index = self._array_index.get(id(arr))
         if index is None:
             if arr.dtype.hasobject:
-                raise UnsupportedStateError(f"{where} is an array of Python objects "
+                raise UnsupportedStateError(f"{_where(where)} is an array of Python objects "
                                             f"(dtype {arr.dtype}), which a state cannot hold")
             index = self._array_index[id(arr)] = len(self.arrays)
             self.arrays.append(arr)
         return index
 
-    def _scalar(self, value: np.generic, where: str) -> Any:
+    def _scalar(self, value: np.generic, where: Any) -> Any:
         dtype = value.dtype
         if dtype.kind in _JSON_SCALAR_KINDS and dtype.itemsize <= 8:
             item = value.item()
@@ -423,21 +442,22 @@ class _Encoder:
             return {"$s": dtype.str, "v": item}
         return {"$S": self._array(np.asarray(value), where)}
 
-    def _generator(self, gen: np.random.Generator, where: str) -> dict[str, Any]:
+    def _generator(self, gen: np.random.Generator, where: Any) -> dict[str, Any]:
         bitgen = gen.bit_generator
         name = type(bitgen).__name__
         if _BIT_GENERATORS.get(name) is not type(bitgen):
-            raise UnsupportedStateError(f"{where} draws from a {type(bitgen).__qualname__}, "
+            raise UnsupportedStateError(f"{_where(where)} draws from a "
+                                        f"{type(bitgen).__qualname__}, "
                                         "not a numpy bit generator a state can hold")
         seq = getattr(bitgen, "seed_seq", None)
         seed = None
         if isinstance(seq, np.random.SeedSequence):
-            seed = {"entropy": self.encode(seq.entropy, f"{where}.seed_seq.entropy"),
+            seed = {"entropy": self.encode(seq.entropy, (where, ".seed_seq.entropy")),
                     "spawn_key": [int(k) for k in seq.spawn_key],
                     "pool_size": int(seq.pool_size),
                     "n_children_spawned": int(seq.n_children_spawned)}
         return {"bit_generator": name,
-                "state": self.encode(bitgen.state, f"{where}.bit_generator.state"),
+                "state": self.encode(bitgen.state, (where, ".bit_generator.state")),
                 "seed_seq": seed}
 
 
