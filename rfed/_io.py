@@ -109,9 +109,9 @@ def remove_stale_temporaries(folder: str | os.PathLike, target: str | None = Non
     list of Path
         The files removed.
     """
-    removed = []
+    removed: list[Path] = []
     try:
-        entries = list(os.scandir(folder))
+        entries = list(os.scandir(os.fspath(folder)))
     except OSError:
         return removed
     for entry in entries:
@@ -124,7 +124,9 @@ def remove_stale_temporaries(folder: str | os.PathLike, target: str | None = Non
         else:
             match = _OLD_TEMPORARY.match(entry.name)
             stale = earlier_releases and match is not None
-        if stale and (target is None or match["target"] == target) and entry.is_file(
+        if match is None or not stale:
+            continue
+        if (target is None or match["target"] == target) and entry.is_file(
                 follow_symlinks=False):
             try:
                 os.unlink(entry.path)

@@ -116,7 +116,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _error(message: str) -> None:
+def _error(message: str | Exception) -> None:
     print(f"rfed: error: {' '.join(str(message).split())}", file=sys.stderr)
 
 

@@ -651,12 +651,13 @@ def read_run_config(out_dir: str | os.PathLike) -> dict[str, Any]:
     if not isinstance(saved, dict):
         raise OutputDirError(f"'{path}' is damaged (a JSON {type(saved).__name__}, not the "
                              "object rfed writes)")
-    checks = (("experiment", str, "a str"), ("seed", int, "an int >= 0"),
-              ("run_id", str, "a str"), ("config", dict, "an object"))
+    checks: tuple[tuple[str, type, str], ...] = (
+        ("experiment", str, "a str"), ("seed", int, "an int >= 0"), ("run_id", str, "a str"),
+        ("config", dict, "an object"))
     for key, kind, what in checks:
         value = saved.get(key)
         if (not isinstance(value, kind) or isinstance(value, bool)
-                or (key == "seed" and value < 0)):
+                or (isinstance(value, int) and value < 0)):
             got = "missing" if key not in saved else f"{value!r}"
             raise OutputDirError(f"'{path}' is damaged: '{key}' must be {what}, got {got}")
     secure = saved.get("secure", False)
@@ -1278,8 +1279,9 @@ class RunContext:
                 frame = len(blob).to_bytes(_FRAME_HEADER, "little") + blob
             log_hash = self._log_hash.copy()
             log_hash.update(frame)
-            log = {"size": self._log_size + len(frame), "sha256": log_hash.hexdigest(),
-                   "n_completed": len(self._completed), "n_records": len(self.records)}
+            log: dict[str, Any] = {
+                "size": self._log_size + len(frame), "sha256": log_hash.hexdigest(),
+                "n_completed": len(self._completed), "n_records": len(self.records)}
             ck = {"format": _CHECKPOINT_FORMAT, "experiment": self.experiment,
                   "seed": int(self.seed), "run_id": self.run_id, "log": log,
                   "current": current}
