@@ -64,7 +64,6 @@ line on stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -138,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _error(message: str) -> None:
+def _error(message: str | Exception) -> None:
     print(f"rfed: error: {' '.join(str(message).split())}", file=sys.stderr)
 
 
@@ -322,22 +321,25 @@ def _name_setting(message: str, overrides: dict) -> str:
 
 
 def _resume_settings(resume: Path, name: str | None, seed: int | None,
-                     overrides: list[str]) -> tuple[str, int, dict]:
-    """Experiment, seed and settings of the run saved in ``resume`` (config.json)."""
-    cfg_path = resume / "config.json"
-    if not cfg_path.is_file():
-        raise ValueError(f"cannot resume: '{resume}' holds no rfed run (no config.json)")
+                     overrides: list[str]) -> tuple[str, int, dict, bool]:
+    """Experiment, seed, settings and secure mode of the run saved in ``resume`` (its
+    config.json, checked: a damaged one is refused in one line naming it)."""
+    from rfed.experiments.registry import OutputDirError, read_run_config
+
     if overrides:
         raise ValueError("--resume continues a run with its saved settings; --set is not "
                          "allowed with it")
-    saved = json.loads(cfg_path.read_text(encoding="utf-8"))
+    try:
+        saved = read_run_config(resume)
+    except OutputDirError as exc:
+        raise ValueError(f"cannot resume: {exc}") from None
     if name is not None and name != saved["experiment"]:
         raise ValueError(f"cannot resume: '{resume}' holds a run of '{saved['experiment']}', "
                          f"not '{name}'")
     if seed is not None and seed != saved["seed"]:
         raise ValueError(f"cannot resume: '{resume}' holds a run with seed {saved['seed']}, "
                          f"not {seed}")
-    return saved["experiment"], int(saved["seed"]), saved["config"]
+    return saved["experiment"], saved["seed"], saved["config"], saved["secure"]
 
 
 def _settings(args) -> tuple[str, int, dict, Path, str]:
@@ -347,11 +349,10 @@ def _settings(args) -> tuple[str, int, dict, Path, str]:
     if args.resume is not None:
         if args.out is not None and args.out != args.resume:
             raise ValueError("give the folder to resume once: --resume DIR (not --out)")
-        name, seed, overrides = _resume_settings(args.resume, args.name, args.seed,
-                                                 args.overrides)
+        name, seed, overrides, secure = _resume_settings(args.resume, args.name, args.seed,
+                                                         args.overrides)
         out, mode = args.resume, "resume"
-        saved = json.loads((args.resume / "config.json").read_text(encoding="utf-8"))
-        args.secure = bool(args.secure or saved.get("secure", False))
+        args.secure = bool(args.secure or secure)
     else:
         from rfed.experiments.registry import parse_overrides
 
@@ -548,7 +549,7 @@ def _run_and_report(args, name: str, seed: int, overrides: dict, out: Path, mode
         return 2
     except (ArithmeticError, np.linalg.LinAlgError) as exc:
         # numerical failure outside an algorithm's rounds (those are marked diverged)
-        saved = (out / "checkpoint.pkl").is_file()
+        saved = (out / "checkpoint.npz").is_file()
         _error(f"the run failed: {type(exc).__name__}: {exc}"
                + (f"; the rounds done are saved: continue with rfed run {name} --resume {out}"
                   if saved else ""))
@@ -598,7 +599,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
+def _check_environment() -> None:
+    """The environment variables rfed parses, checked before any work (``ValueError`` naming
+    the variable): a typo must not surface only when the RDP cache is first pruned."""
+    from rfed.privacy.accountants import rdp_cache_limit
+
+    rdp_cache_limit()   # RFED_CACHE_MAX_MB
+
+
 def _main(argv: list[str]) -> int:
+    if argv and argv[0] in ("run", "audit"):
+        try:
+            _check_environment()
+        except ValueError as exc:
+            _error(exc)
+            return 2
     if argv and argv[0] == "audit":
         from rfed.privacy.audit import audit_main
 

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from rfed._checks import numeric_array
 from rfed.datasets._validation import check_file, check_int
 
 __all__ = ["load_libsvm", "normalize_rows", "to_pm1_labels"]
@@ -41,7 +42,7 @@ def to_pm1_labels(y: np.ndarray) -> np.ndarray:
     -------
     ndarray of float64, shape ``(N,)``
     """
-    y = np.asarray(y, dtype=np.float64)
+    y = numeric_array(y, "y", dtype=np.float64)
     if not np.isfinite(y).all():
         raise ValueError("argument 'y' contains NaN or inf")
     values = np.unique(y)

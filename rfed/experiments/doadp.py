@@ -30,7 +30,7 @@ from rfed.experiments._decentralized import (
     summary_rows,
 )
 from rfed.experiments.plotting import START_LABEL, new_figure, plot_curves
-from rfed.experiments.registry import RunContext, register
+from rfed.experiments.registry import RunContext, check_setting, register
 from rfed.networks.graphs import circulant, complete
 from rfed.networks.network import Network
 from rfed.privacy import papers
@@ -59,6 +59,20 @@ def _logreg_problem(cfg: dict, rng: np.random.Generator) -> LogisticRegression:
     return LogisticRegression(feats, labels, L2Regularizer(1.0 / q), feature_bound=1.0)
 
 
+#: Hops of the paper's circulant graph (i +- 1, 2, 3): it needs at least 2 * 3 agents.
+_HOPS = 3
+
+
+def _check_doadp(cfg: dict) -> None:
+    check_setting(cfg, "n_agents", cfg["n_agents"] >= 2 * _HOPS,
+                  f"an int >= {2 * _HOPS} (the circulant graph links each agent to its "
+                  f"{_HOPS} nearest on each side)")
+    for key in ("alpha", "grad_bound"):
+        check_setting(cfg, key, cfg[key] > 0, "a number > 0")
+    check_setting(cfg, "beta", 0 <= cfg["beta"] < 1, "a number in [0, 1)")
+    check_setting(cfg, "gamma", cfg["gamma"] >= 0, "a number >= 0")
+
+
 @register(
     "doadp-logreg",
     paper="DO-ADP, Sec. VI-A: Fig. 2(a)/(b), Fig. 3, Table I",
@@ -80,6 +94,7 @@ def _logreg_problem(cfg: dict, rng: np.random.Generator) -> LogisticRegression:
         "baselines": True, "dpdo_lr": 1.0, "dpdo_lr_decay": 0.9, "dpdo_noise_decay": 0.95,
         "dpdo_iterations": 0,
     },
+    validate=_check_doadp,
 )
 def doadp_logreg(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
@@ -88,7 +103,7 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
     problem = _logreg_problem(cfg, ctx.rng(99))
     n, q, d = problem.n_agents, int(problem.n_max), problem.dim
     rounds = cfg["epochs"] * q  # one epoch = q iterations (spec P17)
-    graph = circulant(n, 3)
+    graph = circulant(n, _HOPS)
     f_star = problem.reference_cost()
     problem = engine_problem(problem)   # this rank's shard under --engine mpi
 
@@ -271,6 +286,7 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
               "gamma": 0.05, "grad_bound": 1.0, "delta0": 1e-5, "delta": 1e-5,
               "epsilons": [1.0, 0.9, 0.8],
               "repetitions": 1, "eval_every": 0, "non_private": True},
+    validate=_check_doadp,
 )
 def doadp_digits(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
@@ -282,7 +298,7 @@ def doadp_digits(config: dict, ctx: RunContext) -> dict:
                             n_hidden=cfg["hidden"])
     d = problem.n_params
     rounds = cfg["epochs"] * q
-    graph = circulant(n, 3)
+    graph = circulant(n, _HOPS)
     x0 = problem.initial_point(ctx.rng(96))
     problem = engine_problem(problem)   # this rank's shard under --engine mpi
     configs = ((1.0, 1.0), (0.8, 1.0), (1.0, 0.4), (0.8, 0.4))

@@ -33,7 +33,7 @@ from rfed.experiments._decentralized import (
     summary_rows,
 )
 from rfed.experiments.plotting import new_figure, plot_curves
-from rfed.experiments.registry import RunContext, register
+from rfed.experiments.registry import RunContext, check_setting, register
 from rfed.networks.graphs import ieee14_digraph
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.mechanisms import LaplaceSchedule
@@ -45,6 +45,13 @@ __all__: list[str] = []
 def _noise(theta0: float, q: float) -> LaplaceSchedule:
     return LaplaceSchedule(theta0, q)
 
+
+def _check_dpdgt(cfg: dict) -> None:
+    for key in ("q", "q_theta", "q_cmp"):
+        check_setting(cfg, key, 0 < cfg[key] <= 1, "a decay rate in (0, 1]")
+    for key in ("alpha0", "alpha0_cmp", "theta0", "gamma", "phi"):
+        check_setting(cfg, key, cfg[key] >= 0, "a number >= 0")
+    check_setting(cfg, "adjacency_radius", cfg["adjacency_radius"] > 0, "a number > 0")
 
 @register(
     "dpdgt-ieee14",
@@ -63,6 +70,7 @@ def _noise(theta0: float, q: float) -> LaplaceSchedule:
               "gamma": 0.8, "phi": 0.7, "thetas": [0.0, 0.01, 0.02, 0.05, 0.1], "mc_runs": 10,
               "alpha0_cmp": 0.034, "q_cmp": 0.99, "eval_every": 10, "adjacency_radius": 0.01,
               "epsilon": 1.0, "delta": 1e-5},
+    validate=_check_dpdgt,
 )
 def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)

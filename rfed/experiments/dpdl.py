@@ -32,7 +32,7 @@ from rfed.experiments._decentralized import (
     summary_rows,
 )
 from rfed.experiments.plotting import plot_curves
-from rfed.experiments.registry import RunContext, register
+from rfed.experiments.registry import RunContext, check_choices, check_setting, register
 from rfed.networks.graphs import complete, dpdl_bipartite
 from rfed.networks.mixing import uniform_weights
 from rfed.networks.network import Network
@@ -42,6 +42,15 @@ from rfed.problems.mlp import MLPClassifier, load_digits_split
 __all__: list[str] = []
 
 _GRAPHS = {"bipartite": lambda n: dpdl_bipartite(n), "complete": complete}
+
+
+def _check_dpdl(cfg: dict) -> None:
+    check_choices(cfg, "topologies", _GRAPHS)
+    for key in ("dirichlet", "clip", "lr"):
+        check_setting(cfg, key, cfg[key] > 0, "a number > 0")
+    check_setting(cfg, "alpha", cfg["alpha"] >= 0, "a number >= 0")
+    check_setting(cfg, "beta", 0 <= cfg["beta"] < 1, "a number in [0, 1)")
+    check_setting(cfg, "n_agents", cfg["n_agents"] >= 2, "an int >= 2 (a network)")
 
 
 @register(
@@ -62,6 +71,7 @@ _GRAPHS = {"bipartite": lambda n: dpdl_bipartite(n), "complete": complete}
               "clip": 2.0, "lr": 0.05, "beta": 0.7, "alpha": 1.5, "hidden": 32,
               "repetitions": 1, "eval_every": 25, "non_private": True,
               "baselines": True},
+    validate=_check_dpdl,
 )
 def dpdl_digits(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)

@@ -31,6 +31,8 @@ from rfed.algorithms.federated.repeated import RepeatedRuns
 from rfed.experiments.plotting import new_figure, plot_curves
 from rfed.experiments.registry import (
     RunContext,
+    check_choices,
+    check_setting,
     get_experiment,
     register,
     summarise_repetitions,
@@ -314,6 +316,20 @@ def _public_pca_constants(config: dict, ctx: RunContext, n_per_agent: int,
     return float(levels[str(rule)]), float(2.0 * sq.max())
 
 
+def check_pca_settings(cfg: dict) -> None:
+    """The settings of the PCA experiments (pca-synthetic, prirfed-kpca): batch fraction,
+    sampled agents, eigengap."""
+    fraction = cfg["batch_fraction"]
+    check_setting(cfg, "batch_fraction", fraction is None or (
+        isinstance(fraction, (int, float)) and not isinstance(fraction, bool)
+        and 0 < fraction <= 1), "None (full batch) or a fraction of the records in (0, 1]")
+    sampled = cfg["n_sampled"]
+    check_setting(cfg, "n_sampled", sampled is None or (
+        isinstance(sampled, int) and not isinstance(sampled, bool)
+        and 1 <= sampled <= cfg["n_agents"]),
+        f"None (every agent) or an int in [1, n_agents = {cfg['n_agents']}]")
+    check_setting(cfg, "eigengap", 0 < cfg["eigengap"] < 1, "a number in (0, 1)")
+
 @register(
     "pca-synthetic",
     paper="PriRFed, Sec. 6.1 / Fig. 1 column 1 (fast default)",
@@ -337,6 +353,7 @@ def _public_pca_constants(config: dict, ctx: RunContext, n_per_agent: int,
         "step_size": "paper", "n_sampled": None, "clip": "median", "rounds": 2000,
         "repetitions": 3, "eval_every": 50, "non_private": True,
     },
+    validate=check_pca_settings,
 )
 def pca_synthetic(config: dict, ctx: RunContext) -> dict:
     from rfed.datasets.synthetic import make_pca_synthetic
@@ -594,6 +611,10 @@ def _spd_experiment(ctx: RunContext, config: dict, points: np.ndarray, title: st
     return _summary(ctx, rows)
 
 
+def _check_spd(cfg: dict) -> None:
+    check_setting(cfg, "clip", cfg["clip"] > 0, "a public clip level > 0")
+    check_setting(cfg, "step_size", cfg["step_size"] > 0, "a number > 0")
+
 @register(
     "prirfed-fig3",
     paper="PriRFed, Fig. 3 (Sec. 6.2)",
@@ -617,6 +638,7 @@ def _spd_experiment(ctx: RunContext, config: dict, points: np.ndarray, title: st
         "eval_every": 5, "report_rounds": [5, 10], "grad_norm": False,
     },
     slow=True,
+    validate=_check_spd,
 )
 def fig3(config: dict, ctx: RunContext) -> dict:
     from rfed.datasets.synthetic import make_wishart_spd
@@ -644,6 +666,7 @@ def fig3(config: dict, ctx: RunContext) -> dict:
         "repetitions": 10, "eval_every": 5, "report_rounds": [5, 10], "grad_norm": False,
     },
     slow=True,
+    validate=_check_spd,
 )
 def fig4(config: dict, ctx: RunContext) -> dict:
     from rfed.datasets import load_sample_image_descriptors
@@ -656,6 +679,11 @@ def fig4(config: dict, ctx: RunContext) -> dict:
 
 
 # ====================================================================== Figures 5 and 6
+def _check_fig5(cfg: dict) -> None:
+    check_choices(cfg, "rsvrg_variant", ("released_snapshot", "paper"))
+    for key in ("clip_diff", "step_size", "gamma", "bandwidth", "diameter"):
+        check_setting(cfg, key, cfg[key] > 0, "a number > 0")
+
 @register(
     "prirfed-fig5",
     paper="PriRFed, Figs. 5-6 (Sec. 6.3)",
@@ -696,6 +724,7 @@ def fig4(config: dict, ctx: RunContext) -> dict:
         "inner_steps": 5, "step_size": 0.3, "rounds": 100, "repetitions": 10, "eval_every": 2,
         "gamma": 1e-5, "bandwidth": 0.3, "kernel": "paper", "diameter": 4.0,
     },
+    validate=_check_fig5,
 )
 def fig5(config: dict, ctx: RunContext) -> dict:
     from rfed.datasets import iid_partition

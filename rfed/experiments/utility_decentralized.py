@@ -57,7 +57,7 @@ from rfed.datasets import (
     stack_agents_padded,
 )
 from rfed.experiments.plotting import new_figure
-from rfed.experiments.registry import RunContext, register, summary_row
+from rfed.experiments.registry import RunContext, check_setting, register, summary_row
 from rfed.networks.graphs import circulant, complete, ieee14_digraph
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
@@ -778,6 +778,13 @@ def utility_svm(config: dict, ctx: RunContext) -> dict:
 
 
 # ---------------------------------------------------------------------- DP-DGT
+def _check_utility_dpdgt(cfg: dict) -> None:
+    for key in ("q", "q_theta"):
+        check_setting(cfg, key, 0 < cfg[key] <= 1, "a decay rate in (0, 1]")
+    for key in ("alpha0", "gamma", "phi"):
+        check_setting(cfg, key, cfg[key] >= 0, "a number >= 0")
+    check_setting(cfg, "adjacency_radius", cfg["adjacency_radius"] > 0, "a number > 0")
+
 @register(
     "utility-dpdgt",
     paper="DP-DGT: certified-budget companion",
@@ -794,6 +801,7 @@ def utility_svm(config: dict, ctx: RunContext) -> dict:
     defaults={"iterations": 800, "alpha0": 0.015, "q": 0.991, "gamma": 0.8, "phi": 0.7,
               "q_theta": 0.995, "adjacency_radius": 0.01, "epsilons": EPSILONS,
               "mc_runs": 40, "delta": 1e-5},
+    validate=_check_utility_dpdgt,
 )
 def utility_dpdgt(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)

@@ -41,7 +41,7 @@ from rfed.algorithms.baselines import (
 )
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
 from rfed.experiments.plotting import new_figure
-from rfed.experiments.registry import RunContext, register, summary_row
+from rfed.experiments.registry import RunContext, check_choices, register, summary_row
 from rfed.privacy import PrivacyBudget
 from rfed.problems import Problem, SPDFrechetMean, SpherePCA
 
@@ -454,6 +454,9 @@ _PCA_GRID_DEFAULTS = {
 }
 
 
+def _check_rsvrg_variant(cfg: dict) -> None:
+    check_choices(cfg, "rsvrg_variant", ("released_snapshot", "paper"))
+
 @register(
     "utility-pca-fmnist",
     paper="PriRFed, Sec. 6.1, companion",
@@ -484,6 +487,7 @@ _PCA_GRID_DEFAULTS = {
     },
     slow=True,
     requires=("fashion-mnist",),
+    validate=_check_rsvrg_variant,
 )
 def pca_fmnist(config: dict, ctx: RunContext) -> dict:
     eps = _check_epsilons(config["epsilons"])
@@ -530,6 +534,7 @@ def pca_fmnist(config: dict, ctx: RunContext) -> dict:
            "rsvrg_rounds": [30], "rsvrg_inner_steps": [3], "rsvrg_steps": [100.0, 300.0, 1000.0],
            "rsvrg_clip_diffs": [0.1, 0.25], "rsvrg_batches": [128, 512]},
     },
+    validate=_check_rsvrg_variant,
 )
 def pca_synthetic(config: dict, ctx: RunContext) -> dict:
     from rfed.datasets.synthetic import make_pca_synthetic

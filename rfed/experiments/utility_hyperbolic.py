@@ -25,7 +25,7 @@ private run. The private words are split IID among the agents.
 
 from __future__ import annotations
 
-from rfed.experiments.registry import RunContext, register
+from rfed.experiments.registry import RunContext, check_setting, register
 from rfed.experiments.utility_federated import (
     Method,
     _check_epsilons,
@@ -77,6 +77,13 @@ def hyperbolic_problems(config: dict, ctx: RunContext) -> tuple[HyperbolicPredic
     return problem, public, {**data, "n_public": n_pub, "n_private": n_agents * per}
 
 
+def _check_utility_hyperbolic(cfg: dict) -> None:
+    check_setting(cfg, "per_agent", cfg["per_agent"] >= 0,
+                  "an int >= 0 (0: as many words per agent as the split allows)")
+    check_setting(cfg, "public_fraction", 0 < cfg["public_fraction"] < 1, "a fraction in (0, 1)")
+    for key in ("bandwidth", "diameter"):
+        check_setting(cfg, key, cfg[key] > 0, "a number > 0")
+
 @register(
     "utility-hyperbolic",
     paper="PriRFed, Sec. 6.3, companion",
@@ -103,6 +110,7 @@ def hyperbolic_problems(config: dict, ctx: RunContext) -> tuple[HyperbolicPredic
         "rsvrg": False, "rsvrg_rounds": [10, 30], "rsvrg_inner_steps": [3],
         "rsvrg_steps": [0.05, 0.15], "rsvrg_clips": [2.0, 8.0],
     },
+    validate=_check_utility_hyperbolic,
 )
 def utility_hyperbolic(config: dict, ctx: RunContext) -> dict:
     eps = _check_epsilons(config["epsilons"])

@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from rfed._checks import numeric_array
 from rfed.datasets.dispatch import ieee14_dispatch
 from rfed.manifolds import Euclidean, Manifold
 
@@ -46,7 +47,7 @@ class QuadraticResourceAllocation:
     def __init__(self, a, b, lo, hi, demand, manifold: Manifold | None = None):
         arrays = {}
         for name, val in (("a", a), ("b", b), ("lo", lo), ("hi", hi), ("demand", demand)):
-            arr = np.asarray(val, dtype=float)
+            arr = numeric_array(val, name)
             if arr.ndim == 1:
                 arr = arr[:, None]
             if arr.ndim != 2 or not np.all(np.isfinite(arr)):

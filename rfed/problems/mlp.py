@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
+from rfed._checks import numeric_array
 from rfed.manifolds import Euclidean, as_generator
 from rfed.problems.base import Problem
 
@@ -110,8 +111,8 @@ class MLPClassifier(Problem):
 
     def __init__(self, features: np.ndarray, labels: np.ndarray, n_hidden: int = 32,
                  n_classes: int = 10, counts: np.ndarray | None = None):
-        features = np.asarray(features, dtype=float)
-        labels = np.asarray(labels)
+        features = numeric_array(features, "features")
+        labels = numeric_array(labels, "labels", dtype=None)
         if features.ndim != 3:
             raise ValueError(f"argument 'features' must have shape (n_agents, n_max, n_in), got "
                              f"{features.shape}")
@@ -130,7 +131,8 @@ class MLPClassifier(Problem):
         onehot = np.eye(self.n_classes)[labels]
         super().__init__(Euclidean(int(self._offsets[-1])),
                          {"features": features, "labels": labels, "onehot": onehot},
-                         counts=counts)
+                         counts=counts, arg_names={"features": "features", "labels": "labels",
+                                                   "onehot": "labels"})
 
     @property
     def n_params(self) -> int:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rfed._checks import numeric_array
 from rfed.manifolds.sphere import Sphere, _einsum
 from rfed.problems.base import Problem, stack_agents
 
@@ -60,15 +61,20 @@ class SpherePCA(Problem):
         *,
         norm_bound: float | None = None,
     ):
-        z = np.asarray(z, dtype=float)
+        z = numeric_array(z, "z")
         if z.ndim != 3 or z.shape[-1] < 2:
             raise ValueError(
                 f"SpherePCA: argument 'z' has shape {z.shape}; expected (n_agents, n_max, d + 1) "
                 "with d + 1 >= 2"
             )
         # per-sample squared norms, gathered with every batch: clipping then needs no extra pass
-        sq = np.einsum("anj,anj->an", z, z)
-        super().__init__(Sphere(z.shape[-1] - 1), {"z": z, "sq": sq}, counts=counts)
+        with np.errstate(over="ignore"):
+            sq = np.einsum("anj,anj->an", z, z)
+        if np.all(np.isfinite(z)) and not np.all(np.isfinite(sq)):
+            raise ValueError("SpherePCA: argument 'z' has rows whose squared norm overflows "
+                             f"(largest |entry| {np.max(np.abs(z)):.3g}); rescale the data")
+        super().__init__(Sphere(z.shape[-1] - 1), {"z": z, "sq": sq}, counts=counts,
+                         arg_names={"z": "z", "sq": "z"})
         if self.n_agents and not np.any(np.where(self.mask, sq, 0.0) > 0):
             raise ValueError("SpherePCA: argument 'z' is zero on every valid row")
         if norm_bound is not None and not (float(norm_bound) > 0 and np.isfinite(norm_bound)):
