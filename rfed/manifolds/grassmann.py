@@ -21,22 +21,44 @@ def _aligned(x: np.ndarray, y: np.ndarray):
 
     Returns ``(w, theta, r, y_star)`` with :math:`(I - XX^T) Y_* = W \sin\Theta R^T`,
     :math:`X^T Y_* = R \cos\Theta R^T` and :math:`Y_* = Y \Psi` the representative of span(Y)
-    closest to X (orthogonal Procrustes, :math:`\Psi` orthogonal).
+    closest to X (orthogonal Procrustes, :math:`\Psi` orthogonal); angles descending.
 
-    Stable for tiny and for near-pi/2 angles: the sines come from an SVD of
-    :math:`(I - XX^T)(Y_* - X)` (no cancellation between nearly equal frames), the cosines from
-    the diagonal of :math:`R^T X^T Y_* R`, and :math:`\theta = \mathrm{atan2}(\sin, \cos)`: never
-    the ill-conditioned arccos of a cosine near 1 or arcsin of a sine near 1.
+    Accurate at both ends: the principal vectors R of the small angles (at most pi/4) are
+    the right singular vectors of :math:`(I - XX^T)(Y_* - X)` (no cancellation between
+    nearly equal frames: tiny angles keep their relative digits), those of the large angles
+    the singular vectors of :math:`X^T Y` (whose singular values, the cosines, separate
+    angles near pi/2 that the sines, all rounding to 1 there, cannot). With R fixed,
+    :math:`\sin\theta_i = \|(I - XX^T) Y_* r_i\|`, :math:`\cos\theta_i =
+    r_i^T X^T Y_* r_i` (second order in an error of :math:`r_i`) and
+    :math:`\theta = \mathrm{atan2}(\sin, \cos)`: never the ill-conditioned arccos of a
+    cosine near 1 or arcsin of a sine near 1.
     """
     m = _mT(y) @ x  # (p, p)
-    us, _, vt = np.linalg.svd(m)
+    us, cos_sv, vt = np.linalg.svd(m)
     y_star = y @ (us @ vt)  # Y Psi with Psi = U V^T maximizes tr(X^T Y Psi)
+    # X^T Y_* = V diag(cos) V^T: V's columns by ascending cosine are the large angles first
+    r_cos = _mT(vt)[..., ::-1]
     d = y_star - x
     perp = d - x @ (_mT(x) @ d)  # = (I - XX^T) Y_*
-    w, sin, rt = np.linalg.svd(perp, full_matrices=False)
-    r = _mT(rt)
+    r_sin = _mT(np.linalg.svd(perp, full_matrices=False)[2])  # descending sines
+    large = cos_sv[..., ::-1] < np.sqrt(0.5)  # (..., p) per column, angle > pi/4
+    r = np.where(large[..., None, :], r_cos, r_sin)
+    # the two groups come from different factorizations: restore exact orthonormality by
+    # the nearest orthogonal matrix (a perturbation of order eps; R is only defined up to
+    # rotations within clusters of equal angles)
+    ur, _, vrt = np.linalg.svd(r)
+    r = ur @ vrt
+    z = perp @ r
+    sin = np.linalg.norm(z, axis=-2)
     cos = np.einsum("...ki,...kl,...li->...i", r, _mT(x) @ y_star, r)
     theta = np.arctan2(sin, np.maximum(cos, 0.0))
+    w = z / np.where(sin > 0, sin, 1.0)[..., None, :]
+    # descending angles (the two groups are each sorted, and large ones come first, but
+    # rounding may swap neighbours at pi/4)
+    order = np.argsort(-theta, axis=-1)
+    theta = np.take_along_axis(theta, order, -1)
+    w = np.take_along_axis(w, order[..., None, :], -1)
+    r = np.take_along_axis(r, order[..., None, :], -1)
     return w, theta, r, y_star
 
 

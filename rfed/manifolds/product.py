@@ -46,6 +46,12 @@ class Product(Manifold):
         self.point_shape = tuple(m.point_shape for m in manifolds)
         self.name = f"Product({', '.join(m.name for m in manifolds)})"
 
+    @property
+    def has_parallel_transport(self) -> bool:  # type: ignore[override]
+        """True only when every factor's transport is parallel transport (the product's
+        transport is blockwise: one projection factor makes it a vector transport)."""
+        return all(m.has_parallel_transport for m in self.manifolds)
+
     # ------------------------------------------------------------------ blockwise helpers
     def _map(self, method: str, *args, **kwargs) -> tuple:
         return tuple(
@@ -218,6 +224,11 @@ class FlatProduct(Manifold):
         self.dim = self.product.dim
         self.point_shape = (self.bounds[-1],)
         self.name = f"FlatProduct({', '.join(m.name for m in self.manifolds)})"
+
+    @property
+    def has_parallel_transport(self) -> bool:  # type: ignore[override]
+        """The AND of the factors' flags (see :attr:`Product.has_parallel_transport`)."""
+        return self.product.has_parallel_transport
 
     def split(self, a: np.ndarray) -> tuple:
         """Blocks of a flat array ``(*batch, total)``: a tuple of ``(*batch, *point_shape_i)``."""
