@@ -213,7 +213,10 @@ class Grassmann(Manifold):
     def tangent_violation(self, x, u):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
-        scale = np.maximum(np.linalg.norm(u, axis=(-2, -1)), 1.0)
+        # u scaled by its largest entry first: huge vectors do not overflow the norms
+        big = np.maximum(np.max(np.abs(u), axis=(-2, -1), initial=0.0), 1.0)[..., None, None]
+        u = u / big
+        scale = np.maximum(np.linalg.norm(u, axis=(-2, -1)), 1.0 / big[..., 0, 0])
         return np.linalg.norm(_mT(x) @ u, axis=(-2, -1)) / scale
 
     point_violation_description = "violation is ||X^T X - I||_F (X an orthonormal representative)"

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rfed.manifolds.base import Manifold, as_generator
+from rfed.manifolds.base import Manifold, as_generator, size_tuple
 
 __all__ = ["Hyperboloid", "minkowski_inner", "sinhc"]
 
@@ -288,7 +288,7 @@ class Hyperboloid(Manifold):
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
         """``Exp_o`` of a standard Gaussian tangent vector at the origin."""
-        size = (size,) if np.isscalar(size) else tuple(size)
+        size = size_tuple(size)
         v = as_generator(rng).standard_normal(size + (self.dim,))
         r = np.linalg.norm(v, axis=-1, keepdims=True)
         return self._lift(sinhc(r) * v)

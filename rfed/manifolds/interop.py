@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pymanopt
-from pymanopt.manifolds.manifold import Manifold as _PymanoptManifold
+import pymanopt  # type: ignore[import-untyped]
+from pymanopt.manifolds.manifold import Manifold as _PymanoptManifold  # type: ignore[import-untyped]
 
 from rfed.manifolds.base import Manifold, as_generator
 from rfed.manifolds.product import FlatProduct, Product

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rfed.manifolds.base import Manifold, as_generator
+from rfed.manifolds.base import Manifold, as_generator, size_tuple
 
 __all__ = ["SPD"]
 
@@ -354,7 +354,7 @@ class SPD(Manifold):
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
         """``expm(S)`` for S symmetric with standard Gaussian coordinates."""
-        size = (size,) if np.isscalar(size) else tuple(size)
+        size = size_tuple(size)
         z = as_generator(rng).standard_normal(size + self.point_shape)
         return _eig_apply(z, np.exp)
 

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rfed.manifolds.base import Manifold, as_generator
+from rfed.manifolds.base import Manifold, as_generator, size_tuple
 
 __all__ = ["Sphere", "AntipodalError"]
 
@@ -170,7 +170,7 @@ class Sphere(Manifold):
         return self.proj(x, ehess) - xg * np.asarray(u, dtype=float)
 
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        size = (size,) if np.isscalar(size) else tuple(size)
+        size = size_tuple(size)
         z = as_generator(rng).standard_normal(size + self.point_shape)
         return z / np.sqrt(_dot(z, z))[..., None]
 

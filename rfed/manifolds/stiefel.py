@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rfed.manifolds.base import Manifold, as_generator
+from rfed.manifolds.base import Manifold, as_generator, size_tuple
 
 __all__ = ["Stiefel", "StiefelLogError", "skew_expm", "skew_logm"]
 
@@ -208,7 +208,7 @@ class Stiefel(Manifold):
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
         """Haar-distributed frames: QR of a Gaussian matrix with the signs of diag(R) fixed."""
-        size = (size,) if np.isscalar(size) else tuple(size)
+        size = size_tuple(size)
         q, r = np.linalg.qr(as_generator(rng).standard_normal(size + self.point_shape))
         signs = np.where(np.diagonal(r, axis1=-2, axis2=-1) < 0, -1.0, 1.0)
         return q * signs[..., None, :]
@@ -257,7 +257,10 @@ class Stiefel(Manifold):
     def tangent_violation(self, x, u):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
-        scale = np.maximum(np.linalg.norm(u, axis=(-2, -1)), 1.0)
+        # u scaled by its largest entry first: huge vectors do not overflow the norms
+        big = np.maximum(np.max(np.abs(u), axis=(-2, -1), initial=0.0), 1.0)[..., None, None]
+        u = u / big
+        scale = np.maximum(np.linalg.norm(u, axis=(-2, -1)), 1.0 / big[..., 0, 0])
         return np.linalg.norm(_sym(_mT(x) @ u), axis=(-2, -1)) / scale
 
     point_violation_description = "violation is ||X^T X - I||_F"
