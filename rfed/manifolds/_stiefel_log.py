@@ -204,7 +204,7 @@ def _completion(y0: np.ndarray, rng: np.random.Generator | None) -> np.ndarray:
 
 def _principal_log(v: np.ndarray) -> np.ndarray | None:
     """Principal logarithm of a rotation by its real Schur form (None at a rotation by pi)."""
-    from scipy.linalg import schur
+    from scipy.linalg import schur  # type: ignore[import-untyped]
 
     t, z = schur(v, output="real")
     m = v.shape[0]
