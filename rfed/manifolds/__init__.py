@@ -19,9 +19,9 @@ from rfed.manifolds.hyperboloid import Hyperboloid, minkowski_inner
 from rfed.manifolds.oblique import Oblique
 from rfed.manifolds.poincare import PoincareBall, mobius_add
 from rfed.manifolds.product import FlatProduct, Product
-from rfed.manifolds.special_orthogonal import SpecialOrthogonal
 from rfed.manifolds.spd import SPD
 from rfed.manifolds.spd_metrics import SPDBuresWasserstein, SPDLogEuclidean
+from rfed.manifolds.special_orthogonal import SpecialOrthogonal
 from rfed.manifolds.sphere import AntipodalError, Sphere
 from rfed.manifolds.stiefel import Stiefel, StiefelLogError
 

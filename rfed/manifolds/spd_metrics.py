@@ -351,7 +351,7 @@ class SPDBuresWasserstein(_SPDPoints):
 
     @staticmethod
     def _scales(lam):
-        """Entrywise factor from a symmetric S with Frobenius-orthonormal coordinates c to the
+        r"""Entrywise factor from a symmetric S with Frobenius-orthonormal coordinates c to the
         tangent vector (in P's eigenbasis) with the same coordinates in the BW-orthonormal
         basis: :math:`\sqrt{2(\lambda_i + \lambda_j)}` (:math:`\frac12\sum_{ij}
         \tilde U_{ij}^2/(\lambda_i + \lambda_j) = \|S\|_F^2`)."""
