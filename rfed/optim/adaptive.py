@@ -23,8 +23,9 @@ r"""Riemannian first-order optimizers: SGD with transported momentum, Adam and A
   for a single manifold; geoopt's ``RiemannianAdam`` does the same on its spheres and
   Stiefel manifolds, through ``component_inner``). ``second_moment='elementwise'`` takes the
   squares of the gradient's ambient coordinates instead (what geoopt does on Euclidean
-  parameters; not an intrinsic quantity on a curved manifold). ``bias_correction=True`` (the default, as Kingma and Ba and geoopt) divides
-  :math:`m_t` by :math:`1 - \beta_1^t` and :math:`v_t` by :math:`1 - \beta_2^t`;
+  parameters; not an intrinsic quantity on a curved manifold). ``bias_correction=True`` (the
+  default, as Kingma and Ba and geoopt) divides :math:`m_t` by :math:`1 - \beta_1^t` and
+  :math:`v_t` by :math:`1 - \beta_2^t`;
   ``bias_correction=False`` with ``eps=0`` is the paper's Algorithm 1 exactly. ``eps`` is
   added to :math:`\sqrt{\hat v_t}`.
 
