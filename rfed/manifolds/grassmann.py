@@ -27,7 +27,9 @@ def _aligned(x: np.ndarray, y: np.ndarray):
     the right singular vectors of :math:`(I - XX^T)(Y_* - X)` (no cancellation between
     nearly equal frames: tiny angles keep their relative digits), those of the large angles
     the singular vectors of :math:`X^T Y` (whose singular values, the cosines, separate
-    angles near pi/2 that the sines, all rounding to 1 there, cannot). With R fixed,
+    angles near pi/2 that the sines, all rounding to 1 there, cannot; a pair with no angle
+    above pi/4 uses the first factorization alone, sines from its singular values). With R
+    fixed, for pairs with a large angle,
     :math:`\sin\theta_i = \|(I - XX^T) Y_* r_i\|`, :math:`\cos\theta_i =
     r_i^T X^T Y_* r_i` (second order in an error of :math:`r_i`) and
     :math:`\theta = \mathrm{atan2}(\sin, \cos)`: never the ill-conditioned arccos of a
@@ -36,30 +38,39 @@ def _aligned(x: np.ndarray, y: np.ndarray):
     m = _mT(y) @ x  # (p, p)
     us, cos_sv, vt = np.linalg.svd(m)
     y_star = y @ (us @ vt)  # Y Psi with Psi = U V^T maximizes tr(X^T Y Psi)
-    # X^T Y_* = V diag(cos) V^T: V's columns by ascending cosine are the large angles first
-    r_cos = _mT(vt)[..., ::-1]
     d = y_star - x
     perp = d - x @ (_mT(x) @ d)  # = (I - XX^T) Y_*
-    r_sin = _mT(np.linalg.svd(perp, full_matrices=False)[2])  # descending sines
-    large = cos_sv[..., ::-1] < np.sqrt(0.5)  # (..., p) per column, angle > pi/4
-    r = np.where(large[..., None, :], r_cos, r_sin)
+    w, sin, rt = np.linalg.svd(perp, full_matrices=False)
+    r = _mT(rt)
+    cos = np.einsum("...ki,...kl,...li->...i", r, _mT(x) @ y_star, r)
+    theta = np.arctan2(sin, np.maximum(cos, 0.0))
+    # angles above pi/4 (cosines below 1/sqrt(2)) take their principal vectors from X^T Y
+    large = cos_sv[..., ::-1] < np.sqrt(0.5)  # per column of R (descending angles)
+    if not np.any(large):
+        return w, theta, r, y_star
+    # X^T Y_* = V diag(cos) V^T: V's columns by ascending cosine are the large angles first
+    r_mixed = np.where(large[..., None, :], _mT(vt)[..., ::-1], r)
     # the two groups come from different factorizations: restore exact orthonormality by
     # the nearest orthogonal matrix (a perturbation of order eps; R is only defined up to
     # rotations within clusters of equal angles)
-    ur, _, vrt = np.linalg.svd(r)
-    r = ur @ vrt
-    z = perp @ r
-    sin = np.linalg.norm(z, axis=-2)
-    cos = np.einsum("...ki,...kl,...li->...i", r, _mT(x) @ y_star, r)
-    theta = np.arctan2(sin, np.maximum(cos, 0.0))
-    w = z / np.where(sin > 0, sin, 1.0)[..., None, :]
-    # descending angles (the two groups are each sorted, and large ones come first, but
-    # rounding may swap neighbours at pi/4)
-    order = np.argsort(-theta, axis=-1)
-    theta = np.take_along_axis(theta, order, -1)
-    w = np.take_along_axis(w, order[..., None, :], -1)
-    r = np.take_along_axis(r, order[..., None, :], -1)
-    return w, theta, r, y_star
+    ur, _, vrt = np.linalg.svd(r_mixed)
+    r_mixed = ur @ vrt
+    z = perp @ r_mixed
+    sin_m = np.linalg.norm(z, axis=-2)
+    cos_m = np.einsum("...ki,...kl,...li->...i", r_mixed, _mT(x) @ y_star, r_mixed)
+    theta_m = np.arctan2(sin_m, np.maximum(cos_m, 0.0))
+    w_m = z / np.where(sin_m > 0, sin_m, 1.0)[..., None, :]
+    # descending angles (each group is sorted and large ones come first, but rounding may
+    # swap neighbours at pi/4)
+    order = np.argsort(-theta_m, axis=-1)
+    theta_m = np.take_along_axis(theta_m, order, -1)
+    w_m = np.take_along_axis(w_m, order[..., None, :], -1)
+    r_mixed = np.take_along_axis(r_mixed, order[..., None, :], -1)
+    # pairs with no large angle keep the sines' factorization (the same bits as before)
+    any_large = np.any(large, axis=-1)
+    pick = any_large[..., None, None]
+    return (np.where(pick, w_m, w), np.where(any_large[..., None], theta_m, theta),
+            np.where(pick, r_mixed, r), y_star)
 
 
 def principal_angles(x: np.ndarray, y: np.ndarray) -> np.ndarray:
