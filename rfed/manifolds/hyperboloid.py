@@ -162,19 +162,25 @@ class Hyperboloid(Manifold):
     NEAR = 1.0
 
     def _dist(self, x, y):
-        """d(x, y): ``2 asinh(c / 2)`` from the Lorentz chord c (:meth:`_chord_sq`) for near
-        pairs; for far pairs ``2 asinh(sqrt(w / 2))`` with w from :meth:`_log_half_gap`, or
-        ``log(2 w)`` once w is so large that the two agree to rounding (no overflow)."""
-        lw = self._log_half_gap(x, y)
-        big = lw > 40.0  # w > 2e17: asinh(sqrt(w/2)) = log(2 sqrt(w/2)) to rounding
-        w = np.exp(np.minimum(lw, 40.0))
-        far = np.where(big, np.log(2.0) + lw, 2.0 * np.arcsinh(np.sqrt(0.5 * w)))
-        near = far < self.NEAR
-        if not np.any(near):
-            return far
-        with np.errstate(invalid="ignore", over="ignore"):
-            chord = 2.0 * np.arcsinh(0.5 * np.sqrt(self._chord_sq(x, y)))
-        return np.where(near, chord, far)
+        """d(x, y): ``2 asinh(sqrt(w / 2))`` with :math:`w = \\cosh d - 1` from the sum of
+        non-negative terms of :meth:`_log_half_gap` (formed directly, and in log space only for
+        the pairs where it would overflow, where ``log(2 w)`` is d to rounding); the pairs
+        nearer than :attr:`NEAR` then take ``2 asinh(c / 2)`` from the Lorentz chord c
+        (:meth:`_chord_sq`), which keeps their relative digits."""
+        x0 = x[..., 0]
+        y0 = y[..., 0]
+        dn = x[..., 1:] / x0[..., None] - y[..., 1:] / y0[..., None]
+        s = np.einsum("...i,...i->...", dn, dn) + np.square(1.0 / y0 - 1.0 / x0)
+        with np.errstate(over="ignore", invalid="ignore"):
+            w = (0.5 * x0) * y0 * s
+            out = np.array(2.0 * np.arcsinh(np.sqrt(0.5 * w)))
+        big = ~(w <= 2e17)  # w > 2e17 (or overflowed): asinh(sqrt(w/2)) = log(2 w) to rounding
+        if np.any(big):
+            out[big] = np.log(2.0) + self._log_half_gap(x[big], y[big])
+        near = out < self.NEAR
+        if np.any(near):
+            out[near] = 2.0 * np.arcsinh(0.5 * np.sqrt(self._chord_sq(x[near], y[near])))
+        return out[()]
 
     def dist(self, x, y):
         x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))

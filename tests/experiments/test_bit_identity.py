@@ -110,8 +110,8 @@ EXPECTED = {
     # Re-pinned when the hyperboloid's distance below 1 moved to the cancellation-free Lorentz
     # chord and its log to (y - x) - (cosh d - 1) x with the time part from tangency (the
     # former formulas lost up to 1e-4 relative at d = 1e-12): the records moved by at most
-    # 5.8e-10 relative (excess risk; cost 1.2e-10). Before: 538e1583...
-    "prirfed-fig5": "9ae07bf5e0f42ef61b6f2b0b41e73e2f855a7a7ca145b0ccdcb01858bbf2445c",
+    # 8.7e-10 relative (excess risk; cost 1.8e-10). Before: 538e1583...
+    "prirfed-fig5": "0481f564bef00361fd8d8409a6c7337b22c987d2be71a46a3a639f36c52481ca",
 }
 
 #: fig3 and fig4 with the pencil throughout (evaluations, per-sample gradients, reference), with
