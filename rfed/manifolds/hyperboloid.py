@@ -193,6 +193,12 @@ class Hyperboloid(Manifold):
         its square cannot overflow)."""
         out = np.empty(spatial.shape[:-1] + (spatial.shape[-1] + 1,))
         out[..., 1:] = spatial
+        with np.errstate(over="ignore", invalid="ignore"):
+            sq = np.einsum("...i,...i->...", spatial, spatial)
+        if np.all(sq < 1e300):
+            # the usual case: nothing near the float64 limit
+            out[..., 0] = np.sqrt(1.0 + sq)
+            return out
         big = np.max(np.abs(spatial), axis=-1, initial=0.0)
         scale = np.where(big > 1e150, big, 1.0)[..., None]
         t = spatial / scale

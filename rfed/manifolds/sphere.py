@@ -95,10 +95,11 @@ class Sphere(Manifold):
     def exp(self, x, u):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
-        t = np.sqrt(_dot(u, u))[..., None]
-        y = np.cos(t) * x
-        y += np.sinc(t / np.pi) * u
-        y /= np.sqrt(_dot(y, y))[..., None]
+        t = np.sqrt(_dot(u, u))
+        y = np.multiply(x, np.cos(t)[..., None])
+        y += np.sinc(t / np.pi)[..., None] * u
+        # renormalized (a multiplication by the reciprocal norm: one division per point)
+        y *= (1.0 / np.sqrt(_dot(y, y)))[..., None]
         return y
 
     def retract(self, x, u):
