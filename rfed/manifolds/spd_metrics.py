@@ -76,7 +76,6 @@ class _SPDPoints(Manifold):
         self.point_shape = (self.n, self.n)
         self.name = f"{cls}({self.n})"
         self._ai = SPD(self.n)
-        self._iu = np.triu_indices(self.n, 1)
 
     def proj(self, x, v):
         shape = np.broadcast_shapes(np.shape(x), np.shape(v))
@@ -96,19 +95,11 @@ class _SPDPoints(Manifold):
     tangent_violation_description = SPD.tangent_violation_description
 
     def _sym_coords(self, a: np.ndarray) -> np.ndarray:
-        """Coordinates of symmetric matrices in the Frobenius-orthonormal basis of Sym(n)
-        (E_ii, then (E_ij + E_ji)/sqrt(2), i < j)."""
-        diag = np.diagonal(a, axis1=-2, axis2=-1)
-        return np.concatenate([diag, np.sqrt(2.0) * a[..., self._iu[0], self._iu[1]]], axis=-1)
+        """Coordinates of symmetric matrices in the Frobenius-orthonormal basis of Sym(n)."""
+        return self._ai._sym_coords(a)
 
     def _sym_from_coords(self, c: np.ndarray) -> np.ndarray:
-        n = self.n
-        s = np.zeros(c.shape[:-1] + (n, n))
-        s[..., np.arange(n), np.arange(n)] = c[..., :n]
-        off = c[..., n:] / np.sqrt(2.0)
-        s[..., self._iu[0], self._iu[1]] = off
-        s[..., self._iu[1], self._iu[0]] = off
-        return s
+        return self._ai._sym_from_coords(np.asarray(c, dtype=float))
 
     def _sym_gaussian(self, batch: tuple[int, ...], sigma: np.ndarray, rng) -> np.ndarray:
         """Symmetric matrices with N(0, sigma^2) coordinates in the Frobenius-orthonormal

@@ -118,7 +118,8 @@ class Sphere(Manifold):
         c = _dot(x, y)
         w = np.multiply(x, c[..., None])
         np.subtract(y, w, out=w)
-        with np.errstate(invalid="ignore"):
+        with np.errstate(invalid="ignore", divide="ignore"):
+            # rows at |c| >= 1/2 (where sin may vanish) are recomputed below
             sin = np.sqrt(1.0 - np.square(c))
             w *= (np.arccos(np.clip(c, -1.0, 1.0)) / sin)[..., None]
         careful = np.abs(c) >= _ARCCOS_SAFE
