@@ -590,6 +590,11 @@ class DPRSGD(LocalTrainer):
         ``o_i`` of the paper's calibration (1, as in the paper's experiments).
     sampling : {'without_replacement', 'poisson'}
         Minibatch scheme (module docstring for the accounting of each).
+    local_optimizer : optional
+        The local update rule fed with the privatized step :math:`\eta_k` in place of line 5,
+        e.g. :class:`rfed.optim.RiemannianAdam` (a fresh state per local run, step size
+        :math:`\alpha`). Post-processing of the released :math:`\eta_k`: the noise, the
+        sensitivity and the privacy report are unchanged. ``None``: line 5 as written.
     """
 
     steps: int = 1
@@ -601,6 +606,7 @@ class DPRSGD(LocalTrainer):
     paper_delta: float | None = None
     constant: float = 1.0
     sampling: str = "without_replacement"
+    local_optimizer: Any = None
     name: str = "DP-RSGD"
     epsilon: dataclasses.InitVar[None] = None
     delta: dataclasses.InitVar[None] = None
@@ -621,6 +627,12 @@ class DPRSGD(LocalTrainer):
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"argument 'sampling' must be one of {SAMPLINGS}, got "
                              f"{self.sampling!r}")
+        rule = self.local_optimizer
+        if rule is not None and not (callable(getattr(rule, "init", None))
+                                     and callable(getattr(rule, "step", None))):
+            raise ValueError("argument 'local_optimizer' must have init(manifold, x) and "
+                             "step(manifold, x, grad, state, lr), e.g. rfed.optim.RiemannianAdam()"
+                             f"; got {type(rule).__name__}")
 
     def plan(self, problem: Problem, neighboring: str = "replace_one", rng: Any = None
              ) -> LocalPlan:
@@ -685,6 +697,8 @@ class DPRSGD(LocalTrainer):
         n_clipped = np.zeros(agents.size, dtype=int)
         int_sizes = sizes.astype(int)
         noisy = bool(np.any(sigma > 0))
+        rule = self.local_optimizer
+        rule_state = None if rule is None else rule.init(man, x)
         for k in range(self.steps):
             if option == 2:
                 chosen = np.where((pick == k).reshape((-1,) + (1,) * k_pts), x, chosen)
@@ -706,7 +720,10 @@ class DPRSGD(LocalTrainer):
             # the PUBLIC normaliser b_i (the expected size under Poisson sampling)
             mean = total / sizes.reshape((-1,) + (1,) * k_pts)
             eta = self._release(problem, x, mean, sigma, rng, noisy)
-            x = man.exp(x, -step_size * eta)
+            if rule is None:
+                x = man.exp(x, -step_size * eta)
+            else:  # post-processing of the released eta (and of the earlier ones)
+                x, rule_state = rule.step(man, x, eta, rule_state, step_size)
         if option == 2:
             x = np.where((pick == self.steps).reshape((-1,) + (1,) * k_pts), x, chosen)
         evals = int(self.steps * (counts.sum() if poisson else sizes.sum()))
