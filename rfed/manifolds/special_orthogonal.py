@@ -91,7 +91,7 @@ class SpecialOrthogonal(Manifold):
         return x @ skew_expm(0.5 * (a - _mT(a)))
 
     def retract(self, x, u):
-        """Polar retraction (the rotation nearest to X + U; det stays +1 for |U| < 1)."""
+        """Polar retraction (the rotation nearest to X + U; det stays +1 for ``||U|| < 1``)."""
         return self._stiefel.retract(x, u)
 
     def log(self, x, y):
