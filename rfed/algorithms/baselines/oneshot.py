@@ -39,14 +39,21 @@ class BaselineResult:
 
 
 def calibrate_releases(
-    budget: PrivacyBudget, n_releases: int, min_dataset_size: int
+    budget: PrivacyBudget, n_releases: int, min_dataset_size: int, secure: bool = False
 ) -> tuple[Calibration, float]:
     """Noise multiplier of ``n_releases`` Gaussian releases per agent meeting ``budget``.
+
+    ``min_dataset_size`` must be public (the smallest of ``budget.public_counts``). A
+    ``secure`` run (discrete Gaussian on a grid) is calibrated and certified with RDP, as
+    every secure release in rfed: the Canonne-Kamath-Steinke comparison bounds Renyi
+    divergences, not the continuous Gaussian's privacy-loss distribution.
 
     Returns the calibration and the delta it certifies (the user's, or the default for the
     smallest local dataset).
     """
     delta = budget.resolve_delta(min_dataset_size)
+    if secure:
+        budget = dataclasses.replace(budget, method="rdp")
     cal = calibrate(lambda z: [(EventSpec.make("gaussian", z), n_releases)], budget, delta=delta)
     return cal, delta
 

@@ -33,11 +33,13 @@ from rfed.algorithms.decentralized._common import (
     privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
+    GAUSSIAN_REPLACE_ONE_ONLY,
     GaussianAccount,
     NoiseConfig,
     PaperFormula,
     gaussian_groups_calibration,
     is_secure,
+    refuse_add_remove,
     reject_epsilon,
 )
 from rfed.algorithms.decentralized._streams import (
@@ -212,6 +214,7 @@ class DOADP(DecentralizedAlgorithm):
         self.sigma = check_nonneg(sigma, "sigma")
         self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, self.sigma or None,
                                  paper_epsilon, delta)
+        refuse_add_remove(budget, self.name, GAUSSIAN_REPLACE_ONE_ONLY)
         self.grad_bound = None if grad_bound is None else check_nonneg(grad_bound, "grad_bound")
         if self.noise.mode is not None and not self.grad_bound:
             raise ValueError("a private DO-ADP run needs 'grad_bound' (a public clip level G > 0 "

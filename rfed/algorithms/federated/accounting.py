@@ -344,6 +344,12 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float,
     return plan.with_noise_multiplier(z[inverse]), cals
 
 
+def _sizes_text(sizes: np.ndarray) -> str:
+    """``'N = 100'`` for equal sizes, else their range."""
+    lo, hi = int(np.min(sizes)), int(np.max(sizes))
+    return f"N = {lo}" if lo == hi else f"N from {lo} to {hi}"
+
+
 def _assumptions(trainer: LocalTrainer, plan: LocalPlan, secure: bool) -> list[str]:
     out = []
     if plan.clip is not None:
@@ -359,12 +365,18 @@ def _assumptions(trainer: LocalTrainer, plan: LocalPlan, secure: bool) -> list[s
                    f"{plan.clip:g} (enforced; sensitivity 2 tau_d / b_i, subsampled without "
                    "replacement)")
     out.append("clip levels are public numbers given by the user, not read from the data")
-    out.append("local dataset sizes N_i public (the normalisers of the clipped means)")
+    if plan.neighboring == "replace_one":
+        out.append("local dataset sizes N_i public (a replaced record leaves them unchanged; "
+                   "the normalisers of the clipped means and the aggregation weights)")
+    else:
+        out.append("local dataset sizes N_i private (add/remove changes them): every normaliser, "
+                   "sampling rate, noise scale, aggregation weight and delta uses the declared "
+                   f"public nominal sizes ({_sizes_text(plan.counts)}), never the true ones")
     if plan.sampling == "without_replacement":
         out.append("minibatches: fixed size b_i drawn uniformly without replacement, secret")
     elif plan.sampling == "poisson":
-        out.append("minibatches: Poisson (each record independently), secret; divided by the "
-                   "public expected batch size")
+        out.append("minibatches: Poisson (each record independently with the public rate "
+                   "q_i = b_i / N_i), secret; divided by the public expected batch size b_i")
     if plan.extra.get("coupled_records"):
         out.append("per-sample losses couple the agent's records: every clipped summand may "
                    "change (no 1/b, no minibatch amplification)")

@@ -29,6 +29,8 @@ from rfed.networks.comm import InProcessCommunicator
 from rfed.privacy.budget import (
     PrivacyBudget,
     check_delta_for_dataset,
+    check_public_sizes,
+    public_counts,
     check_planned_round,
     default_delta,
 )
@@ -165,6 +167,10 @@ class PriRFed(Algorithm):
     neighboring : {'replace_one', 'add_remove_one'}, optional
         Without a budget (default ``'replace_one'``; Poisson minibatches need
         ``'add_remove_one'``).
+    public_sizes : int or tuple of int, optional
+        Without a budget under ``'add_remove_one'`` (required there): the PUBLIC nominal local
+        dataset sizes used in place of the private ``N_i`` (normalisers, sampling rates,
+        aggregation weights, delta); with a budget they are the budget's ``public_sizes``.
     client_dp : ClientLevelDP, optional
         Server-side client-level DP on the manifold (its budget also needs ``n_rounds``);
         reported under ``privacy['client_level']``.
@@ -185,6 +191,7 @@ class PriRFed(Algorithm):
         delta_hat: float = 1e-3,
         privacy_delta: float | None = None,
         neighboring: str | None = None,
+        public_sizes: int | tuple[int, ...] | None = None,
         client_dp: ClientLevelDP | None = None,
         epsilon: None = None,
     ):
@@ -213,6 +220,9 @@ class PriRFed(Algorithm):
                                  "delta)), not 'privacy_delta'")
             if neighboring is not None and neighboring != budget.neighboring:
                 raise ValueError("with a budget, the neighbouring relation is the budget's")
+            if public_sizes is not None:
+                raise ValueError("with a budget, declare the public sizes in the budget "
+                                 "(PrivacyBudget(..., public_sizes=N)), not 'public_sizes'")
         if not isinstance(trainer, LocalTrainer):
             raise TypeError(
                 f"argument 'trainer' must be a LocalTrainer (DPRSGD, DPRSVRG), got {trainer!r}"
@@ -253,6 +263,11 @@ class PriRFed(Algorithm):
         self.client_dp = client_dp
         self.neighboring = (budget.neighboring if budget is not None
                             else neighboring or "replace_one")
+        self.public_sizes = check_public_sizes(public_sizes)
+        if budget is None and self.public_sizes is not None \
+                and self.neighboring != "add_remove_one":
+            raise ValueError("argument 'public_sizes' is for neighboring='add_remove_one' (under "
+                             "replace-one the true sizes are public and used)")
         self.method = budget.method if budget is not None else "auto"
         # calibrations are deterministic in (problem, budget): computed once per problem
         self._plans: dict = {}
@@ -314,14 +329,16 @@ class PriRFed(Algorithm):
         return counts
 
     def _make_plan(self, problem: Problem, rng=None, seed: int | None = None):
-        n_min = int(problem.counts.min())
+        public_sizes = self.budget.public_sizes if self.budget is not None else self.public_sizes
+        # under add/remove the declared public sizes, never the private counts
+        n_min = int(public_counts(problem.counts, self.neighboring, public_sizes).min())
         if self.budget is not None:
             delta = self.budget.resolve_delta(n_min)
         elif self.privacy_delta is not None:
             delta = check_delta_for_dataset(self.privacy_delta, n_min, "privacy_delta")
         else:
             delta = default_delta(n_min)
-        plan = self.trainer.plan(problem, self.neighboring, rng)
+        plan = self.trainer.plan(problem, self.neighboring, rng, public_sizes)
         plan.extra.update(
             n_sampled=self._s(problem),
             coupled_records=bool(getattr(problem, "coupled_records", False)),
@@ -465,7 +482,8 @@ class PriRFed(Algorithm):
         if agents.size == 1:
             # (3.2) with one agent is Exp_x(Log_x(x_1)) = x_1 (spec pitfall 7); skip the round trip
             return np.array(received[0])
-        weights = data_size_weights(problem.counts[agents])
+        # the plan's sizes: the true N_i under replace-one, the public ones under add/remove
+        weights = data_size_weights(state.plan.counts[agents])
         if self.aggregation == "tangent":
             return tangent_mean(problem.manifold, x, received, weights)
         return karcher_aggregate(problem.manifold, x, received, weights)
