@@ -152,8 +152,7 @@ class AnalyzeGauss:
         total = vec_to_sym(released.sum(axis=0), dim) / counts.sum()
         x = _top_eigenvector(total)
         assumptions = [
-            f"record norms clipped to the public bound {self.norm_bound:g} (enforced; "
-            f"{n_clipped} clipped)",
+            f"record norms clipped to the public bound {self.norm_bound:g} (enforced)",
             _sizes_assumption(self.budget, "the server divides by their sum (post-processing)"),
         ]
         return finish(problem, x, cal, self.budget, assumptions, rng,
@@ -210,8 +209,7 @@ class NoisyPowerMethod:
             x = y / np.linalg.norm(y)
         x = x * np.sign(x[np.argmax(np.abs(x))])
         assumptions = [
-            f"record norms clipped to the public bound {self.norm_bound:g} (enforced; "
-            f"{n_clipped} clipped)",
+            f"record norms clipped to the public bound {self.norm_bound:g} (enforced)",
             "the starting vector is data-independent",
             _sizes_assumption(self.budget, "only the default delta uses them"),
         ]

@@ -109,7 +109,7 @@ class LogEuclideanPrivateMean:
         n_clipped = int(np.sum(over))
         assumptions = [
             f"matrix logarithms clipped to Frobenius norm {self.log_norm_bound:g} (public bound, "
-            f"enforced; {n_clipped} clipped)",
+            "enforced)",
             ("agents' dataset sizes are public under replace-one (normalisers and weights)"
              if self.budget.neighboring == "replace_one" else
              "agents' dataset sizes are private under add/remove: the declared public sizes are "
