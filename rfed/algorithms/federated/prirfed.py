@@ -291,7 +291,8 @@ class PriRFed(Algorithm):
         plan, delta, cals = self._plan(problem, rng, seed)
         client_ledger = client_z = None
         if self.client_dp is not None:
-            client_z = self.client_dp.resolve(problem.n_agents, self._s(problem), self.n_rounds)
+            client_z = self.client_dp.resolve(problem.n_agents, self._s(problem), self.n_rounds,
+                                              secure=is_secure_rng(rng))
             client_ledger = PrivacyLedger(problem.n_agents, "rdp", "replace_one",
                                           description=f"{self.name} client-level")
         return PriRFedState(
@@ -341,6 +342,7 @@ class PriRFed(Algorithm):
         plan = self.trainer.plan(problem, self.neighboring, rng, public_sizes)
         plan.extra.update(
             n_sampled=self._s(problem),
+            manifold_dim=int(problem.manifold.dim),
             coupled_records=bool(getattr(problem, "coupled_records", False)),
             problem_assumptions=list(getattr(problem, "privacy_assumptions", ())),
         )
@@ -566,9 +568,14 @@ class PriRFed(Algorithm):
             delta_hat=self.delta_hat, secure=secure,
         )
         if self.client_dp is not None:
+            n_sampled = state.plan.extra["n_sampled"]
+            sensitivity = None
+            if secure and "manifold_dim" in state.plan.extra:
+                sensitivity = self.client_dp.release_sensitivity(
+                    state.plan.extra["manifold_dim"], n_sampled, state.rng)
             report["client_level"] = self.client_dp.report(
-                state.client_ledger, state.round, state.client_noise_multiplier,
-                state.plan.extra["n_sampled"])
+                state.client_ledger, state.round, state.client_noise_multiplier, n_sampled,
+                secure=secure, sensitivity=sensitivity)
         return report
 
     def privacy_after(self, problem: Problem, rounds: int) -> dict[str, Any]:
