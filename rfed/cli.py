@@ -231,6 +231,11 @@ def _print_summary(name: str, summary: dict, ctx) -> None:
         print(f"accountant: {summary['accountant']}")
     elif ctx.privacy and not rows:
         _print_privacy(ctx.privacy)
+    if ctx.privacy or any(r.get("eps (certified)") is not None or r.get("epsilon") is not None
+                          for r in rows):
+        from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE
+
+        print(f"privacy, {OUTSIDE_THE_GUARANTEE}")
     if ctx.diverged_runs:
         print(f"\n{len(ctx.diverged_runs)} run(s) diverged (kept out of the table's means; "
               f"their history up to the divergence is in history.jsonl):")

@@ -55,7 +55,17 @@ from rfed.privacy.accountants import (
     compose_epsilon,
 )
 
-__all__ = ["PrivacyLedger"]
+__all__ = ["PrivacyLedger", "OUTSIDE_THE_GUARANTEE"]
+
+#: The assumption every privacy report of rfed states about what a run logs besides its
+#: releases (the report dicts' ``assumptions``, the ledger's text and dict, ``rfed run``).
+OUTSIDE_THE_GUARANTEE = (
+    "outside the guarantee: the metrics a run logs for evaluation (cost, gradient norm, excess "
+    "risk, distance to the reference, clipped-gradient counts, allocations and imbalance, "
+    "bytes sent, ...) are computed exactly from all agents' private data; only the noisy "
+    "releases recorded in the ledger are covered, so keep those metrics inside a trusted "
+    "environment (or do not log them)"
+)
 
 
 def _same_agents(a: str | np.ndarray, b: str | np.ndarray) -> bool:
@@ -517,7 +527,8 @@ class PrivacyLedger:
             assumptions_text(self.method, self.neighboring, self.pld_discretization)
             + " Per agent: events that read the agent's records. Overall: max over agents "
             "(disjoint data, parallel composition). Agent selection is treated as public: no "
-            "amplification by agent subsampling is claimed."
+            "amplification by agent subsampling is claimed. " + OUTSIDE_THE_GUARANTEE[0].upper()
+            + OUTSIDE_THE_GUARANTEE[1:] + "."
         )
 
     def report(self, delta: float, max_rows: int = 20) -> str:
@@ -577,7 +588,8 @@ class PrivacyLedger:
         """The report as a JSON-serializable dict (to save beside a run's results).
 
         Keys: ``delta``, ``epsilon`` (overall), ``epsilon_per_agent``, ``rounds_participated``,
-        ``method``, ``neighboring``, ``accountant`` (the assumptions text), ``events`` (each
+        ``method``, ``neighboring``, ``accountant`` (the assumptions text), ``assumptions``
+        (what the guarantee does not cover: :data:`OUTSIDE_THE_GUARANTEE`), ``events`` (each
         event with its per-agent count min / max / total) and ``paper_bounds`` (as stored by
         :meth:`add_paper_bound`).
         """
@@ -591,6 +603,7 @@ class PrivacyLedger:
             "method": self.method,
             "neighboring": self.neighboring,
             "accountant": self.describe(),
+            "assumptions": [OUTSIDE_THE_GUARANTEE],
             "events": [
                 {
                     "event": spec.describe(),

@@ -9,6 +9,7 @@ import numpy as np
 
 from rfed.privacy.accountants import EventSpec
 from rfed.privacy.budget import Calibration, PrivacyBudget, calibrate
+from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE
 from rfed.privacy.secure import is_secure
 
 __all__ = [
@@ -70,7 +71,7 @@ def privacy_report(
         "accountant": cal.certificate.accountant,
         "neighboring": budget.neighboring,
         "level": "record",
-        "assumptions": list(assumptions),
+        "assumptions": [*assumptions, OUTSIDE_THE_GUARANTEE],
         "target_epsilon": budget.epsilon,
         "noise_multiplier": cal.noise_multiplier,
         "epsilon_paper": None,

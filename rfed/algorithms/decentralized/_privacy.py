@@ -52,7 +52,7 @@ from rfed.privacy.budget import (
     check_planned_round,
     default_delta,
 )
-from rfed.privacy.ledger import PrivacyLedger
+from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE, PrivacyLedger
 from rfed.privacy.mechanisms import release_sensitivity
 from rfed.privacy.secure import is_secure
 
@@ -563,6 +563,9 @@ def run_report(*, algorithm: str, rounds: int, epsilon: float, delta: float, acc
         "delta": delta, "accountant": accountant, "neighboring": neighboring, "level": level}
     if adjacency_radius is not None:
         out["adjacency_radius"] = adjacency_radius
+    assumptions = list(assumptions)
+    if OUTSIDE_THE_GUARANTEE not in assumptions:
+        assumptions.append(OUTSIDE_THE_GUARANTEE)
     out.update({
         "assumptions": assumptions, "target_epsilon": target_epsilon,
         "noise_multiplier": noise_multiplier, "calibration": calibration,

@@ -43,7 +43,7 @@ from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
 from rfed.privacy import _rdp
 from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
 from rfed.privacy.budget import Calibration, Certificate, PrivacyBudget, calibrate, certify
-from rfed.privacy.ledger import PrivacyLedger, group_rows, row_event
+from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE, PrivacyLedger, group_rows, row_event
 from rfed.privacy.papers import prirfed_privacy
 
 __all__ = [
@@ -385,6 +385,7 @@ def _assumptions(trainer: LocalTrainer, plan: LocalPlan, secure: bool) -> list[s
     if not secure:
         out.append("seeded numpy generator and floating-point noise: a research run, replayable "
                    "from its seed, not a deployment")
+    out.append(OUTSIDE_THE_GUARANTEE)
     return out
 
 

@@ -47,7 +47,7 @@ import numpy as np
 from rfed.manifolds.base import Manifold
 from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
 from rfed.privacy.budget import PrivacyBudget, calibrate
-from rfed.privacy.ledger import PrivacyLedger
+from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE, PrivacyLedger
 from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 
 __all__ = ["ClientLevelDP", "clip_updates", "clipped_update_mean"]
@@ -254,6 +254,7 @@ class ClientLevelDP:
         if secure:
             assumptions.append("secure mode: discrete Gaussian on a grid, the grid-rounding term "
                                "added to the sensitivity 2C/s, certified with RDP")
+        assumptions.append(OUTSIDE_THE_GUARANTEE)
         label = {"auto": "tighter of RDP and PLD", "rdp": "RDP", "pld": "PLD"}[method]
         return {
             "epsilon_certified": eps, "delta": delta, "level": "client",
