@@ -224,7 +224,7 @@ class PrivacyLedger:
         Parameters
         ----------
         round : int
-            Round (or iteration) index, >= 0.
+            Round (or iteration) index, >= 0, not before the last round recorded.
         agents : int, int array, bool mask of shape ``(n_agents,)``, or None
             The agents whose records the mechanism read (None: all agents).
         mechanism : {'gaussian', 'laplace'}
@@ -247,6 +247,7 @@ class PrivacyLedger:
         one aggregated counter.
         """
         rnd = check_int(round, "round", minimum=0)
+        self._check_round_order(rnd)
         count = check_int(count, "count", minimum=0)
         ids = self._agent_ids(agents)
         if noise_multiplier is not None:
@@ -303,6 +304,14 @@ class PrivacyLedger:
             self._last_round[uniq] = rnd
         self._close_record(rnd)
 
+    def _check_round_order(self, rnd: int) -> None:
+        """Refuse a round before the last one recorded (a ledger is written as the run goes:
+        an earlier round means a replayed or misnumbered charge)."""
+        if self._max_round is not None and rnd < self._max_round:
+            raise ValueError(f"argument 'round' ({rnd}) is before the last round recorded "
+                             f"({self._max_round}): a ledger records rounds in order; merge "
+                             "the ledgers of separate processes with PrivacyLedger.merge")
+
     def _close_record(self, rnd: int) -> None:
         self._first_round = rnd if self._first_round is None else min(self._first_round, rnd)
         self._max_round = rnd if self._max_round is None else max(self._max_round, rnd)
@@ -332,6 +341,8 @@ class PrivacyLedger:
         """
         if type(round) is not int or round < 0:  # the common case skips check_int's coercion
             round = check_int(round, "round", minimum=0)
+        if self._max_round is not None and round < self._max_round:
+            self._check_round_order(round)
         if type(count) is not int or count < 0:
             count = check_int(count, "count", minimum=0)
         if not isinstance(event, EventSpec):

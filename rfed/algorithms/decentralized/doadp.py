@@ -32,6 +32,7 @@ from rfed.algorithms.decentralized._common import (
     check_probability,
     privacy_report,
 )
+from rfed.algorithms._steps import check_step_length
 from rfed.algorithms.decentralized._privacy import (
     GAUSSIAN_REPLACE_ONE_ONLY,
     GaussianAccount,
@@ -414,6 +415,9 @@ class DOADP(DecentralizedAlgorithm):
                 m_act = m[act] + g
                 m[act] = m_act
                 u[act] = u[act] - self.alpha * m_act
+        if not flat:
+            # a step beyond the injectivity radius wraps around: the run diverged
+            check_step_length(manifold, x, u, "alpha")
         x_new = np.add(x, u, out=u) if flat else manifold.exp(x, u)
         m_new = m if flat else manifold.transport(x, x_new, m)
         # messages: sparsified Log_{xhat_i}(x_i^new) in the orthonormal basis at xhat_i

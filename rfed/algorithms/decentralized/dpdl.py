@@ -167,6 +167,10 @@ class DPDL(DecentralizedAlgorithm):
             raise ValueError(f"DPDL needs w_ii > 0 for every agent (spec 001 [L48]); agent "
                              f"{int(np.argmin(diag))} has w_ii = {diag.min():.3g}")
         self.lr = check_nonneg(lr, "lr")
+        if self.lr == 0:
+            # as DO-ADP's alpha: with a zero step the iterates never move (a run that
+            # "succeeds" and learns nothing, while spending the privacy budget)
+            raise ValueError(f"argument 'lr' (the step size) must be > 0, got {lr!r}")
         self.beta = check_nonneg(beta, "beta")
         if self.beta >= 1:
             raise ValueError(f"argument 'beta' must be in [0, 1), got {beta!r}")
