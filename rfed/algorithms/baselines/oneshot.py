@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ class BaselineResult:
     info: dict[str, Any]
 
 
+@functools.lru_cache(maxsize=256)
 def calibrate_releases(
     budget: PrivacyBudget, n_releases: int, min_dataset_size: int, secure: bool = False
 ) -> tuple[Calibration, float]:
@@ -50,7 +52,8 @@ def calibrate_releases(
     divergences, not the continuous Gaussian's privacy-loss distribution.
 
     Returns the calibration and the delta it certifies (the user's, or the default for the
-    smallest local dataset).
+    smallest local dataset). A pure function of public numbers, computed in the process and
+    kept in memory (repeated runs of one configuration calibrate once).
     """
     delta = budget.resolve_delta(min_dataset_size)
     if secure:
