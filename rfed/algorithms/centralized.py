@@ -235,7 +235,7 @@ class DPSGD(Algorithm):
                              "neighboring='replace_one' only (a draw of B of the private N "
                              "records has no add/remove bound); use sampling='poisson' for "
                              "add/remove, with the budget's public_sizes")
-        if neighboring == "add_remove_one" and budget.public_sizes is None:
+        if neighboring == "add_remove_one" and budget is not None and budget.public_sizes is None:
             raise ValueError("DP-SGD under neighboring='add_remove_one' needs the budget's "
                              "'public_sizes': the Poisson rate q = B / N may not use the "
                              "private pooled size N (declare the agents' public nominal sizes; "
@@ -261,7 +261,7 @@ class DPSGD(Algorithm):
     def _pooled_size(self, problem: Problem) -> int:
         """The pooled size the run may use: the true ``N`` under replace-one (public there),
         the sum of the declared public sizes under add/remove (the true one is private)."""
-        if self.neighboring == "replace_one":
+        if self.neighboring == "replace_one" or self.budget is None:
             return problem.n_samples
         return int(self.budget.public_counts(problem.counts).sum())
 

@@ -855,8 +855,9 @@ def _add_remove_baseline(kind: str, epsilon: float, private_size: bool) -> _Conf
         added = np.eye(n) if private_size else spd_exp(bound * direction)
         mats = np.broadcast_to(np.eye(n), (1, n_records + 1, n, n)).copy()
         mats[0, n_records] = added
-        problems = [FrechetMean(SPD(n), mats, counts=np.array([n_records + k])) for k in (0, 1)]
-        methods = [LogEuclideanPrivateMean(_ar_budget(
+        problems: list[Any] = [FrechetMean(SPD(n), mats, counts=np.array([n_records + k]))
+                               for k in (0, 1)]
+        methods: list[Any] = [LogEuclideanPrivateMean(_ar_budget(
             epsilon, n_records + (k if private_size else 0)), bound) for k in (0, 1)]
 
         def statistic(x: np.ndarray) -> float:

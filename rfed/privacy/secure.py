@@ -396,8 +396,8 @@ def bernoulli_exp(gamma_num: np.ndarray, gamma_den: np.ndarray, rng: Any) -> np.
     Canonne, Kamath and Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS
     2020 (arXiv:2004.00010), Algorithm 1: with ``k = floor(gamma)`` and ``r = gamma - k``,
     ``exp(-gamma) = exp(-1)^k exp(-r)``; ``k`` exact ``Bernoulli(exp(-1))`` trials must all
-    succeed (:func:`_bernoulli_exp_int`), and ``Bernoulli(exp(-r))`` for ``r`` in [0, 1) is the parity of the
-    first ``K`` with ``A_K = 0``, ``A_K ~ Bernoulli(r / K)``
+    succeed (:func:`_bernoulli_exp_int`), and ``Bernoulli(exp(-r))`` for ``r`` in [0, 1) is
+    the parity of the first ``K`` with ``A_K = 0``, ``A_K ~ Bernoulli(r / K)``
     (``P(K odd) = sum_j (-r)^j / j! = exp(-r)``), each ``A_K`` drawn by
     :func:`_bernoulli_rational`. Integer arithmetic only: any ``gamma`` (a far tail included)
     has its exact, positive probability.

@@ -22,11 +22,11 @@ from rfed.algorithms.baselines import AnalyzeGauss, LogEuclideanPrivateMean, Noi
 from rfed.algorithms.centralized import DPSGD
 from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, DPDPSGD, NoisyDDGT, NoisyDSGD
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, ClientLevelDP, PriRFed
+from rfed.manifolds import SPD
 from rfed.networks import Network, ring
 from rfed.privacy import PrivacyBudget
 from rfed.privacy.audit import gaussian_pair_epsilon
 from rfed.problems import FrechetMean, LogisticRegression, SpherePCA
-from rfed.manifolds import SPD, Euclidean
 
 DELTA = 1e-5
 

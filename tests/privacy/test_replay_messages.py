@@ -34,14 +34,13 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-import rfed.privacy.mechanisms as mechanisms
 from rfed.algorithms.decentralized import DOADP, DPDDA, DPDL, DPDPSGD, NoisyDSGD
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
-from rfed.networks.comm import Communicator, arc_list
+from rfed.manifolds import Euclidean
+from rfed.networks.comm import arc_list
 from rfed.networks.graphs import circulant, complete
 from rfed.networks.mixing import metropolis_hastings_weights
 from rfed.networks.network import Network
-from rfed.manifolds import Euclidean
 from rfed.problems.frechet import FrechetMean
 from rfed.problems.linear import L2Regularizer, LogisticRegression
 
@@ -177,9 +176,9 @@ class _Recorder:
 
         def spy(*args):
             if name == "gaussian_mechanism":
-                manifold, x, value, sigma, rng = args
+                manifold, x, value, sigma, _ = args
             else:
-                (value, sigma, rng), manifold, x = args, None, None
+                (value, sigma, _), manifold, x = args, None, None
             out = fn(*args)
             i = len(rec.releases)
             rec.releases.append({"name": name, "manifold": manifold, "x": np.array(x),

@@ -23,6 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rfed.algorithms._steps import check_step_length
 from rfed.algorithms.decentralized._common import (
     DecentralizedAlgorithm,
     DecentralizedState,
@@ -32,7 +33,6 @@ from rfed.algorithms.decentralized._common import (
     check_probability,
     privacy_report,
 )
-from rfed.algorithms._steps import check_step_length
 from rfed.algorithms.decentralized._privacy import (
     GAUSSIAN_REPLACE_ONE_ONLY,
     GaussianAccount,

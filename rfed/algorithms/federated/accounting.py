@@ -2,7 +2,8 @@
 
 **Certified (the guarantee).** Record-level DP of one agent's dataset, under the run's
 neighbouring relation (replace-one by default, as in the paper's Def. 2.4; add/remove-one with
-Poisson minibatches), accounted by dp-accounting (RDP and PLD, the tighter of the two that
+a full batch or Poisson minibatches, every size the declared public one), accounted by
+dp-accounting (RDP and PLD, the tighter of the two that
 support the events when ``method='auto'``). A record lives in one agent, so in a round only that
 agent's local run depends on it; the other agents' runs are independent of it and the
 aggregation is post-processing. The :class:`~rfed.privacy.PrivacyLedger` charges each selected
@@ -371,7 +372,8 @@ def _assumptions(trainer: LocalTrainer, plan: LocalPlan, secure: bool) -> list[s
     else:
         out.append("local dataset sizes N_i private (add/remove changes them): every normaliser, "
                    "sampling rate, noise scale, aggregation weight and delta uses the declared "
-                   f"public nominal sizes ({_sizes_text(plan.counts)}), never the true ones")
+                   f"public nominal sizes ({_sizes_text(np.asarray(plan.counts))}), never the true "
+                   "ones")
     if plan.sampling == "without_replacement":
         out.append("minibatches: fixed size b_i drawn uniformly without replacement, secret")
     elif plan.sampling == "poisson":

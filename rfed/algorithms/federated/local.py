@@ -34,11 +34,17 @@ DP-RSGD, one step releases (inside ``x_{k+1}``) the noisy mean
 * fixed-size minibatch without replacement (the paper's), replace-one: one summand changes,
   ``Delta = 2 tau / b_i``; accounted as a Gaussian subsampled without replacement ``b_i`` of
   ``N_i`` (Wang, Balle and Kasiviswanathan 2019), RDP;
-* Poisson minibatch (each record independently with probability ``q_i``): the sum is divided by
-  the PUBLIC expected size ``bbar_i = q_i N_i`` (never by the realised size), add/remove-one:
-  one summand appears or disappears, ``Delta = tau / bbar_i``; accounted as the Poisson-subsampled
-  Gaussian under add/remove (RDP or PLD);
+* Poisson minibatch (each record independently with the public probability ``q_i``): the sum
+  is divided by the PUBLIC expected size ``bbar_i = q_i N_i`` (never by the realised size),
+  add/remove-one: one summand appears or disappears, ``Delta = tau / bbar_i``; accounted as the
+  Poisson-subsampled Gaussian under add/remove (RDP or PLD);
 * full batch: ``Delta = 2 tau / N_i`` (replace-one) or ``tau / N_i`` (add/remove), no sampling.
+
+Under add/remove the true ``N_i`` is private (it is what differs between neighbours): ``N_i``
+above is then the declared PUBLIC nominal size (``public_sizes``,
+:func:`rfed.privacy.budget.public_counts`) in every normaliser, rate and noise scale; the data
+enter only through the sum over the records held. Fixed-size minibatches without replacement
+are refused under add/remove (no such bound for a draw from a private count).
 
 DP-RSVRG, one inner step ``j`` of outer loop ``k`` releases
 :math:`\\eta = c_1(x_j) - \\Gamma(c_1(\\tilde x) - g)` plus noise, with
@@ -50,6 +56,12 @@ Replace one record ``r`` (given everything released before, so the points are fi
   their difference moves by at most ``2 tau_1 + 2 tau_1``; ``g`` moves by ``2 tau_0 / N_i``
   (one summand, and parallel transport is an isometry): ``4 tau_1 + 2 tau_0 / N_i``;
 * otherwise only ``g`` moves: ``2 tau_0 / N_i``.
+
+Add or remove one record (``N_i`` the public size, the full gradient divided by it): ``g``
+moves by ``tau_0 / N_i``, and a step whose pick is the added record by at most
+``4 tau_1 + tau_0 / N_i``; the uniform pick over the records held is a mixture whose
+divergence is at most its worst component's (joint convexity), so ``Delta = 4 tau_1 + tau_0 /
+N_i`` under add/remove.
 
 So every inner step is a Gaussian mechanism of sensitivity ``Delta = 4 tau_1 + 2 tau_0 / N_i``;
 ``g`` itself is never released except through the noisy steps. A local run is ``K m`` such
@@ -377,7 +389,7 @@ class LocalTrainer(abc.ABC):
             if paper_clip is None:
                 raise ValueError("the paper's calibration needs clipping levels; set 'clip'"
                                  + (" and 'clip_full'" if isinstance(self, DPRSVRG) else ""))
-            plan.sigma = paper_sigma(plan.counts, epsilon=self.paper_epsilon,
+            plan.sigma = paper_sigma(np.asarray(plan.counts), epsilon=self.paper_epsilon,
                                      delta=self.paper_delta, clip=paper_clip, steps=self.steps,
                                      inner_steps=getattr(self, "inner_steps", 1),
                                      constant=self.constant)
@@ -740,7 +752,8 @@ class DPRSVRG(LocalTrainer):
     * output option 1: :math:`x_{K,m}`; option 2: uniform over the ``m K`` points
       :math:`x_{k+1,j}`, ``j = 0..m-1``.
 
-    Sensitivity of a noisy step: ``4 tau_1 + 2 tau_0 / N_i`` (replace-one; module docstring).
+    Sensitivity of a noisy step: ``4 tau_1 + 2 tau_0 / N_i`` (replace-one) or ``4 tau_1 +
+    tau_0 / N_i`` with the public ``N_i`` (add/remove; module docstring).
 
     ``variant='released_snapshot'`` (NOT the paper's; module docstring): per outer loop the
     snapshot gradient is released once, :math:`\tilde g = g + N_{\tilde x}(0, \sigma_0^2)`

@@ -29,10 +29,10 @@ from rfed.networks.comm import InProcessCommunicator
 from rfed.privacy.budget import (
     PrivacyBudget,
     check_delta_for_dataset,
-    check_public_sizes,
-    public_counts,
     check_planned_round,
+    check_public_sizes,
     default_delta,
+    public_counts,
 )
 from rfed.privacy.ledger import PrivacyLedger
 from rfed.problems.base import Problem
@@ -109,7 +109,8 @@ class PriRFed(Algorithm):
       or :class:`DPRSVRG`), each from :math:`x^{(t)}`, batched in one array;
     * line 10: aggregate by the tangent mean (3.2),
       :math:`x^{(t+1)} = \mathrm{Exp}_{x^{(t)}}(\sum_i w_i \mathrm{Log}_{x^{(t)}}(\tilde x_i))`,
-      :math:`w_i = N_i / \sum_{l \in S_t} N_l`, or by the exact Karcher mean (3.1);
+      :math:`w_i = N_i / \sum_{l \in S_t} N_l` (under add/remove the public sizes: the true
+      ones are private), or by the exact Karcher mean (3.1);
     * lines 12-13: output option 1 (:math:`x^{(T)}`) or 2 (uniform over
       :math:`x^{(1)}, \dots, x^{(T)}`); the local trainers follow the same option.
 
@@ -485,7 +486,7 @@ class PriRFed(Algorithm):
             # (3.2) with one agent is Exp_x(Log_x(x_1)) = x_1 (spec pitfall 7); skip the round trip
             return np.array(received[0])
         # the plan's sizes: the true N_i under replace-one, the public ones under add/remove
-        weights = data_size_weights(state.plan.counts[agents])
+        weights = data_size_weights(np.asarray(state.plan.counts)[agents])
         if self.aggregation == "tangent":
             return tangent_mean(problem.manifold, x, received, weights)
         return karcher_aggregate(problem.manifold, x, received, weights)
