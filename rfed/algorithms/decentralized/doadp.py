@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from rfed.algorithms._steps import check_step_length
+from rfed.algorithms._steps import injectivity_radius
 from rfed.algorithms.decentralized._common import (
     DecentralizedAlgorithm,
     DecentralizedState,
@@ -245,6 +245,14 @@ class DOADP(DecentralizedAlgorithm):
         if self.network.n_agents != problem.n_agents:
             raise ValueError(f"network has {self.network.n_agents} agents, problem has "
                              f"{problem.n_agents}")
+        radius = injectivity_radius(manifold)
+        if self.grad_bound and self.alpha * self.grad_bound > radius:
+            # one clipped gradient step alone would wrap around the manifold (_steps module)
+            raise ValueError(
+                f"argument 'alpha' ({self.alpha:g}) times 'grad_bound' ({self.grad_bound:g}) "
+                f"exceeds the injectivity radius {radius:.4g} of {manifold}: a clipped gradient "
+                "step would wrap around the manifold; reduce 'alpha'"
+            )
         if self.batch_size is None and np.any(problem.counts != problem.n_max):
             raise ValueError("batch_size=None (full local gradients) needs equal local sizes")
         if self.batch_size is not None and self.batch_size > problem.counts.min():
@@ -415,9 +423,6 @@ class DOADP(DecentralizedAlgorithm):
                 m_act = m[act] + g
                 m[act] = m_act
                 u[act] = u[act] - self.alpha * m_act
-        if not flat:
-            # a step beyond the injectivity radius wraps around: the run diverged
-            check_step_length(manifold, x, u, "alpha")
         x_new = np.add(x, u, out=u) if flat else manifold.exp(x, u)
         m_new = m if flat else manifold.transport(x, x_new, m)
         # messages: sparsified Log_{xhat_i}(x_i^new) in the orthonormal basis at xhat_i

@@ -449,13 +449,6 @@ class LocalTrainer(abc.ABC):
                     given: np.ndarray | None) -> np.ndarray | None:
         return given if given is not None or plan_sigma is None else plan_sigma[agents]
 
-    @staticmethod
-    def _step(man, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """``Exp_x(v)``, refusing a step beyond the injectivity radius (a wrapped-around step:
-        the run diverged, :mod:`rfed.algorithms._steps`)."""
-        check_step_length(man, x, v, "step_size")
-        return man.exp(x, v)
-
     def _release(self, problem, x, value, sigma, rng, noisy=None):
         """``value + N_x(0, sigma^2)`` through :func:`gaussian_mechanism` (``value`` if no
         noise), refusing non-finite input.
@@ -726,8 +719,9 @@ class DPRSGD(LocalTrainer):
             n_clipped += _per_row(clipped)
             # the PUBLIC normaliser b_i (the expected size under Poisson sampling)
             mean = total / sizes.reshape((-1,) + (1,) * k_pts)
+            check_step_length(man, x, step_size * mean, "step_size")
             eta = self._release(problem, x, mean, sigma, rng, noisy)
-            x = self._step(man, x, -step_size * eta)
+            x = man.exp(x, -step_size * eta)
         if option == 2:
             x = np.where((pick == self.steps).reshape((-1,) + (1,) * k_pts), x, chosen)
         evals = int(self.steps * (counts.sum() if poisson else sizes.sum()))
@@ -960,8 +954,9 @@ class DPRSVRG(LocalTrainer):
                                                   valid, sizes, plan.clip)
                 n_clipped += _per_row(clipped)
                 eta = v + man.transport(snap, xj, g_rel)
+                check_step_length(man, xj, step_size * eta, "step_size")
                 eta = self._release(problem, xj, eta, sigma, rng, noisy)
-                xj = self._step(man, xj, -step_size * eta)
+                xj = man.exp(xj, -step_size * eta)
             snap = xj
         out = chosen if option == 2 else snap
         evals = int(self.steps * (counts.sum() + 2 * m * sizes.sum()))
@@ -1008,8 +1003,9 @@ class DPRSVRG(LocalTrainer):
                 g1, c1 = problem.clipped_grad_sum(xj, ones[j], plan.clip)
                 n_clipped += _per_row(c1)
                 eta = g1 - man.transport(snap, xj, snap_terms[:, j])
+                check_step_length(man, xj, step_size * eta, "step_size")
                 eta = self._release(problem, xj, eta, sigma, rng, noisy)
-                xj = self._step(man, xj, -step_size * eta)
+                xj = man.exp(xj, -step_size * eta)
             snap = xj
         out = chosen if option == 2 else snap
         evals = int(self.steps * (counts.sum() + 2 * m * agents.size))
