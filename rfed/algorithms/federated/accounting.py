@@ -29,7 +29,7 @@ user's :class:`~rfed.privacy.PrivacyBudget`.
 budget that the paper's sigma formulas are said to give one local run (``paper_epsilon``), with
 agent subsampling, sequential composition of the ``s`` agents of a round and the better of
 sequential and advanced composition over ``T`` rounds. Its inputs are heuristic (constants set to
-one, spec pitfall 3): the paper's formula, not a guarantee.
+one): the paper's formula, not a guarantee.
 """
 
 from __future__ import annotations
@@ -445,7 +445,7 @@ def prirfed_privacy_report(
                               rounds, delta_hat)
         paper = {
             "label": PAPER_LABEL,
-            "name": "PriRFed Theorem 4.2 (seed 004, L250-266) with the sigma formula of "
+            "name": "PriRFed Theorem 4.2 with the sigma formula of "
                     f"{'HMJG24 Thm 1' if trainer.name == 'DP-RSGD' else 'UHJM23 Claim 5'}",
             "epsilon": res.epsilon,
             "delta": res.delta,

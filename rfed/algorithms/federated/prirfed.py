@@ -1,4 +1,4 @@
-"""PriRFed (Algorithm 1 of seed 004): private federated learning on a Riemannian manifold."""
+"""PriRFed (its Algorithm 1): private federated learning on a Riemannian manifold."""
 
 from __future__ import annotations
 
@@ -101,7 +101,7 @@ class PriRFedState:
 class PriRFed(Algorithm):
     r"""PriRFed: sample agents, train locally with privacy, aggregate on the manifold.
 
-    Every round (PriRFed Alg. 1, spec section 2.1):
+    Every round (PriRFed Alg. 1):
 
     * line 2: sample ``s`` agents uniformly without replacement;
     * line 3: broadcast :math:`x^{(t)}` to them;
@@ -121,8 +121,9 @@ class PriRFed(Algorithm):
     the same run whatever the split. With ``client_dp``, :meth:`aggregate` is the client-level
     release of :class:`~rfed.algorithms.federated.client_dp.ClientLevelDP`.
 
-    The history records :math:`f(x^{(t)})` at every evaluated round whatever the option (spec
-    pitfall 11), plus the bytes exchanged and the clipped-gradient count. The result's
+    The history records :math:`f(x^{(t)})` at every evaluated round whatever the option, plus
+    the bytes exchanged and the clipped-gradient count (metrics outside the privacy guarantee:
+    :data:`rfed.privacy.OUTSIDE_THE_GUARANTEE`). The result's
     ``privacy`` is the report of
     :func:`~rfed.algorithms.federated.accounting.prirfed_privacy_report` (the certified
     epsilon of the worst-off agent, and the paper's Theorem 4.2 beside it when the trainer uses
