@@ -113,7 +113,6 @@ from typing import Any
 
 import numpy as np
 
-from rfed.algorithms._steps import check_step_length
 from rfed.algorithms.federated.sampling import batch_sizes, sample_minibatches
 from rfed.privacy import papers
 from rfed.privacy.accountants import EventSpec
@@ -719,7 +718,6 @@ class DPRSGD(LocalTrainer):
             n_clipped += _per_row(clipped)
             # the PUBLIC normaliser b_i (the expected size under Poisson sampling)
             mean = total / sizes.reshape((-1,) + (1,) * k_pts)
-            check_step_length(man, x, step_size * mean, "step_size")
             eta = self._release(problem, x, mean, sigma, rng, noisy)
             x = man.exp(x, -step_size * eta)
         if option == 2:
@@ -954,7 +952,6 @@ class DPRSVRG(LocalTrainer):
                                                   valid, sizes, plan.clip)
                 n_clipped += _per_row(clipped)
                 eta = v + man.transport(snap, xj, g_rel)
-                check_step_length(man, xj, step_size * eta, "step_size")
                 eta = self._release(problem, xj, eta, sigma, rng, noisy)
                 xj = man.exp(xj, -step_size * eta)
             snap = xj
@@ -1003,7 +1000,6 @@ class DPRSVRG(LocalTrainer):
                 g1, c1 = problem.clipped_grad_sum(xj, ones[j], plan.clip)
                 n_clipped += _per_row(c1)
                 eta = g1 - man.transport(snap, xj, snap_terms[:, j])
-                check_step_length(man, xj, step_size * eta, "step_size")
                 eta = self._release(problem, xj, eta, sigma, rng, noisy)
                 xj = man.exp(xj, -step_size * eta)
             snap = xj
