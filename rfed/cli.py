@@ -269,6 +269,11 @@ def _print_summary(name: str, summary: dict, ctx) -> None:
         print(f"accountant: {summary['accountant']}")
     elif ctx.privacy and not rows:
         _print_privacy(ctx.privacy)
+    if ctx.privacy or any(r.get("eps (certified)") is not None or r.get("epsilon") is not None
+                          for r in rows):
+        from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE
+
+        print(f"privacy, {OUTSIDE_THE_GUARANTEE}")
     if ctx.diverged_runs:
         print(f"\n{len(ctx.diverged_runs)} run(s) diverged (kept out of the table's means; "
               f"their history up to the divergence is in history.jsonl):")
@@ -599,21 +604,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _check_environment() -> None:
-    """The environment variables rfed parses, checked before any work (``ValueError`` naming
-    the variable): a typo must not surface only when the RDP cache is first pruned."""
-    from rfed.privacy.accountants import rdp_cache_limit
-
-    rdp_cache_limit()   # RFED_CACHE_MAX_MB
-
-
 def _main(argv: list[str]) -> int:
-    if argv and argv[0] in ("run", "audit"):
-        try:
-            _check_environment()
-        except ValueError as exc:
-            _error(exc)
-            return 2
     if argv and argv[0] == "audit":
         from rfed.privacy.audit import audit_main
 

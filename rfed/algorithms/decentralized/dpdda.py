@@ -44,11 +44,13 @@ from rfed.algorithms.decentralized._common import (
     privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
+    GAUSSIAN_REPLACE_ONE_ONLY,
     GaussianAccount,
     NoiseConfig,
     PaperFormula,
     gaussian_groups_calibration,
     is_secure,
+    refuse_add_remove,
     reject_epsilon,
 )
 from rfed.algorithms.decentralized._streams import PlannedRounds, agent_draws, run_seed
@@ -152,6 +154,7 @@ class DPDDA(DecentralizedAlgorithm):
         self.sigma = check_nonneg(sigma, "sigma")
         self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, self.sigma or None,
                                  paper_epsilon, delta)
+        refuse_add_remove(budget, self.name, GAUSSIAN_REPLACE_ONE_ONLY)
         self.clip = None if clip is None else check_nonneg(clip, "clip")
         if self.clip == 0:
             raise ValueError("argument 'clip' must be > 0")

@@ -40,8 +40,10 @@ from rfed.algorithms.decentralized._common import (
     privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
+    COST_FUNCTION_RELATION_ONLY,
     DGTAccount,
     PaperFormula,
+    refuse_add_remove,
     reject_epsilon,
 )
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
@@ -142,6 +144,7 @@ class _PushPullBase(BlockStates, Algorithm):
                              f"'theta_xi'/'theta_zeta', got {given}")
         if budget is not None and not isinstance(budget, PrivacyBudget):
             raise TypeError(f"argument 'budget' must be a PrivacyBudget, got {budget!r}")
+        refuse_add_remove(budget, self.name, COST_FUNCTION_RELATION_ONLY)
         if (budget is not None or paper_epsilon is not None) and (
                 not isinstance(n_rounds, (int, np.integer)) or n_rounds < 1):
             raise ValueError("argument 'n_rounds' (planned iterations, an int >= 1) is required "
