@@ -10,10 +10,7 @@ agent evaluating to 0, an MNIST label 11, numpy's own words for strings and ragg
 from __future__ import annotations
 
 import gzip
-import os
 import struct
-import subprocess
-import sys
 from pathlib import Path
 
 import numpy as np
