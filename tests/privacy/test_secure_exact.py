@@ -31,7 +31,6 @@ import rfed.privacy.secure as secure
 from rfed.privacy.secure import SecureRandom, bernoulli_exp, discrete_gaussian
 
 
-
 @pytest.fixture(autouse=True)
 def _sixty_digits():
     """mpmath's precision is global: set it for each test (another module may change it)."""
