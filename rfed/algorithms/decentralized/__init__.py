@@ -38,6 +38,13 @@ References
   2025. arXiv:2403.18275.
 """
 
+from rfed.algorithms.decentralized.base import (
+    DecentralizedAlgorithm,
+    PrivateAlgorithm,
+    PrivateGradient,
+    PrivateState,
+    merged_report,
+)
 from rfed.algorithms.decentralized.doadp import DOADP, NoisyDSGD, sparsify
 from rfed.algorithms.decentralized.dpcga import DPCGA
 from rfed.algorithms.decentralized.dpdda import DPDDA
@@ -47,6 +54,11 @@ from rfed.algorithms.decentralized.dpdo import DPDO
 from rfed.algorithms.decentralized.muffliato import Muffliato
 
 __all__ = [
+    "DecentralizedAlgorithm",
+    "PrivateAlgorithm",
+    "PrivateGradient",
+    "PrivateState",
+    "merged_report",
     "DOADP",
     "DPCGA",
     "DPDDA",
