@@ -288,6 +288,22 @@ class PrivateGradient:
             sensitivity = 2.0 * self.clip
         return GaussianRelease(sensitivity, sample_size=self.batch_size, per_round=per_round)
 
+    def assumptions(self) -> list[str]:
+        """What the step's guarantee rests on, in words (a report's ``assumptions``).
+
+        Returns
+        -------
+        list of str
+        """
+        bound = {"per_sample": "each per-sample gradient clipped to norm C",
+                 "per_coordinate": "each coordinate of each per-sample gradient clipped to "
+                                   "C/sqrt(d)",
+                 "batch_mean": "the minibatch's mean gradient clipped to norm C"}[self.clipping]
+        batch = ("the whole local data set, its size public" if self.batch_size is None
+                 else f"a minibatch of b = {self.batch_size} records drawn without replacement,"
+                      " secret")
+        return [f"{bound}, C = {self.clip:g} (enforced; public)", batch]
+
     def check(self, problem: Any) -> None:
         """Refuse a problem this step cannot serve (``ValueError`` naming ``batch_size``).
 
@@ -473,10 +489,8 @@ class PrivateAlgorithm(DecentralizedAlgorithm):
         class NoisyGossipSGD(PrivateAlgorithm):
             def __init__(self, network, *, lr, clip, batch_size, **privacy):
                 super().__init__(network, **privacy)
+                # its statement is the algorithm's release (release() to state another)
                 self.lr, self.gradient = lr, PrivateGradient(clip, batch_size)
-
-            def release(self, problem):
-                return self.gradient.release(problem)
 
             def step(self, problem, state):
                 g = self.gradient(problem, state)
@@ -543,9 +557,14 @@ class PrivateAlgorithm(DecentralizedAlgorithm):
         Returns
         -------
         Release
+            By default the statement of the algorithm's :class:`PrivateGradient` (its attribute
+            ``gradient``): one release per active round.
         """
+        gradient = getattr(self, "gradient", None)
+        if isinstance(gradient, PrivateGradient):
+            return gradient.release(problem)
         raise NotImplementedError(f"{type(self).__name__} must state its release: define "
-                                  "release(problem)")
+                                  "release(problem), or a PrivateGradient as self.gradient")
 
     def active_rounds(self, seed: int, n_agents: int, n_rounds: int) -> np.ndarray | None:
         """The rounds each agent will release in over ``n_rounds`` (``None``: every round).
@@ -574,8 +593,10 @@ class PrivateAlgorithm(DecentralizedAlgorithm):
         Returns
         -------
         list of str
+            By default those of the algorithm's :class:`PrivateGradient` (its ``gradient``).
         """
-        return []
+        gradient = getattr(self, "gradient", None)
+        return gradient.assumptions() if isinstance(gradient, PrivateGradient) else []
 
     def sigma_unit(self) -> float:
         """The unit of the paper's noise parameter (``sigma=``): its std is ``sigma`` times
