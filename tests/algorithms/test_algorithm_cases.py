@@ -16,7 +16,7 @@ from pathlib import Path
 
 import numpy as np
 import pytest
-from algorithm_cases import BY_NAME, CASES
+from algorithm_cases import BY_NAME, CASES, logreg
 
 from rfed.algorithms.decentralized import PrivateGradient
 from rfed.algorithms.private import REPORT_KEYS
@@ -144,6 +144,37 @@ def test_an_audit_stays_below_the_certificate_and_catches_a_broken_variant(case)
     s0, s1, eps_broken = _audit_scores(case, 0.25)
     assert eps_broken == eps
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
+
+
+def _trainers():
+    from rfed.algorithms.centralized import DPSGD
+    from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
+    from rfed.problems import SpherePCA
+
+    pca = SpherePCA(np.random.default_rng(0).standard_normal((4, 10, 5)))
+    start = np.eye(5)[0]
+    return {
+        "PriRFed DP-RSGD": (lambda sigma: PriRFed(DPRSGD(steps=1, batch_size=None, clip=1.0,
+                                                         sigma=sigma or None), 2, 0.1),
+                               pca, start),
+        "PriRFed DP-RSVRG": (lambda sigma: PriRFed(DPRSVRG(steps=1, inner_steps=1,
+                                                           clip=1.0, clip_full=1.0,
+                                                           sigma=sigma or None), 2, 0.1),
+                             pca, start),
+        "DP-SGD (centralized)": (lambda sigma: DPSGD(step_size=0.1, batch_size=5, clip=1.0,
+                                                     noise_multiplier=sigma or None),
+                                 logreg(1), np.zeros(4)),
+    }
+
+
+@pytest.mark.parametrize("name", ["PriRFed DP-RSGD", "PriRFed DP-RSVRG", "DP-SGD (centralized)"])
+def test_federated_and_centralized_trainers_report_the_same_shape(name):
+    make, problem, start = _trainers()[name]
+    private = make(0.8).run(problem, 3, rng=0, x0=start, eval_every=3).privacy
+    plain = make(0.0).run(problem, 3, rng=0, x0=start, eval_every=3).privacy
+    assert set(REPORT_KEYS) <= set(private) and set(REPORT_KEYS) <= set(plain)
+    assert private["private"] and 0 < private["epsilon_certified"] < np.inf
+    assert not plain["private"] and plain["epsilon_certified"] == np.inf
 
 
 # ---------------------------------------------------------------------------- checkpoints
