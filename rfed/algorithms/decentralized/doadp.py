@@ -1,19 +1,19 @@
 """DO-ADP: decentralized momentum SGD with random activation, sparsified gossip and Gaussian noise.
 
-Spec ``specs/000_doadp.md`` (Huo, Liu, Ding, Johansson, Shi). Every agent is active with
-probability ``p``; an active agent samples ``b`` local records (``b = 1`` in the paper), clips each
-per-sample gradient **per coordinate** to ``G / sqrt(dim)`` (Assumption 2, pitfall P2), adds
-``N(0, sigma^2 I_dim)``, takes a momentum step plus a consensus step on the *public copies*, and
-broadcasts the Top-k (or rand-k) sparsified difference between its new state and its public copy
-(eqs. (5a)-(5d); Algorithm 1 with the own-copy update of P8 and Jacobi semantics).
+After Huo, Liu, Ding, Johansson and Shi (rfed's reading: ``docs/papers/doadp.md``). Every agent is
+active with probability ``p``; an active agent samples ``b`` local records (``b = 1`` in the paper),
+clips each per-sample gradient **per coordinate** to ``G / sqrt(dim)`` (Assumption 2), adds ``N(0,
+sigma^2 I_dim)``, takes a momentum step plus a consensus step on the *public copies*, and broadcasts
+the Top-k (or rand-k) sparsified difference between its new state and its public copy (eqs.
+(5a)-(5d); Algorithm 1 with the sender's own-copy update and Jacobi semantics).
 
-Manifold form (spec section 7, intrinsic reading): the momentum lives in ``T_{x_i}`` and is
-parallel-transported along each step, the consensus direction is
-``sum_j w_ij Log_{xhat_i}(xhat_j)`` transported to ``x_i``, the message is Top-k of the
-coordinates of ``Log_{xhat_i}(x_i^new)`` in the orthonormal basis ``tangent_basis(xhat_i)``
-(computable by every neighbour since ``xhat_i`` is public), and receivers set
-``xhat_i <- Exp_{xhat_i}(from_coords(s_i))``. On Euclidean space every map is the identity or
-addition and the update is exactly the paper's.
+Manifold form (intrinsic reading, ``docs/papers/doadp.md``): the momentum lives in ``T_{x_i}`` and
+is parallel-transported along each step, the consensus direction is ``sum_j w_ij
+Log_{xhat_i}(xhat_j)`` transported to ``x_i``, the message is Top-k of the coordinates of
+``Log_{xhat_i}(x_i^new)`` in the orthonormal basis ``tangent_basis(xhat_i)`` (computable by every
+neighbour since ``xhat_i`` is public), and receivers set ``xhat_i <-
+Exp_{xhat_i}(from_coords(s_i))``. On Euclidean space every map is the identity or addition and the
+update is exactly the paper's.
 
 References
 ----------
@@ -55,10 +55,10 @@ def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
     """Keep ``k`` coordinates of every row of ``coords`` ``(A, dim)``, zero the rest.
 
     ``'top_k'``: the ``k`` largest magnitudes (Definition 2), ties broken by the lowest index
-    (spec P18), selected in O(dim) per row with ``np.partition``. ``'rand_k'``: ``k`` indices
-    uniformly at random per row, drawn from ``rng`` independently of the data (spec P1: the
-    fixed-index sensitivity argument holds); ``rng`` may be a Generator or keyed per-agent draws
-    (one row per agent).
+    (``docs/papers/doadp.md``, 'Top-k details'), selected in O(dim) per row with
+    ``np.partition``. ``'rand_k'``: ``k`` indices uniformly at random per row, drawn from
+    ``rng`` independently of the data (the fixed-index sensitivity argument holds); ``rng`` may
+    be a Generator or keyed per-agent draws (one row per agent).
     """
     coords = np.asarray(coords, dtype=float)
     a, dim = coords.shape
@@ -66,7 +66,7 @@ def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
         return coords.copy()
     if method == "top_k":
         # O(dim) selection: everything at or above the k-th largest magnitude; rows where ties
-        # at that magnitude overflow k keep the lowest indices (deterministic, spec P18). Ties
+        # at that magnitude overflow k keep the lowest indices (deterministic). Ties
         # are rare in noisy coordinates, so only those rows pay for the running count.
         mag = np.abs(coords)
         part = mag.copy()

@@ -1,10 +1,10 @@
 """DP-DDA: differentially private distributed dual averaging with node subsampling.
 
-Spec ``specs/002_dpdda.md`` (Liu, Johansson, Shi). Each round exactly ``n iota`` nodes are active
-(Definition 2) and gossip with a random doubly stochastic matrix ``W^(t)`` on the active set;
-an active node draws one local record, releases its noisy subgradient
-``zeta = ghat + N(0, sigma^2 I)`` and mixes duals ``z_i <- sum_j w_ij (z_j + a_t eta_j zeta_j)``
-(eq. 5), then takes the prox step (eq. 6)
+After Liu, Johansson and Shi (rfed's reading: ``docs/papers/dpdda.md``). Each round exactly ``n
+iota`` nodes are active (Definition 2) and gossip with a random doubly stochastic matrix ``W^(t)``
+on the active set; an active node draws one local record, releases its noisy subgradient ``zeta =
+ghat + N(0, sigma^2 I)`` and mixes duals ``z_i <- sum_j w_ij (z_j + a_t eta_j zeta_j)`` (eq. 5),
+then takes the prox step (eq. 6)
 
 ``x_i = argmin_x <z_i, x> + iota A_{t+1} h(x) + gamma_{t+1} ||x||^2 / 2``
 
@@ -13,12 +13,12 @@ weighted average ``A_T^{-1} sum_t a_t x_i^(t)``. Step sizes: ``a_t = t`` with co
 ``gamma_t`` (strongly convex case; Cor. 3.2/3.5 take ``gamma_t = 0``, the l2-SVM experiment 20)
 or ``a_t = 1`` with ``gamma_t = gamma sqrt(t)`` (general convex case, Cor. 3.4/3.6).
 
-Manifold form (spec section 8): all duals live in the tangent space of one fixed anchor (the
-origin on Euclidean space, the common start ``x0`` otherwise), stored in orthonormal coordinates
-of ``tangent_basis(anchor)``; a subgradient at ``x_i`` is parallel-transported to the anchor
-before the noise (drawn isotropically in those coordinates), and the primal map is
-``x = Exp_anchor(from_coords(prox(z)))``. On Euclidean space with anchor 0 this is exactly
-Algorithm 1; gossip, schedules and privacy are unchanged (transport is an isometry).
+Manifold form (``docs/papers/dpdda.md``): all duals live in the tangent space of one fixed anchor
+(the origin on Euclidean space, the common start ``x0`` otherwise), stored in orthonormal
+coordinates of ``tangent_basis(anchor)``; a subgradient at ``x_i`` is parallel-transported to the
+anchor before the noise (drawn isotropically in those coordinates), and the primal map is ``x =
+Exp_anchor(from_coords(prox(z)))``. On Euclidean space with anchor 0 this is exactly Algorithm 1;
+gossip, schedules and privacy are unchanged (transport is an isometry).
 
 References
 ----------
@@ -74,7 +74,7 @@ class DPDDAState(PrivateState):
 
 
 class DPDDA(PrivateAlgorithm):
-    r"""DP-DDA (spec 002, Algorithm 1), dual averaging with node subsampling.
+    r"""DP-DDA (Algorithm 1), dual averaging with node subsampling.
 
     Parameters
     ----------
@@ -83,14 +83,14 @@ class DPDDA(PrivateAlgorithm):
         communicator; its mixing matrix is not used (each round draws its own ``W^(t)``).
     n_active : int
         Exactly ``n iota`` active nodes per round, paired by a uniformly random matching with
-        weights 1/2 (spec P4). ``n_active = n`` (all nodes) is the full-participation baseline
-        [19] of the paper (spec 5.6).
+        weights 1/2. ``n_active = n`` (all nodes) is the full-participation baseline
+        [19] of the paper.
     schedule : {'strongly_convex', 'general'}
         ``a_t = t`` with ``gamma_t = gamma`` (constant), or ``a_t = 1`` with
         ``gamma_t = gamma sqrt(t)``.
     gamma : float
         ``gamma_t``'s constant (20 for the l2-SVM, 0.01 for the l1-SVM experiment); 0 is allowed
-        for ``'strongly_convex'`` with a strongly convex regularizer (spec P10).
+        for ``'strongly_convex'`` with a strongly convex regularizer.
     budget : PrivacyBudget, optional
         Budget-first: the noise of the planned ``n_rounds`` rounds is calibrated at ``init`` so
         the finished run certifies ``budget`` (record level, replace-one, per agent). Node
@@ -111,13 +111,13 @@ class DPDDA(PrivateAlgorithm):
         Delta of the report without a budget (default ``min(1e-5, 1/(10 q))``).
     clip : float, optional
         ``L``, a PUBLIC Lipschitz bound: every per-sample subgradient is clipped to this norm
-        (enforces Assumption 3; not in the paper, spec P13). Default: the problem's declared
+        (enforces Assumption 3; not in the paper). Default: the problem's declared
         public bound ``public_gradient_bound`` (e.g. a linear problem built with
         ``feature_bound``); a private run with neither is refused (a bound computed from the
         private data would leak through the noise scale).
     inactive_x : {'freeze', 'recompute'}
         Inactive nodes keep ``x`` (Algorithm 1 line 12, default) or recompute the prox with the
-        new ``(A, gamma)`` (the analysis' reading, spec P3); both are local post-processing.
+        new ``(A, gamma)`` (the analysis' reading); both are local post-processing.
     delta0 : float
         Per-step delta of Theorem 1 (0.01 in the experiments).
     """

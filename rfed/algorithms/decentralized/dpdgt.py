@@ -1,10 +1,10 @@
 """DP-DGT: differentially private dual gradient tracking for resource allocation, and noisy DDGT.
 
-Spec ``specs/003_dpdgt.md`` (Huo, Chen, Huang, Johansson, Shi). Agents hold a price estimate
-``w~_i`` (the negated dual variable) pulled through a row-stochastic ``R`` and a cumulative
-mismatch tracker ``s_i`` pushed through a column-stochastic ``C``; both messages carry i.i.d.
-Laplace noise of geometrically decaying scale. Per iteration ``k`` (order (12a) -> (12c) -> (12b),
-spec P1; one noise draw per agent and message, entering its own diagonal term too, P4)::
+After Huo, Chen, Huang, Johansson and Shi (rfed's reading: ``docs/papers/dpdgt.md``). Agents hold a
+price estimate ``w~_i`` (the negated dual variable) pulled through a row-stochastic ``R`` and a
+cumulative mismatch tracker ``s_i`` pushed through a column-stochastic ``C``; both messages carry
+i.i.d. Laplace noise of geometrically decaying scale. Per iteration ``k`` (order (12a) -> (12c) ->
+(12b), one noise draw per agent and message, entering its own diagonal term too)::
 
     s_{k+1}  = (1 - gamma) s_k + gamma C (s_k + xi_k) - alpha_k (w_k - d)          (13a)
     w~_{k+1} = (1 - phi) w~_k + phi R (w~_k + zeta_k) + (s_{k+1} - s_k)             (13b)
@@ -15,7 +15,7 @@ with ``alpha_k = alpha0 q^k`` and scales ``theta_k = theta0 q_theta^k`` (Cor. 5.
 Only Euclidean space: the coupling constraint sums decisions, the dual lives in R^m, the
 tracker's conservation law ``1^T (s_{k+1} - s_k) = -alpha_k (sum w - sum d) + gamma 1^T xi_k``
 needs plain sums, and the privacy proof uses l1 distances of coordinate-wise Laplace noise
-(spec 003 section 7). Any other manifold is refused with that explanation.
+(``docs/papers/dpdgt.md``). Any other manifold is refused with that explanation.
 
 References
 ----------
@@ -71,7 +71,8 @@ def require_euclidean(problem, algorithm: str) -> None:
             "tracking needs a vector space (the coupling constraint sum_i w_i = sum_i d_i adds "
             "decisions, the dual variable lives in R^m, the tracker conserves plain sums through "
             "1^T C = 1^T, and the privacy proof uses l1 distances of coordinate-wise Laplace "
-            "noise); Riemannian averaging would break the conservation law (spec 003 section 7)"
+            "noise); Riemannian averaging would break the conservation law (see "
+            "docs/papers/dpdgt.md)"
         )
     if not isinstance(problem, QuadraticResourceAllocation):
         raise TypeError(f"{algorithm} solves a QuadraticResourceAllocation, got "
@@ -208,7 +209,7 @@ class _PushPullBase(BlockStates, Algorithm):
     def run(self, problem, n_rounds, *, rng, x0=None, eval_every=1, with_reference=True,
             callback=None, **checkpointing):
         """As :meth:`Algorithm.run`; ``x0`` is the initial price ``w~_0`` (shape ``(m,)``,
-        default 0, spec P18) and the result's ``x`` is the allocation ``(n_agents, m)``;
+        default 0) and the result's ``x`` is the allocation ``(n_agents, m)``;
         ``checkpointing``: ``checkpoint_every``, ``checkpoint``, ``resume_from``."""
         require_euclidean(problem, self.name)
         if x0 is None:
@@ -268,13 +269,13 @@ class _PushPullBase(BlockStates, Algorithm):
 
 
 class DPDGT(_PushPullBase):
-    r"""DP-DGT (spec 003, Algorithm 1 / eq. (13)).
+    r"""DP-DGT (Algorithm 1 / eq. (13)).
 
     Parameters
     ----------
     graph : Graph
         Directed communication graph (the IEEE 14-bus digraph in the paper); ``R`` and ``C``
-        default to uniform weights with self-loops (spec 5.3).
+        default to uniform weights with self-loops.
     alpha0, q : float
         Step sizes ``alpha_k = alpha0 q^k`` (summable, as privacy needs; Sec. 6.1: 0.015, 0.991).
     gamma, phi : float
@@ -297,7 +298,7 @@ class DPDGT(_PushPullBase):
     adjacency_radius : float
         Radius of the paper's relation (Def. 2.2): neighbouring problems differ in ONE agent's
         cost function, with ``sup_w ||grad F_i(w) - grad F_i'(w)||_1 <= adjacency_radius``. The
-        paper never fixes it (spec P16); the report names it (``level='dpdgt-cost-function'``,
+        paper never fixes it; the report names it (``level='dpdgt-cost-function'``,
         ``neighboring``). This is not record-level DP.
     delta : float, optional
         Delta of the report (default 1e-5; the basic composition is pure, delta = 0).
@@ -381,8 +382,9 @@ class DPDGT(_PushPullBase):
 
 
 class NoisyDDGT(_PushPullBase):
-    r"""Distributed dual gradient tracking of Zhang, You and Cai (spec 003 eq. (7)) with the same
-    Laplace noise on both messages (eq. (10)), DP-DGT's comparison baseline of Sec. 6.3::
+    r"""Distributed dual gradient tracking of Zhang, You and Cai (eq. (7) of the DP-DGT paper)
+    with the same Laplace noise on both messages (eq. (10)), DP-DGT's comparison baseline of
+    Sec. 6.3::
 
         w~_{k+1} = R (w~_k + zeta_k) + beta_k z_k,   w_{k+1} = argmin F_i(w) - w~_{k+1}^T w,
         z_{k+1}  = C (z_k + xi_k) - iota (w_{k+1} - w_k),   z_0 = -iota (w_0 - d).

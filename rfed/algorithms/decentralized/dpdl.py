@@ -1,24 +1,24 @@
 """DPDL: cross-gradient aggregation with similarity calibration, and the DP-DPSGD baseline.
 
-Spec ``specs/001_dpdl.md`` (Yuan, Xiao, Wang, Li). Each round, agent ``i`` sends its model to its
-neighbours; each neighbour ``j`` evaluates it on a minibatch of *its own* data, clips every
-per-sample gradient, adds ``N(0, sigma^2 C^2)`` to the sum and returns the mean (the
-cross-gradient ``gdd^{ij}``, eqs. (8)-(10)); ``i`` compares each received cross-gradient with its
-self-gradient by cosine similarity ``S`` and forms (eqs. (15)-(18))
+After Yuan, Xiao, Wang and Li (rfed's reading: ``docs/papers/dpdl.md``). Each round, agent ``i``
+sends its model to its neighbours; each neighbour ``j`` evaluates it on a minibatch of *its own*
+data, clips every per-sample gradient, adds ``N(0, sigma^2 C^2)`` to the sum and returns the mean
+(the cross-gradient ``gdd^{ij}``, eqs. (8)-(10)); ``i`` compares each received cross-gradient with
+its self-gradient by cosine similarity ``S`` and forms (eqs. (15)-(18))
 
 ``gtilde^i = sum_{j in N_i} gdd^{ij} / (sqrt(w_ij) N) + alpha (sum_j w_ij Cal^{ij}) gdd^{ii}``,
 ``Cal^{ij} = 1 / (1 + e^{S})`` (in ``[1/(1+e), e/(1+e)] = [0.2689, 0.7311]``),
 
 then takes a heavy-ball step and gossips both momentum and model with ``W`` (eqs. (19)-(22)).
 
-Privacy (issue 8, defect 3): the paper puts the agent's CLEAN clipped self-gradient ``ghat^{ii}``
+Privacy: the paper puts the agent's CLEAN clipped self-gradient ``ghat^{ii}``
 in the self term and the cosine reference; that value then leaves the agent inside the model it
 gossips, un-noised (infinite epsilon). rfed uses the agent's NOISY self-gradient ``gdd^{ii}`` (the
 same Gaussian mechanism as a cross-gradient, on the same minibatch) in both places, so everything
 that leaves agent ``i`` is post-processing of its ``|N_i|`` noisy releases per round (its
 ``|N_i| - 1`` cross-gradients for its neighbours and its self-gradient), all accounted.
 
-Manifold form (spec section 7): the cross-gradient is computed at the receiver's own point
+Manifold form (``docs/papers/dpdl.md``): the cross-gradient is computed at the receiver's own point
 ``x^i_{t-1}`` (the model it sent), so it lies in ``T_{x^i}`` already: no transport for the
 cosine, the calibration or the sum. The model step is ``Exp_{x^i}(-eta vtilde^i)``, the model
 gossip is one Riemannian gossip step, and the momentum gossip transports each ``vtilde^j`` from
@@ -76,7 +76,7 @@ def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
 
     Returns
     -------
-    (S, Cal) : arrays, shape ``(m,)``; ``S = 0`` (``Cal = 1/2``) when a norm vanishes (spec P4).
+    (S, Cal) : arrays, shape ``(m,)``; ``S = 0`` (``Cal = 1/2``) when a norm vanishes.
     """
     num = manifold.inner(x, received, reference)
     if reference_norm is None:
