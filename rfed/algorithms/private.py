@@ -234,6 +234,22 @@ class NoiseConfig:
                 return name
         return None
 
+    def paper_target(self) -> tuple[float, int]:
+        """``(paper_epsilon, n_rounds)``, the input of a paper's noise formula.
+
+        Returns
+        -------
+        tuple of (float, int)
+
+        Raises
+        ------
+        ValueError
+            The noise is not set by ``paper_epsilon``.
+        """
+        if self.paper_epsilon is None or self.n_rounds is None:
+            raise ValueError("the paper's formula needs 'paper_epsilon' and 'n_rounds'")
+        return float(self.paper_epsilon), int(self.n_rounds)
+
     @property
     def planned_rounds(self) -> int | None:
         """The rounds a budget was planned for (stepping past them raises), else ``None``."""
@@ -637,14 +653,16 @@ def plan_noise(config: NoiseConfig, release: Release, *, local_sizes: np.ndarray
             active = active_rounds() if callable(active_rounds) else active_rounds
             if active is None:
                 active = np.full(1 if sizes is None else sizes.size, config.n_rounds)
-            return release.calibrate(budget, delta, sizes, np.asarray(active), rng)
+            # a relation without records (sizes None) is a release's own calibration
+            return release.calibrate(budget, delta, sizes, np.asarray(active),  # type: ignore[arg-type]
+                                     rng)
 
         z = once(calibrated)
         target = budget.epsilon
     elif mode == "noise_multiplier":
-        z = release.noise_level(config.noise_multiplier, sensitivity)
+        z = release.noise_level(float(config.noise_multiplier or 0.0), sensitivity)
     elif mode == "paper_sigma":
-        z = release.paper_level(config.paper_sigma, sigma_unit, sensitivity)
+        z = release.paper_level(float(config.paper_sigma or 0.0), sigma_unit, sensitivity)
     else:
         if paper_std is None:
             raise ValueError(f"{algorithm} has no paper formula: 'paper_epsilon=' is refused; "
@@ -785,8 +803,8 @@ class GaussianAccount:
                 sizes = self.local_sizes[who]
                 if self._equal_sizes:
                     sizes = sizes[:1].reshape(())
-                kw = {}
-                if sampling == "without_replacement":
+                kw: dict[str, Any] = {}
+                if sampling == "without_replacement" and self.sample_size is not None:
                     kw = {"dataset_size": sizes,
                           "sample_size": np.minimum(self.sample_size, sizes)}
                     if np.all(kw["sample_size"] >= sizes):

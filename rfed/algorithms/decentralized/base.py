@@ -160,7 +160,7 @@ class DecentralizedAlgorithm(BlockStates, Algorithm):
     reference), ``consensus_error``, ``messages`` and ``bytes_sent``.
     """
 
-    state_rows = ("x",)
+    state_rows: ClassVar[tuple[str, ...]] = ("x",)
 
     def output(self, problem, state) -> np.ndarray:
         return agents_mean(problem.manifold, self._all_output_points(state))
@@ -700,7 +700,7 @@ class PrivateAlgorithm(DecentralizedAlgorithm):
         return plan_noise(
             cfg, self.release(problem), local_sizes=problem.counts, dim=problem.manifold.dim,
             rng=rng, comm=self.network.comm, sigma_unit=self.sigma_unit(), paper_std=paper,
-            active_rounds=lambda: self.active_rounds(seed, n, cfg.n_rounds),
+            active_rounds=lambda: self.active_rounds(seed, n, int(cfg.n_rounds or 0)),
             algorithm=self.name)
 
     def account(self, problem: Any, plan: NoisePlan | None) -> GaussianAccount | None:

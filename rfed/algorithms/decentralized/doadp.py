@@ -285,10 +285,10 @@ class DOADP(PrivateAlgorithm):
         """Theorem 1, eq. (7): the noise std of ``paper_epsilon`` (the paper's formula)."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
-            return papers.doadp_sigma(self.noise.paper_epsilon, self.delta0,
-                                      self.noise.n_rounds, int(problem.counts.min()), self.p,
-                                      self.resolved_k(problem.manifold.dim),
-                                      problem.manifold.dim, self.grad_bound,
+            epsilon, rounds = self.noise.paper_target()
+            return papers.doadp_sigma(epsilon, self.delta0, rounds, int(problem.counts.min()),
+                                      self.p, self.resolved_k(problem.manifold.dim),
+                                      problem.manifold.dim, float(self.grad_bound or 0.0),
                                       variant="paper").sigma
 
     def paper_formula(self, problem, plan) -> PaperFormula:

@@ -131,7 +131,7 @@ class DPCGA(DPDL):
                          **kwargs)
         self.margin = check_nonneg(margin, "margin")
 
-    paper_std = None
+    paper_std = None  # type: ignore[assignment]  # no paper formula: paper_epsilon= refused
 
     def _private_gradient(self, clip: float, batch_size: int) -> PrivateGradient:
         """Batch-level clipping (DPDL's Sec. 6 reading of DP-CGA): the minibatch's mean

@@ -256,9 +256,11 @@ class DPDDA(PrivateAlgorithm):
         """Theorem 1 (printed constant 32): the noise std of ``paper_epsilon``."""
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
-            return self.theorem_sigma(self.noise.paper_epsilon, self.delta0,
-                                      self.noise.n_rounds, int(problem.counts.min()),
-                                      self.iota, self._lipschitz(problem), "paper")
+            epsilon, rounds = self.noise.paper_target()
+            # the release (planned before this) has refused a run without a public bound
+            lipschitz = self.release(problem).sensitivity / 2.0
+            return self.theorem_sigma(epsilon, self.delta0, rounds, int(problem.counts.min()),
+                                      self.iota, lipschitz, "paper")
 
     def paper_formula(self, problem, plan) -> PaperFormula:
         return PaperFormula("dpdda", {"delta0": self.delta0, "iota": self.iota,

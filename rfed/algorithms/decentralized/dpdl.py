@@ -247,8 +247,10 @@ class DPDL(PrivateAlgorithm):
     def paper_std(self, problem, delta: float) -> float:
         """Theorem 1, eq. (23) as printed: the ``sigma`` of ``paper_epsilon`` (it scales as
         ``1 / epsilon``)."""
+        epsilon, rounds = self.noise.paper_target()
         unit = self._paper(problem, delta, 1.0)
-        return unit.evaluate(self.noise.n_rounds)["epsilon"] / self.noise.paper_epsilon
+        assert unit is not None   # a paper formula at unit noise
+        return unit.evaluate(rounds)["epsilon"] / epsilon
 
     def paper_formula(self, problem, plan) -> PaperFormula | None:
         return self._paper(problem, plan.delta, plan.std / self.clip)
@@ -370,7 +372,7 @@ class DPDPSGD(DPDL):
     """
 
     name = "DP-DPSGD"
-    paper_std = None
+    paper_std = None  # type: ignore[assignment]  # no paper formula: paper_epsilon= refused
 
     def __init__(self, network: Network, *, lr: float, beta: float = 0.7, batch_size: int = 32,
                  clip: float = 2.0, sigma: float = 0.0, delta: float | None = None,

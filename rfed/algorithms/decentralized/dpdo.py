@@ -459,7 +459,7 @@ class DPDO(PrivateAlgorithm):
 
     def paper_std(self, problem, delta: float) -> float:
         """The paper's ``c_M = 2 C sqrt(d) c / (epsilon (p - q))``."""
-        return paper_noise_scale(self.noise.paper_epsilon, self.lr, self.lr_decay,
+        return paper_noise_scale(self.noise.paper_target()[0], self.lr, self.lr_decay,
                                  self.noise_decay, self.clip, problem.manifold.dim)
 
     def check_problem(self, problem) -> None:

@@ -331,8 +331,9 @@ class Muffliato(PrivateAlgorithm):
 
     def paper_std(self, problem, delta: float) -> float:
         """The noise std (units of ``C``) of the paper's pairwise bound at ``paper_epsilon``."""
-        z = muffliato_paper_z(self.weights, self.gossip_steps, self.omega,
-                              self.noise.paper_epsilon, delta, self.noise.n_rounds)
+        epsilon, rounds = self.noise.paper_target()
+        z = muffliato_paper_z(self.weights, self.gossip_steps, self.omega, epsilon, delta,
+                              rounds)
         return z * self.release(problem).sensitivity / self.clip
 
     def paper_formula(self, problem, plan) -> MuffliatoPaperFormula:
