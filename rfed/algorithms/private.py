@@ -87,6 +87,7 @@ __all__ = [
     "privacy_report",
     "not_private_report",
     "untracked_report",
+    "certifies",
     "REPORT_KEYS",
     "PAPER_LABEL",
     "GAUSSIAN_REPLACE_ONE_ONLY",
@@ -1008,6 +1009,22 @@ def not_private_report(algorithm: str, rounds: int, secure: bool = False) -> dic
         "replayable_from_seed": not secure, "label": "not private (no noise)",
         "certified": {"epsilon": eps, "delta": None, "accountant": "none (no noise)"},
         "planned_rounds": None, "private": False}
+
+
+def certifies(report: Any) -> bool:
+    """Whether a run's report holds a certified epsilon of noisy releases (``False`` for a run
+    without noise, an untracked one, or no report).
+
+    Parameters
+    ----------
+    report : dict or None
+
+    Returns
+    -------
+    bool
+    """
+    return bool(report) and bool(report.get("private")) \
+        and report.get("epsilon_certified") is not None
 
 
 def untracked_report(algorithm: str, rounds: int, secure: bool = False) -> dict[str, Any]:
