@@ -114,7 +114,13 @@ def test_privacy_report_follows_theorem_one(data):
 def test_bad_arguments():
     net = Network(complete(8))
     with pytest.raises(ValueError, match="n_active"):
-        DPDDA(net, n_active=3)
+        DPDDA(net, n_active=9)
+    with pytest.raises(ValueError, match="n_active"):
+        DPDDA(net, n_active=0, sampler="maximal")
+    with pytest.raises(ValueError, match="'n_edges'"):
+        DPDDA(net, sampler="edges")
+    with pytest.raises(ValueError, match="argument 'sampler' must be"):
+        DPDDA(net, n_active=4, sampler="rejection")
     with pytest.raises(ValueError, match="schedule"):
         DPDDA(net, n_active=4, schedule="fast")
     with pytest.raises(ValueError, match="gamma"):
