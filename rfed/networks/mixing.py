@@ -731,9 +731,20 @@ class RandomGossip:
             return np.stack([i, j], axis=1)
         return self._edge_list[idx]
 
-    def _is_edge(self, pairs: np.ndarray) -> np.ndarray:
+    @functools.cached_property
+    def _arc_keys(self) -> np.ndarray:
+        """``i n + j`` for every arc ``j -> i`` of the adjacency, increasing (CSR order with
+        sorted indices), int64 ``(arcs,)``."""
         a = self.graph.adjacency
-        return np.asarray(a[pairs[:, 0], pairs[:, 1]]).ravel() != 0
+        rows = np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a.indptr))
+        return rows * a.shape[0] + a.indices
+
+    def _is_edge(self, pairs: np.ndarray) -> np.ndarray:
+        """Whether each pair ``(i, j)`` is an edge, shape ``(k,)`` (binary search)."""
+        keys = pairs[:, 0].astype(np.int64) * self.graph.n_nodes + pairs[:, 1]
+        arcs = self._arc_keys
+        pos = np.minimum(np.searchsorted(arcs, keys), max(arcs.size - 1, 0))
+        return arcs[pos] == keys if arcs.size else np.zeros(keys.size, dtype=bool)
 
     # ------------------------------------------------------------------ activation
     def activation_probabilities(self) -> np.ndarray:

@@ -316,7 +316,14 @@ class DPDDA(DecentralizedAlgorithm):
         a_t = self._a(t)
         big_a = state.big_a + a_t
         # output average over x^(1..t) with weights a_tau (Alg. 1 line 2)
-        xtilde = manifold.exp(state.xtilde, (a_t / big_a) * manifold.log(state.xtilde, state.x))
+        if type(manifold) is Euclidean:
+            # xtilde + (a_t / A_t)(x - xtilde), in one array: Exp and Log's arithmetic
+            xtilde = np.subtract(state.x, state.xtilde)
+            xtilde *= a_t / big_a
+            xtilde += state.xtilde
+        else:
+            xtilde = manifold.exp(state.xtilde,
+                                  (a_t / big_a) * manifold.log(state.xtilde, state.x))
         if state.ledger is not None:
             state.ledger.check_can_step()
         rnd = self._planned.take(state.seed, state.t)

@@ -407,9 +407,15 @@ class DPDGT(_PushPullBase):
         k = state.t
         agents = state.comm.agents
         pushed, pulled = self._messages(state, state.comm)
-        s = (1 - self.gamma) * state.s + self.gamma * pushed - self.alpha(k) * (
-            state.w - problem.demand_rows(agents))
-        wt = (1 - self.phi) * state.wt + self.phi * pulled + (s - state.s)
+        # (13a): s = (1 - gamma) s + gamma C(s + xi) - alpha_k (w - d)
+        s = (1 - self.gamma) * state.s
+        s += np.multiply(pushed, self.gamma, out=pushed)
+        mismatch = np.subtract(state.w, problem.demand_rows(agents))
+        s -= np.multiply(mismatch, self.alpha(k), out=mismatch)
+        # (13b): w~ = (1 - phi) w~ + phi R(w~ + zeta) + (s_{k+1} - s_k)
+        wt = (1 - self.phi) * state.wt
+        wt += np.multiply(pulled, self.phi, out=pulled)
+        wt += np.subtract(s, state.s, out=mismatch)
         w = problem.primal_rows(agents, wt)
         return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
@@ -463,9 +469,10 @@ class NoisyDDGT(_PushPullBase):
     def step(self, problem, state):
         k = state.t
         pushed, pulled = self._messages(state, state.comm)
-        wt = pulled + self.beta0 * self.q ** k * state.s
+        wt = np.add(pulled, self.beta0 * self.q ** k * state.s, out=pulled)
         w = problem.primal_rows(state.comm.agents, wt)
-        z = pushed - self.iota * (w - state.w)
+        change = np.subtract(w, state.w)
+        z = np.subtract(pushed, np.multiply(change, self.iota, out=change), out=pushed)
         return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
                         theta_zeta=state.theta_zeta, seed=state.seed)
