@@ -12,6 +12,13 @@ median CPU seconds of the timed rounds, the peak RSS and, per algorithm, the gro
 ``log10(t(10^6) / t(10^5))`` of the time per round (1 = linear); the records and the table go to
 ``benchmarks/results/bench_scale.json`` and ``.txt`` (``--out``).
 
+CPU time counts the kernel's too: with glibc's defaults every array above 32 MiB (an ``n x 10``
+float array from about 420,000 agents on) is mapped fresh and unmapped on release, so each
+temporary of a round faults its pages in again. ``--malloc keep`` runs the children with
+``GLIBC_TUNABLES=glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold=<cap>`` (every block from
+the heap, never trimmed below the cap) and writes ``bench_scale_malloc_keep.*``: the same code
+without that kernel time.
+
 Settings (every run private, with the noise parametrisation each algorithm's users run at
 scale, no budget calibration):
 
@@ -169,10 +176,18 @@ def _limit(cap_bytes: int):
     return apply
 
 
-def run_one(name: str, n: int, rounds: int, cap_gib: float, timeout: float) -> dict:
+#: ``--malloc keep``: glibc serves every block from its heap (no mmap) and never trims it,
+#: so a freed array is reused by the next one instead of being unmapped and faulted in again
+KEEP_FREED = {"GLIBC_TUNABLES": "glibc.malloc.mmap_max=0:glibc.malloc.trim_threshold={cap}"}
+
+
+def run_one(name: str, n: int, rounds: int, cap_gib: float, timeout: float,
+            malloc: str = "default") -> dict:
     env = dict(os.environ)
     for var in THREAD_VARS:
         env[var] = "1"
+    if malloc == "keep":
+        env.update({k: v.format(cap=int(cap_gib * 2**30)) for k, v in KEEP_FREED.items()})
     env.setdefault("OPENBLAS_CORETYPE", "Haswell")
     repo = str(Path(__file__).resolve().parents[1])
     env["PYTHONPATH"] = repo + os.pathsep + env.get("PYTHONPATH", "")
@@ -232,8 +247,11 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=5, help="timed rounds after the first")
     parser.add_argument("--cap-gib", type=float, default=8.0)
     parser.add_argument("--timeout", type=float, default=3600.0, help="seconds per child")
-    parser.add_argument("--out", default=str(RESULTS / "bench_scale"),
-                        help="results path without suffix (.json and .txt are written)")
+    parser.add_argument("--malloc", choices=("default", "keep"), default="default",
+                        help="glibc's allocator as is, or keeping freed blocks for reuse")
+    parser.add_argument("--out", default=None,
+                        help="results path without suffix (.json and .txt are written; "
+                             "default benchmarks/results/bench_scale[_malloc_keep])")
     parser.add_argument("--child", nargs=2, metavar=("ALGORITHM", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -246,25 +264,31 @@ def main() -> None:
     records = []
     for name in args.algorithms:
         for n in sizes:
-            rec = run_one(name, n, args.rounds, args.cap_gib, args.timeout)
+            rec = run_one(name, n, args.rounds, args.cap_gib, args.timeout, args.malloc)
             records.append(rec)
             shown = (f"{rec['round_s']:.4g} s/round, peak {rec['peak_rss_mib']:.0f} MiB, init "
                      f"{rec['init_s']:.3g} s" if rec["status"] == "ok" else rec["status"])
             print(f"{name:<12} n = {n:>9,}: {shown}", flush=True)
+    allocator = ("glibc malloc as is" if args.malloc == "default" else
+                 "glibc malloc keeping freed blocks (" + KEEP_FREED["GLIBC_TUNABLES"].format(
+                     cap=int(args.cap_gib * 2**30)) + ")")
     text = (f"time per round (median CPU s of {args.rounds} rounds after the first) and peak RSS "
-            f"(MiB), one process per cell, 1 BLAS thread, RLIMIT_AS {args.cap_gib:g} GiB; "
+            f"(MiB), one process per cell, 1 BLAS thread, RLIMIT_AS {args.cap_gib:g} GiB, "
+            f"{allocator}; "
             f"d = {DIM}, {RECORDS} records per agent; exponent = growth of the time per round "
             f"from {sizes[-2]:,} to {sizes[-1]:,} agents\n" if len(sizes) > 1 else "\n")
     text += table(records, args.algorithms, sizes)
     print()
     print(text)
-    out = Path(args.out)
+    out = Path(args.out or RESULTS / ("bench_scale" if args.malloc == "default"
+                                      else "bench_scale_malloc_keep"))
     out.parent.mkdir(parents=True, exist_ok=True)
     summary = {name: exponent(records, name, sizes[-2], sizes[-1]) if len(sizes) > 1 else None
                for name in args.algorithms}
     meta = {"command": " ".join([Path(sys.executable).name] + sys.argv),
             "machine": platform.platform(), "cpus": os.cpu_count(),
             "load_average": os.getloadavg(), "rounds": args.rounds, "cap_gib": args.cap_gib,
+            "malloc": args.malloc,
             "dim": DIM, "records_per_agent": RECORDS, "sizes": sizes}
     out.with_suffix(".json").write_text(json.dumps(
         {"meta": meta, "records": records, "exponent_time": summary}, indent=1) + "\n")

@@ -309,7 +309,7 @@ def freeze_weights(weights, name: str = "weights") -> sp.csr_matrix:
     return w
 
 
-def weights_fact(w: sp.csr_matrix, key: str, compute):
+def weights_fact(w: sp.csr_matrix, key: str | tuple, compute):
     """``compute(w)``, kept on ``w`` when it is frozen (see :func:`freeze_weights`).
 
     A matrix whose arrays are writable, or were replaced since the value was kept, gets
@@ -334,8 +334,12 @@ def weights_fact(w: sp.csr_matrix, key: str, compute):
 
 
 try:  # scipy's own kernel of ``csr_matrix @ ndarray``, called without the operator's dispatch
-    from scipy.sparse._sparsetools import csr_matvec as _csr_matvec
-    from scipy.sparse._sparsetools import csr_matvecs as _csr_matvecs
+    from scipy.sparse._sparsetools import (  # type: ignore[import-untyped]
+        csr_matvec as _csr_matvec,
+    )
+    from scipy.sparse._sparsetools import (  # type: ignore[import-untyped]
+        csr_matvecs as _csr_matvecs,
+    )
 except ImportError:  # pragma: no cover - a scipy that moved its private kernels
     _csr_matvec = _csr_matvecs = None
 

@@ -43,9 +43,9 @@ from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.comm import default_communicator, freeze_weights
 from rfed.networks.graphs import Graph
 from rfed.networks.mixing import (
+    PushPullConstants,
     check_column_stochastic,
     check_row_stochastic,
-    PushPullConstants,
     column_stochastic_weights,
     push_pull_constants,
     row_stochastic_weights,
