@@ -32,6 +32,7 @@ over the better of the two BLAS products and over the best baseline. Records go 
 ``--out`` (``.json`` and ``.txt``).
 """
 
+# ruff: noqa: E402  (one BLAS thread is set before numpy loads)
 from __future__ import annotations
 
 import os
@@ -39,18 +40,18 @@ import os
 for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ.setdefault(_var, "1")
 
-import argparse  # noqa: E402
-import json  # noqa: E402
-import platform  # noqa: E402
-import sys  # noqa: E402
-import time  # noqa: E402
-from pathlib import Path  # noqa: E402
+import argparse
+import json
+import platform
+import sys
+import time
+from pathlib import Path
 
-import numpy as np  # noqa: E402
-import scipy.sparse as sp  # noqa: E402
+import numpy as np
+import scipy.sparse as sp
 
-from rfed.manifolds import Euclidean, Sphere  # noqa: E402
-from rfed.networks import (  # noqa: E402
+from rfed.manifolds import Euclidean, Sphere
+from rfed.networks import (
     Network,
     complete,
     freeze_weights,
