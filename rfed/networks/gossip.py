@@ -11,8 +11,10 @@ batched ``exp``; O(arcs) work, in chunks of at most ``max_chunk_arcs`` arcs to b
 On Euclidean space :math:`\mathrm{Log}_{x_i}(x_j) = x_j - x_i` and :math:`\mathrm{Exp}` is
 addition, so the step is :math:`x_i + \gamma((WX)_i - r_i x_i)` with :math:`r = W\mathbf 1`; for a
 row-stochastic W and :math:`\gamma = 1` this is exactly :math:`WX`. This module evaluates that
-closed form (one sparse product) whenever the manifold is :class:`~rfed.manifolds.Euclidean`;
-algorithms never special-case it.
+closed form (one product, :func:`rfed.networks.comm.mix_product`) whenever the manifold is
+:class:`~rfed.manifolds.Euclidean`; algorithms never special-case it. W's checks are kept on a
+frozen W (:func:`rfed.networks.freeze_weights`), so a call costs the product and one pass over
+the points.
 """
 
 from __future__ import annotations
@@ -262,7 +264,8 @@ def riemannian_gossip(
     Notes
     -----
     On Euclidean space returns :math:`X + \gamma(WX - \mathrm{diag}(W\mathbf 1) X)`, which is
-    :math:`WX` for row-stochastic W and :math:`\gamma = 1` (one sparse product). On a sphere
+    :math:`WX` for row-stochastic W and :math:`\gamma = 1` (one product, sparse or, for a dense
+    frozen W, dense: the same result to rounding, ``docs/guide/scale.md``). On a sphere
     the step is defined while no two neighbours are antipodal (``AntipodalError`` otherwise).
     """
     if not math.isfinite(gamma):
