@@ -24,7 +24,7 @@ size) it times
   compute).
 
 One BLAS thread (set before numpy loads). All calls of one configuration are interleaved in one
-process (one call of each in turn, the order rotating, ``repeat`` times), so load on a shared
+process (one sample of each in turn, in a shuffled order, ``repeat`` times), so load on a shared
 machine affects every method alike; the table gives the median CPU time (``time.process_time``)
 per call, ``rfed/base`` (rfed gossip's time over the method's; below 1 rfed is faster) and the
 largest difference from rfed's result. The closing lines give, per configuration, rfed gossip
@@ -67,19 +67,23 @@ BLAS = ("W @ X (scipy CSR)", "W @ X (dense BLAS)")
 def interleaved_medians(fns: dict, repeat: int) -> tuple[dict, dict]:
     """Median CPU seconds per call of each function, calls interleaved; and each last result.
 
-    Each timed sample is as many calls as take about a millisecond (so the clock's resolution
-    does not matter); the order rotates every repeat, since the first call of a cycle runs on
-    the caches the previous cycle's last call left."""
+    Each timed sample is as many calls as take about two milliseconds (so the clock's
+    resolution does not matter); the order is shuffled every repeat (seeded), so no method
+    always runs on the caches one other method left."""
     out = {name: fn() for name, fn in fns.items()}  # warm-up
     calls = {}
     for name, fn in fns.items():
-        t0 = time.process_time()
-        fn()
-        calls[name] = max(1, int(1e-3 / max(time.process_time() - t0, 1e-7)))
+        once = []
+        for _ in range(3):
+            t0 = time.process_time()
+            fn()
+            once.append(time.process_time() - t0)
+        calls[name] = max(1, int(2e-3 / max(float(np.median(once)), 1e-7)))
     times = {name: [] for name in fns}
     names = list(fns)
-    for r in range(repeat):
-        for name in names[r % len(names):] + names[:r % len(names)]:
+    order = np.random.default_rng(12345)
+    for _ in range(repeat):
+        for name in order.permutation(names):
             fn = fns[name]
             t0 = time.process_time()
             for _ in range(calls[name]):
