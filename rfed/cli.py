@@ -192,7 +192,7 @@ def _print_citations(paper_label: str, description: str) -> None:
 
 
 def _fmt(v) -> str:
-    from rfed.experiments.tables import _fmt as fmt
+    from rfed.experiments.tables import format_value as fmt
 
     return fmt(v)
 

@@ -2,9 +2,9 @@
 
 Both files are :mod:`rfed.state` files (no pickle: nothing in them can run code), checksummed
 and bound to the run (experiment, seed, run id and the SHA-256 of its settings,
-:func:`config_digest`). The layout is described in
-:class:`rfed.experiments.run_context.RunContext` (Notes); :func:`read_checkpoint` reads it back
-and :func:`read_run_config` the settings a resumed run replays.
+:func:`config_digest`). A :class:`CheckpointLog` writes them as a run goes
+(the layout: :class:`rfed.experiments.RunContext`, Notes); :func:`read_checkpoint` reads them
+back and :func:`read_run_config` the settings a resumed run replays.
 """
 
 from __future__ import annotations
@@ -12,12 +12,12 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
-from rfed._io import strict_json
-from rfed.state import StateFileError, load_state, loads_state
+from rfed._io import atomic_write_bytes, strict_json, write_at_end
+from rfed.state import StateFileError, dumps_state, load_state, loads_state
 
 __all__ = [
     "OutputDirError",
@@ -219,3 +219,93 @@ def _read_log(path: Path, size: int, digest: str, run_id: str) -> tuple[list[dic
                                  f"{pos}: {exc!r})") from None
         pos += _FRAME_HEADER + n
     return frames, hasher
+
+
+class CheckpointLog:
+    """The checkpoint files of one results folder, written as the run goes.
+
+    Each :meth:`save` appends one frame to ``checkpoint.log`` (the runs completed and the
+    records logged since the previous save, serialized once), makes it durable, then replaces
+    ``checkpoint.npz`` (the unfinished run and the length and SHA-256 of the log prefix it
+    stands on). A kill between the two leaves the previous ``checkpoint.npz``, which stands on
+    a shorter prefix; :meth:`resume` reads the checkpoint back and appends after its prefix.
+
+    Parameters
+    ----------
+    folder : Path
+        The results folder.
+    """
+
+    def __init__(self, folder: Path):
+        self.folder = Path(folder)
+        # what the log's trusted prefix holds: its size and SHA-256, runs and records in it
+        self._size = 0
+        self._sha256 = hashlib.sha256()
+        self._n_completed = 0
+        self._n_records = 0
+
+    def resume(self, expect: Mapping[str, Any]) -> dict | None:
+        """The folder's checkpoint (:func:`read_checkpoint` with ``expect``), or ``None``;
+        later saves append after the log prefix it stands on (a torn tail is overwritten).
+
+        Raises
+        ------
+        OutputDirError
+            As :func:`read_checkpoint`.
+        """
+        ck, sha256 = _read_checkpoint(self.folder, expect)
+        if ck is not None:
+            log = ck["log"]
+            self._size, self._sha256 = log["size"], sha256
+            self._n_completed, self._n_records = log["n_completed"], log["n_records"]
+        return ck
+
+    def save(self, head: Mapping[str, Any], completed: Sequence, records: Sequence,
+             current: dict | None, bind: Mapping[str, Any]) -> None:
+        """Append the runs and records not yet in the log, then replace ``checkpoint.npz``.
+
+        Parameters
+        ----------
+        head : mapping
+            ``experiment``, ``seed`` and ``run_id`` of the run.
+        completed : sequence of (RunResult, int)
+            Every run finished so far and the number of records it logged.
+        records : sequence of dict
+            Every history record logged so far.
+        current : dict or None
+            The unfinished run: ``{"index", "start", "n_logged", "payload"}``.
+        bind : mapping
+            What the checkpoint is bound to (:func:`rfed.state.dumps_state`).
+
+        Raises
+        ------
+        rfed.state.UnsupportedStateError
+            Something in the state cannot be saved; nothing was written.
+        """
+        new_completed = list(completed[self._n_completed:])
+        new_records = list(records[self._n_records:])
+        frame = b""
+        if new_completed or new_records:
+            blob = dumps_state({"completed": new_completed, "records": new_records},
+                               kind=_LOG_KIND, bind={"run_id": head["run_id"]})
+            frame = len(blob).to_bytes(_FRAME_HEADER, "little") + blob
+        sha256 = self._sha256.copy()
+        sha256.update(frame)
+        log: dict[str, Any] = {
+            "size": self._size + len(frame), "sha256": sha256.hexdigest(),
+            "n_completed": len(completed), "n_records": len(records)}
+        ck = {"format": _CHECKPOINT_FORMAT, "experiment": head["experiment"],
+              "seed": int(head["seed"]), "run_id": head["run_id"], "log": log,
+              "current": current}
+        data = dumps_state(ck, kind=_CHECKPOINT_KIND, bind=bind)
+        if frame:
+            # durable before the checkpoint that stands on it replaces the previous one
+            write_at_end(self.folder / _CHECKPOINT_LOG, frame, self._size)
+            self._size, self._sha256 = log["size"], sha256
+            self._n_completed, self._n_records = log["n_completed"], log["n_records"]
+        atomic_write_bytes(self.folder / _CHECKPOINT, data)
+
+    def remove(self) -> None:
+        """Remove both files (the run has finished, or cannot be checkpointed)."""
+        (self.folder / _CHECKPOINT).unlink(missing_ok=True)
+        (self.folder / _CHECKPOINT_LOG).unlink(missing_ok=True)

@@ -30,8 +30,8 @@ experiment; :func:`summarise_repetitions` summarises the others and counts it.
 
 from __future__ import annotations
 
-import hashlib
 import io
+import json
 import math
 import os
 import shutil
@@ -53,23 +53,15 @@ from rfed._io import (
     process_gone,
     remove_stale_temporaries,
     strict_json,
-    write_at_end,
 )
 from rfed.experiments.checkpoints import (
-    _CHECKPOINT,
-    _CHECKPOINT_FORMAT,
-    _CHECKPOINT_KIND,
-    _CHECKPOINT_LOG,
-    _FRAME_HEADER,
-    _LOG_KIND,
+    CheckpointLog,
     OutputDirError,
-    _read_checkpoint,
-    _strict_roundtrip,
     config_digest,
     read_run_config,
 )
-from rfed.experiments.tables import SUMMARY_COLUMNS, _csv_text, format_summary_table, format_table
-from rfed.state import UnsupportedStateError, dumps_state
+from rfed.experiments.tables import SUMMARY_COLUMNS, csv_text, format_summary_table, format_table
+from rfed.state import UnsupportedStateError
 
 __all__ = ["RunContext"]
 
@@ -104,7 +96,7 @@ class _SharedBar:
     def start(self, total: int, setting: str = "") -> _SharedBar:
         if self.enabled:
             if self._bar is None:
-                from tqdm.auto import tqdm
+                from tqdm.auto import tqdm  # type: ignore[import-untyped]
 
                 self._bar = tqdm(total=total, leave=False, dynamic_ncols=True)
             else:
@@ -245,11 +237,7 @@ class RunContext:
         self._pos = 0                  # records logged so far, counting replayed ones
         self._run_index = 0            # index of the next Algorithm.run call
         self._completed: list[tuple[Any, int]] = []  # (RunResult, records it logged)
-        # what checkpoint.log holds: its size and SHA-256, the completed runs and records in it
-        self._log_size = 0
-        self._log_hash = hashlib.sha256()
-        self._logged_completed = 0
-        self._logged_records = 0
+        self._checkpoints = CheckpointLog(self.out_dir) if self.out_dir is not None else None
         self._last_checkpoint = _clock()
         self._current: tuple[int, int] | None = None  # (run index, _pos at its start)
         self._resume: dict | None = None
@@ -337,25 +325,22 @@ class RunContext:
             raise OutputDirError(f"cannot resume: the run in '{out}' has finished "
                                  f"(summary.json exists)")
         for key, mine in (("experiment", experiment), ("seed", int(self.seed)),
-                          ("config", _strict_roundtrip(config))):
+                          ("config", json.loads(strict_json(config)))):
             if saved.get(key) != mine:
                 raise OutputDirError(
                     f"cannot resume: '{out}' holds a run with {key} {saved.get(key)!r}, "
                     f"not {mine!r}"
                 )
         self.run_id = saved["run_id"]
+        assert self._checkpoints is not None
         try:
-            ck, hasher = _read_checkpoint(out, self._binding())
+            ck = self._checkpoints.resume(self._binding())
         except OutputDirError as exc:
             raise OutputDirError(f"cannot resume: {exc}") from None
         if ck is None:
             return
         self._resume = ck
         self.records = ck["records"]
-        # the log prefix stays: appends go after it
-        self._log_size, self._log_hash = ck["log"]["size"], hasher
-        self._logged_completed = ck["log"]["n_completed"]
-        self._logged_records = ck["log"]["n_records"]
         lines = "".join(self._history_line(r) + "\n" for r in self.records)
         atomic_write_text(out / "history.jsonl", lines)
 
@@ -462,16 +447,16 @@ class RunContext:
         self._write_json("privacy.json", self.privacy)
         self._wrote_result = self._wrote_result or self.out_dir is not None
 
-    def save_table(self, name: str, rows: list[Mapping[str, Any]]) -> None:
+    def save_table(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Write a table as ``NAME.csv`` and ``NAME.md`` (all rows)."""
-        rows = [_jsonable(r) for r in rows]
-        self.tables[name] = rows
-        if self.out_dir is None or not rows:
+        table = [_jsonable(r) for r in rows]
+        self.tables[name] = table
+        if self.out_dir is None or not table:
             return
         self._ensure_open()
-        keys = list(dict.fromkeys(k for r in rows for k in r))
-        atomic_write_text(self.out_dir / f"{name}.csv", _csv_text(rows, keys))
-        atomic_write_text(self.out_dir / f"{name}.md", format_table(rows, keys))
+        keys = list(dict.fromkeys(k for r in table for k in r))
+        atomic_write_text(self.out_dir / f"{name}.csv", csv_text(table, keys))
+        atomic_write_text(self.out_dir / f"{name}.md", format_table(table, keys))
         self._wrote_result = True
 
     def summary_table(self, rows: Sequence[Mapping[str, Any]]) -> str:
@@ -612,45 +597,24 @@ class RunContext:
 
     def _save_checkpoint(self, payload: dict | None) -> None:
         """Append what is new to the log, then replace ``checkpoint.npz`` (see the Notes)."""
-        if self.out_dir is None or self._checkpoint_error is not None:
+        if self._checkpoints is None or self._checkpoint_error is not None:
             return
         current = None
         if payload is not None and self._current is not None:
             index, start = self._current
             current = {"index": index, "start": start, "n_logged": self._pos - start,
                        "payload": payload}
-        new_completed = self._completed[self._logged_completed:]
-        new_records = self.records[self._logged_records:]
-        binding = self._binding()
         try:
-            frame = b""
-            if new_completed or new_records:
-                blob = dumps_state({"completed": new_completed, "records": new_records},
-                                   kind=_LOG_KIND, bind={"run_id": self.run_id})
-                frame = len(blob).to_bytes(_FRAME_HEADER, "little") + blob
-            log_hash = self._log_hash.copy()
-            log_hash.update(frame)
-            log: dict[str, Any] = {
-                "size": self._log_size + len(frame), "sha256": log_hash.hexdigest(),
-                "n_completed": len(self._completed), "n_records": len(self.records)}
-            ck = {"format": _CHECKPOINT_FORMAT, "experiment": self.experiment,
-                  "seed": int(self.seed), "run_id": self.run_id, "log": log,
-                  "current": current}
-            data = dumps_state(ck, kind=_CHECKPOINT_KIND, bind=binding)
+            self._checkpoints.save(
+                {"experiment": self.experiment, "seed": self.seed, "run_id": self.run_id},
+                self._completed, self.records, current, self._binding())
         except UnsupportedStateError as exc:
             # an algorithm whose state cannot be saved: run on without checkpoints, say so
             self._checkpoint_error = str(exc)
-            (self.out_dir / _CHECKPOINT).unlink(missing_ok=True)
-            (self.out_dir / _CHECKPOINT_LOG).unlink(missing_ok=True)
+            self._checkpoints.remove()
             print(f"rfed: warning: checkpoints disabled for this run (the algorithm's state "
                   f"cannot be saved: {self._checkpoint_error})", file=sys.stderr)
             return
-        if frame:
-            # durable before the checkpoint that stands on it replaces the previous one
-            write_at_end(self.out_dir / _CHECKPOINT_LOG, frame, self._log_size)
-            self._log_size, self._log_hash = log["size"], log_hash
-            self._logged_completed, self._logged_records = log["n_completed"], log["n_records"]
-        atomic_write_bytes(self.out_dir / _CHECKPOINT, data)
         self._last_checkpoint = _clock()
         self._wrote_result = True
 
@@ -663,12 +627,12 @@ class RunContext:
         if self.records:
             keys = list(dict.fromkeys(k for r in self.records for k in r)) + ["run_id", "seed"]
             rows = [{**r, "run_id": self.run_id, "seed": int(self.seed)} for r in self.records]
-            atomic_write_text(self.out_dir / "history.csv", _csv_text(rows, keys))
+            atomic_write_text(self.out_dir / "history.csv", csv_text(rows, keys))
         self._write_json("summary.json", {"experiment": self.experiment, "seed": int(self.seed),
                                           "run_id": self.run_id,
                                           "config": _jsonable(dict(config)),
                                           "summary": _jsonable(dict(summary)),
                                           "diverged_runs": _jsonable(self.diverged_runs)})
-        (self.out_dir / _CHECKPOINT).unlink(missing_ok=True)
-        (self.out_dir / _CHECKPOINT_LOG).unlink(missing_ok=True)
+        assert self._checkpoints is not None
+        self._checkpoints.remove()
         self._release_lock()

@@ -47,7 +47,7 @@ _ABBREVIATIONS = re.compile(r"\b(?:Figs?|Secs?|Eqs?|Thms?|e\.g|i\.e|vs|cf|al|res
 _SHORT_MAX = 100
 
 
-def _first_sentence(text: str) -> str:
+def first_sentence(text: str) -> str:
     """The first sentence of ``text`` up to its first colon, bracket or semicolon, <= 100 chars."""
     text = " ".join(text.split())
     end = len(text)
@@ -124,7 +124,8 @@ def _num(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def _fmt(v: Any) -> str:
+def format_value(v: Any) -> str:
+    """A table cell: ``-`` for ``None``, floats with 4 significant digits (``nan``, ``inf``)."""
     if v is None:
         return "-"
     if isinstance(v, bool):
@@ -163,21 +164,21 @@ def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
         head.insert(head.index("delta") + 1, "eps (paper's formula)")
     body = []
     for r in rows:
-        util = _fmt(r.get("utility"))
+        util = format_value(r.get("utility"))
         if r.get("utility_std") is not None:
-            util += f" +- {_fmt(r['utility_std'])}"
-        eps = _fmt(r.get("epsilon"))
+            util += f" +- {format_value(r['utility_std'])}"
+        eps = format_value(r.get("epsilon"))
         if r.get("accountant"):
             eps += f" [{accountants.index(r['accountant']) + 1}]"
-        ref = _fmt(r.get("reference"))
+        ref = format_value(r.get("reference"))
         if len(refs) > 1 and r.get("reference_name"):
             ref += f" ({r['reference_name']})"
         reps = r.get("repetitions")
-        line = [r["setting"], util, ref, eps, _fmt(r.get("delta")), r.get("figure") or "-",
+        line = [r["setting"], util, ref, eps, format_value(r.get("delta")), r.get("figure") or "-",
                 f"{r.get('diverged', 0)}/{reps}" if reps is not None else
                 str(r.get("diverged", 0))]
         if with_paper:
-            line.insert(5, _fmt(r.get("epsilon_paper")))
+            line.insert(5, format_value(r.get("epsilon_paper")))
         if one_figure:
             line.pop(-2)
         if not one_name:
@@ -225,7 +226,8 @@ def summarise_repetitions(
     return out
 
 
-def _csv_text(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
+def csv_text(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
+    """``rows`` as CSV text with the columns ``keys`` (a header line first)."""
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(keys))
     writer.writeheader()
@@ -237,7 +239,7 @@ def format_table(rows: list[Mapping[str, Any]], keys: list[str] | None = None) -
     """A markdown table of ``rows`` (floats with 4 significant digits; every row)."""
     keys = keys or list(dict.fromkeys(k for r in rows for k in r))
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
-    lines += ["| " + " | ".join(_fmt(r.get(k, "")) if r.get(k, "") != "" else ""
+    lines += ["| " + " | ".join(format_value(r.get(k, "")) if r.get(k, "") != "" else ""
                                 for k in keys) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
