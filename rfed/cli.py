@@ -17,8 +17,9 @@
 Runs are seeded by default, for research: their noise can be replayed from the seed. ``--secure``
 draws every algorithm's randomness from the operating system and releases noise with the discrete
 Gaussian / Laplace mechanisms (:mod:`rfed.privacy.secure`); such runs are not replayable.
-``rfed audit`` runs an empirical privacy audit (:mod:`rfed.privacy.audit`) and prints its
-epsilon lower bound beside the certified epsilon.
+``rfed audit`` runs an empirical privacy audit of a named configuration
+(:mod:`rfed.experiments.audits`, with :mod:`rfed.privacy.audit`'s method) and prints its epsilon
+lower bound beside the certified epsilon.
 
 ``rfed run`` without a name runs the default experiment, ``pca-synthetic``. Results go to
 ``DIR`` (default ``runs/NAME``), which must be empty or absent unless ``--overwrite`` (clears an
@@ -606,7 +607,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     if argv and argv[0] == "audit":
-        from rfed.privacy.audit import audit_main
+        from rfed.experiments.audits import audit_main
 
         return audit_main(argv[1:])
     parser = _parser()
