@@ -427,8 +427,7 @@ def _run_on_mpi(args) -> int:
         return 2
     from mpi4py import MPI
 
-    from rfed.algorithms.base import engine_run_hooks
-    from rfed.engines.mpi import MPIRunHook, mpi_engine
+    from rfed.engines.mpi import mpi_engine
     from rfed.experiments.registry import run_experiment
 
     world = MPI.COMM_WORLD
@@ -446,7 +445,7 @@ def _run_on_mpi(args) -> int:
             _error(error)
         return 2
     name, seed, overrides, out, mode = settings
-    with mpi_engine(), engine_run_hooks(MPIRunHook):
+    with mpi_engine():
         if world.Get_rank() != 0:
             # the same rounds as rank 0, on this rank's agents; results are rank 0's
             try:
@@ -492,9 +491,9 @@ def _run_on_flower(args) -> int:
         _error(f"--engine {args.engine} needs flwr: pip install 'rfed[flower]'"
                + (" 'rfed[flower-sim]'" if args.engine == "flower-sim" else ""))
         return 2
-    from rfed.algorithms.base import engine_run_hooks
+    from rfed.engines import use_engine
     from rfed.engines.flower_launch import LoopbackFederation
-    from rfed.engines.flower_runs import FlowerRunHook
+    from rfed.engines.flower_runs import FlowerEngine
 
     simulation = args.engine == "flower-sim"
     kind = ("Flower simulation engine" if simulation else
@@ -509,7 +508,7 @@ def _run_on_flower(args) -> int:
             return 2
         try:
             federation.start()
-            with engine_run_hooks(lambda hook: FlowerRunHook(hook, federation)):
+            with use_engine(FlowerEngine(federation)):
                 return _run_and_report(args, name, seed, overrides, out, mode)
         except (TimeoutError, RuntimeError) as exc:
             # the runs finished so far are checkpointed in the results folder
