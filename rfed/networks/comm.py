@@ -48,7 +48,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from rfed.networks.engine import current_engine
 from rfed.networks.graphs import Graph
 
 __all__ = [
@@ -63,7 +62,6 @@ __all__ = [
     "reverse_arcs",
     "as_csr_weights",
     "freeze_weights",
-    "default_communicator",
 ]
 
 
@@ -616,14 +614,6 @@ class Communicator(abc.ABC):
     def broadcast(self, value, agents=None, *, payload_bytes=None) -> np.ndarray:
         """The server sends ``value`` (shape ``shape``) to ``agents``; returns
         ``(len(agents), *shape)`` copies."""
-
-
-def default_communicator(n_agents: int) -> Communicator:
-    """A new communicator for ``n_agents`` agents from the engine in use
-    (:meth:`rfed.networks.engine.Engine.communicator`): an :class:`InProcessCommunicator`, or
-    e.g. the MPI engine's :class:`rfed.engines.mpi.MPICommunicator` for every network an
-    experiment builds inside :func:`rfed.engines.mpi.mpi_engine`."""
-    return current_engine().communicator(n_agents)
 
 
 class InProcessCommunicator(Communicator):

@@ -4,7 +4,7 @@ An engine answers the two questions that depend on where the agents live:
 
 * **Which communicator does a network get?** :meth:`Engine.communicator` builds the
   communicator of every :class:`rfed.networks.Network` made without an explicit one (and of
-  DP-DGT's per-run communicator), through :func:`rfed.networks.comm.default_communicator`.
+  DP-DGT's per-run communicator), through :func:`default_communicator`.
 * **Which hook checkpoints an experiment's runs?** :meth:`Engine.run_hook` turns the hook an
   experiment installs (its :class:`rfed.experiments.RunContext`, through
   :func:`rfed.algorithms.base.run_hook`) into the one every :meth:`Algorithm.run` reports to.
@@ -35,12 +35,11 @@ from __future__ import annotations
 import contextlib
 import contextvars
 from collections.abc import Iterator
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, TypeVar
 
-if TYPE_CHECKING:
-    from rfed.networks.comm import Communicator
+from rfed.networks.comm import Communicator, InProcessCommunicator
 
-__all__ = ["Engine", "IN_PROCESS", "current_engine", "use_engine"]
+__all__ = ["Engine", "IN_PROCESS", "current_engine", "default_communicator", "use_engine"]
 
 
 class Engine:
@@ -66,8 +65,6 @@ class Engine:
         Communicator
             Here an :class:`~rfed.networks.comm.InProcessCommunicator` holding every agent.
         """
-        from rfed.networks.comm import InProcessCommunicator  # comm imports this module
-
         return InProcessCommunicator(n_agents)
 
     def run_hook(self, hook: Any) -> Any:
@@ -101,6 +98,25 @@ _ENGINE: contextvars.ContextVar[Engine] = contextvars.ContextVar("rfed_engine",
 def current_engine() -> Engine:
     """The engine in use: the innermost :func:`use_engine`'s, else :data:`IN_PROCESS`."""
     return _ENGINE.get()
+
+
+def default_communicator(n_agents: int) -> Communicator:
+    """A new communicator for ``n_agents`` agents from the engine in use
+    (:meth:`Engine.communicator` of :func:`current_engine`): an
+    :class:`~rfed.networks.comm.InProcessCommunicator`, or e.g. the MPI engine's
+    :class:`rfed.engines.mpi.MPICommunicator` for every network built inside
+    :func:`rfed.engines.mpi.mpi_engine`.
+
+    Parameters
+    ----------
+    n_agents : int
+        Agents of the network.
+
+    Returns
+    -------
+    Communicator
+    """
+    return current_engine().communicator(n_agents)
 
 
 EngineT = TypeVar("EngineT", bound=Engine)

@@ -1,8 +1,8 @@
 """One engine object decides where the agents live and how an experiment's runs are checkpointed.
 
-:func:`rfed.engines.use_engine` sets it for a block; :func:`rfed.networks.comm.default_communicator`
-(every network built without a communicator) and :func:`rfed.algorithms.base.run_hook` (every
-run of an experiment) both ask it.
+:func:`rfed.engines.use_engine` sets it for a block;
+:func:`rfed.networks.engine.default_communicator` (every network built without a communicator)
+and :func:`rfed.algorithms.base.run_hook` (every run of an experiment) both ask it.
 """
 
 from __future__ import annotations
@@ -16,7 +16,8 @@ import pytest
 import rfed.networks as N
 from rfed.algorithms.base import _HOOK, run_hook
 from rfed.engines import IN_PROCESS, Engine, current_engine, use_engine
-from rfed.networks.comm import InProcessCommunicator, default_communicator
+from rfed.networks.comm import InProcessCommunicator
+from rfed.networks.engine import default_communicator
 
 
 class _Tagged(InProcessCommunicator):
