@@ -162,3 +162,15 @@ def test_a_new_unit_must_be_placed(tmp_path):
     (tmp_path / "rfed" / "__init__.py").write_text("")
     (tmp_path / "rfed" / "federation.py").write_text("import rfed\n")
     assert upward_imports(tmp_path / "rfed") == ([], ["federation"])
+
+
+def test_the_developer_page_states_the_layers_of_this_test():
+    """docs/developer.md's table "may import directly" is :data:`ALLOWED`, row for row."""
+    page = (ROOT.parent / "docs" / "developer.md").read_text(encoding="utf-8")
+    table = page.split("| unit | may import directly |", 1)[1].split("\n\n", 1)[0]
+    stated = {}
+    for row in table.strip().splitlines()[1:]:           # the first line is |---|---|
+        unit, allowed = (cell.strip() for cell in row.strip().strip("|").split("|"))
+        unit = unit.replace("\\_", "_")
+        stated[unit] = tuple(a.strip() for a in allowed.split(",") if a.strip())
+    assert stated == ALLOWED
