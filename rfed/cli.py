@@ -25,9 +25,14 @@ lower bound beside the certified epsilon.
 ``DIR`` (default ``runs/NAME``), which must be empty or absent unless ``--overwrite`` (clears an
 earlier rfed results folder) or ``--resume`` (continues the run saved there from its last
 checkpoint; the experiment, seed and settings are read from ``DIR/config.json``). Files are
-written as results arrive (see :mod:`rfed.experiments.registry`); the run's state is
+written as results arrive (see :mod:`rfed.experiments.run_context`); the run's state is
 checkpointed at the end of every algorithm run, at Ctrl-C, and every ``N`` rounds once ``S``
 seconds (default 5; 0: every ``N`` rounds) have passed since the last checkpoint.
+
+Each ``--engine`` runs the experiment inside one engine object (:class:`rfed.engines.Engine`:
+``inprocess`` :data:`rfed.engines.IN_PROCESS`, ``mpi`` :class:`rfed.engines.mpi.MPIEngine`,
+``flower`` :class:`rfed.engines.flower_runs.FlowerEngine`), which gives every network its
+communicator and every run its checkpoint hook.
 
 ``--engine mpi`` runs the experiment's decentralized algorithms on the MPI engine
 (:mod:`rfed.engines.mpi`): every rank builds the same graph, owns a block of agents, keeps
