@@ -325,9 +325,10 @@ class PriRFed(Algorithm):
         gradient and no cost can flag it as diverged. A warning, not an error: the privacy
         guarantee does not depend on the step (DO-ADP, whose step enters its message, refuses).
         """
-        clip = float(getattr(self.trainer, "clip", math.inf))
-        if callable(self.step_size) or not math.isfinite(clip):
+        clip = getattr(self.trainer, "clip", None)    # None: no clipping (non-private runs)
+        if callable(self.step_size) or clip is None or not math.isfinite(float(clip)):
             return
+        clip = float(clip)
         radius = injectivity_radius(problem.manifold)
         if self.step_size * clip > radius:
             warnings.warn(
