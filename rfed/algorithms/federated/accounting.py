@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 
 from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
+from rfed.algorithms.private import PAPER_LABEL
+from rfed.algorithms.private import label as privacy_label
 from rfed.privacy import _rdp
 from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
 from rfed.privacy.budget import Calibration, Certificate, PrivacyBudget, calibrate, certify
@@ -56,7 +58,6 @@ __all__ = [
     "is_secure_rng",
 ]
 
-PAPER_LABEL = "paper's formula, not a guarantee"
 
 #: With ``method='auto'``, PLD is skipped when RDP already certifies more than this (and more
 #: than twice the target): PLD's tightness no longer matters there, and its cost explodes for
@@ -434,8 +435,10 @@ def prirfed_privacy_report(
     dict
         ``epsilon_certified``, ``delta``, ``accountant``, ``neighboring``, ``level``,
         ``assumptions``, ``target_epsilon``, ``noise_multiplier``, ``epsilon_paper``, ``paper``,
-        ``secure``, ``replayable_from_seed``, plus ``certified`` (details), ``delta_paper``,
-        ``rounds``, ``planned_rounds``, ``private``, ``sigma`` and ``clip``.
+        ``secure``, ``replayable_from_seed``, ``algorithm``, ``label``, ``calibration``
+        (:data:`rfed.algorithms.private.REPORT_KEYS`, the one report shape), plus ``certified``
+        (details), ``delta_paper``, ``rounds``, ``planned_rounds``, ``private``, ``sigma`` and
+        ``clip``.
     """
     counts = plan.counts
     n_agents = counts.size
@@ -482,9 +485,18 @@ def prirfed_privacy_report(
         "snapshot_releases_per_round": plan.snapshot_steps,
         "accountant": accountant,
     }
+    if budget is not None:
+        calibration: str | None = "budget"
+    elif trainer.paper_epsilon is not None:
+        calibration = "paper_epsilon"
+    else:
+        calibration = "paper_sigma" if plan.private else None
     return {
+        "algorithm": f"PriRFed ({trainer.name})",
         "epsilon_certified": eps,
         "delta": delta,
+        "label": privacy_label(eps, delta) if plan.private else "not private (no noise)",
+        "calibration": calibration,
         "accountant": accountant,
         "neighboring": plan.neighboring,
         "level": "record",
