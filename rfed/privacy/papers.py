@@ -1,7 +1,8 @@
 """The five papers' own privacy formulas, reproduced exactly, with their conditions checked.
 
-Every function cites the theorem or equation it implements and the section of the spec in
-``specs/`` that reads it. Where a spec found a paper's constant or reading wrong, both values are
+Every function cites the theorem or equation it implements and the section of the paper's
+reading in the documentation (``docs/papers/``; labels such as :ref:`doadp-theorem1`) that
+explains how rfed resolves it. Where a reading found a paper's constant wrong, both values are
 offered and labelled (``variant='paper'`` and a corrected variant). These are the papers' closed
 forms: they sit *beside* the certified accountant of :mod:`rfed.privacy.accountants`, they do not
 replace it (several rest on conditions the experiments violate, or leave delta vacuous).
@@ -17,15 +18,15 @@ Generic tools: :func:`advanced_composition` (PriRFed Thm 2.3), :func:`subsampled
 (PriRFed Lemma 4.1), :func:`heterogeneous_composition` (Kairouz et al., DO-ADP Lemma 5 = DP-DDA
 Lemma 4.3), :func:`classic_gaussian_sigma` (Dwork-Roth Gaussian mechanism).
 
-* PriRFed (specs/004_prirfed.md): :func:`prirfed_privacy` (Thm 4.2), :func:`prirfed_table1`,
+* PriRFed (:doc:`/papers/prirfed`): :func:`prirfed_privacy` (Thm 4.2), :func:`prirfed_table1`,
   :func:`dp_rsgd_sigma` and :func:`dp_rsvrg_sigma` (section 2.5).
-* DO-ADP (specs/000_doadp.md): :func:`doadp_sigma` (Thm 1, eq. 7), :func:`doadp_epsilon`
+* DO-ADP (:doc:`/papers/doadp`): :func:`doadp_sigma` (Thm 1, eq. 7), :func:`doadp_epsilon`
   (the proof chain with a chosen delta), :func:`doadp_sigma_for_delta`.
-* DPDL (specs/001_dpdl.md): :func:`dpdl_sigma` (Thm 1, three printed versions),
+* DPDL (:doc:`/papers/dpdl`): :func:`dpdl_sigma` (Thm 1, three printed versions),
   :func:`dpdl_noise_multipliers`.
-* DP-DDA (specs/002_dpdda.md): :func:`dpdda_sigma` (Thm 1, constant 32 or 160),
+* DP-DDA (:doc:`/papers/dpdda`): :func:`dpdda_sigma` (Thm 1, constant 32 or 160),
   :func:`dpdda_remark_epsilon` (Remark 3.1 eq. 7), :func:`dpdda_sigma_for_delta`.
-* DP-DGT (specs/003_dpdgt.md): :func:`dpdgt_epsilon` (Cor. 5.14 eq. 38),
+* DP-DGT (:doc:`/papers/dpdgt`): :func:`dpdgt_epsilon` (Cor. 5.14 eq. 38),
   :func:`dpdgt_sensitivities` (the comparison system 32), :func:`dpdgt_epsilon_recursion`,
   :func:`dpdgt_laplace_events`.
 
@@ -125,7 +126,7 @@ def round_sig(x: float, digits: int = 3) -> float:
 
 # ---------------------------------------------------------------------- generic DP tools
 def advanced_composition(epsilon: float, k: int, delta_hat: float) -> float:
-    r"""Advanced composition (Dwork-Rothblum-Vadhan; PriRFed Thm 2.3, spec 004 section 3.1).
+    r"""Advanced composition (Dwork-Rothblum-Vadhan; PriRFed Sec. 2, Thm 2.3).
 
     ``k`` adaptive (eps, delta)-DP mechanisms are (eps', delta_hat + k delta)-DP with
     ``eps' = sqrt(2 k ln(1/delta_hat)) eps + k eps (e^eps - 1)``. Returns ``eps'``.
@@ -137,7 +138,7 @@ def advanced_composition(epsilon: float, k: int, delta_hat: float) -> float:
 
 
 def subsampled_epsilon(epsilon: float, rate: float) -> float:
-    """Amplification by subsampling without replacement (PriRFed Lemma 4.1, spec 004 section 3.2).
+    """Amplification by subsampling without replacement (PriRFed Sec. 4, Lemma 4.1).
 
     ``eps' = ln(1 + rate (e^eps - 1))`` (the delta becomes ``rate * delta``).
     """
@@ -197,9 +198,10 @@ def classic_gaussian_sigma(
 ) -> float:
     r"""The classic Gaussian mechanism ``sigma = sensitivity sqrt(2 ln(constant/delta)) / eps``.
 
-    Dwork and Roth (2014) Thm A.1 with ``constant = 1.25``; it is DO-ADP Lemma 1, DPDL's [L89],
-    and the one-shot tangent Gaussian mechanism of PriRFed [HMJG24, Prop. 2] (spec 004 section
-    2.5, with the sensitivity measured in the Riemannian norm). DP-DDA Lemma 4.1 prints
+    Dwork and Roth (2014) Thm A.1 with ``constant = 1.25``; it is DO-ADP Lemma 1, the Gaussian
+    mechanism DPDL quotes in its Section III, and the one-shot tangent Gaussian mechanism PriRFed
+    takes from Han et al. (2024, Prop. 2) with the sensitivity measured in the Riemannian norm
+    (:ref:`prirfed-noise-formulas`). DP-DDA Lemma 4.1 prints
     ``constant = 2``. The theorem holds for ``eps < 1`` only: a warning is emitted otherwise.
     """
     epsilon = check_epsilon(epsilon)
@@ -261,7 +263,7 @@ def prirfed_privacy(
     rounds: int,
     delta_hat: float,
 ) -> PriRFedPrivacy:
-    r"""PriRFed Theorem 4.2 (L250-266; spec 004 section 3.3): privacy of Algorithm 1.
+    r"""PriRFed Theorem 4.2 (Sec. 4; :ref:`prirfed-theorem42`): privacy of Algorithm 1.
 
     Each selected agent's local training is (eps, delta)-DP per call; ``s`` of ``N`` agents are
     sampled without replacement per round (``rho = s / N``); agents within a round are composed
@@ -305,7 +307,7 @@ def prirfed_privacy(
     )
 
 
-#: The (N, s) rows of PriRFed Table 1 (L270-280), in the paper's order.
+#: The (N, s) rows of PriRFed Table 1 (Sec. 4), in the paper's order.
 PRIRFED_TABLE1_SETTINGS = (
     (100, 1),
     (100, 5),
@@ -343,7 +345,7 @@ def dp_rsgd_sigma(
     local_steps: int,
     constant: float = 1.0,
 ) -> float:
-    r"""Noise std of DP-RSGD (PriRFed Alg. 2; L322 quoting [HMJG24, Thm 1]; spec 004 section 2.5).
+    r"""Noise std of DP-RSGD (PriRFed Sec. 5.1, Alg. 2, quoting Han et al. 2024, Thm 1).
 
     ``sigma_i^2 = o_i K ln(1/delta) tau^2 / (N_i^2 eps^2)``.
 
@@ -363,8 +365,8 @@ def dp_rsgd_sigma(
     Notes
     -----
     With ``o_i = 1`` this is a heuristic calibration, not a certified guarantee: the moments
-    accountant's constant and side conditions are dropped (spec 004 pitfall 3). It does not
-    depend on the batch size (pitfall 4). Use the certified accountant for a guarantee.
+    accountant's constant and side conditions are dropped. It does not depend on the batch size
+    (:ref:`prirfed-noise-formulas`). Use the certified accountant for a guarantee.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -385,7 +387,7 @@ def dp_rsvrg_sigma(
     inner_steps: int,
     constant: float = 1.0,
 ) -> float:
-    r"""Noise std of DP-RSVRG (PriRFed Alg. 3; L416 quoting [UHJM23, Claim 5]; spec 004 sec. 2.5).
+    r"""Noise std of DP-RSVRG (PriRFed Sec. 5.2, Alg. 3, citing Utpala et al. 2023).
 
     ``sigma_i^2 = o~_i m K ln(1/delta) tau^2 / (N_i^2 eps^2)`` with ``tau = max(tau_0, tau_1)``.
 
@@ -401,12 +403,12 @@ def dp_rsvrg_sigma(
     inner_steps : int
         Update frequency ``m``.
     constant : float
-        ``o~_i``; the experiments set it to 1 (L430).
+        ``o~_i``; the experiments set it to 1 (Sec. 6).
 
     Notes
     -----
     Heuristic calibration with the unspecified constant set to one, as in the paper's
-    experiments (spec 004 pitfall 3).
+    experiments (:ref:`prirfed-noise-formulas`).
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -448,14 +450,16 @@ class DoAdpNoise:
     sigma_paper : float
         Eq. (7) at equality.
     sigma_floor : float
-        ``sqrt(40 (k/d) ln(1.25/delta0)) G``, which makes ``eps_t^2 <= 1/5`` (spec 3.7).
+        ``sqrt(40 (k/d) ln(1.25/delta0)) G``, which makes ``eps_t^2 <= 1/5``
+        (:ref:`doadp-horizon-condition`).
     eps_step : float
         Per-step ``eps_t = 2 sqrt(2 (k/d) ln(1.25/delta0)) G / sigma`` (Lemma 1).
     eps_step_amplified : float
-        ``eps_t' = 2 p eps_t / q`` as in the proof (L251).
+        ``eps_t' = 2 p eps_t / q`` as in the proof of Theorem 1 (Sec. IV).
     delta : float
         The delta the theorem leaves as "some constant": ``1 - (1 - sqrt(sum eps_t'^2))
-        (1 - p delta0)^T`` (spec 3.4); at equality in (7) it is at least ``eps / sqrt(5)``.
+        (1 - p delta0)^T`` (:ref:`doadp-vacuous-delta`); at equality in (7) it is at least
+        ``eps / sqrt(5)``.
     t_condition_holds : bool
         Whether ``T >= q^2 eps^2 / (4 p^2)``.
     """
@@ -500,13 +504,14 @@ def doadp_sigma(
     grad_bound: float,
     variant: str = "paper",
 ) -> DoAdpNoise:
-    r"""DO-ADP Theorem 1 (L233-239; spec 000 sections 3.3-3.7): the noise for a target epsilon.
+    r"""DO-ADP Theorem 1 (Sec. IV; :ref:`doadp-theorem1`): the noise for a target epsilon.
 
     ``sigma^2 >= 160 k p^2 T ln(1.25/delta0) G^2 / (q^2 d eps^2)``   (7)
 
     with ``eps in (0, 1]``, the hypothesis ``T >= q^2 eps^2 / (4 p^2)``, ``q`` the local dataset
     size, ``p`` the activation probability, ``k`` of ``d`` coordinates kept by Top-k and ``G``
-    the gradient bound (each coordinate clipped to ``G / sqrt(d)``, spec pitfall P2).
+    the gradient bound (each coordinate clipped to ``G / sqrt(d)``,
+    :ref:`doadp-coordinate-clipping`).
 
     Notes
     -----
@@ -514,15 +519,17 @@ def doadp_sigma(
 
     ``'paper'``
         Eq. (7) at equality; warns when ``T < q^2 eps^2 / (4 p^2)`` (the experiments violate it,
-        spec P6).
+        :ref:`doadp-horizon-condition`).
     ``'corrected'``
-        ``max(eq. 7, 40 (k/d) ln(1.25/delta0) G^2)`` (spec 3.7): the floor enforces directly
-        ``eps_t^2 <= 1/5``, the only use of the T condition, so no warning is needed.
+        ``max(eq. 7, 40 (k/d) ln(1.25/delta0) G^2)`` (:ref:`doadp-horizon-condition`): the
+        floor enforces directly ``eps_t^2 <= 1/5``, the only use of the T condition, so no
+        warning is needed.
 
     The theorem leaves delta as "some constant"; the returned ``delta`` is the one its proof
-    implies (spec P5), which is at least ``0.447 eps``: vacuous as a DP delta. For a small delta
-    use :func:`doadp_sigma_for_delta` (same proof chain, chosen delta) or the certified
-    accountant. The Top-k sensitivity argument treats the selected coordinates as fixed (P1).
+    implies (:ref:`doadp-vacuous-delta`), which is at least ``0.447 eps``: vacuous as a DP
+    delta. For a small delta use :func:`doadp_sigma_for_delta` (same proof chain, chosen delta) or the certified
+    accountant. The Top-k sensitivity argument treats the selected coordinates as fixed
+    (:ref:`doadp-topk-data-dependent`).
     """
     epsilon = check_epsilon(epsilon)
     if epsilon > 1:
@@ -562,15 +569,15 @@ def doadp_epsilon(
     delta_hat: float,
     per_step_delta: str = "paper",
 ) -> tuple[float, float]:
-    r"""DO-ADP's proof chain (spec 000 sections 3.4-3.5) with a chosen ``delta_hat``.
+    r"""DO-ADP's proof chain (Sec. IV and Appendix A) with a chosen ``delta_hat``.
 
     Per step, the Gaussian mechanism on the k selected coordinates (Lemma 1,
     ``Delta = 2 G sqrt(k/d)``) is (eps_t, delta0)-DP; activation and sampling amplify it to
     ``eps_t' = ln(1 + p (e^eps_t - 1) / q)`` (Lemma 4, exact form); T steps compose by Lemma 5
     (:func:`heterogeneous_composition`) with ``delta_hat``.
 
-    ``per_step_delta='paper'`` composes with ``p delta0`` as the proof does (L263);
-    ``'refined'`` with ``p delta0 / q`` as Lemma 4 gives (spec P7).
+    ``per_step_delta='paper'`` composes with ``p delta0`` as the proof of Theorem 1 does;
+    ``'refined'`` with ``p delta0 / q`` as Lemma 4 gives (:ref:`doadp-per-step-delta`).
 
     Returns
     -------
@@ -602,7 +609,9 @@ def doadp_sigma_for_delta(
     d: int,
     grad_bound: float,
 ) -> float:
-    r"""Noise std for a target (epsilon, small delta_hat) by DO-ADP's own chain (spec P5).
+    r"""Noise std for a target (epsilon, small delta_hat) by DO-ADP's own chain.
+
+    See :ref:`doadp-vacuous-delta`.
 
     Uses the proof's linearization ``eps_t' = 2 p eps_t / q`` so that
     ``sum_t eps_t'^2 = 32 p^2 (k/d) T ln(1.25/delta0) G^2 / (q^2 sigma^2) = S``, and takes the
@@ -640,18 +649,19 @@ def dpdl_sigma(
     variant: str = "theorem",
     c1: float | None = None,
 ) -> float:
-    r"""DPDL Theorem 1 (spec 001 sections 3.1-3.2): noise multiplier sigma, three printed versions.
+    r"""DPDL Theorem 1 (Sec. V; :ref:`dpdl-theorem1`): noise multiplier sigma, three printed forms.
 
     Each version is ``sigma >= A c2 q sqrt(T ln(1/delta)) / (sqrt(N_i / w) eps)``:
 
-    ``variant='theorem'`` (eq. 23, L220, as printed in the theorem; the spec's default)
+    ``variant='theorem'`` (eq. (23), as printed in the theorem; the default)
         ``A = 2/sqrt(w_min) + 15 alpha N / 8 + alpha w_max (h+1)^2 N / (2h)``, ``w = w_max``.
         Dropping ``(1 - w_min)`` and using ``w_max`` in the denominator make it the
         conservative one.
-    ``variant='appendix'`` (L1032, the appendix's final line)
+    ``variant='appendix'`` (the final line of Appendix A, the proof of Theorem 1)
         ``A = 2/sqrt(w_min) + 15 alpha (1 - w_min) / 8 + alpha w_max (h+1)^2 N / (2h)``,
         ``w = w_min`` (drops a factor N in the middle term).
-    ``variant='derivation'`` (L1028 multiplied by N B / C: the algebraically consistent form)
+    ``variant='derivation'`` (Appendix A's line before it, multiplied by N B / C: the
+    algebraically consistent form)
         ``A = 2/sqrt(w_min) + 15 alpha (1 - w_min) N / 8 + alpha w_max (h+1)^2 N / (2h)``,
         ``w = w_min``.
 
@@ -662,7 +672,7 @@ def dpdl_sigma(
         ``T``.
     sampling_rate : float
         ``q = B / (N min_i |D_i|)``, the paper's "global" rate (N times smaller than an agent's
-        local rate ``B / |D_i|``; spec P9).
+        local rate ``B / |D_i|``; :ref:`dpdl-sampling-rate`).
     alpha : float
         Calibration weight (1.5 or 2 in the experiments).
     n_agents : int
@@ -672,9 +682,10 @@ def dpdl_sigma(
     n_neighbors : int
         ``N_i`` (closed neighbourhood size, including i); use ``min_i N_i`` for a global bound.
     h : float
-        The data-dependent ratio of Theorem 1 (>= 1; spec P13 suggests 1, or 2 to be safe).
+        The data-dependent ratio of Theorem 1 (>= 1; 1 by default, 2 to be safe; :ref:`dpdl-h`).
     c2 : float
-        Unspecified constant of the theorem (default 1, "paper-literal"; the spec estimates 2).
+        Unspecified constant of the theorem (default 1, "paper-literal"; the proof's
+        constants suggest about 2).
     c1 : float, optional
         The other unspecified constant: if given, ``eps <= c1 q^2 T`` is checked (warning).
 
@@ -683,7 +694,7 @@ def dpdl_sigma(
     Lemma 1 (moments accountant) also needs ``q < 1/(32 sigma)`` and other preconditions that
     cannot be checked without the constants; the certified accountant with
     :func:`dpdl_noise_multipliers` is the checkable alternative. Only the broadcast model is
-    accounted; the cross-gradient messages are not (spec P11).
+    accounted; the cross-gradient messages are not (:ref:`dpdl-accounting`).
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -717,14 +728,15 @@ def dpdl_sigma(
 
 
 def dpdl_noise_multipliers(sigma: float, mixing: np.ndarray, alpha: float, h: float = 1.0):
-    r"""Per-agent effective noise multiplier of DPDL's released aggregate (spec 001 section 3.2).
+    r"""Per-agent effective noise multiplier of DPDL's released aggregate (Appendix A).
 
     ``z_i = sigma sqrt(sum_{j in N_i} 1/w_ij) / (2/sqrt(w_ii) + 15 alpha (1 - w_ii) N / 8
     + alpha w_ii (h+1)^2 N / (2h))``: the std of the noise in ``g~^i`` (eq. 40) over the
-    replace-one sensitivity bound (eq. 53). Spec-derived (the spec's "equivalent noise-multiplier
-    view", consistent with L1028), not printed in the paper; feed it to the certified accountant
-    with ``neighboring='replace_one'`` and ``T`` rounds, at agent i's own sampling rate
-    ``B / |D_i|``, not the paper's global ``q`` (N times smaller, spec P9): Poisson batches need
+    replace-one sensitivity bound (eq. 53). Derived from the proof (its "equivalent
+    noise-multiplier view", consistent with Appendix A's final bound), not printed in the paper;
+    feed it to the certified accountant with ``neighboring='replace_one'`` and ``T`` rounds, at
+    agent i's own sampling rate ``B / |D_i|``, not the paper's global ``q`` (N times smaller,
+    :ref:`dpdl-sampling-rate`): Poisson batches need
     ``method='pld'`` (RDP takes Poisson only with add/remove), fixed-size batches
     ``sampling='without_replacement'`` with ``method='rdp'``.
 
@@ -765,11 +777,12 @@ class DpDdaNoise:
     ----------
     sigma : float
     constant : {'paper', 'corrected'}
-        32 (as printed) or 160 (what the proof needs, spec P0).
+        32 (as printed) or 160 (what the proof needs, :ref:`dpdda-theorem1-constant`).
     delta_prime : float
         ``sqrt(sum eps_t'^2)``, fixed by the proof: ``eps`` (paper) or ``eps/sqrt(5)``.
     delta : float
-        ``1 - (1 - delta') (1 - iota delta0)^T``: the "some constant delta" (vacuous, spec P1).
+        ``1 - (1 - delta') (1 - iota delta0)^T``: the "some constant delta" (vacuous,
+        :ref:`dpdda-vacuous-delta`).
     epsilon_proved : float
         What the proof's chain actually yields for this sigma:
         ``sqrt(2 ln(e+1) S) + S`` with ``S = sum eps_t'^2`` (``~1.62 eps + eps^2`` for 32,
@@ -796,18 +809,18 @@ def dpdda_sigma(
     lipschitz: float,
     constant: str = "paper",
 ) -> DpDdaNoise:
-    r"""DP-DDA Theorem 1 (L183-189; spec 002 sections 3.3-3.5): noise for a target epsilon.
+    r"""DP-DDA Theorem 1 (Sec. 3.3; :ref:`dpdda-theorem1-constant`): noise for a target epsilon.
 
     ``sigma^2 >= C iota^2 L^2 T ln(2/delta0) / (q^2 eps^2)`` with ``C = 32`` as printed
     (``constant='paper'``, used by the paper's experiments) or ``C = 160``
     (``constant='corrected'``): with 32 the proof's own chain only yields
-    ``~1.62 eps + eps^2``, and it closes at ``eps`` with 160 (spec P0).
+    ``~1.62 eps + eps^2``, and it closes at ``eps`` with 160.
 
     Hypotheses: ``eps in (0, 1]``; ``T >= 5 q^2 eps^2 / (4 iota^2)`` as printed (with 160 the
     proof needs ``T >= q^2 eps^2 / (4 iota^2)``); a warning is emitted when it fails (the
-    experiments violate it by orders of magnitude, spec P2). The theorem's delta is "some
-    constant", at least ``eps`` (paper) or ``eps/sqrt(5)`` (corrected): vacuous (spec P1). For a
-    small delta use :func:`dpdda_sigma_for_delta` or the certified accountant.
+    experiments violate it by orders of magnitude, :ref:`dpdda-horizon-condition`). The
+    theorem's delta is "some constant", at least ``eps`` (paper) or ``eps/sqrt(5)``
+    (corrected): vacuous (:ref:`dpdda-vacuous-delta`). For a small delta use :func:`dpdda_sigma_for_delta` or the certified accountant.
     """
     epsilon = check_epsilon(epsilon)
     if epsilon > 1:
@@ -836,7 +849,7 @@ def dpdda_sigma(
 def dpdda_remark_epsilon(t: int, iterations: int, epsilon: float) -> float:
     """DP-DDA Remark 3.1 eq. (7): after ``t <= T`` iterations, ``sqrt(3t/(5T)) eps + t eps^2/(5T)``.
 
-    Consistent with the corrected constant 160 (spec section 3.5).
+    Consistent with the corrected constant 160 (:ref:`dpdda-theorem1-constant`).
     """
     t = check_int(t, "t", minimum=0)
     big_t = check_int(iterations, "iterations")
@@ -855,7 +868,7 @@ def dpdda_sigma_for_delta(
     iota: float,
     lipschitz: float,
 ) -> float:
-    r"""Noise std for (epsilon, small delta') by DP-DDA's own chain (spec P1, generalized).
+    r"""Noise std for (epsilon, small delta') by DP-DDA's own chain (:ref:`dpdda-vacuous-delta`).
 
     Largest ``S`` with ``sqrt(2 S ln(e + sqrt(S)/delta')) + S <= eps``, then
     ``sigma^2 = 32 iota^2 L^2 T ln(2/delta0) / (q^2 S)``. Total delta
@@ -889,7 +902,7 @@ def dpdgt_epsilon(
     adjacency_delta: float,
     q_c: float | None = None,
 ) -> float:
-    r"""DP-DGT Corollary 5.14, eq. (38) (L616-622; spec 003 section 3.4): pure eps-DP, infinite run.
+    r"""DP-DGT Corollary 5.14, eq. (38) (Sec. 5; :ref:`dpdgt-theorem`): pure eps-DP, infinite run.
 
     With ``alpha_k = alpha0 q^k``, ``theta_xi,k = theta_xi0 q_xi^k``,
     ``theta_zeta,k = theta_zeta0 q_zeta^k``::
@@ -902,8 +915,8 @@ def dpdgt_epsilon(
 
     Conditions: ``alpha0 < mu gamma phi`` and ``q < min(q_xi, q_zeta)`` are needed for the
     formula to be a (finite, positive) bound: ``ValueError`` otherwise. ``q > max(q_C, q_xi^2,
-    q_zeta^2)`` is needed for convergence only: a warning. This is the paper's value; the spec
-    found algebra slips in its derivation (P14), see :func:`dpdgt_epsilon_recursion` for the
+    q_zeta^2)`` is needed for convergence only: a warning. This is the paper's
+    value; its derivation has algebra slips (:ref:`dpdgt-theorem`), see :func:`dpdgt_epsilon_recursion` for the
     paper's own intermediate bound evaluated numerically (~2.7 % larger on Sec. 6.1).
     """
     alpha0 = check_positive(alpha0, "alpha0")
@@ -940,7 +953,7 @@ def dpdgt_epsilon(
 def dpdgt_sensitivities(
     alphas: np.ndarray, mu: float, gamma: float, phi: float, adjacency_delta: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""The comparison system (32) of DP-DGT's proof (L544; spec 003 section 3.2).
+    r"""The comparison system (32) of DP-DGT's proof of Theorem 5.12 (Sec. 5).
 
     ``varphi_{k+1} = (1-gamma) varphi_k + (alpha_k/mu) eta_k + alpha_k delta / mu``,
     ``eta_{k+1} = (2-gamma) varphi_k + (1 - phi + alpha_k/mu) eta_k + alpha_k delta / mu``,
@@ -1005,7 +1018,7 @@ def dpdgt_epsilon_recursion(
     phi: float,
     adjacency_delta: float,
 ) -> float:
-    r"""DP-DGT's likelihood-ratio bound evaluated numerically (spec 003 P14 resolution).
+    r"""DP-DGT's likelihood-ratio bound evaluated numerically (:ref:`dpdgt-theorem`).
 
     ``eps = sum_k varphi_k / theta_xi,k + eta_k / theta_zeta,k`` over the iterations run, with
     (varphi, eta) from :func:`dpdgt_sensitivities` (the proof's step before eqs. 36-37). This is
