@@ -527,9 +527,9 @@ def doadp_sigma(
 
     The theorem leaves delta as "some constant"; the returned ``delta`` is the one its proof
     implies (:ref:`doadp-vacuous-delta`), which is at least ``0.447 eps``: vacuous as a DP
-    delta. For a small delta use :func:`doadp_sigma_for_delta` (same proof chain, chosen delta) or the certified
-    accountant. The Top-k sensitivity argument treats the selected coordinates as fixed
-    (:ref:`doadp-topk-data-dependent`).
+    delta. For a small delta use :func:`doadp_sigma_for_delta` (same proof chain, chosen delta)
+    or the certified accountant. The Top-k sensitivity argument treats the selected coordinates
+    as fixed (:ref:`doadp-topk-data-dependent`).
     """
     epsilon = check_epsilon(epsilon)
     if epsilon > 1:
@@ -820,7 +820,8 @@ def dpdda_sigma(
     proof needs ``T >= q^2 eps^2 / (4 iota^2)``); a warning is emitted when it fails (the
     experiments violate it by orders of magnitude, :ref:`dpdda-horizon-condition`). The
     theorem's delta is "some constant", at least ``eps`` (paper) or ``eps/sqrt(5)``
-    (corrected): vacuous (:ref:`dpdda-vacuous-delta`). For a small delta use :func:`dpdda_sigma_for_delta` or the certified accountant.
+    (corrected): vacuous (:ref:`dpdda-vacuous-delta`). For a small delta use
+    :func:`dpdda_sigma_for_delta` or the certified accountant.
     """
     epsilon = check_epsilon(epsilon)
     if epsilon > 1:
@@ -915,9 +916,9 @@ def dpdgt_epsilon(
 
     Conditions: ``alpha0 < mu gamma phi`` and ``q < min(q_xi, q_zeta)`` are needed for the
     formula to be a (finite, positive) bound: ``ValueError`` otherwise. ``q > max(q_C, q_xi^2,
-    q_zeta^2)`` is needed for convergence only: a warning. This is the paper's
-    value; its derivation has algebra slips (:ref:`dpdgt-theorem`), see :func:`dpdgt_epsilon_recursion` for the
-    paper's own intermediate bound evaluated numerically (~2.7 % larger on Sec. 6.1).
+    q_zeta^2)`` is needed for convergence only: a warning. This is the paper's value; its
+    derivation has algebra slips (:ref:`dpdgt-theorem`), see :func:`dpdgt_epsilon_recursion` for
+    the paper's own intermediate bound evaluated numerically (~2.7 % larger on Sec. 6.1).
     """
     alpha0 = check_positive(alpha0, "alpha0")
     q = check_rate(q, "q")
