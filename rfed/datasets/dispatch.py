@@ -1,11 +1,12 @@
-"""IEEE 14-bus economic dispatch data of DP-DGT (spec 003 section 5.1, paper L632-646).
+"""IEEE 14-bus economic dispatch data of DP-DGT (Sec. 6 of the paper, Table 2).
 
 One agent per bus (N = 14, scalar decisions). Generator buses 1, 2, 3, 6, 8 have quadratic costs
 ``F_i(w) = a_i w^2 + b_i w + c_i`` (Table 2, "adapted from Kar & Hug 2012"; ``c_i`` is never given
-and set to 0, spec P10) and box limits; the other buses have ``W_i = {0}`` (spec P9). The demands
-are the paper's "virtual local demands" (total 361 MW, bus 12 included per spec P8). The
-communication digraph has 35 edges; in the paper's convention [L55] a pair ``(i, j)`` means the
-edge ``j -> i`` (agent i receives from j), which is the reading spec 003 section 5.3 checked.
+and set to 0) and box limits; the other buses have ``W_i = {0}`` (:ref:`dpdgt-buses`). The demands
+are the paper's "virtual local demands" (total 361 MW, bus 12 included; :ref:`dpdgt-graph`). The
+communication digraph has 35 edges; in the paper's convention (its "Graph Theory" notation) a pair
+``(i, j)`` means the edge ``j -> i`` (agent i receives from j), which is the reading
+:ref:`dpdgt-graph` adopts.
 
 References
 ----------
@@ -104,7 +105,7 @@ class EconomicDispatch:
 
 
 def ieee14_dispatch() -> EconomicDispatch:
-    """The IEEE 14-bus economic dispatch of DP-DGT (spec 003 section 5.1), every number as printed.
+    """The IEEE 14-bus economic dispatch of DP-DGT (Sec. 6, Table 2), every number as printed.
 
     Returns
     -------

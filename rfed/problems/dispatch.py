@@ -1,15 +1,16 @@
-"""Distributed resource allocation and the IEEE 14-bus economic dispatch of DP-DGT (spec 003).
+"""Distributed resource allocation and the IEEE 14-bus economic dispatch of DP-DGT (Huo et al.
+2025).
 
-Resource allocation (spec 003 eq. (1)) is not a finite sum of per-sample losses, so it is not a
+Resource allocation (DP-DGT eq. (1)) is not a finite sum of per-sample losses, so it is not a
 :class:`~rfed.problems.Problem`: agent ``i`` holds a private strongly convex cost ``F_i`` on a box
 ``W_i`` and a local demand ``d_i``, and the agents must meet
 
 .. math:: \\min_w \\sum_i F_i(w_i) \\quad\\text{s.t.}\\quad \\sum_i w_i = \\sum_i d_i,
           \\quad w_i \\in W_i.
 
-What the dual methods need is the primal oracle (spec 003 eq. (12b))
+What the dual methods need is the primal oracle (DP-DGT eq. (12b))
 ``w_i(p) = argmin_{w in W_i} F_i(w) - p^T w`` for a price ``p`` (the negated dual variable), which
-for the separable quadratic costs of the 14-bus system is a clip (spec 003 section 2.5).
+for the separable quadratic costs of the 14-bus system is a clip.
 """
 
 from __future__ import annotations
@@ -33,14 +34,14 @@ class QuadraticResourceAllocation:
     ----------
     a, b : array, shape ``(n_agents, m)``
         Quadratic and linear cost coefficients; ``a >= 0``. An agent with ``lo == hi`` has the
-        fixed decision ``lo`` (a bus without a generator, ``W_i = {0}``; spec 003 pitfall P9).
+        fixed decision ``lo`` (a bus without a generator, ``W_i = {0}``; :ref:`dpdgt-buses`).
     lo, hi : array, shape ``(n_agents, m)``
         Box constraints ``W_i``; where ``lo < hi`` the cost must be strongly convex (``a > 0``).
     demand : array, shape ``(n_agents, m)``
         Local demands ``d_i``.
     manifold : Manifold, optional
         The space of the communicated variables (prices and trackers); ``Euclidean(m)`` by default.
-        Dual methods accept only Euclidean space (spec 003 section 7); another manifold can be
+        Dual methods accept only Euclidean space (:ref:`dpdgt-euclidean`); another manifold can be
         passed to check that they refuse it.
     """
 
@@ -68,7 +69,7 @@ class QuadraticResourceAllocation:
         if np.any(free & (arrays["a"] <= 0)):
             bad = np.argwhere(free & (arrays["a"] <= 0))[0]
             raise ValueError(f"argument 'a': agent {bad[0]} has a non-trivial box but a = 0; "
-                             "the costs must be strongly convex (spec 003 Assumption 1)")
+                             "the costs must be strongly convex (DP-DGT Assumption 1)")
         arrays["free"] = free
         # the primal map's denominator 2 a (1 where the decision is fixed), formed once
         arrays["two_a"] = 2 * np.where(free, arrays["a"], 1.0)
@@ -102,7 +103,7 @@ class QuadraticResourceAllocation:
 
     @property
     def strong_convexity(self) -> float:
-        """``mu = min 2 a_i`` over agents with a free decision (spec 003 section 5.1: 0.06);
+        """``mu = min 2 a_i`` over agents with a free decision (DP-DGT Sec. 6: 0.06);
         a public fact of the problem, kept by its shards."""
         return self._strong_convexity
 
@@ -239,7 +240,7 @@ class QuadraticResourceAllocation:
 
     def cost(self, w: np.ndarray) -> float:
         """Total cost ``sum_i F_i(w_i)`` of every agent's allocation ``w`` ``(n_agents, m)``
-        (the constant terms ``c_i`` are omitted; spec 003 P10). A shard with a reducer gathers
+        (the constant terms ``c_i`` are omitted; :ref:`dpdgt-buses`). A shard with a reducer gathers
         its agents' :meth:`cost_terms` of ``w``'s rows (every agent's allocation, agent order)."""
         w = np.asarray(w, dtype=float)
         if self._held is None:
@@ -284,7 +285,7 @@ class QuadraticResourceAllocation:
 
 
 def ieee14_problem(manifold: Manifold | None = None) -> QuadraticResourceAllocation:
-    """The IEEE 14-bus economic dispatch of DP-DGT's Section 6 (spec 003 section 5.1).
+    """The IEEE 14-bus economic dispatch of DP-DGT's Section 6 (:ref:`dpdgt-buses`).
 
     Built from :func:`rfed.datasets.dispatch.ieee14_dispatch` (14 agents, m = 1, generators on
     buses 1, 2, 3, 6, 8 with Table 2's coefficients, ``W_i = {0}`` elsewhere, total demand
