@@ -1,8 +1,8 @@
 """Server aggregation of the agents' local parameters (PriRFed eq. 3.1 and 3.2).
 
-Both are post-processing of the agents' outputs and the public ``x^(t)`` (spec section 2.2), so
-they cost no privacy. Weights are data-size weights over the sampled agents,
-``w_i = N_i / sum_{l in S_t} N_l`` (the sizes are treated as public).
+Both are post-processing of the agents' outputs and the public ``x^(t)``
+(:ref:`prirfed-aggregation`), so they cost no privacy. Weights are data-size weights over the
+sampled agents, ``w_i = N_i / sum_{l in S_t} N_l`` (the sizes are treated as public).
 """
 
 from __future__ import annotations

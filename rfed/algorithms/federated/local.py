@@ -13,8 +13,8 @@ multiplier. ``z`` comes from one of:
   which calibrates ``z`` over the whole planned run (the default way to use the trainers);
 * ``noise_multiplier=`` (research: the certified epsilon is reported for whatever ``z`` is);
 * ``sigma=`` (an explicit noise std, research);
-* ``paper_epsilon=`` / ``paper_delta=``: the paper's formulas (spec section 2.5, constants
-  ``o_i = o~_i = 1`` as in its experiments, L430)
+* ``paper_epsilon=`` / ``paper_delta=``: the paper's formulas (Sec. 5.1 and 5.2 of PriRFed,
+  constants ``o_i = o~_i = 1`` as in its experiments, Sec. 6; :ref:`prirfed-noise-formulas`)
   :math:`\\sigma_i^2 = m K \\log(1/\\delta) \\tau^2 / (N_i^2 \\epsilon^2)` (``m = 1`` for DP-RSGD),
   which are heuristic calibrations and NOT guarantees: the run reports the certified epsilon of
   the noise they give beside the paper's value.
@@ -159,11 +159,12 @@ def paper_sigma(
     inner_steps: int = 1,
     constant: float = 1.0,
 ) -> np.ndarray:
-    r"""Per-agent noise std of PriRFed's local trainers (spec section 2.5).
+    r"""Per-agent noise std of PriRFed's local trainers (Sec. 5.1 and 5.2).
 
     :math:`\sigma_i = \sqrt{o\, m K \log(1/\delta)}\; \tau / (N_i \epsilon)` with ``m = 1`` for
-    DP-RSGD (paper L322, HMJG24 Thm 1) and ``m`` the inner loop length for DP-RSVRG (paper L416,
-    UHJM23 Claim 5, read with variance :math:`\sigma^2`, pitfall 2). Delegates to
+    DP-RSGD (PriRFed Sec. 5.1, after Han et al. 2024, Thm 1) and ``m`` the inner loop length for
+    DP-RSVRG (Sec. 5.2, after Utpala et al. 2023, Claim 5, read with variance :math:`\sigma^2`,
+    :ref:`prirfed-rsvrg-variance`). Delegates to
     :mod:`rfed.privacy.papers` (``dp_rsgd_sigma`` / ``dp_rsvrg_sigma``).
 
     Parameters
@@ -579,7 +580,7 @@ def _coupled(problem: Problem, neighboring: str) -> bool:
 class DPRSGD(LocalTrainer):
     r"""DP-RSGD local training (PriRFed Alg. 2), batched over the selected agents.
 
-    For ``k = 0..K-1`` (spec section 2.3):
+    For ``k = 0..K-1`` (PriRFed Algorithm 2):
 
     * line 3: minibatch :math:`B_k`: ``b_i`` records uniformly without replacement (the
       paper's), or Poisson (each record independently with probability ``q_i``);
@@ -760,7 +761,7 @@ class DPRSGD(LocalTrainer):
 class DPRSVRG(LocalTrainer):
     r"""DP-RSVRG local training (PriRFed Alg. 3), batched over the selected agents.
 
-    For ``k = 0..K-1`` (spec section 2.4), from the snapshot :math:`\tilde x_k`:
+    For ``k = 0..K-1`` (PriRFed Algorithm 3), from the snapshot :math:`\tilde x_k`:
 
     * line 4: :math:`g = \frac{1}{N_i} \sum_j \mathrm{clip}_{\tau_0}(\mathrm{grad}
       f_{i,j}(\tilde x_k))` (full clipped gradient);
@@ -768,8 +769,8 @@ class DPRSVRG(LocalTrainer):
       :math:`\eta = \mathrm{clip}_{\tau_1}(\mathrm{grad} f_{i,l_j}(x_j)) -
       \Gamma_{\tilde x_k}^{x_j}(\mathrm{clip}_{\tau_1}(\mathrm{grad} f_{i,l_j}(\tilde x_k)) - g)
       + \epsilon_j` with exact parallel transport and :math:`\epsilon_j \sim N_{x_j}(0,
-      \sigma_i^2)` (variance, pitfall 2), then :math:`x_{j+1} = \mathrm{Exp}_{x_j}(-\alpha
-      \eta)`;
+      \sigma_i^2)` (variance, :ref:`prirfed-rsvrg-variance`), then :math:`x_{j+1} =
+      \mathrm{Exp}_{x_j}(-\alpha \eta)`;
     * line 11: :math:`\tilde x_{k+1} = x_m`;
     * output option 1: :math:`x_{K,m}`; option 2: uniform over the ``m K`` points
       :math:`x_{k+1,j}`, ``j = 0..m-1``.
@@ -793,7 +794,9 @@ class DPRSVRG(LocalTrainer):
         ``m``.
     clip, clip_full : float or None
         Public :math:`\tau_1` (single-sample gradients) and :math:`\tau_0` (full gradient),
-        kept separate (pitfall 23); ``clip_full`` defaults to ``clip``. With
+        kept separate even where the paper's experiments set them equal (a
+        cached single-sample snapshot gradient is clipped by :math:`\tau_1`, never
+        :math:`\tau_0`); ``clip_full`` defaults to ``clip``. With
         ``variant='released_snapshot'``, ``clip`` is :math:`\tau_d`, the joint clip of each
         per-sample difference.
     noise_multiplier, sigma, paper_epsilon, paper_delta, constant

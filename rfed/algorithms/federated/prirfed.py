@@ -491,7 +491,8 @@ class PriRFed(Algorithm):
             return self.client_dp.release(problem.manifold, x, received, self._s(problem),
                                           state.client_noise_multiplier, rng)
         if agents.size == 1:
-            # (3.2) with one agent is Exp_x(Log_x(x_1)) = x_1 (spec pitfall 7); skip the round trip
+            # (3.2) with one agent is Exp_x(Log_x(x_1)) = x_1 (docs/papers/prirfed.md,
+            # prirfed-aggregation); skip the round trip
             return np.array(received[0])
         # the plan's sizes: the true N_i under replace-one, the public ones under add/remove
         weights = data_size_weights(np.asarray(state.plan.counts)[agents])

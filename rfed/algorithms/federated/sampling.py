@@ -1,8 +1,8 @@
 """Sampling without replacement: the agents of a round and each agent's minibatches.
 
-PriRFed (seed 004) Alg. 1 line 2 draws ``s`` of the ``N`` agents uniformly without replacement,
-afresh every round; Alg. 2 line 3 draws each agent's minibatch ``B_k`` of size ``b_i`` uniformly
-without replacement from its ``N_i`` samples, independently across steps and agents.
+PriRFed (Huang et al. 2024) Alg. 1 line 2 draws ``s`` of the ``N`` agents uniformly without
+replacement, afresh every round; Alg. 2 line 3 draws each agent's minibatch ``B_k`` of size ``b_i``
+uniformly without replacement from its ``N_i`` samples, independently across steps and agents.
 """
 
 from __future__ import annotations
