@@ -3,17 +3,18 @@
 Offline sources (nothing is downloaded):
 
 * :func:`load_digits_images`: scikit-learn's 8x8 digits (1,797 images, shipped in its wheel), the
-  stand-in for MNIST. Pixels are scaled to [0, 1] without centring, as spec 004 pitfall 12 resolves
-  the PriRFed MNIST preprocessing (the PCA cost uses second moments, no centring).
+  stand-in for MNIST. Pixels are scaled to [0, 1] without centring, as :ref:`prirfed-pixels`
+  resolves the PriRFed MNIST preprocessing (the PCA cost uses second moments, no centring).
 * :func:`load_mnist_idx` reads the original MNIST IDX files (``train-images-idx3-ubyte[.gz]``,
   ``train-labels-idx1-ubyte[.gz]``) for users who have them (http://yann.lecun.com/exdb/mnist/ or
   any mirror); :func:`load_npz_images` reads MedMNIST npz files (``pathmnist.npz`` from
   https://zenodo.org/records/10519652, keys ``train_images``, ``train_labels``, ...) and Keras'
   ``mnist.npz`` (keys ``x_train``, ``y_train``, ...).
 * :func:`covariance_descriptors`: region covariance descriptors (Tuzel, Porikli and Meer 2006),
-  the SPD features of PriRFed's PathMNIST experiment (spec 004 section 5.2, pitfall 13), computed
-  here from real images: :func:`load_sample_image_descriptors` (scikit-learn's two shipped photos,
-  cut into 28x28 patches like PathMNIST's images) and :func:`load_digits_descriptors`.
+  the SPD features of PriRFed's PathMNIST experiment (Sec. 6.2 of the paper;
+  :ref:`prirfed-descriptors`), computed here from real images: :func:`load_sample_image_descriptors`
+  (scikit-learn's two shipped photos, cut into 28x28 patches like PathMNIST's images) and
+  :func:`load_digits_descriptors`.
 * :func:`load_connectomes` and :func:`load_emg_covariances`: the real SPD data sets shipped in the
   geomstats wheel.
 
@@ -52,7 +53,8 @@ __all__ = [
     "scale_pixels",
 ]
 
-#: Per-pixel features of a colour descriptor, in order (SPD(9), as spec 004 pitfall 13).
+#: Per-pixel features of a colour descriptor, in order (SPD(9); docs/papers/prirfed.md,
+#: prirfed-descriptors).
 COVARIANCE_FEATURES_RGB = ("x", "y", "R", "G", "B", "|Ix|", "|Iy|", "|Ixx|", "|Iyy|")
 #: Per-pixel features of a grey-level descriptor, in order (SPD(7)).
 COVARIANCE_FEATURES_GRAY = ("x", "y", "I", "|Ix|", "|Iy|", "|Ixx|", "|Iyy|")
@@ -70,8 +72,9 @@ def scale_pixels(images: np.ndarray, max_value: float, normalize: str = "unit") 
     max_value : float
         Largest possible raw value (255 for MNIST, 16 for scikit-learn's digits).
     normalize : {"unit", "symmetric", "none"}
-        ``"unit"``: ``[0, 1]``, no centring (spec 004 pitfall 12, PriRFed's PCA);
-        ``"symmetric"``: ``[-1, 1]`` (``Normalize(0.5, 0.5)``, what spec 001 infers for DPDL);
+        ``"unit"``: ``[0, 1]``, no centring (:ref:`prirfed-pixels`, PriRFed's PCA);
+        ``"symmetric"``: ``[-1, 1]`` (``Normalize(0.5, 0.5)``, the reading of DPDL's preprocessing
+        in :ref:`dpdl-preprocessing`);
         ``"none"``: raw values as float64.
 
     Raises
@@ -382,7 +385,7 @@ def covariance_descriptors(
 ) -> np.ndarray:
     """Region covariance descriptors of whole images, one SPD matrix per image.
 
-    For every pixel the feature vector is (Tuzel, Porikli and Meer 2006; spec 004 pitfall 13)
+    For every pixel the feature vector is (Tuzel, Porikli and Meer 2006; :ref:`prirfed-descriptors`)
 
     * colour images ``(n, H, W, 3)``: ``(x, y, R, G, B, |Ix|, |Iy|, |Ixx|, |Iyy|)``, SPD(9);
     * grey images ``(n, H, W)``: ``(x, y, I, |Ix|, |Iy|, |Ixx|, |Iyy|)``, SPD(7);

@@ -3,8 +3,8 @@
 The data (shipped in ``rfed/datasets/data/wordnet_mammals/`` with Princeton's WordNet 3.0 license,
 ``WORDNET_LICENSE``, which must travel with it) are the transitive closure of the mammal.n.01
 subtree of WordNet 3.0 (hypernyms and instance hypernyms): 1,182 synsets, 6,542 closure edges
-(child, ancestor) and 1,182 direct hypernym edges (child, parent). The PriRFed paper (spec 004
-section 5.3) reports "about 1180 nodes and 6540 edges".
+(child, ancestor) and 1,182 direct hypernym edges (child, parent). The PriRFed paper (Sec. 6.3)
+reports "about 1180 nodes and 6540 edges".
 
 PriRFed's hyperbolic structured prediction uses pairs ``(w_i, y_i)`` in R^3 x H^2: ``w_i`` from a
 Laplacian eigenmap (Belkin and Niyogi 2003) "to dimension r = 3 of the adjacency matrix formed by
@@ -387,7 +387,7 @@ def load_wordnet_embedding(path: str | os.PathLike | None = None) -> tuple[np.nd
 def wordnet_prediction_data(
     *, r: int = 3, graph: str = "closure", scale: str = "std"
 ) -> dict[str, np.ndarray | int | tuple[str, ...]]:
-    """The (features, targets) pairs of PriRFed's hyperbolic structured prediction (spec 004 6.3).
+    """The (features, targets) pairs of PriRFed's hyperbolic structured prediction (Sec. 6.3).
 
     Features: :func:`laplacian_eigenmap` with ``r = 3`` of the adjacency formed by the closure
     edges (the paper: "the adjacency matrix formed by the edges", its 6,540 edges being the
