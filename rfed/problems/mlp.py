@@ -1,6 +1,6 @@
 """A small neural-network classifier, the offline stand-in for the papers' CNNs.
 
-DO-ADP (spec 000 section 5.3) trains a 3-conv-layer CNN on MNIST and DPDL (spec 001 section 5.2)
+DO-ADP (Sec. VI-B of the paper) trains a 3-conv-layer CNN on MNIST and DPDL (Sec. VI-A)
 a LeNet on MNIST and a small CNN on CIFAR-10. Neither data set can be downloaded here, so rfed
 uses scikit-learn's shipped 8x8 digits (1,797 images, 10 classes) with a one-hidden-layer
 perceptron; experiments label it as a stand-in.

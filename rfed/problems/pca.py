@@ -14,7 +14,7 @@ __all__ = ["SpherePCA"]
 class SpherePCA(Problem):
     r"""Leading eigenvector of the pooled second-moment matrix, on the sphere.
 
-    PriRFed (seed 004) problem (6.1), spec section 5.1:
+    PriRFed (Huang et al. 2024) problem (6.1), Sec. 6.1:
 
     .. math:: f_{i,j}(x) = -x^T z_{i,j} z_{i,j}^T x, \qquad x \in S^d \subset \mathbb{R}^{d+1},
 
@@ -22,7 +22,7 @@ class SpherePCA(Problem):
     moments, no centring; ``p_i / N_i = 1 / sum N_l``) and the minimum is
     :math:`-\lambda_{\max}(C)`, attained at :math:`\pm v_{\max}`.
 
-    Per-sample Riemannian gradient (spec 5.1):
+    Per-sample Riemannian gradient (PriRFed Sec. 6.1):
     :math:`\mathrm{grad} f_{i,j}(x) = -2 (I - x x^T) z z^T x = -2 (z^T x)(z - (z^T x) x)`,
     with norm :math:`2 |z^T x| \sqrt{\|z\|^2 - (z^T x)^2} \le \|z\|^2`
     (:meth:`sample_lipschitz`; the paper's bound is :math:`2\|z\|^2`).
@@ -30,8 +30,8 @@ class SpherePCA(Problem):
     Constants for clipping and step sizes are PUBLIC: they come from ``norm_bound``, a bound
     :math:`\|z\| \le B` that the user asserts about the data domain (e.g. ``sqrt(d + 1)`` for
     pixels in [0, 1]); the paper's :math:`\tau = L_g = 2\theta` with :math:`\theta = \max
-    \|z\|^2` read from the private data (pitfall 16) leaks through the noise scale and is not
-    offered. The privacy of a run never rests on the assertion: the trainers clip every
+    \|z\|^2` read from the private data (:ref:`prirfed-clip-level`) leaks through the noise scale
+    and is not offered. The privacy of a run never rests on the assertion: the trainers clip every
     per-sample gradient to the clip level they are given.
 
     Parameters
@@ -85,7 +85,7 @@ class SpherePCA(Problem):
         if gradient_bound is None and self.norm_bound is not None:
             gradient_bound = self.norm_bound**2
         self.gradient_bound = None if gradient_bound is None else float(gradient_bound)
-        #: L_g = 2 B^2 (spec 5.1), from the public bound only (None without it)
+        #: L_g = 2 B^2 (PriRFed Sec. 6.1), from the public bound only (None without it)
         self.smoothness = None if self.norm_bound is None else 2.0 * self.norm_bound**2
         self.privacy_assumptions = (
             () if self.norm_bound is None else
@@ -140,7 +140,7 @@ class SpherePCA(Problem):
 
         With :math:`z^T x = \|z\| \cos\theta` the gradient norm is
         :math:`2 \|z\|^2 \cos\theta \sin\theta = \|z\|^2 \sin 2\theta`, maximal at
-        :math:`\theta = \pi/4`; the paper's bound :math:`2\|z\|^2` (L440) is twice this.
+        :math:`\theta = \pi/4`; the paper's bound :math:`2\|z\|^2` (Sec. 6.1) is twice this.
         """
         return self.data["sq"][self.mask]
 
@@ -150,7 +150,7 @@ class SpherePCA(Problem):
         Parameters
         ----------
         rule : {"paper", "tight"}
-            ``"paper"``: :math:`\tau = L_g = 2 B^2` (paper L445 with the public ``B`` in place
+            ``"paper"``: :math:`\tau = L_g = 2 B^2` (PriRFed Sec. 6.1 with the public ``B`` in place
             of the data's maximum; never activates when the assertion holds). ``"tight"``:
             :math:`B^2`, the supremum of the per-sample gradient norms (:meth:`sample_lipschitz`)
             under the assertion: half the paper's noise. Levels from quantiles of the private
