@@ -69,7 +69,7 @@ class Hyperboloid(Manifold):
     * Parallel transport along the geodesic:
       :math:`P_{x\to y} u = u + \frac{\langle y, u\rangle_L}{1 + z}(x + y)`.
     * Tangent Gaussian: :math:`(0, \sigma g)`, :math:`g \sim N(0, I_d)`, at the origin
-      :math:`o = (1, 0, \dots, 0)`, transported to x (specs/anchors_manifolds.md section 4).
+      :math:`o = (1, 0, \dots, 0)`, transported to x (:ref:`neighbours-tangent-gaussian`).
       The orthonormal tangent basis is the transported standard basis of :math:`T_o`.
     """
 

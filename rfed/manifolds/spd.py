@@ -80,10 +80,11 @@ class SPD(Manifold):
     The tangent Gaussian is :math:`\xi = L S L^T` with S symmetric,
     :math:`S_{ii} \sim N(0, \sigma^2)`, :math:`S_{ij} = S_{ji} \sim N(0, \sigma^2/2)`, so that
     :math:`\tilde\xi = S` is :math:`N(0, \sigma^2 I)` in orthonormal coordinates of
-    :math:`T_P`. It has the same law as :math:`P^{1/2} S P^{1/2}` (specs/anchors_manifolds.md
-    section 4), because the law of S is invariant under :math:`S \mapsto R S R^T`. The
-    orthonormal basis is :math:`L B_k L^T` for the Frobenius-orthonormal basis :math:`B_k` of
-    Sym(n), and coordinates are those of :math:`\tilde U` in :math:`B_k`.
+    :math:`T_P`. It has the same law as :math:`P^{1/2} S P^{1/2}`
+    (:ref:`neighbours-tangent-gaussian`), because the law of S is invariant under
+    :math:`S \mapsto R S R^T`. The orthonormal basis is :math:`L B_k L^T` for the
+    Frobenius-orthonormal basis :math:`B_k` of Sym(n), and coordinates are those of
+    :math:`\tilde U` in :math:`B_k`.
     """
 
     #: affine-invariant sectional curvatures lie in [-1/2, 0]

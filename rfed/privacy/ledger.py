@@ -441,7 +441,7 @@ class PrivacyLedger:
             The closed form's values (``delta`` may be 0 for pure DP, or vacuous: say so in
             ``note``).
         source : str
-            Theorem / equation and spec section.
+            The theorem or equation of the paper (or the docs page) the entry rests on.
         agent : int, optional
             Agent the bound is for (None: the whole run).
         note : str
