@@ -71,6 +71,25 @@ def test_cli_output_has_no_internal_references():
     assert hits == [], "\n".join(map(str, hits))
 
 
+#: Parts of the package the docstring sweep has cleaned: a reference reintroduced there fails.
+SWEPT = [
+    "rfed/privacy", "rfed/problems", "rfed/datasets", "rfed/manifolds", "rfed/optim",
+    "rfed/algorithms/federated", "rfed/bibliography.py", "rfed/_checks.py",
+]
+#: Files inside SWEPT still being edited by the concurrent work; remove each once it is clean.
+NOT_YET_SWEPT = {"rfed/privacy/mechanisms.py"}
+
+
+@pytest.mark.parametrize("part", SWEPT)
+def test_swept_parts_have_no_internal_references(part):
+    path = ROOT / part
+    files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    files = [f for f in files if str(f.relative_to(ROOT)) not in NOT_YET_SWEPT]
+    assert files, f"{part} holds no Python file"
+    hits = [hit for f in files for hit in check_references.find_in_python(f)]
+    assert hits == [], f"{len(hits)} references in {part}:\n" + "\n".join(map(str, hits))
+
+
 @pytest.mark.xfail(strict=False, reason="the docstring sweep comes after the concurrent work on "
                    "these modules; 'python tools/check_references.py' lists what remains")
 def test_package_has_no_internal_references():
