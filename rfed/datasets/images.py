@@ -118,7 +118,7 @@ def load_digits_images(
 
 
 # IDX type codes (http://yann.lecun.com/exdb/mnist/, "THE IDX FILE FORMAT"); data are big-endian.
-_IDX_DTYPES = {
+_IDX_DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype(">u1"),
     0x09: np.dtype(">i1"),
     0x0B: np.dtype(">i2"),
@@ -333,7 +333,9 @@ def extract_patches(images: np.ndarray, patch_size: int, stride: int | None = No
         raise ValueError(
             f"argument 'patch_size' ({patch_size}) exceeds the image size {images.shape[1:3]}"
         )
-    win = np.lib.stride_tricks.sliding_window_view(images, (patch_size, patch_size), axis=(1, 2))
+    # numpy's stub types 'axis' as one int; a tuple of axes is documented and supported
+    win = np.lib.stride_tricks.sliding_window_view(  # type: ignore[call-overload]
+        images, (patch_size, patch_size), axis=(1, 2))
     win = win[:, ::stride, ::stride]
     # sliding_window_view puts the window axes last: (n, r, c, [C,] p, p) -> (n, r, c, p, p, [C])
     if images.ndim == 4:
@@ -476,7 +478,9 @@ def _patch_descriptors(
         raise ValueError(
             f"argument 'patch_size' ({patch_size}) exceeds the image size {photos.shape[1:3]}"
         )
-    win = np.lib.stride_tricks.sliding_window_view(photos, (patch_size, patch_size), axis=(1, 2))
+    # numpy's stub types 'axis' as one int; a tuple of axes is documented and supported
+    win = np.lib.stride_tricks.sliding_window_view(  # type: ignore[call-overload]
+        photos, (patch_size, patch_size), axis=(1, 2))
     win = win[:, ::stride, ::stride]  # (n, rows, cols, 3, p, p), a view
     grid = win.shape[:3]
     n_patches = int(np.prod(grid))

@@ -20,7 +20,9 @@ from __future__ import annotations
 import bz2
 import gzip
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import scipy.sparse as sp
@@ -84,7 +86,8 @@ def normalize_rows(x: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
 
 def _first_non_finite(path: Path) -> tuple[int, str]:
     """Line number (1-based) and token of the first NaN or infinite label or feature value."""
-    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    openers: dict[str, Callable[..., IO[str]]] = {".gz": gzip.open, ".bz2": bz2.open}
+    opener = openers.get(path.suffix, open)
     with opener(path, "rt") as fh:
         for lineno, line in enumerate(fh, start=1):
             tokens = line.split("#", 1)[0].split()

@@ -129,12 +129,12 @@ def find_mnist_files(
     check_choice(split, "split", _SPLITS)
     dirs = _search_dirs(which, path)
     for folder in dirs:
-        found = {}
+        found: dict[str, tuple[Path, Path]] = {}
         for name in _split_names(split):
-            files = tuple(_find_file(folder, stem) for stem in _STEMS[name])
-            if None in files:
+            images, labels = (_find_file(folder, stem) for stem in _STEMS[name])
+            if images is None or labels is None:
                 break
-            found[name] = files
+            found[name] = (images, labels)
         else:
             return found
     title, subdir, _, how = _SOURCES[which]

@@ -35,6 +35,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import DTypeLike
 from scipy.stats import beta
 
 from rfed.datasets._validation import check_float, check_float_dtype, check_int
@@ -363,7 +364,7 @@ def make_epsilon_like(
     rng: np.random.Generator | int = 0,
     *,
     label_noise: float = 0.1,
-    dtype: type = np.float64,
+    dtype: DTypeLike = np.float64,
     chunk_rows: int = 4096,
     spectrum_decay: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -411,16 +412,16 @@ def make_epsilon_like(
     n_samples = check_int(n_samples, "n_samples", minimum=2)
     n_features = check_int(n_features, "n_features")
     label_noise = check_float(label_noise, "label_noise", low=0.0, high=0.5)
-    dtype = check_float_dtype(dtype)
+    float_dtype = check_float_dtype(dtype)
     chunk_rows = check_int(chunk_rows, "chunk_rows")
     spectrum_decay = check_float(spectrum_decay, "spectrum_decay", low=0.0, high=4.0)
     gen = as_generator(rng)
-    x = np.empty((n_samples, n_features), dtype=dtype)
-    for start, rows in _epsilon_like_rows(n_samples, n_features, gen, dtype, chunk_rows,
+    x = np.empty((n_samples, n_features), dtype=float_dtype)
+    for start, rows in _epsilon_like_rows(n_samples, n_features, gen, float_dtype, chunk_rows,
                                           spectrum_decay):
         x[start : start + len(rows)] = rows
     w = _epsilon_like_direction(gen, n_features, spectrum_decay)
-    return x, _linear_labels(x @ w.astype(dtype), label_noise, gen)
+    return x, _linear_labels(x @ w.astype(float_dtype), label_noise, gen)
 
 
 def _epsilon_like_scales(n_features: int, spectrum_decay: float) -> np.ndarray | None:

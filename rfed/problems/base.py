@@ -238,7 +238,7 @@ class Problem(abc.ABC):
         if not data:
             raise ValueError("argument 'data' must hold at least one array")
         arrays = {}
-        lead = None
+        lead: tuple[int, ...] | None = None
         for key, arr in data.items():
             arr = numeric_array(arr, names.get(key, f"data['{key}']"), dtype=None)
             if arr.ndim < 2:
@@ -257,6 +257,7 @@ class Problem(abc.ABC):
             arrays[key] = arr
         self.manifold = manifold
         self._data = arrays
+        assert lead is not None  # data holds at least one array (checked above)
         self.n_agents, n_max = lead
         if counts is None:
             counts = np.full(self.n_agents, n_max)
@@ -392,6 +393,8 @@ class Problem(abc.ABC):
 
     def _shard_text(self) -> str:
         held = self._held
+        if held is None:
+            return f"{type(self).__name__} holding every agent's rows"
         if held.size == 0:
             return (f"{type(self).__name__} shard holding no agent's rows (public facts of "
                     f"{self.n_agents} agents only)")
@@ -403,7 +406,7 @@ class Problem(abc.ABC):
     def _rows(self, agents: np.ndarray) -> np.ndarray:
         """Local data rows of the global ids ``agents`` (the ids themselves when every agent's
         rows are held); an agent held elsewhere is an error naming it."""
-        if self._held is None:
+        if self._held is None or self._row_of is None:  # both are set together by a shard
             return agents
         ids = np.asarray(agents)
         if ids.size and (ids.min() < 0 or ids.max() >= self.n_agents):

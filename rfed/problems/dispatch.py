@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from rfed._checks import numeric_array
-from rfed.datasets.dispatch import ieee14_dispatch
+from rfed.datasets.dispatch import EconomicDispatch, ieee14_dispatch
 from rfed.manifolds import Euclidean, Manifold
 
 __all__ = ["QuadraticResourceAllocation", "ieee14_problem"]
@@ -44,6 +44,9 @@ class QuadraticResourceAllocation:
         Dual methods accept only Euclidean space (:ref:`dpdgt-euclidean`); another manifold can be
         passed to check that they refuse it.
     """
+
+    #: The public table the problem was built from (set by :func:`ieee14_problem`), or None.
+    data: EconomicDispatch | None = None
 
     def __init__(self, a, b, lo, hi, demand, manifold: Manifold | None = None):
         arrays = {}
@@ -119,6 +122,8 @@ class QuadraticResourceAllocation:
         return np.arange(self.n_agents) if self._held is None else self._held
 
     def _shard_text(self) -> str:
+        if self._held is None:
+            return f"this {type(self).__name__} holds every agent's coefficients"
         return (f"this {type(self).__name__} is a shard of agents {self._held.tolist()} "
                 f"of {self.n_agents}")
 

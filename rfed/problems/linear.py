@@ -239,6 +239,7 @@ class LinearProblem(Problem):
             norms = np.linalg.norm(features, axis=-1, keepdims=True)
             features = features * np.minimum(1.0, bound / np.maximum(norms, 1e-300))
             self.public_gradient_bound = bound
+        grad_bound: float | None
         if self.public_gradient_bound is not None:
             grad_bound = self.public_gradient_bound
         else:
@@ -323,7 +324,9 @@ class LogisticRegression(LinearProblem):
 
     def smoothness(self) -> float:
         """Lipschitz constant of the per-sample gradient: ``max ||a||^2 / 4 + mu``."""
-        return self.gradient_bound ** 2 / 4 + self.regularizer.modulus
+        # the bound is None only when every feature row is zero: the data term is then constant
+        bound = 0.0 if self.gradient_bound is None else self.gradient_bound
+        return bound**2 / 4 + self.regularizer.modulus
 
     def _compute_reference(self) -> np.ndarray:
         if isinstance(self.regularizer, L1Regularizer) and self.regularizer.strength > 0:
