@@ -383,6 +383,9 @@ def _compute_rdp_curve(spec: EventSpec, neighboring: str, orders: tuple[float, .
         if spec.sampling == "poisson":
             return _rdp.poisson_gaussian_rdp(spec.sampling_rate, z, order_array)
         if spec.sampling == "without_replacement":
+            if spec.sample_size is None or spec.dataset_size is None:
+                raise ValueError("sampling='without_replacement' needs 'sample_size' and "
+                                 "'dataset_size'")
             q = spec.sample_size / spec.dataset_size  # dp-accounting's q, from the sizes
             return _rdp.sample_wor_gaussian_rdp(q, z, order_array)
         return _rdp.gaussian_rdp(z, order_array)

@@ -296,9 +296,9 @@ def epsilon_lower_bound(
     fp, fn = _rates(s0, s1, np.array([t]), d)
     _, fpr_hi = clopper_pearson(fp, s0.size, per_bound)
     _, fnr_hi = clopper_pearson(fn, s1.size, per_bound)
-    eps = float(_epsilon_from_rates(fpr_hi, fnr_hi, delta)[0])
+    eps_lower = float(_epsilon_from_rates(fpr_hi, fnr_hi, delta)[0])
     return AuditResult(
-        epsilon_lower=eps,
+        epsilon_lower=eps_lower,
         confidence=gamma,
         delta=delta,
         threshold=float(t),

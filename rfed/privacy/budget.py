@@ -341,7 +341,7 @@ def certify(
     if not usable:
         # let the accountant raise the precise message
         compose_epsilon(events, delta, methods[0], neighboring)
-    best = None
+    best: tuple[float, str] | None = None
     for m in usable:
         if m == "pld" and best is not None and best[0] > PLD_EPSILON_CAP:
             # PLD's grid spans the privacy-loss range: at tiny noise it needs gigabytes and
@@ -350,6 +350,7 @@ def certify(
         eps = compose_epsilon(events, delta, m, neighboring, pld_discretization=pld_discretization)
         if best is None or eps < best[0]:
             best = (eps, m)
+    assert best is not None  # 'usable' is not empty and its first method is never skipped
     return Certificate(best[0], delta, best[1], neighboring, pld_discretization)
 
 

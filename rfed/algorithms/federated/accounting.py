@@ -124,7 +124,7 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
     if not np.all(np.isfinite(plan.sensitivity[agents])):
         return
     charges = [(events.specs, events.ids[agents], plan.steps)]
-    if events.snapshot_specs is not None:
+    if events.snapshot_specs is not None and events.snapshot_ids is not None:  # set together
         charges.append((events.snapshot_specs, events.snapshot_ids[agents], plan.snapshot_steps))
     if agents.ndim != 1 or not agents.size or any(bool(np.any(ids < 0)) for _, ids, _ in charges) \
             or (agents.size > 1 and not bool(np.all(agents[1:] > agents[:-1]))):
@@ -135,8 +135,11 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
     for specs, ids, count in charges:
         first = int(ids[0])
         if ids.size == 1 or bool(np.all(ids == first)):
-            # one event for the whole call (one agent, or equal configurations)
-            ledger.record_event(round_index, specs[first], agents, count=count)
+            # one event for the whole call (one agent, or equal configurations); every id is
+            # >= 0 here (a refused row took the general path), so its spec exists
+            spec = specs[first]
+            assert spec is not None
+            ledger.record_event(round_index, spec, agents, count=count)
         else:
             # record()'s order: the distinct events in the order of their sorted values
             for c in np.unique(ids).tolist():
@@ -157,6 +160,7 @@ def _record_general(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
                   sensitivity=plan.sensitivity[agents], count=plan.steps, **kwargs)
     if plan.snapshot_steps:
         # DP-RSVRG with a released snapshot: its full-batch snapshot-gradient releases
+        assert plan.snapshot_sigma is not None and plan.snapshot_sensitivity is not None
         ledger.record(round_index, agents, sigma=plan.snapshot_sigma[agents],
                       sensitivity=plan.snapshot_sensitivity[agents], count=plan.snapshot_steps)
 
@@ -176,6 +180,12 @@ class _PlanEvents:
     """
 
     __slots__ = ("sources", "private", "specs", "ids", "snapshot_specs", "snapshot_ids")
+    sources: tuple[Any, ...]
+    private: bool
+    specs: list[EventSpec | None]
+    ids: np.ndarray
+    snapshot_specs: list[EventSpec | None] | None
+    snapshot_ids: np.ndarray | None
 
     @classmethod
     def of(cls, plan: LocalPlan) -> _PlanEvents:
@@ -334,7 +344,10 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float,
                 budget.method == "auto"
                 and _pld_supports(events(cal.noise_multiplier), plan.neighboring)):
             z_rdp = cal.noise_multiplier
-            scaled = calibrate(lambda uu, f=events, zr=z_rdp: f(uu * zr), budget, delta=delta)
+            def scaled_events(uu, f=events, zr=z_rdp):
+                return f(uu * zr)
+
+            scaled = calibrate(scaled_events, budget, delta=delta)
             cal = Calibration(scaled.noise_multiplier * z_rdp, scaled.certificate,
                               budget.epsilon)
         z[u] = cal.noise_multiplier
@@ -441,12 +454,14 @@ def prirfed_privacy_report(
     n_agents = counts.size
     paper = None
     if trainer.paper_epsilon is not None and rounds > 0:
+        assert trainer.paper_delta is not None  # the trainer requires both together
         res = prirfed_privacy(n_agents, n_sampled, trainer.paper_epsilon, trainer.paper_delta,
                               rounds, delta_hat)
         paper = {
             "label": PAPER_LABEL,
             "name": "PriRFed Theorem 4.2 with the sigma formula of "
-                    f"{'HMJG24 Thm 1' if trainer.name == 'DP-RSGD' else 'UHJM23 Claim 5'}",
+                    + ("Han et al. (2024), Thm 1" if trainer.name == "DP-RSGD"
+                       else "Utpala et al. (2023), Claim 5"),
             "epsilon": res.epsilon,
             "delta": res.delta,
             "branch": res.branch,

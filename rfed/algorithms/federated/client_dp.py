@@ -188,6 +188,7 @@ class ClientLevelDP:
         (every client charged every round: the worst case of the selection), calibrated with
         the accountant that certifies the finished run (:meth:`method`)."""
         if self.budget is None:
+            assert self.noise_multiplier is not None  # exactly one of the two is given
             return float(self.noise_multiplier)
         if n_rounds is None:
             raise ValueError("argument 'n_rounds' is required with a client-level budget")

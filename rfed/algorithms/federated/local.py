@@ -235,9 +235,9 @@ class LocalPlan:
     sigma: np.ndarray
     clip: float | None
     sizes: np.ndarray
+    counts: np.ndarray
+    sensitivity: np.ndarray
     clip_full: float | None = None
-    counts: np.ndarray | None = None
-    sensitivity: np.ndarray | None = None
     neighboring: str = "replace_one"
     sampling: str = "none"
     steps: int = 1
@@ -249,7 +249,8 @@ class LocalPlan:
     @property
     def private(self) -> bool:
         return bool(np.all(self.sigma > 0)) and (
-            self.snapshot_steps == 0 or bool(np.all(self.snapshot_sigma > 0)))
+            self.snapshot_steps == 0
+            or (self.snapshot_sigma is not None and bool(np.all(self.snapshot_sigma > 0))))
 
     @property
     def noise_multiplier(self) -> np.ndarray:
@@ -385,7 +386,8 @@ class LocalTrainer(abc.ABC):
             plan.sensitivity = np.asarray(
                 release_sensitivity(plan.sensitivity, problem.manifold.dim, rng, "l2"),
                 dtype=float)
-        if plan.snapshot_steps and np.all(np.isfinite(plan.snapshot_sensitivity)):
+        if (plan.snapshot_steps and plan.snapshot_sensitivity is not None
+                and np.all(np.isfinite(plan.snapshot_sensitivity))):
             plan.snapshot_sensitivity = np.asarray(
                 release_sensitivity(plan.snapshot_sensitivity, problem.manifold.dim, rng, "l2"),
                 dtype=float)
@@ -399,6 +401,7 @@ class LocalTrainer(abc.ABC):
                 )
         n = problem.n_agents
         if self.paper_epsilon is not None:
+            assert self.paper_delta is not None  # the constructor requires both together
             if paper_clip is None:
                 raise ValueError("the paper's calibration needs clipping levels; set 'clip'"
                                  + (" and 'clip_full'" if isinstance(self, DPRSVRG) else ""))
@@ -509,7 +512,7 @@ _GATHER_BLOCK_BYTES = 4 * 2**20
 
 def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
                           idx: np.ndarray, valid: np.ndarray, clip: float | None,
-                          buffers: dict | None) -> tuple[np.ndarray, np.ndarray, dict]:
+                          buffers: dict | None) -> tuple[np.ndarray, np.ndarray, dict | None]:
     """Clipped per-sample gradient sums of minibatches gathered in row order, block by block.
 
     Each agent's drawn rows are sorted (valid ones first) and gathered for a block of agents at
@@ -531,8 +534,8 @@ def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
     -------
     total : array, shape ``(A, *point_shape)``
     n_clipped : int array, shape ``(A,)``
-    buffers : dict
-        The gather buffers, for the next call.
+    buffers : dict or None
+        The gather buffers, for the next call (``None`` while no agent was drawn).
     """
     n_agents, b = idx.shape
     # the drawn rows in increasing order, the unused slots (past b_i) after them: the sorted
@@ -541,14 +544,16 @@ def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
     rows[~valid] = 0
     total = np.empty(x.shape)
     n_clipped = np.empty(n_agents, dtype=int)
-    if buffers is None and n_agents:
-        # one agent's batch, gathered, sizes the blocks and the reused buffers
-        probe = problem.batch(agents[:1], rows[:1, :1])
-        batch_bytes = b * sum(v.nbytes for v in probe.values())
-        per_block = max(1, _GATHER_BLOCK_BYTES // max(batch_bytes, 1))
-        buffers = {k: np.empty((min(per_block, n_agents) * b,) + v.shape[2:], v.dtype)
-                   for k, v in probe.items()}
-    per_block = next(iter(buffers.values())).shape[0] // b if n_agents else 1
+    per_block = 1
+    if n_agents:
+        if buffers is None:
+            # one agent's batch, gathered, sizes the blocks and the reused buffers
+            probe = problem.batch(agents[:1], rows[:1, :1])
+            batch_bytes = b * sum(v.nbytes for v in probe.values())
+            per_block = max(1, _GATHER_BLOCK_BYTES // max(batch_bytes, 1))
+            buffers = {k: np.empty((min(per_block, n_agents) * b,) + v.shape[2:], v.dtype)
+                       for k, v in probe.items()}
+        per_block = next(iter(buffers.values())).shape[0] // b
     for start in range(0, n_agents, per_block):
         stop = min(n_agents, start + per_block)
         block = problem.batch(agents[start:stop], rows[start:stop], out=buffers)
@@ -870,11 +875,12 @@ class DPRSVRG(LocalTrainer):
         tau1, tau0 = self.clip, self.clip_full
         if self.variant == "released_snapshot":
             return self._plan_released(problem, coupled, rng)
+        sens: np.ndarray
         if tau1 is None or tau0 is None:
             sens = np.full(counts.shape, np.inf)
         elif neighboring == "replace_one":
-            sens = 4.0 * tau1 + 2.0 * tau0 / (1.0 if coupled else counts.astype(float))
-            sens = np.broadcast_to(sens, counts.shape).astype(float)
+            per_step = 4.0 * tau1 + 2.0 * tau0 / (1.0 if coupled else counts.astype(float))
+            sens = np.broadcast_to(per_step, counts.shape).astype(float)
         else:
             # g = (1/N^pub) sum_j clip(grad f_j): one summand more or less moves it by
             # tau_0 / N^pub; a step whose pick is the added record moves by at most

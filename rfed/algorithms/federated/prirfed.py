@@ -329,6 +329,9 @@ class PriRFed(Algorithm):
         (rather than assuming every agent trains every round). Without a seed (secure mode: the
         selection is OS-random) or with full participation, every agent trains every round.
         """
+        if self.n_rounds is None:
+            raise ValueError("argument 'n_rounds' (the planned number of rounds) is required "
+                             "to plan the agents' participation")
         s = self._s(problem)
         if seed is None or s == problem.n_agents:
             return int(self.n_rounds)
@@ -438,10 +441,11 @@ class PriRFed(Algorithm):
             rng = (st.rng if st.seed is None
                    else AgentBlockGenerator(st.seed, blocks[0], t, "local"))
         else:
-            if any(st.seed is None for st in states):
+            seeds = [st.seed for st in states if st.seed is not None]
+            if len(seeds) != len(states):
                 raise ValueError("several runs train together only with seeded runs (secure "
                                  "mode draws from the operating system: run them one by one)")
-            rng = AgentBlockGenerator.stacked([st.seed for st in states], blocks, t, "local")
+            rng = AgentBlockGenerator.stacked(seeds, blocks, t, "local")
         shape = np.shape(states[0].x)
         # C-ordered rows (a concatenation of broadcasts would come out column-ordered, and
         # einsum sums in another order over another layout)
@@ -450,8 +454,12 @@ class PriRFed(Algorithm):
                                   [b.size for b in blocks], axis=0))
         plan = states[0].plan
         sigma = np.concatenate([st.plan.sigma[b] for st, b in zip(states, blocks, strict=True)])
-        snapshot_sigma = (None if plan.snapshot_sigma is None else np.concatenate(
-            [st.plan.snapshot_sigma[b] for st, b in zip(states, blocks, strict=True)]))
+        snapshot_sigma = None
+        if plan.snapshot_sigma is not None:
+            # runs trained together share the trainer: all have a snapshot release or none
+            snapshot_sigma = np.concatenate(
+                [np.asarray(st.plan.snapshot_sigma)[b] for st, b in zip(states, blocks,
+                                                                         strict=True)])
         agents = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
         with np.errstate(over="ignore", invalid="ignore"):
             try:
@@ -488,6 +496,7 @@ class PriRFed(Algorithm):
         if self.client_dp is not None:
             rng = state.rng if state.seed is None else public_generator(
                 state.seed, state.round, "client-dp-noise")
+            assert state.client_noise_multiplier is not None  # init sets it with client_dp
             return self.client_dp.release(problem.manifold, x, received, self._s(problem),
                                           state.client_noise_multiplier, rng)
         if agents.size == 1:
@@ -505,6 +514,8 @@ class PriRFed(Algorithm):
         """Ledger (every selected agent charged its noisy steps), output option 2, next state."""
         record_round(state.ledger, state.round, state.plan, agents)
         if self.client_dp is not None:
+            # init sets the client-level ledger and multiplier whenever client_dp is given
+            assert state.client_ledger is not None and state.client_noise_multiplier is not None
             self.client_dp.record(state.client_ledger, state.round, agents,
                                   state.plan.extra["n_sampled"], state.client_noise_multiplier)
         t = state.round + 1
@@ -520,11 +531,11 @@ class PriRFed(Algorithm):
 
     def check_round(self, state: PriRFedState) -> None:
         """Refuse a round past the planned ``n_rounds`` of a budget (record or client level)."""
-        budgeted = self.budget is not None or (self.client_dp is not None
-                                                and self.client_dp.budget is not None)
-        if budgeted:
-            check_planned_round(self.name, state.round, self.n_rounds,
-                                (self.budget or self.client_dp.budget).epsilon)
+        budget = self.budget
+        if budget is None and self.client_dp is not None:
+            budget = self.client_dp.budget
+        if budget is not None:
+            check_planned_round(self.name, state.round, self.n_rounds, budget.epsilon)
 
     def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
         """One round: :meth:`select`, :meth:`train_block` (everyone in one block),
@@ -583,6 +594,7 @@ class PriRFed(Algorithm):
             if secure and "manifold_dim" in state.plan.extra:
                 sensitivity = self.client_dp.release_sensitivity(
                     state.plan.extra["manifold_dim"], n_sampled, state.rng)
+            assert state.client_ledger is not None and state.client_noise_multiplier is not None
             report["client_level"] = self.client_dp.report(
                 state.client_ledger, state.round, state.client_noise_multiplier, n_sampled,
                 secure=secure, sensitivity=sensitivity)

@@ -95,15 +95,24 @@ class AgentBlockGenerator(np.random.Generator):
         self.calls += 1
         return purpose, shape[1:]
 
-    def random(self, size=None, dtype=np.float64, out=None) -> np.ndarray:
+    # The three draws below narrow numpy.random.Generator's: 'size' must name the block's agents
+    # (a scalar draw is refused), so they always return an array and Generator's scalar
+    # overloads do not apply; mypy reports the narrowing as an incompatible override.
+    def random(  # type: ignore[override]
+        self, size=None, dtype=np.float64, out=None
+    ) -> np.ndarray:
         purpose, rest = self._key(size)
         return self._rows("uniform", purpose, rest)
 
-    def standard_normal(self, size=None, dtype=np.float64, out=None) -> np.ndarray:
+    def standard_normal(  # type: ignore[override]
+        self, size=None, dtype=np.float64, out=None
+    ) -> np.ndarray:
         purpose, rest = self._key(size)
         return self._rows("normal", purpose, rest)
 
-    def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False) -> np.ndarray:
+    def integers(  # type: ignore[override]
+        self, low, high=None, size=None, dtype=np.int64, endpoint=False
+    ) -> np.ndarray:
         if high is None:
             low, high = 0, low
         low = np.asarray(low, dtype=np.int64)
