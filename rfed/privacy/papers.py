@@ -660,8 +660,8 @@ def dpdl_sigma(
     ``variant='appendix'`` (the final line of Appendix A, the proof of Theorem 1)
         ``A = 2/sqrt(w_min) + 15 alpha (1 - w_min) / 8 + alpha w_max (h+1)^2 N / (2h)``,
         ``w = w_min`` (drops a factor N in the middle term).
-    ``variant='derivation'`` (Appendix A's line before it, multiplied by N B / C: the
-    algebraically consistent form)
+    ``variant='derivation'`` (the line before it in Appendix A, times N B / C: consistent)
+        The algebraically consistent form,
         ``A = 2/sqrt(w_min) + 15 alpha (1 - w_min) N / 8 + alpha w_max (h+1)^2 N / (2h)``,
         ``w = w_min``.
 
