@@ -114,6 +114,18 @@ def round_sig(x: float, digits: int = 3) -> float:
 
     Works on the shortest decimal representation of ``x`` so that a value that prints as an
     exact half rounds up.
+
+    Parameters
+    ----------
+    x : float
+        Value to round.
+    digits : int
+        Significant digits kept.
+
+    Returns
+    -------
+    float
+        ``x`` rounded (0, inf and NaN are returned unchanged).
     """
     x = check_real(x, "x")
     digits = check_int(digits, "digits")
@@ -130,6 +142,20 @@ def advanced_composition(epsilon: float, k: int, delta_hat: float) -> float:
 
     ``k`` adaptive (eps, delta)-DP mechanisms are (eps', delta_hat + k delta)-DP with
     ``eps' = sqrt(2 k ln(1/delta_hat)) eps + k eps (e^eps - 1)``. Returns ``eps'``.
+
+    Parameters
+    ----------
+    epsilon : float
+        Epsilon of each mechanism.
+    k : int
+        Number of mechanisms composed.
+    delta_hat : float
+        The composition's slack ``delta_hat`` in (0, 1).
+
+    Returns
+    -------
+    float
+        ``eps'``.
     """
     epsilon = check_nonneg(epsilon, "epsilon")
     k = check_int(k, "k")
@@ -141,6 +167,18 @@ def subsampled_epsilon(epsilon: float, rate: float) -> float:
     """Amplification by subsampling without replacement (PriRFed Sec. 4, Lemma 4.1).
 
     ``eps' = ln(1 + rate (e^eps - 1))`` (the delta becomes ``rate * delta``).
+
+    Parameters
+    ----------
+    epsilon : float
+        Epsilon of the mechanism on the subsample.
+    rate : float
+        Sampling rate in (0, 1].
+
+    Returns
+    -------
+    float
+        The amplified epsilon.
     """
     epsilon = check_nonneg(epsilon, "epsilon")
     rate = check_rate(rate, "rate")
@@ -203,6 +241,22 @@ def classic_gaussian_sigma(
     takes from Han et al. (2024, Prop. 2) with the sensitivity measured in the Riemannian norm
     (:ref:`prirfed-noise-formulas`). DP-DDA Lemma 4.1 prints
     ``constant = 2``. The theorem holds for ``eps < 1`` only: a warning is emitted otherwise.
+
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon (the theorem needs ``epsilon < 1``).
+    delta : float
+        Target delta in (0, 1).
+    sensitivity : float
+        L2 sensitivity of the released quantity.
+    constant : float
+        1.25 (Dwork and Roth) or 2 (as DP-DDA prints it).
+
+    Returns
+    -------
+    float
+        The noise standard deviation.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -279,6 +333,24 @@ def prirfed_privacy(
     Reproduces all 96 numbers of the paper's Table 1 (:func:`prirfed_table1`). The theorem needs a
     constant ``s_t = s``; ``delta'`` is reported with ``delta_hat`` even when the sequential
     branch wins, as printed.
+
+    Parameters
+    ----------
+    n_agents : int
+        ``N``.
+    s : int
+        Agents sampled per round (``s <= N``).
+    epsilon, delta : float
+        Per-call guarantee of each agent's local training.
+    rounds : int
+        ``T``.
+    delta_hat : float
+        Slack of the advanced composition.
+
+    Returns
+    -------
+    PriRFedPrivacy
+        ``(eps', delta')`` with the intermediate quantities and the branch of the min.
     """
     n = check_int(n_agents, "n_agents")
     s = check_int(s, "s")
@@ -329,6 +401,19 @@ def prirfed_table1(
 
     Returns ``{(N, s, T): PriRFedPrivacy}`` for the 8 x 6 cells (96 numbers: eps' and delta').
     The paper prints them rounded to 3 significant digits (:func:`round_sig`).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        Per-call guarantee of each agent's local training (the table's 0.15 and 1e-4).
+    delta_hat : float
+        Slack of the advanced composition (the table's 1e-3).
+
+    Returns
+    -------
+    dict
+        ``{(N, s, T): PriRFedPrivacy}`` for the rows :data:`PRIRFED_TABLE1_SETTINGS` and the
+        columns :data:`PRIRFED_TABLE1_ROUNDS`.
     """
     return {
         (n, s, t): prirfed_privacy(n, s, epsilon, delta, t, delta_hat)
@@ -361,6 +446,11 @@ def dp_rsgd_sigma(
         ``K``.
     constant : float
         ``o_i``, "a constant" left unspecified by the paper; the experiments use 1 (the default).
+
+    Returns
+    -------
+    float
+        ``sigma_i``, the std of the tangent noise per step.
 
     Notes
     -----
@@ -404,6 +494,11 @@ def dp_rsvrg_sigma(
         Update frequency ``m``.
     constant : float
         ``o~_i``; the experiments set it to 1 (Sec. 6).
+
+    Returns
+    -------
+    float
+        ``sigma_i``, the std of the tangent noise per inner step.
 
     Notes
     -----
@@ -513,6 +608,30 @@ def doadp_sigma(
     the gradient bound (each coordinate clipped to ``G / sqrt(d)``,
     :ref:`doadp-coordinate-clipping`).
 
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon in (0, 1].
+    delta0 : float
+        Per-step delta of the Gaussian mechanism, in (0, 1).
+    iterations : int
+        ``T``.
+    n_local : int
+        ``q``, each agent's local dataset size.
+    p : float
+        Activation probability of an agent per iteration.
+    k, d : int
+        Top-k keeps ``k`` of the ``d`` coordinates.
+    grad_bound : float
+        ``G``; each coordinate is clipped to ``G / sqrt(d)``.
+    variant : {'paper', 'corrected'}
+        See Notes.
+
+    Returns
+    -------
+    DoAdpNoise
+        The noise std with the quantities of the proof.
+
     Notes
     -----
     The two variants:
@@ -579,6 +698,27 @@ def doadp_epsilon(
     ``per_step_delta='paper'`` composes with ``p delta0`` as the proof of Theorem 1 does;
     ``'refined'`` with ``p delta0 / q`` as Lemma 4 gives (:ref:`doadp-per-step-delta`).
 
+    Parameters
+    ----------
+    sigma : float
+        Noise std per selected coordinate.
+    delta0 : float
+        Per-step delta of the Gaussian mechanism, in (0, 1).
+    iterations : int
+        ``T``.
+    n_local : int
+        ``q``, each agent's local dataset size.
+    p : float
+        Activation probability of an agent per iteration.
+    k, d : int
+        Top-k keeps ``k`` of the ``d`` coordinates.
+    grad_bound : float
+        ``G``; each coordinate is clipped to ``G / sqrt(d)``.
+    delta_hat : float
+        Slack of the heterogeneous composition (Lemma 5).
+    per_step_delta : {'paper', 'refined'}
+        Per-step delta composed (see above).
+
     Returns
     -------
     (epsilon, delta)
@@ -618,6 +758,30 @@ def doadp_sigma_for_delta(
     largest ``S`` with ``sqrt(2 S ln(e + sqrt(S)/delta_hat)) + S <= eps`` (Lemma 5). The total
     delta is ``1 - (1 - delta_hat)(1 - p delta0)^T``. (Theorem 1 as printed is the special case
     ``S = eps^2 / 5`` with ``delta_hat = eps / sqrt(5)``.)
+
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon.
+    delta_hat : float
+        Target slack of the composition (a small delta).
+    delta0 : float
+        Per-step delta of the Gaussian mechanism, in (0, 1).
+    iterations : int
+        ``T``.
+    n_local : int
+        ``q``, each agent's local dataset size.
+    p : float
+        Activation probability of an agent per iteration.
+    k, d : int
+        Top-k keeps ``k`` of the ``d`` coordinates.
+    grad_bound : float
+        ``G``; each coordinate is clipped to ``G / sqrt(d)``.
+
+    Returns
+    -------
+    float
+        The noise std per selected coordinate.
     """
     epsilon = check_epsilon(epsilon)
     delta_hat = check_delta(delta_hat, "delta_hat")
@@ -688,6 +852,11 @@ def dpdl_sigma(
         constants suggest about 2).
     c1 : float, optional
         The other unspecified constant: if given, ``eps <= c1 q^2 T`` is checked (warning).
+
+    Returns
+    -------
+    float
+        The noise multiplier ``sigma`` of the chosen variant.
 
     Notes
     -----
@@ -822,6 +991,28 @@ def dpdda_sigma(
     theorem's delta is "some constant", at least ``eps`` (paper) or ``eps/sqrt(5)``
     (corrected): vacuous (:ref:`dpdda-vacuous-delta`). For a small delta use
     :func:`dpdda_sigma_for_delta` or the certified accountant.
+
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon in (0, 1].
+    delta0 : float
+        Per-step delta of the Gaussian mechanism, in (0, 1).
+    iterations : int
+        ``T``.
+    n_local : int
+        ``q``, each node's local dataset size.
+    iota : float
+        Node sampling probability per iteration.
+    lipschitz : float
+        ``L``, the per-sample Lipschitz constant of the loss.
+    constant : {'paper', 'corrected'}
+        32 as printed or 160.
+
+    Returns
+    -------
+    DpDdaNoise
+        The noise std with the quantities of the proof.
     """
     epsilon = check_epsilon(epsilon)
     if epsilon > 1:
@@ -851,6 +1042,20 @@ def dpdda_remark_epsilon(t: int, iterations: int, epsilon: float) -> float:
     """DP-DDA Remark 3.1 eq. (7): after ``t <= T`` iterations, ``sqrt(3t/(5T)) eps + t eps^2/(5T)``.
 
     Consistent with the corrected constant 160 (:ref:`dpdda-theorem1-constant`).
+
+    Parameters
+    ----------
+    t : int
+        Iterations run, ``0 <= t <= T``.
+    iterations : int
+        ``T``, the horizon the noise was calibrated for.
+    epsilon : float
+        The target epsilon of the whole horizon.
+
+    Returns
+    -------
+    float
+        The epsilon spent after ``t`` iterations.
     """
     t = check_int(t, "t", minimum=0)
     big_t = check_int(iterations, "iterations")
@@ -875,6 +1080,28 @@ def dpdda_sigma_for_delta(
     ``sigma^2 = 32 iota^2 L^2 T ln(2/delta0) / (q^2 S)``. Total delta
     ``1 - (1 - delta')(1 - iota delta0)^T``. Warns when the per-step linearization fails
     (``eps_t^2 > 1/5``).
+
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon.
+    delta_prime : float
+        Target slack of the composition (a small delta).
+    delta0 : float
+        Per-step delta of the Gaussian mechanism, in (0, 1).
+    iterations : int
+        ``T``.
+    n_local : int
+        ``q``, each node's local dataset size.
+    iota : float
+        Node sampling probability per iteration.
+    lipschitz : float
+        ``L``, the per-sample Lipschitz constant of the loss.
+
+    Returns
+    -------
+    float
+        The noise std.
     """
     epsilon = check_epsilon(epsilon)
     delta_prime = check_delta(delta_prime, "delta_prime")
@@ -919,6 +1146,26 @@ def dpdgt_epsilon(
     q_zeta^2)`` is needed for convergence only: a warning. This is the paper's value; its
     derivation has algebra slips (:ref:`dpdgt-theorem`), see :func:`dpdgt_epsilon_recursion` for
     the paper's own intermediate bound evaluated numerically (~2.7 % larger on Sec. 6.1).
+
+    Parameters
+    ----------
+    alpha0, q : float
+        Step sizes ``alpha_k = alpha0 q^k``.
+    theta_xi0, q_xi, theta_zeta0, q_zeta : float
+        Laplace scales ``theta_xi0 q_xi^k`` and ``theta_zeta0 q_zeta^k``.
+    mu : float
+        Strong convexity modulus of the costs.
+    gamma, phi : float
+        The paper's contraction constants of the comparison system (32).
+    adjacency_delta : float
+        Adjacency radius (gradient distance, Def. 2.2), not a DP delta.
+    q_c : float, optional
+        The convergence condition's rate; when given, ``q > q_c`` is checked (warning).
+
+    Returns
+    -------
+    float
+        The pure-DP epsilon of the infinite run.
     """
     alpha0 = check_positive(alpha0, "alpha0")
     q = check_rate(q, "q")
@@ -1025,6 +1272,24 @@ def dpdgt_epsilon_recursion(
     (varphi, eta) from :func:`dpdgt_sensitivities` (the proof's step before eqs. 36-37). This is
     the paper's own bound without the algebra slips of (36)-(38); on Sec. 6.1's setting it is
     about 2.7 % above eq. (38). Pure eps-DP (delta = 0) for a run of ``len(alphas)`` iterations.
+
+    Parameters
+    ----------
+    alphas : array, shape ``(K,)``
+        Step sizes ``alpha_0 .. alpha_{K-1}``.
+    theta_xi, theta_zeta : array, shape ``(K,)``
+        Laplace scales of the two released variables at each iteration.
+    mu : float
+        Strong convexity modulus of the costs.
+    gamma, phi : float
+        The paper's contraction constants of the comparison system (32).
+    adjacency_delta : float
+        Adjacency radius (gradient distance, Def. 2.2), not a DP delta.
+
+    Returns
+    -------
+    float
+        The pure-DP epsilon of the iterations run.
     """
     th_x, th_z = _dpdgt_scales(alphas, theta_xi, theta_zeta)
     varphi, eta = dpdgt_sensitivities(alphas, mu, gamma, phi, adjacency_delta)
@@ -1047,6 +1312,24 @@ def dpdgt_laplace_events(
     noise multiplier ``theta / sensitivity``. Iterations with zero sensitivity cost nothing and
     are skipped. Compose with ``method='rdp'`` (the relation only enters through the
     sensitivity: DP-DGT's adjacency is a change of one agent's cost function).
+
+    Parameters
+    ----------
+    alphas : array, shape ``(K,)``
+        Step sizes ``alpha_0 .. alpha_{K-1}``.
+    theta_xi, theta_zeta : array, shape ``(K,)``
+        Laplace scales of the two released variables at each iteration.
+    mu : float
+        Strong convexity modulus of the costs.
+    gamma, phi : float
+        The paper's contraction constants of the comparison system (32).
+    adjacency_delta : float
+        Adjacency radius (gradient distance, Def. 2.2), not a DP delta.
+
+    Returns
+    -------
+    list of (EventSpec, int)
+        Each distinct Laplace event with its number of releases.
     """
     th_x, th_z = _dpdgt_scales(alphas, theta_xi, theta_zeta)
     varphi, eta = dpdgt_sensitivities(alphas, mu, gamma, phi, adjacency_delta)
