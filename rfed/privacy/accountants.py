@@ -179,6 +179,11 @@ def clipped_mean_sensitivity(bound: float, batch_size: int, neighboring: str) ->
     batch_size : int
         Number of summands ``b`` (the public normaliser), >= 1.
     neighboring : {'add_remove_one', 'replace_one'}
+
+    Returns
+    -------
+    float
+        The L2 sensitivity.
     """
     bound = check_positive(bound, "bound")
     b = check_int(batch_size, "batch_size")
@@ -597,6 +602,26 @@ def compose_epsilon(
     """Epsilon at ``delta`` of the adaptive composition of ``(event, count)`` pairs.
 
     Zero events give epsilon 0; an event with noise multiplier 0 gives ``inf``.
+
+    Parameters
+    ----------
+    events : iterable of (EventSpec, int)
+        Each event with the number of times it is composed.
+    delta : float
+        Target delta in (0, 1).
+    method : {'rdp', 'pld'}
+        The accountant (dp-accounting's RDP or PLD).
+    neighboring : {'add_remove_one', 'replace_one'}
+        The neighbouring relation the events' noise multipliers refer to.
+    pld_discretization : float
+        Value discretization of the PLD accountant (``method='pld'``).
+    rdp_orders : iterable of float, optional
+        RDP orders (``method='rdp'``); the accountant's default set when omitted.
+
+    Returns
+    -------
+    float
+        The certified epsilon.
     """
     delta = check_delta(delta)
     return _compose(events, "epsilon", delta, method, neighboring, pld_discretization, rdp_orders)
@@ -614,13 +639,48 @@ def compose_delta(
     """Delta at ``epsilon`` of the composition (the dual of :func:`compose_epsilon`).
 
     Zero events give delta 0; an event with noise multiplier 0 gives 1.
+
+    Parameters
+    ----------
+    events : iterable of (EventSpec, int)
+        Each event with the number of times it is composed.
+    epsilon : float
+        Target epsilon, >= 0.
+    method : {'rdp', 'pld'}
+        The accountant (dp-accounting's RDP or PLD).
+    neighboring : {'add_remove_one', 'replace_one'}
+        The neighbouring relation the events' noise multipliers refer to.
+    pld_discretization : float
+        Value discretization of the PLD accountant (``method='pld'``).
+    rdp_orders : iterable of float, optional
+        RDP orders (``method='rdp'``); the accountant's default set when omitted.
+
+    Returns
+    -------
+    float
+        The certified delta.
     """
     epsilon = check_epsilon(epsilon)
     return _compose(events, "delta", epsilon, method, neighboring, pld_discretization, rdp_orders)
 
 
 def assumptions_text(method: str, neighboring: str, pld_discretization: float) -> str:
-    """One paragraph naming the accountant and the assumptions behind its numbers."""
+    """One paragraph naming the accountant and the assumptions behind its numbers.
+
+    Parameters
+    ----------
+    method : {'rdp', 'pld'}
+        The accountant.
+    neighboring : {'add_remove_one', 'replace_one'}
+        The neighbouring relation.
+    pld_discretization : float
+        Value discretization of the PLD accountant.
+
+    Returns
+    -------
+    str
+        The paragraph.
+    """
     check_choice(method, "method", METHODS)
     check_choice(neighboring, "neighboring", NEIGHBORING)
     pld_discretization = check_positive(pld_discretization, "pld_discretization")

@@ -985,6 +985,16 @@ def audit_main(argv: list[str] | None = None) -> int:
     Returns the exit status: 0 when the audit's lower bound stays at or below the certified
     epsilon, 1 when it exceeds it (the claim is refuted at the stated confidence), 2 on bad
     arguments.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The command-line arguments after ``rfed audit`` (``sys.argv[1:]`` when omitted).
+
+    Returns
+    -------
+    int
+        The exit status (above).
     """
     parser = argparse.ArgumentParser(
         prog="rfed audit",

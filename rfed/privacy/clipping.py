@@ -26,7 +26,20 @@ __all__ = ["clip_by_norm", "clip_coordinates", "clip_factors"]
 
 
 def clip_factors(norms: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
-    """The factors ``min(1, bound / norm)`` (1 where the norm is 0), broadcast."""
+    """The factors ``min(1, bound / norm)`` (1 where the norm is 0), broadcast.
+
+    Parameters
+    ----------
+    norms : ndarray, shape ``batch``
+        Norms of the vectors to clip.
+    bound : float or ndarray, broadcastable to ``batch``
+        Clipping levels.
+
+    Returns
+    -------
+    ndarray, shape ``batch``
+        The factors in [0, 1].
+    """
     bound = check_nonneg_array(bound, "bound")
     norms = np.asarray(norms, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -113,7 +113,22 @@ def group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def row_event(mechanism: str, sampling: str, row) -> EventSpec:
-    """The event of one row of :func:`group_rows` (``EventSpec.make``, which validates)."""
+    """The event of one row of :func:`group_rows` (``EventSpec.make``, which validates).
+
+    Parameters
+    ----------
+    mechanism : {'gaussian', 'laplace'}
+        The mechanism of the events.
+    sampling : {'none', 'poisson', 'without_replacement'}
+        How each release samples the records.
+    row : array, shape ``(4,)``
+        Noise multiplier, sampling rate, dataset size and sample size (``-1``: unused).
+
+    Returns
+    -------
+    EventSpec
+        The validated event.
+    """
     nm, rate, n, m = row
     return EventSpec.make(mechanism, nm, sampling, rate, None if n < 0 else int(n),
                           None if m < 0 else int(m))

@@ -302,7 +302,17 @@ class SecureRandom:
 
 
 def is_secure(rng: Any) -> bool:
-    """True for a :class:`SecureRandom` (secure mode)."""
+    """True for a :class:`SecureRandom` (secure mode).
+
+    Parameters
+    ----------
+    rng : object
+        A generator.
+
+    Returns
+    -------
+    bool
+    """
     return isinstance(rng, SecureRandom)
 
 
@@ -318,6 +328,11 @@ def make_generator(seed: int | None = None, *, secure: bool = False) -> Any:
         Required unless ``secure`` (rfed never falls back to unseeded randomness silently);
         refused with ``secure=True``.
     secure : bool
+
+    Returns
+    -------
+    numpy.random.Generator or SecureRandom
+        The generator.
     """
     if secure:
         if seed is not None:
