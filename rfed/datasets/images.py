@@ -77,6 +77,11 @@ def scale_pixels(images: np.ndarray, max_value: float, normalize: str = "unit") 
         in :ref:`dpdl-preprocessing`);
         ``"none"``: raw values as float64.
 
+    Returns
+    -------
+    ndarray of float64, shape of ``images``
+        The scaled pixels.
+
     Raises
     ------
     ValueError
@@ -101,6 +106,13 @@ def load_digits_images(
     normalize: str = "unit", *, flatten: bool = True
 ) -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's 8x8 handwritten digits (1,797 images, 10 classes), shipped offline.
+
+    Parameters
+    ----------
+    normalize : {"unit", "symmetric", "none"}
+        Pixel scaling of :func:`scale_pixels`.
+    flatten : bool
+        Return ``(1797, 64)`` rows instead of ``(1797, 8, 8)`` images.
 
     Returns
     -------
@@ -279,6 +291,19 @@ def load_npz_images(
     ``split`` in {"train", "val", "test"}; Keras' ``mnist.npz`` uses ``x_{split}`` / ``y_{split}``.
     The labels must be integers ``>= 0`` (and below ``n_classes`` when it is given).
 
+    Parameters
+    ----------
+    path : path
+        The npz file.
+    split : str
+        ``"train"``, ``"val"`` or ``"test"`` (MedMNIST); ``"train"`` or ``"test"`` (Keras).
+    normalize : {"unit", "symmetric", "none"}
+        Pixel scaling of :func:`scale_pixels`.
+    flatten : bool
+        Return one row per image.
+    n_classes : int, optional
+        When given, every label must lie in ``0..n_classes - 1``.
+
     Returns
     -------
     X : ndarray, shape ``(n, H, W[, C])`` or ``(n, H * W * C)`` with ``flatten``
@@ -449,6 +474,19 @@ def load_sample_image_descriptors(
     so inside a smooth patch R, G and B move together and about half of the raw descriptors are
     singular to 1e-6; the relative ridge keeps their condition numbers moderate.
 
+    Parameters
+    ----------
+    patch_size : int
+        Side of the square patches, in pixels.
+    stride : int, optional
+        Step between patches (default ``patch_size``: non-overlapping).
+    eps : float
+        Ridge added to each descriptor (times ``trace / 9`` with ``relative_ridge``).
+    relative_ridge : bool
+        Scale the ridge by each descriptor's mean eigenvalue.
+    chunk_size : int
+        Patches described at a time (bounds the peak memory).
+
     Returns
     -------
     descriptors : ndarray, shape ``(n_patches, 9, 9)``
@@ -499,6 +537,11 @@ def _patch_descriptors(
 def load_digits_descriptors(eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
     """SPD(7) covariance descriptors of scikit-learn's 1,797 8x8 digits (pixels in [0, 1]).
 
+    Parameters
+    ----------
+    eps : float
+        Ridge ``eps * I`` added to each descriptor.
+
     Returns
     -------
     descriptors : ndarray, shape ``(1797, 7, 7)``
@@ -545,6 +588,13 @@ def load_emg_covariances(
     "rock", "paper", "scissors", "ok", from 4 experiments) is cut into consecutive windows of
     ``window`` time steps inside each run of constant (experiment, gesture); each window gives the
     biased covariance of the 8 channels plus ``eps * I``.
+
+    Parameters
+    ----------
+    window : int
+        Time steps per window.
+    eps : float
+        Ridge ``eps * I`` added to each covariance.
 
     Returns
     -------

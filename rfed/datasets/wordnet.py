@@ -116,7 +116,13 @@ class WordNetMammals:
 
 
 def load_wordnet_mammals() -> WordNetMammals:
-    """Read the shipped mammal closure and hypernym files."""
+    """Read the shipped mammal closure and hypernym files.
+
+    Returns
+    -------
+    WordNetMammals
+        The 1,182 synsets with their closure and hypernym edges.
+    """
     closure = _read_pairs(DATA_DIR / "mammal_closure.tsv")
     hyper = _read_pairs(DATA_DIR / "mammal_hypernyms.tsv")
     names = tuple(sorted(set(closure.ravel()) | set(hyper.ravel())))
@@ -363,6 +369,11 @@ def load_wordnet_embedding(path: str | os.PathLike | None = None) -> tuple[np.nd
     """Read the cached Lorentz embedding of the mammal closure, in node order of
     :func:`load_wordnet_mammals`.
 
+    Parameters
+    ----------
+    path : path, optional
+        The npz file (default: the one shipped with rfed).
+
     Returns
     -------
     points : ndarray, shape ``(1182, 3)``, on H^2
@@ -393,9 +404,19 @@ def wordnet_prediction_data(
     edges (the paper: "the adjacency matrix formed by the edges", its 6,540 edges being the
     closure); ``graph="hypernym"`` uses the direct hypernym tree instead. The default column
     scale ``"std"`` (unit variance, an rfed choice: the paper gives none) puts the features on the
-    scale where the paper's kernel width ``vbar = 0.3`` is meaningful; BN03's own normalisation
-    (``scale="bn03"``) makes every pair of words look alike at that width. Targets: the shipped
-    Lorentz embedding (:func:`load_wordnet_embedding`). The test word is "primate".
+    scale where the paper's kernel width ``vbar = 0.3`` is meaningful; Belkin and Niyogi's (2003)
+    own normalisation (``scale="bn03"``) makes every pair of words look alike at that width.
+    Targets: the shipped Lorentz embedding (:func:`load_wordnet_embedding`). The test word is
+    "primate".
+
+    Parameters
+    ----------
+    r : int
+        Number of Laplacian-eigenmap features.
+    graph : {"closure", "hypernym"}
+        The edges the adjacency is formed from.
+    scale : {"std", "bn03", "max"}
+        Column scaling of the features (see above).
 
     Returns
     -------
