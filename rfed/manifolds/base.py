@@ -63,7 +63,17 @@ def _input_atol(a: Any, atol: float, point_size: int) -> float:
 
 
 def size_tuple(size: int | Sequence[int]) -> tuple[int, ...]:
-    """A ``size`` argument (an int or a sequence of ints) as a tuple of ints."""
+    """A ``size`` argument (an int or a sequence of ints) as a tuple of ints.
+
+    Parameters
+    ----------
+    size : int or sequence of int
+        A batch shape.
+
+    Returns
+    -------
+    tuple of int
+    """
     if isinstance(size, (int, np.integer)):
         return (int(size),)
     return tuple(int(s) for s in size)
@@ -75,6 +85,18 @@ def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:
     ``None`` is refused: rfed never falls back to unseeded or global random state silently.
     Secure mode's ``rfed.privacy.secure.SecureRandom`` passes through (recognized by its
     ``is_secure_random`` marker: manifolds do not import rfed.privacy); it refuses Gaussian draws.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator, SecureRandom or int
+        A generator or a seed.
+    name : str
+        The argument's name in the message.
+
+    Returns
+    -------
+    numpy.random.Generator
+        ``rng`` itself, or ``default_rng(rng)`` for a seed.
     """
     if isinstance(rng, np.random.Generator) or getattr(rng, "is_secure_random", False) is True:
         return rng  # type: ignore[no-any-return]
@@ -708,7 +730,19 @@ class Manifold(abc.ABC):
 
 
 def check_sigma(sigma: Any, name: str = "sigma") -> np.ndarray:
-    """``sigma`` as a float array, or ``ValueError`` unless every entry is finite and >= 0."""
+    """``sigma`` as a float array, or ``ValueError`` unless every entry is finite and >= 0.
+
+    Parameters
+    ----------
+    sigma : float or array_like
+        Noise standard deviation(s).
+    name : str
+        The argument's name in the message.
+
+    Returns
+    -------
+    ndarray of float64, shape of ``sigma``
+    """
     if np.iscomplexobj(sigma):
         raise ValueError(f"argument '{name}' must be real, got a complex value")
     try:
@@ -729,7 +763,22 @@ def check_sigma(sigma: Any, name: str = "sigma") -> np.ndarray:
 
 
 def check_mean_options(n_points: int, tol: Any, max_iter: Any) -> None:
-    """Refuse an empty mean and a meaningless ``tol`` or ``max_iter``, naming the argument."""
+    """Refuse an empty mean and a meaningless ``tol`` or ``max_iter``, naming the argument.
+
+    Parameters
+    ----------
+    n_points : int
+        Number of points averaged.
+    tol : float
+        Tolerance on the gradient norm, > 0.
+    max_iter : int
+        Iteration budget, >= 1.
+
+    Raises
+    ------
+    ValueError
+        No point, or a ``tol`` or ``max_iter`` out of range.
+    """
     if n_points < 1:
         raise ValueError(
             "argument 'points' holds no point (0 along the points axis): the mean of nothing "
@@ -780,6 +829,26 @@ def karcher_mean(
     Runs ``max_iter`` iterations, and on past that (up to ``10 * max_iter``) while the gradient
     norm still falls (by 10% per 10 iterations); warns with :class:`ConvergenceWarning`, giving
     the gradient norm reached, when ``tol`` is not met.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The manifold of the points.
+    points : ndarray, shape ``(*batch, n, *point_shape)``
+        The points averaged (along the axis before ``point_shape``).
+    weights : ndarray, shape ``(*batch, n)`` or ``(n,)``, optional
+        Non-negative weights (default: equal).
+    tol : float
+        Stop when the Riemannian gradient norm falls below it.
+    max_iter : int
+        Iteration budget (see above).
+    init : ndarray, shape ``(*batch, *point_shape)``, optional
+        Starting point (default: the first point).
+
+    Returns
+    -------
+    ndarray, shape ``(*batch, *point_shape)``
+        The means.
     """
     points = np.asarray(points, dtype=float)
     k = len(manifold.point_shape)
@@ -851,6 +920,11 @@ class CheckedManifold:
     result of ``exp`` and ``retract`` must be finite and on the manifold (a step too long for
     float64 is refused, naming ``u``). Costs a membership test per call; meant for
     debugging and for public boundaries, not for hot loops.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The manifold whose calls are validated.
     """
 
     _POINT_FIRST = {

@@ -81,7 +81,18 @@ def _aligned(x: np.ndarray, y: np.ndarray):
 
 
 def principal_angles(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Principal angles between span(X) and span(Y), ``(*batch, p)``, descending, in [0, pi/2]."""
+    """Principal angles between span(X) and span(Y), ``(*batch, p)``, descending, in [0, pi/2].
+
+    Parameters
+    ----------
+    x, y : ndarray, shape ``(*batch, n, p)``
+        Orthonormal bases of the two subspaces.
+
+    Returns
+    -------
+    ndarray, shape ``(*batch, p)``
+        The angles.
+    """
     return _aligned(np.asarray(x, dtype=float), np.asarray(y, dtype=float))[1]
 
 

@@ -15,14 +15,34 @@ _SERIES = 1e-4
 
 
 def minkowski_inner(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    r"""Lorentz inner product :math:`\langle u, v\rangle_L = -u_0 v_0 + \sum_{i>0} u_i v_i`."""
+    r"""Lorentz inner product :math:`\langle u, v\rangle_L = -u_0 v_0 + \sum_{i>0} u_i v_i`.
+
+    Parameters
+    ----------
+    u, v : ndarray, shape ``(*batch, d + 1)``
+        Vectors of Minkowski space.
+
+    Returns
+    -------
+    ndarray, shape ``batch``
+    """
     u = np.asarray(u, dtype=float)
     v = np.asarray(v, dtype=float)
     return np.einsum("...i,...i->...", u, v) - 2.0 * u[..., 0] * v[..., 0]
 
 
 def sinhc(t: np.ndarray) -> np.ndarray:
-    """sinh(t)/t, with its Taylor series near 0 (exact 1 at 0)."""
+    """sinh(t)/t, with its Taylor series near 0 (exact 1 at 0).
+
+    Parameters
+    ----------
+    t : ndarray
+        Arguments.
+
+    Returns
+    -------
+    ndarray, shape of ``t``
+    """
     t = np.asarray(t, dtype=float)
     small = np.abs(t) < _SERIES
     ts = np.where(small, 1.0, t)

@@ -21,7 +21,17 @@ _SERIES = 1e-4
 
 
 def mobius_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    r"""Mobius addition :math:`x \oplus y` on the unit ball (curvature -1), batched."""
+    r"""Mobius addition :math:`x \oplus y` on the unit ball (curvature -1), batched.
+
+    Parameters
+    ----------
+    x, y : ndarray, shape ``(*batch, d)``
+        Points of the open unit ball.
+
+    Returns
+    -------
+    ndarray, shape ``(*batch, d)``
+    """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     xy = np.sum(x * y, axis=-1, keepdims=True)

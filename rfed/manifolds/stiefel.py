@@ -39,6 +39,16 @@ def skew_logm(v: np.ndarray) -> np.ndarray:
     function of the Hermitian matrix :math:`iZ` evaluated with ``eigh``. Clustered rotation angles
     stay accurate (``eig`` of V itself returns ill-conditioned eigenvectors there). Defined for
     rotation angles below pi (V + I invertible); the result is skew-symmetric.
+
+    Parameters
+    ----------
+    v : ndarray, shape ``(..., k, k)``
+        Special orthogonal matrices.
+
+    Returns
+    -------
+    ndarray, shape ``(..., k, k)``
+        Skew-symmetric logarithms.
     """
     v = np.asarray(v, dtype=float)
     eye = np.eye(v.shape[-1])
@@ -75,6 +85,16 @@ def skew_expm(k: np.ndarray) -> np.ndarray:
     \theta)V^T`: the deviation from I keeps its relative accuracy for tiny K (the log
     iteration needs it); orthogonal up to rounding; about 1.7x faster than the eigenvectors
     of the complex Hermitian :math:`iK` and than a Pade ``expm``.
+
+    Parameters
+    ----------
+    k : ndarray, shape ``(..., m, m)``
+        Skew-symmetric matrices.
+
+    Returns
+    -------
+    ndarray, shape ``(..., m, m)``
+        Special orthogonal matrices.
     """
     k = np.asarray(k, dtype=float)
     # matrices with entries beyond 1e100 are scaled first (K^2 would overflow)

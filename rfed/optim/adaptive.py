@@ -304,7 +304,20 @@ class RiemannianAdam(_Rule):
 def RiemannianAMSGrad(lr: float | None = None, betas: tuple[float, float] = (0.9, 0.999),
                       eps: float = 1e-8, **kwargs: Any) -> RiemannianAdam:
     """Riemannian AMSGrad: :class:`RiemannianAdam` with ``amsgrad=True`` (Becigneul and Ganea
-    2019, RAMSGRAD)."""
+    2019, RAMSGRAD).
+
+    Parameters
+    ----------
+    lr, betas, eps
+        As in :class:`RiemannianAdam`.
+    **kwargs
+        Further options of :class:`RiemannianAdam` (not ``amsgrad``).
+
+    Returns
+    -------
+    RiemannianAdam
+        The optimizer, with ``amsgrad=True``.
+    """
     return RiemannianAdam(lr, betas, eps, amsgrad=True, **kwargs)
 
 
