@@ -101,7 +101,17 @@ def _certify_uncached(events, delta: float, neighboring: str, method: str,
 
 
 def is_secure_rng(rng: Any) -> bool:
-    """True when ``rng`` is a :class:`rfed.privacy.secure.SecureRandom`."""
+    """True when ``rng`` is a :class:`rfed.privacy.secure.SecureRandom`.
+
+    Parameters
+    ----------
+    rng : object
+        The run's generator.
+
+    Returns
+    -------
+    bool
+    """
     from rfed.privacy.secure import is_secure
 
     return bool(is_secure(rng))
@@ -116,6 +126,17 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
     ``ledger.record(round_index, agents, sigma=plan.sigma[agents], sensitivity=...,
     count=plan.steps, ...)`` charges (the same ledger state, bit for bit), built once per plan
     (:class:`_PlanEvents`) rather than every round.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The run's record-level ledger.
+    round_index : int
+        The round charged.
+    plan : LocalPlan
+        The trainer's plan (noise, sensitivities, sampling, steps per local run).
+    agents : int array, shape ``(A,)``
+        The selected agents, increasing.
     """
     events = _PlanEvents.of(plan)
     if not events.private:
@@ -274,14 +295,48 @@ def _pld_supports(events, neighboring: str) -> bool:
 
 def certified_epsilon(ledger: PrivacyLedger, delta: float, method: str = "auto",
                       target: float | None = None) -> tuple[float, str, int]:
-    """Epsilon at ``delta`` of the worst-off agent of ``ledger``: ``(eps, method, agent)``."""
+    """Epsilon at ``delta`` of the worst-off agent of ``ledger``: ``(eps, method, agent)``.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The run's ledger.
+    delta : float
+        The delta of the guarantee.
+    method : {'auto', 'rdp', 'pld'}
+        The accountant (``'auto'``: the tighter that supports the events).
+    target : float, optional
+        The budget's epsilon: an RDP epsilon far above it is not refined by PLD.
+
+    Returns
+    -------
+    (float, str, int)
+        The epsilon, the accountant used and the worst-off agent.
+    """
     return _worst([ledger.spent(a) for a in range(ledger.n_agents)], delta,
                   ledger.neighboring, method, target)
 
 
 def planned_events(plan: LocalPlan, agent: int, rounds: int,
                    z: float | None = None) -> list[tuple[EventSpec, int]]:
-    """Events of ``agent`` if it trains in each of ``rounds`` rounds (the worst-case selection)."""
+    """Events of ``agent`` if it trains in each of ``rounds`` rounds (the worst-case selection).
+
+    Parameters
+    ----------
+    plan : LocalPlan
+        The trainer's plan.
+    agent : int
+        The agent.
+    rounds : int
+        Rounds it trains in.
+    z : float, optional
+        Noise multiplier (default: the plan's own).
+
+    Returns
+    -------
+    list of (EventSpec, int)
+        The events with their counts over the ``rounds`` rounds.
+    """
     return [(spec, count * rounds) for spec, count in plan.events(agent, z)]
 
 
@@ -293,6 +348,17 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float,
     or, per agent, the rounds the public selection schedule will pick it in (shape
     ``(n_agents,)``). Agents with the same ``(N_i, b_i)`` share one calibration (one bisection of
     :func:`rfed.privacy.calibrate` each), made for the most-selected agent among them.
+
+    Parameters
+    ----------
+    plan : LocalPlan
+        The trainer's plan (public clip levels required).
+    budget : PrivacyBudget
+        The record-level budget of the whole run.
+    delta : float
+        The budget's delta.
+    rounds : int or int array, shape ``(n_agents,)``
+        Rounds each agent trains in (see above).
 
     Returns
     -------
