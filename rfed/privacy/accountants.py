@@ -237,7 +237,17 @@ class EventSpec:
         dataset_size: int | None = None,
         sample_size: int | None = None,
     ) -> EventSpec:
-        """Validate and normalise (a rate of one becomes ``'none'``)."""
+        """Validate and normalise (a rate of one becomes ``'none'``).
+
+        Parameters
+        ----------
+        mechanism, noise_multiplier, sampling, sampling_rate, dataset_size, sample_size
+            As the attributes above.
+
+        Returns
+        -------
+        EventSpec
+        """
         check_choice(mechanism, "mechanism", MECHANISMS)
         nm = check_nonneg(noise_multiplier, "noise_multiplier")
         check_choice(sampling, "sampling", SAMPLING)
@@ -278,7 +288,15 @@ class EventSpec:
 
     # ------------------------------------------------------------------ support
     def check_supported(self, method: str, neighboring: str) -> None:
-        """Raise ``ValueError`` if the (method, neighbouring) accountant cannot take this event."""
+        """Raise ``ValueError`` if the (method, neighbouring) accountant cannot take this event.
+
+        Parameters
+        ----------
+        method : {'rdp', 'pld'}
+            The accountant.
+        neighboring : {'add_remove_one', 'replace_one'}
+            The neighbouring relation.
+        """
         problem = None
         if self.sampling == "without_replacement":
             if self.mechanism != "gaussian":
@@ -314,7 +332,19 @@ class EventSpec:
             )
 
     def to_dp_event(self, method: str, neighboring: str) -> dpa.DpEvent:
-        """The dp-accounting event for one invocation (after :meth:`check_supported`)."""
+        """The dp-accounting event for one invocation (after :meth:`check_supported`).
+
+        Parameters
+        ----------
+        method : {'rdp', 'pld'}
+            The accountant.
+        neighboring : {'add_remove_one', 'replace_one'}
+            The neighbouring relation.
+
+        Returns
+        -------
+        dp_accounting.DpEvent
+        """
         nm = self.noise_multiplier
         if self.mechanism == "gaussian" and method == "pld" and neighboring == "replace_one":
             # dp-accounting's PLD measures REPLACE_ONE against the per-record contribution,
@@ -328,7 +358,12 @@ class EventSpec:
         return inner
 
     def describe(self) -> str:
-        """Short human-readable form, e.g. ``gaussian(z=1.1) poisson(q=0.01)``."""
+        """Short human-readable form, e.g. ``gaussian(z=1.1) poisson(q=0.01)``.
+
+        Returns
+        -------
+        str
+        """
         base = f"{self.mechanism}(z={self.noise_multiplier:.6g})"
         if self.sampling == "poisson":
             return f"{base} poisson(q={self.sampling_rate:.6g})"
@@ -337,12 +372,27 @@ class EventSpec:
         return base
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable form."""
+        """JSON-serializable form.
+
+        Returns
+        -------
+        dict
+        """
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EventSpec:
-        """Inverse of :meth:`to_dict` (validated again)."""
+        """Inverse of :meth:`to_dict` (validated again).
+
+        Parameters
+        ----------
+        data : mapping
+            The output of :meth:`to_dict`.
+
+        Returns
+        -------
+        EventSpec
+        """
         return cls.make(
             data["mechanism"],
             data["noise_multiplier"],
@@ -745,7 +795,15 @@ class CertifiedAccountant:
 
     # ------------------------------------------------------------------ recording
     def add_event(self, spec: EventSpec, count: int = 1) -> None:
-        """Compose ``count`` invocations of ``spec`` (refused now if this accountant cannot)."""
+        """Compose ``count`` invocations of ``spec`` (refused now if this accountant cannot).
+
+        Parameters
+        ----------
+        spec : EventSpec
+            The event.
+        count : int
+            Number of invocations, >= 0.
+        """
         count = check_int(count, "count", minimum=0)
         spec.check_supported(self.method, self.neighboring)
         if count:
@@ -785,11 +843,27 @@ class CertifiedAccountant:
         self.add_event(spec, count)
 
     def add_gaussian(self, noise_multiplier: float, *args: Any, **kwargs: Any) -> None:
-        """``add('gaussian', noise_multiplier, ...)``: multiplier = std / L2 sensitivity."""
+        """``add('gaussian', noise_multiplier, ...)``: multiplier = std / L2 sensitivity.
+
+        Parameters
+        ----------
+        noise_multiplier : float
+            Noise std over the L2 sensitivity.
+        *args, **kwargs
+            The sampling arguments of :meth:`add`.
+        """
         self.add("gaussian", noise_multiplier, *args, **kwargs)
 
     def add_laplace(self, noise_multiplier: float, *args: Any, **kwargs: Any) -> None:
-        """``add('laplace', noise_multiplier, ...)``: multiplier = scale / L1 sensitivity."""
+        """``add('laplace', noise_multiplier, ...)``: multiplier = scale / L1 sensitivity.
+
+        Parameters
+        ----------
+        noise_multiplier : float
+            Laplace scale over the L1 sensitivity.
+        *args, **kwargs
+            The sampling arguments of :meth:`add`.
+        """
         self.add("laplace", noise_multiplier, *args, **kwargs)
 
     @property
@@ -809,15 +883,40 @@ class CertifiedAccountant:
         )
 
     def epsilon(self, delta: float) -> float:
-        """Epsilon of everything composed so far, at ``delta`` in (0, 1)."""
+        """Epsilon of everything composed so far, at ``delta`` in (0, 1).
+
+        Parameters
+        ----------
+        delta : float
+            The delta of the guarantee.
+
+        Returns
+        -------
+        float
+        """
         return self._query(compose_epsilon, delta)
 
     def delta(self, epsilon: float) -> float:
-        """Delta of everything composed so far, at ``epsilon`` > 0."""
+        """Delta of everything composed so far, at ``epsilon`` > 0.
+
+        Parameters
+        ----------
+        epsilon : float
+            The epsilon of the guarantee.
+
+        Returns
+        -------
+        float
+        """
         return self._query(compose_delta, epsilon)
 
     def describe(self) -> str:
-        """The accountant, its assumptions and the composed events."""
+        """The accountant, its assumptions and the composed events.
+
+        Returns
+        -------
+        str
+        """
         lines = [assumptions_text(self.method, self.neighboring, self.pld_discretization)]
         for spec, count in self._events.items():
             lines.append(f"  {count} x {spec.describe()}")
@@ -825,7 +924,12 @@ class CertifiedAccountant:
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable state."""
+        """JSON-serializable state.
+
+        Returns
+        -------
+        dict
+        """
         return {
             "method": self.method,
             "neighboring": self.neighboring,
@@ -836,7 +940,17 @@ class CertifiedAccountant:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CertifiedAccountant:
-        """Rebuild an accountant saved by :meth:`to_dict`."""
+        """Rebuild an accountant saved by :meth:`to_dict`.
+
+        Parameters
+        ----------
+        data : mapping
+            The output of :meth:`to_dict`.
+
+        Returns
+        -------
+        CertifiedAccountant
+        """
         acc = cls(
             data["method"],
             data["neighboring"],
