@@ -298,6 +298,13 @@ class PrivacyBudget:
         return check_delta_for_dataset(self.delta, min_dataset_size)
 
     def to_dict(self) -> dict[str, Any]:
+        """The budget's fields.
+
+        Returns
+        -------
+        dict
+            JSON-serializable.
+        """
         return dataclasses.asdict(self)
 
 
@@ -333,6 +340,13 @@ class Certificate:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The certificate's fields and its ``accountant`` text.
+
+        Returns
+        -------
+        dict
+            JSON-serializable.
+        """
         out = dataclasses.asdict(self)
         out["accountant"] = self.accountant
         return out
@@ -358,13 +372,22 @@ class Calibration:
 
     @property
     def epsilon(self) -> float:
+        """The certified epsilon of the planned run."""
         return self.certificate.epsilon
 
     @property
     def delta(self) -> float:
+        """The certificate's delta."""
         return self.certificate.delta
 
     def to_dict(self) -> dict[str, Any]:
+        """The multiplier, the target and the certificate's fields.
+
+        Returns
+        -------
+        dict
+            JSON-serializable.
+        """
         return {
             "noise_multiplier": self.noise_multiplier,
             "target_epsilon": self.target_epsilon,

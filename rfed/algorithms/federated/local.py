@@ -248,6 +248,7 @@ class LocalPlan:
 
     @property
     def private(self) -> bool:
+        """Whether every agent's releases (and snapshot releases) carry noise."""
         return bool(np.all(self.sigma > 0)) and (
             self.snapshot_steps == 0
             or (self.snapshot_sigma is not None and bool(np.all(self.snapshot_sigma > 0))))
