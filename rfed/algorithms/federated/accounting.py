@@ -157,7 +157,7 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
         first = int(ids[0])
         if ids.size == 1 or bool(np.all(ids == first)):
             # one event for the whole call (one agent, or equal configurations); every id is
-            # >= 0 here (a refused row took the general path), so its spec exists
+            # >= 0 here (a refused row took the general path), so its event exists
             spec = specs[first]
             assert spec is not None
             ledger.record_event(round_index, spec, agents, count=count)
