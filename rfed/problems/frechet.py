@@ -166,7 +166,21 @@ class FrechetMean(Problem):
 
     @classmethod
     def from_arrays(cls, manifold: Manifold, points, **kwargs):
-        """Build from a list of per-agent arrays ``(N_i, *point_shape)`` (padding added)."""
+        """Build from a list of per-agent arrays ``(N_i, *point_shape)`` (padding added).
+
+        Parameters
+        ----------
+        manifold : Manifold
+            The manifold of the points.
+        points : list of array, shape ``(N_i, *point_shape)`` each
+            Each agent's points.
+        **kwargs
+            Further arguments of the constructor.
+
+        Returns
+        -------
+        FrechetMean
+        """
         pts, counts = stack_agents(points, "points")
         return cls(manifold, pts, counts=counts, **kwargs)
 
@@ -216,6 +230,18 @@ class SPDFrechetMean(FrechetMean):
 
     @classmethod
     def from_arrays(cls, points, **kwargs):
-        """Build from a list of per-agent arrays ``(N_i, n, n)`` (padding added)."""
+        """Build from a list of per-agent arrays ``(N_i, n, n)`` (padding added).
+
+        Parameters
+        ----------
+        points : list of array, shape ``(N_i, n, n)`` each
+            Each agent's SPD matrices.
+        **kwargs
+            Further arguments of the constructor.
+
+        Returns
+        -------
+        SPDFrechetMean
+        """
         pts, counts = stack_agents(points, "points")
         return cls(pts, counts=counts, **kwargs)

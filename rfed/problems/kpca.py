@@ -176,6 +176,20 @@ class KPCA(Problem):
 
     @classmethod
     def from_arrays(cls, z, k: int, **kwargs) -> KPCA:
-        """Build from a list of per-agent arrays ``(N_i, n)`` (padding added)."""
+        """Build from a list of per-agent arrays ``(N_i, n)`` (padding added).
+
+        Parameters
+        ----------
+        z : list of array, shape ``(N_i, n)`` each
+            Each agent's samples.
+        k : int
+            Number of principal components.
+        **kwargs
+            Further arguments of the constructor.
+
+        Returns
+        -------
+        KPCA
+        """
         z, counts = stack_agents(z, "z")
         return cls(z, k, counts=counts, **kwargs)

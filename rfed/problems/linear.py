@@ -90,11 +90,31 @@ class Regularizer:
     modulus: float
 
     def value(self, x: np.ndarray) -> np.ndarray:
-        """``h(x)``, shape: the batch shape of ``x`` (``(*lead, d)``)."""
+        """``h(x)``, shape: the batch shape of ``x`` (``(*lead, d)``).
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            Points.
+
+        Returns
+        -------
+        array, shape ``lead``
+        """
         raise NotImplementedError
 
     def subgrad(self, x: np.ndarray) -> np.ndarray:
-        """A subgradient of ``h`` at ``x`` (same shape as ``x``)."""
+        """A subgradient of ``h`` at ``x`` (same shape as ``x``).
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            Points.
+
+        Returns
+        -------
+        array, shape ``(*lead, d)``
+        """
         raise NotImplementedError
 
     def dual_averaging_step(self, z: np.ndarray, c: float, g: float) -> np.ndarray:
