@@ -128,6 +128,11 @@ class Regularizer:
             Weight of ``h`` (``iota A_{t+1}`` in DP-DDA).
         g : float
             Weight of ``d(x) = ||x||^2/2`` (``gamma_{t+1}``).
+
+        Returns
+        -------
+        array, shape ``(*lead, d)``
+            The minimizers.
         """
         raise NotImplementedError
 
