@@ -328,6 +328,18 @@ class PriRFed(Algorithm):
         replayed before the run: calibrating for the most-selected agent spends the budget
         (rather than assuming every agent trains every round). Without a seed (secure mode: the
         selection is OS-random) or with full participation, every agent trains every round.
+
+        Parameters
+        ----------
+        problem : Problem
+            The federated problem.
+        seed : int or None
+            The run's seed (``None``: secure mode).
+
+        Returns
+        -------
+        int or int array, shape ``(n_agents,)``
+            One count for every agent, or each agent's own.
         """
         if self.n_rounds is None:
             raise ValueError("argument 'n_rounds' (the planned number of rounds) is required "
@@ -376,6 +388,19 @@ class PriRFed(Algorithm):
         Drawn from the public stream ``public_generator(seed, round, 'agent-sampling')``, so
         the server and every client compute the same set from ``(seed, round)``; secure mode
         draws from the OS.
+
+        Parameters
+        ----------
+        problem : Problem
+            The federated problem.
+        state : PriRFedState
+            The run's state.
+        round : int, optional
+            The round (default ``state.round``).
+
+        Returns
+        -------
+        int array, shape ``(s,)``
         """
         t = state.round if round is None else int(round)
         rng = state.rng if state.seed is None else public_generator(state.seed, t,
@@ -490,6 +515,22 @@ class PriRFed(Algorithm):
         (:meth:`ClientLevelDP.release`: clipped mean of :math:`\mathrm{Log}_x x_i` with equal
         weights, tangent Gaussian noise from the stream ``(seed, round, 'client-dp-noise')``,
         mapped back by :math:`\mathrm{Exp}_x`).
+
+        Parameters
+        ----------
+        problem : Problem
+            The federated problem.
+        state : PriRFedState
+            The run's state.
+        agents : int array, shape ``(A,)``
+            The selected agents.
+        received : array, shape ``(A, *point_shape)``
+            Their local points.
+
+        Returns
+        -------
+        array, shape ``point_shape``
+            The next global point.
         """
         agents = np.asarray(agents)
         x = state.x
@@ -511,7 +552,24 @@ class PriRFed(Algorithm):
 
     def finish_round(self, state: PriRFedState, agents: np.ndarray, x_next: np.ndarray,
                      n_clipped: int) -> PriRFedState:
-        """Ledger (every selected agent charged its noisy steps), output option 2, next state."""
+        """Ledger (every selected agent charged its noisy steps), output option 2, next state.
+
+        Parameters
+        ----------
+        state : PriRFedState
+            The run's state.
+        agents : int array, shape ``(A,)``
+            The round's agents.
+        x_next : array, shape ``point_shape``
+            The aggregated point.
+        n_clipped : int
+            Per-sample gradients clipped in the round.
+
+        Returns
+        -------
+        PriRFedState
+            The state after the round.
+        """
         record_round(state.ledger, state.round, state.plan, agents)
         if self.client_dp is not None:
             # init sets the client-level ledger and multiplier whenever client_dp is given
@@ -530,7 +588,18 @@ class PriRFed(Algorithm):
                        n_clipped=state.n_clipped + int(n_clipped), agents=agents)
 
     def check_round(self, state: PriRFedState) -> None:
-        """Refuse a round past the planned ``n_rounds`` of a budget (record or client level)."""
+        """Refuse a round past the planned ``n_rounds`` of a budget (record or client level).
+
+        Parameters
+        ----------
+        state : PriRFedState
+            The run's state.
+
+        Raises
+        ------
+        RuntimeError
+            The next round is past the planned run of a budget.
+        """
         budget = self.budget
         if budget is None and self.client_dp is not None:
             budget = self.client_dp.budget
@@ -539,7 +608,19 @@ class PriRFed(Algorithm):
 
     def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
         """One round: :meth:`select`, :meth:`train_block` (everyone in one block),
-        :meth:`aggregate`, :meth:`finish_round` (:meth:`step_runs` with one run)."""
+        :meth:`aggregate`, :meth:`finish_round` (:meth:`step_runs` with one run).
+
+        Parameters
+        ----------
+        problem : Problem
+            The federated problem.
+        state : PriRFedState
+            The run's state.
+
+        Returns
+        -------
+        PriRFedState
+        """
         return self.step_runs(problem, [state])[0]
 
     def step_runs(self, problem: Problem, states: list[PriRFedState]) -> list[PriRFedState]:
@@ -549,6 +630,17 @@ class PriRFed(Algorithm):
 
         Raises ``FloatingPointError`` when any run's local training diverges, before any
         state changes (the byte counts included): redo the round run by run to find which.
+
+        Parameters
+        ----------
+        problem : Problem
+            The federated problem.
+        states : list of PriRFedState
+            The runs' states, all at the same round.
+
+        Returns
+        -------
+        list of PriRFedState
         """
         for st in states:
             self.check_round(st)
