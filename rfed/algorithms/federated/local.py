@@ -261,7 +261,17 @@ class LocalPlan:
         return z
 
     def with_noise_multiplier(self, z: np.ndarray | float) -> LocalPlan:
-        """The same plan with ``sigma = z * sensitivity`` (``z`` scalar or per agent)."""
+        """The same plan with ``sigma = z * sensitivity`` (``z`` scalar or per agent).
+
+        Parameters
+        ----------
+        z : float or array, shape ``(n_agents,)``
+            Noise multiplier(s).
+
+        Returns
+        -------
+        LocalPlan
+        """
         if not np.all(np.isfinite(self.sensitivity)):
             raise ValueError("a noise multiplier needs a finite sensitivity: set 'clip' (and "
                              "'clip_full' for DP-RSVRG) to public clipping levels")
@@ -276,6 +286,17 @@ class LocalPlan:
         """The accountant events of ONE local run of ``agent`` (with multiplier ``z``).
 
         ``z`` defaults to the plan's own multiplier. Returns ``[(EventSpec, steps)]``.
+
+        Parameters
+        ----------
+        agent : int
+            The agent.
+        z : float, optional
+            Noise multiplier (default: the plan's own).
+
+        Returns
+        -------
+        list of (EventSpec, int)
         """
         z = float(self.noise_multiplier[agent]) if z is None else float(z)
         n, b = int(self.counts[agent]), self.sizes[agent]
@@ -377,6 +398,11 @@ class LocalTrainer(abc.ABC):
             dataset sizes that replace the private ``N_i`` in every normaliser, sampling rate
             and noise scale (:func:`rfed.privacy.budget.public_counts`); the plan's ``counts``
             are then these sizes. ``None`` under replace-one (the true sizes are public).
+
+        Returns
+        -------
+        LocalPlan
+            Noise, sensitivities, sampling and steps of one local run of every agent.
         """
 
     def _finish_plan(self, plan: LocalPlan, problem: Problem, paper_clip: float | None,

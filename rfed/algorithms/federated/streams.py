@@ -71,6 +71,11 @@ class AgentBlockGenerator(np.random.Generator):
         seeds : list of int, length ``R``
         blocks : list of int arrays, length ``R``
             The agents of each run's block, shapes ``(n_r,)``.
+
+        Returns
+        -------
+        AgentBlockGenerator
+            One generator drawing the stacked blocks.
         """
         if len(seeds) != len(blocks) or not seeds:
             raise ValueError(f"arguments 'seeds' and 'blocks' must be non-empty and of the same "
