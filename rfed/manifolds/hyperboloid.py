@@ -251,6 +251,18 @@ class Hyperboloid(Manifold):
         For far points :math:`(y - z x) / y_0` is formed from :math:`y / y_0` (no overflow for
         coordinates up to
         the float64 limit) and scaled by :math:`d\, y_0 / \sinh d` in log space.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        y : ndarray, shape ``(*batch, *point_shape)``
+            Target point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Tangent vectors at ``x``.
         """
         x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
         d = self._dist(x, y)
@@ -303,7 +315,20 @@ class Hyperboloid(Manifold):
 
     def egrad2rgrad(self, x, g):
         r"""Riemannian gradient :math:`\mathrm{proj}_x(J g)`, :math:`J = \mathrm{diag}(-1, 1,
-        \dots, 1)` (the Lorentz metric's inverse applied to the Euclidean gradient)."""
+        \dots, 1)` (the Lorentz metric's inverse applied to the Euclidean gradient).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        g : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Riemannian gradients, tangent at ``x``.
+        """
         return self.proj(x, self._flip(g))
 
     def ehess2rhess(self, x, egrad, ehess, u):
@@ -312,6 +337,20 @@ class Hyperboloid(Manifold):
         Differentiating :math:`\mathrm{grad} f = Jg + \langle x, Jg\rangle_L x` along u and
         projecting onto :math:`T_x` (the Levi-Civita connection of a semi-Riemannian
         submanifold); :math:`\langle x, Jg\rangle_L = x \cdot g` (Euclidean dot product).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
         """
         x = np.asarray(x, dtype=float)
         xg = np.sum(x * np.asarray(egrad, dtype=float), axis=-1, keepdims=True)
@@ -319,7 +358,19 @@ class Hyperboloid(Manifold):
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        """``Exp_o`` of a standard Gaussian tangent vector at the origin."""
+        """``Exp_o`` of a standard Gaussian tangent vector at the origin.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+        size : int or sequence of int
+            Batch shape (``()``: one point).
+
+        Returns
+        -------
+        ndarray, shape ``(*size, *point_shape)``
+        """
         size = size_tuple(size)
         v = as_generator(rng).standard_normal(size + (self.dim,))
         r = np.linalg.norm(v, axis=-1, keepdims=True)
@@ -349,7 +400,20 @@ class Hyperboloid(Manifold):
         return self._from_origin(x[..., None, :], eye)
 
     def to_coords(self, x, u):
-        """Spatial part of the transport of u back to the origin: u_s - u_0 x_s / (1 + x_0)."""
+        """Spatial part of the transport of u back to the origin: u_s - u_0 x_s / (1 + x_0).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, dim)``
+            Orthonormal coordinates.
+        """
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
         return u[..., 1:] - u[..., :1] * x[..., 1:] / (1.0 + x[..., :1])

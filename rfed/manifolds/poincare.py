@@ -179,6 +179,20 @@ class PoincareBall(Manifold):
         :math:`\frac{H}{\lambda^2} + \frac{(x\cdot g)\,u - (x\cdot u)\,g - (u\cdot g)\,x}{\lambda}`,
         from :math:`\nabla_U V = DV[U] + d\phi(U) V + d\phi(V) U - \langle U, V\rangle\nabla\phi`
         applied to :math:`\mathrm{grad} f = g / \lambda^2`.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
         """
         x = np.asarray(x, dtype=float)
         g = np.asarray(egrad, dtype=float)
@@ -195,7 +209,19 @@ class PoincareBall(Manifold):
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        """The image of :meth:`Hyperboloid.random_point` (Exp at 0 of a standard Gaussian)."""
+        """The image of :meth:`Hyperboloid.random_point` (Exp at 0 of a standard Gaussian).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+        size : int or sequence of int
+            Batch shape (``()``: one point).
+
+        Returns
+        -------
+        ndarray, shape ``(*size, *point_shape)``
+        """
         return self._clip(Hyperboloid.to_poincare(self.hyperboloid.random_point(rng, size)))
 
     def tangent_gaussian(self, x, sigma, rng):

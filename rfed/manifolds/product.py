@@ -199,6 +199,19 @@ class Product(Manifold):
         """Blockwise Karcher mean (the product metric decouples the blocks).
 
         ``points`` is a tuple of blocks of shape ``(*batch, n_points, *point_shape_i)``.
+
+        Parameters
+        ----------
+        points : tuple of arrays, shapes ``(*batch, n_points, *point_shape_i)``
+            The points averaged, block by block.
+        weights : array, shape ``(*batch, n_points)`` or ``(n_points,)``, optional
+            Non-negative weights (uniform by default).
+        tol, max_iter, init
+            As in :meth:`Manifold.mean` (``init`` a tuple of blocks).
+
+        Returns
+        -------
+        tuple of arrays, shapes ``(*batch, *point_shape_i)``
         """
         points = self._as_tuple(points, "points")
         k0 = len(self.manifolds[0].point_shape)

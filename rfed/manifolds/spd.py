@@ -323,7 +323,20 @@ class SPD(Manifold):
         \tfrac12 (I + (I + \tilde U)^2) \succeq \tfrac12 I`, formed as the Gram matrix
         :math:`B B^T`, :math:`B = L V \mathrm{diag}(\sqrt{s})` from the eigenpairs
         :math:`(s, V)` of S. It is then positive definite in floating point too (the
-        unwhitened :math:`P + U + \frac12 U P^{-1} U` loses that for ill-conditioned P)."""
+        unwhitened :math:`P + U + \frac12 U P^{-1} U` loses that for ill-conditioned P).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The retracted points.
+        """
         chol, inv = self._frame(x)
         ut = self._whiten(inv, u)
         s = np.eye(self.n) + ut + 0.5 * ut @ ut
@@ -346,6 +359,20 @@ class SPD(Manifold):
 
         From :math:`\nabla_U V = DV[U] - \mathrm{sym}(U P^{-1} V)` (the affine-invariant
         Levi-Civita connection) applied to :math:`\mathrm{grad} f = P\,\mathrm{sym}(G)\,P`.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
         """
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
@@ -354,7 +381,19 @@ class SPD(Manifold):
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        """``expm(S)`` for S symmetric with standard Gaussian coordinates."""
+        """``expm(S)`` for S symmetric with standard Gaussian coordinates.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+        size : int or sequence of int
+            Batch shape (``()``: one point).
+
+        Returns
+        -------
+        ndarray, shape ``(*size, *point_shape)``
+        """
         size = size_tuple(size)
         z = as_generator(rng).standard_normal(size + self.point_shape)
         return _eig_apply(z, np.exp)
@@ -381,7 +420,18 @@ class SPD(Manifold):
         return b
 
     def tangent_basis(self, x):
-        """``L B_k L^T`` for the Frobenius-orthonormal basis ``B_k`` of Sym(n), ``P = L L^T``."""
+        """``L B_k L^T`` for the Frobenius-orthonormal basis ``B_k`` of Sym(n), ``P = L L^T``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, dim, *point_shape)``
+            ``dim`` orthonormal tangent vectors per batch element.
+        """
         chol = np.linalg.cholesky(np.asarray(x, dtype=float))[..., None, :, :]
         return chol @ self._sym_basis() @ _mT(chol)
 
