@@ -165,12 +165,37 @@ class RiemannianSGD(_Rule):
         self.retraction, self.transport = retraction, transport
 
     def init(self, manifold: Manifold, x: Any) -> OptimizerState:
-        """A fresh state (no momentum yet)."""
+        """A fresh state (no momentum yet).
+
+        Parameters
+        ----------
+        manifold : Manifold
+            The parameters' manifold (a product is handled factor by factor).
+        x : array or tuple of arrays
+            The current point.
+
+        Returns
+        -------
+        OptimizerState
+        """
         return OptimizerState()
 
     def step(self, manifold: Manifold, x: Any, grad: Any, state: OptimizerState,
              lr: float | None = None) -> tuple[Any, OptimizerState]:
         """One step from ``x`` along the Riemannian gradient ``grad`` (tangent at x).
+
+        Parameters
+        ----------
+        manifold : Manifold
+            The parameters' manifold (a product is handled factor by factor).
+        x : array or tuple of arrays
+            The current point.
+        grad : array or tuple of arrays
+            Riemannian gradient at ``x``.
+        state : OptimizerState
+            The optimizer's state after the previous step.
+        lr : float, optional
+            Step size of this call (default: the optimizer's).
 
         Returns
         -------
@@ -248,7 +273,19 @@ class RiemannianAdam(_Rule):
         self.second_moment, self.retraction, self.transport = second_moment, retraction, transport
 
     def init(self, manifold: Manifold, x: Any) -> OptimizerState:
-        """A fresh state: zero moments."""
+        """A fresh state: zero moments.
+
+        Parameters
+        ----------
+        manifold : Manifold
+            The parameters' manifold (a product is handled factor by factor).
+        x : array or tuple of arrays
+            The current point.
+
+        Returns
+        -------
+        OptimizerState
+        """
         return OptimizerState()
 
     def _squares(self, manifold: Manifold, x: Any, grad: Any) -> list[np.ndarray]:
@@ -262,6 +299,19 @@ class RiemannianAdam(_Rule):
     def step(self, manifold: Manifold, x: Any, grad: Any, state: OptimizerState,
              lr: float | None = None) -> tuple[Any, OptimizerState]:
         """One step from ``x`` along the Riemannian gradient ``grad`` (tangent at x).
+
+        Parameters
+        ----------
+        manifold : Manifold
+            The parameters' manifold (a product is handled factor by factor).
+        x : array or tuple of arrays
+            The current point.
+        grad : array or tuple of arrays
+            Riemannian gradient at ``x``.
+        state : OptimizerState
+            The optimizer's state after the previous step.
+        lr : float, optional
+            Step size of this call (default: the optimizer's).
 
         Returns
         -------

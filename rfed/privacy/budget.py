@@ -285,13 +285,32 @@ class PrivacyBudget:
             )
 
     def public_counts(self, counts: np.ndarray) -> np.ndarray:
-        """The sizes the algorithm may use under this budget's relation (:func:`public_counts`)."""
+        """The sizes the algorithm may use under this budget's relation (:func:`public_counts`).
+
+        Parameters
+        ----------
+        counts : int array, shape ``(n_agents,)``
+            The true local dataset sizes.
+
+        Returns
+        -------
+        int array, shape ``(n_agents,)``
+        """
         return public_counts(counts, self.neighboring, self.public_sizes)
 
     def resolve_delta(self, min_dataset_size: int) -> float:
         """The delta to certify: the given one (checked against ``1/N``) or the default.
 
         ``min_dataset_size`` must be a public size: the smallest of :meth:`public_counts`.
+
+        Parameters
+        ----------
+        min_dataset_size : int
+            The smallest public local dataset size.
+
+        Returns
+        -------
+        float
         """
         if self.delta is None:
             return default_delta(min_dataset_size)

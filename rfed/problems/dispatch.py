@@ -197,12 +197,34 @@ class QuadraticResourceAllocation:
         return self._rows_for(agents, (name,))[0]
 
     def demand_rows(self, agents: np.ndarray) -> np.ndarray:
-        """Demands ``d_i`` of the listed agents, shape ``(A, m)``."""
+        """Demands ``d_i`` of the listed agents, shape ``(A, m)``.
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global agent ids.
+
+        Returns
+        -------
+        array, shape ``(A, m)``
+        """
         return self._rows_of("demand", np.asarray(agents))
 
     def primal_rows(self, agents: np.ndarray, price: np.ndarray) -> np.ndarray:
         """:meth:`primal` of the listed agents only: ``price`` and the result ``(A, m)``.
-        Agent-wise, so its rows equal the full call's bit for bit."""
+        Agent-wise, so its rows equal the full call's bit for bit.
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global agent ids.
+        price : array, shape ``(A, m)``
+            The listed agents' prices.
+
+        Returns
+        -------
+        array, shape ``(A, m)``
+        """
         if "two_a" not in self._rows:  # an instance pickled before it was kept
             self._rows["two_a"] = 2 * np.where(self._rows["free"], self._rows["a"], 1.0)
         two_a, b, lo, hi, free = self._rows_for(np.asarray(agents),
@@ -213,7 +235,19 @@ class QuadraticResourceAllocation:
     def cost_terms(self, agents: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``a_ik w_ik^2 + b_ik w_ik`` of the listed agents' allocations ``w`` ``(A, m)``;
         :meth:`cost` is their sum over every agent (gather the rows in agent order, then sum:
-        the one-process bits)."""
+        the one-process bits).
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global agent ids.
+        w : array, shape ``(A, m)``
+            Their allocations.
+
+        Returns
+        -------
+        array, shape ``(A,)``
+        """
         agents = np.asarray(agents)
         w = np.asarray(w, dtype=float)
         return self._rows_of("a", agents) * w ** 2 + self._rows_of("b", agents) * w
@@ -246,7 +280,17 @@ class QuadraticResourceAllocation:
     def cost(self, w: np.ndarray) -> float:
         """Total cost ``sum_i F_i(w_i)`` of every agent's allocation ``w`` ``(n_agents, m)``
         (the constant terms ``c_i`` are omitted; :ref:`dpdgt-buses`). A shard with a reducer gathers
-        its agents' :meth:`cost_terms` of ``w``'s rows (every agent's allocation, agent order)."""
+        its agents' :meth:`cost_terms` of ``w``'s rows (every agent's allocation, agent order).
+
+        Parameters
+        ----------
+        w : array, shape ``(n_agents, m)``
+            Every agent's allocation.
+
+        Returns
+        -------
+        float
+        """
         w = np.asarray(w, dtype=float)
         if self._held is None:
             return float(np.sum(self.cost_terms(self.agents, w)))
@@ -257,12 +301,32 @@ class QuadraticResourceAllocation:
 
     def imbalance(self, w: np.ndarray) -> np.ndarray:
         """``sum_i w_i - sum_i d_i`` of every agent's allocation ``w``, shape ``(m,)`` (the
-        total demand is a public fact, kept by shards)."""
+        total demand is a public fact, kept by shards).
+
+        Parameters
+        ----------
+        w : array, shape ``(n_agents, m)``
+            Every agent's allocation.
+
+        Returns
+        -------
+        array, shape ``(m,)``
+        """
         return np.asarray(w).sum(0) - self.total_demand
 
     def optimal_price(self, tol: float = 1e-13) -> np.ndarray:
         """The price ``lambda*`` at which ``sum_i w_i(lambda*) = sum_i d_i``, by bisection per
-        coordinate (the primal map is monotone in the price), shape ``(m,)``."""
+        coordinate (the primal map is monotone in the price), shape ``(m,)``.
+
+        Parameters
+        ----------
+        tol : float
+            Width of the final bisection bracket.
+
+        Returns
+        -------
+        array, shape ``(m,)``
+        """
         target = self.total_demand
         span = np.abs(self.b).max() + 2 * self.a.max() * np.abs(
             np.concatenate([self.lo, self.hi])).max() + 1.0
@@ -279,7 +343,12 @@ class QuadraticResourceAllocation:
 
     def optimum(self) -> np.ndarray:
         """The optimal allocation ``w*`` (KKT: a common marginal cost), shape ``(n_agents, m)``;
-        cached (a shard keeps the one computed before sharding)."""
+        cached (a shard keeps the one computed before sharding).
+
+        Returns
+        -------
+        array, shape ``(n_agents, m)``
+        """
         if self._optimum is None:
             if self._held is not None:
                 raise ValueError(f"{self._shard_text()}: optimum() reads every agent's costs; "
