@@ -246,7 +246,7 @@ class QuadraticResourceAllocation:
 
         Returns
         -------
-        array, shape ``(A,)``
+        array, shape ``(A, m)``
         """
         agents = np.asarray(agents)
         w = np.asarray(w, dtype=float)
