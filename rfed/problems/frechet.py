@@ -156,7 +156,12 @@ class FrechetMean(Problem):
         return self._local_cost_and_grad(x, agents)[1]
 
     def pooled_points(self) -> np.ndarray:
-        """All valid samples, shape ``(n_samples, *point_shape)``."""
+        """All valid samples, shape ``(n_samples, *point_shape)``.
+
+        Returns
+        -------
+        array, shape ``(n_samples, *point_shape)``
+        """
         return self.data["a"][self.mask]
 
     def _compute_reference(self) -> np.ndarray:

@@ -247,7 +247,13 @@ class HyperbolicPrediction(Problem):
         return -2.0 * batch["alpha"][..., None] * log
 
     def pooled_weights(self) -> tuple[np.ndarray, np.ndarray]:
-        r"""``(c, y)``: the pooled objective is :math:`\sum_k c_k \mathrm{dist}^2(x, y_k)`."""
+        r"""``(c, y)``: the pooled objective is :math:`\sum_k c_k \mathrm{dist}^2(x, y_k)`.
+
+        Returns
+        -------
+        c : array, shape ``(n_samples,)``
+        y : array, shape ``(n_samples, *point_shape)``
+        """
         return self.data["alpha"][self.mask] / self.n_samples, self.data["y"][self.mask]
 
     def _compute_reference(self) -> np.ndarray:

@@ -144,17 +144,32 @@ class KPCA(Problem):
     def sample_lipschitz(self) -> np.ndarray:
         r"""Exact per-sample gradient bounds :math:`\sup_X \|\mathrm{grad} f_{i,j}(X)\| =
         \|z_{i,j}\|^2`, one per valid sample (read from the data: for analysis only, never a
-        clip level of a private run; use ``gradient_bound``)."""
+        clip level of a private run; use ``gradient_bound``).
+
+        Returns
+        -------
+        array, shape ``(n_samples,)``
+        """
         return self.data["sq"][self.mask]
 
     # ---------------------------------------------------------------- reference
     def covariance(self) -> np.ndarray:
-        """The pooled second-moment matrix :math:`C = \\sum z z^T / \\sum_l N_l`, ``(n, n)``."""
+        """The pooled second-moment matrix :math:`C = \\sum z z^T / \\sum_l N_l`, ``(n, n)``.
+
+        Returns
+        -------
+        array, shape ``(n, n)``
+        """
         z = self.data["z"][self.mask]
         return z.T @ z / self.n_samples
 
     def eigenvalues(self) -> np.ndarray:
-        """Eigenvalues of :meth:`covariance`, descending, shape ``(n,)``."""
+        """Eigenvalues of :meth:`covariance`, descending, shape ``(n,)``.
+
+        Returns
+        -------
+        array, shape ``(n,)``
+        """
         return np.linalg.eigvalsh(self.covariance())[::-1]
 
     def _compute_reference(self) -> np.ndarray:
@@ -165,7 +180,12 @@ class KPCA(Problem):
         return top * np.where(signs == 0, 1.0, signs)
 
     def optimal_cost(self) -> float:
-        """Minus the sum of the k largest eigenvalues of C (the closed-form minimum)."""
+        """Minus the sum of the k largest eigenvalues of C (the closed-form minimum).
+
+        Returns
+        -------
+        float
+        """
         return float(-np.sum(self.eigenvalues()[: self.k]))
 
     def distance_to_reference(self, x: np.ndarray) -> float:

@@ -300,7 +300,13 @@ class LinearProblem(Problem):
         return self.sample_data_grad(x, batch) + self.regularizer.subgrad(x)[..., None, :]
 
     def pooled(self) -> tuple[np.ndarray, np.ndarray]:
-        """All valid samples: features ``(N, d)`` and labels ``(N,)``."""
+        """All valid samples: features ``(N, d)`` and labels ``(N,)``.
+
+        Returns
+        -------
+        features : array, shape ``(N, d)``
+        labels : array, shape ``(N,)``
+        """
         return self.data["features"][self.mask], self.data["labels"][self.mask]
 
     def accuracy(self, x: np.ndarray, features: np.ndarray | None = None,
@@ -348,7 +354,12 @@ class LogisticRegression(LinearProblem):
         return -0.5 * (1.0 - np.tanh(0.5 * margins))
 
     def smoothness(self) -> float:
-        """Lipschitz constant of the per-sample gradient: ``max ||a||^2 / 4 + mu``."""
+        """Lipschitz constant of the per-sample gradient: ``max ||a||^2 / 4 + mu``.
+
+        Returns
+        -------
+        float
+        """
         # the bound is None only when every feature row is zero: the data term is then constant
         bound = 0.0 if self.gradient_bound is None else self.gradient_bound
         return bound**2 / 4 + self.regularizer.modulus

@@ -141,6 +141,10 @@ class SpherePCA(Problem):
         With :math:`z^T x = \|z\| \cos\theta` the gradient norm is
         :math:`2 \|z\|^2 \cos\theta \sin\theta = \|z\|^2 \sin 2\theta`, maximal at
         :math:`\theta = \pi/4`; the paper's bound :math:`2\|z\|^2` (Sec. 6.1) is twice this.
+
+        Returns
+        -------
+        array, shape ``(n_samples,)``
         """
         return self.data["sq"][self.mask]
 
@@ -170,7 +174,12 @@ class SpherePCA(Problem):
         return (2.0 if rule == "paper" else 1.0) * self.norm_bound**2
 
     def covariance(self) -> np.ndarray:
-        """The pooled second-moment matrix :math:`C = \\sum z z^T / \\sum_l N_l`, ``(d+1, d+1)``."""
+        """The pooled second-moment matrix :math:`C = \\sum z z^T / \\sum_l N_l`, ``(d+1, d+1)``.
+
+        Returns
+        -------
+        array, shape ``(d + 1, d + 1)``
+        """
         z = self.data["z"][self.mask]
         return z.T @ z / self.n_samples
 

@@ -178,7 +178,13 @@ class SoftmaxRegression(Problem):
         return total / self.counts[agents][:, None]
 
     def pooled(self) -> tuple[np.ndarray, np.ndarray]:
-        """All valid samples: features ``(N, d_in)`` and integer labels ``(N,)``."""
+        """All valid samples: features ``(N, d_in)`` and integer labels ``(N,)``.
+
+        Returns
+        -------
+        features : array, shape ``(N, d_in)``
+        labels : int array, shape ``(N,)``
+        """
         return self.data["features"][self.mask], self.data["labels"][self.mask]
 
     def predict(self, x: np.ndarray, features: np.ndarray) -> np.ndarray:
@@ -220,5 +226,10 @@ class SoftmaxRegression(Problem):
         return res.x
 
     def initial_point(self) -> np.ndarray:
-        """The zero model (a public start; chance-level predictions)."""
+        """The zero model (a public start; chance-level predictions).
+
+        Returns
+        -------
+        array, shape ``(n_params,)``
+        """
         return np.zeros(self.n_params)
