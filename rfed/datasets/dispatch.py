@@ -91,14 +91,29 @@ class EconomicDispatch:
         return w
 
     def cost(self, w: np.ndarray) -> np.ndarray:
-        """Total cost ``sum_i a_i w_i^2 + b_i w_i + c_i``; ``w`` of shape ``(..., n_buses)``."""
+        """Total cost ``sum_i a_i w_i^2 + b_i w_i + c_i``; ``w`` of shape ``(..., n_buses)``.
+
+        Parameters
+        ----------
+        w : array, shape ``(..., n_buses)``
+            Allocations.
+
+        Returns
+        -------
+        array, shape ``...``
+        """
         w = np.asarray(w, dtype=np.float64)
         if w.shape[-1:] != (self.n_buses,):
             raise ValueError(f"argument 'w' must have last axis {self.n_buses}, got {w.shape}")
         return np.sum(self.a * w**2 + self.b * w + self.c, axis=-1)
 
     def adjacency(self) -> np.ndarray:
-        """Dense 0/1 matrix with ``A[i, j] = 1`` iff ``j -> i`` (row i: in-neighbours of i)."""
+        """Dense 0/1 matrix with ``A[i, j] = 1`` iff ``j -> i`` (row i: in-neighbours of i).
+
+        Returns
+        -------
+        array, shape ``(n_buses, n_buses)``
+        """
         adj = np.zeros((self.n_buses, self.n_buses))
         adj[self.edges[:, 1], self.edges[:, 0]] = 1.0
         return adj

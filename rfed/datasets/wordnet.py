@@ -99,7 +99,17 @@ class WordNetMammals:
         return len(self.names)
 
     def index(self, name: str) -> int:
-        """Index of a synset name (``"primate.n.02"``); ``ValueError`` if absent."""
+        """Index of a synset name (``"primate.n.02"``); ``ValueError`` if absent.
+
+        Parameters
+        ----------
+        name : str
+            A synset name.
+
+        Returns
+        -------
+        int
+        """
         try:
             return self.names.index(name)
         except ValueError:
@@ -111,7 +121,12 @@ class WordNetMammals:
         return self.index("mammal.n.01")
 
     def depth(self) -> np.ndarray:
-        """Number of closure ancestors of every node (0 for the root), shape ``(n_nodes,)``."""
+        """Number of closure ancestors of every node (0 for the root), shape ``(n_nodes,)``.
+
+        Returns
+        -------
+        int array, shape ``(n_nodes,)``
+        """
         return np.bincount(self.closure[:, 0], minlength=self.n_nodes)
 
 

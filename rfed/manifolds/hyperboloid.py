@@ -424,13 +424,33 @@ class Hyperboloid(Manifold):
     # ------------------------------------------------------------------ poincare
     @staticmethod
     def to_poincare(x: np.ndarray) -> np.ndarray:
-        r"""Map to the Poincare ball: :math:`x_{1:} / (1 + x_0)`, shape ``(..., d)``."""
+        r"""Map to the Poincare ball: :math:`x_{1:} / (1 + x_0)`, shape ``(..., d)``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(..., d + 1)``
+            Points of the hyperboloid.
+
+        Returns
+        -------
+        ndarray, shape ``(..., d)``
+        """
         x = np.asarray(x, dtype=float)
         return x[..., 1:] / (1.0 + x[..., :1])
 
     @staticmethod
     def from_poincare(p: np.ndarray) -> np.ndarray:
-        r"""Inverse of :meth:`to_poincare`: :math:`(1 + |p|^2, 2p) / (1 - |p|^2)`."""
+        r"""Inverse of :meth:`to_poincare`: :math:`(1 + |p|^2, 2p) / (1 - |p|^2)`.
+
+        Parameters
+        ----------
+        p : ndarray, shape ``(..., d)``
+            Points of the open unit ball.
+
+        Returns
+        -------
+        ndarray, shape ``(..., d + 1)``
+        """
         p = np.asarray(p, dtype=float)
         sq = np.sum(p * p, axis=-1, keepdims=True)
         return np.concatenate([1.0 + sq, 2.0 * p], axis=-1) / (1.0 - sq)

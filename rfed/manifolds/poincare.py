@@ -95,7 +95,17 @@ class PoincareBall(Manifold):
         return 1.0 - np.sum(x * x, axis=-1)
 
     def conformal_factor(self, x: np.ndarray) -> np.ndarray:
-        r""":math:`\lambda_x = 2 / (1 - \|x\|^2)`, shape: batch shape of x."""
+        r""":math:`\lambda_x = 2 / (1 - \|x\|^2)`, shape: batch shape of x.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, d)``
+            Points of the ball.
+
+        Returns
+        -------
+        ndarray, shape ``batch``
+        """
         return 2.0 / self._one_minus_sq(x)
 
     @staticmethod
@@ -244,12 +254,32 @@ class PoincareBall(Manifold):
     # ------------------------------------------------------------------ conversions
     @staticmethod
     def to_hyperboloid(x: np.ndarray) -> np.ndarray:
-        """The same point in the Lorentz model (shape ``(..., d + 1)``)."""
+        """The same point in the Lorentz model (shape ``(..., d + 1)``).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(..., d)``
+            Points of the ball.
+
+        Returns
+        -------
+        ndarray, shape ``(..., d + 1)``
+        """
         return Hyperboloid.from_poincare(x)
 
     @staticmethod
     def from_hyperboloid(h: np.ndarray) -> np.ndarray:
-        """The same point in the ball from a point of the Lorentz model."""
+        """The same point in the ball from a point of the Lorentz model.
+
+        Parameters
+        ----------
+        h : ndarray, shape ``(..., d + 1)``
+            Points of the hyperboloid.
+
+        Returns
+        -------
+        ndarray, shape ``(..., d)``
+        """
         return Hyperboloid.to_poincare(h)
 
     # ------------------------------------------------------------------ membership
