@@ -190,7 +190,17 @@ class KPCA(Problem):
 
     def distance_to_reference(self, x: np.ndarray) -> float:
         """Subspace distance :math:`\\|\\Theta\\|_2` (principal angles) from span(x) to the optimal
-        span; on Stiefel the minimizers are every orthonormal basis of that span."""
+        span; on Stiefel the minimizers are every orthonormal basis of that span.
+
+        Parameters
+        ----------
+        x : array, shape ``(n, k)``
+            One point of the Stiefel manifold.
+
+        Returns
+        -------
+        float
+        """
         return float(np.linalg.norm(principal_angles(np.asarray(x, float),
                                                      self.reference_point())))
 

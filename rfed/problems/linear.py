@@ -281,14 +281,38 @@ class LinearProblem(Problem):
         return batch["labels"] * np.einsum("...bd,...d->...b", batch["features"], x)
 
     def sample_data_loss(self, x: np.ndarray, batch: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Per-sample data loss (no regularizer), shape ``(*lead, b)``."""
+        """Per-sample data loss (no regularizer), shape ``(*lead, b)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            The points (one per leading index).
+        batch : mapping of str to array
+            ``features`` ``(*lead, b, d)`` and ``labels`` ``(*lead, b)``.
+
+        Returns
+        -------
+        array, shape ``(*lead, b)``
+        """
         raise NotImplementedError
 
     def _dloss_dmargin(self, margins: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def sample_data_grad(self, x: np.ndarray, batch: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Per-sample (sub)gradient of the data loss, shape ``(*lead, b, d)``."""
+        """Per-sample (sub)gradient of the data loss, shape ``(*lead, b, d)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            The points (one per leading index).
+        batch : mapping of str to array
+            ``features`` ``(*lead, b, d)`` and ``labels`` ``(*lead, b)``.
+
+        Returns
+        -------
+        array, shape ``(*lead, b, d)``
+        """
         coef = self._dloss_dmargin(self._margins(x, batch)) * batch["labels"]
         return coef[..., None] * batch["features"]
 
@@ -313,7 +337,21 @@ class LinearProblem(Problem):
                  labels: np.ndarray | None = None) -> float:
         """Fraction of samples with ``sign(a^T x) == b`` (the pooled training set by default;
         on a shard with a reducer, the agents' correct counts summed over the processes: the
-        same bits, as the counts are exact)."""
+        same bits, as the counts are exact).
+
+        Parameters
+        ----------
+        x : array, shape ``(d,)``
+            One point.
+        features : array, shape ``(N, d)``, optional
+            Samples (default: the pooled training set).
+        labels : array, shape ``(N,)``, optional
+            Their labels in {-1, +1}.
+
+        Returns
+        -------
+        float
+        """
         if features is None and self.is_shard:
             data, mask = self.agent_data(self.agents)
             right = np.where(data["features"] @ x >= 0, 1.0, -1.0) == data["labels"]

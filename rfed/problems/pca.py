@@ -191,7 +191,17 @@ class SpherePCA(Problem):
         return top * (1.0 if top[np.argmax(np.abs(top))] > 0 else -1.0)
 
     def distance_to_reference(self, x: np.ndarray) -> float:
-        """Distance to the nearer of the two minimizers :math:`\\pm v_{\\max}`."""
+        """Distance to the nearer of the two minimizers :math:`\\pm v_{\\max}`.
+
+        Parameters
+        ----------
+        x : array, shape ``(d + 1,)``
+            One point of the sphere.
+
+        Returns
+        -------
+        float
+        """
         ref = self.reference_point()
         return float(min(self.manifold.dist(x, ref), self.manifold.dist(x, -ref)))
 

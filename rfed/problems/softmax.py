@@ -110,14 +110,37 @@ class SoftmaxRegression(Problem):
         return self.n_in * self.n_classes + self.n_classes
 
     def unflatten(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``W`` ``(*lead, d_in, C)`` and ``b`` ``(*lead, C)`` of ``x`` ``(*lead, d)``."""
+        """``W`` ``(*lead, d_in, C)`` and ``b`` ``(*lead, C)`` of ``x`` ``(*lead, d)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            Flat parameters.
+
+        Returns
+        -------
+        W : array, shape ``(*lead, d_in, C)``
+        b : array, shape ``(*lead, C)``
+        """
         x = np.asarray(x, dtype=float)
         k = self.n_in * self.n_classes
         return x[..., :k].reshape(x.shape[:-1] + (self.n_in, self.n_classes)), x[..., k:]
 
     def logits(self, x: np.ndarray, features: np.ndarray) -> np.ndarray:
         """``z = W^T a + b`` for ``x`` ``(*lead, d)``, ``features`` ``(*lead, b, d_in)``:
-        shape ``(*lead, b, C)``."""
+        shape ``(*lead, b, C)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            Flat parameters.
+        features : array, shape ``(*lead, b, d_in)``
+            Samples.
+
+        Returns
+        -------
+        array, shape ``(*lead, b, C)``
+        """
         w, b = self.unflatten(x)
         return np.matmul(features, w) + b[..., None, :]
 
@@ -188,7 +211,19 @@ class SoftmaxRegression(Problem):
         return self.data["features"][self.mask], self.data["labels"][self.mask]
 
     def predict(self, x: np.ndarray, features: np.ndarray) -> np.ndarray:
-        """Predicted classes of ``features`` ``(N, d_in)`` at one point ``x``: ``(N,)``."""
+        """Predicted classes of ``features`` ``(N, d_in)`` at one point ``x``: ``(N,)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(d,)``
+            One point.
+        features : array, shape ``(N, d_in)``
+            Samples.
+
+        Returns
+        -------
+        int array, shape ``(N,)``
+        """
         w, b = self.unflatten(x)
         return np.argmax(np.asarray(features, dtype=float) @ w + b, axis=-1)
 
@@ -198,6 +233,19 @@ class SoftmaxRegression(Problem):
 
         Ties of the argmax go to the lowest class index, so the zero model predicts class 0
         everywhere: its accuracy is the share of class 0 (chance level, 10 % on balanced data).
+
+        Parameters
+        ----------
+        x : array, shape ``(d,)``
+            One point.
+        features : array, shape ``(N, d_in)``, optional
+            Samples (default: the pooled training set).
+        labels : int array, shape ``(N,)``, optional
+            Their classes.
+
+        Returns
+        -------
+        float
         """
         if features is None:
             features, labels = self.pooled()
