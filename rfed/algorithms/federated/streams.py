@@ -106,18 +106,61 @@ class AgentBlockGenerator(np.random.Generator):
     def random(  # type: ignore[override]
         self, size=None, dtype=np.float64, out=None
     ) -> np.ndarray:
+        """Uniform floats on [0, 1), row ``a`` from agent ``agents[a]``'s stream.
+
+        Parameters
+        ----------
+        size : int or tuple of int
+            Shape of the draw; its first entry must be the block's number of agents.
+        dtype, out
+            Accepted for numpy's signature; float64, new array.
+
+        Returns
+        -------
+        ndarray, shape ``size``
+        """
         purpose, rest = self._key(size)
         return self._rows("uniform", purpose, rest)
 
     def standard_normal(  # type: ignore[override]
         self, size=None, dtype=np.float64, out=None
     ) -> np.ndarray:
+        """Standard normal floats, row ``a`` from agent ``agents[a]``'s stream.
+
+        Parameters
+        ----------
+        size : int or tuple of int
+            Shape of the draw; its first entry must be the block's number of agents.
+        dtype, out
+            Accepted for numpy's signature; float64, new array.
+
+        Returns
+        -------
+        ndarray, shape ``size``
+        """
         purpose, rest = self._key(size)
         return self._rows("normal", purpose, rest)
 
     def integers(  # type: ignore[override]
         self, low, high=None, size=None, dtype=np.int64, endpoint=False
     ) -> np.ndarray:
+        """Uniform integers in ``[low, high)``, row ``a`` from agent ``agents[a]``'s stream.
+
+        Parameters
+        ----------
+        low, high : int or array_like
+            Bounds (``high=None``: ``[0, low)``), broadcast against the draw.
+        size : int or tuple of int
+            Shape of the draw; its first entry must be the block's number of agents.
+        dtype : integer dtype
+            Accepted for numpy's signature.
+        endpoint : bool
+            Include ``high``.
+
+        Returns
+        -------
+        ndarray, shape ``size``
+        """
         if high is None:
             low, high = 0, low
         low = np.asarray(low, dtype=np.int64)
