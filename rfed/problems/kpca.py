@@ -124,6 +124,21 @@ class KPCA(Problem):
         :math:`\sum_j c_j\,(-2)(z_j - X a_j) a_j^T = -2\,(Z^T C A - X A^T C A)`,
         :math:`C = \mathrm{diag}(c)`; the norms :math:`2\|a_j\|\sqrt{\|z_j\|^2 - \|a_j\|^2}`
         decide the clipping.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, *point_shape)``
+        batch : mapping of str to array, each of shape ``(*lead, b, ...)``
+        bound : float or None
+            Clipping level tau; ``None`` sums the raw gradients.
+        mask : bool array, shape ``(*lead, b)``, optional
+            Samples to include (padding rows are ``False``).
+
+        Returns
+        -------
+        total : array, shape ``(*lead, *point_shape)``
+        n_clipped : int array, shape ``lead``
+            How many included samples had ``||g_j||_x > bound``.
         """
         x = np.asarray(x, dtype=float)
         z = batch["z"]

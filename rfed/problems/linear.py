@@ -160,7 +160,22 @@ class L2Regularizer(Regularizer):
         return self.strength * np.asarray(x, dtype=float)
 
     def dual_averaging_step(self, z, c, g):
-        """Closed form ``x = -z / (mu c + g)`` of DP-DDA's prox step (6)."""
+        """Closed form ``x = -z / (mu c + g)`` of DP-DDA's prox step (6).
+
+        Parameters
+        ----------
+        z : array, shape ``(*lead, d)``
+            Dual variables.
+        c : float
+            Weight of ``h`` (``iota A_{t+1}`` in DP-DDA).
+        g : float
+            Weight of ``d(x) = ||x||^2/2`` (``gamma_{t+1}``).
+
+        Returns
+        -------
+        array, shape ``(*lead, d)``
+            The minimizers.
+        """
         denom = self.strength * c + g
         if not denom > 0:
             raise ValueError(
@@ -196,7 +211,22 @@ class L1Regularizer(Regularizer):
         return self.strength * np.sign(x)
 
     def dual_averaging_step(self, z, c, g):
-        """Soft threshold ``x = -(1/g) S_{phi c}(z)`` (DP-DDA's prox step (6)); needs ``g > 0``."""
+        """Soft threshold ``x = -(1/g) S_{phi c}(z)`` (DP-DDA's prox step (6)); needs ``g > 0``.
+
+        Parameters
+        ----------
+        z : array, shape ``(*lead, d)``
+            Dual variables.
+        c : float
+            Weight of ``h`` (``iota A_{t+1}`` in DP-DDA).
+        g : float
+            Weight of ``d(x) = ||x||^2/2`` (``gamma_{t+1}``).
+
+        Returns
+        -------
+        array, shape ``(*lead, d)``
+            The minimizers.
+        """
         if not g > 0:
             raise ValueError(
                 f"dual averaging with an l1 regularizer needs gamma > 0, "

@@ -108,6 +108,21 @@ class SpherePCA(Problem):
         :math:`2 |a_j| \\sqrt{\\|z_j\\|^2 - a_j^2}`; for scales :math:`c_j` the clipped sum is
         :math:`-2 (Z^T (c a) - (\\sum_j c_j a_j^2) x)`, so no ``(b, d + 1)`` gradient array is
         formed.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, *point_shape)``
+        batch : mapping of str to array, each of shape ``(*lead, b, ...)``
+        bound : float or None
+            Clipping level tau; ``None`` sums the raw gradients.
+        mask : bool array, shape ``(*lead, b)``, optional
+            Samples to include (padding rows are ``False``).
+
+        Returns
+        -------
+        total : array, shape ``(*lead, *point_shape)``
+        n_clipped : int array, shape ``lead``
+            How many included samples had ``||g_j||_x > bound``.
         """
         x = np.asarray(x, dtype=float)
         z = batch["z"]

@@ -170,7 +170,23 @@ class SoftmaxRegression(Problem):
         return g
 
     def clipped_grad_sum(self, x, batch, bound, mask=None):
-        """Closed-form clipped sum (no per-sample gradient is materialized when ``l2 = 0``)."""
+        """Closed-form clipped sum (no per-sample gradient is materialized when ``l2 = 0``).
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, *point_shape)``
+        batch : mapping of str to array, each of shape ``(*lead, b, ...)``
+        bound : float or None
+            Clipping level tau; ``None`` sums the raw gradients.
+        mask : bool array, shape ``(*lead, b)``, optional
+            Samples to include (padding rows are ``False``).
+
+        Returns
+        -------
+        total : array, shape ``(*lead, *point_shape)``
+        n_clipped : int array, shape ``lead``
+            How many included samples had ``||g_j||_x > bound``.
+        """
         if self.l2:
             return super().clipped_grad_sum(x, batch, bound, mask)
         x = np.asarray(x, dtype=float)
