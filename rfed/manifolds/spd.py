@@ -174,7 +174,19 @@ class SPD(Manifold):
     def dist(self, x, y, chol_y=None):
         """``d(x, y) = ||log mu||``, mu the squared singular values of the pencil's
         :math:`B = L^{-1} R` (values only: the pencil's accuracy at half an SVD's cost);
-        ``chol_y``, optional: the Cholesky factor R of ``y`` if known (the same bits)."""
+        ``chol_y``, optional: the Cholesky factor R of ``y`` if known (the same bits).
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        ndarray, shape ``batch``
+        """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
         _, inv = self._frame(x)
@@ -197,7 +209,20 @@ class SPD(Manifold):
 
     def log(self, x, y, chol_y=None):
         """``Log_x(y)``; ``chol_y``, optional: the Cholesky factor of ``y`` if known (e.g.
-        precomputed once for a data set; the result is the same bit for bit)."""
+        precomputed once for a data set; the result is the same bit for bit).
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, n, n)``
+            Symmetric tangent vectors at ``x``.
+        """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
         chol, w, v = self._pencil(x, y, chol_y)
@@ -215,7 +240,20 @@ class SPD(Manifold):
     def log_dist(self, x, y, chol_y=None):
         """``(log(x, y), dist(x, y))`` from one pencil: the arithmetic of :meth:`log` and
         :meth:`dist` (bit for bit) with half the factorizations, for a cost and its gradient;
-        ``chol_y`` as in :meth:`log`."""
+        ``chol_y`` as in :meth:`log`.
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        log : ndarray, shape ``(*batch, n, n)``
+        dist : ndarray, shape ``batch``
+        """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
         chol, w, v = self._pencil(x, y, chol_y)
@@ -246,6 +284,18 @@ class SPD(Manifold):
         up to 1e7; distances to 1e-15). Pairs with :math:`\mathrm{cond}(M)` above
         :attr:`EIGH_MAX_CONDITION` are therefore computed by :meth:`log_dist` (which raises
         beyond float64). ``chol_y``, optional: the Cholesky factor of ``y`` if known.
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        log : ndarray, shape ``(*batch, n, n)``
+        dist : ndarray, shape ``batch``
         """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
@@ -298,6 +348,17 @@ class SPD(Manifold):
         pairs beyond go through :meth:`dist` (singular values: the pencil's accuracy, and its
         refusal beyond float64). ``chol_y``, optional: the Cholesky factor of ``y`` if known
         (the same bits).
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        ndarray, shape ``batch``
         """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
@@ -314,7 +375,20 @@ class SPD(Manifold):
 
     def log_eigh(self, x, y, chol_y=None):
         """``Log_x(y)`` by :meth:`log_dist_eigh`'s arithmetic (one ``eigh`` per pair, the pencil
-        beyond :attr:`EIGH_MAX_CONDITION`); the same map as :meth:`log`, not the same bits."""
+        beyond :attr:`EIGH_MAX_CONDITION`); the same map as :meth:`log`, not the same bits.
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, n, n)``
+            Symmetric tangent vectors at ``x``.
+        """
         return self.log_dist_eigh(x, y, chol_y)[0]
 
     def retract(self, x, u):
