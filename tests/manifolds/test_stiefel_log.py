@@ -88,8 +88,10 @@ def _same_component_pairs(m, rng, count):
     return x, y
 
 
-@pytest.mark.parametrize("n, p, count", [(4, 4, 4), (6, 3, 4), (10, 4, 4), (50, 5, 3),
-                                         (100, 10, 1)])
+@pytest.mark.parametrize("n, p, count", [
+    (4, 4, 4), (6, 3, 4), (10, 4, 4), (50, 5, 3),
+    # the independent shooting log costs tens of seconds at this size (the slow suite runs it)
+    pytest.param(100, 10, 1, marks=pytest.mark.slow)])
 def test_log_of_random_pairs_agrees_with_independent_shooting(n, p, count):
     m = Stiefel(n, p)
     rng = np.random.default_rng(100 * n + p)
