@@ -19,6 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -53,10 +54,10 @@ def _check_n(n, name: str = "n", minimum: int = 1) -> int:
 
 
 def _format_nodes(nodes: np.ndarray, limit: int = 20) -> str:
-    nodes = [int(v) for v in nodes]
-    if len(nodes) <= limit:
-        return str(nodes)
-    return f"{nodes[:limit]} ... ({len(nodes)} nodes)"
+    listed = [int(v) for v in nodes]
+    if len(listed) <= limit:
+        return str(listed)
+    return f"{listed[:limit]} ... ({len(listed)} nodes)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -318,7 +319,7 @@ def digraph_from_edges(n: int, edges: Iterable[Sequence[int]], name: str = "digr
     return graph_from_edges(n, edges, directed=True, name=name)
 
 
-def circulant(n: int, hops: int | Sequence[int]) -> Graph:
+def circulant(n: int, hops: int | Sequence[int] | np.ndarray) -> Graph:
     """Circulant graph: node ``i`` is linked to ``i +- s (mod n)`` for every offset ``s``.
 
     Parameters
@@ -342,7 +343,8 @@ def circulant(n: int, hops: int | Sequence[int]) -> Graph:
         offsets = np.arange(1, int(hops) + 1)
         label = f"circulant(n={n}, hops={int(hops)})"
     else:
-        offsets = np.asarray(list(hops), dtype=np.int64)
+        # a bool is refused by list() as before; the cast only says what else hops can be
+        offsets = np.asarray(list(cast("Iterable[int]", hops)), dtype=np.int64)
         if offsets.size == 0 or np.any(offsets % n == 0):
             raise ValueError(
                 f"argument 'hops' must be non-empty offsets not divisible by n = {n}, got {hops!r}"
