@@ -105,8 +105,9 @@ class CommStats:
     bytes: int = 0
     server_messages: int = 0
     server_bytes: int = 0
-    messages_sent: np.ndarray = field(default=None)  # type: ignore[assignment]
-    bytes_sent: np.ndarray = field(default=None)  # type: ignore[assignment]
+    # None means "zeros of length n_agents", filled in by __post_init__
+    messages_sent: np.ndarray = None  # type: ignore[assignment]
+    bytes_sent: np.ndarray = None  # type: ignore[assignment]
     calls: dict = field(default_factory=dict)
 
     def __post_init__(self):
@@ -320,7 +321,7 @@ def weights_fact(w: sp.csr_matrix, key: str | tuple, compute):
                             and kept[0][2] is indptr):
         kept = (arrays, {})
         w._rfed_facts = kept
-    facts = kept[1]
+    facts: dict = kept[1]
     if key not in facts:
         value = compute(w)
         if isinstance(value, np.ndarray):

@@ -190,7 +190,8 @@ def consensus_direction(
         :math:`x_j`, sent along the arcs of ``weights``.
     base : ndarray, shape ``(n, *point_shape)``, optional
         :math:`b_i`, held by agent ``i``; defaults to ``points`` (then the ``j = i`` term is zero).
-        DO-ADP on a manifold reads public copies: ``base = points = xhat`` [spec 000, section 7].
+        DO-ADP on a manifold reads public copies: ``base = points = xhat``
+        (:ref:`doadp-manifold`).
     comm : Communicator, optional
         Counts the point messages (a fresh in-process one if omitted).
     copies : bool
@@ -319,7 +320,7 @@ def mix_tangent(
     Each sender ``j`` transmits its base point :math:`y_j` and its vector
     :math:`u_j \in T_{y_j}M`; receiver ``i`` parallel-transports them to its own point
     :math:`z_i` and takes the weighted sum (e.g. DPDL's momentum gossip
-    :math:`v^i_t = \sum_j w_{ij} P_{x^j_{t-1} \to x^i_t}(\tilde v^j_t)` [spec 001, section 7]).
+    :math:`v^i_t = \sum_j w_{ij} P_{x^j_{t-1} \to x^i_t}(\tilde v^j_t)` (:ref:`dpdl-manifold`)).
 
     Parameters
     ----------

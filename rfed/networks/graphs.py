@@ -6,9 +6,10 @@ Conventions
 * The adjacency matrix is stored as a ``scipy.sparse.csr_matrix`` ``A`` with ``A[i, j] = 1``
   iff node ``i`` **receives** from node ``j`` (the edge ``j -> i``). This is the layout of a
   mixing matrix (``W[i, j]`` is the weight agent ``i`` puts on agent ``j``'s value) and the
-  convention of DP-DGT [spec 003, L55]. Row ``i`` lists the in-neighbours of ``i``, column ``j``
-  the out-neighbours of ``j``. Undirected graphs have a symmetric ``A``. There are no self-loops
-  in ``A``; mixing matrices add the diagonal.
+  convention of DP-DGT (its notation paragraph "Graph Theory": the pair ``(i, j)`` is the edge
+  from ``j`` to ``i``; :ref:`dpdgt-graph`). Row ``i`` lists the in-neighbours of ``i``, column
+  ``j`` the out-neighbours of ``j``. Undirected graphs have a symmetric ``A``. There are no
+  self-loops in ``A``; mixing matrices add the diagonal.
 * Edge lists passed to constructors are ``(source, target)`` pairs (``source -> target``) unless
   said otherwise.
 """
@@ -18,6 +19,7 @@ from __future__ import annotations
 import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
+from typing import cast
 
 import numpy as np
 import scipy.sparse as sp
@@ -52,10 +54,10 @@ def _check_n(n, name: str = "n", minimum: int = 1) -> int:
 
 
 def _format_nodes(nodes: np.ndarray, limit: int = 20) -> str:
-    nodes = [int(v) for v in nodes]
-    if len(nodes) <= limit:
-        return str(nodes)
-    return f"{nodes[:limit]} ... ({len(nodes)} nodes)"
+    listed = [int(v) for v in nodes]
+    if len(listed) <= limit:
+        return str(listed)
+    return f"{listed[:limit]} ... ({len(listed)} nodes)"
 
 
 @dataclass(frozen=True, eq=False)
@@ -144,7 +146,7 @@ class Graph:
 
     @property
     def max_degree(self) -> int:
-        """Largest degree (largest in-degree if directed), ``d_max`` of DO-ADP [spec 000]."""
+        """Largest degree (largest in-degree if directed), ``d_max`` of DO-ADP (Assumption 3)."""
         return int(self.in_degree.max()) if self.n_nodes else 0
 
     def in_neighbors(self, i: int) -> np.ndarray:
@@ -242,7 +244,8 @@ class Graph:
         """Nodes from which every node is reachable (roots of a spanning tree), sorted.
 
         Empty when no spanning tree exists. All nodes when strongly connected. This is the
-        connectivity that DP-DGT's Assumption 2 asks of G_R and G_C' [spec 003, section 1.3].
+        connectivity that DP-DGT's Assumption 2 asks of G_R and G_C' (strong connectivity is
+        not required).
         """
         n_comp, labels = csgraph.connected_components(
             self._forward(), directed=True, connection="strong"
@@ -316,7 +319,7 @@ def digraph_from_edges(n: int, edges: Iterable[Sequence[int]], name: str = "digr
     return graph_from_edges(n, edges, directed=True, name=name)
 
 
-def circulant(n: int, hops: int | Sequence[int]) -> Graph:
+def circulant(n: int, hops: int | Sequence[int] | np.ndarray) -> Graph:
     """Circulant graph: node ``i`` is linked to ``i +- s (mod n)`` for every offset ``s``.
 
     Parameters
@@ -325,7 +328,8 @@ def circulant(n: int, hops: int | Sequence[int]) -> Graph:
         Number of nodes (>= 3).
     hops : int or sequence of int
         An int ``k`` means offsets ``1, ..., k`` (the k-hop ring; DO-ADP's experiment is
-        ``circulant(20, 3)``: degree 6 [spec 000, section 5.1]); a sequence gives the offsets.
+        ``circulant(20, 3)``: degree 6, Sec. VI; :ref:`doadp-mixing-matrix`); a sequence
+        gives the offsets.
 
     Notes
     -----
@@ -339,7 +343,8 @@ def circulant(n: int, hops: int | Sequence[int]) -> Graph:
         offsets = np.arange(1, int(hops) + 1)
         label = f"circulant(n={n}, hops={int(hops)})"
     else:
-        offsets = np.asarray(list(hops), dtype=np.int64)
+        # a bool is refused by list() as before; the cast only says what else hops can be
+        offsets = np.asarray(list(cast("Iterable[int]", hops)), dtype=np.int64)
         if offsets.size == 0 or np.any(offsets % n == 0):
             raise ValueError(
                 f"argument 'hops' must be non-empty offsets not divisible by n = {n}, got {hops!r}"
@@ -450,7 +455,7 @@ def complete_bipartite(n_left: int, n_right: int) -> Graph:
 
 
 def two_hub_bipartite(n: int) -> Graph:
-    """The "Bipar" topology of the CGA baseline code (DPDL reading (b) [spec 001, section 5.3]).
+    """The "Bipar" topology of the CGA baseline code (DPDL reading (b), :ref:`dpdl-topologies`).
 
     Nodes 0 and 1 are hubs, each linked to every other node but not to each other; the
     ``n - 2`` leaves are linked only to the two hubs. ``2 (n - 2)`` edges.
@@ -462,7 +467,7 @@ def two_hub_bipartite(n: int) -> Graph:
 
 
 def dpdl_bipartite(n: int, reading: str = "complete") -> Graph:
-    """DPDL's "bipartite" topology, in either reading of the paper [spec 001, section 5.3].
+    """DPDL's "bipartite" topology, in either reading of the paper (:ref:`dpdl-topologies`).
 
     Parameters
     ----------
@@ -646,9 +651,9 @@ def _random_regular_once(n: int, d: int, rng: np.random.Generator) -> Graph | No
     return _from_pairs(n, u, v, False, f"random_regular(n={n}, d={d})")
 
 
-#: DP-DGT's IEEE 14-bus communication digraph as printed [spec 003, section 5.1, L632]:
-#: pairs ``(i, j)`` of 1-based bus numbers, read with the paper's convention (L55) as the arc
-#: ``j -> i`` (bus ``i`` pulls from bus ``j``). 24 + 11 = 35 arcs.
+#: DP-DGT's IEEE 14-bus communication digraph as printed (Sec. 6; :ref:`dpdgt-graph`):
+#: pairs ``(i, j)`` of 1-based bus numbers, read with the paper's convention ("Graph Theory")
+#: as the arc ``j -> i`` (bus ``i`` pulls from bus ``j``). 24 + 11 = 35 arcs.
 IEEE14_EDGES: tuple[tuple[int, int], ...] = tuple(
     [(i, i + 1) for i in range(1, 13)]
     + [(i, i + 2) for i in range(1, 13)]
@@ -660,15 +665,17 @@ IEEE14_EDGES: tuple[tuple[int, int], ...] = tuple(
 def ieee14_digraph(convention: str = "paper") -> Graph:
     """The 14-agent communication digraph of DP-DGT's IEEE 14-bus experiment.
 
-    One agent per bus (all 14 buses [spec 003, P8]); bus ``b`` is node ``b - 1``. 35 arcs.
+    One agent per bus (all 14 buses: the printed node set omits buses 7 and 12, which the
+    printed edges use; :ref:`dpdgt-graph`); bus ``b`` is node ``b - 1``. 35 arcs.
 
     Parameters
     ----------
     convention : {"paper", "reversed"}
-        ``"paper"`` reads each printed pair ``(i, j)`` as the arc ``j -> i`` (the paper's L55
-        convention and the spec's resolution P7): in-degrees of buses 1..14 are
+        ``"paper"`` reads each printed pair ``(i, j)`` as the arc ``j -> i`` (the convention of
+        the paper's notation paragraph "Graph Theory", which its simulation does not restate;
+        :ref:`dpdgt-graph`): in-degrees of buses 1..14 are
         ``[3,3,4,3,4,3,2,2,2,2,2,2,2,1]`` and out-degrees ``[2,3,2,2,2,2,3,3,3,3,3,3,2,2]``.
-        ``"reversed"`` reads it as ``i -> j`` (results differ; spec 003 section 5.5).
+        ``"reversed"`` reads it as ``i -> j`` (the results differ).
     """
     e = np.array(IEEE14_EDGES) - 1
     if convention == "paper":

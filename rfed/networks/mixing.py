@@ -6,18 +6,32 @@ graph's arcs plus the diagonal, so one mixing round costs O(edges).
 
 Constants, named as the papers name them:
 
-=====================  ==========================================================================
-DO-ADP [spec 000]      ``rho = 1 - |lambda_2(W)|`` (spectral gap), ``phi = ||I - W||_2``
-DPDL [spec 001]        ``rho = max(|lambda_2|, |lambda_N|)^2`` (so ``sqrt(rho) = |lambda_2|``),
-                       ``w_min = min_{i, j in N_i} w_ij``, ``S0 = sum_i sum_{j in N_i} 1/w_ij^2``
-DP-DDA [spec 002]      ``beta = sqrt(rho(E[W^T W] - 11^T/n))`` for random gossip matrices
-DP-DGT [spec 003]      Perron vectors ``pi_R`` (left, of R), ``pi_C`` (right, of C);
-                       ``rho(R_phi - 1 pi_R^T)``, ``rho(C_gamma - pi_C 1^T)``, ``q_R``, ``q_C``,
-                       ``pi_C^T pi_R``
-=====================  ==========================================================================
+=========================  ======================================================================
+DO-ADP, Assumption 3       ``rho = 1 - |lambda_2(W)|`` (spectral gap), ``phi = ||I - W||_2``
+DPDL, Assumption 3         ``rho = max(|lambda_2|, |lambda_N|)^2`` (so ``sqrt(rho) = |lambda_2|``),
+                           ``w_min = min_{i, j in N_i} w_ij``,
+                           ``S0 = sum_i sum_{j in N_i} 1/w_ij^2``
+DP-DDA, Assumption 2 (4)   ``beta = sqrt(rho(E[W^T W] - 11^T/n))`` for random gossip matrices
+DP-DGT, Sec. 4             Perron vectors ``pi_R`` (left, of R), ``pi_C`` (right, of C)
+                           (Lemma 4.5); ``rho(R_phi - 1 pi_R^T)``, ``rho(C_gamma - pi_C 1^T)``,
+                           ``q_R``, ``q_C`` (Lemma 4.6), ``pi_C^T pi_R`` (Theorem 4.9)
+=========================  ======================================================================
+
+The papers give no weights for their experiments; the choices made here, and why, are in the
+paper readings of the documentation (:ref:`doadp-mixing-matrix`, :ref:`dpdl-topologies`,
+:ref:`dpdda-node-sampling`, :ref:`dpdgt-weights`).
 
 References
 ----------
+* DO-ADP: Wei Huo, Changxin Liu, Kemi Ding, Karl Henrik Johansson and Ling Shi. Decentralized
+  Optimization with Amplified Privacy via Efficient Communication. arXiv:2506.07102, 2025.
+* DPDL: Yunsheng Yuan, Xue Xiao, Lina Wang and Feng Li. DPDL: Towards Differential Privacy
+  Preservation in Decentralized Stochastic Learning on Non-IID Data. arXiv:2606.04399, 2026.
+* DP-DDA: Changxin Liu, Karl H. Johansson and Yang Shi. Distributed Empirical Risk Minimization
+  With Differential Privacy. Automatica 162, 111514, 2024. arXiv:2302.10520.
+* DP-DGT: Wei Huo, Xiaomeng Chen, Lingying Huang, Karl Henrik Johansson and Ling Shi.
+  Differentially Private Dual Gradient Tracking for Distributed Resource Allocation. Automatica
+  182, 112521, 2025. arXiv:2403.18275.
 * Lin Xiao, Stephen Boyd and Seung-Jean Kim. Distributed Average Consensus with
   Least-Mean-Square Deviation. Journal of Parallel and Distributed Computing 67(1), 2007.
 """
@@ -113,7 +127,8 @@ def metropolis_hastings_weights(graph: Graph) -> sp.csr_matrix:
     r"""Metropolis-Hastings weights: symmetric, doubly stochastic, supported on the graph.
 
     :math:`w_{ij} = 1 / (1 + \max(d_i, d_j))` on edges, :math:`w_{ii} = 1 - \sum_{j\ne i} w_{ij}`
-    (Xiao, Boyd & Kim 2007, the Metropolis weights DP-DDA's experiments use [spec 002, 5.3]).
+    (Xiao, Boyd & Kim 2007, the Metropolis weights DP-DDA's experiments use, Sec. 5;
+    :ref:`dpdda-node-sampling`).
     On a ``d``-regular graph every weight is ``1 / (d + 1)``.
 
     Returns
@@ -134,14 +149,15 @@ def laplacian_weights(graph: Graph, alpha: float | None = None) -> sp.csr_matrix
     r"""Laplacian-based weights :math:`W = I - \alpha L_G` (symmetric, doubly stochastic).
 
     DO-ADP's "classical choice" :math:`W = I - L_G/\iota` with :math:`\iota \in (d_{max}, \infty)`
-    [spec 000, Assumption 3], i.e. :math:`\alpha = 1/\iota \in (0, 1/d_{max})`, which keeps every
+    (DO-ADP, Assumption 3), i.e. :math:`\alpha = 1/\iota \in (0, 1/d_{max})`, which keeps every
     weight in (0, 1) and the diagonal positive.
 
     Parameters
     ----------
     alpha : float, optional
-        Default ``1 / (d_max + 1)`` (:math:`\iota = d_{max} + 1`, the spec's resolution P10; on a
-        regular graph this is the uniform weight ``1/(d+1)`` on self and each neighbour).
+        Default ``1 / (d_max + 1)`` (:math:`\iota = d_{max} + 1`: DO-ADP does not give the W of its
+        experiments, :ref:`doadp-mixing-matrix`; on a regular graph this is the uniform weight
+        ``1/(d+1)`` on self and each neighbour).
     """
     graph = _check_graph(graph)
     _require_undirected(graph, "laplacian_weights")
@@ -159,7 +175,8 @@ def laplacian_weights(graph: Graph, alpha: float | None = None) -> sp.csr_matrix
 def uniform_weights(graph: Graph) -> sp.csr_matrix:
     """Uniform weights over closed neighbourhoods, ``1 / (d + 1)``, on a ``d``-regular graph.
 
-    The natural W of DPDL's experiments [spec 001, 5.3]: complete graph ``1/N``, ring ``1/3``,
+    The natural W of DPDL's experiments, which the paper does not give
+    (:ref:`dpdl-topologies`): complete graph ``1/N``, ring ``1/3``,
     K_{N/2,N/2} ``1/(N/2 + 1)``. Only regular graphs make these weights doubly stochastic, so
     an irregular graph raises ``ValueError`` (use :func:`metropolis_hastings_weights`).
     """
@@ -180,8 +197,9 @@ def lazy_weights(w, mix: float = 0.5) -> sp.csr_matrix:
     r"""Lazy matrix :math:`(1 - \text{mix}) I + \text{mix}\, W`.
 
     DP-DGT's :math:`C_\gamma = (1-\gamma) I + \gamma C` and :math:`R_\phi = (1-\phi) I + \phi R`
-    [spec 003, L281-282]; ``mix = 1/2`` is the usual lazy walk. Keeps row/column stochasticity
-    and the Perron vectors; moves every eigenvalue ``lambda`` to ``1 - mix + mix lambda``.
+    (DP-DGT, Sec. 4, defined with the compact form (16)-(17)); ``mix = 1/2`` is the usual lazy
+    walk. Keeps row/column stochasticity and the Perron vectors; moves every eigenvalue
+    ``lambda`` to ``1 - mix + mix lambda``.
     """
     if not 0.0 < mix <= 1.0:
         raise ValueError(f"argument 'mix' must be in (0, 1], got {mix!r}")
@@ -193,8 +211,9 @@ def row_stochastic_weights(graph: Graph) -> sp.csr_matrix:
     r"""Row-stochastic R (pull): :math:`R_{ij} = 1 / (1 + |N^{in}_i|)` for ``j`` in
     :math:`N^{in}_i \cup \{i\}`.
 
-    DP-DGT's R built from the digraph with self-loops and uniform weights [spec 003, 5.3]: the
-    receiver weights what it pulls, so it needs only its own in-degree.
+    DP-DGT's R built from the digraph with self-loops and uniform weights (the paper gives no
+    weights for its simulation; :ref:`dpdgt-weights`): the receiver weights what it pulls, so
+    it needs only its own in-degree.
     """
     graph = _check_graph(graph)
     scale = 1.0 / (1.0 + graph.in_degree)
@@ -205,8 +224,8 @@ def column_stochastic_weights(graph: Graph) -> sp.csr_matrix:
     r"""Column-stochastic C (push): :math:`C_{li} = 1 / (1 + |N^{out}_i|)` for ``l`` in
     :math:`N^{out}_i \cup \{i\}`.
 
-    DP-DGT's C [spec 003, 5.3]: the sender splits its value over itself and its out-neighbours,
-    so it needs only its own out-degree.
+    DP-DGT's C (:ref:`dpdgt-weights`): the sender splits its value over itself and its
+    out-neighbours, so it needs only its own out-degree.
     """
     graph = _check_graph(graph)
     scale = 1.0 / (1.0 + graph.out_degree)
@@ -214,7 +233,9 @@ def column_stochastic_weights(graph: Graph) -> sp.csr_matrix:
 
 
 def two_hub_weights(graph: Graph) -> sp.csr_matrix:
-    r"""The CGA code's weights on its two-hub "bipartite" graph (DPDL reading (b) [spec 001, 5.3]).
+    r"""The CGA code's weights on its two-hub "bipartite" graph (DPDL reading (b)).
+
+    The second reading of DPDL's "bipartite" topology (:ref:`dpdl-topologies`).
 
     With :math:`a = \lfloor 100/(N-1) \rfloor / 100`: a leaf keeps ``1 - 2a`` and puts ``a`` on
     each hub; a hub puts ``a`` on every leaf, ``0`` on the other hub, and keeps
@@ -376,7 +397,7 @@ def lambda2_modulus(w) -> float:
 
 
 def spectral_gap(w) -> float:
-    r"""Spectral gap :math:`1 - |\lambda_2(W)|` (DO-ADP's :math:`\rho` [spec 000, Assumption 3])."""
+    r"""Spectral gap :math:`1 - |\lambda_2(W)|` (DO-ADP's :math:`\rho`, Assumption 3)."""
     return 1.0 - lambda2_modulus(w)
 
 
@@ -400,7 +421,7 @@ def second_singular_value(w) -> float:
 
 
 def identity_gap_norm(w) -> float:
-    r""":math:`\phi = \|I - W\|_2` (DO-ADP [spec 000, L81]); in [0, 2] for symmetric stochastic
+    r""":math:`\phi = \|I - W\|_2` (DO-ADP, Assumption 3); in [0, 2] for symmetric stochastic
     W."""
     m = _csr(w)
     d = sp.identity(m.shape[0]) - m
@@ -411,7 +432,7 @@ def identity_gap_norm(w) -> float:
 
 @dataclass(frozen=True)
 class DOADPConstants:
-    """Spectral constants of DO-ADP's Theorem 2 [spec 000, Assumption 3].
+    """Spectral constants of DO-ADP's Theorem 2 (W as in its Assumption 3).
 
     Attributes
     ----------
@@ -437,7 +458,7 @@ def doadp_constants(w) -> DOADPConstants:
 
 @dataclass(frozen=True)
 class DPDLConstants:
-    """Constants of DPDL's Assumption 3 and Theorem 2 [spec 001, 4.1-4.2].
+    """Constants of DPDL's Assumption 3 and Theorem 2 (:ref:`dpdl-topologies`).
 
     Attributes
     ----------
@@ -486,21 +507,21 @@ def _perron(m: sp.csr_matrix, name: str) -> np.ndarray:
 
 def left_perron_vector(r) -> np.ndarray:
     r"""Left Perron vector of a row-stochastic R: :math:`\pi_R^T R = \pi_R^T`,
-    :math:`\pi_R^T \mathbf 1 = 1` [spec 003, Lemma 4.5]. Shape ``(n,)``."""
+    :math:`\pi_R^T \mathbf 1 = 1` (DP-DGT, Lemma 4.5). Shape ``(n,)``."""
     m = check_row_stochastic(r, "R")
     return _perron(_csr(m.T), "R")
 
 
 def right_perron_vector(c) -> np.ndarray:
     r"""Right Perron vector of a column-stochastic C: :math:`C \pi_C = \pi_C`,
-    :math:`\mathbf 1^T \pi_C = 1` [spec 003, Lemma 4.5]. Shape ``(n,)``."""
+    :math:`\mathbf 1^T \pi_C = 1` (DP-DGT, Lemma 4.5). Shape ``(n,)``."""
     m = check_column_stochastic(c, "C")
     return _perron(m, "C")
 
 
 @dataclass(frozen=True)
 class PushPullConstants:
-    """Spectral constants of DP-DGT's push-pull analysis [spec 003, 1.3 and 4].
+    """Spectral constants of DP-DGT's push-pull analysis (Sec. 4: Lemmas 4.5-4.6, Theorem 4.9).
 
     Attributes
     ----------
@@ -513,7 +534,9 @@ class PushPullConstants:
     q_R, q_C : float
         :math:`(1 + \\sigma^2)/2` evaluated at :math:`\\sigma = \\rho` (the limit of
         admissible norms; any admissible :math:`q` is larger). Step decays must satisfy
-        :math:`q > q_C` [spec 003, P12-P13].
+        :math:`q > q_C`: Theorem 4.9 is printed with :math:`\\ge` where its proof uses
+        :math:`\\le`, so the steps must not decay faster than :math:`\\lambda^k` for some
+        :math:`\\lambda \\in (q_C, 1)` (:ref:`dpdgt-conditions`).
     pi_C_dot_pi_R : float
         :math:`\\pi_C^T \\pi_R` (enters the step-size bound of Theorem 4.9).
     """
@@ -1017,7 +1040,9 @@ def greedy_matching(u: np.ndarray, v: np.ndarray, rank: np.ndarray, n: int) -> n
 
 
 def dda_beta(expected_gram: np.ndarray) -> float:
-    r"""DP-DDA's :math:`\beta = \sqrt{\rho(E[W^T W] - 11^T/n)}` [spec 002, Assumption 2 (4)].
+    r"""DP-DDA's :math:`\beta = \sqrt{\rho(E[W^T W] - 11^T/n)}` (its Assumption 2 (4)).
+
+    The experiments' gossip matrices and their :math:`\beta`: :ref:`dpdda-node-sampling`.
 
     Parameters
     ----------

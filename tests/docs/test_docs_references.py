@@ -75,7 +75,7 @@ def test_cli_output_has_no_internal_references():
 #: Parts of the package the docstring sweep has cleaned: a reference reintroduced there fails.
 SWEPT = [
     "rfed/privacy", "rfed/problems", "rfed/datasets", "rfed/manifolds", "rfed/optim",
-    "rfed/algorithms/federated", "rfed/bibliography.py", "rfed/_checks.py",
+    "rfed/algorithms/federated", "rfed/bibliography.py", "rfed/_checks.py", "rfed/networks",
 ]
 #: Files inside SWEPT still being edited by the concurrent work; remove each once it is clean.
 NOT_YET_SWEPT = {"rfed/privacy/mechanisms.py"}
