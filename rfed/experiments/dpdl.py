@@ -167,9 +167,14 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
                     row["cal_min_last"], row["cal_max_last"] = cal["cal_min"], cal["cal_max"]
                 rows.append(row)
     ctx.save_table("table1_test_accuracy", rows)
+    references = {}
+    for label in all_results:
+        algorithm, topo = label.split(" ")[:2]
+        if f"{algorithm} {topo} non-private" in all_results:
+            references[label] = f"{algorithm} {topo} non-private"
     ctx.summary_table(summary_rows(ctx, all_results, metric="test_accuracy",
                                    utility_name="agents' mean test accuracy (%)", percent=True,
-                                   figure="DPDL Table I / Figs. 1-2"))
+                                   figure="DPDL Table I / Figs. 1-2", references=references))
     for topo in cfg["topologies"]:
         fig = plot_curves(ctx.records, "round", ["cost", "test_accuracy"], by="setting",
                           where=lambda rec, topo=topo: rec.get("topology") == topo,

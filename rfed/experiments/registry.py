@@ -77,6 +77,12 @@ from rfed._io import (
     strict_json,
     write_at_end,
 )
+from rfed.experiments._summary_table import (
+    SUMMARY_COLUMNS,
+    _fmt,
+    format_summary_table,
+    summary_row,
+)
 from rfed.state import StateFileError, UnsupportedStateError, dumps_state, load_state, loads_state
 
 __all__ = [
@@ -168,6 +174,7 @@ class Experiment:
     summary: str = ""
     requires: tuple[str, ...] = ()
     validate: Callable[[dict], None] | None = None
+    scales: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def short(self) -> str:
@@ -187,9 +194,21 @@ class Experiment:
         list whose default is non-empty (``epsilons``, ...) stays non-empty. Then the
         experiment's own ``validate(config)`` checks what depends on it (choices, ranges,
         settings that depend on each other), naming the setting (:func:`check_setting`).
+
+        ``scale``: an experiment with a ``scale`` setting and ``scales`` (e.g. ``{"paper":
+        {...}}``) takes the settings of the named scale first, then the other overrides.
         """
         cfg = dict(self.defaults)
-        for key, value in (overrides or {}).items():
+        overrides = dict(overrides or {})
+        if "scale" in cfg and "scale" in overrides:
+            scale = _coerce("scale", overrides.pop("scale"), cfg["scale"])
+            if scale != self.defaults["scale"] and scale not in self.scales:
+                raise ValueError(f"setting 'scale' must be one of "
+                                 f"{', '.join(map(repr, [self.defaults['scale'], *self.scales]))}"
+                                 f", got {scale!r}")
+            cfg.update(self.scales.get(scale, {}))
+            cfg["scale"] = scale
+        for key, value in overrides.items():
             if key not in cfg:
                 raise ValueError(
                     f"experiment '{self.name}' has no setting '{key}'; valid settings: "
@@ -315,6 +334,7 @@ def register(
     summary: str = "",
     requires: tuple[str, ...] = (),
     validate: Callable[[dict], None] | None = None,
+    scales: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Decorator registering ``func(config, ctx) -> summary`` as experiment ``name``.
 
@@ -322,14 +342,22 @@ def register(
     ``requires`` names the data sets that must be installed (e.g. ``("fashion-mnist",)``);
     ``validate(config)`` checks the settings beyond their types (choices, ranges, settings
     that depend on each other) before anything runs, raising ``ValueError`` naming the
-    setting (:func:`check_setting`, :func:`check_choices`).
+    setting (:func:`check_setting`, :func:`check_choices`). ``scales`` maps a value of the
+    experiment's ``scale`` setting (e.g. ``"paper"``) to the settings it changes
+    (``--set scale=paper``); every key must be a setting.
     """
+    scales = {str(k): dict(v) for k, v in (scales or {}).items()}
+    for scale, changes in scales.items():
+        unknown = sorted(set(changes) - set(defaults))
+        if "scale" not in defaults or unknown:
+            raise ValueError(f"experiment '{name}': scale '{scale}' sets unknown settings "
+                             f"{unknown or ['scale']}")
 
     def decorator(func: Callable) -> Callable:
         if name in _REGISTRY and _REGISTRY[name].func is not func:
             raise ValueError(f"experiment '{name}' is registered twice")
         _REGISTRY[name] = Experiment(name, paper, description, dict(defaults), func, slow,
-                                     summary, tuple(requires), validate)
+                                     summary, tuple(requires), validate, scales)
         return func
 
     return decorator
@@ -388,134 +416,7 @@ def _jsonable(value: Any) -> Any:
 
 
 # ============================================================================ summaries
-#: Columns of the one summary table every experiment prints (see :func:`summary_row`).
-SUMMARY_COLUMNS = ("setting", "utility_name", "utility", "utility_std", "reference_name",
-                   "reference", "epsilon", "delta", "accountant", "figure", "repetitions",
-                   "diverged", "epsilon_paper")
-
-
-def summary_row(
-    setting: str,
-    *,
-    utility_name: str,
-    utility: float | None,
-    utility_std: float | None = None,
-    reference: float | None = None,
-    reference_name: str = "",
-    epsilon: float | None = None,
-    delta: float | None = None,
-    accountant: str = "",
-    figure: str = "",
-    repetitions: int | None = None,
-    diverged: int = 0,
-    epsilon_paper: float | None = None,
-) -> dict:
-    """One row of the summary table.
-
-    Parameters
-    ----------
-    setting : str
-        The curve / configuration, e.g. ``"eps=0.15"``.
-    utility_name : str
-        What ``utility`` measures, in words with its unit, e.g. ``"excess risk"`` or
-        ``"test accuracy (%)"``.
-    utility, utility_std : float or None
-        Mean and standard deviation over the repetitions that did not diverge.
-    reference, reference_name : float, str
-        The value to compare with and what it is (``"non-private"``, ``"true value"``).
-    epsilon, delta : float or None
-        The **certified** budget of the setting (``inf`` without noise; ``None`` for a
-        non-private run).
-    accountant : str
-        The accountant that certified ``epsilon``, e.g. ``"dp-accounting RDP, replace-one"``.
-    figure : str
-        The paper's figure or table the row reproduces, where there is one.
-    repetitions, diverged : int
-        Repetitions run and how many of them diverged.
-    epsilon_paper : float, optional
-        The paper's closed-form epsilon, shown beside the certified one, labelled as the
-        paper's (never as the guarantee).
-    """
-    return {"setting": str(setting), "utility_name": str(utility_name),
-            "utility": _num(utility), "utility_std": _num(utility_std),
-            "reference_name": str(reference_name), "reference": _num(reference),
-            "epsilon": _num(epsilon), "delta": _num(delta), "accountant": str(accountant),
-            "figure": str(figure), "repetitions": repetitions, "diverged": int(diverged),
-            "epsilon_paper": _num(epsilon_paper)}
-
-
-def _num(v: Any) -> float | None:
-    return None if v is None else float(v)
-
-
-def _fmt(v: Any) -> str:
-    if v is None:
-        return "-"
-    if isinstance(v, bool):
-        return str(v)
-    if isinstance(v, float):
-        if math.isnan(v):
-            return "nan"
-        if math.isinf(v):
-            return "inf" if v > 0 else "-inf"
-        return f"{v:.4g}"
-    return str(v)
-
-
-def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
-    """The summary table as text: every row (never truncated), accountants as footnotes.
-
-    Columns: setting, utility (``mean +- std``; its name in the header when all rows share
-    it), the reference value, certified epsilon and delta with a footnote naming the
-    accountant, the paper's figure, and ``diverged/repetitions``.
-    """
-    if not rows:
-        return "(no settings)\n"
-    names = list(dict.fromkeys(r["utility_name"] for r in rows))
-    refs = list(dict.fromkeys(r["reference_name"] for r in rows if r.get("reference_name")))
-    accountants = list(dict.fromkeys(r["accountant"] for r in rows if r.get("accountant")))
-    one_name = len(names) == 1
-    head = ["setting", f"{names[0]} (mean +- std)" if one_name else "utility (mean +- std)"]
-    if not one_name:
-        head.insert(1, "utility")
-    ref_head = f"reference: {refs[0]}" if len(refs) == 1 else "reference"
-    figures = list(dict.fromkeys(r.get("figure") or "" for r in rows))
-    one_figure = len(figures) == 1
-    head += [ref_head, "eps (certified)", "delta", "figure", "diverged"]
-    with_paper = any(r.get("epsilon_paper") is not None for r in rows)
-    if with_paper:
-        head.insert(head.index("delta") + 1, "eps (paper's formula)")
-    body = []
-    for r in rows:
-        util = _fmt(r.get("utility"))
-        if r.get("utility_std") is not None:
-            util += f" +- {_fmt(r['utility_std'])}"
-        eps = _fmt(r.get("epsilon"))
-        if r.get("accountant"):
-            eps += f" [{accountants.index(r['accountant']) + 1}]"
-        ref = _fmt(r.get("reference"))
-        if len(refs) > 1 and r.get("reference_name"):
-            ref += f" ({r['reference_name']})"
-        reps = r.get("repetitions")
-        line = [r["setting"], util, ref, eps, _fmt(r.get("delta")), r.get("figure") or "-",
-                f"{r.get('diverged', 0)}/{reps}" if reps is not None else
-                str(r.get("diverged", 0))]
-        if with_paper:
-            line.insert(5, _fmt(r.get("epsilon_paper")))
-        if one_figure:
-            line.pop(-2)
-        if not one_name:
-            line.insert(1, r["utility_name"])
-        body.append(line)
-    if one_figure:
-        head.remove("figure")
-    widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
-    out = ([f"paper's figure: {figures[0]}"] if one_figure and figures[0] else [])
-    out.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
-    out.append("  ".join("-" * w for w in widths))
-    out += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)).rstrip() for b in body]
-    out += [f"[{i + 1}] accountant: {a}" for i, a in enumerate(accountants)]
-    return "\n".join(out) + "\n"
+# summary_row, format_summary_table, SUMMARY_COLUMNS: rfed.experiments._summary_table
 
 
 def summarise_repetitions(
@@ -906,6 +807,11 @@ class RunContext:
         self._wrote_config = False
         self._locked = False
         self._bound: dict[str, Any] | None = None
+
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's settings (empty before :meth:`open`)."""
+        return dict(getattr(self, "_config", {}))
 
     # ------------------------------------------------------------------ folder
     def open(self, experiment: str, config: Mapping[str, Any]) -> None:
