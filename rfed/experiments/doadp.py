@@ -52,9 +52,7 @@ def _doadp_sigma(eps, delta0, rounds, q, p, k, d, g):
 
 def _logreg_problem(cfg: dict, rng: np.random.Generator) -> LogisticRegression:
     n, q, d = cfg["n_agents"], cfg["n_per_agent"], cfg["dim"]
-    if cfg["full"]:
-        q, d = 20_000, 2_000
-    x, y = make_epsilon_like(n * q, d, rng)
+    x, y = make_epsilon_like(n * q, d, rng, spectrum_decay=cfg["spectrum_decay"])
     feats, labels = split_evenly(x, y, n, rng)
     # the paper's local loss: mean logistic loss + ||x||^2 / (2q)  (spec 000 section 5.1)
     return LogisticRegression(feats, labels, L2Regularizer(1.0 / q), feature_bound=1.0)
@@ -79,33 +77,53 @@ def _check_doadp(cfg: dict) -> None:
     paper="DO-ADP, Sec. VI-A: Fig. 2(a)/(b), Fig. 3, Table I",
     description=(
         "Decentralized l2-logistic regression on a synthetic stand-in of LIBSVM 'epsilon' "
-        "(unit-norm rows; default 20 agents x 300 samples, d = 100; full=True: 20 x 20,000, "
-        "d = 2,000), circulant graph i+-1,2,3 with W = I - L/7, one sample per active agent, "
-        "6 epochs. Curves for (p, k/d) in {(1,1),(0.8,1),(1,0.3),(0.8,0.3)} at eps_fig2a, "
-        "noisy DSGD, DP-DDA (iota = 0.2) and DPDO (Huang et al.: Laplace-perturbed states, "
-        "full local gradients, decaying steps; one iteration per epoch) as baselines at the "
-        "same eps (Fig. 3; the paper's CPGT is not built, see docs/guide/baselines.md), the "
-        "suboptimality against eps (Fig. 2b) and the communication table (Table I)."
+        "(unit-norm rows), circulant graph i+-1,2,3 with W = I - L/7, one sample per active "
+        "agent, 6 epochs. Curves for (p, k/d) in {(1,1),(0.8,1),(1,0.3),(0.8,0.3)} budget-first "
+        "at the planned eps_fig2a, DO-ADP at the paper's Theorem 1 noise for eps_paper (its "
+        "formula, not a guarantee: the run's certified epsilon is beside it), the same DO-ADP "
+        "without noise, noisy DSGD, DP-DDA (iota = 0.2) and DPDO (Huang et al.: "
+        "Laplace-perturbed states, full local gradients, decaying steps; one iteration per "
+        "epoch) as baselines at the same eps (Fig. 3; the paper's CPGT is not built, see "
+        "docs/guide/baselines.md), the suboptimality against eps (Fig. 2b), the "
+        "communication table (Table I) and, in the summary, whether less communication gave "
+        "less error at each eps (the paper's ordering). Quick default: 20 agents x 300 "
+        "samples, d = 100. scale=paper: 20 agents x 5,000 samples, d = 2,000, features of "
+        "decaying variance (spectrum_decay 1: the real set's linear accuracy, about 87 %, "
+        "where the isotropic recipe's optimum barely beats zero), planned eps 8 (Fig. 2a) and "
+        "{2, 4, 8} (Fig. 2b), the paper's eps 0.01 for Theorem 1, 2 repetitions; the step "
+        "alpha is chosen from 'alphas' on a PUBLIC stand-in (the same recipe drawn with its "
+        "own seed; the 'tuning' table). The paper's 'epsilon' has 20 x 20,000 rows: rfed's "
+        "problems hold float64 data, and 400,000 x 2,000 of it (6.4 GB, copied when the row "
+        "norms are enforced) does not fit the memory of the machine this was measured on, so "
+        "the paper scale keeps the paper's d and agents and a quarter of its rows."
     ),
     defaults={
-        "n_agents": 20, "n_per_agent": 300, "dim": 100, "full": False, "epochs": 6,
-        "alpha": 0.05, "beta": 0.15, "gamma": 0.05, "grad_bound": 1.0, "delta0": 1e-5,
+        "n_agents": 20, "n_per_agent": 300, "dim": 100, "spectrum_decay": 0.0, "epochs": 6,
+        "alpha": 0.05, "alphas": [0.05], "beta": 0.15, "gamma": 0.05, "grad_bound": 1.0,
+        "delta0": 1e-5,
         "delta": 1e-5,
-        "eps_fig2a": 1.0, "eps_sweep": [0.25, 0.5, 1.0], "repetitions": 2, "eval_every": 100,
+        "eps_fig2a": 1.0, "eps_paper": 1.0, "eps_sweep": [0.25, 0.5, 1.0], "repetitions": 2,
+        "eval_every": 100,
         "baselines": True, "dpdo_lr": 1.0, "dpdo_lr_decay": 0.9, "dpdo_noise_decay": 0.95,
-        "dpdo_iterations": 0,
+        "dpdo_iterations": 0, "scale": "quick",
     },
+    scales={"paper": {
+        "n_per_agent": 5000, "dim": 2000, "spectrum_decay": 1.0, "alphas": [0.01, 0.03, 0.1],
+        "eps_fig2a": 8.0, "eps_paper": 0.01, "eps_sweep": [2.0, 4.0, 8.0], "repetitions": 2,
+        "eval_every": 1500}},
     validate=_check_doadp,
 )
 def doadp_logreg(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
-    if cfg["full"]:
-        cfg.update(alpha=1e-3, repetitions=5)
     problem = _logreg_problem(cfg, ctx.rng(99))
     n, q, d = problem.n_agents, int(problem.n_max), problem.dim
     rounds = cfg["epochs"] * q  # one epoch = q iterations (spec P17)
     graph = circulant(n, _HOPS)
     f_star = problem.reference_cost()
+    tuning: list[dict] = []
+    if len(cfg["alphas"]) > 1:
+        cfg["alpha"] = _alpha_on_public(ctx, cfg, graph, rounds, tuning)
+        ctx.save_table("tuning", tuning)
     problem = engine_problem(problem)   # this rank's shard under --engine mpi
 
     def budget(eps):
@@ -133,9 +151,10 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
     settings = [DecSetting(f"DO-ADP p={p:g} k/d={r:g} {lab}", problem, doadp(p, r, eps),
                            zero, tags=tag(p, r, eps), epochs_per_round=1 / q)
                 for p, r in _CONFIGS]
+    eps_thm = cfg["eps_paper"]
     settings.append(DecSetting(
-        f"DO-ADP p=1 k/d=1 paper's Thm 1 eps={eps:g} (not a guarantee)", problem,
-        doadp(1.0, 1.0, eps, paper=True), zero, tags=tag(1.0, 1.0, eps),
+        f"DO-ADP p=1 k/d=1 paper's Thm 1 eps={eps_thm:g} (not a guarantee)", problem,
+        doadp(1.0, 1.0, eps_thm, paper=True), zero, tags=tag(1.0, 1.0, eps_thm),
         epochs_per_round=1 / q))
     if cfg["baselines"]:
         settings.append(DecSetting(
@@ -264,12 +283,59 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
     fig.suptitle(f"DO-ADP, l2-logistic regression on an 'epsilon' stand-in (n={n}, q={q}, "
                  f"d={d}): trade-offs", fontsize=11)
     ctx.save_figure(fig, "fig2b_tradeoffs")
-    return {"f_star": f_star, "rounds": rounds,
+    return {"f_star": f_star, "rounds": rounds, "alpha": cfg["alpha"],
+            "alpha_chosen_on": ("public stand-in (same recipe, own seed)" if tuning
+                                else "given"),
             "settings": {r["setting"]: {k: r[k] for k in ("suboptimality_mean",
                                                           "values_ratio_to_p1_k1",
                                                           "comm_rate_pk_over_d")}
                          for r in rows},
-            "fig2b": sweep}
+            "fig2b": sweep,
+            "communication_ordering": _communication_ordering(rows, sweep)}
+
+
+def _alpha_on_public(ctx: RunContext, cfg: dict, graph, rounds: int,
+                     tuning: list[dict]) -> float:
+    """The step of ``cfg['alphas']`` whose DO-ADP run (p = 1, k/d = 1, budget-first at
+    ``eps_fig2a``) ends at the lowest suboptimality on a PUBLIC stand-in: the same recipe and
+    sizes drawn with its own seed (never the private data)."""
+    public = _logreg_problem(cfg, ctx.rng(7_777))
+    d = public.dim
+    best = None
+    for i, alpha in enumerate(cfg["alphas"]):
+        alg = DOADP(Network(graph), alpha=alpha, beta=cfg["beta"], gamma=cfg["gamma"], p=1.0,
+                    k=d, grad_bound=cfg["grad_bound"], delta0=cfg["delta0"], xhat_init="zero",
+                    budget=PrivacyBudget(cfg["eps_fig2a"], cfg["delta"]), n_rounds=rounds)
+        res = alg.run(public, rounds, rng=ctx.rng(7_778, i), x0=np.zeros(d),
+                      eval_every=rounds)
+        final = np.inf if res.diverged else float(res.history[-1]["excess_risk"])
+        tuning.append({"alpha": alpha, "planned_epsilon": cfg["eps_fig2a"],
+                       "public_final_suboptimality": final,
+                       "public_data": "stand-in of the same recipe, own seed"})
+        if best is None or final < best[0]:
+            best = (final, alpha)
+    assert best is not None
+    for row in tuning:
+        row["chosen"] = row["alpha"] == best[1]
+    return float(best[1])
+
+
+def _communication_ordering(rows: list[dict], sweep: list[dict]) -> list[dict]:
+    """DO-ADP's claim of Figs. 2-3, measured: at each planned epsilon, the four (p, k/d)
+    configurations from most to least communication, their final suboptimality, and whether
+    less communication came with a lower suboptimality (the paper's ordering)."""
+    out = []
+    for eps in sorted({s["eps"] for s in sweep}):
+        pts = sorted((s for s in sweep if s["eps"] == eps), key=lambda s: -s["comm_rate"])
+        subs = [s["suboptimality_mean"] for s in pts]
+        out.append({"eps": eps,
+                    "configs_by_communication": [f"p={s['p']:g} k/d={s['k_ratio']:g}"
+                                                 for s in pts],
+                    "suboptimality": ", ".join(f"{v:.4g}" for v in subs),
+                    "less_communication_lower_error": all(
+                        a >= b for a, b in zip(subs, subs[1:], strict=False)),
+                    "least_below_most": subs[-1] < subs[0]})
+    return out
 
 
 @register(
