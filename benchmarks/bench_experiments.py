@@ -178,7 +178,9 @@ def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rs
         commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=rfed_dir,
                                 capture_output=True, text=True, check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        commit = "unknown"
+        # an exported snapshot (git archive) names its commit in COMMIT
+        stamp = rfed_dir / "COMMIT"
+        commit = stamp.read_text().strip()[:12] if stamp.is_file() else "unknown"
     command = ("python benchmarks/bench_experiments.py --record"
                + (" --set scale=paper" if scale == "paper" else "") + f" {name}")
     data["experiments"].setdefault(name, {})[scale] = {
