@@ -22,7 +22,7 @@ from rfed.datasets.mnist import (
     mnist_available,
 )
 
-__all__ = ["load_paper_images", "certified_delta", "public_projection"]
+__all__ = ["load_paper_images", "certified_delta", "public_features", "paper_classification"]
 
 
 def load_paper_images(data: str, data_path: str = "") -> tuple[str, tuple, tuple]:
@@ -85,25 +85,65 @@ def certified_delta(min_local_size: int, cap: float = 1e-5) -> float:
     return min(float(cap), 1.0 / (10.0 * int(min_local_size)))
 
 
-def public_projection(x_public: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
-    """Centre and project on the top-``dim`` principal directions of PUBLIC images.
+def public_features(x_public: np.ndarray, dim: int, radius: float):
+    """A per-record feature map learned on PUBLIC images only: centre, project, whiten, bound.
+
+    ``phi(a) = clip_1((radius / sqrt(dim)) Lambda^{-1/2} V^T (a - mu))`` with ``mu`` the public
+    mean, ``V`` ``(d, dim)`` and ``Lambda`` the top-``dim`` eigenpairs of the public covariance,
+    and ``clip_1`` rescaling a row of norm above 1 onto the unit sphere, so that ``||phi(a)||
+    <= 1`` holds for every record (a public bound). On the public images the rms norm before the
+    bound is ``radius``.
 
     Parameters
     ----------
     x_public : ndarray, shape ``(n, d)``
     dim : int
+        In ``[1, d]``.
+    radius : float
+        > 0.
 
     Returns
     -------
-    mean : ndarray, shape ``(d,)``
-        The public mean.
-    basis : ndarray, shape ``(d, dim)``
-        Orthonormal columns: the top-``dim`` eigenvectors of the public covariance, each
-        scaled by ``1 / sqrt(eigenvalue)`` (whitening; the public rms feature norm is then
-        ``sqrt(dim)``).
+    callable
+        ``phi(X)``: ``(m, d) -> (m, dim)``.
     """
+    if not 1 <= dim <= x_public.shape[1]:
+        raise ValueError(f"setting 'pca_dim' must be in [1, {x_public.shape[1]}], got {dim!r}")
+    if not radius > 0:
+        raise ValueError(f"setting 'feature_radius' must be > 0, got {radius!r}")
     mean = x_public.mean(axis=0)
     centred = x_public - mean
     vals, vecs = np.linalg.eigh(centred.T @ centred / len(x_public))
     top = np.argsort(vals)[::-1][:dim]
-    return mean, vecs[:, top] / np.sqrt(np.maximum(vals[top], 1e-12))
+    basis = vecs[:, top] / np.sqrt(np.maximum(vals[top], 1e-12)) * (radius / np.sqrt(dim))
+
+    def phi(x: np.ndarray) -> np.ndarray:
+        z = (x - mean) @ basis
+        norms = np.linalg.norm(z, axis=1, keepdims=True)
+        return z / np.maximum(norms, 1.0)
+
+    return phi
+
+
+def paper_classification(data: str, data_path: str, public_fraction: float, dim: int,
+                         radius: float, rng: np.random.Generator) -> dict:
+    """Paper-scale classification data: the private training images, a declared public split
+    (the first ``public_fraction`` of a fixed permutation of the training images, removed from
+    the private set), the test images, all through :func:`public_features`.
+
+    Returns
+    -------
+    dict
+        ``name``, ``x_train``/``y_train`` (private), ``x_public``/``y_public``,
+        ``x_test``/``y_test``, ``n_public``.
+    """
+    name, (xtr, ytr), (xte, yte) = load_paper_images(data, data_path)
+    if not 0 < public_fraction < 1:
+        raise ValueError(f"setting 'public_fraction' must be in (0, 1), got {public_fraction!r}")
+    order = rng.permutation(len(ytr))
+    n_pub = int(round(public_fraction * len(ytr)))
+    pub, priv = order[:n_pub], order[n_pub:]
+    phi = public_features(xtr[pub], dim, radius)
+    return {"name": name, "x_train": phi(xtr[priv]), "y_train": ytr[priv],
+            "x_public": phi(xtr[pub]), "y_public": ytr[pub], "x_test": phi(xte),
+            "y_test": yte, "n_public": n_pub}

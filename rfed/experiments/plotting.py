@@ -61,7 +61,8 @@ AXIS_LABELS = {
 }
 
 _START_KEYS = ("cost", "excess_risk", "dist_to_ref", "grad_norm", "dist_to_primate",
-               "sq_error")
+               "sq_error", "test_accuracy", "accuracy", "train_accuracy", "consensus_error",
+               "imbalance")
 
 
 _NON_PRIVATE_STYLES = ("-", "--", "-.")
