@@ -209,7 +209,6 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
                                "14-bus dispatch (paper's Fig. 5)")
     ctx.save_figure(fig, "fig5_comparison")
     all_results.update(out)
-    zero_noise = [r for r in rows if r.get("theta0") == 0.0]
     ctx.summary_table(summary_rows(
         ctx, all_results, metric="sq_error",
         utility_name="squared error ||w_K - w*||^2 (MW^2)",

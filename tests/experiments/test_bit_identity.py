@@ -34,8 +34,10 @@ SMALL = {
                      "local_steps": 2, "epsilons": [1.0], "rsvrg_variant": "paper"},
     "prirfed-kpca": {"rounds": 4, "repetitions": 1, "eval_every": 2, "epsilons": [8.0]},
     "doadp-digits": {"epochs": 1, "n_agents": 8, "epsilons": [1.0], "hidden": 4},
+    # the quick defaults when the digest was recorded (isotropic features, alpha 0.05)
     "doadp-logreg": {"epochs": 1, "n_agents": 8, "n_per_agent": 10, "dim": 5,
-                     "repetitions": 1, "eps_sweep": [1.0], "eval_every": 5},
+                     "repetitions": 1, "eps_sweep": [1.0], "eval_every": 5,
+                     "spectrum_decay": 0.0, "alphas": [0.05]},
     "dpdda-svm": {"epochs": 1, "n_agents": 4, "n_per_agent": 10, "dim": 5, "n_active": [2],
                   "eps_sweep": [1.0], "eval_every": 5},
     "dpdgt-ieee14": {"iterations": 20, "mc_runs": 2, "thetas": [0.0, 0.01], "eval_every": 5},
