@@ -38,8 +38,10 @@ SMALL = {
     "doadp-logreg": {"epochs": 1, "n_agents": 8, "n_per_agent": 10, "dim": 5,
                      "repetitions": 1, "eps_sweep": [1.0], "eval_every": 5,
                      "spectrum_decay": 0.0, "alphas": [0.05]},
+    # the quick defaults when the digest was recorded (the paper's gammas, isotropic rows)
     "dpdda-svm": {"epochs": 1, "n_agents": 4, "n_per_agent": 10, "dim": 5, "n_active": [2],
-                  "eps_sweep": [1.0], "eval_every": 5},
+                  "eps_sweep": [1.0], "eval_every": 5, "gamma_l2": 20.0, "gamma_l1": 0.01,
+                  "spectrum_decay": 0.0},
     "dpdgt-ieee14": {"iterations": 20, "mc_runs": 2, "thetas": [0.0, 0.01], "eval_every": 5},
     "dpdl-digits": {"rounds": 2, "n_agents": 4, "eval_every": 1, "epsilons": [4.0],
                     "topologies": ["complete"], "hidden": 4},
