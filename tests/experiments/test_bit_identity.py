@@ -22,7 +22,9 @@ from rfed.experiments.registry import run_experiment
 
 SMALL = {
     "pca-synthetic": {"rounds": 4, "repetitions": 2, "eval_every": 2, "epsilons": [8.0]},
-    "prirfed-fig1": {"rounds": 3, "repetitions": 1, "eval_every": 1, "paper_epsilons": [0.15]},
+    # the defaults when the digest was recorded (the paper's clip, planned eps 1 only)
+    "prirfed-fig1": {"rounds": 3, "repetitions": 1, "eval_every": 1, "paper_epsilons": [0.15],
+                     "clip": "paper", "epsilons": [1.0]},
     "prirfed-fig2": {"rounds": 2, "repetitions": 1, "eval_every": 1, "agents": [10],
                      "local_steps": 1},
     "prirfed-fig3": {"n_samples": 200, "rounds": 2, "repetitions": 1, "eval_every": 1,
