@@ -177,7 +177,7 @@ def _cpu_times(name: str, has_paper_scale: bool) -> str:
         label = "CPU" if scale == "quick" else "paper scale"
         parts.append(f"{label} {_duration(float(entry['cpu_seconds']))}"
                      if isinstance(entry, dict) and "cpu_seconds" in entry
-                     else f"{label} not measured")
+                     else f"{label} -")
     return "; ".join(parts)
 
 
@@ -194,7 +194,7 @@ def _print_list() -> None:
               f"({_cpu_times(e.name, 'paper' in e.scales)})")
     print("\n'rfed show NAME' describes an experiment and its settings. CPU times: measured by "
           "benchmarks/bench_experiments.py --record on one core of the machine named in "
-          "'rfed show NAME'.")
+          "'rfed show NAME' ('-': not measured yet).")
 
 
 def _print_show(name: str) -> None:

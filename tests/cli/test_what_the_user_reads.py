@@ -96,11 +96,13 @@ def test_summary_table_shows_every_row_with_utility_reference_budget_and_account
     ctx = RunContext(seed=0)
     text = ctx.summary_table(rows)
     lines = text.splitlines()
-    assert "excess risk (mean +- std)" in lines[0] and "reference: non-private" in lines[0]
+    assert "final excess risk" in lines[0] and "reference: non-private" in lines[0]
+    assert any(x.startswith("eps=1 ") and "+- 0.1 (n=3)" in x for x in lines)   # mean +- std
     assert "eps (certified)" in lines[0] and "diverged" in lines[0]
     assert len([x for x in lines if x.startswith("eps=")]) == 18          # never truncated
     assert any(x.startswith("eps=4 ") and x.rstrip().endswith("1/3") for x in lines)
-    assert f"[1] accountant: {acc}" in text and "inf" in text
+    assert f"[1] accountant: {acc}" in text and "inf" not in text   # "non-private", not inf
+    assert any(x.startswith("non-private ") and "non-private" in x[12:] for x in lines)
     assert ctx.tables["summary_table"][0]["setting"] == "eps=1"
     assert format_summary_table([]) == "(no settings)\n"
     with pytest.raises(ValueError, match="summary_row"):
