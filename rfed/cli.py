@@ -355,8 +355,9 @@ def _print_divergence(diverged_runs: list[dict]) -> None:
 
 
 def _print_scale_note(name: str, ctx) -> None:
-    """At the quick default size of an experiment with a paper scale: one line saying that its
-    private settings are not expected to learn there, and how to run the papers' scale."""
+    """At the quick default size of an experiment with a paper scale: one line saying how to run
+    the papers' scale, and, when no private setting of this run ended better than its start,
+    that private settings are not expected to learn at this size."""
     from rfed.experiments import get_experiment
 
     try:
@@ -368,8 +369,16 @@ def _print_scale_note(name: str, ctx) -> None:
     entry = _timings().get(name, {}).get("paper")
     cost = (f", about {_duration(float(entry['cpu_seconds']))} of CPU"
             if isinstance(entry, dict) and "cpu_seconds" in entry else "")
-    print(f"\nquick default size (a smoke run): private settings are not expected to learn at "
-          f"this size; the papers' scale: rfed run {name} --set scale=paper{cost}")
+    from rfed.experiments._summary_table import worse_than_start
+
+    private = [r for r in ctx.summary_rows if r.get("epsilon") is not None
+               and math.isfinite(float(r["epsilon"])) and r.get("start") is not None
+               and r.get("utility") is not None and math.isfinite(float(r["utility"]))]
+    learned = any(r["utility"] != r["start"] and not worse_than_start(r) for r in private)
+    what = ("" if learned else
+            ": private settings are not expected to learn at this size")
+    print(f"\nquick default size (small stand-in data){what}; the papers' scale: "
+          f"rfed run {name} --set scale=paper{cost}")
 
 
 def _find(report: dict, prefix: str) -> float | None:

@@ -164,3 +164,20 @@ def test_set_list_settings_of_other_experiments(capsys, tmp_path):
     with pytest.raises(ValueError, match="'topologies' holds names"):
         get_experiment("dpdl-digits").config({"topologies": "[1]"})
     assert get_experiment("prirfed-fig3").config({"agents": "30"})["agents"] == [30]
+
+
+def test_the_quick_size_note_says_private_runs_do_not_learn_only_when_none_did(capsys):
+    from types import SimpleNamespace
+
+    from rfed.cli import _print_scale_note
+
+    def note(final):
+        rows = [{"setting": "p", "utility": final, "start": 0.2, "epsilon": 1.0},
+                {"setting": "np", "utility": 0.01, "start": 0.2, "epsilon": None}]
+        _print_scale_note("doadp-logreg", SimpleNamespace(config={"scale": "quick"},
+                                                          summary_rows=rows))
+        return capsys.readouterr().out
+
+    assert "not expected to learn" not in note(0.1)       # loss below its start: learned
+    assert "not expected to learn" in note(0.3)           # worse than its start
+    assert "--set scale=paper" in note(0.1)
