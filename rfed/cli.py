@@ -327,6 +327,11 @@ def _print_summary(name: str, summary: dict, ctx) -> None:
         print(f"accountant: {summary['accountant']}")
     elif ctx.privacy and not rows:
         _print_privacy(ctx.privacy)
+    if ctx.privacy or any(r.get("eps (certified)") is not None or r.get("epsilon") is not None
+                          for r in rows):
+        from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE
+
+        print(f"privacy, {OUTSIDE_THE_GUARANTEE}")
     _print_divergence(ctx.diverged_runs)
     _print_scale_note(name, ctx)
 
@@ -703,21 +708,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 1
 
 
-def _check_environment() -> None:
-    """The environment variables rfed parses, checked before any work (``ValueError`` naming
-    the variable): a typo must not surface only when the RDP cache is first pruned."""
-    from rfed.privacy.accountants import rdp_cache_limit
-
-    rdp_cache_limit()   # RFED_CACHE_MAX_MB
-
-
 def _main(argv: list[str]) -> int:
-    if argv and argv[0] in ("run", "audit"):
-        try:
-            _check_environment()
-        except ValueError as exc:
-            _error(exc)
-            return 2
     if argv and argv[0] == "audit":
         from rfed.privacy.audit import audit_main
 

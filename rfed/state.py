@@ -1,8 +1,9 @@
 """Saved states that cannot run code: checkpoints as checksummed, versioned, run-bound files.
 
-Every state rfed writes to disk and reads back (the checkpoints of :meth:`rfed.algorithms.base.
-Algorithm.run`, of ``rfed run`` results folders, of :func:`rfed.engines.mpi.run_mpi` and of the
-Flower ServerApp) goes through :func:`save_state` / :func:`load_state`. Nothing is unpickled:
+Every state rfed writes to disk and reads back (the checkpoints of
+:meth:`rfed.algorithms.base.Algorithm.run`, of ``rfed run`` results folders, of
+:func:`rfed.engines.mpi.run_mpi` and of the Flower ServerApp) goes through :func:`save_state` /
+:func:`load_state`. Nothing is unpickled:
 
 * a state is a tree of ``None``, ``bool``, ``int``, ``float``, ``str``, lists, tuples, dicts,
   numpy arrays and scalars, ``numpy.random.Generator`` objects (their bit generator's state and

@@ -21,6 +21,7 @@ from pathlib import Path
 #: Pages of the reference, in order: (page name, title, module prefixes it holds).
 PAGES = [
     ("manifolds", "Manifolds", ("rfed.manifolds",)),
+    ("optim", "Riemannian optimizers", ("rfed.optim",)),
     ("privacy", "Privacy", ("rfed.privacy",)),
     ("networks", "Networks and gossip", ("rfed.networks",)),
     ("problems", "Problems", ("rfed.problems",)),
@@ -28,8 +29,8 @@ PAGES = [
     ("algorithms", "Algorithms", ("rfed.algorithms",)),
     ("engines", "Engines: MPI and Flower", ("rfed.engines",)),
     ("experiments", "Experiments", ("rfed.experiments",)),
-    ("package", "The package, its command line, keyed randomness and citations",
-     ("rfed", "rfed.cli", "rfed.randomness", "rfed.bibliography")),
+    ("package", "The package, its command line, keyed randomness, saved states and citations",
+     ("rfed", "rfed.cli", "rfed.randomness", "rfed.bibliography", "rfed.state")),
 ]
 
 

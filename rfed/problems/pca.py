@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 
 from rfed._checks import numeric_array
-from rfed.manifolds.sphere import Sphere, _einsum
+from rfed.manifolds.sphere import Sphere
 from rfed.problems.base import Problem, stack_agents
 
 __all__ = ["SpherePCA"]
@@ -111,15 +111,13 @@ class SpherePCA(Problem):
         """
         x = np.asarray(x, dtype=float)
         z = batch["z"]
-        # np.einsum's own computation (_einsum), without its dispatch: a local step makes these
-        # products on one sample per agent, where the dispatch costs as much as the product
-        a = _einsum("...bd,...d->...b", z, x)
+        a = np.einsum("...bd,...d->...b", z, x)
         # c: the weight of each summand; without a mask it is 1, and 1 * s is s exactly, so the
         # scales are used as they are
         c = None if mask is None else mask.astype(float)
         if bound is not None:
             # |z|^2 - a^2 = |(I - x x^T) z|^2 >= 0 up to rounding
-            sq = batch["sq"] if "sq" in batch else _einsum("...bd,...bd->...b", z, z)
+            sq = batch["sq"] if "sq" in batch else np.einsum("...bd,...bd->...b", z, z)
             perp = np.maximum(sq - a * a, 0.0)
             norms = 2.0 * np.abs(a) * np.sqrt(perp)
             over = norms > bound
@@ -130,7 +128,7 @@ class SpherePCA(Problem):
             n_clipped = np.zeros(a.shape[:-1], dtype=int)
         ca = a if c is None else c * a
         # -2 (Z^T (c a) - (sum c a^2) x), in place: the same roundings, two fewer temporaries
-        total = _einsum("...bd,...b->...d", z, ca)
+        total = np.einsum("...bd,...b->...d", z, ca)
         total -= (ca * a).sum(-1)[..., None] * x
         total *= -2.0
         return total, n_clipped

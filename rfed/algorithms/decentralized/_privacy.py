@@ -52,11 +52,12 @@ from rfed.privacy.budget import (
     check_planned_round,
     default_delta,
 )
-from rfed.privacy.ledger import PrivacyLedger
+from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE, PrivacyLedger
 from rfed.privacy.mechanisms import release_sensitivity
 from rfed.privacy.secure import is_secure
 
-__all__ = ["NoiseConfig", "PaperFormula", "GaussianAccount", "DGTAccount",
+__all__ = ["NoiseConfig", "PaperFormula", "GaussianAccount", "DGTAccount", "refuse_add_remove",
+           "GAUSSIAN_REPLACE_ONE_ONLY", "COST_FUNCTION_RELATION_ONLY",
            "reject_epsilon", "is_secure", "PAPER_LABEL", "gaussian_groups_calibration",
            "ddgt_sensitivities", "label"]
 
@@ -74,6 +75,28 @@ def reject_epsilon(kwargs: dict, algorithm: str) -> None:
         )
     if kwargs:
         raise TypeError(f"{algorithm} got unexpected keyword argument(s) {sorted(kwargs)}")
+
+
+#: Why the Gaussian decentralized algorithms refuse ``neighboring='add_remove_one'``.
+GAUSSIAN_REPLACE_ONE_ONLY = (
+    "each release is a clipped mean over b records drawn without replacement from the agent's "
+    "q_i records (or over all q_i of them): the draw's rate b / q_i and the normaliser depend on "
+    "the local size, which add/remove changes and keeps private, and fixed-size sampling "
+    "without replacement has no add/remove bound in dp-accounting"
+)
+#: Why DP-DGT and noisy DDGT refuse ``neighboring='add_remove_one'``.
+COST_FUNCTION_RELATION_ONLY = (
+    "it is certified under its paper's cost-function adjacency (one agent's cost function "
+    "changes, with a bounded gradient difference), which is not a record-level relation"
+)
+
+
+def refuse_add_remove(budget: PrivacyBudget | None, algorithm: str, reason: str) -> None:
+    """Raise ``ValueError`` for a budget under ``'add_remove_one'``, saying why ``algorithm``
+    cannot account that relation (``reason``)."""
+    if budget is not None and getattr(budget, "neighboring", "replace_one") != "replace_one":
+        raise ValueError(f"{algorithm} refuses neighboring={budget.neighboring!r}: {reason}; "
+                         "use PrivacyBudget(..., neighboring='replace_one') (the default)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -540,6 +563,9 @@ def run_report(*, algorithm: str, rounds: int, epsilon: float, delta: float, acc
         "delta": delta, "accountant": accountant, "neighboring": neighboring, "level": level}
     if adjacency_radius is not None:
         out["adjacency_radius"] = adjacency_radius
+    assumptions = list(assumptions)
+    if OUTSIDE_THE_GUARANTEE not in assumptions:
+        assumptions.append(OUTSIDE_THE_GUARANTEE)
     out.update({
         "assumptions": assumptions, "target_epsilon": target_epsilon,
         "noise_multiplier": noise_multiplier, "calibration": calibration,

@@ -48,11 +48,13 @@ from rfed.algorithms.decentralized._common import (
     privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
+    GAUSSIAN_REPLACE_ONE_ONLY,
     GaussianAccount,
     NoiseConfig,
     PaperFormula,
     gaussian_groups_calibration,
     is_secure,
+    refuse_add_remove,
     reject_epsilon,
 )
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
@@ -174,6 +176,10 @@ class DPDL(DecentralizedAlgorithm):
             raise ValueError(f"DPDL needs w_ii > 0 for every agent (spec 001 [L48]); agent "
                              f"{int(np.argmin(diag))} has w_ii = {diag.min():.3g}")
         self.lr = check_nonneg(lr, "lr")
+        if self.lr == 0:
+            # as DO-ADP's alpha: with a zero step the iterates never move (a run that
+            # "succeeds" and learns nothing, while spending the privacy budget)
+            raise ValueError(f"argument 'lr' (the step size) must be > 0, got {lr!r}")
         self.beta = check_nonneg(beta, "beta")
         if self.beta >= 1:
             raise ValueError(f"argument 'beta' must be in [0, 1), got {beta!r}")
@@ -187,6 +193,7 @@ class DPDL(DecentralizedAlgorithm):
         self.sigma = check_nonneg(sigma, "sigma")
         self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, self.sigma or None,
                                  paper_epsilon, delta)
+        refuse_add_remove(budget, self.name, GAUSSIAN_REPLACE_ONE_ONLY)
         self.h = float(h)
         self.c2 = float(c2)
         if (isinstance(max_chunk_pairs, bool) or not isinstance(max_chunk_pairs, (int, np.integer))
