@@ -22,7 +22,8 @@ from rfed.datasets.mnist import (
     mnist_available,
 )
 
-__all__ = ["load_paper_images", "certified_delta", "public_features", "paper_classification"]
+__all__ = ["load_paper_images", "certified_delta", "public_features", "paper_classification",
+           "classification_data"]
 
 
 def load_paper_images(data: str, data_path: str = "") -> tuple[str, tuple, tuple]:
@@ -147,3 +148,35 @@ def paper_classification(data: str, data_path: str, public_fraction: float, dim:
     return {"name": name, "x_train": phi(xtr[priv]), "y_train": ytr[priv],
             "x_public": phi(xtr[pub]), "y_public": ytr[pub], "x_test": phi(xte),
             "y_test": yte, "n_public": n_pub}
+
+
+def classification_data(cfg: dict, ctx) -> dict:
+    """The images of a classification experiment: scikit-learn's digits (``cfg['data'] ==
+    'digits'``, the quick default) or :func:`paper_classification` (``'mnist'`` /
+    ``'fashion-mnist'``, the paper scale).
+
+    Parameters
+    ----------
+    cfg : dict
+        The run's settings: ``data``, and for the paper scale ``data_path``,
+        ``public_fraction``, ``pca_dim``, ``feature_radius``.
+    ctx : RunContext
+        Its streams 98 (digits' split) and 95 (the public split) are used.
+
+    Returns
+    -------
+    dict
+        ``x_train`` ``(n, p)``, ``y_train`` ``(n,)``, ``x_test``, ``y_test``, ``public``
+        (``(x_public, y_public)`` or None for the digits) and ``name`` (the data set read).
+    """
+    if cfg["data"] == "digits":
+        from rfed.problems.mlp import load_digits_split
+
+        x_tr, y_tr, x_te, y_te = load_digits_split(rng=ctx.rng(98))
+        return {"x_train": x_tr, "y_train": y_tr, "x_test": x_te, "y_test": y_te,
+                "public": None, "name": "scikit-learn digits (stand-in for MNIST)"}
+    data = paper_classification(cfg["data"], cfg["data_path"], cfg["public_fraction"],
+                                cfg["pca_dim"], cfg["feature_radius"], ctx.rng(95))
+    return {"x_train": data["x_train"], "y_train": data["y_train"], "x_test": data["x_test"],
+            "y_test": data["y_test"], "public": (data["x_public"], data["y_public"]),
+            "name": data["name"]}

@@ -30,6 +30,7 @@ from rfed.experiments._decentralized import (
     run_dec_settings,
     summary_rows,
 )
+from rfed.experiments._paper_data import classification_data
 from rfed.experiments.plotting import START_LABEL, new_figure, plot_curves
 from rfed.experiments.registry import RunContext, check_choices, check_setting, register
 from rfed.networks.graphs import circulant, complete
@@ -37,7 +38,7 @@ from rfed.networks.network import Network
 from rfed.privacy import papers
 from rfed.privacy.budget import PrivacyBudget
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
-from rfed.problems.mlp import MLPClassifier, load_digits_split
+from rfed.problems.mlp import MLPClassifier
 
 __all__: list[str] = []
 
@@ -381,18 +382,9 @@ def _check_digits(cfg: dict) -> None:
 def doadp_digits(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
     n = cfg["n_agents"]
-    public = None
-    if cfg["data"] == "digits":
-        x_tr, y_tr, x_te, y_te = load_digits_split(rng=ctx.rng(98))
-        data_name = "scikit-learn digits (stand-in for MNIST)"
-    else:
-        from rfed.experiments._paper_data import paper_classification
-
-        data = paper_classification(cfg["data"], cfg["data_path"], cfg["public_fraction"],
-                                    cfg["pca_dim"], cfg["feature_radius"], ctx.rng(95))
-        x_tr, y_tr, x_te, y_te = data["x_train"], data["y_train"], data["x_test"], data["y_test"]
-        public = (data["x_public"], data["y_public"])
-        data_name = data["name"]
+    data = classification_data(cfg, ctx)
+    x_tr, y_tr, x_te, y_te = data["x_train"], data["y_train"], data["x_test"], data["y_test"]
+    public, data_name = data["public"], data["name"]
     q = len(y_tr) // n
     order = ctx.rng(97).permutation(len(y_tr))[: n * q]
     problem = MLPClassifier(x_tr[order].reshape(n, q, -1), y_tr[order].reshape(n, q),

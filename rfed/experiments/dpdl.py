@@ -31,14 +31,14 @@ from rfed.experiments._decentralized import (
     run_dec_settings,
     summary_rows,
 )
-from rfed.experiments._paper_data import paper_classification
+from rfed.experiments._paper_data import classification_data
 from rfed.experiments.plotting import plot_curves
 from rfed.experiments.registry import RunContext, check_choices, check_setting, register
 from rfed.networks.graphs import complete, dpdl_bipartite
 from rfed.networks.mixing import uniform_weights
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
-from rfed.problems.mlp import MLPClassifier, load_digits_split
+from rfed.problems.mlp import MLPClassifier
 
 __all__: list[str] = []
 
@@ -87,14 +87,9 @@ def _check_dpdl(cfg: dict) -> None:
 def dpdl_digits(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
     n = cfg["n_agents"]
-    if cfg["data"] == "digits":
-        x_tr, y_tr, x_te, y_te = load_digits_split(rng=ctx.rng(98))
-        data_name = "digits"
-    else:
-        data = paper_classification(cfg["data"], cfg["data_path"], cfg["public_fraction"],
-                                    cfg["pca_dim"], cfg["feature_radius"], ctx.rng(95))
-        x_tr, y_tr, x_te, y_te = data["x_train"], data["y_train"], data["x_test"], data["y_test"]
-        data_name = data["name"]
+    data = classification_data(cfg, ctx)
+    x_tr, y_tr, x_te, y_te = data["x_train"], data["y_train"], data["x_test"], data["y_test"]
+    data_name = data["name"]
     # every agent needs three minibatches of data; say so in the user's setting names, not in
     # the partitioner's internal 'min_size'
     if not isinstance(cfg["batch_size"], int) or cfg["batch_size"] < 1:
@@ -203,5 +198,4 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
                                    f"(stand-in for LeNet on MNIST)")
         ctx.save_figure(fig, f"fig_{topo}")
     return {"table1": rows, "q_min": q_min, "counts": problem.counts.tolist(),
-            "data": data_name if data_name != "digits" else "scikit-learn digits (stand-in "
-                                                             "for MNIST)"}
+            "data": data_name}
