@@ -66,8 +66,11 @@ def test_doadp_logreg_sweep_reuses_the_fig2a_runs_at_their_epsilon():
 
 
 def test_dpdda_svm_small():
+    # the paper's proximal weights: at this tiny size the quick default's 1e4 barely moves the
+    # non-private run in one epoch
     summary, ctx = run_experiment("dpdda-svm", overrides={
-        "n_per_agent": 20, "dim": 10, "epochs": 1, "eps_sweep": [1.0], "eval_every": 40})
+        "n_per_agent": 20, "dim": 10, "epochs": 1, "eps_sweep": [1.0], "eval_every": 40,
+        "gamma_l2": 20.0, "gamma_l1": 0.01, "spectrum_decay": 0.0})
     lab = "planned eps<=0.8"
     assert set(summary["l2"]["final_suboptimality"]) == {
         f"DP-DDA iota=0.1 {lab}", f"DP-DDA iota=0.2 {lab}", f"all nodes active (baseline) {lab}",
