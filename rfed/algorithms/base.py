@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from rfed.manifolds.base import as_generator
+from rfed.networks.engine import current_engine
 from rfed.privacy.secure import SecureRandom, is_secure
 from rfed.problems.base import Problem
 from rfed.state import StateFileError, load_state, save_state
@@ -64,7 +65,6 @@ __all__ = [
     "step_size_at",
     "load_checkpoint",
     "run_hook",
-    "engine_run_hooks",
     "checkpoint_binding",
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_KIND",
@@ -154,8 +154,10 @@ class RunResult:
     history : list of dict
         One record per evaluated round: ``round`` and metrics such as ``cost``,
         ``grad_norm``, ``excess_risk``, ``dist_to_ref``, ``consensus_error``, ``bytes_sent``.
-    privacy : object or None
-        The privacy ledger / report of the run (``None`` for a non-private run).
+    privacy : dict or None
+        The run's privacy report: for rfed's private algorithms the keys
+        :data:`rfed.algorithms.private.REPORT_KEYS` (documented there), the same shape private
+        or not (``private`` false and ``epsilon_certified`` infinite without noise).
     state : object
         The final state (for resuming with :meth:`Algorithm.step`).
     diverged : bool
@@ -181,25 +183,6 @@ class RunResult:
 
 # ---------------------------------------------------------------------------- checkpoint plumbing
 _HOOK: contextvars.ContextVar[Any] = contextvars.ContextVar("rfed_run_hook", default=None)
-_HOOK_WRAPPER: contextvars.ContextVar[Callable[[Any], Any] | None] = contextvars.ContextVar(
-    "rfed_run_hook_wrapper", default=None)
-
-
-@contextlib.contextmanager
-def engine_run_hooks(wrapper: Callable[[Any], Any]) -> Iterator[None]:
-    """Inside the block, :func:`run_hook` installs ``wrapper(hook)`` instead of ``hook``.
-
-    A distributed engine uses it to checkpoint the runs of an experiment: e.g.
-    :class:`rfed.engines.mpi.MPIRunHook` gathers the ranks' blocks into the checkpoint that rank
-    0's :class:`rfed.experiments.RunContext` writes, and hands each rank its block on resume.
-    """
-    if not callable(wrapper):
-        raise TypeError(f"argument 'wrapper' must be callable hook -> hook, got {wrapper!r}")
-    token = _HOOK_WRAPPER.set(wrapper)
-    try:
-        yield
-    finally:
-        _HOOK_WRAPPER.reset(token)
 
 
 @contextlib.contextmanager
@@ -212,8 +195,10 @@ def run_hook(hook: Any) -> Iterator[None]:
     (or ``None``), a callable ``save(payload)`` and the checkpoint period in rounds (0: only at
     Ctrl-C). ``hook.end_run(result)`` is called with the result.
     :class:`rfed.experiments.RunContext` is such a hook. Calls nested inside a run (e.g. a
-    baseline solved inside a step) are not hooked. Inside :func:`engine_run_hooks`, the hook
-    installed is the engine's wrapper of ``hook``.
+    baseline solved inside a step) are not hooked. The hook installed is the engine's
+    (:meth:`rfed.networks.engine.Engine.run_hook` of the engine in use): ``hook`` itself in
+    one process, a wrapper that gathers the ranks' blocks on MPI
+    (:class:`rfed.engines.mpi.MPIRunHook`).
 
     A ``save`` with a method ``due()`` is asked at each periodic round whether to save there:
     ``False`` skips that checkpoint (:class:`rfed.experiments.RunContext` answers from a
@@ -227,8 +212,7 @@ def run_hook(hook: Any) -> Iterator[None]:
     not all save in the same round); it stops at once and resumes from the last periodic
     checkpoint.
     """
-    wrapper = _HOOK_WRAPPER.get()
-    token = _HOOK.set(hook if wrapper is None else wrapper(hook))
+    token = _HOOK.set(current_engine().run_hook(hook))
     try:
         yield
     finally:
@@ -389,7 +373,7 @@ class Algorithm(abc.ABC):
     def run(
         self,
         problem: Problem,
-        n_rounds: int,
+        n_rounds: int | None = None,
         *,
         rng: np.random.Generator | int,
         x0: np.ndarray | None = None,
@@ -405,8 +389,10 @@ class Algorithm(abc.ABC):
         Parameters
         ----------
         problem : Problem
-        n_rounds : int
-            Number of rounds (communication rounds / aggregations), >= 1.
+        n_rounds : int, optional
+            Number of rounds (communication rounds / aggregations), >= 1. Default: the
+            algorithm's planned rounds (its attribute ``n_rounds``, e.g. given with a budget),
+            so they are stated once.
         rng : numpy.random.Generator or int
             All randomness of the run (sampling, noise, the random start).
         x0 : array, shape ``point_shape``, optional
@@ -445,6 +431,11 @@ class Algorithm(abc.ABC):
             After saving a checkpoint (when ``checkpoint`` is given) at the end of the round in
             which Ctrl-C arrived.
         """
+        if n_rounds is None:
+            n_rounds = getattr(self, "n_rounds", None)
+            if n_rounds is None:
+                raise ValueError(f"argument 'n_rounds' is required: {self.name} has no planned "
+                                 "rounds to run by default")
         n_rounds = check_n_rounds(n_rounds)
         if getattr(problem, "n_agents", 1) == 0 and not getattr(problem, "is_shard", False):
             raise ValueError(f"argument 'problem' ({type(problem).__name__}) holds no agent: "

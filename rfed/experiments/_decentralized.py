@@ -21,8 +21,9 @@ from typing import Any
 
 import numpy as np
 
+from rfed.algorithms.private import certifies
 from rfed.experiments.registry import RunContext, summary_row
-from rfed.networks.comm import default_communicator
+from rfed.networks.engine import default_communicator
 from rfed.problems.base import Problem
 from rfed.problems.dispatch import QuadraticResourceAllocation
 
@@ -36,7 +37,7 @@ def engine_problem(problem: Any) -> Any:
     In one process (or a 1-rank MPI job): ``problem`` itself. On a distributed engine (inside
     :func:`rfed.engines.mpi.mpi_engine` with several ranks): ``problem.shard(agents,
     reducer=comm)`` for this process's block of agents (the blocks of
-    :func:`rfed.networks.comm.default_communicator`, which every network of the run uses), so
+    :func:`rfed.networks.engine.default_communicator`, which every network of the run uses), so
     the run can touch no other agent's rows and ``cost``/``grad`` are reductions with the
     one-process bits. Call it once the public facts are computed (e.g. ``reference_cost()``,
     which reads every agent's data) and drop the full problem. DP-DGT's resource allocation
@@ -70,7 +71,7 @@ def privacy_summary(report: dict | None) -> dict:
     The primary label is the certified ``(epsilon, delta)`` of the whole run; the paper's value
     (if any) sits beside it, marked as the paper's formula.
     """
-    if report is None:
+    if not certifies(report):
         return {"privacy": "non-private", "epsilon_certified": None}
     out = {"privacy": report["label"], "epsilon_certified": report["epsilon_certified"],
            "delta": report["delta"], "level": report["level"],
@@ -139,7 +140,7 @@ def run_dec_settings(ctx: RunContext, settings: Sequence[DecSetting], *, rounds:
             bar.update(n_rounds - last[0])
             runs.append(res)
         results[st.label] = runs
-        if runs[0].privacy is not None:
+        if certifies(runs[0].privacy):
             ctx.set_privacy(st.label, runs[0].privacy)
     bar.close()
     return results
@@ -185,8 +186,7 @@ def summary_rows(ctx: RunContext, results: dict[str, list], *, metric: str,
     ref_labels = [k for k in results if "non-private" in k.lower()]
     rows = []
     for label, runs in results.items():
-        priv = runs[0].privacy if runs else None
-        private = priv is not None and priv.get("private", True)
+        priv = runs[0].privacy if runs and certifies(runs[0].privacy) else None
         if label in ref_labels:
             ref_label: str | None = label
         elif references is not None:
@@ -199,12 +199,12 @@ def summary_rows(ctx: RunContext, results: dict[str, list], *, metric: str,
         rows.append(summary_row(
             label, utility_name=utility_name, utility=stats[label][0][0],
             utility_std=stats[label][0][1], reference=ref_value, reference_name=ref_name,
-            epsilon=priv["epsilon_certified"] if private else None,
-            delta=priv["delta"] if private else None,
-            accountant=_accountant_text(priv) if private else "",
+            epsilon=priv["epsilon_certified"] if priv else None,
+            delta=priv["delta"] if priv else None,
+            accountant=_accountant_text(priv) if priv else "",
             figure=figure, repetitions=len(runs),
             diverged=sum(1 for run in runs if run.diverged),
-            epsilon_paper=priv.get("epsilon_paper") if private else None,
+            epsilon_paper=priv.get("epsilon_paper") if priv else None,
             start=stats[label][1], higher_is_better="accuracy" in utility_name.lower()))
     return rows
 

@@ -593,7 +593,7 @@ def epsilon_text(report: Any) -> str | None:
 def _relation(report: Mapping[str, Any]) -> str:
     """The neighbouring relation a report names (``replace-one``, ``add/remove``, DP-DGT's
     cost-function adjacency), or ``""``."""
-    from rfed.experiments._summary_table import relation_of
+    from rfed.experiments.tables import relation_of
 
     relation = str(report.get("neighboring") or "")
     return (relation_of(relation) or relation_of(str(report.get("accountant") or ""))

@@ -46,6 +46,7 @@ import numpy as np
 from rfed.algorithms.averaging import TailAveraged
 from rfed.algorithms.centralized import DPSGD
 from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, DPDPSGD, NoisyDSGD
+from rfed.algorithms.private import certifies
 from rfed.datasets import (
     binary_task,
     dirichlet_partition,
@@ -464,12 +465,12 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                             test_accuracy=acc, epsilon_target=eps)
                 label = (f"{kind} {m.name} non-private" if eps is None
                          else f"{kind} {m.name} certified eps={eps:g}")
-                if reports and reports[0] is not None:
+                if reports and certifies(reports[0]):
                     ctx.set_privacy(label, reports[0])
                 stats = _summarise(accs) if accs else dict.fromkeys(
                     ("mean", "std", "min", "max"), float("nan"))
                 eps_cert = (max(r["epsilon_certified"] for r in reports)
-                            if reports and reports[0] is not None else None)
+                            if reports and certifies(reports[0]) else None)
                 rows.append({"panel": kind, "partition": kind, "algorithm": m.name,
                              "step_size": lr, "rounds": rounds, "target_epsilon": eps,
                              "epsilon_certified": eps_cert, "delta": delta,

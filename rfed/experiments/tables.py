@@ -1,10 +1,11 @@
-"""The one summary table every experiment prints: a row per setting, what it reads as.
+"""What the user reads of an experiment: its one-line summary, its tables (markdown, CSV).
 
-A row (:func:`summary_row`) holds the setting, the utility at the start and at the end (mean and
-standard deviation over the repetitions that did not diverge), the non-private reference of the
-same algorithm, the certified epsilon the run spent with its delta, neighbouring relation and
-accountant, and how many repetitions diverged. :func:`format_summary_table` prints it for the
-console (``rfed run``), every row, never truncated:
+Every experiment ends with one summary table, a row per setting. A row (:func:`summary_row`)
+holds the setting, the utility at the start and at the end (mean and standard deviation over the
+repetitions that did not diverge), the non-private reference of the same algorithm, the certified
+epsilon the run spent with its delta, neighbouring relation and accountant, the paper's figure and
+how many repetitions diverged. :func:`format_summary_table` prints it for the console
+(``rfed run``), every row, never truncated:
 
 * the final value reads ``mean +- std (n=K)``, or ``value (n=1)``; a setting whose every
   repetition diverged reads ``diverged`` (never a number or ``nan``);
@@ -14,19 +15,70 @@ console (``rfed run``), every row, never truncated:
   accountant as a footnote;
 * a private row that ends worse than its start is flagged in the last column, more loudly when
   it ends much worse (twice the start's excess, or half its accuracy).
-
-``rfed.experiments.registry`` re-exports these names.
 """
 
 from __future__ import annotations
 
+import csv
+import io
 import math
 import re
 from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["SUMMARY_COLUMNS", "summary_row", "format_summary_table", "relation_of",
-           "worse_than_start", "MUCH_WORSE_FACTOR"]
+import numpy as np
+
+__all__ = [
+    "MUCH_WORSE_FACTOR",
+    "SUMMARY_COLUMNS",
+    "clean_text",
+    "format_summary_table",
+    "format_table",
+    "relation_of",
+    "summarise_repetitions",
+    "summary_row",
+    "worse_than_start",
+]
+
+
+_INTERNAL_REFS = [
+    (re.compile(r"\s*\(seed \d{3}\)"), ""),           # "PriRFed (seed 004)": a paper's file id
+    (re.compile(r",?\s*\bL\d+(?:-\d+)?\b"), ""),      # ", L447-460": line numbers of the paper
+    (re.compile(r"\s*\blines? \d+(?:-\d+)?\b"), ""),
+    (re.compile(r"\(\s*[,;]?\s*\)"), ""),
+    (re.compile(r"\(\s*,\s*"), "("),
+    (re.compile(r"\s+,"), ","),
+]
+
+
+def clean_text(text: str) -> str:
+    """``text`` without internal references (``(seed 004)``, line numbers such as ``L447-460``)."""
+    for pattern, repl in _INTERNAL_REFS:
+        text = pattern.sub(repl, text)
+    return re.sub(r"[ \t]{2,}", " ", text).strip()
+
+
+_ABBREVIATIONS = re.compile(r"\b(?:Figs?|Secs?|Eqs?|Thms?|e\.g|i\.e|vs|cf|al|resp|approx)\.$")
+_SHORT_MAX = 100
+
+
+def first_sentence(text: str) -> str:
+    """The first sentence of ``text`` up to its first colon, bracket or semicolon, <= 100 chars."""
+    text = " ".join(text.split())
+    end = len(text)
+    for match in re.finditer(r"[.!?](?=\s|$)", text):
+        if not _ABBREVIATIONS.search(text[: match.end()]):
+            end = match.start()
+            break
+    first = text[:end]
+    for sep in (": ", " (", "; ", " ["):
+        cut = first.find(sep)
+        if cut > 20:
+            first = first[:cut]
+    if len(first) > _SHORT_MAX:
+        first = first[: first.rfind(" ", 0, _SHORT_MAX - 3)] + "..."
+    return first.rstrip(" ,;")
+
 
 #: Columns of the one summary table every experiment prints (see :func:`summary_row`).
 SUMMARY_COLUMNS = ("setting", "utility_name", "utility", "utility_std", "reference_name",
@@ -129,7 +181,8 @@ def _num(v: Any) -> float | None:
     return None if v is None else float(v)
 
 
-def _fmt(v: Any) -> str:
+def format_value(v: Any) -> str:
+    """A table cell: ``-`` for ``None``, floats with 4 significant digits (``nan``, ``inf``)."""
     if v is None:
         return "-"
     if isinstance(v, bool):
@@ -157,10 +210,9 @@ def worse_than_start(row: Mapping[str, Any]) -> str:
 
     Only finite values compare; equal values are not worse.
     """
-    final, start = row.get("utility"), row.get("start")
-    if not (_finite(final) and _finite(start)):
+    if not (_finite(row.get("utility")) and _finite(row.get("start"))):
         return ""
-    final, start = float(final), float(start)
+    final, start = float(row["utility"]), float(row["start"])
     if row.get("higher_is_better"):
         if final >= start:
             return ""
@@ -178,10 +230,10 @@ def _final_cell(row: Mapping[str, Any]) -> str:
         return "diverged"
     util = row.get("utility")
     if not _finite(util):
-        return "diverged" if lost else _fmt(util)
-    text = _fmt(util)
+        return "diverged" if lost else format_value(util)
+    text = format_value(util)
     if kept is not None and kept > 1 and row.get("utility_std") is not None:
-        text += f" +- {_fmt(row['utility_std'])}"
+        text += f" +- {format_value(row['utility_std'])}"
     if kept is not None:
         text += f" (n={kept})"
     return text
@@ -229,9 +281,9 @@ def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
         if not one_name:
             line.append(r["utility_name"])
         if with_start:
-            line.append(_fmt(r.get("start")))
+            line.append(format_value(r.get("start")))
         line.append(_final_cell(r))
-        ref = _fmt(r.get("reference"))
+        ref = format_value(r.get("reference"))
         if len(refs) > 1 and r.get("reference_name") and r.get("reference") is not None:
             ref += f" ({r['reference_name']})"
         line.append(ref)
@@ -239,15 +291,15 @@ def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
             # no run finished: its ledger's figure (what it spent before failing) is no result
             line += ["diverged", "-"]
         elif _private(r):
-            eps = _fmt(r["epsilon"])
+            eps = format_value(r["epsilon"])
             if r.get("accountant") in accountants:
                 eps += f" [{accountants.index(r['accountant']) + 1}]"
             relation = r.get("relation") or relation_of(str(r.get("accountant") or ""))
-            line += [eps, f"{relation or '?'}, delta={_fmt(r.get('delta'))}"]
+            line += [eps, f"{relation or '?'}, delta={format_value(r.get('delta'))}"]
         else:
             line += ["non-private", "-"]
         if with_paper:
-            line.append(_fmt(r.get("epsilon_paper")) if _private(r) else "-")
+            line.append(format_value(r.get("epsilon_paper")) if _private(r) else "-")
         if not one_figure:
             line.append(r.get("figure") or "-")
         reps = r.get("repetitions")
@@ -272,3 +324,53 @@ def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
                    f"{MUCH_WORSE_FACTOR:g}x its start's (an accuracy below 1/"
                    f"{MUCH_WORSE_FACTOR:g} of it)")
     return "\n".join(out) + "\n"
+
+
+def summarise_repetitions(
+    results: Sequence[Any], metrics: Sequence[str] = ("excess_risk", "cost")
+) -> dict:
+    """Final metrics over the repetitions that did not diverge, and the count of those that did.
+
+    Parameters
+    ----------
+    results : sequence of RunResult
+        One per repetition (see :class:`rfed.algorithms.base.RunResult`).
+    metrics : sequence of str
+        History keys to summarise at each kept run's last record.
+
+    Returns
+    -------
+    dict
+        ``repetitions``, ``diverged`` (count), ``diverged_rounds`` (list), ``kept`` (the
+        results that did not diverge) and, per metric, ``<metric>_mean`` / ``<metric>_std``
+        over the kept runs' final values (NaN when no run was kept or none recorded it).
+    """
+    kept = [r for r in results if not getattr(r, "diverged", False)]
+    lost = [r for r in results if getattr(r, "diverged", False)]
+    out: dict[str, Any] = {"repetitions": len(results), "diverged": len(lost),
+                           "diverged_rounds": [r.diverged_round for r in lost], "kept": kept}
+    for m in metrics:
+        vals = np.array([r.history[-1][m] for r in kept if r.history and m in r.history[-1]],
+                        dtype=float)
+        out[f"{m}_mean"] = float(vals.mean()) if vals.size else float("nan")
+        out[f"{m}_std"] = float(vals.std()) if vals.size else float("nan")
+    return out
+
+
+def csv_text(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
+    """``rows`` as CSV text with the columns ``keys`` (a header line first)."""
+    buf = io.StringIO()
+    writer = csv.DictWriter(buf, fieldnames=list(keys))
+    writer.writeheader()
+    writer.writerows(rows)
+    return buf.getvalue()
+
+
+def format_table(rows: list[Mapping[str, Any]], keys: list[str] | None = None) -> str:
+    """A markdown table of ``rows`` (floats with 4 significant digits; every row)."""
+    keys = keys or list(dict.fromkeys(k for r in rows for k in r))
+    lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
+    lines += ["| " + " | ".join(format_value(r.get(k, "")) if r.get(k, "") != "" else ""
+                                for k in keys) + " |" for r in rows]
+    return "\n".join(lines) + "\n"
+
