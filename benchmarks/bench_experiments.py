@@ -22,6 +22,13 @@ wall time (a base-against-base comparison of the default experiments so gave rat
 1.00-1.01 on 2 cores). Two processes sharing the caches and memory bandwidth each take more CPU
 time than one alone, so quote totals from a run without ``--concurrent`` on an idle machine.
 
+``--record FILE`` merges each experiment's measured CPU seconds into the timings file FILE
+(default ``rfed/experiments/timings.json``, which ``rfed list`` and ``rfed show`` read), under the
+experiment's scale (``quick``, or ``paper`` with ``--set scale=paper``; no other override is
+allowed, so that the file times the configurations users run), with the date, the commit and the
+command. ``--keep DIR`` keeps what each run wrote in ``DIR/NAME`` (e.g. a paper-scale run timed and
+then imported into the documentation with ``docs/generate_results.py import``).
+
 ``--checkpoints`` also counts, in the child, the checkpoints written (``checkpoint.npz``
 replacements; ``checkpoint.pkl`` in releases that pickled), the bytes written to checkpoint
 files (those and, from format 2 on, ``checkpoint.log``) and the CPU and wall seconds spent in
@@ -82,10 +89,19 @@ sys.exit(status)
 """
 
 
+#: The timings file ``rfed list`` / ``rfed show`` read (``--record``'s default).
+TIMINGS = Path(__file__).resolve().parents[1] / "rfed" / "experiments" / "timings.json"
+
+
 def _start(name: str, overrides: list[str], rfed_dir: Path, out: str, rdp_cache: str,
-           checkpoints: bool) -> tuple[subprocess.Popen, Path, float]:
-    """Start ``rfed run name`` with ``rfed_dir``'s rfed in a child writing under ``out``."""
-    args = ["run", name, "--out", str(Path(out) / "run"), "--no-progress"]
+           checkpoints: bool, keep: Path | None = None
+           ) -> tuple[subprocess.Popen, Path, float]:
+    """Start ``rfed run name`` with ``rfed_dir``'s rfed in a child writing under ``out`` (or in
+    ``keep/name`` when given)."""
+    run_dir = keep / name if keep is not None else Path(out) / "run"
+    args = ["run", name, "--out", str(run_dir), "--no-progress"]
+    if keep is not None:
+        args.append("--overwrite")
     for o in overrides:
         args += ["--set", o]
     stats_file = Path(out) / "checkpoints.json"
@@ -111,17 +127,19 @@ def _finish(proc: subprocess.Popen, stats_file: Path, t0: float, checkpoints: bo
 
 
 def run_versions(name: str, overrides: list[str], rfed_dirs: list[Path], rdp_cache: str = "",
-                 checkpoints: bool = False, concurrent: bool = False
+                 checkpoints: bool = False, concurrent: bool = False, keep: Path | None = None
                  ) -> list[tuple[float, float, float, dict | None]]:
     """:func:`_finish`'s numbers of ``rfed run name`` with each of ``rfed_dirs``' rfed: one after
     the other, or all at the same time (``concurrent``: one process per core, so that every
-    version sees the same load for the whole run)."""
+    version sees the same load for the whole run). ``keep``: one version only, its results
+    kept in ``keep/name``."""
     with tempfile.TemporaryDirectory() as out:
         outs = [str(Path(out) / str(i)) for i in range(len(rfed_dirs))]
         for o in outs:
             os.mkdir(o)
         if not concurrent:
-            return [_finish(*_start(name, overrides, d, o, rdp_cache, checkpoints), checkpoints)
+            return [_finish(*_start(name, overrides, d, o, rdp_cache, checkpoints, keep),
+                            checkpoints)
                     for d, o in zip(rfed_dirs, outs, strict=True)]
         started = [_start(name, overrides, d, o, rdp_cache, checkpoints)
                    for d, o in zip(rfed_dirs, outs, strict=True)]
@@ -140,6 +158,39 @@ def _row(label: str, cpu: float, wall: float, rss: float, stats: dict | None) ->
         row += (f" {stats['checkpoints']:6d} {stats['bytes'] / 1e6:10.1f} "
                 f"{stats['cpu']:9.2f} {stats['wall']:9.2f}")
     return row
+
+
+def scale_of(overrides: list[str]) -> str:
+    """The scale a run of ``overrides`` measures: ``quick`` (none) or ``paper``
+    (``scale=paper``); any other override is refused (``SystemExit``)."""
+    rest = [o for o in overrides if o.replace(" ", "") != "scale=paper"]
+    if rest:
+        raise SystemExit(f"--record times the configurations users run: no override but "
+                         f"scale=paper is allowed, got {rest}")
+    return "paper" if len(rest) < len(overrides) else "quick"
+
+
+def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rss: float,
+                  rfed_dir: Path) -> None:
+    """Merge one measured run into the timings file ``path`` (replaced atomically)."""
+    data = json.loads(path.read_text()) if path.is_file() else {"format": 1, "experiments": {}}
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=rfed_dir,
+                                capture_output=True, text=True, check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        # an exported snapshot (git archive) names its commit in COMMIT
+        stamp = rfed_dir / "COMMIT"
+        commit = stamp.read_text().strip()[:12] if stamp.is_file() else "unknown"
+    command = ("python benchmarks/bench_experiments.py --record"
+               + (" --set scale=paper" if scale == "paper" else "") + f" {name}")
+    data["experiments"].setdefault(name, {})[scale] = {
+        "cpu_seconds": round(cpu, 1), "wall_seconds": round(wall, 1),
+        "peak_rss_mb": round(rss), "date": time.strftime("%Y-%m-%d"), "commit": commit,
+        "command": command}
+    data["experiments"] = dict(sorted(data["experiments"].items()))
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    tmp.write_text(json.dumps(data, indent=1) + "\n")
+    os.replace(tmp, path)
 
 
 def main() -> None:
@@ -161,8 +212,16 @@ def main() -> None:
                              "run measured ratios of 1.00-1.01 on 2 cores)")
     parser.add_argument("--checkpoints", action="store_true",
                         help="count the checkpoints, their bytes and their CPU / wall seconds")
+    parser.add_argument("--record", nargs="?", type=Path, const=TIMINGS, default=None,
+                        metavar="FILE", help="merge the measured CPU seconds into FILE "
+                        "(default rfed/experiments/timings.json, read by rfed list / show)")
+    parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
+                        help="keep what each run wrote in DIR/NAME")
     args = parser.parse_args()
     versions = [args.rfed] if args.compare is None else [args.compare, args.rfed]
+    if (args.record or args.keep) and args.compare is not None:
+        parser.error("--record and --keep measure one version (not with --compare)")
+    scale = scale_of(args.overrides) if args.record else ""
     if args.concurrent and args.compare is None:
         parser.error("--concurrent needs --compare DIR (two versions to run at the same time)")
     totals = [0.0] * len(versions)
@@ -176,7 +235,9 @@ def main() -> None:
     print(head)
     for name in args.names:
         results = run_versions(name, args.overrides, versions, args.rdp_cache,
-                               args.checkpoints, args.concurrent)
+                               args.checkpoints, args.concurrent, args.keep)
+        if args.record:
+            record_timing(args.record, name, scale, *results[0][:3], args.rfed)
         for i, (cpu, wall, rss, stats) in enumerate(results):
             totals[i] += cpu
             label = name if len(versions) == 1 else f"{name} [{'base' if i == 0 else 'this'}]"

@@ -147,6 +147,46 @@ def _error(message: str | Exception) -> None:
     print(f"rfed: error: {' '.join(str(message).split())}", file=sys.stderr)
 
 
+#: The measured CPU times of the experiments, written by ``benchmarks/bench_experiments.py
+#: --record`` (never typed by hand).
+TIMINGS = Path(__file__).resolve().parent / "experiments" / "timings.json"
+
+
+def _timings() -> dict:
+    """``{name: {scale: {"cpu_seconds", "date", "commit", "command", ...}}}`` from
+    :data:`TIMINGS` (empty when the file is missing or unreadable: the times are then "not
+    measured")."""
+    import json
+
+    try:
+        data = json.loads(TIMINGS.read_text(encoding="utf-8"))
+        return dict(data["experiments"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return {}
+
+
+def _duration(seconds: float) -> str:
+    """``"42 s"``, ``"12 min"``, ``"2.5 h"``."""
+    if seconds < 100:
+        return f"{seconds:.0f} s"
+    if seconds < 6000:
+        return f"{seconds / 60:.0f} min"
+    return f"{seconds / 3600:.1f} h"
+
+
+def _cpu_times(name: str, has_paper_scale: bool) -> str:
+    """``"CPU 13 s; paper scale 25 min"``: the measured CPU times of ``name`` at its scales."""
+    times = _timings().get(name, {})
+    parts = []
+    for scale in ("quick", "paper") if has_paper_scale else ("quick",):
+        entry = times.get(scale)
+        label = "CPU" if scale == "quick" else "paper scale"
+        parts.append(f"{label} {_duration(float(entry['cpu_seconds']))}"
+                     if isinstance(entry, dict) and "cpu_seconds" in entry
+                     else f"{label} -")
+    return "; ".join(parts)
+
+
 def _print_list() -> None:
     from rfed.experiments import list_experiments
 
@@ -156,8 +196,11 @@ def _print_list() -> None:
         tags = (" (default)" if e.name == DEFAULT_EXPERIMENT else "") + (" [slow]" if e.slow
                                                                          else "")
         tags += "".join(f" [needs {d}]" for d in e.requires)
-        print(f"{e.name:<{width}}  {e.short} [{e.paper_label}]{tags}")
-    print("\n'rfed show NAME' describes an experiment and its settings.")
+        print(f"{e.name:<{width}}  {e.short} [{e.paper_label}]{tags} "
+              f"({_cpu_times(e.name, 'paper' in e.scales)})")
+    print("\n'rfed show NAME' describes an experiment and its settings. CPU times: measured by "
+          "benchmarks/bench_experiments.py --record on one core of the machine named in "
+          "'rfed show NAME' ('-': not measured yet).")
 
 
 def _print_show(name: str) -> None:
@@ -178,6 +221,21 @@ def _print_show(name: str) -> None:
     width = max(len(k) for k in e.defaults)
     for key, value in e.defaults.items():
         print(f"  {key:<{width}}  {value!r}")
+    for scale, changes in e.scales.items():
+        print(f"\n--set scale={scale} (the papers' sizes) sets:")
+        for key, value in changes.items():
+            print(f"  {key:<{width}}  {value!r}")
+    print("\nmeasured CPU time (benchmarks/bench_experiments.py --record):")
+    times = _timings().get(e.name, {})
+    for scale in ("quick", *e.scales):
+        entry = times.get(scale)
+        what = "defaults" if scale == "quick" else f"scale={scale}"
+        if isinstance(entry, dict) and "cpu_seconds" in entry:
+            print(f"  {what}: {_duration(float(entry['cpu_seconds']))} of CPU "
+                  f"({float(entry['cpu_seconds']):.0f} s; measured {entry.get('date', '?')} at "
+                  f"commit {entry.get('commit', '?')})")
+        else:
+            print(f"  {what}: not measured")
 
 
 def _print_citations(paper_label: str, description: str) -> None:
@@ -280,12 +338,58 @@ def _print_summary(name: str, summary: dict, ctx) -> None:
         from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE
 
         print(f"privacy, {OUTSIDE_THE_GUARANTEE}")
-    if ctx.diverged_runs:
-        print(f"\n{len(ctx.diverged_runs)} run(s) diverged (kept out of the table's means; "
-              f"their history up to the divergence is in history.jsonl):")
-    for d in ctx.diverged_runs:
-        where = ", ".join(f"{k} {d[k]}" for k in ("setting", "repetition") if k in d)
-        print(f"  {where or 'run ' + str(d['run'])}: {d['reason']}")
+    _print_divergence(ctx.diverged_runs)
+    _print_scale_note(name, ctx)
+
+
+def _print_divergence(diverged_runs: list[dict]) -> None:
+    """One line per setting: how many of its runs diverged, where first, and why (shortened)."""
+    if not diverged_runs:
+        return
+    by_setting: dict[str, list[dict]] = {}
+    for d in diverged_runs:
+        where = str(d.get("setting", f"run {d.get('run', '?')}"))
+        by_setting.setdefault(where, []).append(d)
+    print(f"\n{len(diverged_runs)} run(s) diverged (kept out of the table's means; their "
+          f"history up to the divergence is in history.jsonl):")
+    for setting, runs in by_setting.items():
+        reps = sorted({d["repetition"] for d in runs if "repetition" in d})
+        rounds = [d["diverged_round"] for d in runs if d.get("diverged_round") is not None]
+        reason = " ".join(str(runs[0].get("reason", "")).split())
+        if len(reason) > 90:
+            reason = reason[:87].rstrip() + "..."
+        which = (f"repetition{'s' if len(reps) > 1 else ''} "
+                 f"{', '.join(map(str, reps[:8]))}{', ...' if len(reps) > 8 else ''}"
+                 if reps else f"{len(runs)} run(s)")
+        first = f", first at round {min(rounds)}" if rounds else ""
+        print(f"  {setting}: {len(runs)} diverged ({which}{first}): {reason}")
+
+
+def _print_scale_note(name: str, ctx) -> None:
+    """At the quick default size of an experiment with a paper scale: one line saying how to run
+    the papers' scale, and, when no private setting of this run ended better than its start,
+    that private settings are not expected to learn at this size."""
+    from rfed.experiments import get_experiment
+
+    try:
+        exp = get_experiment(name)
+    except ValueError:
+        return
+    if "paper" not in exp.scales or ctx.config.get("scale", "quick") != "quick":
+        return
+    entry = _timings().get(name, {}).get("paper")
+    cost = (f", about {_duration(float(entry['cpu_seconds']))} of CPU"
+            if isinstance(entry, dict) and "cpu_seconds" in entry else "")
+    from rfed.experiments.tables import worse_than_start
+
+    private = [r for r in ctx.summary_rows if r.get("epsilon") is not None
+               and math.isfinite(float(r["epsilon"])) and r.get("start") is not None
+               and r.get("utility") is not None and math.isfinite(float(r["utility"]))]
+    learned = any(r["utility"] != r["start"] and not worse_than_start(r) for r in private)
+    what = ("" if learned else
+            ": private settings are not expected to learn at this size")
+    print(f"\nquick default size (small stand-in data){what}; the papers' scale: "
+          f"rfed run {name} --set scale=paper{cost}")
 
 
 def _find(report: dict, prefix: str) -> float | None:

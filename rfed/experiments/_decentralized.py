@@ -85,9 +85,16 @@ def privacy_summary(report: dict | None) -> dict:
     return out
 
 
-def budget_label(epsilon: float, delta: float) -> str:
-    """``'certified eps=X (delta=Y)'``: the label of a setting run at a certified budget."""
-    return f"certified eps={epsilon:g} (delta={delta:g})"
+def budget_label(epsilon: float, delta: float | None = None) -> str:
+    """``'planned eps<=X'``: the label of a setting run budget-first.
+
+    The label names the budget the noise was calibrated for (the PLANNED bound); the epsilon
+    the run certifies (its report, with its relation and delta) is added to every legend and
+    is the summary table's epsilon column: one certified number per curve. ``delta`` is
+    accepted for the callers' convenience and not shown (the table and legends show the
+    certified delta).
+    """
+    return f"planned eps<={epsilon:g}"
 
 
 def run_dec_settings(ctx: RunContext, settings: Sequence[DecSetting], *, rounds: int,
@@ -142,18 +149,22 @@ def run_dec_settings(ctx: RunContext, settings: Sequence[DecSetting], *, rounds:
 def summary_rows(ctx: RunContext, results: dict[str, list], *, metric: str,
                  utility_name: str, percent: bool = False, figure: str = "",
                  reference: float | None = None, reference_name: str = "",
-                 where: Callable[[dict], bool] | None = None) -> list[dict]:
+                 where: Callable[[dict], bool] | None = None,
+                 references: dict[str, str] | None = None) -> list[dict]:
     """One :func:`summary_row` per setting of ``results`` (from :func:`run_dec_settings`).
 
     The utility is ``metric`` at each repetition's last logged round (``ctx.records``, so
     metrics added by a setting's ``extra`` count too; ``where`` filters the records), mean +-
-    std over the repetitions that did not diverge (``x 100`` with ``percent``). The reference
-    is the first non-private setting's value when there is one (a label containing
-    ``"non-private"``), else ``reference``. Private settings carry their certified
-    ``(epsilon, delta)``, the accountant, and the paper's epsilon beside it.
+    std over the repetitions that did not diverge (``x 100`` with ``percent``); the start is
+    its mean at round 0. The reference of a setting is the non-private setting that
+    ``references`` names for it (the same algorithm without noise), else the first
+    non-private setting (a label containing ``"non-private"``), else ``reference``. Private
+    settings carry their certified ``(epsilon, delta)``, the relation, the accountant, and the
+    paper's epsilon beside it.
     """
     scale = 100.0 if percent else 1.0
     last: dict[tuple[str, Any], tuple[float, float]] = {}
+    first: dict[tuple[str, Any], float] = {}
     for rec in ctx.records:
         if rec.get("setting") not in results or metric not in rec or "round" not in rec:
             continue
@@ -162,27 +173,39 @@ def summary_rows(ctx: RunContext, results: dict[str, list], *, metric: str,
         key = (rec["setting"], rec.get("repetition"))
         if key not in last or rec["round"] >= last[key][0]:
             last[key] = (rec["round"], float(rec[metric]))
+        if rec["round"] == 0:
+            first[key] = float(rec[metric])
     stats = {}
     for label, runs in results.items():
         vals = np.array([last[(label, rep)][1] for rep, run in enumerate(runs)
                          if not run.diverged and (label, rep) in last], dtype=float)
+        starts = [first[(label, rep)] for rep in range(len(runs)) if (label, rep) in first]
         stats[label] = ((scale * vals.mean(), scale * vals.std()) if vals.size
-                        else (float("nan"), None))
+                        else (float("nan"), None),
+                        scale * float(np.mean(starts)) if starts else None)
     ref_labels = [k for k in results if "non-private" in k.lower()]
-    if ref_labels:
-        reference, reference_name = stats[ref_labels[0]][0], "non-private"
     rows = []
     for label, runs in results.items():
         priv = runs[0].privacy if runs and certifies(runs[0].privacy) else None
+        if label in ref_labels:
+            ref_label: str | None = label
+        elif references is not None:
+            ref_label = references.get(label)
+        else:
+            ref_label = ref_labels[0] if ref_labels else None
+        ref_value, ref_name = reference, reference_name
+        if ref_label in stats:
+            ref_value, ref_name = stats[ref_label][0][0], "non-private"
         rows.append(summary_row(
-            label, utility_name=utility_name, utility=stats[label][0],
-            utility_std=stats[label][1], reference=reference, reference_name=reference_name,
+            label, utility_name=utility_name, utility=stats[label][0][0],
+            utility_std=stats[label][0][1], reference=ref_value, reference_name=ref_name,
             epsilon=priv["epsilon_certified"] if priv else None,
             delta=priv["delta"] if priv else None,
             accountant=_accountant_text(priv) if priv else "",
             figure=figure, repetitions=len(runs),
             diverged=sum(1 for run in runs if run.diverged),
-            epsilon_paper=priv.get("epsilon_paper") if priv else None))
+            epsilon_paper=priv.get("epsilon_paper") if priv else None,
+            start=stats[label][1], higher_is_better="accuracy" in utility_name.lower()))
     return rows
 
 

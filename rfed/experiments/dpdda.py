@@ -8,8 +8,10 @@ else follows the paper: 20 nodes, complete supergraph, ``n iota`` nodes active p
 weights 1/2 (iota = 0.1 and 0.2: one or two edges). Every curve runs at a certified budget (the
 budget-first API: record level, replace-one, node sampling public, delta = 1e-5); the paper's
 Theorem 1 calibration (delta0 = 0.01, printed constant 32) is an extra, labelled curve with its
-certified epsilon beside it; ``a_t = t, gamma_t = 20`` with ``mu = 5e-4`` (l2) and ``a_t = 1,
-gamma_t = 0.01 sqrt(t)`` with ``phi = 5e-4`` (l1); one epoch is ``q / iota`` iterations (spec P7).
+certified epsilon beside it; ``a_t = t, gamma_t = gamma_l2`` with ``mu = 5e-4`` (l2) and
+``a_t = 1, gamma_t = gamma_l1 sqrt(t)`` with ``phi = 5e-4`` (l1), the paper's 20 and 0.01 on
+request (the quick defaults take larger weights, see the experiment's description); one epoch
+is ``q / iota`` iterations (spec P7).
 Suboptimality ``F(mean_i xtilde_i) - F*`` with ``F*`` from an independent solver (dual QP / LP in
 :mod:`rfed.problems.linear`); accuracy on the training set.
 """
@@ -49,7 +51,7 @@ def _sigma(eps, delta0, rounds, q, iota, lip):
 
 def _run_svm(cfg: dict, ctx: RunContext, reg: str) -> dict:
     n, q, d = cfg["n_agents"], cfg["n_per_agent"], cfg["dim"]
-    x, y = make_epsilon_like(n * q, d, ctx.rng(99))
+    x, y = make_epsilon_like(n * q, d, ctx.rng(99), spectrum_decay=cfg["spectrum_decay"])
     feats, labels = split_evenly(x, y, n, ctx.rng(98))
     if reg == "l2":
         problem = HingeSVM(feats, labels, L2Regularizer(cfg["mu"]), feature_bound=1.0)
@@ -108,7 +110,7 @@ def _run_svm(cfg: dict, ctx: RunContext, reg: str) -> dict:
         for st in sts:
             last = ([r.history[-1] for r in out[st.label] if not r.diverged]
                     or [{"excess_risk": np.nan}])
-            rows.append({"reg": reg, "setting": st.label.rsplit(" certified", 1)[0],
+            rows.append({"reg": reg, "setting": st.label.rsplit(" planned", 1)[0],
                          "eps": eps, "iota": st.tags["iota"],
                          "rounds": st.rounds,
                          "suboptimality_mean": float(np.mean([h["excess_risk"] for h in last])),
@@ -147,14 +149,16 @@ def _run_svm(cfg: dict, ctx: RunContext, reg: str) -> dict:
     axes[0].set_title(f"excess risk after {cfg['epochs']} epochs", fontsize=10)
     axes[1].set_title("training accuracy of the averaged model", fontsize=10)
     for ax in axes:
-        ax.set_xlabel(f"certified epsilon (delta={cfg['delta']:g})")
+        ax.set_xlabel(f"planned epsilon (each run certifies at most it; delta={cfg['delta']:g})")
         ax.legend()
     fig.suptitle(f"DP-DDA, {reg}-SVM on an 'epsilon' stand-in: privacy-utility after "
                  f"{cfg['epochs']} epochs", fontsize=11)
     ctx.save_figure(fig, f"fig{'2' if reg == 'l2' else '4'}_{reg}_privacy_utility")
     table = summary_rows(ctx, res, metric="excess_risk",
-                         utility_name="final suboptimality f(xbar) - f*",
-                         where=lambda rec: rec.get("reg") == reg and rec.get("kind") == "curve")
+                         utility_name="suboptimality f(xbar) - f*",
+                         where=lambda rec: rec.get("reg") == reg and rec.get("kind") == "curve",
+                         references={label: nonpriv for label in res
+                                     if label.startswith(variants[0][1] + " ")})
     for row in table:
         row["setting"] = f"{reg}-SVM: {row['setting']}"
         row["figure"] = "DP-DDA Fig. 1" if reg == "l2" else "DP-DDA Fig. 3"
@@ -164,9 +168,11 @@ def _run_svm(cfg: dict, ctx: RunContext, reg: str) -> dict:
     return {"f_star": f_star, "final_suboptimality": final, "sweep": rows, "table": table}
 
 
-_DEFAULTS = {"n_agents": 20, "n_per_agent": 100, "dim": 50, "n_active": [2, 4],
-             "epochs": 3, "delta0": 0.01, "delta": 1e-5, "mu": 5e-4, "phi": 5e-4, "gamma_l2": 20.0,
-             "gamma_l1": 0.01, "eps_l2": 0.8, "eps_l1": 0.4, "eps_sweep": [0.2, 0.6, 1.0],
+_DEFAULTS = {"n_agents": 20, "n_per_agent": 100, "dim": 50, "spectrum_decay": 1.0,
+             "n_active": [2, 4],
+             "epochs": 3, "delta0": 0.01, "delta": 1e-5, "mu": 5e-4, "phi": 5e-4,
+             "gamma_l2": 1e4, "gamma_l1": 1.0, "eps_l2": 0.8, "eps_l1": 0.4,
+             "eps_sweep": [0.2, 0.6, 1.0],
              "repetitions": 1, "eval_every": 50, "baseline": True}
 
 
@@ -183,12 +189,17 @@ def _check_dpdda(cfg: dict) -> None:
     paper="DP-DDA, Sec. 5.2-5.3: Figs. 1-4 (l2- and l1-SVM)",
     description=(
         "Private distributed dual averaging on an 'epsilon' stand-in (20 nodes x 100 unit-norm "
-        "samples, d = 50): l2-SVM (mu = 5e-4, a_t = t, gamma_t = 20) at eps = 0.8 with iota in "
-        "{0.1, 0.2} and the all-nodes-active baseline (Fig. 1), the eps sweep after 3 epochs "
-        "(Fig. 2); l1-SVM (phi = 5e-4, a_t = 1, gamma_t = 0.01 sqrt t) at eps = 0.4 (Fig. 3) "
+        "samples, d = 50): l2-SVM (mu = 5e-4, a_t = t, gamma_t = gamma_l2) at eps = 0.8 with iota "
+        "in {0.1, 0.2} and the all-nodes-active baseline (Fig. 1), the eps sweep after 3 epochs "
+        "(Fig. 2); l1-SVM (phi = 5e-4, a_t = 1, gamma_t = gamma_l1 sqrt t) at eps = 0.4 (Fig. 3) "
         "and its sweep (Fig. 4). Every curve at a certified budget (delta = 1e-5, record level, "
-        "replace-one, node sampling public); the paper's Theorem 1 calibration (constant 32, "
-        "delta0 = 0.01) is an extra labelled curve."
+        "replace-one, node sampling public); the paper's Theorem 1 calibration (constant 32, delta0"
+        " = 0.01) is an extra labelled curve. At this size the paper's proximal weights (gamma_t = "
+        "20 for l2, 0.01 sqrt t for l1) let the noise dominate: the private runs end 25-190 times "
+        "worse than their start; the defaults take gamma_l2 = 1e4 and gamma_l1 = 1 (chosen on "
+        "another draw of the same recipe, not on the data trained on) and features of decaying "
+        "variance (spectrum_decay 1: on isotropic rows the optimum barely beats zero); set "
+        "gamma_l2=20, gamma_l1=0.01, spectrum_decay=0 for the paper's constants."
     ),
     defaults=_DEFAULTS,
     validate=_check_dpdda,

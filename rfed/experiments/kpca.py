@@ -18,7 +18,14 @@ from __future__ import annotations
 import numpy as np
 
 from rfed.algorithms.federated import DPRSGD, PriRFed
-from rfed.experiments.prirfed import Setting, _panels, _summary, check_pca_settings, run_settings
+from rfed.experiments.prirfed import (
+    Setting,
+    _panels,
+    _summary,
+    check_pca_settings,
+    planned_label,
+    run_settings,
+)
 from rfed.experiments.registry import RunContext, register
 from rfed.privacy import PrivacyBudget
 from rfed.problems import KPCA
@@ -54,13 +61,12 @@ def private_settings(problem: KPCA, config: dict, step: float) -> list[Setting]:
         if not float(epsilon) > 0:
             raise ValueError(f"setting 'epsilons' must hold values > 0, got {epsilon!r}")
         budget = PrivacyBudget(float(epsilon), config["delta"])
-        delta = budget.resolve_delta(int(problem.counts.min()))
         trainer = DPRSGD(steps=config["local_steps"], batch_size=config["batch_fraction"],
                          clip=clip)
         algorithm = PriRFed(trainer, config["n_sampled"], step, budget=budget,
                             n_rounds=int(config["rounds"]))
-        out.append(Setting(f"certified eps={float(epsilon):g} (delta={delta:g})", problem,
-                           algorithm))
+        out.append(Setting(f"DP-RSGD {planned_label(float(epsilon))}", problem, algorithm,
+                           algorithm_name="DP-RSGD"))
     return out
 
 
@@ -93,8 +99,9 @@ def kpca(config: dict, ctx: RunContext) -> dict:
     settings = private_settings(problem, config, step)
     if config["non_private"]:
         trainer = DPRSGD(steps=config["local_steps"], batch_size=config["batch_fraction"])
-        settings.append(Setting("non-private", problem,
-                                PriRFed(trainer, config["n_sampled"], step)))
+        settings.append(Setting("DP-RSGD non-private", problem,
+                                PriRFed(trainer, config["n_sampled"], step),
+                                algorithm_name="DP-RSGD"))
     rows, _ = run_settings(ctx, settings, rounds=config["rounds"],
                            repetitions=config["repetitions"], eval_every=config["eval_every"])
     ctx.save_table("final", rows)

@@ -34,8 +34,8 @@ from typing import Any
 import numpy as np
 
 __all__ = ["aggregate", "plot_curves", "new_figure", "finish_figure", "axis_label",
-           "as_percent", "certified_epsilon", "AXIS_LABELS", "MAX_PANELS_PER_ROW", "START_LABEL",
-           "LEGEND_CELL"]
+           "as_percent", "certified_epsilon", "epsilon_text", "AXIS_LABELS", "MAX_PANELS_PER_ROW",
+           "START_LABEL", "LEGEND_CELL"]
 
 #: Panels per row of :func:`new_figure` (a paper's column fits two).
 MAX_PANELS_PER_ROW = 2
@@ -61,7 +61,8 @@ AXIS_LABELS = {
 }
 
 _START_KEYS = ("cost", "excess_risk", "dist_to_ref", "grad_norm", "dist_to_primate",
-               "sq_error")
+               "sq_error", "test_accuracy", "accuracy", "train_accuracy", "consensus_error",
+               "imbalance")
 
 
 _NON_PRIVATE_STYLES = ("-", "--", "-.")
@@ -568,18 +569,50 @@ def _plain_log_ticks(ax) -> None:
         ax.yaxis.set_minor_formatter(NullFormatter())
 
 
+def epsilon_text(report: Any) -> str | None:
+    """``"certified eps 2.36, replace-one, delta=1e-05"``: what a run spent, from its privacy
+    report (the ledger's figure), with the neighbouring relation and delta; ``"non-private"``
+    for a run without noise; ``None`` when the report certifies nothing."""
+    if isinstance(report, Mapping) and report.get("private") is False:
+        return "non-private"
+    eps = certified_epsilon(report)
+    if eps is None:
+        return None
+    if not np.isfinite(eps):
+        return "non-private" if eps > 0 else None
+    parts = [f"certified eps {eps:.3g}"]
+    relation = _relation(report)
+    if relation:
+        parts.append(relation)
+    delta = report.get("delta") if isinstance(report, Mapping) else None
+    if isinstance(delta, (int, float)) and not isinstance(delta, bool):
+        parts.append(f"delta={delta:.2g}")
+    return ", ".join(parts)
+
+
+def _relation(report: Mapping[str, Any]) -> str:
+    """The neighbouring relation a report names (``replace-one``, ``add/remove``, DP-DGT's
+    cost-function adjacency), or ``""``."""
+    from rfed.experiments.tables import relation_of
+
+    relation = str(report.get("neighboring") or "")
+    return (relation_of(relation) or relation_of(str(report.get("accountant") or ""))
+            or relation.replace("_", "-"))
+
+
 def _with_epsilon(label: str, privacy: Mapping[str, Any]) -> str:
-    """``label`` with the certified epsilon of the setting it names (the label itself, or the
-    label followed by a note such as ``"(best of runs)"``) inserted after the setting."""
+    """``label`` with what the run of the setting it names spent (the label itself, or the
+    label followed by a note such as ``": mean of 10 runs"``) inserted after the setting:
+    ``"(certified eps X, relation, delta=Y)"`` from its privacy report (the one certified
+    epsilon of the curve; a label's ``planned eps<=`` names the budget, not the guarantee)."""
     if "certified eps" in label or "non-private" in label.lower():
         return label
     names = [k for k in privacy if isinstance(k, str)
-             and (label == k or label.startswith(k + " "))]
+             and (label == k or label.startswith(k + " ") or label.startswith(k + ":"))]
     if not names:
         return label
     setting = max(names, key=len)
-    eps = certified_epsilon(privacy[setting])
-    if eps is None:
+    text = epsilon_text(privacy[setting])
+    if text is None:
         return label
-    text = f"(certified eps {eps:.3g})" if np.isfinite(eps) else "(certified eps inf)"
-    return f"{setting} {text}{label[len(setting):]}"
+    return f"{setting} ({text}){label[len(setting):]}"

@@ -47,13 +47,22 @@ _METRICS = ("cost", "grad_norm", "excess_risk", "dist_to_ref")
 
 
 class Setting:
-    """One curve of an experiment: a label, a problem and an algorithm."""
+    """One curve of an experiment: a label, a problem and an algorithm.
 
-    def __init__(self, label: str, problem: Problem, algorithm: PriRFed, group: str = ""):
+    ``algorithm_name`` names the local trainer (e.g. ``"DP-RSGD"``): a private setting's
+    non-private reference in the summary table is the non-private setting of the same group
+    and ``algorithm_name``. ``repetitions`` overrides the experiment's count for this setting
+    (its repetitions are the experiment's first ones: same starts, same generators).
+    """
+
+    def __init__(self, label: str, problem: Problem, algorithm: PriRFed, group: str = "",
+                 algorithm_name: str = "", repetitions: int | None = None):
         self.label = label
         self.problem = problem
         self.algorithm = algorithm
         self.group = group
+        self.algorithm_name = algorithm_name
+        self.repetitions = repetitions
 
 
 def run_settings(
@@ -89,33 +98,40 @@ def run_settings(
     """
     rows = []
     results: dict[str, list] = {}
-    bar = ctx.progress_bar(len(settings) * repetitions * rounds, desc="rounds")
-    for si, st in enumerate(settings):
+    reps_of = [st.repetitions or repetitions for st in settings]
+    bar = ctx.progress_bar(sum(reps_of) * rounds, desc="rounds")
+    for si, (st, n_reps) in enumerate(zip(settings, reps_of, strict=True)):
         x0s = []
-        for rep in range(repetitions):
+        for rep in range(n_reps):
             x0_rng = ctx.rng(10_000, rep)
             x0s.append(start(st.problem, x0_rng) if start
                        else st.problem.manifold.random_point(x0_rng))
-        rngs = [ctx.rng(si, rep) for rep in range(repetitions)]
-        if (repetitions > 1 and not ctx.secure and isinstance(st.algorithm, PriRFed)
+        rngs = [ctx.rng(si, rep) for rep in range(n_reps)]
+        if (n_reps > 1 and not ctx.secure and isinstance(st.algorithm, PriRFed)
                 and _federated_runner(st) is None):
             runs = _run_together(ctx, st, x0s, rngs, rounds, eval_every, extra_metrics, bar)
         else:
             runs = [_run_alone(ctx, st, rep, x0s[rep], rngs[rep], rounds, eval_every,
-                               extra_metrics, bar) for rep in range(repetitions)]
+                               extra_metrics, bar) for rep in range(n_reps)]
         summ = summarise_repetitions(runs, ("excess_risk", "cost"))
         kept = summ["kept"]
         results[st.label] = runs
-        # the worst repetition's report (with partial participation the ledgers differ)
+        # the worst repetition's ledger (with partial participation the ledgers differ): what
+        # the run spent, the one epsilon of this curve
         report = (max((r.privacy for r in runs), key=lambda rep: rep["epsilon_certified"])
                   if runs and runs[0].privacy is not None
                   else st.algorithm.privacy_after(st.problem, rounds))
         ctx.set_privacy(st.label, report)
+        starts = np.array([r.history[0]["excess_risk"] for r in runs
+                           if r.history and "excess_risk" in r.history[0]])
         rows.append({
             "setting": st.label,
             "group": st.group,
+            "algorithm": st.algorithm_name,
+            "private": bool(report.get("private", True)),
             "rounds": rounds,
-            "repetitions": repetitions,
+            "repetitions": n_reps,
+            "start_excess_risk_mean": float(starts.mean()) if starts.size else math.nan,
             "diverged": summ["diverged"],
             "diverged_rounds": summ["diverged_rounds"],
             "final_cost_mean": summ["cost_mean"],
@@ -229,26 +245,38 @@ def _summary(ctx: RunContext, rows: list[dict], reference_cost: float | None = N
                          "amplification by agent sampling); the paper's epsilon (its "
                          "closed-form composition with its sigma formulas) is shown beside it "
                          "as the paper's formula, not a guarantee")
-    non_private = [r for r in rows if r["setting"] == "non-private"]
-    ref = non_private[0]["final_excess_risk_mean"] if non_private else None
     try:
         figure = get_experiment(ctx.experiment).paper_label
     except (KeyError, ValueError):
         figure = ""
     table = []
     for r in rows:
-        private = r["setting"] != "non-private"
+        private = r.get("private", True)
+        ref_row = _reference_row(rows, r)
+        ref = ref_row["final_excess_risk_mean"] if ref_row is not None else None
         table.append(summary_row(
-            r["setting"], utility_name="final excess risk (cost - optimum)",
+            r["setting"], utility_name="excess risk (cost - optimum)",
             utility=r["final_excess_risk_mean"], utility_std=r["final_excess_risk_std"],
             reference=ref, reference_name="non-private" if ref is not None else "",
             epsilon=r["epsilon_certified"] if private else None,
             delta=r["delta"] if private else None,
             accountant=(r["accountant"] or "dp-accounting, record-level") if private else "",
             figure=figure, repetitions=r["repetitions"], diverged=r["diverged"],
-            epsilon_paper=r["epsilon_paper"] if private else None))
+            epsilon_paper=r["epsilon_paper"] if private else None,
+            start=r.get("start_excess_risk_mean"), higher_is_better=False))
     ctx.summary_table(table)
     return out
+
+
+def _reference_row(rows: list[dict], row: dict) -> dict | None:
+    """The non-private row of ``row``'s group and algorithm (any non-private row of the group
+    when no algorithm is named), or ``None``."""
+    same_group = [r for r in rows if not r.get("private", True)
+                  and r.get("group", "") == row.get("group", "")]
+    named = [r for r in same_group if row.get("algorithm")
+             and r.get("algorithm") == row.get("algorithm")]
+    pool = named or (same_group if not row.get("algorithm") or len(same_group) == 1 else [])
+    return pool[0] if pool else None
 
 
 #: The reference line of the cost panels: the pooled problem's optimum, what a non-private
@@ -265,35 +293,38 @@ def _panels(ctx: RunContext, name: str, title: str, reference_cost: float,
     ctx.save_figure(fig, name)
 
 
-def _certified_label(algorithm: PriRFed, problem: Problem, rounds: int,
-                     paper_epsilon: float | None = None) -> str:
-    """``certified eps=X (delta=Y)``, with ``; paper's eps=Z`` for a paper calibration."""
-    rep = algorithm.privacy_after(problem, rounds)
-    label = f"certified eps={rep['epsilon_certified']:.3g} (delta={rep['delta']:.2g})"
-    if paper_epsilon is not None:
-        label += f"; paper's eps={paper_epsilon:g}"
-    return label
+def planned_label(epsilon: float) -> str:
+    """``planned eps<=X``: a budget-first setting's label names its budget as the PLANNED
+    bound (what the noise was calibrated for, any agent selection); the epsilon the run spent
+    (its ledger) is added to every legend and is the table's epsilon column."""
+    return f"planned eps<={epsilon:g}"
+
+
+def paper_label(epsilon: float) -> str:
+    """``paper's calibration (local eps=X)``: the paper's noise formula at its epsilon."""
+    return f"paper's calibration (local eps={epsilon:g})"
 
 
 def _private(trainer_for, problem: Problem, n_sampled: int | None, step, rounds: int,
              epsilons: Sequence[float], delta: float | None, paper_epsilons: Sequence[float] = (),
-             paper_delta: float | None = None, prefix: str = "", group: str = ""
-             ) -> list[Setting]:
-    """Budget-first settings (one per certified epsilon) and the paper's calibrations.
+             paper_delta: float | None = None, prefix: str = "", group: str = "",
+             algorithm_name: str = "") -> list[Setting]:
+    """Budget-first settings (one per planned epsilon) and the paper's calibrations.
 
     ``trainer_for(**noise)`` builds the trainer: ``{}`` for a budget (the budget sets the
-    noise), ``{"paper_epsilon": e, "paper_delta": d}`` for the paper's calibration.
+    noise), ``{"paper_epsilon": e, "paper_delta": d}`` for the paper's calibration. Labels
+    carry no certified number (:func:`planned_label`, :func:`paper_label`): the one certified
+    epsilon of a curve is its run's ledger, known once it has run.
     """
     out = []
     for eps in epsilons:
         alg = PriRFed(trainer_for(), n_sampled, step, budget=PrivacyBudget(eps, delta),
                       n_rounds=rounds)
-        out.append(Setting(prefix + _certified_label(alg, problem, rounds), problem, alg, group))
+        out.append(Setting(prefix + planned_label(eps), problem, alg, group, algorithm_name))
     for eps in paper_epsilons:
         alg = PriRFed(trainer_for(paper_epsilon=eps, paper_delta=paper_delta), n_sampled, step,
                       privacy_delta=delta, n_rounds=rounds)
-        out.append(Setting(prefix + _certified_label(alg, problem, rounds, eps), problem, alg,
-                           group))
+        out.append(Setting(prefix + paper_label(eps), problem, alg, group, algorithm_name))
     return out
 
 
@@ -364,20 +395,22 @@ def pca_synthetic(config: dict, ctx: RunContext) -> dict:
     tau, lg = _public_pca_constants(config, ctx, config["n_per_agent"], config["clip"])
     # "paper": alpha = 1/(2 L_g) (Fig. 1 column 1), L_g from the public stand-in
     step = 1.0 / (2.0 * lg) if config["step_size"] == "paper" else float(config["step_size"])
-    note = "" if config["clip"] == "paper" else f" clip={config['clip']}"
+    note = "" if config["clip"] == "paper" else f", clip={config['clip']}"
 
     def trainer(**noise):
         return DPRSGD(steps=config["local_steps"], batch_size=config["batch_fraction"],
                       clip=tau, **noise)
 
     settings = _private(trainer, problem, config["n_sampled"], step, config["rounds"],
-                        config["epsilons"], config["delta"])
+                        config["epsilons"], config["delta"], prefix="DP-RSGD ",
+                        algorithm_name="DP-RSGD")
     for st in settings:
         st.label += note
     if config["non_private"]:
         tr = DPRSGD(steps=config["local_steps"], batch_size=config["batch_fraction"])
-        settings.append(Setting("non-private", problem,
-                                PriRFed(tr, config["n_sampled"], step)))
+        settings.append(Setting("DP-RSGD non-private", problem,
+                                PriRFed(tr, config["n_sampled"], step),
+                                algorithm_name="DP-RSGD"))
     rows, _ = run_settings(ctx, settings, rounds=config["rounds"],
                            repetitions=config["repetitions"], eval_every=config["eval_every"])
     ctx.save_table("final", rows)
@@ -403,14 +436,18 @@ def pca_synthetic(config: dict, ctx: RunContext) -> dict:
         "local eps in {0.08, 0.15, 0.3} ('paper_epsilons'), labelled with their certified eps "
         "and the paper's value. tau and L_g from a PUBLIC stand-in of the same recipe ('clip': "
         "'paper' = 2 max|z|^2 as the paper, 'tight', or 'median', a labelled deviation). T is "
-        "not given by the paper (default 300). 10 repetitions. With the paper's settings the "
-        "noise std per step exceeds the mean gradient by orders of magnitude: the "
-        "private runs stay at the cost of a random start."
+        "not given by the paper (default 300). 10 repetitions. With the paper's clip "
+        "('clip' = 'paper') the noise std per step exceeds the mean gradient by orders of "
+        "magnitude and every private run stays at the cost of a random start; the default "
+        "'median' clip (clipping acts on about half the records) at the planned eps 8 lets "
+        "column 1's DP-RSGD come close to the non-private run's excess risk (planned eps 1: "
+        "--set epsilons=[1.0])."
     ),
     defaults={
-        "n_agents": 16, "dim": 25, "eigengap": 1e-3, "epsilons": [1.0],
+        "n_agents": 16, "dim": 25, "eigengap": 1e-3, "epsilons": [8.0],
         "paper_epsilons": [0.08, 0.15, 0.3], "delta": 1e-5, "rounds": 300, "repetitions": 10,
-        "eval_every": 10, "columns": [1, 2, 3], "clip": "paper",
+        "eval_every": 10, "columns": [1, 2, 3], "clip": "median", "non_private": True,
+        "reference_repetitions": 2,
     },
     slow=True,
 )
@@ -423,11 +460,12 @@ def fig1(config: dict, ctx: RunContext) -> dict:
                 100: SpherePCA(make_pca_synthetic(n, 100, config["dim"], config["eigengap"],
                                                   ctx.rng(1)))}
     public = {k: _public_pca_constants(config, ctx, k, config["clip"]) for k in problems}
-    note = "" if config["clip"] == "paper" else f" clip={config['clip']}"
+    note = "" if config["clip"] == "paper" else f", clip={config['clip']}"
     common = {"rounds": config["rounds"], "epsilons": config["epsilons"],
               "delta": config["delta"], "paper_epsilons": config["paper_epsilons"],
               "paper_delta": config["delta"]}
     settings = []
+    references = []
     for col in config["columns"]:
         if col == 1:
             p, (tau, lg) = problems[70], public[70]
@@ -435,14 +473,14 @@ def fig1(config: dict, ctx: RunContext) -> dict:
             def trainer(tau=tau, **noise):
                 return DPRSGD(steps=1, clip=tau, **noise)
 
-            group = _private(trainer, p, None, 1.0 / (2.0 * lg), **common)
+            sampled, step, name = None, 1.0 / (2.0 * lg), "DP-RSGD"
         elif col == 2:
             p, (tau, lg) = problems[70], public[70]
 
             def trainer(tau=tau, **noise):
                 return DPRSGD(steps=5, batch_size=0.5, clip=tau, **noise)
 
-            group = _private(trainer, p, 1, 1.0, **common)
+            sampled, step, name = 1, 1.0, "DP-RSGD"
         elif col == 3:
             p, (tau, lg) = problems[100], public[100]
             m = (10 * n) // 3
@@ -450,13 +488,22 @@ def fig1(config: dict, ctx: RunContext) -> dict:
             def trainer(tau=tau, m=m, **noise):
                 return DPRSVRG(steps=2, inner_steps=m, clip=tau, clip_full=tau, **noise)
 
-            group = _private(trainer, p, 1, 1.0 / (10.0 * n ** (2.0 / 3.0) * lg), **common)
+            sampled, step, name = 1, 1.0 / (10.0 * n ** (2.0 / 3.0) * lg), "DP-RSVRG"
         else:
             raise ValueError(f"setting 'columns' holds 1, 2 or 3, got {col}")
+        group = _private(trainer, p, sampled, step, prefix=f"col{col} {name} ",
+                         group=f"col{col}", algorithm_name=name, **common)
         for st in group:
-            st.label = f"col{col} {st.label}{note}"
-            st.group = f"col{col}"
+            st.label += note
         settings.extend(group)
+        if config["non_private"]:
+            # the same local trainer (same clip level) without noise: the curves' reference
+            references.append(Setting(
+                f"col{col} {name} non-private", p,
+                PriRFed(trainer(), sampled, step), f"col{col}", name,
+                repetitions=min(config["reference_repetitions"], config["repetitions"])))
+    # after every private setting: each keeps the generators it had before references existed
+    settings.extend(references)
     rows, _ = run_settings(ctx, settings, rounds=config["rounds"],
                            repetitions=config["repetitions"], eval_every=config["eval_every"])
     ctx.save_table("final", rows)
@@ -485,45 +532,106 @@ def fig1(config: dict, ctx: RunContext) -> dict:
                     random_start_excess_risk=start)
 
 
-# ====================================================================== Figure 2 (digits)
+# ====================================================================== Figure 2 (images)
+def _check_fig2(cfg: dict) -> None:
+    check_choices(cfg, "data", ("digits", "mnist", "fashion-mnist"))
+    check_setting(cfg, "clip", cfg["clip"] in ("paper", "public") or _positive(cfg["clip"]),
+                  "'paper' (2 B^2 from the pixel bound), 'public' (2 x the public images' "
+                  "median |z|^2) or a public clip level > 0")
+    check_setting(cfg, "data", cfg["data"] != "digits" or cfg["clip"] != "public",
+                  "'mnist' or 'fashion-mnist' with clip='public' (digits have no public split)")
+    check_setting(cfg, "step_sizes", all(a > 0 for a in cfg["step_sizes"]),
+                  "a list of step sizes > 0 (one: no tuning)")
+
+
+def _positive(text: Any) -> bool:
+    """``text`` reads as a finite number > 0."""
+    try:
+        value = float(text)
+    except (TypeError, ValueError):
+        return False
+    return math.isfinite(value) and value > 0
+
+
+def _fig2_problem(images: np.ndarray, n: int, per_agent: int, rng: np.random.Generator
+                  ) -> SpherePCA:
+    """``n`` agents of ``per_agent`` images (0: every image, split equally), pixels in [0, 1]:
+    ``||z|| <= sqrt(d)``, a public bound on the data domain."""
+    from rfed.datasets import iid_partition
+    from rfed.datasets.partition import stack_agents
+
+    parts = iid_partition(images.shape[0], n, rng)
+    if per_agent:
+        parts = parts[:, :per_agent]
+    return SpherePCA(stack_agents(images, parts), norm_bound=float(np.sqrt(images.shape[1])))
+
+
 @register(
     "prirfed-fig2",
     paper="PriRFed, Fig. 2 (Sec. 6.1)",
     description=(
-        "PCA on real images, OFFLINE STAND-IN for MNIST: scikit-learn's 1,797 digits (8x8, "
-        "pixels in [0,1], S^63) split equally among N in {10, 12, 15, 18} agents (the paper: "
-        "MNIST, N in {50, 60, 80, 100}, 60,000 images). delta 1e-4, one agent per round, K = 3, "
-        "m = floor(10N/3), step 0.1, b = N_i/2, tau = 2 B^2 = 128 with the PUBLIC bound "
-        "||z|| <= B = 8 (64 pixels in [0, 1]; the paper's tau = 2 max|z|^2 reads the data). "
-        "DP-RSGD and DP-RSVRG at the certified whole-run 'epsilons' and, labelled, at the "
-        "paper's local eps 0.15 ('paper_epsilons'), against the true value; 10 repetitions. "
-        "At these noise levels the direction is randomized every step: no private setting "
-        "improves on a random start."
+        "PCA on real images. Quick default: OFFLINE STAND-IN for MNIST, scikit-learn's 1,797 "
+        "digits (8x8, pixels in [0,1], S^63) split equally among N in {10, 12, 15, 18} agents; "
+        "delta 1e-4, tau = 2 B^2 = 128 with the PUBLIC bound ||z|| <= B = 8 (64 pixels in "
+        "[0, 1]; the paper's tau = 2 max|z|^2 reads the data); at these noise levels the "
+        "direction is randomized every step and no private setting improves on a random start. "
+        "scale=paper: the paper's sizes, 60,000 images of 28x28 (S^783) split among N in "
+        "{50, 60, 80, 100} agents (N_i = 1,200 to 600): MNIST when its IDX files are installed, "
+        "else Fashion-MNIST (stand-in, said in the summary); certified delta 1e-5; the clip "
+        "level and the step chosen on the DECLARED PUBLIC split, the 10,000 test images "
+        "(never trained on): tau = 2 x the median of their |z|^2 (clipping then acts on about "
+        "half the records, a labelled deviation from the paper's never-acting tau), and the "
+        "step from 'step_sizes' giving the lowest excess risk of DP-RSGD at the largest "
+        "planned epsilon on the public images resampled to N x N_i (the 'tuning' table). "
+        "Both: one agent per round, K = 3, m = floor(10N/3), b = N_i/2; DP-RSGD and DP-RSVRG "
+        "budget-first at the planned 'epsilons' and at the paper's local eps 0.15 "
+        "('paper_epsilons', the paper's formula with its delta 1e-4), and the same trainers "
+        "without noise ('reference_repetitions' runs each); 10 repetitions."
     ),
     defaults={
         "agents": [10, 12, 15, 18], "epsilons": [1.0], "paper_epsilons": [0.15],
-        "delta": 1e-4, "local_steps": 3,
-        "step_size": 0.1, "rounds": 200, "repetitions": 10, "eval_every": 10,
+        "delta": 1e-4, "paper_delta": 1e-4, "local_steps": 3,
+        "rounds": 200, "repetitions": 10, "eval_every": 10,
+        "non_private": True, "reference_repetitions": 2, "scale": "quick", "data": "digits",
+        "data_path": "", "per_agent": 0, "clip": "paper", "step_sizes": [0.1],
     },
+    scales={"paper": {
+        "agents": [50, 60, 80, 100], "epsilons": [1.0, 8.0], "delta": 1e-5, "data": "mnist",
+        "clip": "public", "step_sizes": [0.00025, 0.0005, 0.001, 0.002], "rounds": 100,
+        "repetitions": 5, "eval_every": 5}},
     slow=True,
+    validate=_check_fig2,
 )
 def fig2(config: dict, ctx: RunContext) -> dict:
-    from rfed.datasets import iid_partition, load_digits_images
-    from rfed.datasets.partition import stack_agents
+    from rfed.datasets import load_digits_images
 
-    images, _ = load_digits_images()
+    if config["data"] == "digits":
+        images, _ = load_digits_images()
+        public = None
+        data_name = "scikit-learn digits (stand-in for MNIST)"
+    else:
+        from rfed.experiments._paper_data import load_paper_images
+
+        data_name, (images, _), (public, _) = load_paper_images(config["data"],
+                                                                config["data_path"])
     settings = []
+    references = []
     problems = {}
+    tuning: list[dict] = []
     for n in config["agents"]:
-        parts = iid_partition(images.shape[0], n, ctx.rng(0, n))
-        # pixels in [0, 1]: ||z|| <= sqrt(64) = 8, a public bound on the data domain
-        p = SpherePCA(stack_agents(images, parts), norm_bound=float(np.sqrt(images.shape[1])))
+        p = _fig2_problem(images, n, config["per_agent"], ctx.rng(0, n))
         problems[n] = p
         m = (10 * n) // 3
-        tau = p.clip_level("paper")
+        if config["clip"] == "paper":
+            tau = p.clip_level("paper")
+        elif config["clip"] == "public":
+            # the paper's rule 2 |z|^2 at the median of the PUBLIC images' norms
+            tau = 2.0 * float(np.median(np.sum(public**2, axis=1)))
+        else:
+            tau = float(config["clip"])
         common = {"epsilons": config["epsilons"], "delta": config["delta"],
-                  "paper_epsilons": config["paper_epsilons"], "paper_delta": config["delta"],
-                  "group": f"N={n}"}
+                  "paper_epsilons": config["paper_epsilons"],
+                  "paper_delta": config["paper_delta"], "group": f"N={n}"}
 
         def rsgd(tau=tau, **noise):
             return DPRSGD(steps=config["local_steps"], batch_size=0.5, clip=tau, **noise)
@@ -532,23 +640,64 @@ def fig2(config: dict, ctx: RunContext) -> dict:
             return DPRSVRG(steps=config["local_steps"], inner_steps=m, clip=tau, clip_full=tau,
                            **noise)
 
-        settings += _private(rsgd, p, 1, config["step_size"], config["rounds"],
-                             prefix=f"N={n} DP-RSGD ", **common)
-        settings += _private(rsvrg, p, 1, config["step_size"], config["rounds"],
-                             prefix=f"N={n} DP-RSVRG ", **common)
+        step = float(config["step_sizes"][0])
+        if len(config["step_sizes"]) > 1:
+            step = _step_on_public(ctx, config, public, n, p.counts[0], rsgd, tuning)
+        settings += _private(rsgd, p, 1, step, config["rounds"],
+                             prefix=f"N={n} DP-RSGD ", algorithm_name="DP-RSGD", **common)
+        settings += _private(rsvrg, p, 1, step, config["rounds"],
+                             prefix=f"N={n} DP-RSVRG ", algorithm_name="DP-RSVRG", **common)
+        if config["non_private"]:
+            reps = min(config["reference_repetitions"], config["repetitions"])
+            references += [Setting(f"N={n} {name} non-private", p, PriRFed(make(), 1, step),
+                                   f"N={n}", name, repetitions=reps)
+                           for name, make in (("DP-RSGD", rsgd), ("DP-RSVRG", rsvrg))]
+    # after every private setting: each keeps the generators it had before references existed
+    settings += references
     rows, _ = run_settings(ctx, settings, rounds=config["rounds"],
                            repetitions=config["repetitions"], eval_every=config["eval_every"])
     ctx.save_table("final", rows)
+    if tuning:
+        ctx.save_table("tuning", tuning)
     fig, axes = new_figure(len(problems))
+    short = data_name.split(" (")[0]
     for ax, (n, p) in zip(axes, problems.items(), strict=False):
         plot_curves(ctx.records, "round", "cost", by="setting", axes=[ax],
                     where=lambda r, n=n: r.get("group") == f"N={n}",
                     hlines={_TRUE_VALUE: p.reference_cost()},
-                    titles=f"digits stand-in, N = {n}, N_i = {p.counts[0]}")
-    fig.suptitle("PriRFed, PCA on scikit-learn's digits (stand-in for MNIST, paper's Fig. 2)",
-                 fontsize=11)
+                    titles=f"{short}, N = {n}, N_i = {p.counts[0]}")
+    fig.suptitle(f"PriRFed, PCA on {data_name} (paper's Fig. 2)", fontsize=11)
     ctx.save_figure(fig, "fig2_cost")
-    return _summary(ctx, rows, data="scikit-learn digits (stand-in for MNIST)")
+    return _summary(ctx, rows, data=data_name,
+                    step_chosen_on="public split (the test images)" if tuning else "given")
+
+
+def _step_on_public(ctx: RunContext, config: dict, public: np.ndarray, n: int, per_agent: int,
+                    trainer_for, tuning: list[dict]) -> float:
+    """The step of ``config['step_sizes']`` whose DP-RSGD run, budget-first at the largest
+    planned epsilon, ends at the lowest excess risk on the PUBLIC images resampled to ``n``
+    agents x ``per_agent`` (with replacement, own seed); one row per candidate in ``tuning``."""
+    rng = ctx.rng(8_888, n)
+    idx = rng.integers(0, public.shape[0], size=n * per_agent)
+    pub = _fig2_problem(public[idx], n, per_agent, rng)
+    eps = max(config["epsilons"])
+    best = None
+    for k, step in enumerate(config["step_sizes"]):
+        alg = PriRFed(trainer_for(), 1, step, budget=PrivacyBudget(eps, config["delta"]),
+                      n_rounds=config["rounds"])
+        res = alg.run(pub, config["rounds"], rng=ctx.rng(8_889, n, k),
+                      x0=pub.manifold.random_point(ctx.rng(8_890, n)),
+                      eval_every=config["rounds"])
+        final = math.inf if res.diverged else float(res.history[-1]["excess_risk"])
+        tuning.append({"agents": n, "step_size": step, "planned_epsilon": eps,
+                       "public_final_excess_risk": final,
+                       "public_data": "test images resampled to the private shape"})
+        if best is None or final < best[0]:
+            best = (final, step)
+    assert best is not None
+    for row in tuning[-len(config["step_sizes"]):]:
+        row["chosen"] = row["step_size"] == best[1]
+    return float(best[1])
 
 
 # ====================================================================== Figures 3 and 4 (SPD)
@@ -558,6 +707,7 @@ def _spd_experiment(ctx: RunContext, config: dict, points: np.ndarray, title: st
     from rfed.datasets.partition import stack_agents
 
     settings = []
+    references = []
     problems = {}
     shared: dict[bytes, SPDFrechetMean] = {}
     for n in config["agents"]:
@@ -578,8 +728,8 @@ def _spd_experiment(ctx: RunContext, config: dict, points: np.ndarray, title: st
         problems[n] = p
         tau = float(config["clip"])  # the paper's public tau = 1
         common = {"epsilons": config["epsilons"], "delta": config["delta"],
-                  "paper_epsilons": config["paper_epsilons"], "paper_delta": config["delta"],
-                  "group": f"N={n}"}
+                  "paper_epsilons": config["paper_epsilons"],
+                  "paper_delta": config["paper_delta"], "group": f"N={n}"}
 
         def rsgd(tau=tau, **noise):
             return DPRSGD(steps=config["local_steps"], batch_size=0.5, clip=tau, **noise)
@@ -589,9 +739,17 @@ def _spd_experiment(ctx: RunContext, config: dict, points: np.ndarray, title: st
                            clip=tau, clip_full=tau, **noise)
 
         settings += _private(rsgd, p, 1, config["step_size"], config["rounds"],
-                             prefix=f"N={n} DP-RSGD ", **common)
+                             prefix=f"N={n} DP-RSGD ", algorithm_name="DP-RSGD", **common)
         settings += _private(rsvrg, p, 1, config["step_size"], config["rounds"],
-                             prefix=f"N={n} DP-RSVRG ", **common)
+                             prefix=f"N={n} DP-RSVRG ", algorithm_name="DP-RSVRG", **common)
+        if config["non_private"]:
+            reps = min(config["reference_repetitions"], config["repetitions"])
+            references += [Setting(f"N={n} {alg} non-private", p,
+                                   PriRFed(make(), 1, config["step_size"]), f"N={n}", alg,
+                                   repetitions=reps)
+                           for alg, make in (("DP-RSGD", rsgd), ("DP-RSVRG", rsvrg))]
+    # after every private setting: each keeps the generators it had before references existed
+    settings += references
     early = [t for t in config["report_rounds"] if t < config["rounds"]]
     rows, _ = run_settings(ctx, settings, rounds=config["rounds"],
                            repetitions=config["repetitions"], eval_every=config["eval_every"],
@@ -608,12 +766,41 @@ def _spd_experiment(ctx: RunContext, config: dict, points: np.ndarray, title: st
                     axes=[axes[2 * i + 1]], logy=True, titles=sub)
     fig.suptitle(title, fontsize=11)
     ctx.save_figure(fig, name)
-    return _summary(ctx, rows)
+    return _summary(ctx, rows, **_rsvrg_against_rsgd(rows, early))
+
+
+def _rsvrg_against_rsgd(rows: list[dict], early: Sequence[int]) -> dict:
+    """The paper's claim of Figs. 3-4, measured: per group and privacy level, DP-RSVRG's and
+    DP-RSGD's excess risk early (the first of ``early``) and at the end, and which is lower."""
+    out = []
+    for r in rows:
+        if r.get("algorithm") != "DP-RSVRG":
+            continue
+        twin = next((o for o in rows if o.get("algorithm") == "DP-RSGD"
+                     and o["group"] == r["group"]
+                     and o["setting"].split("DP-RSGD", 1)[-1]
+                     == r["setting"].split("DP-RSVRG", 1)[-1]), None)
+        if twin is None:
+            continue
+        entry = {"group": r["group"], "privacy": r["setting"].split("DP-RSVRG", 1)[-1].strip(),
+                 "rsvrg_final": r["final_excess_risk_mean"],
+                 "rsgd_final": twin["final_excess_risk_mean"]}
+        entry["lower_at_end"] = ("DP-RSVRG" if entry["rsvrg_final"] < entry["rsgd_final"]
+                                 else "DP-RSGD")
+        if early:
+            key = f"excess_risk_at_{early[0]}_mean"
+            entry[f"rsvrg_at_{early[0]}"] = r.get(key)
+            entry[f"rsgd_at_{early[0]}"] = twin.get(key)
+        out.append(entry)
+    return {"rsvrg_vs_rsgd": out} if out else {}
 
 
 def _check_spd(cfg: dict) -> None:
     check_setting(cfg, "clip", cfg["clip"] > 0, "a public clip level > 0")
     check_setting(cfg, "step_size", cfg["step_size"] > 0, "a number > 0")
+
+
+_SPD_COMMON = {"non_private": True, "reference_repetitions": 2, "scale": "quick"}
 
 @register(
     "prirfed-fig3",
@@ -621,22 +808,26 @@ def _check_spd(cfg: dict) -> None:
     description=(
         "Frechet mean on SPD(2) of 5,000 Wishart W(I/2, 2) samples restricted to the geodesic "
         "ball of radius 0.5 around I (diameter bound 1), (N, N_i) in {(20, 250), (50, 100)}; "
-        "delta 1e-4, one agent per round, K = 3, m = 10, tau = 1 (public), step 0.05, "
-        "b = N_i/2. DP-RSGD and DP-RSVRG at the certified whole-run 'epsilons' and, labelled, "
-        "at the paper's local eps 0.15 ('paper_epsilons'); cost and excess risk (grad_norm=True "
-        "also records the gradient norm); 10 repetitions. The table "
-        "also gives the excess risk at rounds 5 and 10: DP-RSVRG (K m = 30 noisy steps a round "
-        "against K = 3) leads early, then DP-RSGD reaches a lower "
-        "floor, as the paper's own noise formulas imply (sigma^2 of DP-RSVRG is m = 10 times "
-        "that of DP-RSGD, and the stationary excess risk of noisy gradient steps on dist^2 is "
-        "about dim alpha sigma^2 / 4)."
+        "one agent per round, K = 3, m = 10, tau = 1 (public), step 0.05, "
+        "b = N_i/2. DP-RSGD and DP-RSVRG budget-first at the planned 'epsilons' and, labelled, "
+        "at the paper's local eps 0.15 ('paper_epsilons', the paper's formula with its delta "
+        "1e-4), and the same trainers without noise ('reference_repetitions' runs each); cost "
+        "and excess risk (grad_norm=True also records the gradient norm); 10 repetitions. The "
+        "quick default certifies at the paper's delta 1e-4; scale=paper (the paper's sizes "
+        "are the default's) certifies at delta 1e-5 and planned eps in {1, 8}. The table also "
+        "gives the excess risk at rounds 5 and 10 and the summary compares DP-RSVRG with "
+        "DP-RSGD: DP-RSVRG (K m = 30 noisy steps a round against K = 3) may lead early, then "
+        "DP-RSGD reaches a lower floor, as the paper's own noise formulas imply (sigma^2 of "
+        "DP-RSVRG is m = 10 times that of DP-RSGD, and the stationary excess risk of noisy "
+        "gradient steps on dist^2 is about dim alpha sigma^2 / 4)."
     ),
     defaults={
         "n_samples": 5000, "agents": [20, 50], "epsilons": [1.0], "paper_epsilons": [0.15],
-        "delta": 1e-4, "local_steps": 3,
+        "delta": 1e-4, "paper_delta": 1e-4, "local_steps": 3,
         "inner_steps": 10, "clip": 1.0, "step_size": 0.05, "rounds": 100, "repetitions": 10,
-        "eval_every": 5, "report_rounds": [5, 10], "grad_norm": False,
+        "eval_every": 5, "report_rounds": [5, 10], "grad_norm": False, **_SPD_COMMON,
     },
+    scales={"paper": {"epsilons": [1.0, 8.0], "delta": 1e-5}},
     slow=True,
     validate=_check_spd,
 )
@@ -647,35 +838,75 @@ def fig3(config: dict, ctx: RunContext) -> dict:
     return _spd_experiment(ctx, config, pts, "PriRFed on SPD(2), Wishart data", "fig3")
 
 
+def _check_fig4(cfg: dict) -> None:
+    _check_spd(cfg)
+    check_choices(cfg, "data", ("photos", "fashion-mnist"))
+
+
 @register(
     "prirfed-fig4",
     paper="PriRFed, Fig. 4 (Sec. 6.2)",
     description=(
-        "Frechet mean of 9x9 covariance descriptors, OFFLINE STAND-IN for PathMNIST: "
-        "descriptors (x, y, R, G, B, |I_x|, |I_y|, |I_xx|, |I_yy|) of 28x28 patches (stride 7) "
-        "of scikit-learn's two shipped photos, 10,000 descriptors, (N, N_i) in {(25, 400), "
-        "(50, 200)} (the paper: 20,000 PathMNIST images, N in {50, 100}); delta 1e-4, one agent "
-        "per round, K = 3, m = 10, tau = 1 (public), step 0.3; certified whole-run 'epsilons' "
-        "and, labelled, the paper's local eps 0.15; cost and excess risk (grad_norm=True also "
-        "records the gradient norm). 10 repetitions."
+        "Frechet mean of covariance descriptors (Tuzel et al.) of real images, a STAND-IN for "
+        "PathMNIST (the paper: 9x9 descriptors of 20,000 PathMNIST images, N in {50, 100}). "
+        "Quick default: 9x9 descriptors (x, y, R, G, B, |I_x|, |I_y|, |I_xx|, |I_yy|) of 28x28 "
+        "patches (stride 7) of scikit-learn's two shipped photos, 10,000 descriptors, "
+        "(N, N_i) in {(25, 400), (50, 200)}, certified at the paper's delta 1e-4. "
+        "scale=paper: the paper's sizes, 7x7 descriptors (x, y, I, |I_x|, |I_y|, |I_xx|, "
+        "|I_yy|) of 20,000 Fashion-MNIST training images (PathMNIST is not available offline), "
+        "(N, N_i) in {(50, 400), (100, 200)}, whitened by the log-Euclidean mean of the "
+        "descriptors of the 10,000 test images (declared public; an isometry of the "
+        "affine-invariant metric that centres the data near I, where tau = 1 and the random "
+        "starts are meaningful), certified delta 1e-5, planned eps in {1, 8}. Both: one agent "
+        "per round, K = 3, m = 10, tau = 1 (public), step 0.3; DP-RSGD and DP-RSVRG "
+        "budget-first at the planned 'epsilons' and, labelled, at the paper's local eps 0.15 "
+        "(its formula with its delta 1e-4), and the same trainers without noise; cost and "
+        "excess risk (grad_norm=True also records the gradient norm). 10 repetitions."
     ),
     defaults={
         "n_samples": 10000, "agents": [25, 50], "epsilons": [1.0], "paper_epsilons": [0.15],
-        "delta": 1e-4,
+        "delta": 1e-4, "paper_delta": 1e-4,
         "local_steps": 3, "inner_steps": 10, "clip": 1.0, "step_size": 0.3, "rounds": 100,
         "repetitions": 10, "eval_every": 5, "report_rounds": [5, 10], "grad_norm": False,
+        "data": "photos", "data_path": "", **_SPD_COMMON,
     },
+    scales={"paper": {"n_samples": 20000, "agents": [50, 100], "epsilons": [1.0, 8.0],
+                      "delta": 1e-5, "data": "fashion-mnist", "repetitions": 5}},
     slow=True,
-    validate=_check_spd,
+    validate=_check_fig4,
 )
 def fig4(config: dict, ctx: RunContext) -> dict:
-    from rfed.datasets import load_sample_image_descriptors
+    if config["data"] == "photos":
+        from rfed.datasets import load_sample_image_descriptors
 
-    desc, _ = load_sample_image_descriptors(stride=7)
-    idx = ctx.rng(0).permutation(desc.shape[0])[: config["n_samples"]]
-    return _spd_experiment(ctx, config, desc[idx],
-                           "PriRFed on SPD(9), photo patch descriptors (PathMNIST stand-in)",
-                           "fig4")
+        desc, _ = load_sample_image_descriptors(stride=7)
+        idx = ctx.rng(0).permutation(desc.shape[0])[: config["n_samples"]]
+        return _spd_experiment(ctx, config, desc[idx],
+                               "PriRFed on SPD(9), photo patch descriptors (PathMNIST "
+                               "stand-in)", "fig4")
+    points = _fmnist_descriptors(config, ctx)
+    return _spd_experiment(ctx, config, points,
+                           f"PriRFed on SPD(7), descriptors of {config['n_samples']:,} "
+                           "Fashion-MNIST images (PathMNIST stand-in)", "fig4")
+
+
+def _fmnist_descriptors(config: dict, ctx: RunContext) -> np.ndarray:
+    """SPD(7) descriptors of ``n_samples`` Fashion-MNIST training images (a fixed permutation),
+    whitened by the log-Euclidean mean of the test images' descriptors (declared public)."""
+    from rfed.algorithms.baselines.spd_mean import spd_exp, spd_log
+    from rfed.datasets import load_fashion_mnist
+    from rfed.datasets.images import covariance_descriptors
+
+    (x_tr, _), (x_te, _) = load_fashion_mnist(config["data_path"] or None, split="both")
+    if not 1 <= config["n_samples"] <= len(x_tr):
+        raise ValueError(f"setting 'n_samples' must be in [1, {len(x_tr)}] with Fashion-MNIST, "
+                         f"got {config['n_samples']!r}")
+    order = ctx.rng(0).permutation(len(x_tr))[: config["n_samples"]]
+    private = covariance_descriptors(x_tr[order], 1e-3, relative_ridge=True)
+    public = covariance_descriptors(x_te, 1e-3, relative_ridge=True)
+    w, v = np.linalg.eigh(spd_exp(spd_log(public).mean(axis=0)))
+    whiten = (v * w ** -0.5) @ v.T
+    return whiten @ private @ whiten
 
 
 # ====================================================================== Figures 5 and 6
@@ -720,10 +951,11 @@ def _check_fig5(cfg: dict) -> None:
     defaults={
         "n_agents": 9, "per_agent": 131, "epsilons": [1.0, 8.0], "paper_epsilons": [0.15],
         "rsvrg_variant": "released_snapshot", "clip_diff": 0.125, "rsvrg_batch": 16,
-        "delta": 1e-4, "local_steps": 3, "weights": "kernel",
+        "delta": 1e-4, "paper_delta": 1e-4, "local_steps": 3, "weights": "kernel",
         "inner_steps": 5, "step_size": 0.3, "rounds": 100, "repetitions": 10, "eval_every": 2,
-        "gamma": 1e-5, "bandwidth": 0.3, "kernel": "paper", "diameter": 4.0,
+        "gamma": 1e-5, "bandwidth": 0.3, "kernel": "paper", "diameter": 4.0, "scale": "quick",
     },
+    scales={"paper": {"epsilons": [1.0, 8.0], "delta": 1e-5}},
     validate=_check_fig5,
 )
 def fig5(config: dict, ctx: RunContext) -> dict:
@@ -746,7 +978,7 @@ def fig5(config: dict, ctx: RunContext) -> dict:
     # kernel-ridge weights have no public bound, and M is then used as the (public) clip level
     tau = problem.gradient_bound or config["diameter"]
     common = {"epsilons": config["epsilons"], "delta": config["delta"],
-              "paper_epsilons": config["paper_epsilons"], "paper_delta": config["delta"]}
+              "paper_epsilons": config["paper_epsilons"], "paper_delta": config["paper_delta"]}
 
     def rsgd(**noise):
         return DPRSGD(steps=k, batch_size=0.5, clip=tau, **noise)
@@ -764,20 +996,25 @@ def fig5(config: dict, ctx: RunContext) -> dict:
     if config["rsvrg_variant"] == "released_snapshot":
         budget_rsvrg = _private(rsvrg_released, problem, 1, a, rounds, config["epsilons"],
                                 config["delta"], prefix="PriRFed-DP-RSVRG released snapshot "
-                                "(not the paper's) ")
+                                "(not the paper's) ", algorithm_name="DP-RSVRG")
     elif config["rsvrg_variant"] == "paper":
         budget_rsvrg = _private(rsvrg, problem, 1, a, rounds, config["epsilons"],
-                                config["delta"], prefix="PriRFed-DP-RSVRG ")
+                                config["delta"], prefix="PriRFed-DP-RSVRG ",
+                                algorithm_name="DP-RSVRG")
     else:
         raise ValueError(f"setting 'rsvrg_variant' must be 'released_snapshot' or 'paper', got "
                          f"{config['rsvrg_variant']!r}")
     settings = [
-        Setting("PriRFed-RSGD", problem, PriRFed(DPRSGD(steps=k, batch_size=0.5), 1, a)),
-        Setting("PriRFed-RSVRG", problem, PriRFed(DPRSVRG(steps=k, inner_steps=m), 1, a)),
-        *_private(rsgd, problem, 1, a, rounds, prefix="PriRFed-DP-RSGD ", **common),
+        Setting("PriRFed-RSGD non-private", problem,
+                PriRFed(DPRSGD(steps=k, batch_size=0.5), 1, a), algorithm_name="DP-RSGD"),
+        Setting("PriRFed-RSVRG non-private", problem,
+                PriRFed(DPRSVRG(steps=k, inner_steps=m), 1, a), algorithm_name="DP-RSVRG"),
+        *_private(rsgd, problem, 1, a, rounds, prefix="PriRFed-DP-RSGD ",
+                  algorithm_name="DP-RSGD", **common),
         *budget_rsvrg,
         *_private(rsvrg, problem, 1, a, rounds, (), config["delta"],
-                  common["paper_epsilons"], common["paper_delta"], prefix="PriRFed-DP-RSVRG "),
+                  common["paper_epsilons"], common["paper_delta"], prefix="PriRFed-DP-RSVRG ",
+                  algorithm_name="DP-RSVRG"),
     ]
 
     def to_truth(_p, x):
@@ -808,22 +1045,30 @@ def fig5(config: dict, ctx: RunContext) -> dict:
 
 def _poincare_figure(problem: HyperbolicPrediction, data: dict, truth: np.ndarray,
                      results: dict) -> Any:
-    """Fig. 6: the embedding on the Poincare disk, the true 'primate' and the best predictions."""
+    """Fig. 6: the embedding on the Poincare disk, the true 'primate', and each method's
+    estimate: the Frechet mean of its runs' final points (a large marker) with every run's
+    point (small, faint: the spread); runs that diverged are left out, and methods whose every
+    run diverged are named in a note instead of drawn."""
     from rfed.manifolds import PoincareBall
 
+    man = problem.manifold
     to_ball = PoincareBall(2).from_hyperboloid
     emb = to_ball(data["targets"])
     t = to_ball(truth)
-    best = {}
+    shown, left_out = {}, []
     for label, runs in results.items():
-        if not runs:
+        kept = [r.x for r in runs if not r.diverged and np.all(np.isfinite(r.x))]
+        if not kept:
+            if runs:
+                left_out.append(f"{label} ({len(runs)}/{len(runs)} diverged)")
             continue
-        d = [float(problem.manifold.dist(r.x, truth)) for r in runs]
-        best[label] = to_ball(runs[int(np.argmin(d))].x)
+        pts = np.stack(kept)
+        centre = man.mean(pts) if len(pts) > 1 else pts[0]
+        shown[label] = (to_ball(centre), to_ball(pts), len(kept), len(runs))
     ref = to_ball(problem.reference_point())
     # the zoom shows the estimates near 'primate'; when none lies within 0.35 of it, a zoom
     # would be empty, so the figure keeps the disk alone and says so
-    near = min(float(np.linalg.norm(p - t)) for p in [*best.values(), ref])
+    near = min(float(np.linalg.norm(c - t)) for c, *_ in [*shown.values(), (ref,)])
     zooms = (False, True) if near <= 0.35 else (False,)
     fig, axes = new_figure(len(zooms), panel_size=(5.0, 5.0))
     for ax, zoom in zip(axes, zooms, strict=True):
@@ -831,8 +1076,12 @@ def _poincare_figure(problem: HyperbolicPrediction, data: dict, truth: np.ndarra
         ax.scatter([t[0]], [t[1]], marker="*", s=180, c="k", label="primate (truth)")
         ax.scatter([ref[0]], [ref[1]], marker="x", s=80, c="r",
                    label="pooled optimum (non-private)")
-        for (label, p), mk in zip(best.items(), "osD^v<>", strict=False):
-            ax.scatter([p[0]], [p[1]], marker=mk, s=50, label=f"{label} (best of runs)")
+        for (label, (centre, pts, n_kept, n_runs)), mk in zip(shown.items(), "osD^v<>ph",
+                                                               strict=False):
+            dot = ax.scatter(pts[:, 0], pts[:, 1], marker=mk, s=10, alpha=0.3)
+            ax.scatter([centre[0]], [centre[1]], marker=mk, s=70, color=dot.get_facecolor(),
+                       edgecolors="k", linewidths=0.6,
+                       label=f"{label}: mean of {n_kept}/{n_runs} runs (small: each run)")
         ax.set_aspect("equal")
         circle = math.pi * np.linspace(0, 2, 400)
         ax.plot(np.cos(circle), np.sin(circle), "k-", lw=0.8)
@@ -851,5 +1100,8 @@ def _poincare_figure(problem: HyperbolicPrediction, data: dict, truth: np.ndarra
             note = "" if len(zooms) > 1 else (
                 f"\n(no zoom: the nearest estimate is {near:.2g} from 'primate')")
             ax.set_title(f"Poincare disk{note}", fontsize=10)
+    if left_out:
+        fig.text(0.5, 0.995, "not drawn, every run diverged: " + "; ".join(left_out),
+                 ha="center", va="top", fontsize=7, wrap=True)
     fig.tight_layout()
     return fig

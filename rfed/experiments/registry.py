@@ -28,7 +28,7 @@ import pkgutil
 import re
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -83,6 +83,7 @@ class Experiment:
     summary: str = ""
     requires: tuple[str, ...] = ()
     validate: Callable[[dict], None] | None = None
+    scales: Mapping[str, Mapping[str, Any]] = field(default_factory=dict)
 
     @property
     def short(self) -> str:
@@ -100,8 +101,11 @@ class Experiment:
         The generic checks of :func:`rfed.experiments.settings.configure`, then the
         experiment's own ``validate(config)`` checks what depends on it (choices, ranges,
         settings that depend on each other), naming the setting (:func:`check_setting`).
+
+        ``scale``: an experiment with a ``scale`` setting and ``scales`` (e.g. ``{"paper":
+        {...}}``) takes the settings of the named scale first, then the other overrides.
         """
-        cfg = configure(self.name, self.defaults, overrides)
+        cfg = configure(self.name, self.defaults, overrides, scales=self.scales)
         if self.validate is not None:
             self.validate(cfg)
         return cfg
@@ -117,6 +121,7 @@ def register(
     summary: str = "",
     requires: tuple[str, ...] = (),
     validate: Callable[[dict], None] | None = None,
+    scales: Mapping[str, Mapping[str, Any]] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Decorator registering ``func(config, ctx) -> summary`` as experiment ``name``.
 
@@ -124,14 +129,22 @@ def register(
     ``requires`` names the data sets that must be installed (e.g. ``("fashion-mnist",)``);
     ``validate(config)`` checks the settings beyond their types (choices, ranges, settings
     that depend on each other) before anything runs, raising ``ValueError`` naming the
-    setting (:func:`check_setting`, :func:`check_choices`).
+    setting (:func:`check_setting`, :func:`check_choices`). ``scales`` maps a value of the
+    experiment's ``scale`` setting (e.g. ``"paper"``) to the settings it changes
+    (``--set scale=paper``); every key must be a setting.
     """
+    scales = {str(k): dict(v) for k, v in (scales or {}).items()}
+    for scale, changes in scales.items():
+        unknown = sorted(set(changes) - set(defaults))
+        if "scale" not in defaults or unknown:
+            raise ValueError(f"experiment '{name}': scale '{scale}' sets unknown settings "
+                             f"{unknown or ['scale']}")
 
     def decorator(func: Callable) -> Callable:
         if name in _REGISTRY and _REGISTRY[name].func is not func:
             raise ValueError(f"experiment '{name}' is registered twice")
         _REGISTRY[name] = Experiment(name, paper, description, dict(defaults), func, slow,
-                                     summary, tuple(requires), validate)
+                                     summary, tuple(requires), validate, scales)
         return func
 
     return decorator

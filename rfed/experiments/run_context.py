@@ -246,6 +246,11 @@ class RunContext:
         self._locked = False
         self._bound: dict[str, Any] | None = None
 
+    @property
+    def config(self) -> dict[str, Any]:
+        """The run's settings (empty before :meth:`open`)."""
+        return dict(getattr(self, "_config", {}))
+
     # ------------------------------------------------------------------ folder
     def open(self, experiment: str, config: Mapping[str, Any]) -> None:
         """Check and create the output folder, write ``config.json``; load a checkpoint.

@@ -25,7 +25,8 @@ _DELTA_SETTING = re.compile(r"^delta(0|_|$)|_delta$")
 
 
 def configure(experiment: str, defaults: Mapping[str, Any],
-              overrides: Mapping[str, Any] | None) -> dict:
+              overrides: Mapping[str, Any] | None,
+              scales: Mapping[str, Mapping[str, Any]] | None = None) -> dict:
     """The ``defaults`` of ``experiment`` updated by ``overrides``, coerced and checked.
 
     An unknown key is refused. A string is read as a Python literal of the default's type
@@ -35,6 +36,9 @@ def configure(experiment: str, defaults: Mapping[str, Any],
     epsilon > 0 and a delta in (0, 1) (by the setting's name); a list whose default is
     non-empty stays non-empty and holds numbers of the default's sign, or names.
 
+    ``scale``: an experiment with a ``scale`` setting and ``scales`` (e.g. ``{"paper":
+    {...}}``) takes the settings of the named scale first, then the other overrides.
+
     Parameters
     ----------
     experiment : str
@@ -43,6 +47,9 @@ def configure(experiment: str, defaults: Mapping[str, Any],
         Every setting and its default value.
     overrides : mapping or None
         Settings to change (values or strings to read).
+    scales : mapping, optional
+        A value of the ``scale`` setting (e.g. ``"paper"``) -> the settings it changes; the
+        default value of ``scale`` changes nothing.
 
     Returns
     -------
@@ -55,7 +62,17 @@ def configure(experiment: str, defaults: Mapping[str, Any],
         Naming the setting and what was expected.
     """
     cfg = dict(defaults)
-    for key, value in (overrides or {}).items():
+    overrides = dict(overrides or {})
+    scales = scales or {}
+    if "scale" in cfg and "scale" in overrides:
+        scale = _coerce("scale", overrides.pop("scale"), cfg["scale"])
+        if scale != defaults["scale"] and scale not in scales:
+            raise ValueError(f"setting 'scale' must be one of "
+                             f"{', '.join(map(repr, [defaults['scale'], *scales]))}"
+                             f", got {scale!r}")
+        cfg.update(scales.get(scale, {}))
+        cfg["scale"] = scale
+    for key, value in overrides.items():
         if key not in cfg:
             raise ValueError(
                 f"experiment '{experiment}' has no setting '{key}'; valid settings: "

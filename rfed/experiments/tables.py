@@ -1,8 +1,20 @@
 """What the user reads of an experiment: its one-line summary, its tables (markdown, CSV).
 
-Every experiment ends with one summary table (:func:`summary_row` builds its rows,
-:func:`format_summary_table` prints them): its utility beside a reference, the certified epsilon
-and the accountant that certified it, the paper's figure and how many repetitions diverged.
+Every experiment ends with one summary table, a row per setting. A row (:func:`summary_row`)
+holds the setting, the utility at the start and at the end (mean and standard deviation over the
+repetitions that did not diverge), the non-private reference of the same algorithm, the certified
+epsilon the run spent with its delta, neighbouring relation and accountant, the paper's figure and
+how many repetitions diverged. :func:`format_summary_table` prints it for the console
+(``rfed run``), every row, never truncated:
+
+* the final value reads ``mean +- std (n=K)``, or ``value (n=1)``; a setting whose every
+  repetition diverged reads ``diverged`` (never a number or ``nan``);
+* a non-private row reads ``non-private`` in the epsilon column (never ``inf``), and a setting
+  whose every repetition diverged reads ``diverged`` there too (never ``0``);
+* the epsilon column is the run's certified epsilon, the relation and delta beside it and the
+  accountant as a footnote;
+* a private row that ends worse than its start is flagged in the last column, more loudly when
+  it ends much worse (twice the start's excess, or half its accuracy).
 """
 
 from __future__ import annotations
@@ -17,12 +29,15 @@ from typing import Any
 import numpy as np
 
 __all__ = [
+    "MUCH_WORSE_FACTOR",
     "SUMMARY_COLUMNS",
     "clean_text",
     "format_summary_table",
     "format_table",
+    "relation_of",
     "summarise_repetitions",
     "summary_row",
+    "worse_than_start",
 ]
 
 
@@ -64,10 +79,15 @@ def first_sentence(text: str) -> str:
         first = first[: first.rfind(" ", 0, _SHORT_MAX - 3)] + "..."
     return first.rstrip(" ,;")
 
+
 #: Columns of the one summary table every experiment prints (see :func:`summary_row`).
 SUMMARY_COLUMNS = ("setting", "utility_name", "utility", "utility_std", "reference_name",
                    "reference", "epsilon", "delta", "accountant", "figure", "repetitions",
-                   "diverged", "epsilon_paper")
+                   "diverged", "epsilon_paper", "start", "higher_is_better", "relation")
+
+#: A private result is flagged "much worse than its start" past this factor: a loss-like
+#: utility above ``factor x start``, an accuracy-like one below ``start / factor``.
+MUCH_WORSE_FACTOR = 2.0
 
 
 def summary_row(
@@ -85,23 +105,28 @@ def summary_row(
     repetitions: int | None = None,
     diverged: int = 0,
     epsilon_paper: float | None = None,
+    start: float | None = None,
+    higher_is_better: bool | None = None,
+    relation: str = "",
 ) -> dict:
     """One row of the summary table.
 
     Parameters
     ----------
     setting : str
-        The curve / configuration, e.g. ``"eps=0.15"``.
+        The curve / configuration, e.g. ``"DP-RSGD, planned eps<=1"``.
     utility_name : str
         What ``utility`` measures, in words with its unit, e.g. ``"excess risk"`` or
         ``"test accuracy (%)"``.
     utility, utility_std : float or None
-        Mean and standard deviation over the repetitions that did not diverge.
+        Mean and standard deviation of the final value over the repetitions that did not
+        diverge (``None``/NaN when every repetition diverged).
     reference, reference_name : float, str
-        The value to compare with and what it is (``"non-private"``, ``"true value"``).
+        The value to compare with and what it is (``"non-private"``: the same algorithm
+        without noise; ``"true value"``).
     epsilon, delta : float or None
-        The **certified** budget of the setting (``inf`` without noise; ``None`` for a
-        non-private run).
+        The **certified** budget the run spent (its ledger), ``None`` (or ``inf``) for a
+        non-private run.
     accountant : str
         The accountant that certified ``epsilon``, e.g. ``"dp-accounting RDP, replace-one"``.
     figure : str
@@ -111,13 +136,45 @@ def summary_row(
     epsilon_paper : float, optional
         The paper's closed-form epsilon, shown beside the certified one, labelled as the
         paper's (never as the guarantee).
+    start : float, optional
+        The utility at the start (round 0, mean over the repetitions).
+    higher_is_better : bool, optional
+        Whether a larger utility is better (default: when ``utility_name`` names an accuracy
+        or a gap closed).
+    relation : str
+        The neighbouring relation of ``epsilon`` (default: read from ``accountant``).
+
+    Returns
+    -------
+    dict
+        The row, with every key of :data:`SUMMARY_COLUMNS`.
     """
+    if higher_is_better is None:
+        name = str(utility_name).lower()
+        higher_is_better = "accuracy" in name or "gap closed" in name
+    private = epsilon is not None and not (isinstance(epsilon, float) and math.isinf(epsilon))
     return {"setting": str(setting), "utility_name": str(utility_name),
             "utility": _num(utility), "utility_std": _num(utility_std),
             "reference_name": str(reference_name), "reference": _num(reference),
             "epsilon": _num(epsilon), "delta": _num(delta), "accountant": str(accountant),
             "figure": str(figure), "repetitions": repetitions, "diverged": int(diverged),
-            "epsilon_paper": _num(epsilon_paper)}
+            "epsilon_paper": _num(epsilon_paper), "start": _num(start),
+            "higher_is_better": bool(higher_is_better),
+            "relation": (str(relation) or relation_of(str(accountant))) if private else ""}
+
+
+def relation_of(accountant: str) -> str:
+    """The neighbouring relation an accountant's description states (``""`` if none)."""
+    text = accountant.lower()
+    if "cost function" in text or "cost-function" in text or "adjacency" in text:
+        # DP-DGT's relation: one agent's cost function changes, gradients within an l1 radius
+        radius = re.search(r"(?:<=|radius)\s*([0-9.eE+-]+)", accountant)
+        return "cost-function" + (f" (l1 radius {radius.group(1)})" if radius else "")
+    if "add_remove" in text or "add/remove" in text or "add-remove" in text:
+        return "add/remove"
+    if "replace_one" in text or "replace-one" in text:
+        return "replace-one"
+    return ""
 
 
 def _num(v: Any) -> float | None:
@@ -139,59 +196,133 @@ def format_value(v: Any) -> str:
     return str(v)
 
 
+def _private(row: Mapping[str, Any]) -> bool:
+    eps = row.get("epsilon")
+    return eps is not None and math.isfinite(float(eps))
+
+
+def _finite(v: Any) -> bool:
+    return v is not None and math.isfinite(float(v))
+
+
+def worse_than_start(row: Mapping[str, Any]) -> str:
+    """``"much worse"``, ``"worse"`` or ``""``: how a row's final value compares with its start.
+
+    Only finite values compare; equal values are not worse.
+    """
+    if not (_finite(row.get("utility")) and _finite(row.get("start"))):
+        return ""
+    final, start = float(row["utility"]), float(row["start"])
+    if row.get("higher_is_better"):
+        if final >= start:
+            return ""
+        return "much worse" if start > 0 and final < start / MUCH_WORSE_FACTOR else "worse"
+    if final <= start:
+        return ""
+    return "much worse" if start >= 0 and final > MUCH_WORSE_FACTOR * start else "worse"
+
+
+def _final_cell(row: Mapping[str, Any]) -> str:
+    reps = row.get("repetitions")
+    lost = int(row.get("diverged") or 0)
+    kept = (reps - lost) if reps is not None else None
+    if reps is not None and kept == 0:
+        return "diverged"
+    util = row.get("utility")
+    if not _finite(util):
+        return "diverged" if lost else format_value(util)
+    text = format_value(util)
+    if kept is not None and kept > 1 and row.get("utility_std") is not None:
+        text += f" +- {format_value(row['utility_std'])}"
+    if kept is not None:
+        text += f" (n={kept})"
+    return text
+
+
 def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
     """The summary table as text: every row (never truncated), accountants as footnotes.
 
-    Columns: setting, utility (``mean +- std``; its name in the header when all rows share
-    it), the reference value, certified epsilon and delta with a footnote naming the
-    accountant, the paper's figure, and ``diverged/repetitions``.
+    Columns: setting; the utility at the start; its final value (``mean +- std (n=K)``, ``value
+    (n=1)``, or ``diverged``; its name in the header when all rows share it); the non-private
+    reference; the certified epsilon the run spent (``non-private`` for a run without noise)
+    with the relation and delta beside it and a footnote naming the accountant; the paper's
+    epsilon formula where a row has one; the paper's figure when the rows differ;
+    ``diverged/repetitions``; and a note flagging a private row worse than its start.
     """
     if not rows:
         return "(no settings)\n"
     names = list(dict.fromkeys(r["utility_name"] for r in rows))
     refs = list(dict.fromkeys(r["reference_name"] for r in rows if r.get("reference_name")))
-    accountants = list(dict.fromkeys(r["accountant"] for r in rows if r.get("accountant")))
+    accountants = list(dict.fromkeys(r["accountant"] for r in rows
+                                     if r.get("accountant") and _private(r)
+                                     and _final_cell(r) != "diverged"))
     one_name = len(names) == 1
-    head = ["setting", f"{names[0]} (mean +- std)" if one_name else "utility (mean +- std)"]
-    if not one_name:
-        head.insert(1, "utility")
-    ref_head = f"reference: {refs[0]}" if len(refs) == 1 else "reference"
     figures = list(dict.fromkeys(r.get("figure") or "" for r in rows))
     one_figure = len(figures) == 1
-    head += [ref_head, "eps (certified)", "delta", "figure", "diverged"]
+    with_start = any(r.get("start") is not None for r in rows)
     with_paper = any(r.get("epsilon_paper") is not None for r in rows)
+    head = ["setting"]
+    if not one_name:
+        head.append("utility")
+    if with_start:
+        head.append("start")
+    head.append(f"final {names[0]}" if one_name else "final")
+    head.append(f"reference: {refs[0]}" if len(refs) == 1 else "reference")
+    head += ["eps (certified)", "relation, delta"]
     if with_paper:
-        head.insert(head.index("delta") + 1, "eps (paper's formula)")
+        head.append("eps (paper's formula)")
+    if not one_figure:
+        head.append("figure")
+    head += ["diverged", "note"]
     body = []
+    notes = False
     for r in rows:
-        util = format_value(r.get("utility"))
-        if r.get("utility_std") is not None:
-            util += f" +- {format_value(r['utility_std'])}"
-        eps = format_value(r.get("epsilon"))
-        if r.get("accountant"):
-            eps += f" [{accountants.index(r['accountant']) + 1}]"
-        ref = format_value(r.get("reference"))
-        if len(refs) > 1 and r.get("reference_name"):
-            ref += f" ({r['reference_name']})"
-        reps = r.get("repetitions")
-        line = [r["setting"], util, ref, eps, format_value(r.get("delta")), r.get("figure") or "-",
-                f"{r.get('diverged', 0)}/{reps}" if reps is not None else
-                str(r.get("diverged", 0))]
-        if with_paper:
-            line.insert(5, format_value(r.get("epsilon_paper")))
-        if one_figure:
-            line.pop(-2)
+        line = [r["setting"]]
         if not one_name:
-            line.insert(1, r["utility_name"])
+            line.append(r["utility_name"])
+        if with_start:
+            line.append(format_value(r.get("start")))
+        line.append(_final_cell(r))
+        ref = format_value(r.get("reference"))
+        if len(refs) > 1 and r.get("reference_name") and r.get("reference") is not None:
+            ref += f" ({r['reference_name']})"
+        line.append(ref)
+        if _final_cell(r) == "diverged":
+            # no run finished: its ledger's figure (what it spent before failing) is no result
+            line += ["diverged", "-"]
+        elif _private(r):
+            eps = format_value(r["epsilon"])
+            if r.get("accountant") in accountants:
+                eps += f" [{accountants.index(r['accountant']) + 1}]"
+            relation = r.get("relation") or relation_of(str(r.get("accountant") or ""))
+            line += [eps, f"{relation or '?'}, delta={format_value(r.get('delta'))}"]
+        else:
+            line += ["non-private", "-"]
+        if with_paper:
+            line.append(format_value(r.get("epsilon_paper")) if _private(r) else "-")
+        if not one_figure:
+            line.append(r.get("figure") or "-")
+        reps = r.get("repetitions")
+        line.append(f"{r.get('diverged', 0)}/{reps}" if reps is not None else
+                    str(r.get("diverged", 0)))
+        worse = worse_than_start(r) if _private(r) else ""
+        note = {"much worse": "MUCH WORSE than start", "worse": "worse than start"}.get(worse, "")
+        notes = notes or bool(note)
+        line.append(note)
         body.append(line)
-    if one_figure:
-        head.remove("figure")
+    if not notes:
+        head.pop()
+        body = [b[:-1] for b in body]
     widths = [max(len(h), *(len(b[i]) for b in body)) for i, h in enumerate(head)]
     out = ([f"paper's figure: {figures[0]}"] if one_figure and figures[0] else [])
     out.append("  ".join(h.ljust(w) for h, w in zip(head, widths, strict=True)).rstrip())
     out.append("  ".join("-" * w for w in widths))
     out += ["  ".join(c.ljust(w) for c, w in zip(b, widths, strict=True)).rstrip() for b in body]
     out += [f"[{i + 1}] accountant: {a}" for i, a in enumerate(accountants)]
+    if notes:
+        out.append(f"note: 'MUCH WORSE than start' = a private final value past "
+                   f"{MUCH_WORSE_FACTOR:g}x its start's (an accuracy below 1/"
+                   f"{MUCH_WORSE_FACTOR:g} of it)")
     return "\n".join(out) + "\n"
 
 

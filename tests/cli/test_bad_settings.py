@@ -50,7 +50,7 @@ ROOT = Path(__file__).resolve().parents[2]
                                           "got 0"),
     ("utility-pca-synthetic", "rsvrg_variant=bogus",
      "setting 'rsvrg_variant' must be one of 'released_snapshot', 'paper'; got 'bogus'"),
-    ("doadp-logreg", "alpha=1e999", "setting 'alpha' must be a finite number, got inf"),
+    ("doadp-logreg", "grad_bound=1e999", "setting 'grad_bound' must be a finite number, got inf"),
 ])
 def test_a_bad_setting_is_refused_naming_it(tmp_path, capsys, name, setting, expected):
     out = tmp_path / "out"

@@ -61,7 +61,8 @@ def test_diverged_repetition_is_marked_counted_and_reported(tmp_path, capsys, mo
     assert main(["run", exp.name, "--out", str(tmp_path / "d"), "--no-progress"]) == 0
     out = capsys.readouterr().out
     assert "1 run(s) diverged" in out
-    assert "setting demo, repetition 1: growth diverged in round 2" in out
+    # one line per setting with its count, not one per repetition
+    assert "  demo: 1 diverged (repetition 1, first at round 2): " in out
     table = next(line for line in out.splitlines() if line.startswith("demo "))
     # kept: 0.5^6 and 0.25^6; the diverged one is excluded from the mean and counted
     assert f"{(0.5**6 + 0.25**6) / 2:.4g}" in table and table.rstrip().endswith("1/3")

@@ -38,7 +38,7 @@ def test_results_are_strict_json_and_every_record_has_run_id_and_seed(tmp_path, 
     privacy = _strict_load((out / "privacy.json").read_text())
     assert summary["run_id"] == cfg["run_id"]
     # the non-private run's epsilon is infinite: null, with the reason beside it
-    row = summary["summary"]["settings"]["non-private"]
+    row = summary["summary"]["settings"]["DP-RSGD non-private"]
     assert row["epsilon_certified"] is None and row["epsilon_certified_nonfinite"] == "inf"
     assert privacy
     header = (out / "history.csv").read_text().splitlines()[0].split(",")

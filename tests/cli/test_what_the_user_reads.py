@@ -96,11 +96,13 @@ def test_summary_table_shows_every_row_with_utility_reference_budget_and_account
     ctx = RunContext(seed=0)
     text = ctx.summary_table(rows)
     lines = text.splitlines()
-    assert "excess risk (mean +- std)" in lines[0] and "reference: non-private" in lines[0]
+    assert "final excess risk" in lines[0] and "reference: non-private" in lines[0]
+    assert any(x.startswith("eps=1 ") and "+- 0.1 (n=3)" in x for x in lines)   # mean +- std
     assert "eps (certified)" in lines[0] and "diverged" in lines[0]
     assert len([x for x in lines if x.startswith("eps=")]) == 18          # never truncated
     assert any(x.startswith("eps=4 ") and x.rstrip().endswith("1/3") for x in lines)
-    assert f"[1] accountant: {acc}" in text and "inf" in text
+    assert f"[1] accountant: {acc}" in text and "inf" not in text   # "non-private", not inf
+    assert any(x.startswith("non-private ") and "non-private" in x[12:] for x in lines)
     assert ctx.tables["summary_table"][0]["setting"] == "eps=1"
     assert format_summary_table([]) == "(no settings)\n"
     with pytest.raises(ValueError, match="summary_row"):
@@ -162,3 +164,20 @@ def test_set_list_settings_of_other_experiments(capsys, tmp_path):
     with pytest.raises(ValueError, match="'topologies' holds names"):
         get_experiment("dpdl-digits").config({"topologies": "[1]"})
     assert get_experiment("prirfed-fig3").config({"agents": "30"})["agents"] == [30]
+
+
+def test_the_quick_size_note_says_private_runs_do_not_learn_only_when_none_did(capsys):
+    from types import SimpleNamespace
+
+    from rfed.cli import _print_scale_note
+
+    def note(final):
+        rows = [{"setting": "p", "utility": final, "start": 0.2, "epsilon": 1.0},
+                {"setting": "np", "utility": 0.01, "start": 0.2, "epsilon": None}]
+        _print_scale_note("doadp-logreg", SimpleNamespace(config={"scale": "quick"},
+                                                          summary_rows=rows))
+        return capsys.readouterr().out
+
+    assert "not expected to learn" not in note(0.1)       # loss below its start: learned
+    assert "not expected to learn" in note(0.3)           # worse than its start
+    assert "--set scale=paper" in note(0.1)

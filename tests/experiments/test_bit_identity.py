@@ -22,7 +22,9 @@ from rfed.experiments.registry import run_experiment
 
 SMALL = {
     "pca-synthetic": {"rounds": 4, "repetitions": 2, "eval_every": 2, "epsilons": [8.0]},
-    "prirfed-fig1": {"rounds": 3, "repetitions": 1, "eval_every": 1, "paper_epsilons": [0.15]},
+    # the defaults when the digest was recorded (the paper's clip, planned eps 1 only)
+    "prirfed-fig1": {"rounds": 3, "repetitions": 1, "eval_every": 1, "paper_epsilons": [0.15],
+                     "clip": "paper", "epsilons": [1.0]},
     "prirfed-fig2": {"rounds": 2, "repetitions": 1, "eval_every": 1, "agents": [10],
                      "local_steps": 1},
     "prirfed-fig3": {"n_samples": 200, "rounds": 2, "repetitions": 1, "eval_every": 1,
@@ -34,10 +36,14 @@ SMALL = {
                      "local_steps": 2, "epsilons": [1.0], "rsvrg_variant": "paper"},
     "prirfed-kpca": {"rounds": 4, "repetitions": 1, "eval_every": 2, "epsilons": [8.0]},
     "doadp-digits": {"epochs": 1, "n_agents": 8, "epsilons": [1.0], "hidden": 4},
+    # the quick defaults when the digest was recorded (isotropic features, alpha 0.05)
     "doadp-logreg": {"epochs": 1, "n_agents": 8, "n_per_agent": 10, "dim": 5,
-                     "repetitions": 1, "eps_sweep": [1.0], "eval_every": 5},
+                     "repetitions": 1, "eps_sweep": [1.0], "eval_every": 5,
+                     "spectrum_decay": 0.0, "alphas": [0.05]},
+    # the quick defaults when the digest was recorded (the paper's gammas, isotropic rows)
     "dpdda-svm": {"epochs": 1, "n_agents": 4, "n_per_agent": 10, "dim": 5, "n_active": [2],
-                  "eps_sweep": [1.0], "eval_every": 5},
+                  "eps_sweep": [1.0], "eval_every": 5, "gamma_l2": 20.0, "gamma_l1": 0.01,
+                  "spectrum_decay": 0.0},
     "dpdgt-ieee14": {"iterations": 20, "mc_runs": 2, "thetas": [0.0, 0.01], "eval_every": 5},
     "dpdl-digits": {"rounds": 2, "n_agents": 4, "eval_every": 1, "epsilons": [4.0],
                     "topologies": ["complete"], "hidden": 4},
@@ -143,20 +149,118 @@ def _exact(value):
 
 
 # settings added after the digests were recorded (issue 12's non-private references and the
-# papers' baselines, run after the recorded settings): new records, not a change of the
-# recorded ones
+# papers' baselines, and the non-private references of PriRFed's Figs. 1-4, run after the
+# recorded settings): new records, not a change of the recorded ones
 ADDED_SETTINGS = {"doadp-logreg": ("DO-ADP p=1 k/d=1 non-private", "DPDO "),
                   "dpdda-svm": ("non-private",),
-                  "dpdl-digits": ("MUFFLIATO ", "DP-CGA ")}
+                  "dpdl-digits": ("MUFFLIATO ", "DP-CGA "),
+                  "prirfed-fig1": ("non-private",), "prirfed-fig2": ("non-private",),
+                  "prirfed-fig3": ("non-private",), "prirfed-fig4": ("non-private",)}
+
+#: The settings' labels when the digests were recorded, in order of first appearance. The
+#: labels changed since (one certified epsilon per curve: a budget is labelled 'planned
+#: eps<=X' and the paper's calibration by its local epsilon, where the labels carried an
+#: a-priori bound; non-private runs say so), the numbers did not: :func:`history` puts the
+#: recorded labels back, position by position, so the digests still pin every number.
+LEGACY_LABELS = {
+    'doadp-digits': [
+        'certified eps=1 (delta=1e-05) p=1 k/d=1',
+        'certified eps=1 (delta=1e-05) p=0.8 k/d=1',
+        'certified eps=1 (delta=1e-05) p=1 k/d=0.4',
+        'certified eps=1 (delta=1e-05) p=0.8 k/d=0.4',
+        'non-private p=1 k/d=1',
+        'non-private p=0.8 k/d=1',
+        'non-private p=1 k/d=0.4',
+        'non-private p=0.8 k/d=0.4',
+    ],
+    'doadp-logreg': [
+        'DO-ADP p=1 k/d=1 certified eps=1 (delta=1e-05)',
+        'DO-ADP p=0.8 k/d=1 certified eps=1 (delta=1e-05)',
+        'DO-ADP p=1 k/d=0.3 certified eps=1 (delta=1e-05)',
+        'DO-ADP p=0.8 k/d=0.3 certified eps=1 (delta=1e-05)',
+        "DO-ADP p=1 k/d=1 paper's Thm 1 eps=1 (not a guarantee)",
+        'noisy DSGD certified eps=1 (delta=1e-05)',
+        'DP-DDA iota=0.2 certified eps=1 (delta=1e-05)',
+    ],
+    'dpdda-svm': [
+        'DP-DDA iota=0.5 certified eps=0.8 (delta=1e-05)',
+        'all nodes active (baseline) certified eps=0.8 (delta=1e-05)',
+        "DP-DDA iota=0.5 paper's Thm 1 eps=0.8 (not a guarantee)",
+        'DP-DDA iota=0.5 certified eps=1 (delta=1e-05)',
+        'all nodes active (baseline) certified eps=1 (delta=1e-05)',
+        'DP-DDA iota=0.5 certified eps=0.4 (delta=1e-05)',
+        "DP-DDA iota=0.5 paper's Thm 1 eps=0.4 (not a guarantee)",
+    ],
+    'dpdgt-ieee14': [
+        "DP-DGT Sec. 6.1 paper's noise theta0=0.01",
+        'theta0=0',
+        'theta0=0.01',
+        'DP-DGT certified eps=1 (delta=1e-05)',
+        'DP-DGT (0.034*0.99^k)',
+        'noisy DDGT',
+    ],
+    'dpdl-digits': [
+        'DPDL complete certified eps=4 (delta=1e-05)',
+        'DP-DPSGD complete certified eps=4 (delta=1e-05)',
+        'DPDL complete non-private',
+        'DP-DPSGD complete non-private',
+    ],
+    'pca-synthetic': [
+        'certified eps=8 (delta=1e-05) clip=median',
+        'non-private',
+    ],
+    'prirfed-fig1': [
+        'col1 certified eps=1 (delta=1e-05)',
+        "col1 certified eps=0.542 (delta=1e-05); paper's eps=0.15",
+        'col2 certified eps=0.999 (delta=1e-05)',
+        "col2 certified eps=1.24 (delta=1e-05); paper's eps=0.15",
+        'col3 certified eps=1 (delta=1e-05)',
+        "col3 certified eps=623 (delta=1e-05); paper's eps=0.15",
+    ],
+    'prirfed-fig2': [
+        'N=10 DP-RSGD certified eps=1 (delta=0.0001)',
+        "N=10 DP-RSGD certified eps=0.651 (delta=0.0001); paper's eps=0.15",
+        'N=10 DP-RSVRG certified eps=1 (delta=0.0001)',
+        "N=10 DP-RSVRG certified eps=1.47e+03 (delta=0.0001); paper's eps=0.15",
+    ],
+    'prirfed-fig3': [
+        'N=10 DP-RSGD certified eps=1 (delta=0.0001)',
+        "N=10 DP-RSGD certified eps=0.726 (delta=0.0001); paper's eps=0.15",
+        'N=10 DP-RSVRG certified eps=1 (delta=0.0001)',
+        "N=10 DP-RSVRG certified eps=37 (delta=0.0001); paper's eps=0.15",
+    ],
+    'prirfed-fig4': [
+        'N=10 DP-RSGD certified eps=1 (delta=0.0001)',
+        "N=10 DP-RSGD certified eps=0.726 (delta=0.0001); paper's eps=0.15",
+        'N=10 DP-RSVRG certified eps=1 (delta=0.0001)',
+        "N=10 DP-RSVRG certified eps=37 (delta=0.0001); paper's eps=0.15",
+    ],
+    'prirfed-fig5': [
+        'PriRFed-RSGD',
+        'PriRFed-RSVRG',
+        'PriRFed-DP-RSGD certified eps=1 (delta=0.0001)',
+        "PriRFed-DP-RSGD certified eps=0.725 (delta=0.0001); paper's eps=0.15",
+        'PriRFed-DP-RSVRG certified eps=1 (delta=0.0001)',
+        "PriRFed-DP-RSVRG certified eps=832 (delta=0.0001); paper's eps=0.15",
+    ],
+    'prirfed-kpca': [
+        'certified eps=8 (delta=1e-05)',
+        'non-private',
+    ],
+}
 
 
 def history(name: str, **changes) -> list[dict]:
-    """Experiment ``name``'s records at its SMALL size (with ``changes``), seed 0 (without the
-    records of :data:`ADDED_SETTINGS`)."""
+    """Experiment ``name``'s records at its SMALL size (with ``changes``), seed 0, without the
+    records of :data:`ADDED_SETTINGS` and with the labels of :data:`LEGACY_LABELS`."""
     _, ctx = run_experiment(name, overrides={**SMALL[name], **changes}, seed=0)
     added = ADDED_SETTINGS.get(name, ())
-    return [rec for rec in ctx.records
-            if not any(a in str(rec.get("setting", "")) for a in added)]
+    records = [rec for rec in ctx.records
+               if not any(a in str(rec.get("setting", "")) for a in added)]
+    labels = list(dict.fromkeys(str(r["setting"]) for r in records if "setting" in r))
+    legacy = dict(zip(labels, LEGACY_LABELS[name], strict=True))
+    return [{**rec, "setting": legacy[str(rec["setting"])]} if "setting" in rec else rec
+            for rec in records]
 
 
 def digest(records: list[dict]) -> str:

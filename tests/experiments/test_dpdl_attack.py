@@ -21,7 +21,7 @@ def test_dpdl_attack_small(tmp_path):
         if r["scenario"] == "DPDL-CG":        # at the certified budget: no better than blank
             assert r["psnr_db"] < blank + 1.0
     mi = {r["run"]: r for r in ctx.tables["membership_inference"]}
-    private = next(r for name, r in mi.items() if "certified" in name)
+    private = next(r for name, r in mi.items() if "planned eps" in name)
     assert private["advantage"] <= private["advantage_bound"]
     assert 0 < private["epsilon"] <= 8.0
     assert ctx.privacy and all(np.isfinite(r["mse"]) for r in rows)

@@ -21,15 +21,15 @@ def test_runs_private_and_non_private(tmp_path):
     for name in ("history.jsonl", "privacy.json", "final.csv", "summary.json", "kpca.png"):
         assert (tmp_path / name).is_file(), name
     privacy = json.loads((tmp_path / "privacy.json").read_text())
-    labels = ["certified eps=2 (delta=1e-05)", "certified eps=16 (delta=1e-05)"]
-    assert set(privacy) == {*labels, "non-private"}
+    labels = ["DP-RSGD planned eps<=2", "DP-RSGD planned eps<=16"]
+    assert set(privacy) == {*labels, "DP-RSGD non-private"}
     settings = summary["settings"]
     for label, target in zip(labels, (2.0, 16.0), strict=True):
         # the finished run certifies its budget, and the noise is not wasted
         assert 0.9 * target <= settings[label]["epsilon_certified"] <= target
     # the closed-form optimum is the reference; the non-private run gets close to it
     assert summary["optimal_cost"] == pytest.approx(summary["reference_cost"], rel=1e-12)
-    assert settings["non-private"]["final_excess_risk_mean"] < 1e-3
+    assert settings["DP-RSGD non-private"]["final_excess_risk_mean"] < 1e-3
     assert summary["clip_level"] == 1.0  # B^2 from the recipe's public bound B = 1
 
 
