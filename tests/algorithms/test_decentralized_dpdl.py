@@ -144,3 +144,60 @@ def test_chunks_of_pairs_give_bit_identical_runs(logreg, cls, chunk):
 def test_refuses_bad_chunk_size(bad):
     with pytest.raises(ValueError, match="max_chunk_pairs"):
         DPDL(Network(ring(6), uniform_weights(ring(6))), lr=0.1, max_chunk_pairs=bad)
+
+
+def _softmax_case(dtype=np.float64, n_agents=6, per=40, d_in=12, seed=5):
+    from rfed.problems.softmax import SoftmaxRegression
+
+    rng = np.random.default_rng(seed)
+    feats = rng.standard_normal((n_agents, per, d_in)).astype(dtype)
+    labels = rng.integers(0, 4, (n_agents, per))
+    return SoftmaxRegression(feats, labels, n_classes=4)
+
+
+@pytest.mark.parametrize("cls", [DPDL, DPDPSGD])
+def test_structured_clipped_sum_equals_clipping_the_materialised_gradients(cls, monkeypatch):
+    """The fast path (softmax regression's closed-form clipped sum, no (B, d_in, C) array)
+    and eq. (9)-(10) as written (per-sample gradients materialised, then clipped) give the
+    same run up to float64 rounding; many gradients are clipped (clip 0.5 against norms ~3)."""
+    import rfed.algorithms.decentralized.dpdl as dpdl_mod
+
+    problem = _softmax_case()
+    assert dpdl_mod.structured_clipping(problem)
+
+    def run():
+        alg = cls(Network(ring(6), uniform_weights(ring(6))), lr=0.3, batch_size=8, clip=0.5,
+                  noise_multiplier=1.0)
+        return alg.run(problem, 5, rng=4, x0=np.zeros(problem.n_params), with_reference=False)
+
+    fast = run()
+    monkeypatch.setattr(dpdl_mod, "structured_clipping", lambda problem: False)
+    direct = run()
+    np.testing.assert_allclose(fast.state.x, direct.state.x, rtol=1e-12, atol=1e-14)
+    assert np.abs(fast.state.x).max() > 0.05   # moved
+    assert fast.privacy == direct.privacy
+
+
+def test_byte_bounded_chunks_and_float32_features(monkeypatch):
+    """Chunks sized by memory (MAX_CHUNK_BYTES) leave the run bit-identical; float32 features
+    (stored in float32, float32 logits, float64 clipped sums) stay within float32 rounding of
+    the float64 run."""
+    import rfed.algorithms.decentralized.dpdl as dpdl_mod
+
+    problem = _softmax_case()
+
+    def run(prob, **kw):
+        alg = DPDPSGD(Network(ring(6), uniform_weights(ring(6))), lr=0.3, batch_size=8,
+                      clip=0.5, noise_multiplier=1.0, **kw)
+        return alg.run(prob, 5, rng=4, x0=np.zeros(prob.n_params), with_reference=False)
+
+    whole = run(problem)
+    # every pair fits in 256 MB: the max_chunk_pairs cap
+    assert DPDPSGD(Network(ring(6)), lr=0.1, batch_size=8)._chunk_pairs(problem, True) == 2048
+    monkeypatch.setattr(dpdl_mod, "MAX_CHUNK_BYTES", 1)
+    assert DPDPSGD(Network(ring(6)), lr=0.1, batch_size=8)._chunk_pairs(problem, True) == 1
+    np.testing.assert_array_equal(run(problem).state.x, whole.state.x)
+    monkeypatch.undo()
+    single = _softmax_case(np.float32)
+    assert single.data["features"].dtype == np.float32
+    np.testing.assert_allclose(run(single).state.x, whole.state.x, rtol=1e-5, atol=1e-6)

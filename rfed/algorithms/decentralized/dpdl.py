@@ -54,13 +54,27 @@ from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.clipping import clip_by_norm
 from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
-from rfed.problems.base import sample_without_replacement
+from rfed.problems.base import Problem, sample_without_replacement
 
-__all__ = ["DPDL", "DPDPSGD", "calibration_weights", "MAX_CHUNK_PAIRS"]
+__all__ = ["DPDL", "DPDPSGD", "calibration_weights", "MAX_CHUNK_PAIRS", "MAX_CHUNK_BYTES",
+           "structured_clipping"]
 
 #: Default (model, data owner) pairs per chunk of per-sample gradients (with B = 32 and
 #: dim = 100, about 25 KB per pair for each per-sample array).
 MAX_CHUNK_PAIRS = 2048
+#: Memory a chunk of pairs may take for its minibatch rows and per-sample arrays (256 MB):
+#: fewer pairs per chunk when they are large (e.g. B = 819 records of 3,969 features).
+MAX_CHUNK_BYTES = 1 << 28
+
+
+def structured_clipping(problem) -> bool:
+    """Whether ``problem``'s class computes clipped gradient sums its own way.
+
+    True when the class overrides :meth:`rfed.problems.Problem.clipped_grad_sum` (a closed
+    form that does not materialise the per-sample gradients, e.g. softmax regression's); the
+    decentralized trainers then use it instead of clipping materialised gradients.
+    """
+    return type(problem).clipped_grad_sum is not Problem.clipped_grad_sum
 
 
 def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
@@ -140,8 +154,9 @@ class DPDL(DecentralizedAlgorithm):
     delta : float, optional
         Delta of the reports without a budget (default ``min(1e-5, 1/(10 q))``).
     max_chunk_pairs : int
-        (model, data owner) pairs whose per-sample gradients are computed at once: peak memory
-        of a round is ``O(max_chunk_pairs B dim)`` for the per-sample gradients plus
+        (model, data owner) pairs whose per-sample gradients are computed at once (fewer when
+        a chunk would exceed ``MAX_CHUNK_BYTES``): peak memory of a round is
+        ``O(max_chunk_pairs B dim)`` for the per-sample gradients plus
         ``O((arcs + agents) dim)`` for the per-pair results, instead of
         ``O((arcs + agents) B dim)``; the results do not depend on it.
     """
@@ -242,25 +257,56 @@ class DPDL(DecentralizedAlgorithm):
 
         ``x_models`` ``(P, *point_shape)``, ``data_owner`` ``(P,)`` global ids, ``idx``
         ``(P, B)`` their minibatch rows, ``noise_ids`` ``(P,)`` the keyed noise stream of each
-        release. The pairs go ``max_chunk_pairs`` at a time, so the per-sample gradients
-        (``B`` per pair) never exceed one chunk; every pair's value is the same in any chunk.
+        release. The pairs go a chunk at a time (:meth:`_chunk_pairs`), so the per-sample
+        values never exceed one chunk; every pair's value is the same in any chunk.
+
+        Eq. (9)-(10) as written materialise the ``B`` per-sample gradients and clip them
+        (:func:`~rfed.privacy.clipping.clip_by_norm`). A problem with a structured clipped sum
+        (its own :meth:`~rfed.problems.Problem.clipped_grad_sum`, e.g. softmax regression's
+        closed form ``A^T (s * (P - Y))``) computes the same sum without them: the fast path,
+        chosen once per problem class (:func:`structured_clipping`); a test keeps the two
+        equal.
         """
         manifold = problem.manifold
         out = np.empty(x_models.shape)
         n_pairs = data_owner.size
-        for lo in range(0, n_pairs, self.max_chunk_pairs):  # chunks of pairs, not agents
-            sl = slice(lo, min(lo + self.max_chunk_pairs, n_pairs))
+        structured = structured_clipping(problem)
+        chunk = self._chunk_pairs(problem, structured)
+        for lo in range(0, n_pairs, chunk):  # chunks of pairs, not agents
+            sl = slice(lo, min(lo + chunk, n_pairs))
             x_c = x_models[sl]
-            grads = problem.sample_rgrad(x_c, problem.batch(data_owner[sl], idx[sl]))
-            clipped, _ = clip_by_norm(manifold, x_c, grads, self.clip)
-            total = clipped.sum(axis=1)
-            del grads, clipped
+            batch = problem.batch(data_owner[sl], idx[sl])
+            if structured:
+                total, _ = problem.clipped_grad_sum(x_c, batch, self.clip)
+                if not np.isfinite(total).all():
+                    raise ValueError("a clipped gradient sum is not finite (a per-sample "
+                                     "gradient that is not finite cannot be clipped)")
+            else:
+                grads = problem.sample_rgrad(x_c, batch)
+                clipped, _ = clip_by_norm(manifold, x_c, grads, self.clip)
+                total = clipped.sum(axis=1)
+                del grads, clipped
+            del batch
             if state.noise_std > 0:
                 total = gaussian_mechanism(
                     manifold, x_c, total, state.noise_std,
                     agent_draws(state.rng, state.seed, noise_ids[sl], state.t, "noise"))
             out[sl] = total / self.batch_size
         return out
+
+    def _chunk_pairs(self, problem, structured: bool) -> int:
+        """Pairs per chunk: at most ``max_chunk_pairs``, and few enough that a chunk's gathered
+        minibatch rows and per-sample arrays stay near ``MAX_CHUNK_BYTES`` (at least one)."""
+        # one record's values in float64 (a structured sum may work on a float64 copy)
+        row_values = sum(int(np.prod(v.shape[2:], dtype=np.int64)) for v in problem._data.values())
+        if structured:
+            # the gathered rows and their float64 copy in the products
+            per_record = 2 * 8 * row_values
+        else:
+            # the gathered rows, the per-sample gradients and their clipped copy
+            per_record = 8 * row_values + 2 * 8 * int(np.prod(problem.manifold.point_shape))
+        per_pair = max(1, per_record * self.batch_size)
+        return int(max(1, min(self.max_chunk_pairs, MAX_CHUNK_BYTES // per_pair)))
 
     def _releases(self) -> np.ndarray:
         """Gaussian releases per agent and round: ``|N_i|`` (cross-gradients and self)."""
