@@ -117,7 +117,11 @@ def public_pca(x_public: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
     """Top-``dim`` principal directions of a declared PUBLIC split (uncentred second moment).
 
     The projection ``a -> a V`` is orthonormal, so it never lengthens a row: a public norm
-    bound ``R`` of the features stays a bound of the projected features.
+    bound ``R`` of the features stays a bound of the projected features. With fewer public
+    records ``n`` than features ``d`` the directions come from the ``n x n`` Gram matrix
+    (``V = X^T U / s`` for its eigenpairs ``(s^2, U)``), an ``O(n^3)`` eigenproblem instead of
+    ``O(d^3)``; directions beyond the Gram matrix's rank (eigenvalue below ``1e-12`` of the
+    largest) are completed by an orthonormal basis of the rest of the space.
 
     Parameters
     ----------
@@ -134,10 +138,31 @@ def public_pca(x_public: np.ndarray, dim: int) -> tuple[np.ndarray, np.ndarray]:
     if x.ndim != 2:
         raise ValueError(f"argument 'x_public' must have shape (n_public, d), got {x.shape}")
     dim = check_int(dim, "dim")
-    if dim > x.shape[1]:
-        raise ValueError(f"argument 'dim' must be in [1, {x.shape[1]}], got {dim}")
-    vals, vecs = np.linalg.eigh(x.T @ x / len(x))
-    return vecs[:, ::-1][:, :dim].copy(), vals[::-1][:dim].copy()
+    n, d = x.shape
+    if dim > d:
+        raise ValueError(f"argument 'dim' must be in [1, {d}], got {dim}")
+    if n >= d:
+        vals, vecs = np.linalg.eigh(x.T @ x / n)
+        return vecs[:, ::-1][:, :dim].copy(), vals[::-1][:dim].copy()
+    vals, u = np.linalg.eigh(x @ x.T / n)
+    vals, u = vals[::-1], u[:, ::-1]
+    rank = int(np.sum(vals > 1e-12 * max(vals[0], 1e-300)))
+    k = min(dim, rank)
+    v = x.T @ u[:, :k] / np.sqrt(n * vals[:k])
+    if dim > k:
+        # the null space of the public data: any orthonormal completion (eigenvalue 0)
+        v = np.concatenate([v, _orthonormal_rest(v, d, dim - k)], axis=1)
+    out_vals = np.concatenate([vals[:k], np.zeros(dim - k)])
+    return v, out_vals
+
+
+def _orthonormal_rest(v: np.ndarray, d: int, m: int) -> np.ndarray:
+    """``m`` orthonormal columns orthogonal to the orthonormal columns of ``v`` ``(d, k)``."""
+    basis = np.eye(d)
+    rest = basis - v @ (v.T @ basis)
+    q, r = np.linalg.qr(rest)
+    keep = np.abs(np.diag(r)) > 1e-8
+    return q[:, keep][:, :m]
 
 
 # ---------------------------------------------------------------------- cached scattering

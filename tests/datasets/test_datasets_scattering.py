@@ -232,6 +232,22 @@ def test_public_pca_is_orthonormal_and_never_lengthens_a_row():
         public_pca(pub, 11)
 
 
+def test_public_pca_from_the_gram_matrix_when_records_are_few():
+    # n < d: the directions from the n x n Gram matrix equal the top eigenvectors of the d x d
+    # second moment (up to sign); past the rank, an orthonormal completion with eigenvalue 0
+    rng = np.random.default_rng(5)
+    pub = rng.standard_normal((12, 30)) * np.geomspace(4, 0.5, 30)
+    v, vals = public_pca(pub, 8)
+    ref_vals, ref_vecs = np.linalg.eigh(pub.T @ pub / 12)
+    ref = ref_vecs[:, ::-1][:, :8]
+    np.testing.assert_allclose(vals, ref_vals[::-1][:8], rtol=1e-10)
+    np.testing.assert_allclose(np.abs(np.sum(v * ref, axis=0)), 1.0, atol=1e-9)
+    w, wvals = public_pca(pub, 20)
+    np.testing.assert_allclose(w.T @ w, np.eye(20), atol=1e-10)
+    np.testing.assert_allclose(wvals[12:], 0.0)
+    assert np.allclose(pub @ w[:, 12:], 0.0, atol=1e-10)
+
+
 # ---------------------------------------------------------------------- the cache
 def test_cache_computes_once_and_reads_back(tmp_path, monkeypatch):
     x = _images(9, (16, 16))
