@@ -36,6 +36,7 @@ Every classification run outputs the tail average of its per-round outputs
 
 from __future__ import annotations
 
+import itertools
 from collections.abc import Callable
 
 import numpy as np
@@ -58,10 +59,10 @@ from rfed.experiments._classify import (
     coordinate_search,
     local_batch,
     make_trainer,
-    noise_multiplier,
     partition,
     rounds_for,
     scattering_data,
+    sizes_problem,
     softmax_problem,
     tail_averaged,
 )
@@ -233,7 +234,8 @@ def _privacy_utility_plot(ctx: RunContext, rows: list[dict], panels: list[str], 
             line, = ax.plot(e, m, "o-", label=alg)
             ax.fill_between(e, lo, hi, color=line.get_color(), alpha=0.2)
         # several non-private references in one panel are told apart by their dash pattern
-        dashes = iter(("--", "-.", (0, (5, 1, 1, 1, 1, 1))))
+        dashes = itertools.cycle(("--", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 1)),
+                                  (0, (3, 1, 1, 1)), (0, (8, 2))))
         for lab, ref in refs.get(panel, {}).items():
             nonprivate = "non-private" in lab
             ax.axhline(ref, ls=next(dashes) if nonprivate else ":",
@@ -301,14 +303,19 @@ def _budget(eps: float, delta: float, relation: str) -> PrivacyBudget:
 
 def _supports(name: str, relation: str, counts: np.ndarray, cfg: dict) -> str | None:
     """Why trainer ``name`` cannot run under ``relation`` (None: it can), asked of the trainer
-    itself (its constructor and calibration refuse what they cannot account)."""
+    itself: its constructor and calibration refuse what they cannot account, and the relation
+    its account certifies must be the one asked."""
     hp = {"lr": 1.0, "clip": 1.0, "momentum": 0.0}
     try:
         alg = make_trainer(name, hp, 1, {"budget": _budget(1.0, 1e-5, relation),
                                          "n_rounds": 1}, len(counts), cfg)
-        noise_multiplier(alg, counts)
+        problem = sizes_problem(counts)
+        state = alg.init(problem, np.zeros(problem.n_params), np.random.default_rng(0))
     except ValueError as exc:
         return str(exc)
+    accounted = getattr(state.ledger, "neighboring", relation)
+    if accounted != relation:
+        return f"{name} certifies {accounted} only"
     return None
 
 
