@@ -41,11 +41,17 @@ from rfed.problems.base import Problem
 __all__ = ["SoftmaxRegression"]
 
 
-def _sq_norms(a: np.ndarray) -> np.ndarray:
-    """Squared norms of the rows (last axis) of ``a``, accumulated in float64."""
+def _sq_norms(a: np.ndarray, rows: int = 4096) -> np.ndarray:
+    """Squared norms of the rows (last axis) of ``a``, accumulated in float64 (float32 rows
+    ``rows`` at a time, so that their float64 copy stays small)."""
     if a.dtype == np.float64:
         return np.sum(a * a, axis=-1)
-    return np.einsum("...i,...i->...", a, a, dtype=np.float64)
+    flat = a.reshape(-1, a.shape[-1])
+    out = np.empty(flat.shape[0])
+    for lo in range(0, flat.shape[0], rows):
+        block = flat[lo:lo + rows].astype(np.float64)
+        out[lo:lo + rows] = np.einsum("ij,ij->i", block, block)
+    return out.reshape(a.shape[:-1])
 
 
 def _as_features(features: np.ndarray) -> np.ndarray:
@@ -121,9 +127,10 @@ class SoftmaxRegression(Problem):
                 # float32 rows stay float32; a longer row is scaled a relative 1e-6 inside the
                 # sphere, so that float32 rounding cannot leave it above the bound
                 norms = np.sqrt(_sq_norms(features))[..., None]
-                factor = np.minimum(1.0, bound * (1.0 - 1e-6) / np.maximum(norms, 1e-300))
-                features = np.where(norms > bound, features * factor.astype(np.float32),
-                                    features)
+                longer = norms > bound
+                if longer.any():
+                    factor = np.minimum(1.0, bound * (1.0 - 1e-6) / np.maximum(norms, 1e-300))
+                    features = np.where(longer, features * factor.astype(np.float32), features)
             self.public_gradient_bound = float(np.sqrt(2.0 * (bound ** 2 + 1.0)))
         self.n_in = features.shape[-1]
         self.n_classes = int(n_classes)

@@ -132,6 +132,41 @@ def test_audit_dpdl_family(monkeypatch, cls):
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
 
 
+def _poisson_scores(monkeypatch):
+    # DP-DPSGD with Poisson minibatches: each agent holds the canary slot and two ordinary
+    # records, B = 2 of 3 (rate 2/3); the released noisy sum shifts by 2c when the canary is
+    # drawn, so the trials are draws of the subsampled mechanism the PLD ledger accounts
+    n, q = 2 * TRIALS, 3
+    canary = _halves(n)
+    prob = LogisticRegression(*_canary_data(n, q, canary))
+    released = []
+    real = dpdl_module.gaussian_mechanism
+
+    def spy(manifold, x, value, sigma, rng):
+        out = real(manifold, x, value, sigma, rng)
+        released.append(out)
+        return out
+
+    monkeypatch.setattr(dpdl_module, "gaussian_mechanism", spy)
+    alg = DPDPSGD(Network(ring(n)), lr=1.0, batch_size=2, clip=0.5, sampling="poisson",
+                  budget=PrivacyBudget(EPS, DELTA), n_rounds=1)
+    state = alg.step(prob, alg.init(prob, np.zeros(1), np.random.default_rng(4)))
+    rel = np.concatenate(released)[:, 0]
+    return _scores(rel, canary), alg.privacy(state)
+
+
+def test_audit_dpdpsgd_poisson(monkeypatch):
+    (s0, s1), report = _poisson_scores(monkeypatch)
+    eps = report["epsilon_certified"]
+    assert 0.9 * EPS <= eps <= EPS and "PLD" in report["accountant"]
+    assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower < eps
+    monkeypatch.undo()
+    _broken(monkeypatch, dpdl_module, "gaussian_mechanism")
+    (s0, s1), report_b = _poisson_scores(monkeypatch)
+    assert report_b["epsilon_certified"] == eps
+    assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
+
+
 # ---------------------------------------------------------------------- DP-DDA
 def _dpdda_scores(monkeypatch, z: float):
     # 20 nodes, all active, one record each; every round's release of a node is one trial of

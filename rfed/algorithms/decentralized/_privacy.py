@@ -18,8 +18,11 @@ A plain ``epsilon=`` keyword does not exist: it raises a ``TypeError`` naming ``
 Certified side (stated in every report): record-level DP of each agent's local data set,
 replace-one adjacency; each release is a Gaussian mechanism on a clipped mean (or sum) whose
 clip level is a PUBLIC number enforced by clipping; the minibatch is drawn uniformly without
-replacement (``b`` of ``q_i`` records), as the code does; ``r`` releases of one minibatch in one
-round compose to one Gaussian mechanism with multiplier ``z / sqrt(r)``, subsampled once; the
+replacement (``b`` of ``q_i`` records), as the code does, or (DPDL and DP-DPSGD with
+``sampling='poisson'``) by Poisson sampling, each record independently with probability
+``b / q_i`` and the public normaliser ``b``, certified by the PLD accountant; ``r`` releases of
+one minibatch in one round compose to one Gaussian mechanism with multiplier ``z / sqrt(r)``,
+subsampled once; the
 count is the number of rounds in which the agent released (activation is visible on the wire, so
 no amplification by activation or node sampling is claimed); everything computed from the noisy
 releases (momentum, sparsification, mixing, calibration weights) is post-processing. The
@@ -56,7 +59,7 @@ from rfed.privacy.ledger import PrivacyLedger
 from rfed.privacy.mechanisms import release_sensitivity
 from rfed.privacy.secure import is_secure
 
-__all__ = ["NoiseConfig", "PaperFormula", "GaussianAccount", "DGTAccount",
+__all__ = ["NoiseConfig", "PaperFormula", "GaussianAccount", "DGTAccount", "SAMPLINGS",
            "reject_epsilon", "is_secure", "PAPER_LABEL", "gaussian_groups_calibration",
            "ddgt_sensitivities", "label"]
 
@@ -245,10 +248,17 @@ class PaperFormula:
 
 
 # ---------------------------------------------------------------------- calibration
-def _gaussian_events(z: float, size: int, sample: int | None, releases: int, count: int):
+#: How a release's minibatch is drawn from the agent's records.
+SAMPLINGS = ("without_replacement", "poisson")
+
+
+def _gaussian_events(z: float, size: int, sample: int | None, releases: int, count: int,
+                     sampling: str = "without_replacement"):
     nm = z / math.sqrt(releases)
     if sample is None or sample >= size:
         spec = EventSpec.make("gaussian", nm)
+    elif sampling == "poisson":
+        spec = EventSpec.make("gaussian", nm, "poisson", sampling_rate=sample / int(size))
     else:
         spec = EventSpec.make("gaussian", nm, "without_replacement", dataset_size=int(size),
                               sample_size=int(sample))
@@ -263,13 +273,15 @@ class _GroupEvents:
     sample: int | None
     releases: int
     count: int
+    sampling: str = "without_replacement"
 
     def __call__(self, z: float):
-        return _gaussian_events(z, self.size, self.sample, self.releases, self.count)
+        return _gaussian_events(z, self.size, self.sample, self.releases, self.count,
+                                self.sampling)
 
 
 def _groups(sizes: np.ndarray, sample: int | None, releases: np.ndarray,
-            counts: np.ndarray) -> list[_GroupEvents]:
+            counts: np.ndarray, sampling: str = "without_replacement") -> list[_GroupEvents]:
     """One group per distinct (local size, releases per round), with its largest count (the
     epsilon of a group grows with the count, so its worst agent is the one with most rounds)."""
     keys = np.stack([sizes, releases], axis=1)
@@ -279,7 +291,7 @@ def _groups(sizes: np.ndarray, sample: int | None, releases: np.ndarray,
     for u, (size, rel) in enumerate(uniq):
         cnt = int(counts[inverse == u].max())
         if cnt > 0:
-            out.append(_GroupEvents(int(size), sample, int(rel), cnt))
+            out.append(_GroupEvents(int(size), sample, int(rel), cnt, sampling))
     # likely worst first: most releases x rounds, smallest data set
     out.sort(key=lambda g: (-g.releases * g.count, g.size))
     return out
@@ -287,17 +299,20 @@ def _groups(sizes: np.ndarray, sample: int | None, releases: np.ndarray,
 
 def gaussian_groups_calibration(sizes: np.ndarray, sample: int | None, releases: np.ndarray,
                                 counts: np.ndarray, budget: PrivacyBudget, delta: float,
-                                secure: bool = False) -> tuple[float, Certificate]:
+                                secure: bool = False, sampling: str = "without_replacement"
+                                ) -> tuple[float, Certificate]:
     """Smallest noise multiplier whose planned run certifies ``budget`` for EVERY agent.
 
     Calibrates the likely worst group; any group still above the target at that multiplier is
     calibrated in turn (the multiplier only grows). Returns ``(z, worst certificate)``.
     ``secure``: discrete Gaussian releases, certified with RDP only (the Canonne-Kamath-Steinke
-    comparison covers Renyi divergences, not the continuous PLD).
+    comparison covers Renyi divergences, not the continuous PLD). ``sampling``: how a release's
+    ``sample`` records are drawn (see :data:`SAMPLINGS`).
     """
     if secure:
         budget = dataclasses.replace(budget, method="rdp")
-    groups = _groups(np.asarray(sizes), sample, np.asarray(releases), np.asarray(counts))
+    groups = _groups(np.asarray(sizes), sample, np.asarray(releases), np.asarray(counts),
+                     sampling)
     if not groups:
         raise ValueError("the planned run releases nothing: no noise to calibrate")
     return _calibrate_groups(tuple(groups), budget, float(delta))
@@ -337,7 +352,8 @@ class GaussianAccount:
     local_sizes : array of int, shape ``(n_agents,)``
         ``q_i``.
     sample_size : int or None
-        Records per release (``b``); None: the full local data set (no subsampling).
+        Records per release (``b``; with Poisson sampling the expected number, and the public
+        normaliser); None: the full local data set (no subsampling).
     releases_per_round : array of int, shape ``(n_agents,)``
         Gaussian releases an active agent makes per round, all on one minibatch.
     noise_multiplier : float
@@ -355,17 +371,29 @@ class GaussianAccount:
     epsilon_paper : float or None
         The paper epsilon the noise was calibrated for (``paper_epsilon=``), if any.
     secure : bool
+    sampling : {'without_replacement', 'poisson'}
+        How a release's minibatch is drawn (Poisson: rate ``sample_size / q_i``; its
+        replace-one events need the PLD accountant, so the ledger is a PLD ledger).
     """
 
     level = "record"
     neighboring = "replace_one"
+    sampling = "without_replacement"
 
     def __init__(self, algorithm: str, local_sizes: np.ndarray, sample_size: int | None,
                  releases_per_round: np.ndarray, noise_multiplier: float, sensitivity: float,
                  delta: float, method: str = "auto", assumptions: list[str] | None = None,
                  target_epsilon: float | None = None, planned_rounds: int | None = None,
                  paper: PaperFormula | None = None, epsilon_paper: float | None = None,
-                 secure: bool = False, mode: str | None = None):
+                 secure: bool = False, mode: str | None = None,
+                 sampling: str = "without_replacement"):
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"argument 'sampling' must be one of {SAMPLINGS}, got {sampling!r}")
+        if sampling == "poisson" and secure:
+            raise ValueError("secure mode certifies with RDP only, which has no replace-one "
+                             "bound for Poisson sampling: use sampling='without_replacement' "
+                             "in secure mode")
+        self.sampling = sampling
         self.algorithm = algorithm
         self.local_sizes = np.asarray(local_sizes, dtype=int)
         self.sample_size = None if sample_size is None else int(sample_size)
@@ -384,7 +412,8 @@ class GaussianAccount:
         self.mode = mode
         self.rounds = 0
         self.counts = np.zeros(self.local_sizes.size, dtype=np.int64)
-        self.ledger = PrivacyLedger(self.local_sizes.size, "rdp", "replace_one",
+        self.ledger = PrivacyLedger(self.local_sizes.size,
+                                    "pld" if sampling == "poisson" else "rdp", "replace_one",
                                     description=algorithm)
         self._distinct_releases = np.unique(self.releases)
         self._equal_sizes = bool(np.all(self.local_sizes == self.local_sizes[0]))
@@ -425,9 +454,13 @@ class GaussianAccount:
                 # an earlier whole-data class is active in: it depends on the round
                 return None
             for size in np.unique(sizes):
-                spec = EventSpec.make("gaussian", nm, "without_replacement",
-                                      dataset_size=int(size),
-                                      sample_size=int(min(self.sample_size, size)))
+                if self.sampling == "poisson":
+                    spec = EventSpec.make("gaussian", nm, "poisson",
+                                          sampling_rate=self.sample_size / int(size))
+                else:
+                    spec = EventSpec.make("gaussian", nm, "without_replacement",
+                                          dataset_size=int(size),
+                                          sample_size=int(min(self.sample_size, size)))
                 plan.append((spec, cls & (self.local_sizes == size)))
         return plan
 
@@ -455,13 +488,17 @@ class GaussianAccount:
         rel = (self._distinct_releases if self._distinct_releases.size == 1
                else np.unique(self.releases[active]))
         if active.any():
-            sampling = "none" if self.sample_size is None else "without_replacement"
+            sampling = "none" if self.sample_size is None else self.sampling
             for r in rel:
                 who = active & (self.releases == r)
                 sizes = self.local_sizes[who]
                 if self._equal_sizes:
                     sizes = sizes[:1].reshape(())
                 kw = {}
+                if sampling == "poisson":
+                    kw = {"sampling_rate": np.minimum(1.0, self.sample_size / sizes)}
+                    if np.all(kw["sampling_rate"] >= 1.0):
+                        sampling, kw = "none", {}
                 if sampling == "without_replacement":
                     kw = {"dataset_size": sizes,
                           "sample_size": np.minimum(self.sample_size, sizes)}
@@ -479,7 +516,8 @@ class GaussianAccount:
         delta = self.delta if delta is None else float(delta)
         key = (self.rounds, delta)
         if key not in self._memo:
-            groups = _groups(self.local_sizes, self.sample_size, self.releases, self.counts)
+            groups = _groups(self.local_sizes, self.sample_size, self.releases, self.counts,
+                             getattr(self, "sampling", "without_replacement"))
             certs = [certify(g(self.noise_multiplier), delta, self.neighboring, self.method)
                      for g in groups]
             self._memo[key] = max(certs, key=lambda c: c.epsilon) if certs else None

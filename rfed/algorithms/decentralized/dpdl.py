@@ -39,6 +39,7 @@ from rfed.algorithms.decentralized._common import (
     privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
+    SAMPLINGS,
     GaussianAccount,
     NoiseConfig,
     PaperFormula,
@@ -51,13 +52,14 @@ from rfed.manifolds import as_generator
 from rfed.networks.comm import _offdiag_arcs, reverse_arcs, segment_sum
 from rfed.networks.gossip import mix_tangent, riemannian_gossip
 from rfed.networks.network import Network
+from rfed.privacy._tangent import scale as scale_tangents
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.clipping import clip_by_norm
 from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 from rfed.problems.base import Problem, sample_without_replacement
 
 __all__ = ["DPDL", "DPDPSGD", "calibration_weights", "MAX_CHUNK_PAIRS", "MAX_CHUNK_BYTES",
-           "structured_clipping"]
+           "poisson_minibatches", "structured_clipping"]
 
 #: Default (model, data owner) pairs per chunk of per-sample gradients (with B = 32 and
 #: dim = 100, about 25 KB per pair for each per-sample array).
@@ -65,6 +67,39 @@ MAX_CHUNK_PAIRS = 2048
 #: Memory a chunk of pairs may take for its minibatch rows and per-sample arrays (256 MB):
 #: fewer pairs per chunk when they are large (e.g. B = 819 records of 3,969 features).
 MAX_CHUNK_BYTES = 1 << 28
+
+
+def poisson_minibatches(counts: np.ndarray, batch_size: int, draws) -> tuple[np.ndarray,
+                                                                              np.ndarray]:
+    """Poisson minibatches: row ``j < counts[a]`` of agent ``a`` is drawn when its uniform key
+    is below ``batch_size / counts[a]``.
+
+    Parameters
+    ----------
+    counts : int array, shape ``(A,)``
+        Local sizes (each ``>= batch_size``).
+    batch_size : int
+        The expected batch size ``B``.
+    draws : numpy Generator or keyed draws
+        ``draws.random((A, max(counts)))`` gives the keys.
+
+    Returns
+    -------
+    idx : int array, shape ``(A, b)``
+        The drawn rows first, in increasing order, then zeros (``b``: the largest batch drawn,
+        at least 1).
+    mask : bool array, shape ``(A, b)``
+        Which entries of ``idx`` were drawn.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    keys = draws.random((counts.size, int(counts.max())))
+    drawn = (keys < (batch_size / counts)[:, None]) & (np.arange(keys.shape[1])[None, :]
+                                                       < counts[:, None])
+    sizes = drawn.sum(axis=1)
+    width = max(1, int(sizes.max()))
+    order = np.argsort(~drawn, axis=1, kind="stable")[:, :width]
+    mask = np.arange(width)[None, :] < sizes[:, None]
+    return np.where(mask, order, 0), mask
 
 
 def structured_clipping(problem) -> bool:
@@ -133,7 +168,14 @@ class DPDL(DecentralizedAlgorithm):
     alpha : float
         Calibration weight (1.5 bipartite/complete, 2 ring).
     batch_size : int
-        ``B`` (216), one minibatch per round reused for all cross-gradients and the self-gradient.
+        ``B`` (216), one minibatch per round reused for all cross-gradients and the self-gradient
+        (with Poisson sampling: the expected batch and the public normaliser).
+    sampling : {'without_replacement', 'poisson'}
+        How the round's minibatch is drawn: ``B`` records uniformly without replacement (the
+        paper's), or Poisson sampling, each record independently with probability
+        ``B / q_i``, the sum still divided by ``B``. Poisson subsampling is certified by the
+        PLD accountant (tighter than the RDP bound of sampling without replacement at the
+        same rate); not in secure mode (RDP only).
     clip : float
         Per-sample clipping norm ``C`` (Riemannian norm; 2 MNIST, 3 CIFAR-10), a PUBLIC number.
     budget : PrivacyBudget, optional
@@ -169,7 +211,8 @@ class DPDL(DecentralizedAlgorithm):
                  c2: float = 1.0, delta: float | None = None,
                  budget: PrivacyBudget | None = None, n_rounds: int | None = None,
                  noise_multiplier: float | None = None, paper_epsilon: float | None = None,
-                 max_chunk_pairs: int = MAX_CHUNK_PAIRS, **kwargs):
+                 max_chunk_pairs: int = MAX_CHUNK_PAIRS,
+                 sampling: str = "without_replacement", **kwargs):
         reject_epsilon(kwargs, type(self).__name__)
         if not isinstance(network, Network):
             raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
@@ -187,6 +230,9 @@ class DPDL(DecentralizedAlgorithm):
         if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
             raise ValueError(f"argument 'batch_size' must be an int >= 1, got {batch_size!r}")
         self.batch_size = int(batch_size)
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"argument 'sampling' must be one of {SAMPLINGS}, got {sampling!r}")
+        self.sampling = sampling
         self.clip = check_nonneg(clip, "clip")
         if self.clip == 0:
             raise ValueError("argument 'clip' must be > 0")
@@ -251,13 +297,14 @@ class DPDL(DecentralizedAlgorithm):
                              f"local data set ({problem.counts.min()}); resample the partition "
                              "(spec 001 P10)")
 
-    def _noisy_means(self, problem, x_models, data_owner, idx, noise_ids, state):
+    def _noisy_means(self, problem, x_models, data_owner, idx, noise_ids, state, mask=None):
         """Per pair (model, data owner): the noised mean of the clipped per-sample gradients
         (eq. 10), ``(sum_b clip_C(g_b) + N(0, noise_std^2)) / B``, tangent at ``x_models``.
 
         ``x_models`` ``(P, *point_shape)``, ``data_owner`` ``(P,)`` global ids, ``idx``
         ``(P, B)`` their minibatch rows, ``noise_ids`` ``(P,)`` the keyed noise stream of each
-        release. The pairs go a chunk at a time (:meth:`_chunk_pairs`), so the per-sample
+        release, ``mask`` ``(P, B)`` the rows of a Poisson minibatch that were drawn (None:
+        every row). The pairs go a chunk at a time (:meth:`_chunk_pairs`), so the per-sample
         values never exceed one chunk; every pair's value is the same in any chunk.
 
         Eq. (9)-(10) as written materialise the ``B`` per-sample gradients and clip them
@@ -276,14 +323,17 @@ class DPDL(DecentralizedAlgorithm):
             sl = slice(lo, min(lo + chunk, n_pairs))
             x_c = x_models[sl]
             batch = problem.batch(data_owner[sl], idx[sl])
+            mask_c = None if mask is None else mask[sl]
             if structured:
-                total, _ = problem.clipped_grad_sum(x_c, batch, self.clip)
+                total, _ = problem.clipped_grad_sum(x_c, batch, self.clip, mask_c)
                 if not np.isfinite(total).all():
                     raise ValueError("a clipped gradient sum is not finite (a per-sample "
                                      "gradient that is not finite cannot be clipped)")
             else:
                 grads = problem.sample_rgrad(x_c, batch)
                 clipped, _ = clip_by_norm(manifold, x_c, grads, self.clip)
+                if mask_c is not None:
+                    clipped = scale_tangents(manifold, clipped, mask_c.astype(float))
                 total = clipped.sum(axis=1)
                 del grads, clipped
             del batch
@@ -324,6 +374,10 @@ class DPDL(DecentralizedAlgorithm):
         cfg = self.noise
         if cfg.mode is None:
             return None
+        if self.sampling == "poisson" and is_secure(rng):
+            raise ValueError(f"{self.name}: secure mode certifies with RDP only, which has no "
+                             "replace-one bound for Poisson sampling; use "
+                             "sampling='without_replacement' in secure mode")
         sizes = problem.counts
         q = int(sizes.min())
         delta = cfg.resolve_delta(q)
@@ -333,7 +387,8 @@ class DPDL(DecentralizedAlgorithm):
         def budget_z():
             planned = np.full(problem.n_agents, cfg.n_rounds)
             return gaussian_groups_calibration(sizes, self.batch_size, releases, planned,
-                                               cfg.budget, delta, is_secure(rng))[0]
+                                               cfg.budget, delta, is_secure(rng),
+                                               self.sampling)[0]
 
         def paper_std():
             unit = self._paper(problem, delta, 1.0)
@@ -349,13 +404,18 @@ class DPDL(DecentralizedAlgorithm):
             self.name, sizes, self.batch_size, releases, z, sens, delta, cfg.method,
             assumptions=[f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; "
                          "public)",
-                         "one minibatch of B records per round, drawn without replacement, "
-                         "secret; all of the round's releases use it",
+                         ("one minibatch of B records per round, drawn without replacement, "
+                          "secret; all of the round's releases use it"
+                          if self.sampling == "without_replacement" else
+                          f"one Poisson minibatch per round (each record with probability "
+                          f"{self.batch_size} / q_i), secret, its sum divided by the public "
+                          f"B = {self.batch_size}; all of the round's releases use it"),
                          "the self-gradient in the model update is the noisy one (every value "
                          "leaving an agent is post-processing of its noisy releases)"],
             target_epsilon=target, planned_rounds=cfg.n_rounds if target is not None else None,
             paper=self._paper(problem, delta, z * sens / self.clip),
-            epsilon_paper=cfg.paper_epsilon, secure=is_secure(rng), mode=cfg.mode)
+            epsilon_paper=cfg.paper_epsilon, secure=is_secure(rng), mode=cfg.mode,
+            sampling=self.sampling)
 
     def privacy(self, state):
         """The run's privacy report dict (``None`` without noise)."""
@@ -374,10 +434,13 @@ class DPDL(DecentralizedAlgorithm):
                          noise_std=std, seed=seed)
 
     def _minibatches(self, problem, state, agents):
-        """This round's minibatch rows of ``agents`` (global ids), ``(A, B)``, keyed."""
-        return sample_without_replacement(
-            problem.counts[agents], self.batch_size,
-            agent_draws(state.rng, state.seed, agents, state.t, "minibatch"))
+        """This round's minibatch rows of ``agents`` (global ids), keyed: ``(idx, mask)`` with
+        ``idx`` ``(A, b)`` and ``mask`` None (``B`` rows without replacement) or ``(A, b)`` the
+        drawn rows of a Poisson minibatch (``b`` its largest size)."""
+        draws = agent_draws(state.rng, state.seed, agents, state.t, "minibatch")
+        if self.sampling == "poisson":
+            return poisson_minibatches(problem.counts[agents], self.batch_size, draws)
+        return sample_without_replacement(problem.counts[agents], self.batch_size, draws), None
 
     def _gossip(self, manifold, state, x, vtilde, xtilde):
         """Step 5's gossip of model and momentum, through the state's communicator (so that a
@@ -401,7 +464,7 @@ class DPDL(DecentralizedAlgorithm):
         x = state.x
         if state.ledger is not None:
             state.ledger.check_can_step()
-        idx = self._minibatches(problem, state, agents)
+        idx, drawn = self._minibatches(problem, state, agents)
         # 1. every agent sends its model to its neighbours (one dense point per arc)
         nb = comm.gather_from_neighbors(w, x)
         # 2. each data owner nb.receivers evaluates the model of nb.senders on its batch; the
@@ -412,7 +475,9 @@ class DPDL(DecentralizedAlgorithm):
         noisy = self._noisy_means(problem, np.concatenate([nb.values, x]),
                                   np.concatenate([agents[nb.receivers], agents]),
                                   np.concatenate([idx[nb.receivers], idx]),
-                                  np.concatenate([n + nb.arc_ids, agents]), state)
+                                  np.concatenate([n + nb.arc_ids, agents]), state,
+                                  None if drawn is None
+                                  else np.concatenate([drawn[nb.receivers], drawn]))
         # the agent's own NOISY self-gradient: the clean one would leave the agent un-noised
         # inside the model it gossips (issue 8, defect 3)
         g_self = noisy[m:]
@@ -463,7 +528,7 @@ class DPDPSGD(DPDL):
     aggregation and calibration). ``gdd^{ii} = (sum_b clip(g_b) + N(0, sigma^2 C^2)) / B``: one
     release per agent and round. The same privacy arguments as :class:`DPDL` (``budget=``,
     ``n_rounds=``, ``noise_multiplier=``, ``sigma=``); no paper formula (its own bound is not in
-    the specs), so ``paper_epsilon=`` is refused.
+    the specs), so ``paper_epsilon=`` is refused. ``sampling='poisson'`` as in :class:`DPDL`.
     """
 
     name = "DP-DPSGD"
@@ -472,11 +537,13 @@ class DPDPSGD(DPDL):
                  clip: float = 2.0, sigma: float = 0.0, delta: float | None = None,
                  budget: PrivacyBudget | None = None, n_rounds: int | None = None,
                  noise_multiplier: float | None = None,
-                 max_chunk_pairs: int = MAX_CHUNK_PAIRS, **kwargs):
+                 max_chunk_pairs: int = MAX_CHUNK_PAIRS,
+                 sampling: str = "without_replacement", **kwargs):
         reject_epsilon(kwargs, type(self).__name__)
         super().__init__(network, lr=lr, beta=beta, alpha=0.0, batch_size=batch_size,
                          clip=clip, sigma=sigma, delta=delta, budget=budget, n_rounds=n_rounds,
-                         noise_multiplier=noise_multiplier, max_chunk_pairs=max_chunk_pairs)
+                         noise_multiplier=noise_multiplier, max_chunk_pairs=max_chunk_pairs,
+                         sampling=sampling)
 
     def _releases(self) -> np.ndarray:
         return np.ones(self.n_agents, dtype=int)
@@ -490,8 +557,8 @@ class DPDPSGD(DPDL):
         if state.ledger is not None:
             state.ledger.check_can_step()
         agents = state.comm.agents
-        noisy = self._noisy_means(problem, state.x, agents,
-                                  self._minibatches(problem, state, agents), agents, state)
+        idx, drawn = self._minibatches(problem, state, agents)
+        noisy = self._noisy_means(problem, state.x, agents, idx, agents, state, drawn)
         vtilde = self.beta * state.v + noisy
         xtilde = manifold.exp(state.x, -self.lr * vtilde)
         x_new, v_new = self._gossip(manifold, state, state.x, vtilde, xtilde)
