@@ -181,9 +181,11 @@ def make_trainer(name: str, hp: Mapping[str, Any], batch: int, noise: Mapping[st
     lr, clip, mom = float(hp["lr"]), float(hp["clip"]), float(hp["momentum"])
     graph = circulant(n_agents, int(cfg["graph_degree"]))
     if name == "DP-DPSGD":
-        return DPDPSGD(Network(graph), lr=lr, beta=mom, batch_size=batch, clip=clip, **noise)
+        return DPDPSGD(Network(graph), lr=lr, beta=mom, batch_size=batch, clip=clip,
+                       sampling=cfg["decentralized_sampling"], **noise)
     if name == "DPDL":
-        return DPDL(Network(graph), lr=lr, beta=mom, batch_size=batch, clip=clip, **noise)
+        return DPDL(Network(graph), lr=lr, beta=mom, batch_size=batch, clip=clip,
+                    sampling=cfg["decentralized_sampling"], **noise)
     if name == "DO-ADP":
         return DOADP(Network(graph), alpha=lr, beta=mom, gamma=float(cfg["doadp_gamma"]), p=1.0,
                      grad_bound=clip, batch_size=batch, **noise)
