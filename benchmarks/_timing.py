@@ -1,6 +1,9 @@
 """Timing helper shared by the benchmark scripts (run as ``python benchmarks/bench_*.py``)."""
 
+import contextlib
+import sys
 import time
+from pathlib import Path
 
 import numpy as np
 
@@ -20,3 +23,29 @@ def interleaved_medians(fns: dict, repeat: int) -> dict[str, float]:
             fn()
             times[name].append(time.process_time() - t0)
     return {name: float(np.median(ts)) for name, ts in times.items()}
+
+
+@contextlib.contextmanager
+def results_file(name: str):
+    """Within the block, what the script prints also goes to ``benchmarks/results/<name>.txt``
+    (written anew; the first line is the command)."""
+    path = Path(__file__).resolve().parent / "results" / f"{name}.txt"
+    path.parent.mkdir(parents=True, exist_ok=True)
+    with open(path, "w") as fh:
+        fh.write("$ " + " ".join([Path(sys.executable).name] + sys.argv) + "\n")
+        real = sys.stdout
+
+        class _Tee:
+            def write(self, text):
+                fh.write(text)
+                return real.write(text)
+
+            def flush(self):
+                fh.flush()
+                real.flush()
+
+        sys.stdout = _Tee()
+        try:
+            yield path
+        finally:
+            sys.stdout = real

@@ -1,7 +1,7 @@
 """RDP accountant speed: one curve (dp-accounting against rfed's vectorized curves) and noise
-calibration (cold and warm caches, and cold with either curve engine).
+calibration (cold and warm in-memory caches, and cold with either curve engine).
 
-Run on demand: ``python benchmarks/bench_accountant.py [--repeat 7] [--cache-dir DIR]``.
+Run on demand: ``python benchmarks/bench_accountant.py [--repeat 7]``.
 
 **Curves.** The first subsampled event of dpdl-digits, doadp-logreg, prirfed-fig1 and
 prirfed-fig5 at their default settings is captured (each experiment is started and stopped at
@@ -15,13 +15,14 @@ Poisson-subsampled Gaussian at the same noise multiplier and rate.
 :mod:`rfed.algorithms.decentralized.dpdl`) and of prirfed-fig1 and prirfed-fig2 (``calibrate``
 of :mod:`rfed.algorithms.federated.accounting`) are captured the same way, then timed (CPU):
 
-* ``cold dp-accounting`` / ``cold rfed``: empty caches and no disk cache, curves computed by
-  dp-accounting (the code before issue 13) or by rfed, interleaved (median of ``--repeat``);
-* ``warm disk``: rfed curves, in-memory caches cleared, the on-disk cache filled by a cold call
-  (a second run of the same configuration in a new process);
+* ``cold dp-accounting`` / ``cold rfed``: empty caches, curves computed by dp-accounting (the
+  code before issue 13) or by rfed, interleaved (median of ``--repeat``);
 * ``warm memory``: nothing cleared (a repetition within one run).
 
-The noise multipliers of the three rfed calls must agree exactly; the dp-accounting one is
+There is no disk cache (a file could lower a printed epsilon): a new process computes its
+curves again, which the ``cold rfed`` column times.
+
+The noise multipliers of the rfed calls must agree exactly; the dp-accounting one is
 printed beside them (it differs where dp-accounting's curve is off, see
 ``tests/privacy/test_rdp_vectorized.py``).
 """
@@ -30,7 +31,6 @@ from __future__ import annotations
 
 import argparse
 import logging
-import tempfile
 import time
 
 import numpy as np
@@ -101,7 +101,7 @@ def dp_accounting_curve(spec: EventSpec, neighboring: str, orders) -> np.ndarray
 
 
 def clear_memory() -> None:
-    accountants.clear_rdp_cache(memory=True, disk=False)
+    accountants.clear_rdp_cache()
     dec_privacy._calibrate_groups.cache_clear()
 
 
@@ -137,7 +137,7 @@ def curve_table(repeat: int) -> None:
                   f"{med['dpa'] / med['rfed']:>6.1f}x", flush=True)
 
 
-def calibration_table(repeat: int, cache_dir: str | None) -> None:
+def calibration_table(repeat: int) -> None:
     cases = {
         "dpdl-digits (groups)": (
             capture_call(dpdl_module, "gaussian_groups_calibration", "dpdl-digits",
@@ -151,14 +151,13 @@ def calibration_table(repeat: int, cache_dir: str | None) -> None:
             lambda a, k: fed_accounting.calibrate(*a, **k)),
     }
     print(f"\n{'calibration':<26} {'cold dp-acc [s]':>15} {'cold rfed [s]':>14} {'ratio':>7} "
-          f"{'warm disk [s]':>14} {'warm mem [s]':>13}   z (rfed) / z (dp-accounting)")
+          f"{'warm mem [s]':>13}   z (rfed) / z (dp-accounting)")
     rfed_engine = accountants._compute_rdp_curve
     for name, ((a, k), call) in cases.items():
         outputs = {}
 
         def cold(engine, key, a=a, k=k, call=call, outputs=outputs):
             accountants._compute_rdp_curve = engine
-            accountants.set_rdp_cache_dir(None)
             clear_memory()
             try:
                 outputs[key] = call(a, k)
@@ -167,33 +166,24 @@ def calibration_table(repeat: int, cache_dir: str | None) -> None:
 
         med = interleaved_medians({"dpa": lambda: cold(dp_accounting_curve, "dpa"),
                                    "rfed": lambda: cold(rfed_engine, "rfed")}, repeat)
-        with tempfile.TemporaryDirectory() as tmp:
-            accountants.set_rdp_cache_dir(cache_dir or tmp)
-            accountants.clear_rdp_cache(memory=True, disk=True)
-            dec_privacy._calibrate_groups.cache_clear()
-            _, out_cold = timed(lambda a=a, k=k, call=call: call(a, k))
-            clear_memory()
-            disk, out_disk = timed(lambda a=a, k=k, call=call: call(a, k))
-            memory, out_memory = timed(lambda a=a, k=k, call=call: call(a, k))
-            accountants.set_rdp_cache_dir(None)
-        z = [noise_of(o) for o in (out_cold, out_disk, out_memory, outputs["rfed"])]
-        assert z[0] == z[1] == z[2] == z[3], z
+        clear_memory()
+        _, out_cold = timed(lambda a=a, k=k, call=call: call(a, k))
+        memory, out_memory = timed(lambda a=a, k=k, call=call: call(a, k))
+        z = [noise_of(o) for o in (out_cold, out_memory, outputs["rfed"])]
+        assert z[0] == z[1] == z[2], z
         print(f"{name:<26} {med['dpa']:>15.3f} {med['rfed']:>14.3f} "
-              f"{med['dpa'] / med['rfed']:>6.1f}x {disk:>14.4f} {memory:>13.4f}   "
+              f"{med['dpa'] / med['rfed']:>6.1f}x {memory:>13.4f}   "
               f"{z[0]!r} / {noise_of(outputs['dpa'])!r}", flush=True)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7, help="timed calls per row (median)")
-    parser.add_argument("--cache-dir", default=None,
-                        help="on-disk cache of the warm-disk column (default: a fresh "
-                             "temporary folder)")
     args = parser.parse_args()
     # dp-accounting warns once per order whose fractional series it abandons (inf), per call
     logging.getLogger("absl").setLevel(logging.ERROR)
     curve_table(args.repeat)
-    calibration_table(args.repeat, args.cache_dir)
+    calibration_table(args.repeat)
 
 
 if __name__ == "__main__":

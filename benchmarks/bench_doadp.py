@@ -31,7 +31,13 @@ Run: ``python benchmarks/bench_doadp.py [--repeats 40] [--agents 20] [--dim 2000
 [--samples 50]``.
 """
 
+# ruff: noqa: E402  (one BLAS thread is set before numpy loads)
 from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")   # one BLAS thread, set before numpy loads
 
 import argparse
 import time
@@ -288,4 +294,7 @@ if __name__ == "__main__":
     parser.add_argument("--dim", type=int, default=2000)
     parser.add_argument("--samples", type=int, default=50, help="samples per agent")
     args = parser.parse_args()
-    main(args.repeats, args.agents, args.dim, args.samples)
+    from _timing import results_file
+
+    with results_file("bench_doadp"):
+        main(args.repeats, args.agents, args.dim, args.samples)

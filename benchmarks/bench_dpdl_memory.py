@@ -18,7 +18,13 @@ Run: ``python benchmarks/bench_dpdl_memory.py [--agents 100000] [--small 10000]`
 (Linux only; the unchunked run is measured at ``--small`` agents, where it fits).
 """
 
+# ruff: noqa: E402  (one BLAS thread is set before numpy loads)
 from __future__ import annotations
+
+import os
+
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ.setdefault(_var, "1")   # one BLAS thread, set before numpy loads (children too)
 
 import argparse
 import json
@@ -103,6 +109,14 @@ def main() -> None:
     if args.child:
         print(json.dumps(measure(*args.child)))
         return
+    from _timing import results_file
+
+    with results_file("bench_dpdl_memory"):
+        report(args)
+
+
+def report(args) -> None:
+    """The memory table of the three configurations and the speed lines."""
     rows = []
     for n, chunk in ((args.small, 10 ** 9), (args.small, 2048), (args.agents, 2048)):
         out = subprocess.run([sys.executable, __file__, "--child", str(n), str(chunk)],

@@ -22,10 +22,10 @@ wall time (a base-against-base comparison of the default experiments so gave rat
 1.00-1.01 on 2 cores). Two processes sharing the caches and memory bandwidth each take more CPU
 time than one alone, so quote totals from a run without ``--concurrent`` on an idle machine.
 
-``--checkpoints`` also counts, in the child, the checkpoints written (``checkpoint.pkl``
-replacements), the bytes written to checkpoint files (``checkpoint.pkl`` and, from format 2 on,
-``checkpoint.log``) and the CPU and wall seconds spent in ``RunContext._save_checkpoint``
-(pickling, writing, fsync), for any version of rfed.
+``--checkpoints`` also counts, in the child, the checkpoints written (``checkpoint.npz``
+replacements; ``checkpoint.pkl`` in releases that pickled), the bytes written to checkpoint
+files (those and, from format 2 on, ``checkpoint.log``) and the CPU and wall seconds spent in
+``RunContext._save_checkpoint`` (serializing, writing, fsync), for any version of rfed.
 
 The on-disk RDP curve cache is OFF in the children by default (``RFED_CACHE_DIR=''``): a
 shared, warm cache would make whichever version runs second look faster. ``--rdp-cache DIR``
@@ -58,9 +58,9 @@ import rfed.experiments.registry as reg
 stats = {"checkpoints": 0, "bytes": 0, "cpu": 0.0, "wall": 0.0}
 def counted(write):
     def wrapped(path, data, *args):
-        if Path(path).name in ("checkpoint.pkl", "checkpoint.log"):
+        if Path(path).name in ("checkpoint.npz", "checkpoint.pkl", "checkpoint.log"):
             stats["bytes"] += len(data)
-            stats["checkpoints"] += Path(path).name == "checkpoint.pkl"
+            stats["checkpoints"] += Path(path).name != "checkpoint.log"
         return write(path, data, *args)
     return wrapped
 for name in ("atomic_write_bytes", "write_at_end"):

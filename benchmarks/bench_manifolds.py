@@ -1,44 +1,62 @@
-"""Speed of rfed's batched manifold maps against geomstats (batched) and a pymanopt loop.
+"""Speed and accuracy of rfed's batched manifold maps against the peers' batched forms.
 
-Run on demand: ``python benchmarks/bench_manifolds.py [--quick]``. Prints one table row per
-(manifold, operation) with the median CPU time of ``repeat`` interleaved calls of
+Run on demand: ``python benchmarks/bench_manifolds.py [--quick] [--json FILE]``. One BLAS and
+one torch thread (set here before numpy loads). Each row times one batched call on ``n`` points
+(median CPU time of ``--repeat`` interleaved calls) of
 
-* rfed: one batched call on all points;
-* geomstats 2.8.0: one batched call (``Hypersphere(24)``, ``Hyperboloid(2)``, ``SPDMatrices(9)``
-  with their default metrics; argument order ``metric.exp(v, x)``); geomstats has no tangent
-  Gaussian, so its ``random_tangent_vec`` is the comparison for ``tangent_gaussian``;
-* Stiefel(100, 5) (200 points) and Grassmann(100, 5) (30 points) against geomstats' ``Stiefel`` and
-  ``Grassmannian`` (projector representation) and pymanopt's ``Stiefel`` / ``Grassmann``;
-* a per-point Python loop over pymanopt 2.2.1 (``Sphere(25)``, ``SymmetricPositiveDefinite(9)``;
-  pymanopt has no hyperboloid, so its ``PoincareBall(2)`` stands in, and since that has no
-  transport the hyperboloid transport loop calls geomstats point by point; pymanopt's SPD
-  transport is the identity, so the SPD transport loop calls geomstats point by point too);
-  ``tangent_gaussian``
-  is compared with ``random_tangent_vector``. The loop runs on a subsample (``--loop-points``,
-  2,000 by default) and its time is scaled linearly to the full point count.
+* rfed;
+* geomstats 2.8 (``Hypersphere``, ``Hyperboloid``, ``SPDMatrices`` with their default metrics);
+* geoopt (torch on the CPU, float64, one thread: ``Sphere``, ``Lorentz``,
+  ``SymmetricPositiveDefinite``, ``EuclideanStiefelExact``), if torch and geoopt are installed
+  (they are not rfed dependencies);
+* pymanopt 2.2's batched forms: ``Oblique(d + 1, n)`` for the sphere (the n points as
+  columns; its ``dist`` returns the norm of the n distances), ``SymmetricPositiveDefinite(9,
+  k=n)``, ``Stiefel(100, 5, k=n)``, ``Grassmann(100, 5, k=n)``.
 
-Ratios are baseline time / rfed time (above 1: rfed is faster). Targets (issue 2): ratio >= 1
-against geomstats on every row, >= 30 against the loop.
+The accuracy column is each implementation's worst relative error on a separate set of hard
+cases (near pairs down to 1e-9 apart, near-antipodal or near-right-angle pairs, far or
+ill-conditioned points: the row's note says which) against 40-digit mpmath, the error of the
+outputs in the Frobenius (or absolute, for distances) norm relative to the reference's.
+``rfed/best`` is rfed's time over the fastest peer's, ``rfed/best acc.`` over the fastest
+peer at least as accurate as rfed (within 10x, or below 1e-13); a peer faster only by being
+less accurate shows both numbers and rfed keeps the accurate map.
+
+``--spd-floor``: SPD(9)'s maps against the bare LAPACK calls they are built from.
 """
 
 from __future__ import annotations
 
-import argparse
-import time
-import warnings
+import os
 
-import numpy as np
+for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
+    os.environ[_var] = "1"
 
-from rfed.manifolds import SPD, Grassmann, Hyperboloid, PoincareBall, Sphere, Stiefel
+import argparse  # noqa: E402
+import json  # noqa: E402
+import time  # noqa: E402
+import warnings  # noqa: E402
+
+import mpmath as mp  # noqa: E402
+import numpy as np  # noqa: E402
+
+from rfed.manifolds import SPD, Grassmann, Hyperboloid, Sphere, Stiefel  # noqa: E402
+
+try:
+    import geoopt
+    import torch
+
+    torch.set_num_threads(1)
+except ImportError:  # geoopt is an optional peer
+    torch = geoopt = None
+
+mp.mp.dps = 40
 
 
 def best_times(fns, repeat: int) -> list[float]:
-    """Median CPU time (``time.process_time``) of ``repeat`` calls of each function, seconds.
-
-    The calls are interleaved (round robin), so a burst of load on the machine hits every
-    contender alike instead of one of them; CPU time is not inflated by other processes' load
-    (the machine is shared) as wall time is.
-    """
+    """Median CPU time (``time.process_time``) of ``repeat`` interleaved calls of each function
+    (one warm-up call each first): a burst of load hits every contender alike."""
+    for fn in fns:
+        fn()
     times = [[] for _ in fns]
     for _ in range(repeat):
         for i, fn in enumerate(fns):
@@ -48,89 +66,283 @@ def best_times(fns, repeat: int) -> list[float]:
     return [float(np.median(ts)) for ts in times]
 
 
-def best_time(fn, repeat: int) -> float:
-    """Median CPU time of ``repeat`` calls, in seconds."""
-    return best_times([fn], repeat)[0]
+def _t(a):
+    return torch.tensor(np.ascontiguousarray(a), dtype=torch.float64)
 
 
-def loop_time(fn, n_loop: int, n_full: int, repeat: int) -> float:
-    """Time of a per-point loop over ``n_loop`` points, scaled to ``n_full`` points."""
-    return best_time(lambda: [fn(i) for i in range(n_loop)], repeat) * n_full / n_loop
+def _np(a):
+    return a.detach().numpy() if torch is not None and isinstance(a, torch.Tensor) else a
 
 
-def sample_pairs(m, n, rng):
-    """``n`` point pairs ``x, y`` and tangent vectors ``u`` (std 0.5), ``v`` (std 1) at ``x``."""
-    x = m.random_point(rng, n)
-    y = m.random_point(rng, n)
-    return x, y, m.tangent_gaussian(x, 0.5, rng), m.tangent_gaussian(x, 1.0, rng)
+def rel_errors(got, ref, scalar: bool) -> float:
+    """Worst relative error over the points (``got``, ``ref``: arrays of the points' outputs)."""
+    got = np.asarray(got, dtype=float)
+    ref = np.asarray(ref, dtype=float)
+    if scalar:
+        return float(np.max(np.abs(got - ref) / np.maximum(np.abs(ref), 1e-300)))
+    axes = tuple(range(1, ref.ndim))
+    num = np.sqrt(np.sum(np.square(got - ref), axis=axes))
+    den = np.maximum(np.sqrt(np.sum(np.square(ref), axis=axes)), 1e-300)
+    return float(np.max(num / den))
 
 
-def suite(name, m, gs, pts, loop):
-    """Rows of one manifold: rfed and geomstats batched on ``pts``, with the given loop column.
-
-    ``pts = (x, y, u, v)`` from :func:`sample_pairs`; ``loop`` maps each operation to a
-    per-point callable ``i -> result``.
-    """
-    x, y, u, v = pts
-    n = len(x)
-    g = np.random.default_rng(1)
-    batched = {
-        "exp": (lambda: m.exp(x, u), lambda: gs.metric.exp(u, x)),
-        "log": (lambda: m.log(x, y), lambda: gs.metric.log(y, x)),
-        "dist": (lambda: m.dist(x, y), lambda: gs.metric.dist(x, y)),
-        "transport": (
-            lambda: m.transport(x, y, v),
-            lambda: gs.metric.parallel_transport(v, x, end_point=y),
-        ),
-        "tangent_gaussian": (
-            lambda: m.tangent_gaussian(x, 1.0, g),
-            lambda: gs.random_tangent_vec(x, n_samples=n),
-        ),
-    }
-    return name, n, {op: (ours, theirs, loop[op]) for op, (ours, theirs) in batched.items()}
+# ---------------------------------------------------------------- mpmath references
+def _mpv(a):
+    return [mp.mpf(float(v)) for v in np.ravel(a)]
 
 
-def pymanopt_loop(pym, x, y, u, transport):
-    """Per-point pymanopt calls on ``x, y, u``, with the given per-point ``transport``."""
-    return {
-        "exp": lambda i: pym.exp(x[i], u[i]),
-        "log": lambda i: pym.log(x[i], y[i]),
-        "dist": lambda i: pym.dist(x[i], y[i]),
-        "transport": transport,
-        "tangent_gaussian": lambda i: pym.random_tangent_vector(x[i]),
-    }
+def _mpmat(a):
+    return mp.matrix(np.asarray(a, dtype=float).tolist())
 
 
-def geomstats_transport_loop(gs, pts):
-    """Per-point geomstats parallel transport (for manifolds where pymanopt has none)."""
-    x, y, _, v = pts
-    return lambda i: gs.metric.parallel_transport(v[i], x[i], end_point=y[i])
+def _tofloat(m):
+    return np.array([[float(m[i, j]) for j in range(m.cols)] for i in range(m.rows)])
 
 
+def ref_sphere(op, x, y, u):
+    out = []
+    for xi, yi, ui in zip(x, y, u, strict=True):
+        xv, yv = _mpv(xi), _mpv(yi)
+        nx = mp.sqrt(mp.fsum(v * v for v in xv))
+        ny = mp.sqrt(mp.fsum(v * v for v in yv))
+        xv = [v / nx for v in xv]
+        yv = [v / ny for v in yv]
+        if op == "exp":
+            uv = _mpv(ui)
+            dot = mp.fsum(a * b for a, b in zip(xv, uv, strict=True))
+            uv = [b - dot * a for a, b in zip(xv, uv, strict=True)]
+            t = mp.sqrt(mp.fsum(v * v for v in uv))
+            out.append([float(mp.cos(t) * a + mp.sin(t) / t * b)
+                        for a, b in zip(xv, uv, strict=True)])
+            continue
+        dm = mp.sqrt(mp.fsum((a - b) ** 2 for a, b in zip(xv, yv, strict=True)))
+        dp = mp.sqrt(mp.fsum((a + b) ** 2 for a, b in zip(xv, yv, strict=True)))
+        theta = 2 * mp.atan2(dm, dp)
+        if op == "dist":
+            out.append(float(theta))
+            continue
+        dot = mp.fsum(a * b for a, b in zip(xv, yv, strict=True))
+        w = [b - dot * a for a, b in zip(xv, yv, strict=True)]
+        wn = mp.sqrt(mp.fsum(v * v for v in w))
+        out.append([float(theta / wn * v) for v in w])
+    return np.array(out)
+
+
+def _lift_mp(p):
+    s = _mpv(p[1:])
+    return [mp.sqrt(1 + mp.fsum(v * v for v in s))] + s
+
+
+def _lorentz(a, b):
+    return -a[0] * b[0] + mp.fsum(p * q for p, q in zip(a[1:], b[1:], strict=True))
+
+
+def ref_hyperboloid(op, x, y, u):
+    out = []
+    for xi, yi, ui in zip(x, y, u, strict=True):
+        xv, yv = _lift_mp(xi), _lift_mp(yi)
+        if op == "exp":
+            uv = _mpv(ui)
+            c = _lorentz(xv, uv)
+            uv = [b + c * a for a, b in zip(xv, uv, strict=True)]
+            t = mp.sqrt(_lorentz(uv, uv))
+            out.append([float(mp.cosh(t) * a + mp.sinh(t) / t * b)
+                        for a, b in zip(xv, uv, strict=True)])
+            continue
+        z = -_lorentz(xv, yv)
+        d = mp.acosh(z)
+        if op == "dist":
+            out.append(float(d))
+            continue
+        out.append([float(d / mp.sinh(d) * (b - z * a)) for a, b in zip(xv, yv, strict=True)])
+    return np.array(out)
+
+
+def _mp_sym_fun(a, fun):
+    """fun of a symmetric mpmath matrix through its eigendecomposition."""
+    e, q = mp.eigsy(a)
+    return q * mp.diag([fun(v) for v in e]) * q.T
+
+
+def ref_spd(op, x, y, u):
+    out = []
+    for xi, yi, ui in zip(x, y, u, strict=True):
+        p = _mpmat(xi)
+        half = _mp_sym_fun(p, mp.sqrt)
+        inv_half = _mp_sym_fun(p, lambda v: 1 / mp.sqrt(v))
+        if op == "exp":
+            inner = inv_half * _mpmat(ui) * inv_half
+            out.append(_tofloat(half * _mp_sym_fun((inner + inner.T) / 2, mp.exp) * half))
+            continue
+        inner = inv_half * _mpmat(yi) * inv_half
+        inner = (inner + inner.T) / 2
+        if op == "dist":
+            e, _ = mp.eigsy(inner)
+            out.append(float(mp.sqrt(mp.fsum(mp.log(v) ** 2 for v in e))))
+            continue
+        out.append(_tofloat(half * _mp_sym_fun(inner, mp.log) * half))
+    return np.array(out)
+
+
+def ref_stiefel_exp(x, u):
+    out = []
+    for xi, ui in zip(x, u, strict=True):
+        p = xi.shape[1]
+        xm, um = _mpmat(xi), _mpmat(ui)
+        a = xm.T * um
+        s = um.T * um
+        blk = mp.zeros(2 * p, 2 * p)
+        for i in range(p):
+            for j in range(p):
+                blk[i, j] = a[i, j]
+                blk[i, p + j] = -s[i, j]
+                blk[p + i, p + j] = a[i, j]
+            blk[p + i, i] = 1
+        e = mp.expm(blk)
+        ea = mp.expm(-a)
+        top = mp.matrix(p, p)
+        bot = mp.matrix(p, p)
+        for i in range(p):
+            for j in range(p):
+                top[i, j] = e[i, j]
+                bot[i, j] = e[p + i, j]
+        out.append(_tofloat((xm * top + um * bot) * ea))
+    return np.array(out)
+
+
+def ref_grassmann(op, x, y, u):
+    """Edelman, Arias and Smith (1998), section 2.5.4: Log_X Y = U atan(S) V^T with
+    U S V^T = (I - XX^T) Y (X^T Y)^{-1}; d = ||atan(S)||; Exp via the SVD of U (projectors
+    compared, the representatives differ)."""
+    out = []
+    for xi, yi, ui in zip(x, y, u, strict=True):
+        xm = _mpmat(xi)
+        if op == "exp":
+            w, s, vt = mp.svd_r(_mpmat(ui))
+            yv = (xm * vt.T * mp.diag([mp.cos(v) for v in s]) * vt
+                  + w * mp.diag([mp.sin(v) for v in s]) * vt)
+            q, _ = mp.qr(yv)
+            q = q[:, : xi.shape[1]]
+            out.append(_tofloat(q * q.T))
+            continue
+        ym = _mpmat(yi)
+        xty = xm.T * ym
+        m = (ym - xm * xty) * mp.inverse(xty)
+        w, s, vt = mp.svd_r(m)
+        ang = [mp.atan(v) for v in s]
+        if op == "dist":
+            out.append(float(mp.sqrt(mp.fsum(a * a for a in ang))))
+            continue
+        out.append(_tofloat(w * mp.diag(ang) * vt))
+    return np.array(out)
+
+
+# ---------------------------------------------------------------- accuracy sets
+def near_far_pairs(m, rng, k, near_dists, far_dists):
+    """k random pairs, plus pairs at each of ``near_dists`` and ``far_dists`` (along random
+    tangent directions)."""
+    x = m.random_point(rng, k)
+    y = m.random_point(rng, k)
+    xs, ys = [x], [y]
+    for d in list(near_dists) + list(far_dists):
+        b = m.random_point(rng, 2)
+        u = m.tangent_gaussian(b, 1.0, rng)
+        shape = (-1,) + (1,) * len(m.point_shape)
+        u = u * (d / np.reshape(m.norm(b, u), shape))
+        xs.append(b)
+        ys.append(m.exp(b, u))
+    x = np.concatenate(xs)
+    y = np.concatenate(ys)
+    u = m.tangent_gaussian(x, 1.0, rng)
+    norms = np.reshape(m.norm(x, u), (-1,) + (1,) * len(m.point_shape))
+    return x, y, u * (rng.uniform(0.05, 2.0, len(x)).reshape(norms.shape) / norms)
+
+
+# ---------------------------------------------------------------- rows
 def sphere_rows(n, rng):
     import geomstats.geometry.hypersphere as gh
     import pymanopt.manifolds as pm
 
     m = Sphere(24)
-    pts = x, y, u, v = sample_pairs(m, n, rng)
-    pym = pm.Sphere(25)
-    loop = pymanopt_loop(pym, x, y, u, lambda i: pym.transport(x[i], y[i], v[i]))
-    return suite("Sphere(24)", m, gh.Hypersphere(24), pts, loop)
+    x, y = m.random_point(rng, (2, n))
+    u = m.tangent_gaussian(x, 0.5, rng)
+    gs = gh.Hypersphere(24)
+    ob = pm.Oblique(25, n)
+    xc, yc, uc = x.T.copy(), y.T.copy(), u.T.copy()
+    ax, ay, au = near_far_pairs(m, rng, 20, [1e-9, 1e-6, 1e-3], [np.pi - 1e-4, 3.0])
+
+    def ob_cols(fn, *arrays):
+        obk = pm.Oblique(25, len(arrays[0]))
+        return fn(obk, *(a.T.copy() for a in arrays))
+
+    rows = []
+    peers_t = {"geomstats": {}, "geoopt": {}, "pymanopt": {}}
+    if geoopt is not None:
+        g = geoopt.Sphere()
+        tx, ty, tu = _t(x), _t(y), _t(u)
+        peers_t["geoopt"] = {"exp": lambda: g.expmap(tx, tu), "log": lambda: g.logmap(tx, ty),
+                             "dist": lambda: g.dist(tx, ty)}
+    peers_t["geomstats"] = {"exp": lambda: gs.metric.exp(u, x), "log": lambda: gs.metric.log(y, x),
+                            "dist": lambda: gs.metric.dist(x, y)}
+    peers_t["pymanopt"] = {"exp": lambda: ob.exp(xc, uc), "log": lambda: ob.log(xc, yc),
+                           "dist": lambda: ob.dist(xc, yc)}
+    acc = {
+        "rfed": {"exp": lambda: m.exp(ax, au), "log": lambda: m.log(ax, ay),
+                 "dist": lambda: m.dist(ax, ay)},
+        "geomstats": {"exp": lambda: gs.metric.exp(au, ax), "log": lambda: gs.metric.log(ay, ax),
+                      "dist": lambda: gs.metric.dist(ax, ay)},
+        # Oblique.dist returns the norm of all distances: per pair with one column each
+        "pymanopt": {"exp": lambda: ob_cols(lambda o, a, b: o.exp(a, b), ax, au).T,
+                     "log": lambda: ob_cols(lambda o, a, b: o.log(a, b), ax, ay).T,
+                     "dist": lambda: np.array([pm.Oblique(25, 1).dist(a[:, None], b[:, None])
+                                               for a, b in zip(ax, ay, strict=True)])},
+    }
+    if geoopt is not None:
+        acc["geoopt"] = {"exp": lambda: _np(g.expmap(_t(ax), _t(au))),
+                         "log": lambda: _np(g.logmap(_t(ax), _t(ay))),
+                         "dist": lambda: _np(g.dist(_t(ax), _t(ay)))}
+    for op in ("exp", "log", "dist"):
+        ours = {"exp": lambda: m.exp(x, u), "log": lambda: m.log(x, y),
+                "dist": lambda: m.dist(x, y)}[op]
+        rows.append(("Sphere(24)", op, n, ours, {k: v[op] for k, v in peers_t.items() if v},
+                     {k: v[op] for k, v in acc.items()},
+                     lambda op=op: ref_sphere(op, ax, ay, au), op == "dist",
+                     "hard cases: pairs 1e-9..1e-3 apart and within 1e-4 of antipodal"))
+    return rows
 
 
 def hyperboloid_rows(n, rng):
     import geomstats.geometry.hyperboloid as gh
-    import pymanopt.manifolds as pm
 
     m = Hyperboloid(2)
-    pts = x, y, _, _ = sample_pairs(m, n, rng)
+    x, y = m.random_point(rng, (2, n))
+    u = m.tangent_gaussian(x, 0.5, rng)
     gs = gh.Hyperboloid(2)
-    ball = PoincareBall(2)
-    px, py = ball.from_hyperboloid(x), ball.from_hyperboloid(y)
-    pu = ball.tangent_gaussian(px, 0.5, rng)
-    pym = pm.PoincareBall(2)
-    loop = pymanopt_loop(pym, px, py, pu, geomstats_transport_loop(gs, pts))
-    return suite("Hyperboloid(2)", m, gs, pts, loop)
+    ax, ay, au = near_far_pairs(m, rng, 20, [1e-9, 1e-6, 1e-3], [8.0])
+    peers_t = {"geomstats": {"exp": lambda: gs.metric.exp(u, x),
+                             "log": lambda: gs.metric.log(y, x),
+                             "dist": lambda: gs.metric.dist(x, y)}}
+    acc = {"rfed": {"exp": lambda: m.exp(ax, au), "log": lambda: m.log(ax, ay),
+                    "dist": lambda: m.dist(ax, ay)},
+           "geomstats": {"exp": lambda: gs.metric.exp(au, ax), "log": lambda: gs.metric.log(ay, ax),
+                         "dist": lambda: gs.metric.dist(ax, ay)}}
+    if geoopt is not None:
+        g = geoopt.Lorentz()
+        tx, ty, tu = _t(x), _t(y), _t(u)
+        peers_t["geoopt"] = {"exp": lambda: g.expmap(tx, tu), "log": lambda: g.logmap(tx, ty),
+                             "dist": lambda: g.dist(tx, ty)}
+        acc["geoopt"] = {"exp": lambda: _np(g.expmap(_t(ax), _t(au))),
+                         "log": lambda: _np(g.logmap(_t(ax), _t(ay))),
+                         "dist": lambda: _np(g.dist(_t(ax), _t(ay)))}
+    rows = []
+    for op in ("exp", "log", "dist"):
+        ours = {"exp": lambda: m.exp(x, u), "log": lambda: m.log(x, y),
+                "dist": lambda: m.dist(x, y)}[op]
+        rows.append(("Hyperboloid(2)", op, n, ours, {k: v[op] for k, v in peers_t.items()},
+                     {k: v[op] for k, v in acc.items()},
+                     lambda op=op: ref_hyperboloid(op, ax, ay, au), op == "dist",
+                     "hard cases: pairs 1e-9..1e-3 apart, and 8 apart"))
+    return rows
 
 
 def spd_rows(n, rng):
@@ -138,39 +350,195 @@ def spd_rows(n, rng):
     import pymanopt.manifolds as pm
 
     m = SPD(9)
-    pts = x, y, u, _ = sample_pairs(m, n, rng)
+    x, y = m.random_point(rng, (2, n))
+    u = m.tangent_gaussian(x, 0.5, rng)
     gs = gspd.SPDMatrices(9)
-    pym = pm.SymmetricPositiveDefinite(9)
-    loop = pymanopt_loop(pym, x, y, u, geomstats_transport_loop(gs, pts))
-    return suite("SPD(9)", m, gs, pts, loop)
+    pym = pm.SymmetricPositiveDefinite(9, k=n)
+    ax, ay, au = near_far_pairs(m, rng, 8, [1e-8, 1e-5], [])
+    # ill-conditioned pairs: condition numbers 1e6 to 1e9
+    q = np.linalg.qr(rng.standard_normal((6, 9, 9)))[0]
+    ill = (q * np.geomspace(1.0, 1.0, 9)[None, None, :] * np.geomspace(
+        np.full(6, 1e-3), np.array([1e3, 1e4, 1e5, 1e6, 1e6, 1e6]), 9).T[:, None, :]) @ np.swapaxes(
+        q, -1, -2)
+    ill = 0.5 * (ill + np.swapaxes(ill, -1, -2))
+    ax = np.concatenate([ax, ill[:3]])
+    ay = np.concatenate([ay, ill[3:]])
+    au = np.concatenate([au, m.tangent_gaussian(ill[:3], 0.5, rng)])
+    pyk = pm.SymmetricPositiveDefinite(9, k=len(ax))
+    peers_t = {"geomstats": {"exp": lambda: gs.metric.exp(u, x), "log": lambda: gs.metric.log(y, x),
+                             "dist": lambda: gs.metric.dist(x, y)},
+               "pymanopt": {"exp": lambda: pym.exp(x, u), "log": lambda: pym.log(x, y),
+                            "dist": lambda: pym.dist(x, y)}}
+    acc = {"rfed": {"exp": lambda: m.exp(ax, au), "log": lambda: m.log(ax, ay),
+                    "dist": lambda: m.dist(ax, ay)},
+           "geomstats": {"exp": lambda: gs.metric.exp(au, ax), "log": lambda: gs.metric.log(ay, ax),
+                         "dist": lambda: gs.metric.dist(ax, ay)},
+           "pymanopt": {"exp": lambda: pyk.exp(ax, au), "log": lambda: pyk.log(ax, ay),
+                        "dist": lambda: np.array([pm.SymmetricPositiveDefinite(9).dist(a, b)
+                                                  for a, b in zip(ax, ay, strict=True)])}}
+    if geoopt is not None:
+        g = geoopt.SymmetricPositiveDefinite()
+        tx, ty, tu = _t(x), _t(y), _t(u)
+        peers_t["geoopt"] = {"exp": lambda: g.expmap(tx, tu), "log": lambda: g.logmap(tx, ty),
+                             "dist": lambda: g.dist(tx, ty)}
+        acc["geoopt"] = {"exp": lambda: _np(g.expmap(_t(ax), _t(au))),
+                         "log": lambda: _np(g.logmap(_t(ax), _t(ay))),
+                         "dist": lambda: _np(g.dist(_t(ax), _t(ay)))}
+    rows = []
+    for op in ("exp", "log", "dist"):
+        ours = {"exp": lambda: m.exp(x, u), "log": lambda: m.log(x, y),
+                "dist": lambda: m.dist(x, y)}[op]
+        rows.append(("SPD(9)", op, n, ours, {k: v[op] for k, v in peers_t.items()},
+                     {k: v[op] for k, v in acc.items()},
+                     lambda op=op: ref_spd(op, ax, ay, au), op == "dist",
+                     "hard cases: pairs 1e-8, 1e-5 apart; condition numbers 1e6-1e9"))
+    return rows
+
+
+def stiefel_rows(n, rng):
+    import pymanopt.manifolds as pm
+
+    m = Stiefel(100, 5)
+    x = m.random_point(rng, n)
+    u = m.tangent_gaussian(x, 1.0, rng)
+    pym = pm.Stiefel(100, 5, k=n)
+    ax = m.random_point(rng, 12)
+    au = m.tangent_gaussian(ax, 1.0, rng)
+    au *= np.geomspace(1e-6, 3.0, 12)[:, None, None] / m.norm(ax, au)[:, None, None]
+    pyk = pm.Stiefel(100, 5, k=len(ax))
+    peers_t = {"pymanopt": {"exp": lambda: pym.exp(x, u)}}
+    acc = {"rfed": {"exp": lambda: m.exp(ax, au)}, "pymanopt": {"exp": lambda: pyk.exp(ax, au)}}
+    if geoopt is not None:
+        g = geoopt.EuclideanStiefelExact()
+        tx, tu = _t(x), _t(u)
+        peers_t["geoopt"] = {"exp": lambda: g.expmap(tx, tu)}
+        acc["geoopt"] = {"exp": lambda: _np(g.expmap(_t(ax), _t(au)))}
+    return [("Stiefel(100,5)", "exp", n, lambda: m.exp(x, u),
+             {k: v["exp"] for k, v in peers_t.items()}, {k: v["exp"] for k, v in acc.items()},
+             lambda: ref_stiefel_exp(ax, au), False, "hard cases: |u| from 1e-6 to 3")]
+
+
+def grassmann_rows(n, rng):
+    import pymanopt.manifolds as pm
+
+    m = Grassmann(100, 5)
+    x, y = m.random_point(rng, (2, n))
+    u = m.tangent_gaussian(x, 0.5, rng)
+    pym = pm.Grassmann(100, 5, k=n)
+    ax, ay, au = near_far_pairs(m, rng, 6, [1e-9, 1e-6, 1e-3], [1.5])
+    pyk = pm.Grassmann(100, 5, k=len(ax))
+    peers_t = {"pymanopt": {"exp": lambda: pym.exp(x, u), "log": lambda: pym.log(x, y),
+                            "dist": lambda: pym.dist(x, y)}}
+
+    def proj(a):
+        return a @ np.swapaxes(a, -1, -2)
+
+    acc = {"rfed": {"exp": lambda: proj(m.exp(ax, au)), "log": lambda: m.log(ax, ay),
+                    "dist": lambda: m.dist(ax, ay)},
+           "pymanopt": {"exp": lambda: proj(pyk.exp(ax, au)), "log": lambda: pyk.log(ax, ay),
+                        "dist": lambda: np.array([pm.Grassmann(100, 5).dist(a, b)
+                                                  for a, b in zip(ax, ay, strict=True)])}}
+    rows = []
+    for op in ("exp", "log", "dist"):
+        ours = {"exp": lambda: m.exp(x, u), "log": lambda: m.log(x, y),
+                "dist": lambda: m.dist(x, y)}[op]
+        rows.append(("Grassmann(100,5)", op, n, ours, {k: v[op] for k, v in peers_t.items()},
+                     {k: v[op] for k, v in acc.items()},
+                     lambda op=op: ref_grassmann(op, ax, ay, au), op == "dist",
+                     "hard cases: subspaces 1e-9..1e-3 apart (exp: projectors compared)"))
+    return rows
+
+
+SUITES = {
+    "sphere": (sphere_rows, 100_000),
+    "hyperboloid": (hyperboloid_rows, 100_000),
+    "spd": (spd_rows, 10_000),
+    "stiefel": (stiefel_rows, 2_000),
+    "grassmann": (grassmann_rows, 2_000),
+}
+
+PEERS = ("geomstats", "geoopt", "pymanopt")
+
+
+def run_table(suites, div, repeat, rng):
+    """Time and check every row; returns the rows as dicts."""
+    out = []
+    for name in suites:
+        fn, size = SUITES[name]
+        for manifold, op, n, ours, peers, acc, ref_fn, scalar, note in fn(max(1, size // div),
+                                                                           rng):
+            names = list(peers)
+            with warnings.catch_warnings():
+                warnings.simplefilter("ignore")
+                times = best_times([ours] + [peers[k] for k in names], repeat)
+                ref = ref_fn()
+                errs = {k: rel_errors(_np(f()), ref, scalar) for k, f in acc.items()}
+            row = {"manifold": manifold, "op": op, "n": n, "note": note,
+                   "rfed_ms": 1e3 * times[0], "rfed_err": errs["rfed"],
+                   "peers": {k: {"ms": 1e3 * t, "err": errs.get(k)}
+                             for k, t in zip(names, times[1:], strict=True)}}
+            fastest = min(names, key=lambda k: row["peers"][k]["ms"])
+            row["best_peer"] = fastest
+            row["ratio_best"] = row["rfed_ms"] / row["peers"][fastest]["ms"]
+            bound = max(10.0 * row["rfed_err"], 1e-13)
+            accurate = [k for k in names if row["peers"][k]["err"] is not None
+                        and row["peers"][k]["err"] <= bound]
+            if accurate:
+                best_acc = min(accurate, key=lambda k: row["peers"][k]["ms"])
+                row["best_accurate_peer"] = best_acc
+                row["ratio_best_accurate"] = row["rfed_ms"] / row["peers"][best_acc]["ms"]
+            else:
+                row["best_accurate_peer"], row["ratio_best_accurate"] = None, None
+            out.append(row)
+            print_row(row)
+    return out
+
+
+def print_header():
+    cols = "".join(f" {p + ' ms':>14} {'err':>8}" for p in PEERS)
+    line = (f"{'manifold':<16} {'op':<5} {'n':>7} {'rfed ms':>9} {'err':>8}{cols} "
+            f"{'rfed/best':>10} {'rfed/best acc.':>15}")
+    print(line)
+    print("-" * len(line))
+
+
+def print_row(row):
+    cells = []
+    for p in PEERS:
+        if p in row["peers"]:
+            e = row["peers"][p]["err"]
+            cells.append(f" {row['peers'][p]['ms']:>14.2f} {e:>8.1e}" if e is not None
+                         else f" {row['peers'][p]['ms']:>14.2f} {'-':>8}")
+        else:
+            cells.append(f" {'-':>14} {'-':>8}")
+    acc = (f"{row['ratio_best_accurate']:>6.2f} ({row['best_accurate_peer']})"
+           if row["ratio_best_accurate"] is not None else "no peer")
+    print(f"{row['manifold']:<16} {row['op']:<5} {row['n']:>7} {row['rfed_ms']:>9.2f} "
+          f"{row['rfed_err']:>8.1e}{''.join(cells)} {row['ratio_best']:>5.2f} "
+          f"({row['best_peer'][:4]}) {acc:>15}", flush=True)
 
 
 def spd_floor_table(n: int, rng, repeat: int) -> list[str]:
     """rfed's SPD(9) maps against the bare batched LAPACK calls they are built from.
 
-    Interleaved, median CPU time (``time.process_time``) of ``max(repeat, 5)`` calls each. The
-    maps work in the Cholesky frame (one ``cholesky`` and one triangular inverse per base
-    point): exp is one ``eigh`` of the whitened tangent vector; log takes the whitened
-    pencil's eigenvalues as squared singular values (one ``svd``), which keeps their digits up
-    to a condition number of 1e24 where an ``eigh`` of the whitened matrix keeps them to 1e16;
-    dist needs the singular values only. ``rfed log_dist`` (the pencil) and ``rfed
-    log_dist_eigh`` (one ``eigh`` per pair with Rayleigh-quotient eigenvalues, the pencil past
-    a whitened condition of 1e7: what the Frechet mean's gradients, Karcher iterations and
-    evaluations with a gradient norm use), both with the Cholesky factors of y given, as a
-    Frechet problem holds them. prirfed-fig3/fig4 evaluate the cost alone (their figures plot
-    no gradient norm): the squared distances, from ``eigvalsh`` of the whitened matrices
-    (``SPD.dist_eigvalsh``; the singular values past a whitened condition of 1e4).
+    Interleaved, median CPU time of ``max(repeat, 5)`` calls each. The maps work in the Cholesky
+    frame (one ``cholesky`` and one triangular inverse per base point): exp is one ``eigh`` of
+    the whitened tangent vector; log takes the whitened pencil's eigenvalues as squared
+    singular values (one ``svd``), which keeps their digits up to a condition number of 1e24
+    where an ``eigh`` of the whitened matrix keeps them to 1e16; dist needs the singular values
+    only. ``log_dist`` (the pencil) and ``log_dist_eigh`` (one ``eigh`` per pair with
+    Rayleigh-quotient eigenvalues, the pencil past a whitened condition of 1e7), both with the
+    Cholesky factors of y given, as a Frechet problem holds them; the Frechet mean's cost and
+    gradient of photo patch descriptors, and its cost alone (``SPD.dist_eigvalsh``).
     """
     from rfed.datasets import load_sample_image_descriptors
     from rfed.problems import SPDFrechetMean
 
     m = SPD(9)
-    x, y, u, _ = sample_pairs(m, n, rng)
-    chol = np.linalg.cholesky(x)
+    x, y = m.random_point(rng, (2, n))
+    u = m.tangent_gaussian(x, 0.5, rng)
     chol_y = np.linalg.cholesky(y)
-    b = np.linalg.inv(chol) @ chol_y
-    # prirfed-fig4's evaluation: the Frechet cost and gradient of n photo patch descriptors
-    # (50 agents) at their arithmetic mean, against the eigh of the n whitened matrices
+    b = np.linalg.inv(np.linalg.cholesky(x)) @ chol_y
     desc, _ = load_sample_image_descriptors(stride=7)
     desc = desc[rng.permutation(desc.shape[0])[: n - n % 50]]
     frechet = SPDFrechetMean(desc.reshape(50, -1, 9, 9))
@@ -179,7 +547,7 @@ def spd_floor_table(n: int, rng, repeat: int) -> list[str]:
     whitened = whitened_b @ np.swapaxes(whitened_b, -1, -2)
 
     def evaluation():
-        frechet._evaluated = None   # no kept answer: a new point each time
+        frechet._evaluated = None  # no kept answer: a new point each time
         return frechet._local_cost_and_grad(at, None)
 
     def cost_evaluation():
@@ -202,15 +570,7 @@ def spd_floor_table(n: int, rng, repeat: int) -> list[str]:
         "floor: svd values": lambda: np.linalg.svd(b, compute_uv=False),
         "floor: cholesky + inv": lambda: np.linalg.inv(np.linalg.cholesky(x)),
     }
-    for fn in fns.values():
-        fn()
-    times = {name: [] for name in fns}
-    for _ in range(max(repeat, 5)):
-        for name, fn in fns.items():
-            t0 = time.process_time()
-            fn()
-            times[name].append(time.process_time() - t0)
-    med = {name: float(np.median(ts)) for name, ts in times.items()}
+    med = dict(zip(fns, best_times(list(fns.values()), max(repeat, 5)), strict=True))
     eigh = med["floor: eigh"]
     lines = [f"SPD(9), n = {n}: median CPU time of {max(repeat, 5)} interleaved calls",
              f"{'call':<24} {'ms':>8} {'/ eigh':>8}"]
@@ -226,127 +586,23 @@ def spd_floor_table(n: int, rng, repeat: int) -> list[str]:
     pencil, by_eigh = med["rfed log_dist"], med["rfed log_dist_eigh"]
     lines.append(
         f"evaluation (log and dist of a pair): pencil {1e3 * pencil:.2f} ms, eigh "
-        f"{1e3 * by_eigh:.2f} ms ({pencil / by_eigh:.2f}x faster; floor cholesky + inv + eigh "
-        f"= {1e3 * (frame + eigh):.2f} ms)")
+        f"{1e3 * by_eigh:.2f} ms ({pencil / by_eigh:.2f}x faster)")
     lines.append(
         f"Frechet cost and gradient of {frechet.n_samples} descriptors at one point: "
         f"{1e3 * med['rfed Frechet eval']:.2f} ms = "
-        f"{med['rfed Frechet eval'] / med['floor: eigh of M']:.2f}x its floor, the eigh of the "
-        f"{frechet.n_samples} whitened matrices M = L^-1 A L^-T "
-        f"({1e3 * med['floor: eigh of M']:.2f} ms)")
-    lines.append(
-        f"Frechet cost alone (fig3/fig4's evaluations): "
-        f"{1e3 * med['rfed Frechet cost']:.2f} ms = "
-        f"{med['rfed Frechet cost'] / med['floor: eigvalsh of M']:.2f}x its floor, the "
-        f"eigvalsh of the {frechet.n_samples} M "
-        f"({1e3 * med['floor: eigvalsh of M']:.2f} ms); "
-        f"{med['rfed Frechet eval'] / med['rfed Frechet cost']:.2f}x faster than cost and "
-        f"gradient")
+        f"{med['rfed Frechet eval'] / med['floor: eigh of M']:.2f}x the eigh of the whitened "
+        f"matrices; cost alone {1e3 * med['rfed Frechet cost']:.2f} ms = "
+        f"{med['rfed Frechet cost'] / med['floor: eigvalsh of M']:.2f}x their eigvalsh")
     return lines
-
-
-def near_pairs(m, n, rng, radius=1.0):
-    """Like :func:`sample_pairs`, but ``y = Exp_x(w)`` with ``|w| = radius`` (Stiefel's log
-    iteration converges within a distance of about 2; random frames are further apart)."""
-    x = m.random_point(rng, n)
-    w = m.tangent_gaussian(x, 1.0, rng)
-    y = m.exp(x, radius * w / m.norm(x, w)[:, None, None])
-    return x, y, m.tangent_gaussian(x, 0.5, rng), m.tangent_gaussian(x, 1.0, rng)
-
-
-def stiefel_rows(n, rng):
-    import geomstats.geometry.stiefel as gst
-    import pymanopt.manifolds as pm
-
-    m = Stiefel(100, 5)
-    pts = x, y, u, v = near_pairs(m, n, rng)
-    gs = gst.Stiefel(100, 5)
-    pym = pm.Stiefel(100, 5)
-    loop = {
-        "exp": lambda i: pym.exp(x[i], u[i]),
-        "log": None,  # pymanopt's Stiefel has no log
-        "dist": None,  # nor a distance
-        "transport": lambda i: pym.transport(x[i], y[i], v[i]),
-        "tangent_gaussian": lambda i: pym.random_tangent_vector(x[i]),
-    }
-    name, n_pts, rows = suite("Stiefel(100,5)", m, gs, pts, loop)
-    # geomstats' Stiefel has no parallel transport (and rfed's is the projection vector
-    # transport): compare with geomstats' projection to the tangent space instead
-    rows["transport"] = (rows["transport"][0], lambda: gs.to_tangent(v, y), loop["transport"])
-    return name, n_pts, rows
-
-
-def grassmann_rows(n, rng):
-    import geomstats.geometry.grassmannian as ggr
-    import pymanopt.manifolds as pm
-
-    m = Grassmann(100, 5)
-    x, y, u, v = sample_pairs(m, n, rng)
-    gs = ggr.Grassmannian(100, 5)
-    # geomstats represents a subspace by its n x n projector and a tangent vector by the
-    # symmetric n x n matrix H X^T + X H^T
-    px, py = x @ np.swapaxes(x, -1, -2), y @ np.swapaxes(y, -1, -2)
-    pu = u @ np.swapaxes(x, -1, -2) + x @ np.swapaxes(u, -1, -2)
-    pv = v @ np.swapaxes(x, -1, -2) + x @ np.swapaxes(v, -1, -2)
-    pym = pm.Grassmann(100, 5)
-    loop = pymanopt_loop(pym, x, y, u, lambda i: pym.transport(x[i], y[i], v[i]))
-    g = np.random.default_rng(1)
-    rows = {
-        "exp": (lambda: m.exp(x, u), lambda: gs.metric.exp(pu, px), loop["exp"]),
-        "log": (lambda: m.log(x, y), lambda: gs.metric.log(py, px), loop["log"]),
-        "dist": (lambda: m.dist(x, y), lambda: gs.metric.dist(px, py), loop["dist"]),
-        "transport": (
-            lambda: m.transport(x, y, v),
-            lambda: gs.metric.parallel_transport(pv, px, end_point=py),
-            loop["transport"],
-        ),
-        "tangent_gaussian": (
-            lambda: m.tangent_gaussian(x, 1.0, g),
-            lambda: gs.random_tangent_vec(px, n_samples=n),
-            loop["tangent_gaussian"],
-        ),
-    }
-    return "Grassmann(100,5)", n, rows
-
-
-#: name -> (rows function, number of points). geomstats' Stiefel log (iterative, about 0.14 s a
-#: point) and its Grassmannian (100 x 100 projectors, about 0.4 s a point) set the small counts.
-SUITES = {
-    "sphere": (sphere_rows, 100_000),
-    "hyperboloid": (hyperboloid_rows, 100_000),
-    "spd": (spd_rows, 10_000),
-    "stiefel": (stiefel_rows, 200),
-    "grassmann": (grassmann_rows, 30),
-}
-
-NOTES = [
-    "geomstats tangent_gaussian column: random_tangent_vec (no tangent Gaussian in geomstats; on "
-    "SPD it is sqrtm(P) (2U - 1 + transpose) sqrtm(P) with U uniform, elsewhere a projected "
-    "normal)",
-    "loop tangent_gaussian column: pymanopt random_tangent_vector (unit norm, not Gaussian)",
-    "Sphere loop transport: pymanopt's Sphere.transport is a projection, not parallel transport",
-    "SPD loop transport: pymanopt's SymmetricPositiveDefinite.transport is the identity (no "
-    "work), so the loop calls geomstats SPDMatrices(9) parallel_transport per point instead",
-    "Hyperboloid loop: pymanopt has no hyperboloid; exp/log/dist/tangent use pymanopt "
-    "PoincareBall(2) on the same points, transport calls geomstats Hyperboloid(2) per point",
-    "Stiefel(100,5): rfed uses the embedded (Euclidean) metric, geomstats its canonical metric "
-    "(exp closed form, log iterative in both); points are 1 apart; geomstats and rfed have no "
-    "parallel transport there, so the transport row times rfed's projection vector transport "
-    "against geomstats' to_tangent and pymanopt's transport (also a projection); pymanopt has "
-    "no Stiefel log or dist ('-')",
-    "Grassmann(100,5): geomstats works on 100 x 100 projectors (its exp/log/transport take "
-    "projectors and symmetric tangent matrices); pymanopt's transport is a projection, rfed's "
-    "is the closed-form parallel transport",
-]
 
 
 def main(argv=None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="10x fewer points")
-    parser.add_argument("--repeat", type=int, default=5)
-    parser.add_argument("--loop-points", type=int, default=2000)
+    parser.add_argument("--repeat", type=int, default=7)
     parser.add_argument("--suites", nargs="+", default=list(SUITES), choices=list(SUITES),
                         help="which manifolds to time (default: all)")
+    parser.add_argument("--json", help="also write the rows to this JSON file")
     parser.add_argument("--spd-floor", action="store_true",
                         help="only the table of SPD(9)'s maps against their LAPACK floors")
     args = parser.parse_args(argv)
@@ -356,40 +612,29 @@ def main(argv=None) -> None:
         for line in spd_floor_table(max(1, SUITES["spd"][1] // div), rng, args.repeat):
             print(line)
         return
-    suites = [SUITES[name][0](max(1, SUITES[name][1] // div), rng) for name in args.suites]
-    header = (
-        f"{'manifold':<16} {'n':>7} {'operation':<17} {'rfed ms':>9} {'geomstats ms':>13} "
-        f"{'gs/rfed':>8} {'loop ms':>10} {'loop/rfed':>10}"
-    )
-    print(header)
-    print("-" * len(header))
-    worst_gs, worst_loop = np.inf, np.inf
-    for name, n, rows in suites:
-        n_loop = min(args.loop_points, n)
-        for op, (ours, theirs, loop) in rows.items():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore")
-                t_ours, t_gs = best_times([ours, theirs], args.repeat)
-                t_loop = (np.nan if loop is None
-                          else loop_time(loop, n_loop, n, max(1, args.repeat - 1)))
-            worst_gs = min(worst_gs, t_gs / t_ours)
-            if loop is not None:
-                worst_loop = min(worst_loop, t_loop / t_ours)
-            loop_cols = (f"{'-':>10} {'-':>10}" if loop is None
-                         else f"{1e3 * t_loop:>10.1f} {t_loop / t_ours:>10.0f}")
-            print(
-                f"{name:<16} {n:>7} {op:<17} {1e3 * t_ours:>9.2f} {1e3 * t_gs:>13.2f} "
-                f"{t_gs / t_ours:>8.1f} {loop_cols}"
-            )
-    print(f"\nworst ratio vs geomstats: {worst_gs:.2f} (target >= 1)")
-    print(f"worst ratio vs per-point loop: {worst_loop:.0f} (target >= 30)")
-    print(f"loop times measured on {args.loop_points} points per row and scaled linearly")
-    for note in NOTES:
-        print("note:", note)
-    if "spd" in args.suites:
-        print()
-        for line in spd_floor_table(max(1, SUITES["spd"][1] // div), rng, args.repeat):
-            print(line)
+    print(f"CPU time, median of {args.repeat} interleaved calls, one thread; err: worst "
+          "relative error on the hard cases (40-digit mpmath)"
+          + ("" if geoopt is not None else "; geoopt not installed: no geoopt column"))
+    print_header()
+    rows = run_table(args.suites, div, args.repeat, rng)
+    worst = max(rows, key=lambda r: r["ratio_best_accurate"] or 0.0)
+    if worst["ratio_best_accurate"] is not None:
+        print(f"\nworst rfed/best-accurate-peer: {worst['ratio_best_accurate']:.2f} "
+              f"({worst['manifold']} {worst['op']})")
+    slower = [r for r in rows if r["ratio_best"] > 1.0]
+    for r in slower:
+        p = r["peers"][r["best_peer"]]
+        print(f"note: {r['manifold']} {r['op']}: {r['best_peer']} is {r['ratio_best']:.2f}x "
+              f"faster with error {p['err']:.1e} against rfed's {r['rfed_err']:.1e}")
+    for r in rows:
+        if r["op"] == "exp" or r is rows[0]:
+            print(f"note: {r['manifold']}: {r['note']}")
+    print("note: pymanopt Oblique.dist returns the norm of the n distances (its accuracy is "
+          "measured per pair); geomstats' and geoopt's Stiefel exponentials are for other "
+          "metrics or absent (geoopt EuclideanStiefelExact is rfed's map)")
+    if args.json:
+        with open(args.json, "w") as fh:
+            json.dump(rows, fh, indent=1)
 
 
 if __name__ == "__main__":

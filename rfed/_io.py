@@ -1,9 +1,12 @@
 """Files that are never half-written: atomic replacement, line-atomic appends, strict JSON.
 
 * :func:`atomic_write_bytes` writes a temporary file unique to the process (``tempfile.mkstemp``
-  in the target's folder), flushes it to disk (``fsync``) and renames it over the target
-  (``os.replace``): a reader sees the old file or the new one, never a torn one, and two
-  processes never share a temporary name.
+  in the target's folder, named ``.TARGET.PID.XXXXXXXX.tmp``), flushes it to disk (``fsync``)
+  and renames it over the target (``os.replace``): a reader sees the old file or the new one,
+  never a torn one, and two processes never share a temporary name. A process killed while
+  writing leaves its temporary behind: the next write of the same target by another process,
+  and :func:`remove_stale_temporaries` (called when a results folder is resumed or
+  overwritten), remove the temporaries of processes that are gone.
 * :func:`write_at_end` cuts a file back to a given size and appends bytes there, flushed to
   disk (``fsync``); on failure the file is cut back again. A reader that trusts only a prefix
   whose length and checksum it recorded elsewhere never sees a torn write (the checkpoint log
@@ -21,7 +24,7 @@ from __future__ import annotations
 import json
 import math
 import os
-import pickle
+import re
 import tempfile
 from collections.abc import Mapping
 from pathlib import Path
@@ -32,7 +35,8 @@ import numpy as np
 __all__ = [
     "atomic_write_bytes",
     "atomic_write_text",
-    "atomic_pickle",
+    "remove_stale_temporaries",
+    "process_gone",
     "append_line",
     "write_at_end",
     "strict_jsonable",
@@ -62,13 +66,89 @@ def _write_all(fd: int, data: bytes) -> None:
         view = view[n:]
 
 
+#: ``.TARGET.PID.XXXXXXXX.tmp``: a temporary of :func:`atomic_write_bytes` (``PID`` its writer).
+_TEMPORARY = re.compile(r"^\.(?P<target>.+)\.(?P<pid>\d+)\.[A-Za-z0-9_]+\.tmp$")
+#: ``.TARGET.XXXXXXXX.tmp``: a temporary of an earlier release (no writer's pid in the name).
+_OLD_TEMPORARY = re.compile(r"^\.(?P<target>.+)\.[a-z0-9_]{8}\.tmp$")
+#: Targets whose stale temporaries this process has already removed.
+_SWEPT: set[Path] = set()
+
+
+def process_gone(pid: int) -> bool:
+    """True when no process ``pid`` runs (or it has exited and waits to be reaped: a zombie
+    writes nothing; Linux ``/proc``)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return True
+    except PermissionError:
+        return False       # another user's live process
+    try:
+        stat = Path(f"/proc/{pid}/stat").read_text()
+    except OSError:
+        return False
+    # the state follows the parenthesised command name, which may itself hold spaces
+    return stat[stat.rfind(")") + 2:stat.rfind(")") + 3] == "Z"
+
+
+def remove_stale_temporaries(folder: str | os.PathLike, target: str | None = None, *,
+                             earlier_releases: bool = True) -> list[Path]:
+    """Remove the temporaries of :func:`atomic_write_bytes` left in ``folder`` by dead processes.
+
+    Parameters
+    ----------
+    folder : path
+    target : str, optional
+        Only the temporaries of this file name (default: of every file in ``folder``).
+    earlier_releases : bool
+        Also remove temporaries named as earlier releases named them (no writer's pid): only
+        where no other process can be writing, e.g. a results folder this process has locked.
+
+    Returns
+    -------
+    list of Path
+        The files removed.
+    """
+    removed: list[Path] = []
+    try:
+        entries = list(os.scandir(os.fspath(folder)))
+    except OSError:
+        return removed
+    for entry in entries:
+        if not entry.name.startswith(".") or not entry.name.endswith(".tmp"):
+            continue
+        match = _TEMPORARY.match(entry.name)
+        if match is not None:
+            pid = int(match["pid"])
+            stale = pid != os.getpid() and process_gone(pid)
+        else:
+            match = _OLD_TEMPORARY.match(entry.name)
+            stale = earlier_releases and match is not None
+        if match is None or not stale:
+            continue
+        if (target is None or match["target"] == target) and entry.is_file(
+                follow_symlinks=False):
+            try:
+                os.unlink(entry.path)
+            except FileNotFoundError:
+                continue
+            removed.append(Path(entry.path))
+    return removed
+
+
 def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
     """Replace ``path`` by ``data`` atomically (temporary file, fsync, ``os.replace``).
 
-    On any error the temporary file is removed and ``path`` keeps its previous content.
+    On any error the temporary file is removed and ``path`` keeps its previous content. The
+    first write of ``path`` in a process also removes the temporaries of ``path`` that dead
+    processes left (:func:`remove_stale_temporaries`).
     """
     path = Path(path)
-    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+    if path not in _SWEPT:
+        remove_stale_temporaries(path.parent, path.name, earlier_releases=False)
+        _SWEPT.add(path)
+    fd, tmp = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.{os.getpid()}.",
+                               suffix=".tmp")
     try:
         try:
             os.fchmod(fd, _FILE_MODE)  # mkstemp makes 0600; results are ordinary files
@@ -88,11 +168,6 @@ def atomic_write_bytes(path: str | os.PathLike, data: bytes) -> None:
 def atomic_write_text(path: str | os.PathLike, text: str) -> None:
     """:func:`atomic_write_bytes` of UTF-8 ``text``."""
     atomic_write_bytes(path, text.encode("utf-8"))
-
-
-def atomic_pickle(path: str | os.PathLike, obj: Any) -> None:
-    """Pickle ``obj`` to ``path`` atomically (highest protocol)."""
-    atomic_write_bytes(path, pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL))
 
 
 def append_line(path: str | os.PathLike, line: str) -> None:

@@ -64,7 +64,6 @@ line on stderr.
 from __future__ import annotations
 
 import argparse
-import json
 import math
 import os
 import sys
@@ -138,7 +137,7 @@ def _parser() -> argparse.ArgumentParser:
     return parser
 
 
-def _error(message: str) -> None:
+def _error(message: str | Exception) -> None:
     print(f"rfed: error: {' '.join(str(message).split())}", file=sys.stderr)
 
 
@@ -168,10 +167,28 @@ def _print_show(name: str) -> None:
         print(f"needs data: {', '.join(e.requires)} (installed files; never downloaded)")
     print()
     print(textwrap.fill(clean_text(e.description), width=96))
+    _print_citations(e.paper_label, e.description)
     print("\nsettings (--set KEY=VALUE):")
     width = max(len(k) for k in e.defaults)
     for key, value in e.defaults.items():
         print(f"  {key:<{width}}  {value!r}")
+
+
+def _print_citations(paper_label: str, description: str) -> None:
+    """Full references: the papers an experiment reproduces (named in its paper label), then
+    the methods and data its description names."""
+    import textwrap
+
+    from rfed.bibliography import PAPERS, cited_in
+
+    reproduces = [r for r in cited_in(paper_label) if r.key in PAPERS]
+    uses = [r for r in cited_in(paper_label + " " + description) if r not in reproduces]
+    for title, group in (("reproduces", reproduces), ("compares with or uses", uses)):
+        if group:
+            print(f"\n{title}:")
+            for ref in group:
+                print(textwrap.fill(str(ref), width=96, initial_indent="  ",
+                                    subsequent_indent="    "))
 
 
 def _fmt(v) -> str:
@@ -252,6 +269,11 @@ def _print_summary(name: str, summary: dict, ctx) -> None:
         print(f"accountant: {summary['accountant']}")
     elif ctx.privacy and not rows:
         _print_privacy(ctx.privacy)
+    if ctx.privacy or any(r.get("eps (certified)") is not None or r.get("epsilon") is not None
+                          for r in rows):
+        from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE
+
+        print(f"privacy, {OUTSIDE_THE_GUARANTEE}")
     if ctx.diverged_runs:
         print(f"\n{len(ctx.diverged_runs)} run(s) diverged (kept out of the table's means; "
               f"their history up to the divergence is in history.jsonl):")
@@ -304,22 +326,25 @@ def _name_setting(message: str, overrides: dict) -> str:
 
 
 def _resume_settings(resume: Path, name: str | None, seed: int | None,
-                     overrides: list[str]) -> tuple[str, int, dict]:
-    """Experiment, seed and settings of the run saved in ``resume`` (config.json)."""
-    cfg_path = resume / "config.json"
-    if not cfg_path.is_file():
-        raise ValueError(f"cannot resume: '{resume}' holds no rfed run (no config.json)")
+                     overrides: list[str]) -> tuple[str, int, dict, bool]:
+    """Experiment, seed, settings and secure mode of the run saved in ``resume`` (its
+    config.json, checked: a damaged one is refused in one line naming it)."""
+    from rfed.experiments.registry import OutputDirError, read_run_config
+
     if overrides:
         raise ValueError("--resume continues a run with its saved settings; --set is not "
                          "allowed with it")
-    saved = json.loads(cfg_path.read_text(encoding="utf-8"))
+    try:
+        saved = read_run_config(resume)
+    except OutputDirError as exc:
+        raise ValueError(f"cannot resume: {exc}") from None
     if name is not None and name != saved["experiment"]:
         raise ValueError(f"cannot resume: '{resume}' holds a run of '{saved['experiment']}', "
                          f"not '{name}'")
     if seed is not None and seed != saved["seed"]:
         raise ValueError(f"cannot resume: '{resume}' holds a run with seed {saved['seed']}, "
                          f"not {seed}")
-    return saved["experiment"], int(saved["seed"]), saved["config"]
+    return saved["experiment"], saved["seed"], saved["config"], saved["secure"]
 
 
 def _settings(args) -> tuple[str, int, dict, Path, str]:
@@ -329,11 +354,10 @@ def _settings(args) -> tuple[str, int, dict, Path, str]:
     if args.resume is not None:
         if args.out is not None and args.out != args.resume:
             raise ValueError("give the folder to resume once: --resume DIR (not --out)")
-        name, seed, overrides = _resume_settings(args.resume, args.name, args.seed,
-                                                 args.overrides)
+        name, seed, overrides, secure = _resume_settings(args.resume, args.name, args.seed,
+                                                         args.overrides)
         out, mode = args.resume, "resume"
-        saved = json.loads((args.resume / "config.json").read_text(encoding="utf-8"))
-        args.secure = bool(args.secure or saved.get("secure", False))
+        args.secure = bool(args.secure or secure)
     else:
         from rfed.experiments.registry import parse_overrides
 
@@ -530,7 +554,7 @@ def _run_and_report(args, name: str, seed: int, overrides: dict, out: Path, mode
         return 2
     except (ArithmeticError, np.linalg.LinAlgError) as exc:
         # numerical failure outside an algorithm's rounds (those are marked diverged)
-        saved = (out / "checkpoint.pkl").is_file()
+        saved = (out / "checkpoint.npz").is_file()
         _error(f"the run failed: {type(exc).__name__}: {exc}"
                + (f"; the rounds done are saved: continue with rfed run {name} --resume {out}"
                   if saved else ""))

@@ -3,6 +3,7 @@
 import json
 
 from rfed.cli import main
+from rfed.privacy import OUTSIDE_THE_GUARANTEE
 
 
 def test_rfed_list(capsys):
@@ -20,6 +21,7 @@ def test_rfed_run_default_writes_results_and_prints_summary(tmp_path, capsys):
     assert "pca-synthetic" in out and "eps (certified)" in out and "accountant" in out
     # the default settings are budget-first, labelled by their certified epsilon
     assert "certified eps=2 (delta=1e-05)" in out and "reference (true value) cost" in out
+    assert OUTSIDE_THE_GUARANTEE in out  # the logged metrics are not covered: said where seen
     cfg = json.loads((out_dir / "config.json").read_text())
     assert cfg["seed"] == 3 and cfg["config"]["rounds"] == 10
     assert (out_dir / "pca_synthetic.png").stat().st_size > 0
@@ -51,3 +53,4 @@ def test_rfed_run_decentralized_prints_privacy_table(tmp_path, capsys):
     assert f"{eps_paper:.4g}" in out
     assert "accountant: " in out and "cost function" in out  # DP-DGT's relation (issue 8)
     assert "final_generation:" in out and "| generator_bus |" in out
+    assert OUTSIDE_THE_GUARANTEE in out

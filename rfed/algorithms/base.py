@@ -9,7 +9,9 @@ An algorithm is configured once (step sizes, noise, sampling) and then
 
 The state must hold everything the next step needs (iterates, the generator, the privacy
 ledger, counters), so that stepping a restored state continues the run exactly; it must also be
-picklable (no lambdas or local closures), because :meth:`Algorithm.run` checkpoints it.
+savable as a state file (:mod:`rfed.state`: arrays, numbers, strings, containers, generators and
+rfed's state classes; register a state class of your own with
+:func:`rfed.state.register_state_type`), because :meth:`Algorithm.run` checkpoints it.
 
 Two rules hold for every algorithm, in :meth:`Algorithm.run`:
 
@@ -17,8 +19,10 @@ Two rules hold for every algorithm, in :meth:`Algorithm.run`:
   ``{"round", "state", "history", ...}`` every ``N`` rounds and when the user presses Ctrl-C
   (the interrupt is deferred to the end of the current round, so the saved state is whole);
   ``run(..., resume_from=path_or_payload)`` continues from it and ends bit-identical to an
-  uninterrupted run. A command-line run installs the same mechanism for every ``run`` call of an
-  experiment through :func:`run_hook`.
+  uninterrupted run. A checkpoint file is an :mod:`rfed.state` file (no pickle), bound to the
+  run that wrote it: one of another algorithm, problem, ``n_rounds`` or ``eval_every``, or a
+  damaged one, is refused before anything runs. A command-line run installs the same
+  mechanism for every ``run`` call of an experiment through :func:`run_hook`.
 * **Step sizes.** An algorithm with a ``step_size`` attribute has it checked when the run
   starts (a positive number or a callable); a callable is checked at each round's index (the
   rounds done, ``t - 1``) before the round, so a negative or non-numeric value is an error
@@ -36,7 +40,6 @@ import contextlib
 import contextvars
 import math
 import os
-import pickle
 import signal
 import sys
 import threading
@@ -47,10 +50,10 @@ from typing import Any
 
 import numpy as np
 
-from rfed._io import atomic_pickle
 from rfed.manifolds.base import as_generator
 from rfed.privacy.secure import SecureRandom, is_secure
 from rfed.problems.base import Problem
+from rfed.state import StateFileError, load_state, save_state
 
 __all__ = [
     "Algorithm",
@@ -62,11 +65,15 @@ __all__ = [
     "load_checkpoint",
     "run_hook",
     "engine_run_hooks",
+    "checkpoint_binding",
     "CHECKPOINT_FORMAT",
+    "CHECKPOINT_KIND",
 ]
 
-#: Version of the checkpoint payload written by :meth:`Algorithm.run`.
-CHECKPOINT_FORMAT = 1
+#: Version of the checkpoint payload written by :meth:`Algorithm.run` (2: an rfed.state file).
+CHECKPOINT_FORMAT = 2
+#: The :mod:`rfed.state` kind of the checkpoint files of :meth:`Algorithm.run`.
+CHECKPOINT_KIND = "algorithm-checkpoint"
 
 #: Tolerance of the off-manifold check at the recorded rounds (loose: it flags divergence, not
 #: round-off; :meth:`Manifold.belongs` scales it to the point).
@@ -228,13 +235,56 @@ def run_hook(hook: Any) -> Iterator[None]:
         _HOOK.reset(token)
 
 
-def load_checkpoint(source: str | os.PathLike | dict) -> dict:
-    """A checkpoint payload from a path written by :meth:`Algorithm.run` (or the payload itself)."""
+def checkpoint_binding(algorithm: Algorithm, problem: Any, n_rounds: int,
+                       eval_every: int) -> dict[str, Any]:
+    """What a checkpoint file of :meth:`Algorithm.run` is bound to: the algorithm (name and
+    class), the problem (class, number of agents, manifold and point shape), ``n_rounds`` and
+    ``eval_every``. A file whose binding differs is another run's and is refused.
+
+    Returns
+    -------
+    dict of JSON values
+    """
+    manifold = getattr(problem, "manifold", None)
+    return {
+        "algorithm": str(algorithm.name),
+        "algorithm_class": type(algorithm).__qualname__,
+        "problem_class": type(problem).__qualname__,
+        "n_agents": getattr(problem, "n_agents", None),
+        "manifold": None if manifold is None else type(manifold).__qualname__,
+        "point_shape": (None if manifold is None
+                        else [int(d) for d in getattr(manifold, "point_shape", ())]),
+        "n_rounds": int(n_rounds),
+        "eval_every": int(eval_every),
+    }
+
+
+def load_checkpoint(source: str | os.PathLike | dict,
+                    expect: dict[str, Any] | None = None) -> dict:
+    """A checkpoint payload from a file written by :meth:`Algorithm.run` (or the payload itself).
+
+    Parameters
+    ----------
+    source : path or dict
+        A checkpoint file (an :mod:`rfed.state` file of kind :data:`CHECKPOINT_KIND`) or a
+        payload already in memory (returned as is, after the format check).
+    expect : dict, optional
+        The binding the file must hold (:func:`checkpoint_binding` of the run resuming).
+
+    Raises
+    ------
+    rfed.state.StateFileError
+        The file is damaged, not an rfed checkpoint, or another run's (one line naming it).
+    ValueError
+        A payload of another format.
+    """
     if isinstance(source, dict):
         payload = source
     else:
-        with open(source, "rb") as fh:
-            payload = pickle.load(fh)  # noqa: S301 - the user's own checkpoint file
+        try:
+            payload = load_state(source, kind=CHECKPOINT_KIND, expect=expect)
+        except StateFileError as exc:
+            raise exc.within("argument 'resume_from'") from None
     if not isinstance(payload, dict) or payload.get("format") != CHECKPOINT_FORMAT:
         raise ValueError(
             f"argument 'resume_from' is not an rfed checkpoint (format {CHECKPOINT_FORMAT}): "
@@ -243,14 +293,15 @@ def load_checkpoint(source: str | os.PathLike | dict) -> dict:
     return payload
 
 
-class _PickleTo:
-    """``save(payload)`` writing the payload atomically to a path (picklable, unlike a lambda)."""
+class _SaveTo:
+    """``save(payload)`` writing the payload atomically to a state file bound to its run."""
 
-    def __init__(self, path: str | os.PathLike):
+    def __init__(self, path: str | os.PathLike, binding: dict[str, Any]):
         self.path = Path(path)
+        self.binding = binding
 
     def __call__(self, payload: dict) -> None:
-        atomic_pickle(self.path, payload)
+        save_state(self.path, payload, kind=CHECKPOINT_KIND, bind=self.binding)
 
 
 class _DeferredInterrupt:
@@ -370,14 +421,18 @@ class Algorithm(abc.ABC):
         checkpoint_every : int
             Save a checkpoint every ``checkpoint_every`` rounds (0: only at Ctrl-C).
         checkpoint : path or callable, optional
-            Where checkpoints go: a file (written atomically with pickle) or
-            ``checkpoint(payload)``. The payload is a dict with ``format``, ``algorithm``,
-            ``n_rounds``, ``eval_every``, ``round`` (rounds done), ``state`` and ``history``.
+            Where checkpoints go: a file (an :mod:`rfed.state` file, written atomically and
+            bound to this run by :func:`checkpoint_binding`) or ``checkpoint(payload)``. The
+            payload is a dict with ``format``, ``algorithm``, ``n_rounds``, ``eval_every``,
+            ``round`` (rounds done), ``state`` and ``history``.
             A callable with a method ``due()`` is asked before each periodic checkpoint and
             skips it when ``due()`` is false (see :func:`run_hook`).
         resume_from : path or dict, optional
             A checkpoint to continue from (``rng`` and ``x0`` are then not used: the state
-            holds them). Must come from a run with the same ``n_rounds`` and ``eval_every``.
+            holds them). Must come from a run of the same algorithm on the same kind of
+            problem with the same ``n_rounds`` and ``eval_every``; a file that is damaged or
+            another run's raises :class:`rfed.state.StateFileError` (one line naming it)
+            before any round runs.
 
         Returns
         -------
@@ -391,6 +446,9 @@ class Algorithm(abc.ABC):
             which Ctrl-C arrived.
         """
         n_rounds = check_n_rounds(n_rounds)
+        if getattr(problem, "n_agents", 1) == 0 and not getattr(problem, "is_shard", False):
+            raise ValueError(f"argument 'problem' ({type(problem).__name__}) holds no agent: "
+                             "a run needs at least one agent's data")
         if (isinstance(eval_every, bool) or not isinstance(eval_every, (int, np.integer))
                 or eval_every < 1):
             raise ValueError(f"argument 'eval_every' must be an int >= 1, got {eval_every!r}")
@@ -414,7 +472,8 @@ class Algorithm(abc.ABC):
         else:
             hook = None
         if checkpoint is not None and not callable(checkpoint):
-            checkpoint = _PickleTo(checkpoint)
+            checkpoint = _SaveTo(checkpoint, checkpoint_binding(self, problem, n_rounds,
+                                                                 eval_every))
         token = _HOOK.set(None)  # runs nested inside this one are not checkpointed
         try:
             result = self._loop(problem, n_rounds, rng, x0, eval_every, with_reference,
@@ -428,7 +487,8 @@ class Algorithm(abc.ABC):
     def _loop(self, problem, n_rounds, rng, x0, eval_every, with_reference, callback,
               checkpoint_every, checkpoint, resume_from) -> RunResult:
         if resume_from is not None:
-            payload = load_checkpoint(resume_from)
+            payload = load_checkpoint(resume_from, checkpoint_binding(self, problem, n_rounds,
+                                                                      eval_every))
             for key, value in (("n_rounds", n_rounds), ("eval_every", eval_every),
                                ("algorithm", self.name)):
                 if payload.get(key) != value:

@@ -24,6 +24,12 @@ randomness, discrete Gaussian on a grid, RDP only). The batch selection is secre
 mean is released), as the sampling theorems require. The clip ``C``, ``B``, the step size and
 the number of rounds are public numbers chosen by the user (on public data), never from the
 private records.
+
+References
+----------
+* Martin Abadi, Andy Chu, Ian Goodfellow, H. Brendan McMahan, Ilya Mironov, Kunal Talwar and Li
+  Zhang. Deep Learning with Differential Privacy. Proceedings of the 2016 ACM SIGSAC Conference
+  on Computer and Communications Security (CCS), 2016. arXiv:1607.00133.
 """
 
 from __future__ import annotations
@@ -91,7 +97,7 @@ class _PooledAccount:
     def __init__(self, spec_unit: EventSpec, noise_multiplier: float, sensitivity: float,
                  delta: float, neighboring: str, method: str, planned_rounds: int | None,
                  target_epsilon: float | None, assumptions: list[str], secure: bool,
-                 mode: str):
+                 mode: str, sampling_rate: float | None = None):
         self.spec = dataclasses.replace(spec_unit, noise_multiplier=float(noise_multiplier))
         self.noise_multiplier = float(noise_multiplier)
         self.sensitivity = float(sensitivity)
@@ -103,6 +109,8 @@ class _PooledAccount:
         self.assumptions = assumptions
         self.secure = bool(secure)
         self.mode = mode
+        #: Poisson inclusion probability ``B / N`` from the public pooled size.
+        self.sampling_rate = sampling_rate
         self.rounds = 0
         self._memo: dict[tuple[int, float], Certificate] = {}
 
@@ -230,8 +238,14 @@ class DPSGD(Algorithm):
         neighboring = budget.neighboring if budget is not None else "replace_one"
         if sampling == "without_replacement" and neighboring != "replace_one":
             raise ValueError("sampling='without_replacement' is accounted under "
-                             "neighboring='replace_one' only (fixed-size batches make the data "
-                             "set size public); use sampling='poisson' for add/remove")
+                             "neighboring='replace_one' only (a draw of B of the private N "
+                             "records has no add/remove bound); use sampling='poisson' for "
+                             "add/remove, with the budget's public_sizes")
+        if neighboring == "add_remove_one" and budget is not None and budget.public_sizes is None:
+            raise ValueError("DP-SGD under neighboring='add_remove_one' needs the budget's "
+                             "'public_sizes': the Poisson rate q = B / N may not use the "
+                             "private pooled size N (declare the agents' public nominal sizes; "
+                             "their sum is the pooled N)")
         self.neighboring = neighboring
 
     @property
@@ -250,10 +264,17 @@ class DPSGD(Algorithm):
         return EventSpec.make("gaussian", 1.0, "without_replacement", dataset_size=n_records,
                               sample_size=self.batch_size)
 
+    def _pooled_size(self, problem: Problem) -> int:
+        """The pooled size the run may use: the true ``N`` under replace-one (public there),
+        the sum of the declared public sizes under add/remove (the true one is private)."""
+        if self.neighboring == "replace_one" or self.budget is None:
+            return problem.n_samples
+        return int(self.budget.public_counts(problem.counts).sum())
+
     def _account(self, problem: Problem, rng: Any) -> _PooledAccount | None:
         if not self.private:
             return None
-        n = problem.n_samples
+        n = self._pooled_size(problem)
         dim = problem.manifold.dim
         secure = is_secure(rng)
         sens = release_sensitivity(
@@ -262,14 +283,17 @@ class DPSGD(Algorithm):
         method = self.budget.method if self.budget is not None else "auto"
         if secure:
             method = "rdp"
+        size = (f"N = {n} pooled records" if self.neighboring == "replace_one" else
+                f"the declared public pooled size N = {n} (the true size is private under "
+                "add/remove and never used)")
         assumptions = [
             f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; public)",
             f"minibatch: {self.sampling.replace('_', ' ')} sampling, expected size "
-            f"{self.batch_size} of N = {n} pooled records, secret; public normaliser B",
+            f"{self.batch_size} of {size}, secret; public normaliser B",
             "one data set: every agent's records pooled at a trusted curator",
         ]
         if self.budget is not None:
-            delta = self.budget.resolve_delta(n)
+            delta = self.budget.resolve_delta(n)   # n public (see _pooled_size)
             budget = dataclasses.replace(self.budget, method=method)
             rounds = self.n_rounds
 
@@ -284,7 +308,7 @@ class DPSGD(Algorithm):
             z, target, mode = self.noise_multiplier, None, "noise_multiplier"
         return _PooledAccount(unit, z, sens, delta, self.neighboring, method,
                               self.n_rounds if self.budget is not None else None, target,
-                              assumptions, secure, mode)
+                              assumptions, secure, mode, sampling_rate=self.batch_size / n)
 
     def privacy(self, state: DPSGDState) -> dict | None:
         """The run's privacy report dict (``None`` for a non-private run)."""
@@ -301,10 +325,12 @@ class DPSGD(Algorithm):
         agent, row = np.nonzero(problem.mask)
         return agent, row
 
-    def _sample(self, n: int, rng: Any) -> np.ndarray:
-        """Indices of this round's minibatch among the ``n`` pooled records."""
+    def _sample(self, n: int, rng: Any, rate: float | None = None) -> np.ndarray:
+        """Indices of this round's minibatch among the ``n`` pooled records held (Poisson:
+        each with the public ``rate``, default ``B / n``)."""
         if self.sampling == "poisson":
-            return np.flatnonzero(rng.random(n) < self.batch_size / n)
+            return np.flatnonzero(rng.random(n) < (self.batch_size / n if rate is None
+                                                    else rate))
         # uniform subset of exactly B records: the B smallest of n uniform keys
         return np.argpartition(rng.random(n), self.batch_size - 1)[: self.batch_size]
 
@@ -313,7 +339,8 @@ class DPSGD(Algorithm):
             state.ledger.check_can_step()
         agent, row = self._pooled_index(problem)
         rng = state.rng
-        sel = self._sample(agent.size, rng)
+        rate = getattr(state.ledger, "sampling_rate", None)
+        sel = self._sample(agent.size, rng, rate)
         batch = {k: v[agent[sel], row[sel]][None] for k, v in problem.data.items()}
         total, _ = problem.clipped_grad_sum(state.x[None], batch, self.clip)
         man = problem.manifold

@@ -6,6 +6,14 @@ and set to 0, spec P10) and box limits; the other buses have ``W_i = {0}`` (spec
 are the paper's "virtual local demands" (total 361 MW, bus 12 included per spec P8). The
 communication digraph has 35 edges; in the paper's convention [L55] a pair ``(i, j)`` means the
 edge ``j -> i`` (agent i receives from j), which is the reading spec 003 section 5.3 checked.
+
+References
+----------
+* Wei Huo, Xiaomeng Chen, Lingying Huang, Karl Henrik Johansson and Ling Shi. Differentially
+  Private Dual Gradient Tracking for Distributed Resource Allocation. Automatica 182, 112521,
+  2025. arXiv:2403.18275.
+* Soummya Kar and Gabriela Hug. Distributed Robust Economic Dispatch in Power Systems: A
+  Consensus + Innovations Approach. IEEE Power and Energy Society General Meeting, 2012.
 """
 
 from __future__ import annotations
@@ -138,6 +146,15 @@ def dispatch_optimum(
     For a price ``lam`` every generator produces ``clip((lam - b_i) / (2 a_i), lower_i, upper_i)``
     (stationarity of ``a w^2 + b w - lam w`` on the box); total production is non-decreasing in
     ``lam``, so bisection finds the ``lam*`` that meets the total demand.
+
+    Parameters
+    ----------
+    problem : EconomicDispatch
+        E.g. :func:`ieee14_dispatch`.
+    tol : float
+        Bisection tolerance on the price.
+    max_iter : int
+        Bisection steps at most.
 
     Returns
     -------

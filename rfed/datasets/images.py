@@ -16,6 +16,11 @@ Offline sources (nothing is downloaded):
   cut into 28x28 patches like PathMNIST's images) and :func:`load_digits_descriptors`.
 * :func:`load_connectomes` and :func:`load_emg_covariances`: the real SPD data sets shipped in the
   geomstats wheel.
+
+References
+----------
+* Oncel Tuzel, Fatih Porikli and Peter Meer. Region Covariance: A Fast Descriptor for Detection
+  and Classification. European Conference on Computer Vision (ECCV), 2006.
 """
 
 from __future__ import annotations
@@ -28,6 +33,7 @@ from pathlib import Path
 
 import numpy as np
 
+from rfed._checks import numeric_array
 from rfed.datasets._validation import check_choice, check_file, check_float, check_int
 
 __all__ = [
@@ -75,7 +81,7 @@ def scale_pixels(images: np.ndarray, max_value: float, normalize: str = "unit") 
     """
     check_choice(normalize, "normalize", _NORMALIZATIONS)
     check_float(max_value, "max_value", low=0.0, low_open=True)
-    x = np.asarray(images, dtype=np.float64)
+    x = numeric_array(images, "images", dtype=np.float64)
     if x.size and not (x.min() >= 0.0 and x.max() <= max_value):  # also False for NaN
         raise ValueError(
             f"argument 'images' must hold raw pixel values in [0, {max_value}], got values in"
@@ -193,6 +199,7 @@ def load_mnist_idx(
     normalize: str = "unit",
     *,
     flatten: bool = True,
+    n_classes: int | None = 10,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Load MNIST (or Fashion-MNIST, EMNIST) from its IDX files, raw or ``.gz``.
 
@@ -205,12 +212,20 @@ def load_mnist_idx(
     normalize : {"unit", "symmetric", "none"}
         See :func:`scale_pixels` (raw range 0..255). ``"unit"`` is PriRFed's MNIST preprocessing.
     flatten : bool
-        Return ``(n, rows * cols)`` (784 for MNIST: the sphere S^783 of spec 004 section 5.1).
+        Return ``(n, rows * cols)`` (784 for MNIST: the sphere S^783 of PriRFed, Sec. 6.1).
+    n_classes : int or None
+        The labels must lie in ``0 .. n_classes - 1`` (10 for MNIST and Fashion-MNIST; give
+        EMNIST's number of classes for EMNIST; None: not checked).
 
     Returns
     -------
     X : ndarray, shape ``(n, rows * cols)`` or ``(n, rows, cols)``
     y : ndarray of int64, shape ``(n,)``, or None without ``labels_path``
+
+    Raises
+    ------
+    ValueError
+        A label outside ``0 .. n_classes - 1`` (naming the file and the label).
     """
     images = read_idx(images_path)
     if images.ndim != 3:
@@ -229,7 +244,21 @@ def load_mnist_idx(
             f"argument 'labels_path' must hold a 1-d IDX array of {len(images)} labels, got shape"
             f" {labels.shape}"
         )
+    _check_labels(labels, n_classes, f"argument 'labels_path': {str(labels_path)!r}")
     return x, labels.astype(np.int64)
+
+
+def _check_labels(labels: np.ndarray, n_classes: int | None, where: str) -> None:
+    """Integer labels in ``0 .. n_classes - 1`` (``>= 0`` when ``n_classes`` is None)."""
+    if n_classes is not None:
+        check_int(n_classes, "n_classes", minimum=2)
+    if not np.issubdtype(labels.dtype, np.integer):
+        raise ValueError(f"{where} holds labels of dtype {labels.dtype}; expected integers")
+    if labels.size and labels.min() < 0:
+        raise ValueError(f"{where} holds label {int(labels.min())}; expected labels >= 0")
+    if labels.size and n_classes is not None and labels.max() >= n_classes:
+        raise ValueError(f"{where} holds label {int(labels.max())}; expected labels in "
+                         f"0..{n_classes - 1} (n_classes = {n_classes})")
 
 
 def load_npz_images(
@@ -238,12 +267,14 @@ def load_npz_images(
     normalize: str = "unit",
     *,
     flatten: bool = False,
+    n_classes: int | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Load one split of an image npz file (MedMNIST or Keras MNIST layout).
 
     MedMNIST files (e.g. ``pathmnist.npz``: ``train_images`` of shape (89996, 28, 28, 3) uint8,
     ``train_labels`` of shape (89996, 1)) use keys ``{split}_images`` / ``{split}_labels`` with
     ``split`` in {"train", "val", "test"}; Keras' ``mnist.npz`` uses ``x_{split}`` / ``y_{split}``.
+    The labels must be integers ``>= 0`` (and below ``n_classes`` when it is given).
 
     Returns
     -------
@@ -269,6 +300,7 @@ def load_npz_images(
         raise ValueError(
             f"argument 'path': labels of shape {labels.shape} do not match {len(images)} images"
         )
+    _check_labels(labels, n_classes, f"argument 'path': {str(p)!r}")
     x = scale_pixels(images, 255.0, normalize)
     if flatten:
         x = x.reshape(len(x), -1)
@@ -289,7 +321,7 @@ def extract_patches(images: np.ndarray, patch_size: int, stride: int | None = No
     -------
     ndarray, shape ``(n * n_rows * n_cols, patch_size, patch_size[, C])``, image-major order.
     """
-    images = np.asarray(images)
+    images = numeric_array(images, "images", dtype=None)
     if images.ndim not in (3, 4):
         raise ValueError(f"argument 'images' must have shape (n, H, W[, C]), got {images.shape}")
     patch_size = check_int(patch_size, "patch_size")
@@ -379,7 +411,7 @@ def covariance_descriptors(
     """
     eps = check_float(eps, "eps", low=0.0, low_open=True)
     chunk_size = check_int(chunk_size, "chunk_size")
-    images = np.asarray(images)
+    images = numeric_array(images, "images", dtype=None)
     _check_descriptor_images(images.shape)
     k = 9 if images.ndim == 4 else 7
     out = np.empty((images.shape[0], k, k))

@@ -23,6 +23,7 @@ from pathlib import Path
 import numpy as np
 import scipy.sparse as sp
 
+from rfed._checks import numeric_array
 from rfed.datasets._validation import check_file, check_int
 
 __all__ = ["load_libsvm", "normalize_rows", "to_pm1_labels"]
@@ -32,8 +33,16 @@ def to_pm1_labels(y: np.ndarray) -> np.ndarray:
     """Map binary labels to {-1.0, +1.0} (the smaller value becomes -1).
 
     Raises ``ValueError`` if ``y`` does not take exactly two distinct values or is not finite.
+
+    Parameters
+    ----------
+    y : array, shape ``(N,)``
+
+    Returns
+    -------
+    ndarray of float64, shape ``(N,)``
     """
-    y = np.asarray(y, dtype=np.float64)
+    y = numeric_array(y, "y", dtype=np.float64)
     if not np.isfinite(y).all():
         raise ValueError("argument 'y' contains NaN or inf")
     values = np.unique(y)
@@ -48,6 +57,15 @@ def normalize_rows(x: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
     """Scale every non-zero row to unit Euclidean norm (dense or sparse; zero rows unchanged).
 
     Raises ``ValueError`` on NaN or infinite entries.
+
+    Parameters
+    ----------
+    x : array or scipy sparse matrix, shape ``(N, d)``
+
+    Returns
+    -------
+    ndarray or scipy.sparse.csr_matrix, shape ``(N, d)``
+        Sparse input gives a CSR matrix.
     """
     if sp.issparse(x):
         x = sp.csr_matrix(x, dtype=np.float64)

@@ -14,6 +14,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rfed._checks import numeric_array
 from rfed.datasets._validation import check_float, check_int
 from rfed.manifolds import as_generator
 
@@ -97,7 +98,7 @@ def dirichlet_partition(
     -------
     list of ``n_agents`` sorted int64 index arrays, disjoint, covering ``range(n_samples)``.
     """
-    labels = np.asarray(labels)
+    labels = numeric_array(labels, "labels", dtype=None, kinds="iu")
     if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer):
         raise ValueError(
             f"argument 'labels' must be a 1-d integer array, got shape {labels.shape} and dtype"
@@ -152,11 +153,20 @@ def label_counts(
 ) -> np.ndarray:
     """Number of samples of each class held by each agent.
 
+    Parameters
+    ----------
+    labels : array of int, shape ``(N,)``
+        Non-negative class labels.
+    parts : sequence of int arrays, or array of shape ``(n_agents, n_per_agent)``
+        Each agent's sample indices into ``labels``.
+    n_classes : int, optional
+        Default: ``max(labels) + 1``.
+
     Returns
     -------
     ndarray of int64, shape ``(n_agents, n_classes)``
     """
-    labels = np.asarray(labels)
+    labels = numeric_array(labels, "labels", dtype=None, kinds="iu")
     if labels.ndim != 1 or not np.issubdtype(labels.dtype, np.integer) or labels.min() < 0:
         raise ValueError("argument 'labels' must be a 1-d array of non-negative integers")
     n_classes = int(labels.max()) + 1 if n_classes is None else check_int(n_classes, "n_classes")
@@ -185,7 +195,7 @@ def stack_agents(
     -------
     ndarray, shape ``(n_agents, m, *data.shape[1:])``
     """
-    data = np.asarray(data)
+    data = numeric_array(data, "data", dtype=None)
     if isinstance(parts, np.ndarray) and parts.ndim == 2:
         return data[parts]
     sizes = [len(p) for p in parts]
@@ -218,7 +228,7 @@ def stack_agents_padded(
     stacked : ndarray, shape ``(n_agents, max(counts), *data.shape[1:])``, dtype of ``data``
     counts : ndarray of int64, shape ``(n_agents,)``
     """
-    data = np.asarray(data)
+    data = numeric_array(data, "data", dtype=None)
     parts = [np.asarray(p).ravel() for p in parts]
     if not parts:
         raise ValueError("argument 'parts' must hold at least one agent's indices")

@@ -19,6 +19,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from rfed._checks import numeric_array
 from rfed.datasets._validation import check_float
 from rfed.manifolds import as_generator
 
@@ -36,7 +37,7 @@ def flatten_images(images: np.ndarray) -> np.ndarray:
     -------
     ndarray, shape ``(n, prod(images.shape[1:]))``, same dtype
     """
-    images = np.asarray(images)
+    images = numeric_array(images, "images", dtype=None)
     if images.ndim < 2:
         raise ValueError(f"argument 'images' must have shape (n, ...) with ndim >= 2, got"
                          f" {images.shape}")
@@ -60,7 +61,7 @@ def normalize_l2(x: np.ndarray) -> np.ndarray:
     -------
     ndarray, same shape and float dtype (float32 stays float32; integers become float64)
     """
-    x = np.asarray(x)
+    x = numeric_array(x, "x", dtype=None)
     if x.ndim < 2:
         raise ValueError(f"argument 'x' must have shape (n, ...) with ndim >= 2, got {x.shape}")
     if not np.issubdtype(x.dtype, np.floating):
@@ -91,8 +92,8 @@ def binary_task(
     x_ab : ndarray, shape ``(n_a + n_b, ...)``, rows in their original order
     y_pm1 : ndarray of float64, shape ``(n_a + n_b,)``, values in {-1.0, +1.0}
     """
-    x = np.asarray(x)
-    y = np.asarray(y)
+    x = numeric_array(x, "x", dtype=None)
+    y = numeric_array(y, "y", dtype=None)
     if y.ndim != 1 or not np.issubdtype(y.dtype, np.integer):
         raise ValueError(f"argument 'y' must be a 1-d integer array, got shape {y.shape} and"
                          f" dtype {y.dtype}")
@@ -145,8 +146,8 @@ def public_split(
         ``(x_public, y_public, x_private, y_private, public_index, private_index)``; the index
         arrays (sorted int64, disjoint, covering ``range(n)``) record which rows went where.
     """
-    x = np.asarray(x)
-    y = np.asarray(y)
+    x = numeric_array(x, "x", dtype=None)
+    y = numeric_array(y, "y", dtype=None)
     if x.ndim < 1 or x.shape[:1] != y.shape[:1] or y.ndim != 1:
         raise ValueError(f"arguments 'x' {x.shape} and 'y' {y.shape} must have the same number"
                          " of rows and 'y' must be 1-d")

@@ -14,6 +14,17 @@
 
 Every function takes an explicit :class:`numpy.random.Generator` or an int seed; the same seed gives
 the same bits.
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
+* Ohad Shamir. A Stochastic PCA and SVD Algorithm with an Exponential Convergence Rate.
+  Proceedings of the 32nd International Conference on Machine Learning (ICML), 2015.
+  arXiv:1409.2848.
+* Matthew Reimherr, Karthik Bharath and Carlos Soto. Differential Privacy over Riemannian
+  Manifolds. Advances in Neural Information Processing Systems 34 (NeurIPS), 2021.
+  arXiv:2111.02516.
 """
 
 from __future__ import annotations
@@ -82,7 +93,20 @@ def random_orthonormal_columns(
 def haar_orthogonal(
     n: int, rng: np.random.Generator | int, size: tuple[int, ...] = ()
 ) -> np.ndarray:
-    """Haar-random orthogonal matrices, shape ``(*size, n, n)``."""
+    """Haar-random orthogonal matrices, shape ``(*size, n, n)``.
+
+    Parameters
+    ----------
+    n : int
+        Matrix size.
+    rng : numpy.random.Generator or int
+    size : tuple of int
+        Leading batch shape.
+
+    Returns
+    -------
+    ndarray, shape ``(*size, n, n)``
+    """
     return random_orthonormal_columns(n, n, rng, size)
 
 
@@ -93,6 +117,16 @@ def pca_spectrum(
 
     ``Sigma_i = diag{1, 1 - 1.1 nu, 1 - 1.2 nu, 1 - 1.3 nu, 1 - 1.4 nu, |y_1|/(d+1), ...}`` with
     ``y_k ~ N(0, 1)`` iid and ``d + 1 = dim``.
+
+    Parameters
+    ----------
+    dim : int
+        ``d + 1 >= 6``, the ambient dimension of the records.
+    eigengap : float
+        ``nu`` in ``(0, 1/1.4)``.
+    rng : numpy.random.Generator or int
+    n_agents : int
+        One diagonal per agent (the ``y``'s are drawn per agent).
 
     Returns
     -------

@@ -15,6 +15,17 @@ pretrained embedding (facebookresearch/poincare-embeddings) is not available off
 :func:`load_wordnet_embedding` reads the copy shipped in the package (made by
 ``python -m rfed.datasets.train_wordnet_embedding``). The test word is "primate"
 (:data:`TEST_WORD`, the synset ``primate.n.02``).
+
+References
+----------
+* Maximilian Nickel and Douwe Kiela. Poincare Embeddings for Learning Hierarchical
+  Representations. Advances in Neural Information Processing Systems 30 (NeurIPS), 2017.
+  arXiv:1705.08039.
+* Maximilian Nickel and Douwe Kiela. Learning Continuous Hierarchies in the Lorentz Model of
+  Hyperbolic Geometry. Proceedings of the 35th International Conference on Machine Learning
+  (ICML), 2018. arXiv:1806.03417.
+* Mikhail Belkin and Partha Niyogi. Laplacian Eigenmaps for Dimensionality Reduction and Data
+  Representation. Neural Computation 15(6), 2003.
 """
 
 from __future__ import annotations

@@ -75,7 +75,6 @@ import json
 import logging
 import math
 import os
-import pickle
 import re
 import secrets
 from collections.abc import Callable, Sequence
@@ -85,7 +84,7 @@ from typing import Any
 
 import numpy as np
 
-from rfed._io import atomic_pickle, atomic_write_text
+from rfed._io import atomic_write_text
 from rfed.algorithms.base import step_size_at
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
 from rfed.algorithms.federated.accounting import certified_epsilon, record_round
@@ -101,6 +100,7 @@ from rfed.privacy import PrivacyBudget
 from rfed.privacy.ledger import PrivacyLedger
 from rfed.problems import SpherePCA
 from rfed.problems.base import Problem
+from rfed.state import StateBindingError, StateFileError, load_state, save_state
 
 __all__ = ["APP_DIR", "DEFAULT_CONFIG", "NOISE_TAIL", "REPLY_ATOL", "ROUND_POLICY",
            "TRUST_MODEL", "BlockReply", "FederatedTrace", "algorithm_from_config",
@@ -823,27 +823,39 @@ def federation_report(trace: FederatedTrace, owned: dict[int, np.ndarray]) -> di
 
 
 # ----------------------------------------------------------------------------- checkpoints
+#: The :mod:`rfed.state` kind of the ServerApp's checkpoint file.
+_CHECKPOINT_KIND = "flower-server-checkpoint"
+
+
 def _save_checkpoint(path: str, c: dict[str, Any], next_round: int, state: Any,
                      trace: FederatedTrace) -> None:
-    """The server's state after round ``next_round - 1`` (atomically)."""
-    atomic_pickle(path, {"config": _arithmetic_config(c), "next_round": next_round,
-                         "state": state, "trace": trace.to_dict()})
+    """The server's state after round ``next_round - 1``: an :mod:`rfed.state` file (atomic,
+    checksummed, no pickle) bound to the run config's arithmetic keys."""
+    save_state(path, {"next_round": next_round, "state": state, "trace": trace.to_dict()},
+               kind=_CHECKPOINT_KIND, bind={"config": _arithmetic_config(c)})
 
 
 def _load_checkpoint(path: str, c: dict[str, Any]) -> tuple[Any, int, FederatedTrace]:
-    """``(state, next round, trace)`` from the checkpoint at ``path``, refused if another
-    configuration wrote it."""
-    with open(path, "rb") as fh:
-        saved = pickle.load(fh)  # noqa: S301 - the federation's own checkpoint file
-    expected = _arithmetic_config(c)
-    if not isinstance(saved, dict) or saved.get("config") != expected:
-        differ = sorted(k for k in expected
-                        if not isinstance(saved, dict)
-                        or saved.get("config", {}).get(k) != expected[k])
+    """``(state, next round, trace)`` from the checkpoint at ``path``.
+
+    A damaged file, one that is not an :mod:`rfed.state` file (e.g. an old pickle, which is
+    never unpickled) or one written by another configuration is refused in one line naming it.
+    """
+    try:
+        saved = load_state(path, kind=_CHECKPOINT_KIND,
+                           expect={"config": _arithmetic_config(c)})
+        return (saved["state"], int(saved["next_round"]),
+                FederatedTrace.from_dict(saved["trace"]))
+    except StateBindingError as exc:
+        differ = sorted(k for k in set(exc.saved) | set(exc.expected)
+                        if exc.saved.get(k) != exc.expected.get(k))
         raise ValueError(f"run-config 'checkpoint' = {path!r} was written by a run with another "
                          f"configuration (differing keys: {differ}); remove the file to start "
-                         "afresh or resume with the same configuration")
-    return saved["state"], int(saved["next_round"]), FederatedTrace.from_dict(saved["trace"])
+                         "afresh or resume with the same configuration") from None
+    except StateFileError as exc:
+        raise exc.within("run-config 'checkpoint'") from None
+    except (KeyError, TypeError, ValueError) as exc:
+        raise ValueError(f"run-config 'checkpoint': '{path}' is malformed ({exc!r})") from None
 
 
 def _resume_or_start(problem: Problem, alg: PriRFed, c: dict[str, Any]):

@@ -57,10 +57,10 @@ to a budget and running the accountant for a privacy report, is computed by rank
 (:meth:`MPICommunicator.root_computes`; the in-process engine simply calls it), while the other
 ranks wait without spinning on a core.
 
-Checkpoints resume on any number of ranks: a checkpoint is ONE file, written by rank 0, holding
-every agent's state (:class:`SavedBlocks`: the ranks' block states merged by the algorithm's
-``merge_blocks``, which concatenates the per-agent rows it declares, merges the privacy
-accounts and checks that the shared fields agree, see
+Checkpoints resume on any number of ranks: a checkpoint is ONE :mod:`rfed.state` file (no
+pickle), written by rank 0, holding every agent's state (:class:`SavedBlocks`: the ranks'
+block states merged by the algorithm's ``merge_blocks``, which concatenates the per-agent rows
+it declares, merges the privacy accounts and checks that the shared fields agree, see
 :mod:`rfed.algorithms.decentralized._blocks`) and the message counters merged
 (:func:`merge_stats`). On resume rank 0 splits it into the new job's blocks
 (``split_state``, :func:`split_stats`) and scatters them. :func:`run_mpi` checkpoints a script's
@@ -88,7 +88,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import dataclasses
-import pickle
 import time
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -98,7 +97,6 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
-from rfed._io import atomic_pickle
 from rfed.algorithms.decentralized._blocks import merge_accounts
 from rfed.manifolds import as_generator
 from rfed.networks.comm import (
@@ -109,13 +107,17 @@ from rfed.networks.comm import (
     _pattern,
     use_communicator,
 )
+from rfed.state import StateFileError, load_state, save_state
 
 __all__ = ["MPICommunicator", "MPIRunHook", "SavedBlocks", "block_bounds", "gather_blocks",
            "merge_accounts", "merge_stats", "mpi_engine", "run_mpi", "scatter_blocks",
-           "shard_for_rank", "split_stats", "CHECKPOINT_FORMAT"]
+           "shard_for_rank", "split_stats", "CHECKPOINT_FORMAT", "CHECKPOINT_KIND"]
 
-#: Version of the checkpoint written by :func:`run_mpi` (2: one whole state, any rank count).
-CHECKPOINT_FORMAT = 2
+#: Version of the checkpoint written by :func:`run_mpi` (2: one whole state, any rank count;
+#: 3: an :mod:`rfed.state` file, no pickle).
+CHECKPOINT_FORMAT = 3
+#: The :mod:`rfed.state` kind of the checkpoint files of :func:`run_mpi`.
+CHECKPOINT_KIND = "mpi-checkpoint"
 
 #: Seconds between polls of a rank waiting for rank 0 (see MPICommunicator.root_computes).
 _IDLE_POLL = 0.002
@@ -499,19 +501,32 @@ class MPICommunicator(Communicator):
                 value = fn()
             except Exception as exc:  # every rank raises it below
                 error = exc
-                try:
-                    pickle.dumps(exc)
-                except Exception:
-                    error = RuntimeError(f"{type(exc).__name__}: {exc}")
         self.wait_for_root()
-        value, error = self.comm.bcast((value, error), root=0)
+        value, failure = self.comm.bcast(
+            (value, None if error is None else (type(error).__name__, str(error))), root=0)
         if error is not None:
             raise error
+        if failure is not None:
+            raise _rebuilt_error(*failure)
         return value
 
     def wait_for_root(self) -> None:
         """Return once every rank has called it (:func:`_idle_barrier`)."""
         _idle_barrier(self.comm)
+
+
+#: Exceptions of rank 0 that the other ranks of :meth:`MPICommunicator.root_computes` raise with
+#: the same type (from rank 0's type name and message: no exception object is sent); any other
+#: is raised there as a ``RuntimeError`` naming it.
+_SHARED_ERRORS: dict[str, type[Exception]] = {cls.__name__: cls for cls in (
+    ValueError, TypeError, RuntimeError, ArithmeticError, FloatingPointError, OverflowError,
+    ZeroDivisionError, KeyError, IndexError, NotImplementedError, MemoryError,
+    np.linalg.LinAlgError)}
+
+
+def _rebuilt_error(name: str, message: str) -> Exception:
+    cls = _SHARED_ERRORS.get(name)
+    return cls(message) if cls is not None else RuntimeError(f"{name}: {message}")
 
 
 def _idle_barrier(comm: Any) -> None:
@@ -749,13 +764,18 @@ class _CollectiveSave:
 
 
 # ---------------------------------------------------------------------- run loop
+def _binding(algorithm, comm: MPICommunicator, n_rounds: int) -> dict[str, Any]:
+    """What a checkpoint of :func:`run_mpi` is bound to (another run's file is refused)."""
+    return {"format": CHECKPOINT_FORMAT, "engine": "mpi", "algorithm": str(algorithm.name),
+            "algorithm_class": type(algorithm).__qualname__, "n_rounds": int(n_rounds),
+            "n_agents": int(comm.n_agents)}
+
+
 def _save(path: Path, algorithm, comm: MPICommunicator, state, t: int, n_rounds: int) -> None:
     saved = gather_blocks(algorithm, comm, state)
     if comm.rank == 0:
-        atomic_pickle(path, {"format": CHECKPOINT_FORMAT, "engine": "mpi",
-                             "algorithm": algorithm.name, "n_rounds": int(n_rounds),
-                             "round": int(t), "n_agents": comm.n_agents, "n_ranks": comm.size,
-                             "saved": saved})
+        save_state(path, {"round": int(t), "n_ranks": comm.size, "saved": saved},
+                   kind=CHECKPOINT_KIND, bind=_binding(algorithm, comm, n_rounds))
     comm.wait_for_root()  # the file is whole before any rank goes on
 
 
@@ -764,23 +784,16 @@ def _load(path: Path, algorithm, comm: MPICommunicator, n_rounds: int) -> tuple[
     payload, error = None, None
     if comm.rank == 0:
         try:
-            with open(path, "rb") as fh:
-                payload = pickle.load(fh)  # noqa: S301 - the user's own checkpoint file
-            if not isinstance(payload, dict):
-                raise ValueError("not an rfed MPI checkpoint")
-            expected = {"format": CHECKPOINT_FORMAT, "engine": "mpi",
-                        "algorithm": algorithm.name, "n_rounds": int(n_rounds),
-                        "n_agents": comm.n_agents}
-            for key, value in expected.items():
-                if payload.get(key) != value:
-                    raise ValueError(f"argument 'resume_from': the checkpoint has "
-                                     f"{key}={payload.get(key)!r}, this run has {key}={value!r}")
-        except (OSError, pickle.UnpicklingError, AttributeError, EOFError, ValueError) as exc:
-            error = f"{type(exc).__name__}: {exc}" if not isinstance(exc, ValueError) \
-                else str(exc)
+            payload = load_state(path, kind=CHECKPOINT_KIND,
+                                 expect=_binding(algorithm, comm, n_rounds))
+            if not isinstance(payload, dict) or not isinstance(payload.get("saved"),
+                                                               SavedBlocks):
+                raise StateFileError(str(path), "is malformed (no saved blocks)")
+        except StateFileError as exc:
+            error = str(exc.within("argument 'resume_from'"))
     error = comm.comm.bcast(error, root=0)
     if error is not None:
-        raise ValueError(f"cannot resume from '{path}': {error}")
+        raise ValueError(error)
     state = scatter_blocks(algorithm, comm, payload["saved"] if comm.rank == 0 else None)
     return state, int(state.t)
 
@@ -805,13 +818,15 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
         One file, written atomically by rank 0: the ranks' block states merged into the state
         of every agent (:meth:`merge_blocks` of the algorithm, see
         :mod:`rfed.algorithms.decentralized._blocks`) and their message counters merged, as
-        :class:`SavedBlocks`. One file rather than one per rank: a job killed while saving
-        leaves the previous whole checkpoint, never a mix of rounds.
+        :class:`SavedBlocks`, in an :mod:`rfed.state` file (checksummed, no pickle) bound to
+        the run (algorithm, ``n_rounds``, number of agents). One file rather than one per rank:
+        a job killed while saving leaves the previous whole checkpoint, never a mix of rounds.
     resume_from : path, optional
         Continue from such a checkpoint (``rng`` and ``x0`` are then unused) on ANY number of
         ranks: rank 0 splits the saved state into this job's blocks. The run ends
         bit-identical to an uninterrupted one (iterates, privacy report, message counts),
-        whatever the numbers of ranks before and after.
+        whatever the numbers of ranks before and after. A damaged file or another run's raises
+        ``ValueError`` on every rank (one line naming the file) before any round runs.
     callback : callable, optional
         ``callback(round, state)`` on every rank after every round.
 

@@ -19,7 +19,7 @@ import warnings
 
 import numpy as np
 
-from rfed.algorithms.decentralized import DOADP, DPDDA, NoisyDSGD
+from rfed.algorithms.decentralized import DOADP, DPDDA, DPDO, NoisyDSGD
 from rfed.datasets.synthetic import make_epsilon_like
 from rfed.experiments._decentralized import (
     DecSetting,
@@ -30,7 +30,7 @@ from rfed.experiments._decentralized import (
     summary_rows,
 )
 from rfed.experiments.plotting import START_LABEL, new_figure, plot_curves
-from rfed.experiments.registry import RunContext, register
+from rfed.experiments.registry import RunContext, check_setting, register
 from rfed.networks.graphs import circulant, complete
 from rfed.networks.network import Network
 from rfed.privacy import papers
@@ -59,15 +59,31 @@ def _logreg_problem(cfg: dict, rng: np.random.Generator) -> LogisticRegression:
     return LogisticRegression(feats, labels, L2Regularizer(1.0 / q), feature_bound=1.0)
 
 
+#: Hops of the paper's circulant graph (i +- 1, 2, 3): it needs at least 2 * 3 agents.
+_HOPS = 3
+
+
+def _check_doadp(cfg: dict) -> None:
+    check_setting(cfg, "n_agents", cfg["n_agents"] >= 2 * _HOPS,
+                  f"an int >= {2 * _HOPS} (the circulant graph links each agent to its "
+                  f"{_HOPS} nearest on each side)")
+    for key in ("alpha", "grad_bound"):
+        check_setting(cfg, key, cfg[key] > 0, "a number > 0")
+    check_setting(cfg, "beta", 0 <= cfg["beta"] < 1, "a number in [0, 1)")
+    check_setting(cfg, "gamma", cfg["gamma"] >= 0, "a number >= 0")
+
+
 @register(
     "doadp-logreg",
-    paper="DO-ADP (seed 000), Sec. VI-A: Fig. 2(a)/(b), Fig. 3, Table I",
+    paper="DO-ADP, Sec. VI-A: Fig. 2(a)/(b), Fig. 3, Table I",
     description=(
         "Decentralized l2-logistic regression on a synthetic stand-in of LIBSVM 'epsilon' "
         "(unit-norm rows; default 20 agents x 300 samples, d = 100; full=True: 20 x 20,000, "
         "d = 2,000), circulant graph i+-1,2,3 with W = I - L/7, one sample per active agent, "
         "6 epochs. Curves for (p, k/d) in {(1,1),(0.8,1),(1,0.3),(0.8,0.3)} at eps_fig2a, "
-        "noisy DSGD and DP-DDA (iota = 0.2) as baselines at the same eps (Fig. 3), the "
+        "noisy DSGD, DP-DDA (iota = 0.2) and DPDO (Huang et al.: Laplace-perturbed states, "
+        "full local gradients, decaying steps; one iteration per epoch) as baselines at the "
+        "same eps (Fig. 3; the paper's CPGT is not built, see docs/guide/baselines.md), the "
         "suboptimality against eps (Fig. 2b) and the communication table (Table I)."
     ),
     defaults={
@@ -75,8 +91,10 @@ def _logreg_problem(cfg: dict, rng: np.random.Generator) -> LogisticRegression:
         "alpha": 0.05, "beta": 0.15, "gamma": 0.05, "grad_bound": 1.0, "delta0": 1e-5,
         "delta": 1e-5,
         "eps_fig2a": 1.0, "eps_sweep": [0.25, 0.5, 1.0], "repetitions": 2, "eval_every": 100,
-        "baselines": True,
+        "baselines": True, "dpdo_lr": 1.0, "dpdo_lr_decay": 0.9, "dpdo_noise_decay": 0.95,
+        "dpdo_iterations": 0,
     },
+    validate=_check_doadp,
 )
 def doadp_logreg(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
@@ -85,7 +103,7 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
     problem = _logreg_problem(cfg, ctx.rng(99))
     n, q, d = problem.n_agents, int(problem.n_max), problem.dim
     rounds = cfg["epochs"] * q  # one epoch = q iterations (spec P17)
-    graph = circulant(n, 3)
+    graph = circulant(n, _HOPS)
     f_star = problem.reference_cost()
     problem = engine_problem(problem)   # this rank's shard under --engine mpi
 
@@ -138,6 +156,22 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
     settings.append(DecSetting("DO-ADP p=1 k/d=1 non-private", problem,
                                doadp(1.0, 1.0, None), zero, tags=tag(1.0, 1.0, 0.0),
                                epochs_per_round=1 / q))
+    if cfg["baselines"]:
+        # DPDO reads its whole local data set every iteration (exact gradients, the paper's
+        # algorithm): one iteration per epoch, 'dpdo_iterations' 0 = the others' epochs. After
+        # the reference, so that every earlier setting keeps its seed.
+        if (isinstance(cfg["dpdo_iterations"], bool)
+                or not isinstance(cfg["dpdo_iterations"], int) or cfg["dpdo_iterations"] < 0):
+            raise ValueError(f"setting 'dpdo_iterations' must be an int >= 0 (0: as many as "
+                             f"'epochs'), got {cfg['dpdo_iterations']!r}")
+        dpdo_rounds = cfg["dpdo_iterations"] or cfg["epochs"]
+        settings.append(DecSetting(
+            f"DPDO (full local gradients) {lab}", problem,
+            lambda eps=eps, rounds=dpdo_rounds: DPDO(
+                Network(graph), lr=cfg["dpdo_lr"], lr_decay=cfg["dpdo_lr_decay"],
+                noise_decay=cfg["dpdo_noise_decay"], clip=cfg["grad_bound"],
+                budget=PrivacyBudget(eps, cfg["delta"]), n_rounds=rounds),
+            zero, tags=tag(1.0, 1.0, eps), rounds=dpdo_rounds, epochs_per_round=1.0))
     results = run_dec_settings(ctx, settings, rounds=rounds, repetitions=cfg["repetitions"],
                                eval_every=cfg["eval_every"])
     # Fig. 2(b): suboptimality against eps (final round); at eps_fig2a the runs of Fig. 2(a)
@@ -237,7 +271,7 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
 
 @register(
     "doadp-digits",
-    paper="DO-ADP (seed 000), Sec. VI-B: Table II / Fig. 4",
+    paper="DO-ADP, Sec. VI-B: Table II / Fig. 4",
     description=(
         "Stand-in of the paper's decentralized CNN on MNIST: a one-hidden-layer perceptron "
         "(64-32-10, tanh) on scikit-learn's 8x8 digits, 20 agents on the circulant graph, "
@@ -252,6 +286,7 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
               "gamma": 0.05, "grad_bound": 1.0, "delta0": 1e-5, "delta": 1e-5,
               "epsilons": [1.0, 0.9, 0.8],
               "repetitions": 1, "eval_every": 0, "non_private": True},
+    validate=_check_doadp,
 )
 def doadp_digits(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
@@ -263,7 +298,7 @@ def doadp_digits(config: dict, ctx: RunContext) -> dict:
                             n_hidden=cfg["hidden"])
     d = problem.n_params
     rounds = cfg["epochs"] * q
-    graph = circulant(n, 3)
+    graph = circulant(n, _HOPS)
     x0 = problem.initial_point(ctx.rng(96))
     problem = engine_problem(problem)   # this rank's shard under --engine mpi
     configs = ((1.0, 1.0), (0.8, 1.0), (1.0, 0.4), (0.8, 0.4))

@@ -31,7 +31,7 @@ from rfed.experiments._decentralized import (
     summary_rows,
 )
 from rfed.experiments.plotting import START_LABEL, new_figure, plot_curves
-from rfed.experiments.registry import RunContext, register
+from rfed.experiments.registry import RunContext, check_setting, register
 from rfed.networks.graphs import complete
 from rfed.networks.network import Network
 from rfed.privacy import papers
@@ -170,9 +170,17 @@ _DEFAULTS = {"n_agents": 20, "n_per_agent": 100, "dim": 50, "n_active": [2, 4],
              "repetitions": 1, "eval_every": 50, "baseline": True}
 
 
+def _check_dpdda(cfg: dict) -> None:
+    for key in ("mu", "phi"):
+        check_setting(cfg, key, cfg[key] > 0, "a regularization strength > 0")
+    for key in ("gamma_l2", "gamma_l1"):
+        check_setting(cfg, key, cfg[key] >= 0, "a number >= 0")
+    check_setting(cfg, "n_active", max(cfg["n_active"]) <= cfg["n_agents"],
+                  f"active agents per round, at most n_agents = {cfg['n_agents']}")
+
 @register(
     "dpdda-svm",
-    paper="DP-DDA (seed 002), Sec. 5.2-5.3: Figs. 1-4 (l2- and l1-SVM)",
+    paper="DP-DDA, Sec. 5.2-5.3: Figs. 1-4 (l2- and l1-SVM)",
     description=(
         "Private distributed dual averaging on an 'epsilon' stand-in (20 nodes x 100 unit-norm "
         "samples, d = 50): l2-SVM (mu = 5e-4, a_t = t, gamma_t = 20) at eps = 0.8 with iota in "
@@ -183,6 +191,7 @@ _DEFAULTS = {"n_agents": 20, "n_per_agent": 100, "dim": 50, "n_active": [2, 4],
         "delta0 = 0.01) is an extra labelled curve."
     ),
     defaults=_DEFAULTS,
+    validate=_check_dpdda,
 )
 def dpdda_svm(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)

@@ -7,7 +7,8 @@ phi = 0.7. Sec. 6.2 (Fig. 4): ``theta_0`` from 0 to 0.1, Monte Carlo mean of
 ``||w_K - w*||^2`` (the paper uses 2,000 runs; the default here is fewer, ``mc_runs``), with
 eps from eq. (38) per unit adjacency radius. Sec. 6.3 (Fig. 5): DP-DGT with
 ``alpha_k = 0.034 * 0.99^k`` against noisy DDGT (``beta_k = 0.99^k``, ``iota = 0.034``) under the
-same noise (diff-DRADT is not built: its equations are not in the paper, spec P20).
+same noise (diff-DRADT, the paper's third curve, is not built: its update equations are neither
+in the DP-DGT paper nor available to rfed, see ``docs/guide/baselines.md``).
 
 Privacy: the relation is the paper's (spec 003 Def. 2.2), not record-level DP: neighbouring
 problems differ in ONE generator's cost function, with gradients at most ``adjacency_radius``
@@ -32,7 +33,7 @@ from rfed.experiments._decentralized import (
     summary_rows,
 )
 from rfed.experiments.plotting import new_figure, plot_curves
-from rfed.experiments.registry import RunContext, register
+from rfed.experiments.registry import RunContext, check_setting, register
 from rfed.networks.graphs import ieee14_digraph
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.mechanisms import LaplaceSchedule
@@ -45,14 +46,22 @@ def _noise(theta0: float, q: float) -> LaplaceSchedule:
     return LaplaceSchedule(theta0, q)
 
 
+def _check_dpdgt(cfg: dict) -> None:
+    for key in ("q", "q_theta", "q_cmp"):
+        check_setting(cfg, key, 0 < cfg[key] <= 1, "a decay rate in (0, 1]")
+    for key in ("alpha0", "alpha0_cmp", "theta0", "gamma", "phi"):
+        check_setting(cfg, key, cfg[key] >= 0, "a number >= 0")
+    check_setting(cfg, "adjacency_radius", cfg["adjacency_radius"] > 0, "a number > 0")
+
 @register(
     "dpdgt-ieee14",
-    paper="DP-DGT (seed 003), Sec. 6: Figs. 2-5 (IEEE 14-bus economic dispatch)",
+    paper="DP-DGT, Sec. 6: Figs. 2-5 (IEEE 14-bus economic dispatch)",
     description=(
         "Dual gradient tracking with decaying Laplace noise on the IEEE 14-bus dispatch "
         "(generators 1, 2, 3, 6, 8; demand 361 MW; 35-arc digraph): generator trajectories and "
         "total generation vs demand (Figs. 2-3, Sec. 6.1 parameters), the accuracy-privacy "
-        "trade-off over theta_0 (Fig. 4, Monte Carlo), and DP-DGT vs noisy DDGT (Fig. 5). "
+        "trade-off over theta_0 (Fig. 4, Monte Carlo), and DP-DGT vs noisy DDGT (Fig. 5; "
+        "the paper's diff-DRADT curve is not built, see docs/guide/baselines.md). "
         "Epsilons are certified for the paper's relation (one generator's cost function "
         "changes, gradient distance <= adjacency_radius); one setting runs at the certified "
         "budget 'epsilon'."
@@ -61,6 +70,7 @@ def _noise(theta0: float, q: float) -> LaplaceSchedule:
               "gamma": 0.8, "phi": 0.7, "thetas": [0.0, 0.01, 0.02, 0.05, 0.1], "mc_runs": 10,
               "alpha0_cmp": 0.034, "q_cmp": 0.99, "eval_every": 10, "adjacency_radius": 0.01,
               "epsilon": 1.0, "delta": 1e-5},
+    validate=_check_dpdgt,
 )
 def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)

@@ -9,13 +9,19 @@ releases ``N_i`` noisy gradient sums per round (its cross-gradients and its own 
 which rfed uses in place of the paper's clean one, issue 8 defect 3), DP-DPSGD one, and each noise
 multiplier is calibrated to the target by the algorithms' budget-first API. The paper's own Theorem
 1 epsilon for DPDL's noise is reported beside it. The paper's epsilons (0.25-1) are not reachable on
-1,437 images with a certified accountant, so the default grid is larger; the table states it."""
+1,437 images with a certified accountant, so the default grid is larger; the table states it.
+
+The baselines of the paper's Table I that rfed builds run at the same certified epsilons
+(``baselines``): MUFFLIATO (Cyffers et al., NeurIPS 2022; one noisy clipped gradient, then
+accelerated gossip) and DP-CGA (Esfandiari et al., ICML 2021, with batch-level clipping and rfed's
+calibration of its noise, labelled as such in its report); DP-NETFLEET is not built (see
+``docs/guide/baselines.md``)."""
 
 from __future__ import annotations
 
 import numpy as np
 
-from rfed.algorithms.decentralized import DPDL, DPDPSGD
+from rfed.algorithms.decentralized import DPCGA, DPDL, DPDPSGD, Muffliato
 from rfed.datasets.partition import dirichlet_partition
 from rfed.experiments._decentralized import (
     DecSetting,
@@ -26,7 +32,7 @@ from rfed.experiments._decentralized import (
     summary_rows,
 )
 from rfed.experiments.plotting import plot_curves
-from rfed.experiments.registry import RunContext, register
+from rfed.experiments.registry import RunContext, check_choices, check_setting, register
 from rfed.networks.graphs import complete, dpdl_bipartite
 from rfed.networks.mixing import uniform_weights
 from rfed.networks.network import Network
@@ -38,20 +44,34 @@ __all__: list[str] = []
 _GRAPHS = {"bipartite": lambda n: dpdl_bipartite(n), "complete": complete}
 
 
+def _check_dpdl(cfg: dict) -> None:
+    check_choices(cfg, "topologies", _GRAPHS)
+    for key in ("dirichlet", "clip", "lr"):
+        check_setting(cfg, key, cfg[key] > 0, "a number > 0")
+    check_setting(cfg, "alpha", cfg["alpha"] >= 0, "a number >= 0")
+    check_setting(cfg, "beta", 0 <= cfg["beta"] < 1, "a number in [0, 1)")
+    check_setting(cfg, "n_agents", cfg["n_agents"] >= 2, "an int >= 2 (a network)")
+
+
 @register(
     "dpdl-digits",
-    paper="DPDL (seed 001), Sec. 6: Table I (MNIST, Dirichlet 0.25) and Figs. 1-2",
+    paper="DPDL, Sec. 6: Table I (MNIST, Dirichlet 0.25) and Figs. 1-2",
     description=(
         "DPDL vs DP-DPSGD on a non-IID Dirichlet(0.25) split of scikit-learn's digits (stand-in "
         "for MNIST; MLP 64-32-10 stand-in for LeNet), N = 10 agents, complete bipartite and "
         "complete graphs with uniform weights, B = 16, C = 2, beta = 0.7, alpha = 1.5, "
         "lr = 0.05, both at the same certified epsilon (RDP, replace-one, delta = 1e-5); "
-        "test accuracy (%) of the agents' models averaged over agents, plus the non-private runs."
+        "test accuracy (%) of the agents' models averaged over agents, plus the non-private runs. "
+        "The baselines MUFFLIATO and DP-CGA (rfed's calibration of its batch-level noise) run "
+        "at the same certified epsilons ('baselines' false: without them; DP-NETFLEET is not "
+        "built, see docs/guide/baselines.md)."
     ),
     defaults={"n_agents": 10, "dirichlet": 0.25, "topologies": ["bipartite", "complete"],
               "epsilons": [4.0, 16.0], "delta": 1e-5, "rounds": 100, "batch_size": 16,
               "clip": 2.0, "lr": 0.05, "beta": 0.7, "alpha": 1.5, "hidden": 32,
-              "repetitions": 1, "eval_every": 25, "non_private": True},
+              "repetitions": 1, "eval_every": 25, "non_private": True,
+              "baselines": True},
+    validate=_check_dpdl,
 )
 def dpdl_digits(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
@@ -107,6 +127,23 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
                            lambda rng: x0, acc, tags={"topology": topo, "eps": eps,
                                                       "algorithm": "DP-DPSGD"}),
             ]
+            # the baselines of Table I at the same certified epsilon (after DPDL and DP-DPSGD,
+            # which keep their seeds): the same lr, B, C; MUFFLIATO has no momentum, DP-CGA
+            # takes beta as its momentum
+            makers = {
+                "MUFFLIATO": lambda g, w, p: Muffliato(
+                    Network(g, w), lr=cfg["lr"], batch_size=cfg["batch_size"],
+                    clip=cfg["clip"], **p),
+                "DP-CGA": lambda g, w, p: DPCGA(
+                    Network(g, w), lr=cfg["lr"], momentum=cfg["beta"],
+                    batch_size=cfg["batch_size"], clip=cfg["clip"], **p),
+            }
+            for name in (makers if cfg["baselines"] and eps > 0 else []):
+                settings.append(DecSetting(
+                    f"{name} {topo} {label}", problem,
+                    lambda g=graph, w=weights, p=private, make=makers[name]: make(g, w, p),
+                    lambda rng: x0, acc, tags={"topology": topo, "eps": eps,
+                                               "algorithm": name}))
             res = run_dec_settings(ctx, settings, rounds=cfg["rounds"],
                                    repetitions=cfg["repetitions"], eval_every=cfg["eval_every"],
                                    with_reference=False)
@@ -138,7 +175,7 @@ def dpdl_digits(config: dict, ctx: RunContext) -> dict:
                           where=lambda rec, topo=topo: rec.get("topology") == topo,
                           logy=[True, False],
                           titles=["training loss", "agents' mean test accuracy"],
-                          suptitle=f"DPDL vs DP-DPSGD, digits Dirichlet({cfg['dirichlet']:g}), "
-                                   f"{topo}, N={n} (stand-in for MNIST)")
+                          suptitle=f"DPDL vs its baselines, digits Dirichlet("
+                                   f"{cfg['dirichlet']:g}), {topo}, N={n} (stand-in for MNIST)")
         ctx.save_figure(fig, f"fig_{topo}")
     return {"table1": rows, "q_min": q_min, "counts": problem.counts.tolist()}

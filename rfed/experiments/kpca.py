@@ -18,7 +18,7 @@ from __future__ import annotations
 import numpy as np
 
 from rfed.algorithms.federated import DPRSGD, PriRFed
-from rfed.experiments.prirfed import Setting, _panels, _summary, run_settings
+from rfed.experiments.prirfed import Setting, _panels, _summary, check_pca_settings, run_settings
 from rfed.experiments.registry import RunContext, register
 from rfed.privacy import PrivacyBudget
 from rfed.problems import KPCA
@@ -66,7 +66,7 @@ def private_settings(problem: KPCA, config: dict, step: float) -> list[Setting]:
 
 @register(
     "prirfed-kpca",
-    paper="PriRFed (seed 004) on k-PCA (issue 11): Stiefel / Grassmann, k = 5",
+    paper="PriRFed, Sec. 6.1 recipe, extended to k-PCA on Stiefel / Grassmann, k = 5",
     description=(
         "Federated top-5 principal subspace on Gr(25, 5) (or St(25, 5) with "
         "manifold='stiefel') from PriRFed's synthetic PCA recipe (16 agents x 70 samples), "
@@ -83,6 +83,7 @@ def private_settings(problem: KPCA, config: dict, step: float) -> list[Setting]:
         "step_size": 20.0, "rounds": 200, "repetitions": 2, "eval_every": 10,
         "non_private": True,
     },
+    validate=check_pca_settings,
 )
 def kpca(config: dict, ctx: RunContext) -> dict:
     problem = build_problem(config, ctx.rng(0))

@@ -24,8 +24,9 @@ Results on disk (``RunContext`` with an ``out_dir``):
   (``mode="resume"``), and is removed again if the run fails before writing any result;
 * ``history.jsonl`` grows by one line per record, appended whole or not at all; every line
   carries the run's ``run_id`` and ``seed``; every other file (``config.json``,
-  ``privacy.json``, tables, figures, ``history.csv``, ``summary.json``, ``checkpoint.pkl``) is
-  replaced atomically (a unique temporary file, fsync, rename);
+  ``privacy.json``, tables, figures, ``history.csv``, ``summary.json``, ``checkpoint.npz``) is
+  replaced atomically (a temporary file named after the process, fsync, rename); temporaries
+  left by a killed run are removed when the folder is resumed or overwritten;
 * the JSON is standard: a non-finite number is written ``null`` with the reason in
   ``<key>_nonfinite`` (see :mod:`rfed._io`);
 * every :meth:`rfed.algorithms.base.Algorithm.run` inside the experiment is checkpointed at
@@ -34,9 +35,10 @@ Results on disk (``RunContext`` with an ``out_dir``):
   resumed run replays the experiment, takes the finished runs from the checkpoint, continues
   the unfinished one from its state, and ends with the same results as an uninterrupted run
   (bit for bit: the clock decides only when the state is saved, never what is computed).
-  The checkpoint is ``checkpoint.pkl`` (the unfinished run, replaced atomically) standing on a
+  The checkpoint is ``checkpoint.npz`` (the unfinished run, replaced atomically) standing on a
   prefix of ``checkpoint.log`` (the finished runs and the records, appended once each; see
-  :class:`RunContext`); both are removed when the run finishes.
+  :class:`RunContext`); both are :mod:`rfed.state` files (no pickle: nothing in them can run
+  code), checksummed and bound to the run, and both are removed when the run finishes.
 
 Divergence: a run whose result has ``diverged=True`` is one repetition lost, not the
 experiment; :func:`summarise_repetitions` summarises the others and counts it.
@@ -46,12 +48,12 @@ from __future__ import annotations
 
 import ast
 import csv
+import hashlib
 import importlib
 import io
 import json
 import math
 import os
-import pickle
 import pkgutil
 import re
 import shutil
@@ -59,7 +61,6 @@ import sys
 import tempfile
 import time
 import uuid
-import zlib
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -71,9 +72,12 @@ from rfed._io import (
     append_line,
     atomic_write_bytes,
     atomic_write_text,
+    process_gone,
+    remove_stale_temporaries,
     strict_json,
     write_at_end,
 )
+from rfed.state import StateFileError, UnsupportedStateError, dumps_state, load_state, loads_state
 
 __all__ = [
     "Experiment",
@@ -90,6 +94,10 @@ __all__ = [
     "summarise_repetitions",
     "clean_text",
     "read_checkpoint",
+    "read_run_config",
+    "config_digest",
+    "check_setting",
+    "check_choices",
     "SUMMARY_COLUMNS",
 ]
 
@@ -99,6 +107,10 @@ _LOADED = False
 #: Settings that count something and must be an int >= 1 when an experiment has them.
 _POSITIVE_INT_SETTINGS = frozenset({"repetitions", "rounds", "iterations", "eval_every",
                                     "mc_runs", "epochs"})
+
+#: Names of the settings that hold an epsilon (> 0) or a delta (in (0, 1)).
+_EPSILON_SETTING = re.compile(r"^(eps|epsilon)(_|$)|_(eps|epsilon)$")
+_DELTA_SETTING = re.compile(r"^delta(0|_|$)|_delta$")
 
 _INTERNAL_REFS = [
     (re.compile(r"\s*\(seed \d{3}\)"), ""),           # "PriRFed (seed 004)": a paper's file id
@@ -155,6 +167,7 @@ class Experiment:
     slow: bool = False
     summary: str = ""
     requires: tuple[str, ...] = ()
+    validate: Callable[[dict], None] | None = None
 
     @property
     def short(self) -> str:
@@ -169,8 +182,11 @@ class Experiment:
     def config(self, overrides: Mapping[str, Any] | None = None) -> dict:
         """The defaults updated by ``overrides``; unknown keys are refused, types coerced.
 
-        Generic checks: a counting setting (``repetitions``, ``rounds``, ...) is an int >= 1,
-        and a list whose default is non-empty (``epsilons``, ...) stays non-empty.
+        Generic checks: a counting setting (``repetitions``, ``rounds``, ...) and every int
+        setting whose default is >= 1 (but seeds) is an int >= 1; a float setting is finite; a
+        list whose default is non-empty (``epsilons``, ...) stays non-empty. Then the
+        experiment's own ``validate(config)`` checks what depends on it (choices, ranges,
+        settings that depend on each other), naming the setting (:func:`check_setting`).
         """
         cfg = dict(self.defaults)
         for key, value in (overrides or {}).items():
@@ -181,10 +197,22 @@ class Experiment:
                 )
             cfg[key] = _coerce(key, value, cfg[key])
             default = self.defaults[key]
-            if key in _POSITIVE_INT_SETTINGS and isinstance(default, int) and cfg[key] < 1:
+            counting = key in _POSITIVE_INT_SETTINGS or (
+                isinstance(default, int) and not isinstance(default, bool) and default >= 1
+                and not key.endswith("seed"))
+            if counting and isinstance(default, int) and cfg[key] < 1:
                 raise ValueError(f"setting '{key}' must be an int >= 1, got {cfg[key]!r}")
+            if isinstance(default, float) and not math.isfinite(cfg[key]):
+                raise ValueError(f"setting '{key}' must be a finite number, got {cfg[key]!r}")
+            if isinstance(default, float) and _EPSILON_SETTING.match(key) and cfg[key] <= 0:
+                raise ValueError(f"setting '{key}' must be an epsilon > 0, got {cfg[key]!r}")
+            if isinstance(default, float) and _DELTA_SETTING.match(key) \
+                    and not 0 < cfg[key] < 1:
+                raise ValueError(f"setting '{key}' must be a delta in (0, 1), got {cfg[key]!r}")
             if isinstance(default, (list, tuple)) and len(default) and not len(cfg[key]):
                 raise ValueError(f"setting '{key}' must not be empty (default {default!r})")
+        if self.validate is not None:
+            self.validate(cfg)
         return cfg
 
 
@@ -255,6 +283,28 @@ def _check_elements(key: str, values: list, default: Sequence) -> list:
     return values
 
 
+def check_setting(config: Mapping[str, Any], key: str, ok: bool, expected: str) -> None:
+    """Raise ``ValueError("setting 'KEY' must be EXPECTED, got VALUE")`` unless ``ok``.
+
+    For an experiment's ``validate(config)``: the message names the setting by its ``--set``
+    key and says what was expected.
+    """
+    if not ok:
+        raise ValueError(f"setting '{key}' must be {expected}, got {config[key]!r}")
+
+
+def check_choices(config: Mapping[str, Any], key: str, choices: Iterable[str]) -> None:
+    """The setting ``key`` (a name, or a list of names) takes only values in ``choices``."""
+    value = config[key]
+    names = value if isinstance(value, (list, tuple)) else [value]
+    allowed = list(choices)
+    bad = [v for v in names if v not in allowed]
+    if bad:
+        what = "one of" if not isinstance(value, (list, tuple)) else "a list of names among"
+        raise ValueError(f"setting '{key}' must be {what} {', '.join(map(repr, allowed))}; "
+                         f"got {bad[0]!r}")
+
+
 def register(
     name: str,
     *,
@@ -264,18 +314,22 @@ def register(
     slow: bool = False,
     summary: str = "",
     requires: tuple[str, ...] = (),
+    validate: Callable[[dict], None] | None = None,
 ) -> Callable[[Callable], Callable]:
     """Decorator registering ``func(config, ctx) -> summary`` as experiment ``name``.
 
     ``summary`` is the short line of ``rfed list``; ``description`` the long text;
-    ``requires`` names the data sets that must be installed (e.g. ``("fashion-mnist",)``).
+    ``requires`` names the data sets that must be installed (e.g. ``("fashion-mnist",)``);
+    ``validate(config)`` checks the settings beyond their types (choices, ranges, settings
+    that depend on each other) before anything runs, raising ``ValueError`` naming the
+    setting (:func:`check_setting`, :func:`check_choices`).
     """
 
     def decorator(func: Callable) -> Callable:
         if name in _REGISTRY and _REGISTRY[name].func is not func:
             raise ValueError(f"experiment '{name}' is registered twice")
         _REGISTRY[name] = Experiment(name, paper, description, dict(defaults), func, slow,
-                                     summary, tuple(requires))
+                                     summary, tuple(requires), validate)
         return func
 
     return decorator
@@ -539,25 +593,95 @@ class _SharedBar:
             self._bar = None
 
 
-_CHECKPOINT = "checkpoint.pkl"
+_CHECKPOINT = "checkpoint.npz"
 _CHECKPOINT_LOG = "checkpoint.log"
+#: The checkpoint file of earlier releases (a pickle): refused, never read.
+_OLD_CHECKPOINT = "checkpoint.pkl"
 _LOCK = ".rfed.lock"
-#: Layout of the checkpoint. 1: ``checkpoint.pkl`` alone, holding every completed run and every
-#: record, rewritten whole at each checkpoint; 2: ``checkpoint.pkl`` holds the unfinished run and
-#: the length and CRC-32 of the prefix of ``checkpoint.log`` it stands on, and the log holds the
-#: completed runs and the records, each serialized and written once. Both are read.
-_CHECKPOINT_FORMAT = 2
-_READABLE_FORMATS = (1, 2)
+#: Layout of the checkpoint. 1 and 2 (earlier releases): pickles, no longer read; 3: the
+#: ``checkpoint.npz`` state file (:mod:`rfed.state`) holds the unfinished run and the length and
+#: SHA-256 of the prefix of ``checkpoint.log`` it stands on, and the log holds the completed runs
+#: and the records, each serialized and written once, as length-prefixed state files.
+_CHECKPOINT_FORMAT = 3
+_READABLE_FORMATS = (3,)
+#: The :mod:`rfed.state` kinds of the two files.
+_CHECKPOINT_KIND = "experiment-checkpoint"
+_LOG_KIND = "experiment-checkpoint-log"
+#: Bytes of the length written before each frame of the log (little-endian).
+_FRAME_HEADER = 8
 #: The clock of the periodic checkpoints' wall-clock floor (tests replace it).
 _clock = time.monotonic
 
 
-def read_checkpoint(out_dir: str | os.PathLike) -> dict | None:
+def config_digest(experiment: str, seed: int, config: Mapping[str, Any], secure: bool) -> str:
+    """SHA-256 (hex) of a run's settings as ``config.json`` holds them: what a checkpoint is
+    bound to besides the run id (a ``config.json`` edited after the checkpoint is refused)."""
+    text = json.dumps(_strict_roundtrip({"experiment": experiment, "seed": int(seed),
+                                         "config": dict(config), "secure": bool(secure)}),
+                      sort_keys=True, allow_nan=False)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def read_run_config(out_dir: str | os.PathLike) -> dict[str, Any]:
+    """The settings saved in a results folder's ``config.json``, checked.
+
+    Returns
+    -------
+    dict
+        ``experiment`` (str), ``seed`` (int >= 0), ``run_id`` (str), ``config`` (dict),
+        ``secure`` (bool).
+
+    Raises
+    ------
+    OutputDirError
+        No ``config.json``, or one that is not JSON or lacks a key (one line naming the file).
+    """
+    path = Path(out_dir) / "config.json"
+    if not path.is_file():
+        raise OutputDirError(f"'{out_dir}' holds no rfed run (no config.json)")
+    try:
+        saved = json.loads(path.read_text(encoding="utf-8"))
+    except UnicodeDecodeError:
+        raise OutputDirError(f"'{path}' is damaged (not UTF-8 text)") from None
+    except json.JSONDecodeError as exc:
+        raise OutputDirError(f"'{path}' is damaged (not JSON: {exc.msg} at line {exc.lineno}, "
+                             f"column {exc.colno})") from None
+    except OSError as exc:
+        raise OutputDirError(f"cannot read '{path}': {exc.strerror or exc}") from None
+    if not isinstance(saved, dict):
+        raise OutputDirError(f"'{path}' is damaged (a JSON {type(saved).__name__}, not the "
+                             "object rfed writes)")
+    checks: tuple[tuple[str, type, str], ...] = (
+        ("experiment", str, "a str"), ("seed", int, "an int >= 0"), ("run_id", str, "a str"),
+        ("config", dict, "an object"))
+    for key, kind, what in checks:
+        value = saved.get(key)
+        if (not isinstance(value, kind) or isinstance(value, bool)
+                or (isinstance(value, int) and value < 0)):
+            got = "missing" if key not in saved else f"{value!r}"
+            raise OutputDirError(f"'{path}' is damaged: '{key}' must be {what}, got {got}")
+    secure = saved.get("secure", False)
+    if not isinstance(secure, bool):
+        raise OutputDirError(f"'{path}' is damaged: 'secure' must be true or false, got "
+                             f"{secure!r}")
+    return {"experiment": saved["experiment"], "seed": saved["seed"],
+            "run_id": saved["run_id"], "config": saved["config"], "secure": secure}
+
+
+def read_checkpoint(out_dir: str | os.PathLike,
+                    expect: Mapping[str, Any] | None = None) -> dict | None:
     """The checkpoint saved in the results folder ``out_dir``, assembled; ``None`` if none.
 
-    Reads both layouts (``_CHECKPOINT_FORMAT`` 1 and 2; see :class:`RunContext`). A format-2
-    checkpoint trusts only the prefix of ``checkpoint.log`` whose length and CRC-32 it
-    recorded: a torn tail left by a killed run is ignored.
+    ``checkpoint.npz`` is read as an :mod:`rfed.state` file (checksummed; nothing in it can run
+    code); it trusts only the prefix of ``checkpoint.log`` whose length and SHA-256 it recorded:
+    a torn tail left by a killed run is ignored.
+
+    Parameters
+    ----------
+    out_dir : path
+    expect : mapping, optional
+        The binding the checkpoint must hold (``experiment``, ``seed``, ``run_id``,
+        ``config_sha256``; see :func:`config_digest`): another run's checkpoint is refused.
 
     Returns
     -------
@@ -566,52 +690,67 @@ def read_checkpoint(out_dir: str | os.PathLike) -> dict | None:
         order, as ``(RunResult, number of records it logged)``; ``current``: the unfinished run
         (``{"index", "start", "n_logged", "payload"}``, the payload of
         :meth:`rfed.algorithms.base.Algorithm.run`) or ``None``; ``records``: every history
-        record logged so far; ``log``: ``{"size", "crc32", "n_completed", "n_records"}`` of
-        the log prefix (``None`` for format 1).
+        record logged so far; ``log``: ``{"size", "sha256", "n_completed", "n_records"}`` of
+        the log prefix.
 
     Raises
     ------
     OutputDirError
-        The checkpoint cannot be read, has a format this rfed does not read, or its log is
-        missing, shorter than recorded or damaged (CRC-32 mismatch).
+        One line naming the file and what is wrong: a checkpoint of an earlier release (a
+        pickle, never read), a damaged one (checksum mismatch), one of another format, of
+        another run, or whose log is missing, shorter than recorded or damaged.
     """
-    folder = Path(out_dir)
+    return _read_checkpoint(Path(out_dir), expect)[0]
+
+
+def _read_checkpoint(folder: Path, expect: Mapping[str, Any] | None
+                     ) -> tuple[dict | None, Any]:
+    """:func:`read_checkpoint` and the SHA-256 object of the log prefix (to go on appending)."""
     path = folder / _CHECKPOINT
     if not path.is_file():
-        return None
+        old = folder / _OLD_CHECKPOINT
+        if old.is_file():
+            raise OutputDirError(
+                f"'{old}' is a checkpoint written by an earlier rfed (a pickle); this format is "
+                "no longer read, since loading a pickle can run code: run the experiment again "
+                "(--overwrite)")
+        return None, None
     try:
-        with open(path, "rb") as fh:
-            ck = pickle.load(fh)  # noqa: S301 - the checkpoint this program wrote
-    except Exception as exc:
-        raise OutputDirError(f"cannot read the checkpoint '{path}': {type(exc).__name__}: "
-                             f"{exc}") from None
+        ck = load_state(path, kind=_CHECKPOINT_KIND, expect=expect)
+    except StateFileError as exc:
+        raise OutputDirError(str(exc)) from None
     fmt = ck.get("format") if isinstance(ck, dict) else None
     if fmt not in _READABLE_FORMATS:
         raise OutputDirError(
-            f"'{path}' is not a checkpoint this rfed reads (format {fmt!r}; it reads formats "
+            f"'{path}' is not a checkpoint this rfed reads (layout {fmt!r}; it reads layout "
             f"{', '.join(map(str, _READABLE_FORMATS))})")
-    head = {k: ck.get(k) for k in ("format", "experiment", "seed", "run_id", "current")}
-    if fmt == 1:
-        return {**head, "completed": list(ck["completed"]), "records": list(ck["records"]),
-                "log": None}
-    log = ck["log"]
+    try:
+        head = {k: ck[k] for k in ("format", "experiment", "seed", "run_id", "current")}
+        log = dict(ck["log"])
+        size, digest = int(log["size"]), str(log["sha256"])
+        n_completed, n_records = int(log["n_completed"]), int(log["n_records"])
+    except (KeyError, TypeError, ValueError) as exc:
+        raise OutputDirError(f"'{path}' is malformed (its log entry: {exc!r})") from None
+    frames, hasher = _read_log(folder / _CHECKPOINT_LOG, size, digest, str(head["run_id"]))
     completed: list = []
     records: list = []
-    for frame in _read_log(folder / _CHECKPOINT_LOG, log["size"], log["crc32"]):
+    for frame in frames:
         completed += frame["completed"]
         records += frame["records"]
-    if len(completed) != log["n_completed"] or len(records) != log["n_records"]:
+    if len(completed) != n_completed or len(records) != n_records:
         raise OutputDirError(
             f"the checkpoint log '{folder / _CHECKPOINT_LOG}' is damaged: it holds "
             f"{len(completed)} runs and {len(records)} records, the checkpoint says "
-            f"{log['n_completed']} and {log['n_records']}")
-    return {**head, "completed": completed, "records": records, "log": dict(log)}
+            f"{n_completed} and {n_records}")
+    return {**head, "completed": completed, "records": records, "log": log}, hasher
 
 
-def _read_log(path: Path, size: int, crc32: int) -> list[dict]:
-    """The frames (``{"completed", "records"}``) in the first ``size`` bytes of the log."""
+def _read_log(path: Path, size: int, digest: str, run_id: str) -> tuple[list[dict], Any]:
+    """The frames (``{"completed", "records"}``) in the first ``size`` bytes of the log, and
+    the SHA-256 object of those bytes."""
+    hasher = hashlib.sha256()
     if size == 0:
-        return []
+        return [], hasher
     try:
         with open(path, "rb") as fh:
             data = fh.read(size)
@@ -620,14 +759,27 @@ def _read_log(path: Path, size: int, crc32: int) -> list[dict]:
     if len(data) < size:
         raise OutputDirError(f"the checkpoint log '{path}' holds {len(data)} bytes, fewer "
                              f"than the {size} its checkpoint stands on")
-    if zlib.crc32(data) != crc32:
-        raise OutputDirError(f"the checkpoint log '{path}' is damaged (CRC-32 mismatch in "
-                             f"its first {size} bytes)")
+    hasher.update(data)
+    if hasher.hexdigest() != digest:
+        raise OutputDirError(f"the checkpoint log '{path}' is damaged (checksum mismatch: "
+                             f"SHA-256 of its first {size} bytes)")
     frames = []
-    buf = io.BytesIO(data)
-    while buf.tell() < size:
-        frames.append(pickle.load(buf))  # noqa: S301 - the log this program wrote
-    return frames
+    pos = 0
+    while pos < size:
+        n = int.from_bytes(data[pos:pos + _FRAME_HEADER], "little")
+        blob = data[pos + _FRAME_HEADER:pos + _FRAME_HEADER + n]
+        try:
+            frame = loads_state(blob, kind=_LOG_KIND, expect={"run_id": run_id},
+                                source=f"{path} (frame at byte {pos})")
+            frames.append({"completed": list(frame["completed"]),
+                           "records": list(frame["records"])})
+        except StateFileError as exc:
+            raise OutputDirError(str(exc)) from None
+        except (KeyError, TypeError) as exc:
+            raise OutputDirError(f"the checkpoint log '{path}' is malformed (frame at byte "
+                                 f"{pos}: {exc!r})") from None
+        pos += _FRAME_HEADER + n
+    return frames, hasher
 
 
 class _CheckpointSaver:
@@ -642,18 +794,6 @@ class _CheckpointSaver:
 
     def due(self) -> bool:
         return self._ctx._checkpoint_due()
-
-
-def _is_zombie(pid: int) -> bool:
-    """True when ``pid`` has exited but was not reaped yet (Linux ``/proc``; elsewhere False):
-    a killed MPI rank whose parent died stays a zombie until init reaps it, and it writes
-    nothing."""
-    try:
-        stat = Path(f"/proc/{pid}/stat").read_text()
-    except OSError:
-        return False
-    # the state follows the parenthesised command name, which may itself hold spaces
-    return stat[stat.rfind(")") + 2:stat.rfind(")") + 3] == "Z"
 
 
 @dataclass
@@ -691,17 +831,19 @@ class RunContext:
 
     Notes
     -----
-    Checkpoint layout (format 2). Each checkpoint appends one frame to ``checkpoint.log``: a
-    pickle of the runs completed and the records logged since the previous checkpoint, so every
-    completed run and every record is serialized and written once, and fsynced. It then
-    replaces ``checkpoint.pkl`` atomically: the unfinished run's payload (its state and
-    history, which change between checkpoints) and the length and CRC-32 of the log prefix it
-    stands on. A kill between the two leaves the previous ``checkpoint.pkl``, which stands on
-    a shorter prefix of the log; a resumed run cuts the log back to that prefix before it
-    appends. Every append and every replacement is fsynced (what lets a checkpoint survive a
-    power cut as well as a kill); ``checkpoint_seconds`` bounds how often that is paid. A format-1
-    checkpoint (one pickle, written by earlier versions) still resumes; its next checkpoint is
-    written as format 2.
+    Checkpoint layout (3). Each checkpoint appends one frame to ``checkpoint.log``: an
+    :mod:`rfed.state` file (checksummed, bound to the run id) of the runs completed and the
+    records logged since the previous checkpoint, preceded by its length, so every completed run
+    and every record is serialized and written once, and fsynced. It then replaces
+    ``checkpoint.npz`` atomically: an :mod:`rfed.state` file bound to the run (experiment,
+    seed, run id and the SHA-256 of its settings) holding the unfinished run's payload (its
+    state and history, which change between checkpoints) and the length and SHA-256 of the log
+    prefix it stands on. A kill between the two leaves the previous ``checkpoint.npz``, which
+    stands on a shorter prefix of the log; a resumed run cuts the log back to that prefix
+    before it appends. Every append and every replacement is fsynced (what lets a checkpoint
+    survive a power cut as well as a kill); ``checkpoint_seconds`` bounds how often that is
+    paid. Nothing is unpickled: a ``checkpoint.pkl`` of an earlier release is refused, and so
+    is a damaged checkpoint or another run's (one line naming the file).
     """
 
     seed: int
@@ -752,9 +894,9 @@ class RunContext:
         self._pos = 0                  # records logged so far, counting replayed ones
         self._run_index = 0            # index of the next Algorithm.run call
         self._completed: list[tuple[Any, int]] = []  # (RunResult, records it logged)
-        # what checkpoint.log holds: its size and CRC-32, the completed runs and records in it
+        # what checkpoint.log holds: its size and SHA-256, the completed runs and records in it
         self._log_size = 0
-        self._log_crc32 = 0
+        self._log_hash = hashlib.sha256()
         self._logged_completed = 0
         self._logged_records = 0
         self._last_checkpoint = _clock()
@@ -763,6 +905,7 @@ class RunContext:
         self._checkpoint_error: str | None = None
         self._wrote_config = False
         self._locked = False
+        self._bound: dict[str, Any] | None = None
 
     # ------------------------------------------------------------------ folder
     def open(self, experiment: str, config: Mapping[str, Any]) -> None:
@@ -814,7 +957,8 @@ class RunContext:
                                      f"{exc.strerror or exc}") from None
             self._created = top
         try:
-            fd, probe = tempfile.mkstemp(dir=out, prefix=".rfed-probe.")
+            fd, probe = tempfile.mkstemp(dir=out, prefix=f".rfed-probe.{os.getpid()}.",
+                                         suffix=".tmp")
             os.close(fd)
             os.unlink(probe)
         except OSError as exc:
@@ -822,6 +966,7 @@ class RunContext:
             raise OutputDirError(f"cannot write to output folder '{out}': "
                                  f"{exc.strerror or exc}") from None
         self._take_lock()
+        remove_stale_temporaries(out)   # what a killed run was writing when it died
         if self.mode != "resume" or self._resume is None:
             self._write_json("config.json", {"experiment": experiment, "seed": int(self.seed),
                                              "run_id": self.run_id, "config": self._config,
@@ -833,9 +978,10 @@ class RunContext:
     def _open_resume(self, experiment: str, config: Mapping[str, Any]) -> None:
         out = self.out_dir
         assert out is not None
-        if not (out / "config.json").is_file():
-            raise OutputDirError(f"cannot resume: '{out}' holds no rfed run (no config.json)")
-        saved = json.loads((out / "config.json").read_text(encoding="utf-8"))
+        try:
+            saved = read_run_config(out)
+        except OutputDirError as exc:
+            raise OutputDirError(f"cannot resume: {exc}") from None
         if (out / "summary.json").is_file():
             raise OutputDirError(f"cannot resume: the run in '{out}' has finished "
                                  f"(summary.json exists)")
@@ -846,25 +992,31 @@ class RunContext:
                     f"cannot resume: '{out}' holds a run with {key} {saved.get(key)!r}, "
                     f"not {mine!r}"
                 )
-        self.run_id = saved.get("run_id", self.run_id)
+        self.run_id = saved["run_id"]
         try:
-            ck = read_checkpoint(out)
+            ck, hasher = _read_checkpoint(out, self._binding())
         except OutputDirError as exc:
             raise OutputDirError(f"cannot resume: {exc}") from None
         if ck is None:
             return
-        if ck["run_id"] != self.run_id:
-            raise OutputDirError(f"cannot resume: '{out / _CHECKPOINT}' is not this run's "
-                                 f"checkpoint")
         self._resume = ck
         self.records = ck["records"]
-        if ck["log"] is not None:
-            # the log prefix stays; a format-1 checkpoint's runs and records go to a new log
-            self._log_size, self._log_crc32 = ck["log"]["size"], ck["log"]["crc32"]
-            self._logged_completed = ck["log"]["n_completed"]
-            self._logged_records = ck["log"]["n_records"]
+        # the log prefix stays: appends go after it
+        self._log_size, self._log_hash = ck["log"]["size"], hasher
+        self._logged_completed = ck["log"]["n_completed"]
+        self._logged_records = ck["log"]["n_records"]
         lines = "".join(self._history_line(r) + "\n" for r in self.records)
         atomic_write_text(out / "history.jsonl", lines)
+
+    def _binding(self) -> dict[str, Any]:
+        """What this run's checkpoint files are bound to (:func:`rfed.state.save_state`);
+        computed once per run id."""
+        if self._bound is None or self._bound["run_id"] != self.run_id:
+            self._bound = {"experiment": self.experiment, "seed": int(self.seed),
+                           "run_id": self.run_id,
+                           "config_sha256": config_digest(self.experiment, self.seed,
+                                                          self._config, self.secure)}
+        return self._bound
 
     def _lock_holder(self) -> int | None:
         """The pid of a live process holding the folder's lock, else ``None``."""
@@ -873,15 +1025,9 @@ class RunContext:
             pid = int((self.out_dir / _LOCK).read_text().strip() or 0)
         except (FileNotFoundError, ValueError):
             return None
-        if pid <= 0 or pid == os.getpid():
-            return None
-        try:
-            os.kill(pid, 0)
-        except ProcessLookupError:
+        if pid <= 0 or pid == os.getpid() or process_gone(pid):
             return None                 # a run that was killed: the lock is stale
-        except PermissionError:
-            return pid
-        return None if _is_zombie(pid) else pid
+        return pid
 
     def _check_lock(self) -> None:
         pid = self._lock_holder()
@@ -1114,7 +1260,7 @@ class RunContext:
                 or _clock() - self._last_checkpoint >= self.checkpoint_seconds)
 
     def _save_checkpoint(self, payload: dict | None) -> None:
-        """Append what is new to the log, then replace ``checkpoint.pkl`` (see the Notes)."""
+        """Append what is new to the log, then replace ``checkpoint.npz`` (see the Notes)."""
         if self.out_dir is None or self._checkpoint_error is not None:
             return
         current = None
@@ -1124,20 +1270,25 @@ class RunContext:
                        "payload": payload}
         new_completed = self._completed[self._logged_completed:]
         new_records = self.records[self._logged_records:]
+        binding = self._binding()
         try:
-            frame = (pickle.dumps({"completed": new_completed, "records": new_records},
-                                  protocol=pickle.HIGHEST_PROTOCOL)
-                     if new_completed or new_records else b"")
-            log = {"size": self._log_size + len(frame),
-                   "crc32": zlib.crc32(frame, self._log_crc32),
-                   "n_completed": len(self._completed), "n_records": len(self.records)}
+            frame = b""
+            if new_completed or new_records:
+                blob = dumps_state({"completed": new_completed, "records": new_records},
+                                   kind=_LOG_KIND, bind={"run_id": self.run_id})
+                frame = len(blob).to_bytes(_FRAME_HEADER, "little") + blob
+            log_hash = self._log_hash.copy()
+            log_hash.update(frame)
+            log: dict[str, Any] = {
+                "size": self._log_size + len(frame), "sha256": log_hash.hexdigest(),
+                "n_completed": len(self._completed), "n_records": len(self.records)}
             ck = {"format": _CHECKPOINT_FORMAT, "experiment": self.experiment,
                   "seed": int(self.seed), "run_id": self.run_id, "log": log,
                   "current": current}
-            data = pickle.dumps(ck, protocol=pickle.HIGHEST_PROTOCOL)
-        except (AttributeError, TypeError, pickle.PicklingError) as exc:
-            # an algorithm whose state cannot be pickled: run on without checkpoints, say so
-            self._checkpoint_error = f"{type(exc).__name__}: {exc}"
+            data = dumps_state(ck, kind=_CHECKPOINT_KIND, bind=binding)
+        except UnsupportedStateError as exc:
+            # an algorithm whose state cannot be saved: run on without checkpoints, say so
+            self._checkpoint_error = str(exc)
             (self.out_dir / _CHECKPOINT).unlink(missing_ok=True)
             (self.out_dir / _CHECKPOINT_LOG).unlink(missing_ok=True)
             print(f"rfed: warning: checkpoints disabled for this run (the algorithm's state "
@@ -1146,7 +1297,7 @@ class RunContext:
         if frame:
             # durable before the checkpoint that stands on it replaces the previous one
             write_at_end(self.out_dir / _CHECKPOINT_LOG, frame, self._log_size)
-            self._log_size, self._log_crc32 = log["size"], log["crc32"]
+            self._log_size, self._log_hash = log["size"], log_hash
             self._logged_completed, self._logged_records = log["n_completed"], log["n_records"]
         atomic_write_bytes(self.out_dir / _CHECKPOINT, data)
         self._last_checkpoint = _clock()

@@ -41,7 +41,7 @@ from rfed.algorithms.baselines import (
 )
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
 from rfed.experiments.plotting import new_figure
-from rfed.experiments.registry import RunContext, register, summary_row
+from rfed.experiments.registry import RunContext, check_choices, register, summary_row
 from rfed.privacy import PrivacyBudget
 from rfed.problems import Problem, SPDFrechetMean, SpherePCA
 
@@ -477,9 +477,12 @@ _PCA_GRID_DEFAULTS = {
 }
 
 
+def _check_rsvrg_variant(cfg: dict) -> None:
+    check_choices(cfg, "rsvrg_variant", ("released_snapshot", "paper"))
+
 @register(
     "utility-pca-fmnist",
-    paper="PriRFed (seed 004), Sec. 6.1, companion",
+    paper="PriRFed, Sec. 6.1, companion",
     summary="PCA on Fashion-MNIST: PriRFed vs Analyze Gauss, noisy power method; eps sweep",
     description=(
         "Leading eigenvector (SpherePCA on S^783) of the unit-normalised Fashion-MNIST training "
@@ -507,6 +510,7 @@ _PCA_GRID_DEFAULTS = {
     },
     slow=True,
     requires=("fashion-mnist",),
+    validate=_check_rsvrg_variant,
 )
 def pca_fmnist(config: dict, ctx: RunContext) -> dict:
     eps = _check_epsilons(config["epsilons"])
@@ -527,7 +531,7 @@ def pca_fmnist(config: dict, ctx: RunContext) -> dict:
 
 @register(
     "utility-pca-synthetic",
-    paper="PriRFed (seed 004), Sec. 6.1, companion",
+    paper="PriRFed, Sec. 6.1, companion",
     summary="Synthetic PCA, affordable size: PriRFed vs Analyze Gauss, noisy power; eps sweep",
     description=(
         "The paper's synthetic PCA recipe (Z_i = U_i Sigma_i V_i, per-agent bases, singular "
@@ -553,6 +557,7 @@ def pca_fmnist(config: dict, ctx: RunContext) -> dict:
            "rsvrg_rounds": [30], "rsvrg_inner_steps": [3], "rsvrg_steps": [100.0, 300.0, 1000.0],
            "rsvrg_clip_diffs": [0.1, 0.25], "rsvrg_batches": [128, 512]},
     },
+    validate=_check_rsvrg_variant,
 )
 def pca_synthetic(config: dict, ctx: RunContext) -> dict:
     from rfed.datasets.synthetic import make_pca_synthetic
@@ -724,7 +729,7 @@ def _spd_methods(config: dict) -> list[Method]:
 
 @register(
     "utility-spd",
-    paper="PriRFed (seed 004), Sec. 6.2, companion",
+    paper="PriRFed, Sec. 6.2, companion",
     summary="SPD Frechet mean (Wishart): PriRFed vs log-Euclidean private mean; eps sweep",
     description=(
         "Frechet mean on SPD(2) of Wishart W(I/2, 2) samples restricted to the geodesic ball of "
@@ -823,7 +828,7 @@ def _descriptor_problems(config: dict, ctx: RunContext
 
 @register(
     "utility-spd-descriptors",
-    paper="PriRFed (seed 004), Sec. 6.2, companion",
+    paper="PriRFed, Sec. 6.2, companion",
     summary="SPD Frechet mean of Fashion-MNIST covariance descriptors: PriRFed vs log-Euclidean "
             "private mean; eps sweep",
     description=(

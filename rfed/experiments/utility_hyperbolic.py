@@ -35,7 +35,7 @@ repetitions, which no single start dominates.
 
 from __future__ import annotations
 
-from rfed.experiments.registry import RunContext, register
+from rfed.experiments.registry import RunContext, check_setting, register
 from rfed.experiments.utility_federated import (
     Method,
     _check_epsilons,
@@ -87,9 +87,16 @@ def hyperbolic_problems(config: dict, ctx: RunContext) -> tuple[HyperbolicPredic
     return problem, public, {**data, "n_public": n_pub, "n_private": n_agents * per}
 
 
+def _check_utility_hyperbolic(cfg: dict) -> None:
+    check_setting(cfg, "per_agent", cfg["per_agent"] >= 0,
+                  "an int >= 0 (0: as many words per agent as the split allows)")
+    check_setting(cfg, "public_fraction", 0 < cfg["public_fraction"] < 1, "a fraction in (0, 1)")
+    for key in ("bandwidth", "diameter"):
+        check_setting(cfg, key, cfg[key] > 0, "a number > 0")
+
 @register(
     "utility-hyperbolic",
-    paper="PriRFed (seed 004), Sec. 6.3, companion",
+    paper="PriRFed, Sec. 6.3, companion",
     summary="Hyperbolic prediction of 'primate' on WordNet mammals (H^2): PriRFed vs certified "
             "eps (small data)",
     description=(
@@ -117,6 +124,7 @@ def hyperbolic_problems(config: dict, ctx: RunContext) -> tuple[HyperbolicPredic
         "rsvrg": False, "rsvrg_rounds": [10, 30], "rsvrg_inner_steps": [3],
         "rsvrg_steps": [0.05, 0.15], "rsvrg_clips": [2.0, 8.0],
     },
+    validate=_check_utility_hyperbolic,
 )
 def utility_hyperbolic(config: dict, ctx: RunContext) -> dict:
     eps = _check_epsilons(config["epsilons"])

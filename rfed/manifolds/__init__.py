@@ -16,9 +16,12 @@ from rfed.manifolds.base import (
 from rfed.manifolds.euclidean import Euclidean
 from rfed.manifolds.grassmann import Grassmann, principal_angles
 from rfed.manifolds.hyperboloid import Hyperboloid, minkowski_inner
+from rfed.manifolds.oblique import Oblique
 from rfed.manifolds.poincare import PoincareBall, mobius_add
 from rfed.manifolds.product import FlatProduct, Product
 from rfed.manifolds.spd import SPD
+from rfed.manifolds.spd_metrics import SPDBuresWasserstein, SPDLogEuclidean
+from rfed.manifolds.special_orthogonal import SpecialOrthogonal
 from rfed.manifolds.sphere import AntipodalError, Sphere
 from rfed.manifolds.stiefel import Stiefel, StiefelLogError
 
@@ -31,10 +34,14 @@ __all__ = [
     "Grassmann",
     "Hyperboloid",
     "Manifold",
+    "Oblique",
     "PoincareBall",
     "Product",
     "PymanoptAdapter",
     "SPD",
+    "SPDBuresWasserstein",
+    "SPDLogEuclidean",
+    "SpecialOrthogonal",
     "Sphere",
     "Stiefel",
     "StiefelLogError",

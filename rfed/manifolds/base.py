@@ -16,6 +16,11 @@ between them. It knows nothing of agents or privacy. Conventions:
 * **Validation** is free in hot paths: methods do not check their inputs. Public boundaries call
   :meth:`Manifold.check_point` / :meth:`Manifold.check_tangent`, and :meth:`Manifold.checked`
   returns a view of the manifold that validates every argument of every call (for debugging).
+
+References
+----------
+* Hermann Karcher. Riemannian Center of Mass and Mollifier Smoothing. Communications on Pure and
+  Applied Mathematics 30(5), 1977.
 """
 
 from __future__ import annotations
@@ -27,7 +32,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["Manifold", "CheckedManifold", "ConvergenceWarning", "as_generator", "karcher_mean"]
+__all__ = [
+    "Manifold",
+    "CheckedManifold",
+    "ConvergenceWarning",
+    "as_generator",
+    "check_mean_options",
+    "check_sigma",
+    "karcher_mean",
+]
 
 #: Relative tolerance used by :meth:`Manifold.belongs` and :meth:`Manifold.is_tangent`.
 DEFAULT_ATOL = 1e-8
@@ -49,7 +62,14 @@ def _input_atol(a: Any, atol: float, point_size: int) -> float:
     return atol
 
 
-def as_generator(rng: np.random.Generator | int | None, name: str = "rng") -> np.random.Generator:
+def size_tuple(size: int | Sequence[int]) -> tuple[int, ...]:
+    """A ``size`` argument (an int or a sequence of ints) as a tuple of ints."""
+    if isinstance(size, (int, np.integer)):
+        return (int(size),)
+    return tuple(int(s) for s in size)
+
+
+def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:
     """Return a :class:`numpy.random.Generator` from a generator or an integer seed.
 
     ``None`` is refused: rfed never falls back to unseeded or global random state silently.
@@ -57,7 +77,7 @@ def as_generator(rng: np.random.Generator | int | None, name: str = "rng") -> np
     ``is_secure_random`` marker: manifolds do not import rfed.privacy); it refuses Gaussian draws.
     """
     if isinstance(rng, np.random.Generator) or getattr(rng, "is_secure_random", False) is True:
-        return rng
+        return rng  # type: ignore[no-any-return]
     if isinstance(rng, (int, np.integer)) and not isinstance(rng, bool):
         return np.random.default_rng(int(rng))
     raise TypeError(
@@ -180,7 +200,8 @@ class Manifold(abc.ABC):
         return self.inner(xb, basis, ub)
 
     def from_coords(self, x: np.ndarray, coords: np.ndarray) -> np.ndarray:
-        """The tangent vector at ``x`` with orthonormal coordinates ``coords`` (*batch, dim)."""
+        """The tangent vector at ``x`` with orthonormal coordinates ``coords``, shape
+        ``(*batch, dim)``."""
         basis = self.tangent_basis(x)
         k = len(self.point_shape)
         c = np.asarray(coords, dtype=float).reshape(np.shape(coords) + (1,) * k)
@@ -226,6 +247,11 @@ class Manifold(abc.ABC):
 
     # ------------------------------------------------------------------ validation
     def _check_array(self, a: Any, name: str) -> np.ndarray:
+        if np.iscomplexobj(a):
+            raise ValueError(
+                f"{self}: argument '{name}' is complex; expected a real array (rfed's manifolds "
+                "are real: the imaginary part would be dropped)"
+            )
         try:
             arr = np.asarray(a, dtype=float)
         except (TypeError, ValueError) as exc:
@@ -275,6 +301,24 @@ class Manifold(abc.ABC):
 
     point_violation_description = "see point_violation"
     tangent_violation_description = "see tangent_violation"
+
+    def _check_map_result(self, y: Any, method: str, u: Any, x: Any) -> None:
+        """Raise ``ValueError`` naming the tangent argument ``u`` when ``method(x, u)`` (exp or
+        retract) left float64 (NaN or inf) or the manifold (used by :meth:`checked`)."""
+        y = np.asarray(y, dtype=float)
+        if not np.all(np.isfinite(y)):
+            norm = np.asarray(self.norm(np.asarray(x, dtype=float), np.asarray(u, dtype=float)))
+            raise ValueError(
+                f"{self}: argument 'u' is too long: {method}(x, u) is not representable in "
+                f"float64 (NaN/inf in the result) for |u|_x up to {float(np.max(norm)):.4g}"
+            )
+        viol = np.asarray(self.point_violation(y))
+        worst = float(np.max(viol)) if viol.size else 0.0
+        if not worst <= 1e-6:
+            raise ValueError(
+                f"{self}: argument 'u' is too long: {method}(x, u) lost the manifold to rounding "
+                f"(violation {worst:.3e}; {self.point_violation_description})"
+            )
 
     def checked(self) -> CheckedManifold:
         """A view of this manifold that validates every argument of every call."""
@@ -351,7 +395,48 @@ class Manifold(abc.ABC):
         return hash(repr(self))
 
 
+def check_sigma(sigma: Any, name: str = "sigma") -> np.ndarray:
+    """``sigma`` as a float array, or ``ValueError`` unless every entry is finite and >= 0."""
+    if np.iscomplexobj(sigma):
+        raise ValueError(f"argument '{name}' must be real, got a complex value")
+    try:
+        arr = np.asarray(sigma, dtype=float)
+    except (TypeError, ValueError):
+        raise ValueError(
+            f"argument '{name}' must be a finite float >= 0 (or an array of them), got "
+            f"{sigma!r}"
+        ) from None
+    bad = ~(np.isfinite(arr) & (arr >= 0))
+    if np.any(bad):
+        worst = arr[bad].flat[0]
+        raise ValueError(
+            f"argument '{name}' must be finite and >= 0 (a noise standard deviation), got "
+            f"{worst!r}" + (f" ({int(np.sum(bad))} bad entries)" if arr.ndim else "")
+        )
+    return arr
+
+
+def check_mean_options(n_points: int, tol: Any, max_iter: Any) -> None:
+    """Refuse an empty mean and a meaningless ``tol`` or ``max_iter``, naming the argument."""
+    if n_points < 1:
+        raise ValueError(
+            "argument 'points' holds no point (0 along the points axis): the mean of nothing "
+            "is undefined"
+        )
+    if not isinstance(max_iter, (int, np.integer)) or isinstance(max_iter, bool) or max_iter < 1:
+        raise ValueError(f"argument 'max_iter' must be an int >= 1, got {max_iter!r}")
+    if isinstance(tol, bool) or not isinstance(tol, (int, float, np.integer, np.floating)) or not (
+        np.isfinite(tol) and tol >= 0
+    ):
+        raise ValueError(f"argument 'tol' must be a finite float >= 0, got {tol!r}")
+
+
 def _normalize_weights(weights: np.ndarray | None, n_points: int, name: str = "weights"):
+    if n_points < 1:
+        raise ValueError(
+            "argument 'points' holds no point (0 along the points axis): the mean of nothing "
+            "is undefined"
+        )
     if weights is None:
         return np.full(n_points, 1.0 / n_points)
     w = np.asarray(weights, dtype=float)
@@ -394,16 +479,15 @@ def karcher_mean(
     if not np.all(np.isfinite(points)):
         n_bad = int(points.size - np.count_nonzero(np.isfinite(points)))
         raise ValueError(f"{manifold}: argument 'points' has {n_bad} non-finite value(s) (NaN/inf)")
-    if not isinstance(max_iter, (int, np.integer)) or isinstance(max_iter, bool) or max_iter < 1:
-        raise ValueError(f"argument 'max_iter' must be an int >= 1, got {max_iter!r}")
     n_points = points.shape[-1 - k]
+    check_mean_options(n_points, tol, max_iter)
     w = _normalize_weights(weights, n_points)
     w_b = w.reshape(w.shape + (1,) * k)
     x = np.array(points[(..., 0) + (slice(None),) * k]) if init is None else np.array(init, float)
     kappa = np.sqrt(max(-float(manifold.curvature_lower_bound), 0.0))
     history: list[float] = []
     it = 0
-    prev = np.inf
+    prev: Any = np.inf
     careful = np.zeros(w.shape[:-1], dtype=bool)
     logs_to = manifold._logs_to(points)
     while True:
@@ -451,7 +535,9 @@ class CheckedManifold:
 
     Points are the arguments named ``x`` and ``y`` (and the ``points`` of :meth:`mean`), passed
     by position or by keyword; tangent vectors ``u`` and ``v`` are checked against the base
-    point ``x``. Costs a membership test per call; meant for
+    point ``x``; the ``sigma`` of ``tangent_gaussian`` must be finite and non-negative; the
+    result of ``exp`` and ``retract`` must be finite and on the manifold (a step too long for
+    float64 is refused, naming ``u``). Costs a membership test per call; meant for
     debugging and for public boundaries, not for hot loops.
     """
 
@@ -501,7 +587,21 @@ class CheckedManifold:
                     put(self.manifold.check_point(value, role))
                 else:
                     put(self.manifold.check_tangent(base, value, role))
-            return target(*args, **kwargs)
+            if attr == "tangent_gaussian":
+                if len(args) > 1:
+                    check_sigma(args[1])
+                elif "sigma" in kwargs:
+                    check_sigma(kwargs["sigma"])
+            if attr not in ("exp", "retract"):
+                return target(*args, **kwargs)
+            with np.errstate(over="ignore", invalid="ignore"):
+                # an overflow is reported below as an error naming the argument
+                out = target(*args, **kwargs)
+            if attr in ("exp", "retract"):
+                x_arg = args[0] if args else kwargs.get("x")
+                u_arg = args[1] if len(args) > 1 else kwargs.get("u")
+                self.manifold._check_map_result(out, attr, u_arg, x_arg)
+            return out
 
         checked_call.__doc__ = target.__doc__
         return checked_call

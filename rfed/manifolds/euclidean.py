@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rfed.manifolds.base import Manifold, as_generator
+from rfed.manifolds.base import Manifold, as_generator, size_tuple
 
 __all__ = ["Euclidean"]
 
@@ -62,7 +62,7 @@ class Euclidean(Manifold):
         return np.array(ehess, dtype=float, copy=True)
 
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        size = (size,) if np.isscalar(size) else tuple(size)
+        size = size_tuple(size)
         return as_generator(rng).standard_normal(size + self.point_shape)
 
     def tangent_gaussian(self, x, sigma, rng):
@@ -96,9 +96,15 @@ class Euclidean(Manifold):
 
     def mean(self, points, weights=None, *, tol=1e-12, max_iter=100, init=None):
         """Weighted arithmetic mean (the closed-form Frechet mean)."""
-        from rfed.manifolds.base import _normalize_weights
+        from rfed.manifolds.base import _normalize_weights, check_mean_options
 
         points = np.asarray(points, dtype=float)
         k = len(self.point_shape)
+        if points.ndim < k + 1 or points.shape[points.ndim - k :] != self.point_shape:
+            raise ValueError(
+                f"{self}: argument 'points' has shape {points.shape}; expected "
+                f"(..., n_points, {', '.join(map(str, self.point_shape))})"
+            )
+        check_mean_options(points.shape[-1 - k], tol, max_iter)
         w = _normalize_weights(weights, points.shape[-1 - k])
         return np.sum(w.reshape(w.shape + (1,) * k) * points, axis=-1 - k)

@@ -21,23 +21,63 @@ def _aligned(x: np.ndarray, y: np.ndarray):
 
     Returns ``(w, theta, r, y_star)`` with :math:`(I - XX^T) Y_* = W \sin\Theta R^T`,
     :math:`X^T Y_* = R \cos\Theta R^T` and :math:`Y_* = Y \Psi` the representative of span(Y)
-    closest to X (orthogonal Procrustes, :math:`\Psi` orthogonal).
+    closest to X (orthogonal Procrustes, :math:`\Psi` orthogonal); angles descending.
 
-    Stable for tiny and for near-pi/2 angles: the sines come from an SVD of
-    :math:`(I - XX^T)(Y_* - X)` (no cancellation between nearly equal frames), the cosines from
-    the diagonal of :math:`R^T X^T Y_* R`, and :math:`\theta = \mathrm{atan2}(\sin, \cos)`: never
-    the ill-conditioned arccos of a cosine near 1 or arcsin of a sine near 1.
+    Accurate at both ends: the principal vectors R of the small angles (at most pi/4) are
+    the right singular vectors of :math:`(I - XX^T)(Y_* - X)` (no cancellation between
+    nearly equal frames: tiny angles keep their relative digits), those of the large angles
+    the singular vectors of :math:`X^T Y` (whose singular values, the cosines, separate
+    angles near pi/2 that the sines, all rounding to 1 there, cannot; a pair with no angle
+    above pi/4 uses the first factorization alone, sines from its singular values). With R
+    fixed, for pairs with a large angle,
+    :math:`\sin\theta_i = \|(I - XX^T) Y_* r_i\|`, :math:`\cos\theta_i =
+    r_i^T X^T Y_* r_i` (second order in an error of :math:`r_i`) and
+    :math:`\theta = \mathrm{atan2}(\sin, \cos)`: never the ill-conditioned arccos of a
+    cosine near 1 or arcsin of a sine near 1.
     """
     m = _mT(y) @ x  # (p, p)
-    us, _, vt = np.linalg.svd(m)
+    us, cos_sv, vt = np.linalg.svd(m)
     y_star = y @ (us @ vt)  # Y Psi with Psi = U V^T maximizes tr(X^T Y Psi)
     d = y_star - x
     perp = d - x @ (_mT(x) @ d)  # = (I - XX^T) Y_*
-    w, sin, rt = np.linalg.svd(perp, full_matrices=False)
-    r = _mT(rt)
-    cos = np.einsum("...ki,...kl,...li->...i", r, _mT(x) @ y_star, r)
-    theta = np.arctan2(sin, np.maximum(cos, 0.0))
-    return w, theta, r, y_star
+    # angles above pi/4 (cosines below 1/sqrt(2)) take their principal vectors from X^T Y
+    large = cos_sv[..., ::-1] < np.sqrt(0.5)  # per column of R (descending angles)
+    any_large = np.any(large, axis=-1)
+    all_large = np.all(large, axis=-1)
+    if not np.all(all_large):
+        w, sin, rt = np.linalg.svd(perp, full_matrices=False)
+        r = _mT(rt)
+        cos = np.einsum("...ki,...kl,...li->...i", r, _mT(x) @ y_star, r)
+        theta = np.arctan2(sin, np.maximum(cos, 0.0))
+        if not np.any(any_large):
+            return w, theta, r, y_star
+    # X^T Y_* = V diag(cos) V^T: V's columns by ascending cosine are the large angles first
+    r_cos = _mT(vt)[..., ::-1]
+    if np.all(all_large):
+        r_new = r_cos
+    else:
+        # the two groups come from different factorizations: restore exact orthonormality by
+        # the nearest orthogonal matrix (a perturbation of order eps; R is only defined up to
+        # rotations within clusters of equal angles)
+        ur, _, vrt = np.linalg.svd(np.where(large[..., None, :], r_cos, r))
+        r_new = np.where(all_large[..., None, None], r_cos, ur @ vrt)
+    z = perp @ r_new
+    sin_m = np.linalg.norm(z, axis=-2)
+    cos_m = np.einsum("...ki,...kl,...li->...i", r_new, _mT(x) @ y_star, r_new)
+    theta_m = np.arctan2(sin_m, np.maximum(cos_m, 0.0))
+    w_m = z / np.where(sin_m > 0, sin_m, 1.0)[..., None, :]
+    # descending angles (each group is sorted and large ones come first, but rounding may
+    # swap neighbours at pi/4)
+    order = np.argsort(-theta_m, axis=-1)
+    theta_m = np.take_along_axis(theta_m, order, -1)
+    w_m = np.take_along_axis(w_m, order[..., None, :], -1)
+    r_new = np.take_along_axis(r_new, order[..., None, :], -1)
+    if np.all(all_large):
+        return w_m, theta_m, r_new, y_star
+    # pairs with no large angle keep the sines' factorization (the same bits as before)
+    pick = any_large[..., None, None]
+    return (np.where(pick, w_m, w), np.where(any_large[..., None], theta_m, theta),
+            np.where(pick, r_new, r), y_star)
 
 
 def principal_angles(x: np.ndarray, y: np.ndarray) -> np.ndarray:
@@ -101,8 +141,17 @@ class Grassmann(Manifold):
         return np.linalg.norm(np.asarray(u, dtype=float), axis=(-2, -1))
 
     def dist(self, x, y):
+        r""":math:`\|\Theta\|_2`. Where every principal angle exceeds pi/4 (every cosine, a
+        singular value of :math:`X^T Y`, below :math:`1/\sqrt2`: the bulk of random pairs) the
+        angles are the arccos of the cosines, well conditioned there, from the singular values
+        alone; other pairs go through :func:`principal_angles`."""
         x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
-        return np.linalg.norm(_aligned(x, y)[1], axis=-1)
+        cos = np.linalg.svd(_mT(y) @ x, compute_uv=False)
+        out = np.array(np.linalg.norm(np.arccos(np.minimum(cos, 1.0)), axis=-1))
+        small = cos[..., 0] >= np.sqrt(0.5)
+        if np.any(small):
+            out[small] = np.linalg.norm(_aligned(x[small], y[small])[1], axis=-1)
+        return out[()]
 
     def proj(self, x, v):
         x = np.asarray(x, dtype=float)
@@ -191,7 +240,10 @@ class Grassmann(Manifold):
     def tangent_violation(self, x, u):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
-        scale = np.maximum(np.linalg.norm(u, axis=(-2, -1)), 1.0)
+        # u scaled by its largest entry first: huge vectors do not overflow the norms
+        big = np.maximum(np.max(np.abs(u), axis=(-2, -1), initial=0.0), 1.0)[..., None, None]
+        u = u / big
+        scale = np.maximum(np.linalg.norm(u, axis=(-2, -1)), 1.0 / big[..., 0, 0])
         return np.linalg.norm(_mT(x) @ u, axis=(-2, -1)) / scale
 
     point_violation_description = "violation is ||X^T X - I||_F (X an orthonormal representative)"

@@ -14,8 +14,8 @@ from collections.abc import Callable
 from typing import Any
 
 import numpy as np
-import pymanopt
-from pymanopt.manifolds.manifold import Manifold as _PymanoptManifold
+import pymanopt  # type: ignore[import-untyped]
+from pymanopt.manifolds.manifold import Manifold as _PymanoptManifold  # type: ignore[import-untyped]
 
 from rfed.manifolds.base import Manifold, as_generator
 from rfed.manifolds.product import FlatProduct, Product
@@ -39,11 +39,11 @@ class PymanoptAdapter(_PymanoptManifold):
 
     Notes
     -----
-    ``euclidean_to_riemannian_hessian`` uses the manifold's ``ehess2rhess``; the manifolds of
-    ``rfed.manifolds`` all provide it (Euclidean, Sphere, SPD, Hyperboloid, PoincareBall,
-    Stiefel, Grassmann and products of them), so trust regions works on each. A manifold
-    without it supports only first-order solvers (pymanopt raises ``NotImplementedError``
-    from trust regions).
+    ``euclidean_to_riemannian_hessian`` uses the manifold's ``ehess2rhess``: Euclidean, Sphere,
+    SPD, Hyperboloid, PoincareBall, Stiefel, Grassmann, Oblique, SpecialOrthogonal and products
+    of them provide it, so trust regions works on each. SPDLogEuclidean and
+    SPDBuresWasserstein support only first-order solvers (steepest descent, conjugate
+    gradients: their ``ehess2rhess`` raises ``NotImplementedError``).
     ``random_tangent_vector`` is a unit-norm vector (pymanopt's convention), drawn as a
     normalized tangent Gaussian.
     """

@@ -112,7 +112,11 @@ class PoincareBall(Manifold):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
         half = 0.5 * self.conformal_factor(x)[..., None]
-        t = half * np.linalg.norm(u, axis=-1, keepdims=True)
+        # |u| scaled by its largest entry: no overflow to inf (then tanhc(inf) = 0 would
+        # return x itself for a huge step instead of the boundary)
+        big = np.max(np.abs(u), axis=-1, keepdims=True)
+        big = np.where(big > 0, big, 1.0)
+        t = half * (big * np.linalg.norm(u / big, axis=-1, keepdims=True))
         return self._clip(mobius_add(x, _tanhc(t) * half * u))
 
     def log(self, x, y):
@@ -221,4 +225,15 @@ class PoincareBall(Manifold):
         return np.zeros(np.broadcast_shapes(np.shape(x)[:-1], np.shape(u)[:-1]))
 
     point_violation_description = "violation is ||x|| when ||x|| >= 1 (outside the open ball)"
+
+    def _check_map_result(self, y, method, u, x):
+        """Also refuse a result clipped to :data:`MAX_NORM`: the step was longer than float64
+        can place (the point returned is not ``Exp_x(u)``)."""
+        super()._check_map_result(y, method, u, x)
+        if np.any(np.linalg.norm(np.asarray(y, dtype=float), axis=-1) >= MAX_NORM * (1 - 1e-15)):
+            raise ValueError(
+                f"{self}: argument 'u' is too long: {method}(x, u) reaches the boundary of what "
+                f"float64 can place in the ball (Euclidean norm {MAX_NORM!r}, hyperbolic "
+                "distance ~23.7 from the origin); the result was clipped there"
+            )
     tangent_violation_description = "every finite vector of shape (d,) is tangent"

@@ -7,7 +7,13 @@ from typing import Any
 
 import numpy as np
 
-from rfed.manifolds.base import DEFAULT_ATOL, Manifold, _normalize_weights, as_generator
+from rfed.manifolds.base import (
+    DEFAULT_ATOL,
+    Manifold,
+    _normalize_weights,
+    as_generator,
+    check_mean_options,
+)
 
 __all__ = ["Product", "FlatProduct"]
 
@@ -43,8 +49,14 @@ class Product(Manifold):
         self.manifolds = tuple(manifolds)
         self.dim = sum(m.dim for m in manifolds)
         #: one ``point_shape`` per block (a tuple of tuples)
-        self.point_shape = tuple(m.point_shape for m in manifolds)
+        self.point_shape = tuple(m.point_shape for m in manifolds)  # type: ignore[misc]
         self.name = f"Product({', '.join(m.name for m in manifolds)})"
+
+    @property
+    def has_parallel_transport(self) -> bool:  # type: ignore[override]
+        """True only when every factor's transport is parallel transport (the product's
+        transport is blockwise: one projection factor makes it a vector transport)."""
+        return all(m.has_parallel_transport for m in self.manifolds)
 
     # ------------------------------------------------------------------ blockwise helpers
     def _map(self, method: str, *args, **kwargs) -> tuple:
@@ -175,6 +187,13 @@ class Product(Manifold):
             for i, (m, xi, ui) in enumerate(zip(self.manifolds, x, u, strict=True))
         )
 
+    def _check_map_result(self, y, method, u, x):
+        for i, m in enumerate(self.manifolds):
+            try:
+                m._check_map_result(y[i], method, u[i], x[i])
+            except ValueError as exc:
+                raise ValueError(str(exc).replace("argument 'u'", f"argument 'u[{i}]'")) from None
+
     # ------------------------------------------------------------------ mean
     def mean(self, points, weights=None, *, tol=1e-12, max_iter=100, init=None):
         """Blockwise Karcher mean (the product metric decouples the blocks).
@@ -182,7 +201,14 @@ class Product(Manifold):
         ``points`` is a tuple of blocks of shape ``(*batch, n_points, *point_shape_i)``.
         """
         points = self._as_tuple(points, "points")
-        n_points = np.shape(points[0])[np.ndim(points[0]) - len(self.manifolds[0].point_shape) - 1]
+        k0 = len(self.manifolds[0].point_shape)
+        if np.ndim(points[0]) < k0 + 1:
+            raise ValueError(
+                f"{self}: argument 'points[0]' has shape {np.shape(points[0])}; expected "
+                f"(..., n_points, {', '.join(map(str, self.manifolds[0].point_shape))})"
+            )
+        n_points = np.shape(points[0])[np.ndim(points[0]) - k0 - 1]
+        check_mean_options(n_points, tol, max_iter)
         w = _normalize_weights(weights, n_points)
         inits = (None,) * len(self.manifolds) if init is None else self._as_tuple(init, "init")
         return tuple(
@@ -218,6 +244,11 @@ class FlatProduct(Manifold):
         self.dim = self.product.dim
         self.point_shape = (self.bounds[-1],)
         self.name = f"FlatProduct({', '.join(m.name for m in self.manifolds)})"
+
+    @property
+    def has_parallel_transport(self) -> bool:  # type: ignore[override]
+        """The AND of the factors' flags (see :attr:`Product.has_parallel_transport`)."""
+        return self.product.has_parallel_transport
 
     def split(self, a: np.ndarray) -> tuple:
         """Blocks of a flat array ``(*batch, total)``: a tuple of ``(*batch, *point_shape_i)``."""
@@ -289,6 +320,9 @@ class FlatProduct(Manifold):
 
     def tangent_violation(self, x, u):
         return self._call("tangent_violation", x, u)
+
+    def _check_map_result(self, y, method, u, x):
+        self.product._check_map_result(self.split(y), method, self.split(u), self.split(x))
 
     @property
     def point_violation_description(self):

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rfed.manifolds.base import Manifold, as_generator
+from rfed.manifolds.base import Manifold, as_generator, size_tuple
 
 __all__ = ["SPD"]
 
@@ -354,7 +354,7 @@ class SPD(Manifold):
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
         """``expm(S)`` for S symmetric with standard Gaussian coordinates."""
-        size = (size,) if np.isscalar(size) else tuple(size)
+        size = size_tuple(size)
         z = as_generator(rng).standard_normal(size + self.point_shape)
         return _eig_apply(z, np.exp)
 
@@ -384,20 +384,28 @@ class SPD(Manifold):
         chol = np.linalg.cholesky(np.asarray(x, dtype=float))[..., None, :, :]
         return chol @ self._sym_basis() @ _mT(chol)
 
-    def to_coords(self, x, u):
-        _, inv = self._frame(x)
-        a = self._whiten(inv, u)
+    def _sym_coords(self, a: np.ndarray) -> np.ndarray:
+        """Coordinates of symmetric matrices in the Frobenius-orthonormal basis of Sym(n)
+        (:meth:`_sym_basis`), shape ``(..., dim)``."""
         diag = np.diagonal(a, axis1=-2, axis2=-1)
         return np.concatenate([diag, np.sqrt(2.0) * a[..., self._iu[0], self._iu[1]]], axis=-1)
 
-    def from_coords(self, x, coords):
-        c = np.asarray(coords, dtype=float)
+    def _sym_from_coords(self, c: np.ndarray) -> np.ndarray:
+        """Inverse of :meth:`_sym_coords`."""
         n = self.n
         s = np.zeros(c.shape[:-1] + (n, n))
         s[..., np.arange(n), np.arange(n)] = c[..., :n]
         off = c[..., n:] / np.sqrt(2.0)
         s[..., self._iu[0], self._iu[1]] = off
         s[..., self._iu[1], self._iu[0]] = off
+        return s
+
+    def to_coords(self, x, u):
+        _, inv = self._frame(x)
+        return self._sym_coords(self._whiten(inv, u))
+
+    def from_coords(self, x, coords):
+        s = self._sym_from_coords(np.asarray(coords, dtype=float))
         chol = np.linalg.cholesky(np.asarray(x, dtype=float))
         return _sym(chol @ s @ _mT(chol))
 

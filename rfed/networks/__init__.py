@@ -2,7 +2,8 @@
 
 * :mod:`~rfed.networks.graphs` -- the sparse :class:`Graph` (``adjacency[i, j] = 1`` iff
   ``i`` receives from ``j``) and constructors: :func:`ring`, :func:`circulant` (DO-ADP's k-hop
-  ring), :func:`complete`, :func:`complete_bipartite` / :func:`two_hub_bipartite` /
+  ring), :func:`complete` (a :class:`CompleteGraph`, whose arcs are listed only when read),
+  :func:`complete_bipartite` / :func:`two_hub_bipartite` /
   :func:`dpdl_bipartite` (DPDL's two readings), :func:`star`, :func:`erdos_renyi`,
   :func:`exponential`, :func:`random_regular`, :func:`graph_from_edges`,
   :func:`digraph_from_edges`, :func:`ieee14_digraph` (DP-DGT); connectivity checks that name
@@ -10,14 +11,17 @@
 * :mod:`~rfed.networks.mixing` -- weights (Metropolis-Hastings, Laplacian, uniform, lazy,
   row-stochastic R and column-stochastic C for push-pull, the CGA two-hub weights), checks that
   name the offending row or column, the spectral constants of the four decentralized papers,
-  and DP-DDA's random gossip matrices (:class:`RandomGossip`).
+  and DP-DDA's node samplers and random gossip matrices (:class:`RandomGossip`,
+  :func:`greedy_matching`).
 * :mod:`~rfed.networks.comm` -- the one communication interface (:class:`Communicator`,
   :class:`InProcessCommunicator`) with message and byte accounting.
 * :mod:`~rfed.networks.gossip` -- Riemannian gossip batched over arcs (exactly ``W @ X`` on
   Euclidean space), tangent-space mixing with transport, consensus error.
 * :class:`Network` -- graph + weights + communicator.
 
-All matrices are ``scipy.sparse.csr_matrix``; a round costs O(arcs).
+All matrices are ``scipy.sparse.csr_matrix``; a round costs O(arcs) (a dense frozen matrix of
+256 agents or more is multiplied by BLAS or, on a complete graph with equal weights, in
+O(n d): ``docs/guide/scale.md``).
 """
 
 from rfed.networks.comm import (
@@ -41,6 +45,7 @@ from rfed.networks.gossip import (
 )
 from rfed.networks.graphs import (
     IEEE14_EDGES,
+    CompleteGraph,
     Graph,
     circulant,
     complete,
@@ -72,6 +77,7 @@ from rfed.networks.mixing import (
     dda_beta,
     doadp_constants,
     dpdl_constants,
+    greedy_matching,
     identity_gap_norm,
     lambda2_modulus,
     laplacian_weights,
@@ -90,6 +96,7 @@ from rfed.networks.network import Network
 
 __all__ = [
     # graphs
+    "CompleteGraph",
     "Graph",
     "IEEE14_EDGES",
     "circulant",
@@ -121,6 +128,7 @@ __all__ = [
     "dda_beta",
     "doadp_constants",
     "dpdl_constants",
+    "greedy_matching",
     "identity_gap_norm",
     "lambda2_modulus",
     "laplacian_weights",

@@ -60,6 +60,8 @@ __all__ = [
     "dense_payload_bytes",
     "sparse_payload_bytes",
     "segment_sum",
+    "csr_product",
+    "mix_product",
     "arc_list",
     "reverse_arcs",
     "as_csr_weights",
@@ -307,7 +309,7 @@ def freeze_weights(weights, name: str = "weights") -> sp.csr_matrix:
     return w
 
 
-def weights_fact(w: sp.csr_matrix, key: str, compute):
+def weights_fact(w: sp.csr_matrix, key: str | tuple, compute):
     """``compute(w)``, kept on ``w`` when it is frozen (see :func:`freeze_weights`).
 
     A matrix whose arrays are writable, or were replaced since the value was kept, gets
@@ -329,6 +331,125 @@ def weights_fact(w: sp.csr_matrix, key: str, compute):
             value.flags.writeable = False
         facts[key] = value
     return facts[key]
+
+
+try:  # scipy's own kernel of ``csr_matrix @ ndarray``, called without the operator's dispatch
+    from scipy.sparse._sparsetools import (  # type: ignore[import-untyped]
+        csr_matvec as _csr_matvec,
+    )
+    from scipy.sparse._sparsetools import (  # type: ignore[import-untyped]
+        csr_matvecs as _csr_matvecs,
+    )
+except ImportError:  # pragma: no cover - a scipy that moved its private kernels
+    _csr_matvec = _csr_matvecs = None
+
+#: A frozen matrix is mixed by a dense product when it has at least this share of the n^2
+#: entries stored (BLAS's dense product then takes less time than the sparse one, see
+#: ``benchmarks/bench_gossip.py``) ...
+DENSE_MIX_FILL = 0.25
+#: ... and at least this many agents (below, a product takes a few microseconds either way and
+#: the sparse product's bits are kept; the same bound applies to the complete-graph form) ...
+DENSE_MIX_MIN_AGENTS = 256
+#: ... and at most this many (the dense copy takes ``8 n^2`` bytes: 512 MiB here).
+DENSE_MIX_MAX_AGENTS = 8192
+
+
+def csr_product(w: sp.csr_matrix, flat: np.ndarray) -> np.ndarray:
+    """``w @ flat`` for a float64 CSR ``w`` ``(n, m)`` and a float64 ``flat`` ``(m, k)``: the
+    same kernel scipy's operator calls (``csr_matvec`` for one column, ``csr_matvecs``
+    otherwise, into zeros), so the same bits, without the operator's dispatch, which costs
+    as much as the product of a thousand agents' small rows.
+
+    Returns
+    -------
+    ndarray, shape ``(n, k)``
+    """
+    if (_csr_matvecs is None or flat.dtype != np.float64 or w.dtype != np.float64
+            or flat.ndim != 2):
+        return np.asarray(w @ flat)
+    n, m = w.shape
+    k = flat.shape[1]
+    out = np.zeros((n, k))
+    if k == 1:
+        _csr_matvec(n, m, w.indptr, w.indices, w.data, flat.ravel(), out.ravel())
+    else:
+        _csr_matvecs(n, m, k, w.indptr, w.indices, w.data, flat.ravel(), out.ravel())
+    return out
+
+
+@dataclass(frozen=True)
+class _ProductPlan:
+    """How :func:`mix_product` multiplies by one frozen matrix: ``kind`` is ``'csr'``,
+    ``'dense'`` (``dense`` holds the matrix) or ``'complete'`` (every off-diagonal entry
+    equals ``offdiag`` and ``shift = diag(W) - offdiag``, so ``W V = offdiag 1 (1^T V) +
+    diag(shift) V``; ``shift`` is ``None`` when it is zero)."""
+
+    kind: str
+    dense: np.ndarray | None = None
+    offdiag: float = 0.0
+    shift: np.ndarray | None = None
+
+
+def _plan_product(w: sp.csr_matrix) -> _ProductPlan:
+    n = w.shape[0]
+    if w.shape[0] != w.shape[1] or n < DENSE_MIX_MIN_AGENTS or w.nnz < DENSE_MIX_FILL * n * n:
+        return _ProductPlan("csr")
+    rows = np.repeat(np.arange(n), np.diff(w.indptr))
+    off = w.data[rows != w.indices]
+    if off.size == n * (n - 1) and off.min() == off.max() > 0:
+        shift = w.diagonal() - float(off[0])
+        return _ProductPlan("complete", offdiag=float(off[0]),
+                            shift=_read_only(shift) if np.any(shift) else None)
+    if n <= DENSE_MIX_MAX_AGENTS:
+        return _ProductPlan("dense", dense=_read_only(w.toarray()))
+    return _ProductPlan("csr")
+
+
+def mix_product(w: sp.csr_matrix, flat: np.ndarray) -> np.ndarray:
+    """``W @ flat`` by the fastest of three forms, chosen once per frozen ``w``.
+
+    A frozen matrix (:func:`freeze_weights`) with :data:`DENSE_MIX_MIN_AGENTS` agents or
+    more that stores at least :data:`DENSE_MIX_FILL` of its entries is multiplied
+
+    * on a complete graph whose off-diagonal weights are all equal (``c``): as
+      ``c 1 (1^T V) + diag(w_ii - c) V``, O(n k) instead of O(n^2 k);
+    * otherwise, up to :data:`DENSE_MIX_MAX_AGENTS` agents, by BLAS from a dense copy kept on
+      the matrix;
+
+    and any other matrix by the CSR kernel (:func:`csr_product`). The forms sum each row in
+    a different order, so their results differ by rounding only: entry ``i`` of each is within
+    ``gamma_{n+1} sum_j |w_ij| |v_j|`` of the exact value (``gamma_k = k u / (1 - k u)``,
+    ``u = 2^-53``), so two forms differ by at most ``2 gamma_{n+1} max_j |v_j|`` for a
+    row-stochastic ``w`` (``docs/guide/scale.md``).
+
+    Parameters
+    ----------
+    w : scipy.sparse.csr_matrix, shape ``(n, m)``
+    flat : ndarray, shape ``(m, k)``
+
+    Returns
+    -------
+    ndarray, shape ``(n, k)``
+    """
+    if flat.dtype == np.float64 and not w.data.flags.writeable:
+        plan = weights_fact(w, "product_plan", _plan_product)
+        if plan.kind == "complete":
+            mean_part = plan.offdiag * np.add.reduce(flat, axis=0)
+            if plan.shift is None:  # every weight equal: each row is c 1^T V
+                out = np.empty_like(flat)
+                out[...] = mean_part
+                return out
+            out = plan.shift[:, None] * flat
+            out += mean_part
+            return out
+        if plan.kind == "dense":
+            return plan.dense @ flat
+    return csr_product(w, flat)
+
+
+def _read_only(a: np.ndarray) -> np.ndarray:
+    a.flags.writeable = False
+    return a
 
 
 def _count_out_degrees(w: sp.csr_matrix) -> np.ndarray:
@@ -504,13 +625,20 @@ class Communicator(abc.ABC):
             )
         return v
 
-    def _record(self, kind: str, counts: np.ndarray, per_msg: int | np.ndarray) -> None:
+    def _record(self, kind: str, counts: np.ndarray, per_msg: int | np.ndarray,
+                weights: sp.csr_matrix | None = None) -> None:
         """Add ``counts[j]`` messages of ``per_msg[j]`` bytes (or ``per_msg`` bytes each) sent
-        by each agent ``j``."""
-        b = counts * per_msg
+        by each agent ``j``; ``counts`` derived from ``weights`` alone (its out-degrees) lets a
+        frozen matrix keep the bytes per agent and the total for a message size."""
+        if weights is not None and type(per_msg) is int:
+            b, messages = weights_fact(weights, ("arc_bytes", per_msg),
+                                       lambda _: (_read_only(counts * per_msg),
+                                                  int(counts.sum())))
+        else:
+            b = counts * per_msg
+            messages = int(counts.sum())
         self.stats.messages_sent += counts
         self.stats.bytes_sent += b
-        messages = int(counts.sum())
         self.stats.messages += messages
         # one size for every message: the byte total is that multiple (exact in Python ints)
         self.stats.bytes += per_msg * messages if type(per_msg) is int else int(b.sum())
@@ -664,15 +792,14 @@ class InProcessCommunicator(Communicator):
                     f"{kind}: weights[{r}, {c}] = {w[r, c]:.6g} uses the value of agent {c}, "
                     f"which does not send this round"
                 )
-        self._record(kind, _out_degrees(w), self._per_message_bytes(v, payload_bytes))
+        self._record(kind, _out_degrees(w), self._per_message_bytes(v, payload_bytes), w)
 
     def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False):
         v = self._check_values(values)
         w = _pattern(weights, self.n_agents)
         if not copies:
             self._count_arcs("mix", w, v, senders, payload_bytes)
-        out = w @ v.reshape(self.n_agents, -1)
-        return np.asarray(out).reshape(v.shape)
+        return mix_product(w, v.reshape(self.n_agents, -1)).reshape(v.shape)
 
     def mix_pairs(self, pairs, values, *, senders=None, payload_bytes=None) -> np.ndarray:
         """:meth:`Communicator.mix_pairs` from the pairs, without building ``W``.

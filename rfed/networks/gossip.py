@@ -11,11 +11,16 @@ batched ``exp``; O(arcs) work, in chunks of at most ``max_chunk_arcs`` arcs to b
 On Euclidean space :math:`\mathrm{Log}_{x_i}(x_j) = x_j - x_i` and :math:`\mathrm{Exp}` is
 addition, so the step is :math:`x_i + \gamma((WX)_i - r_i x_i)` with :math:`r = W\mathbf 1`; for a
 row-stochastic W and :math:`\gamma = 1` this is exactly :math:`WX`. This module evaluates that
-closed form (one sparse product) whenever the manifold is :class:`~rfed.manifolds.Euclidean`;
-algorithms never special-case it.
+closed form (one product, :func:`rfed.networks.comm.mix_product`) whenever the manifold is
+:class:`~rfed.manifolds.Euclidean`; algorithms never special-case it. W's checks are kept on a
+frozen W (:func:`rfed.networks.freeze_weights`), so a call costs the product and one pass over
+the points.
 """
 
 from __future__ import annotations
+
+import math
+from dataclasses import dataclass
 
 import numpy as np
 import scipy.sparse as sp
@@ -26,6 +31,7 @@ from rfed.networks.comm import (
     Communicator,
     InProcessCommunicator,
     _pattern,
+    mix_product,
     segment_sum,
     weights_fact,
 )
@@ -54,13 +60,21 @@ def _check_points(manifold, points, name: str = "points") -> np.ndarray:
     return x
 
 
-def _setup(manifold, points, weights, comm, name="points"):
+def _setup(manifold, points, weights, comm, name="points", need_comm=True, check_weights=True):
+    """Checked ``(points, weights, comm)``; ``comm`` stays ``None`` when not given and
+    ``need_comm`` is false (the caller then counts nothing: no one could read the counts);
+    ``check_weights=False`` leaves W's finiteness to the caller."""
     if not isinstance(manifold, (Manifold, CheckedManifold)):
         raise TypeError(
             f"argument 'manifold' must be an rfed Manifold, got {type(manifold).__name__}"
         )
     x = _check_points(manifold, points, name)
     if comm is None:
+        if not need_comm:
+            w = _pattern(weights, x.shape[0])
+            if check_weights:
+                _check_finite_weights(w)
+            return x, w, None
         comm = InProcessCommunicator(x.shape[0])
     elif not isinstance(comm, Communicator):
         raise TypeError(f"argument 'comm' must be a Communicator, got {type(comm).__name__}")
@@ -69,12 +83,41 @@ def _setup(manifold, points, weights, comm, name="points"):
                          f"{x.shape[0]}")
     # a distributed communicator holds a block of rows; the weights are the full matrix
     w = _pattern(weights, comm.n_agents)
+    if check_weights:
+        _check_finite_weights(w)
+    return x, w, comm
+
+
+def _check_finite_weights(w: sp.csr_matrix) -> None:
     if w.nnz and not weights_fact(w, "finite", lambda m: bool(np.all(np.isfinite(m.data)))):
         raise ValueError(
             f"argument 'weights' has {int(np.sum(~np.isfinite(w.data)))} non-finite entries "
             f"(NaN/inf)"
         )
-    return x, w, comm
+
+
+def _check_euclidean_points(manifold, x: np.ndarray, name: str) -> None:
+    """Raise as ``manifold.check_point`` does unless every entry of ``x`` is finite (what a
+    point of Euclidean space is)."""
+    if not np.isfinite(x).all():
+        n_bad = int(x.size - np.count_nonzero(np.isfinite(x)))
+        raise ValueError(f"{manifold}: argument '{name}' has {n_bad} non-finite value(s) "
+                         f"(NaN/inf)")
+
+
+@dataclass(frozen=True)
+class _EuclideanChecks:
+    """What the Euclidean closed form checks of W, computed once for a frozen W."""
+
+    finite: bool
+    row_stochastic: bool
+    unit_row_sums: bool   # W 1 == 1 exactly, as _row_sums computes it
+
+
+def _euclidean_checks(w: sp.csr_matrix) -> _EuclideanChecks:
+    finite = not w.nnz or bool(np.all(np.isfinite(w.data)))
+    return _EuclideanChecks(finite, finite and _row_stochastic(w),
+                            finite and bool(np.all(_row_sums(w, 1) == 1.0)))
 
 
 def _is_euclidean(manifold) -> bool:
@@ -221,23 +264,36 @@ def riemannian_gossip(
     Notes
     -----
     On Euclidean space returns :math:`X + \gamma(WX - \mathrm{diag}(W\mathbf 1) X)`, which is
-    :math:`WX` for row-stochastic W and :math:`\gamma = 1` (one sparse product). On a sphere
+    :math:`WX` for row-stochastic W and :math:`\gamma = 1` (one product, sparse or, for a dense
+    frozen W, dense: the same result to rounding, ``docs/guide/scale.md``). On a sphere
     the step is defined while no two neighbours are antipodal (``AntipodalError`` otherwise).
     """
-    if not np.isfinite(gamma):
+    if not math.isfinite(gamma):
         raise ValueError(f"argument 'gamma' must be finite, got {gamma!r}")
-    x, w, comm = _setup(manifold, points, weights, comm)
-    manifold.check_point(x, "points")
     # the step averages neighbours only when W is row-stochastic, and exp/log are defined only
     # for points of the manifold: refuse anything else rather than return a wrong point
     if _is_euclidean(manifold):
-        # one pass gives the row sums the closed form needs and the row-stochastic check
-        # (W is finite: _setup checked it); the full check only to name the offending row
-        r = _row_sums(_local_rows(w, comm), x.ndim)
-        if comm.n_local < comm.n_agents or not weights_fact(w, "row_stochastic", _row_stochastic):
+        x, w, comm = _setup(manifold, points, weights, comm, need_comm=False, check_weights=False)
+        # W's tests are kept on a frozen W; the full checks run only to name what is wrong
+        checks = weights_fact(w, "euclidean_checks", _euclidean_checks)
+        if not checks.finite:
+            _check_finite_weights(w)
+        _check_euclidean_points(manifold, x, "points")
+        block = comm is not None and comm.n_local < comm.n_agents
+        if block or not checks.row_stochastic:
             check_row_stochastic(w, "weights")
-        wx = comm.mix(w, x, payload_bytes=payload_bytes)
+        if comm is None:
+            wx = mix_product(w, x.reshape(x.shape[0], -1)).reshape(x.shape)
+        else:
+            wx = comm.mix(w, x, payload_bytes=payload_bytes)
+        if gamma == 1.0 and not block and checks.unit_row_sums:
+            # X + (WX - diag(W 1) X) with W 1 = 1 exactly: WX itself (the closed form adds
+            # 0 * x_i to a product that is never -0.0, which changes no bit)
+            return wx
+        r = _row_sums(w if comm is None else _local_rows(w, comm), x.ndim)
         return gamma * wx + (1.0 - gamma * r) * x
+    x, w, comm = _setup(manifold, points, weights, comm)
+    manifold.check_point(x, "points")
     if comm.n_local < comm.n_agents or not weights_fact(w, "row_stochastic", _row_stochastic):
         check_row_stochastic(w, "weights")
     v = consensus_direction(

@@ -15,6 +15,7 @@ Conventions
 
 from __future__ import annotations
 
+import functools
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
@@ -26,6 +27,7 @@ from rfed.manifolds.base import as_generator
 
 __all__ = [
     "Graph",
+    "CompleteGraph",
     "ring",
     "circulant",
     "complete",
@@ -355,12 +357,82 @@ def ring(n: int) -> Graph:
     return Graph(g.n_nodes, False, g.adjacency, f"ring(n={n})")
 
 
-def complete(n: int) -> Graph:
-    """Complete graph: ``n (n - 1) / 2`` edges, degree ``n - 1``."""
+def _complete_adjacency(n: int) -> sp.csr_matrix:
+    """The adjacency of K_n (``n (n - 1)`` stored ones, sorted indices), without an ``n x n``
+    dense array."""
+    cols = np.arange(n - 1)
+    # row i lists 0 .. i-1 then i+1 .. n-1
+    indices = (cols[None, :] + (cols[None, :] >= np.arange(n)[:, None])).ravel()
+    indptr = np.arange(0, n * (n - 1) + 1, n - 1) if n > 1 else np.zeros(n + 1, dtype=int)
+    a = sp.csr_matrix((np.ones(n * (n - 1)), indices, indptr), shape=(n, n))
+    a.has_sorted_indices = True
+    return a
+
+
+class CompleteGraph(Graph):
+    """The complete graph :math:`K_n`, whose ``n (n - 1)`` arcs are only listed when asked for.
+
+    Sizes, degrees, neighbours and connectivity are answered from ``n`` in O(1) or O(n); the
+    :attr:`adjacency` matrix (``n (n - 1)`` stored entries: 763 MiB at 10^4 nodes) is built on
+    first access and kept. An algorithm that only draws pairs of nodes (DP-DDA's node sampling,
+    :class:`rfed.networks.RandomGossip`) or that never reads the matrix runs on it in O(n)
+    memory. Build it with :func:`complete`.
+    """
+
+    def __init__(self, n_nodes: int, name: str | None = None):
+        object.__setattr__(self, "n_nodes", int(n_nodes))
+        object.__setattr__(self, "directed", False)
+        object.__setattr__(self, "name", name or f"complete(n={int(n_nodes)})")
+
+    @functools.cached_property
+    def adjacency(self) -> sp.csr_matrix:  # type: ignore[override]
+        return _complete_adjacency(self.n_nodes)
+
+    @property
+    def n_arcs(self) -> int:
+        return self.n_nodes * (self.n_nodes - 1)
+
+    @property
+    def in_degree(self) -> np.ndarray:
+        return np.full(self.n_nodes, self.n_nodes - 1, dtype=int)
+
+    out_degree = in_degree
+
+    @property
+    def max_degree(self) -> int:
+        return self.n_nodes - 1
+
+    def in_neighbors(self, i: int) -> np.ndarray:
+        nodes = np.arange(self.n_nodes)
+        return nodes[nodes != i]
+
+    def out_neighbors(self, i: int) -> np.ndarray:
+        return self.in_neighbors(i)
+
+    def is_complete(self) -> bool:
+        return True
+
+    def is_regular(self) -> bool:
+        return True
+
+    def unreachable_from(self, source: int = 0) -> np.ndarray:
+        return np.array([], dtype=int)
+
+    def is_connected(self) -> bool:
+        return True
+
+    def check_connected(self) -> Graph:
+        return self
+
+    def spanning_tree_roots(self) -> np.ndarray:
+        return np.arange(self.n_nodes)
+
+
+def complete(n: int) -> CompleteGraph:
+    """Complete graph: ``n (n - 1) / 2`` edges, degree ``n - 1`` (its adjacency matrix is built
+    on first use, see :class:`CompleteGraph`)."""
     n = _check_n(n, minimum=2)
-    a = sp.csr_matrix(np.ones((n, n)) - np.eye(n))
-    a.sort_indices()
-    return Graph(n, False, a, f"complete(n={n})")
+    return CompleteGraph(n)
 
 
 def complete_bipartite(n_left: int, n_right: int) -> Graph:

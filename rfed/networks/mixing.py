@@ -15,12 +15,19 @@ DP-DGT [spec 003]      Perron vectors ``pi_R`` (left, of R), ``pi_C`` (right, of
                        ``rho(R_phi - 1 pi_R^T)``, ``rho(C_gamma - pi_C 1^T)``, ``q_R``, ``q_C``,
                        ``pi_C^T pi_R``
 =====================  ==========================================================================
+
+References
+----------
+* Lin Xiao, Stephen Boyd and Seung-Jean Kim. Distributed Average Consensus with
+  Least-Mean-Square Deviation. Journal of Parallel and Distributed Computing 67(1), 2007.
 """
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass
+from math import comb
 
 import numpy as np
 import scipy.linalg
@@ -29,7 +36,7 @@ import scipy.sparse.linalg as spla
 
 from rfed.manifolds.base import as_generator
 from rfed.networks.comm import _matching_weights
-from rfed.networks.graphs import Graph
+from rfed.networks.graphs import Graph, _pair_from_index
 
 __all__ = [
     "metropolis_hastings_weights",
@@ -59,6 +66,7 @@ __all__ = [
     "push_pull_constants",
     "GossipRound",
     "RandomGossip",
+    "greedy_matching",
     "dda_beta",
 ]
 
@@ -519,12 +527,40 @@ class PushPullConstants:
     pi_C_dot_pi_R: float
 
 
+def _deflated_radius(m: sp.csr_matrix, left: np.ndarray, right: np.ndarray) -> float:
+    r"""Spectral radius of :math:`M - \ell r^T` (``left`` :math:`\ell`, ``right`` :math:`r`):
+    dense eigenvalues up to :data:`DENSE_LIMIT` nodes; above, ARPACK on the sparse matrix and
+    the rank-one term applied as an operator (O(nnz) memory, no ``n x n`` array)."""
+    n = m.shape[0]
+    if n <= DENSE_LIMIT:
+        return float(np.max(np.abs(np.linalg.eigvals(m.toarray() - np.outer(left, right)))))
+    op = spla.LinearOperator((n, n), dtype=float,
+                             matvec=lambda v: m @ v - left * (right @ v))
+    try:
+        # several eigenvalues: the largest in modulus often come as a complex conjugate pair
+        # (of equal modulus), which a single-eigenvalue iteration does not separate
+        vals = spla.eigs(op, k=6, ncv=32, which="LM", return_eigenvectors=False, tol=1e-10,
+                         maxiter=100)
+    except spla.ArpackNoConvergence as exc:
+        raise ValueError(
+            f"the spectral radius of a {n}-node deflated mixing matrix did not converge "
+            f"({exc}): its largest eigenvalues are too close in modulus for the iterative solver"
+        ) from None
+    return float(np.max(np.abs(vals)))
+
+
 def push_pull_constants(r, c, gamma: float, phi: float) -> PushPullConstants:
     r"""DP-DGT's constants for row-stochastic R, column-stochastic C and lazy factors gamma, phi.
 
     :math:`R_\phi = (1-\phi) I + \phi R`, :math:`C_\gamma = (1-\gamma) I + \gamma C`
-    [spec 003, L281-282]. On the IEEE 14-bus digraph with uniform weights, gamma = 0.8 and
-    phi = 0.7 the spec reports rho_C = 0.804, rho_R = 0.853, pi_C^T pi_R = 0.0726.
+    (Huo, Chen, Huang, Johansson, Shi, arXiv:2403.18275, Section 4). On the IEEE 14-bus digraph
+    with uniform weights, gamma = 0.8 and phi = 0.7: rho_C = 0.804, rho_R = 0.853,
+    pi_C^T pi_R = 0.0726. Up to :data:`DENSE_LIMIT` nodes the spectral radii are dense
+    eigenvalues; above, they come from ARPACK (``scipy.sparse.linalg.eigs``) on the sparse
+    matrices with the rank-one deflation applied as an operator: O(n + nnz) memory. ARPACK
+    converges only when the largest moduli are separated from the rest, which large digraphs
+    with little expansion (directed rings) or random digraphs (whose spectrum fills a disk)
+    do not give: it then stops after a bounded number of restarts with a ``ValueError``.
     """
     rm = check_row_stochastic(r, "R")
     cm = check_column_stochastic(c, "C")
@@ -533,10 +569,8 @@ def push_pull_constants(r, c, gamma: float, phi: float) -> PushPullConstants:
     pi_r = left_perron_vector(rm)
     pi_c = right_perron_vector(cm)
     n = rm.shape[0]
-    r_phi = lazy_weights(rm, phi).toarray() - np.outer(np.ones(n), pi_r)
-    c_gamma = lazy_weights(cm, gamma).toarray() - np.outer(pi_c, np.ones(n))
-    rho_r = float(np.max(np.abs(np.linalg.eigvals(r_phi))))
-    rho_c = float(np.max(np.abs(np.linalg.eigvals(c_gamma))))
+    rho_r = _deflated_radius(lazy_weights(rm, phi), np.ones(n), pi_r)
+    rho_c = _deflated_radius(lazy_weights(cm, gamma), pi_c, np.ones(n))
     return PushPullConstants(
         pi_R=pi_r,
         pi_C=pi_c,
@@ -600,32 +634,54 @@ class GossipRound:
 
 
 class RandomGossip:
-    r"""Random gossip matrices :math:`W^{(t)}` of DP-DDA (node subsampling) [spec 002, 2.1 and P4].
+    r"""Random gossip matrices :math:`W^{(t)}` and active sets of DP-DDA's node subsampling.
+
+    DP-DDA (C. Liu, K. H. Johansson, Y. Shi, "Distributed empirical risk minimization with
+    differential privacy", Automatica 162, 111514, 2024; arXiv:2302.10520) activates a random
+    set of nodes each round (Definition 2) and mixes on it with a random doubly stochastic
+    :math:`W^{(t)}` supported on the graph's edges (Assumption 2). Three samplers, on any
+    undirected graph, each O(n + |E|) memory and time per round (O(n) on a
+    :class:`~rfed.networks.CompleteGraph`):
+
+    ``"uniform"`` (default; the paper's Definition 2)
+        Exactly ``n_active`` nodes, a uniformly random subset, in a uniformly random order;
+        consecutive nodes of that order are paired when they are adjacent, and the nodes left
+        over are paired by a random maximal matching of the graph they induce (greedy over
+        their edges in a uniformly random order). Active nodes left without a partner release
+        and keep their own value (``w_ii = 1``). On the complete graph every consecutive pair
+        is an edge: a uniformly random perfect matching of the active set (weights 1/2), the
+        draws of earlier rfed versions bit for bit. Each node is active with probability
+        ``n_active / n`` exactly.
+    ``"maximal"``
+        A random maximal matching of the whole graph (greedy over its edges in a uniformly
+        random order; a uniformly random perfect matching on the complete graph); each pair
+        of it is active with probability ``p = n_active / n``, independently, and each node it
+        leaves out is active alone with probability ``p``. Each node is active with probability
+        ``p`` exactly (a matched node through its pair, an unmatched one alone), and the active
+        nodes mix with a neighbour far more often than under ``"uniform"`` on a sparse graph.
+    ``"edges"``
+        ``n_edges`` distinct edges drawn uniformly; they may share nodes, and ``W^{(t)}`` holds
+        the Metropolis-Hastings weights of the sampled subgraph (degrees in the sampled graph,
+        not the supergraph). Node ``i`` (degree ``d_i``, ``M`` edges) is active with probability
+        ``1 - C(M - d_i, n_edges) / C(M, n_edges)``.
+
+    :attr:`iota` is the largest of the nodes' activation probabilities, the ``iota`` of the
+    paper's Theorem 1 (see ``docs/guide/scale.md``).
 
     Parameters
     ----------
     graph : Graph
-        Undirected supergraph (the experiments use the complete graph on 20 nodes).
+        Undirected supergraph (the paper's experiments use the complete graph on 20 nodes).
     n_active : int, optional
-        ``mode="matching"``: exactly ``n_active = n * iota`` nodes, uniformly at random, as in
-        Definition 2 (must be even).
+        ``"uniform"``: the number of active nodes, 1..n. ``"maximal"``: their expected number
+        ``p n`` (1..n).
     n_edges : int, optional
-        ``mode="edges"``: this many distinct edges drawn uniformly from the supergraph's edges
-        ("1 or 2 edges are sampled uniformly at random", spec 002 5.3); they may share a node,
-        so the number of active nodes varies and ``iota`` is only its expectation.
-    mode : {"matching", "edges"}
-        ``"matching"`` (the spec's resolution P4): the active set is paired by a uniformly random
-        perfect matching, weight 1/2 per pair. On a non-complete supergraph the draw is repeated
-        until every pair is an edge (up to ``max_tries``), which gives a uniformly random
-        ``n_active/2``-matching of the supergraph. ``"edges"``: Metropolis-Hastings weights of the
-        sampled subgraph (degrees in the sampled graph, not the supergraph).
-    max_tries : int
-        Rejection limit of ``"matching"`` on non-complete supergraphs.
-
-    Notes
-    -----
-    A round costs O(n + n_active): only the sampled pairs carry off-diagonal weights.
+        ``"edges"``: edges drawn per round, 1..|E|.
+    mode : {"uniform", "maximal", "edges"}
+        The sampler (``"matching"`` is accepted as the former name of ``"uniform"``).
     """
+
+    MODES = ("uniform", "maximal", "edges")
 
     def __init__(
         self,
@@ -633,54 +689,150 @@ class RandomGossip:
         n_active: int | None = None,
         *,
         n_edges: int | None = None,
-        mode: str = "matching",
-        max_tries: int = 1000,
+        mode: str = "uniform",
     ):
         graph = _check_graph(graph)
         _require_undirected(graph, "RandomGossip")
+        if mode == "matching":
+            mode = "uniform"
+        if mode not in self.MODES:
+            raise ValueError(f"argument 'mode' must be one of {list(self.MODES)}, got {mode!r}")
         self.graph = graph
         self.mode = mode
-        self.max_tries = int(max_tries)
         n = graph.n_nodes
-        self._edges = graph.edges()
-        if mode == "matching":
+        if mode in ("uniform", "maximal"):
             if n_edges is not None:
-                raise ValueError("argument 'n_edges' is for mode='edges'; give 'n_active'")
-            ok = isinstance(n_active, (int, np.integer)) and 2 <= n_active <= n
-            if not ok or n_active % 2:
-                raise ValueError(
-                    f"argument 'n_active' must be an even int in 2..{n} (n * iota nodes paired "
-                    f"into n_active/2 edges), got {n_active!r}"
-                )
+                raise ValueError(f"argument 'n_edges' is for mode='edges'; mode={mode!r} takes "
+                                 "'n_active'")
+            if not isinstance(n_active, (int, np.integer)) or isinstance(n_active, bool) or \
+                    not 1 <= n_active <= n:
+                raise ValueError(f"argument 'n_active' must be an int in 1..{n} (the "
+                                 f"{'number' if mode == 'uniform' else 'expected number'} of "
+                                 f"active nodes, n * iota), got {n_active!r}")
             self.n_active = int(n_active)
-        elif mode == "edges":
-            if n_active is not None:
-                raise ValueError("argument 'n_active' is for mode='matching'; give 'n_edges'")
-            m = self._edges.shape[0]
-            if not isinstance(n_edges, (int, np.integer)) or not 1 <= n_edges <= m:
-                raise ValueError(
-                    f"argument 'n_edges' must be an int in 1..{m} (edges of the supergraph), got "
-                    f"{n_edges!r}"
-                )
-            self.n_edges = int(n_edges)
         else:
-            raise ValueError(f"argument 'mode' must be 'matching' or 'edges', got {mode!r}")
+            if n_active is not None:
+                raise ValueError("argument 'n_active' is for mode='uniform' or 'maximal'; "
+                                 "mode='edges' takes 'n_edges'")
+            m = graph.n_edges
+            if not isinstance(n_edges, (int, np.integer)) or isinstance(n_edges, bool) or \
+                    not 1 <= n_edges <= m:
+                raise ValueError(f"argument 'n_edges' must be an int in 1..{m} (edges of the "
+                                 f"supergraph), got {n_edges!r}")
+            self.n_edges = int(n_edges)
+
+    # ------------------------------------------------------------------ the graph's edges
+    @functools.cached_property
+    def _edge_list(self) -> np.ndarray:
+        """The supergraph's edges ``(u, v)``, ``u < v``, sorted (:meth:`Graph.edges`), int64
+        ``(|E|, 2)``: built on first use (never on a complete graph but by ``expected_gram``)."""
+        return self.graph.edges().astype(np.int64)
+
+    def _edge_pairs(self, idx: np.ndarray) -> np.ndarray:
+        """Edges number ``idx`` of :meth:`Graph.edges`'s order (on the complete graph decoded
+        from the index, without listing the ``n (n - 1) / 2`` edges)."""
+        if self.graph.is_complete():
+            i, j = _pair_from_index(np.asarray(idx, dtype=np.int64), self.graph.n_nodes)
+            return np.stack([i, j], axis=1)
+        return self._edge_list[idx]
+
+    @functools.cached_property
+    def _arc_keys(self) -> np.ndarray:
+        """``i n + j`` for every arc ``j -> i`` of the adjacency, increasing (CSR order with
+        sorted indices), int64 ``(arcs,)``."""
+        a = self.graph.adjacency
+        rows = np.repeat(np.arange(a.shape[0], dtype=np.int64), np.diff(a.indptr))
+        return rows * a.shape[0] + a.indices
+
+    def _is_edge(self, pairs: np.ndarray) -> np.ndarray:
+        """Whether each pair ``(i, j)`` is an edge, shape ``(k,)`` (binary search)."""
+        keys = pairs[:, 0].astype(np.int64) * self.graph.n_nodes + pairs[:, 1]
+        arcs = self._arc_keys
+        pos = np.minimum(np.searchsorted(arcs, keys), max(arcs.size - 1, 0))
+        return arcs[pos] == keys if arcs.size else np.zeros(keys.size, dtype=bool)
+
+    # ------------------------------------------------------------------ activation
+    def activation_probabilities(self) -> np.ndarray:
+        """Each node's probability of being active in a round, exactly, shape ``(n,)``."""
+        n = self.graph.n_nodes
+        if self.mode in ("uniform", "maximal"):
+            return np.full(n, self.n_active / n)
+        deg = self.graph.degree
+        levels, where = np.unique(deg, return_inverse=True)
+        idle = np.array([_none_of_drawn(self.graph.n_edges, int(d), self.n_edges)
+                         for d in levels])
+        return 1.0 - idle[where]
 
     @property
     def iota(self) -> float:
-        """Activation probability of a node: exact for ``"matching"`` on the complete graph;
-        for ``"edges"`` on the complete graph, ``1 - P(node in none of the sampled edges)``."""
+        """The largest activation probability of a node (exact: every node's for
+        ``"uniform"`` and ``"maximal"``, and for ``"edges"`` on a regular graph)."""
+        if self.mode in ("uniform", "maximal"):
+            return self.n_active / self.graph.n_nodes
+        return 1.0 - _none_of_drawn(self.graph.n_edges, self.graph.max_degree, self.n_edges)
+
+    # ------------------------------------------------------------------ sampling
+    def _draw(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        """One round's ``(active mask (n,), pairs (k, 2))``."""
         n = self.graph.n_nodes
-        if self.mode == "matching":
-            return self.n_active / n
-        if not self.graph.is_complete():
-            raise ValueError("iota of mode='edges' is only computed in closed form on K_n")
-        m = self._edges.shape[0]
-        avoid = m - (n - 1)  # edges not touching a given node
-        from math import comb
+        if self.mode == "edges":
+            idx = rng.choice(self.graph.n_edges, size=self.n_edges, replace=False)
+            pairs = self._edge_pairs(idx)
+            active = np.zeros(n, dtype=bool)
+            active[pairs.ravel()] = True
+            return active, pairs
+        if self.mode == "uniform":
+            return self._draw_uniform(rng)
+        return self._draw_maximal(rng)
 
-        return 1.0 - comb(avoid, self.n_edges) / comb(m, self.n_edges)
+    def _draw_uniform(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        n, k = self.graph.n_nodes, self.n_active
+        order = rng.permutation(rng.choice(n, size=k, replace=False))
+        active = np.zeros(n, dtype=bool)
+        active[order] = True
+        pairs = order[: k - k % 2].reshape(-1, 2)
+        if self.graph.is_complete():
+            return active, pairs
+        adjacent = self._is_edge(pairs)
+        left = np.concatenate([pairs[~adjacent].ravel(), order[k - k % 2:]])
+        pairs = pairs[adjacent]
+        u, v = _induced_edges(self.graph.adjacency, left, n)
+        if u.size:
+            chosen = greedy_matching(u, v, rng.permutation(u.size), n)
+            pairs = np.concatenate([pairs, np.stack([u[chosen], v[chosen]], axis=1)])
+        return active, pairs
 
+    def _draw_maximal(self, rng: np.random.Generator) -> tuple[np.ndarray, np.ndarray]:
+        n = self.graph.n_nodes
+        p = self.n_active / n
+        if self.graph.is_complete():
+            perm = rng.permutation(n)
+            matching = perm[: n - n % 2].reshape(-1, 2)
+        else:
+            edges = self._edge_list
+            u, v = edges[:, 0], edges[:, 1]
+            chosen = greedy_matching(u, v, rng.permutation(u.size), n)
+            matching = edges[np.sort(chosen)]
+        pairs = matching[rng.random(matching.shape[0]) < p]
+        matched = np.zeros(n, dtype=bool)
+        matched[matching.ravel()] = True
+        alone = rng.random(n) < p
+        active = alone & ~matched
+        active[pairs.ravel()] = True
+        return active, pairs
+
+    def _sample_pairs(self, rng: np.random.Generator) -> np.ndarray:
+        """The sampled pairs of one round (the edges of ``W^(t)``)."""
+        return self._draw(rng)[1]
+
+    def sample(self, rng: np.random.Generator | int) -> GossipRound:
+        """Draw :math:`W^{(t)}` and the active set for one round."""
+        active, pairs = self._draw(as_generator(rng))
+        if self._is_matching(pairs):  # W^(t) built only if asked for (GossipRound.weights)
+            return GossipRound(active, pairs)
+        return GossipRound(active, pairs, self._sampled_graph_weights(pairs, self.graph.n_nodes))
+
+    # ------------------------------------------------------------------ W^(t)
     def _weights_from_pairs(self, pairs: np.ndarray) -> sp.csr_matrix:
         """Sparse W^(t): identity off the sampled nodes, Metropolis-Hastings block on them
         (a matching's in O(n) by :func:`~rfed.networks.comm._matching_weights`: the same CSR
@@ -691,9 +843,8 @@ class RandomGossip:
         return self._sampled_graph_weights(pairs, n)
 
     def _is_matching(self, pairs: np.ndarray) -> bool:
-        """Whether the sampled edges are pairwise disjoint: always in ``"matching"`` mode (its
-        nodes are drawn without replacement)."""
-        if self.mode == "matching":
+        """Whether the sampled edges are pairwise disjoint (always, but for ``"edges"``)."""
+        if self.mode != "edges":
             return True
         return np.bincount(pairs.ravel(), minlength=self.graph.n_nodes).max(initial=0) <= 1
 
@@ -714,64 +865,47 @@ class RandomGossip:
         indptr = np.concatenate([[0], np.cumsum(np.bincount(rows, minlength=n))])
         return sp.csr_matrix((vals[order], cols[order], indptr), shape=(n, n))
 
-    def _sample_pairs(self, rng: np.random.Generator) -> np.ndarray:
-        n = self.graph.n_nodes
-        if self.mode == "edges":
-            idx = rng.choice(self._edges.shape[0], size=self.n_edges, replace=False)
-            return self._edges[idx]
-        complete = self.graph.is_complete()
-        for _ in range(1 if complete else self.max_tries):
-            pairs = rng.permutation(rng.choice(n, size=self.n_active, replace=False)).reshape(-1, 2)
-            if complete or np.all(self._is_edge(pairs)):
-                return pairs
-        raise ValueError(
-            f"RandomGossip: no random {self.n_active // 2}-matching of {self.graph!r} "
-            f"found in {self.max_tries} draws; use mode='edges' or fewer active nodes"
-        )
+    @staticmethod
+    def _weights_from_pairs_local(pairs: np.ndarray, size: int) -> np.ndarray:
+        """Dense Metropolis-Hastings weights of the sampled graph on ``size`` nodes."""
+        deg = np.bincount(pairs.ravel(), minlength=size)
+        w = np.zeros((size, size))
+        val = 1.0 / (1.0 + np.maximum(deg[pairs[:, 0]], deg[pairs[:, 1]]))
+        w[pairs[:, 0], pairs[:, 1]] = val
+        w[pairs[:, 1], pairs[:, 0]] = val
+        w[np.diag_indices(size)] = 1.0 - w.sum(axis=1)
+        return w
 
-    def _is_edge(self, pairs: np.ndarray) -> np.ndarray:
-        a = self.graph.adjacency
-        return np.asarray(a[pairs[:, 0], pairs[:, 1]]).ravel() != 0
-
-    def sample(self, rng: np.random.Generator | int) -> GossipRound:
-        """Draw :math:`W^{(t)}` and the active set for one round."""
-        pairs = self._sample_pairs(as_generator(rng))
-        active = np.zeros(self.graph.n_nodes, dtype=bool)
-        active[pairs.ravel()] = True
-        if self._is_matching(pairs):  # W^(t) built only if asked for (GossipRound.weights)
-            return GossipRound(active, pairs)
-        return GossipRound(active, pairs, self._sampled_graph_weights(pairs, self.graph.n_nodes))
-
+    # ------------------------------------------------------------------ the constant beta
     def expected_gram(
         self,
         rng: np.random.Generator | int | None = None,
         n_samples: int = 20000,
         max_enumeration: int = 200_000,
     ) -> np.ndarray:
-        r""":math:`E[W^{(t)T} W^{(t)}]`, dense ``(n, n)``.
+        r""":math:`E[W^{(t)T} W^{(t)}]`, dense ``(n, n)`` (a diagnostic of small graphs).
 
-        * ``"matching"`` on :math:`K_n` with ``k = n_active/2`` pairs: closed form
-          :math:`I - \frac{k}{n-1}(I - 11^T/n)` [spec 002, 5.3] (each of the ``n(n-1)/2`` edges is
-          in the matching with probability ``k / C(n, 2)``, and :math:`W^T W = W` for disjoint
-          pairs of weight 1/2).
+        * ``"uniform"`` on :math:`K_n` with ``k = n_active // 2`` pairs: closed form
+          :math:`I - \frac{k}{n-1}(I - 11^T/n)` (the pairs are a uniformly random
+          ``k``-matching: each of the ``n(n-1)/2`` edges is in it with probability
+          ``k / C(n, 2)``, and :math:`W^T W = W` for disjoint pairs of weight 1/2).
         * ``"edges"`` with at most ``max_enumeration`` edge subsets: exact, by enumerating every
           subset (each is equally likely).
         * Otherwise a Monte Carlo average over ``n_samples`` draws (needs ``rng``). Its noise biases
           :func:`dda_beta` upwards (by about 1e-3 at 80,000 draws on K_20).
         """
         n = self.graph.n_nodes
-        if self.mode == "matching" and self.graph.is_complete():
+        if self.mode == "uniform" and self.graph.is_complete():
             k = self.n_active // 2
             return np.eye(n) - (k / (n - 1.0)) * (np.eye(n) - np.full((n, n), 1.0 / n))
         if self.mode == "edges":
             from itertools import combinations
-            from math import comb
 
-            m = self._edges.shape[0]
+            m = self.graph.n_edges
             if comb(m, self.n_edges) <= max_enumeration:
                 acc = np.zeros((n, n))
                 for subset in combinations(range(m), self.n_edges):
-                    pairs = self._edges[list(subset)]
+                    pairs = self._edge_pairs(np.array(subset))
                     nodes, local = np.unique(pairs, return_inverse=True)
                     # W differs from I only on the sampled nodes: accumulate that block
                     wb = self._weights_from_pairs_local(local.reshape(-1, 2), nodes.size)
@@ -786,30 +920,100 @@ class RandomGossip:
         acc = np.zeros((n, n))
         for _ in range(int(n_samples)):
             pairs = self._sample_pairs(rng)
+            if pairs.size == 0:
+                continue
             nodes, local = np.unique(pairs, return_inverse=True)
             wb = self._weights_from_pairs_local(local.reshape(-1, 2), nodes.size)
             acc[np.ix_(nodes, nodes)] += wb.T @ wb - np.eye(nodes.size)
         return np.eye(n) + acc / n_samples
 
-    @staticmethod
-    def _weights_from_pairs_local(pairs: np.ndarray, size: int) -> np.ndarray:
-        """Dense Metropolis-Hastings weights of the sampled graph on ``size`` nodes."""
-        deg = np.bincount(pairs.ravel(), minlength=size)
-        w = np.zeros((size, size))
-        val = 1.0 / (1.0 + np.maximum(deg[pairs[:, 0]], deg[pairs[:, 1]]))
-        w[pairs[:, 0], pairs[:, 1]] = val
-        w[pairs[:, 1], pairs[:, 0]] = val
-        w[np.diag_indices(size)] = 1.0 - w.sum(axis=1)
-        return w
-
     def beta(self, rng: np.random.Generator | int | None = None, n_samples: int = 20000) -> float:
         """DP-DDA's mixing constant (4): ``sqrt(rho(E[W^T W] - 11^T/n))`` (see :func:`dda_beta`).
 
-        Closed form ``sqrt(1 - k/(n-1))`` for ``"matching"`` on ``K_n`` (k = n_active/2 pairs);
-        exact enumeration for small ``"edges"`` cases; otherwise estimated from ``n_samples``
-        draws (see :meth:`expected_gram`).
+        Closed form ``sqrt(1 - k/(n-1))`` for ``"uniform"`` on ``K_n`` (k = n_active // 2
+        pairs); exact enumeration for small ``"edges"`` cases; otherwise estimated from
+        ``n_samples`` draws (see :meth:`expected_gram`).
         """
         return dda_beta(self.expected_gram(rng, n_samples))
+
+    def __repr__(self) -> str:
+        size = (f"n_edges={self.n_edges}" if self.mode == "edges"
+                else f"n_active={self.n_active}")
+        return f"RandomGossip({self.graph!r}, {size}, mode={self.mode!r})"
+
+
+def _none_of_drawn(m: int, d: int, k: int) -> float:
+    """``C(m - d, k) / C(m, k)``: the probability that ``k`` of ``m`` items drawn without
+    replacement miss ``d`` given ones, as ``prod_{j < k} (1 - d / (m - j))``."""
+    if d == 0:
+        return 1.0
+    if k > m - d:
+        return 0.0
+    if m <= 2000:
+        return comb(m - d, k) / comb(m, k)
+    return float(np.exp(np.sum(np.log1p(-d / (m - np.arange(k, dtype=float))))))
+
+
+def _induced_edges(adjacency: sp.csr_matrix, nodes: np.ndarray,
+                   n: int) -> tuple[np.ndarray, np.ndarray]:
+    """The edges ``(u, v)``, ``u < v``, of the subgraph that ``nodes`` induce: O(sum of their
+    degrees)."""
+    if nodes.size < 2:
+        empty = np.zeros(0, dtype=np.int64)
+        return empty, empty
+    inside = np.zeros(n, dtype=bool)
+    inside[nodes] = True
+    starts = adjacency.indptr[nodes]
+    lengths = adjacency.indptr[nodes + 1] - starts
+    owner = np.repeat(nodes, lengths)
+    # positions starts[a] .. starts[a] + lengths[a] - 1 of every node a, concatenated
+    offsets = np.arange(owner.size) - np.repeat(np.cumsum(lengths) - lengths, lengths)
+    nbr = adjacency.indices[np.repeat(starts, lengths) + offsets]
+    keep = inside[nbr] & (owner < nbr)
+    return owner[keep].astype(np.int64), nbr[keep].astype(np.int64)
+
+
+def greedy_matching(u: np.ndarray, v: np.ndarray, rank: np.ndarray, n: int) -> np.ndarray:
+    """The greedy maximal matching of the edges ``(u[e], v[e])`` taken in increasing ``rank``.
+
+    Computed in rounds, each O(edges left): every edge whose rank is the smallest among the
+    remaining edges at both of its ends is taken, then every edge touching a taken node is
+    dropped. An edge taken in a round is one the sequential greedy pass takes (no edge of
+    lower rank next to it is left, and those dropped touch nodes that edges of lower rank
+    took), so both give the same matching (Blelloch, Fineman, Shun, "Greedy sequential maximal
+    independent set and matching are parallel on average", SPAA 2012). With uniformly random
+    ranks a handful of rounds suffice.
+
+    Parameters
+    ----------
+    u, v : ndarray of int, shape ``(m,)``
+        The edges' ends (``u != v``), nodes in ``0 .. n - 1``.
+    rank : ndarray of int, shape ``(m,)``
+        Distinct ranks (e.g. a permutation of ``0 .. m - 1``).
+    n : int
+
+    Returns
+    -------
+    ndarray of int, shape ``(k,)``
+        Indices of the taken edges, increasing.
+    """
+    alive = np.arange(u.size)
+    matched = np.zeros(n, dtype=bool)
+    smallest = np.empty(n, dtype=rank.dtype)
+    taken = []
+    while alive.size:
+        r, a, b = rank[alive], u[alive], v[alive]
+        top = r.max() + 1
+        smallest[a] = top
+        smallest[b] = top
+        np.minimum.at(smallest, a, r)
+        np.minimum.at(smallest, b, r)
+        win = (smallest[a] == r) & (smallest[b] == r)
+        taken.append(alive[win])
+        matched[a[win]] = True
+        matched[b[win]] = True
+        alive = alive[~(matched[a] | matched[b])]
+    return np.sort(np.concatenate(taken)) if taken else np.zeros(0, dtype=np.int64)
 
 
 def dda_beta(expected_gram: np.ndarray) -> float:

@@ -79,16 +79,18 @@ class Network:
                     "or 'column' (push, C)"
                 )
             stochastic = "doubly"
-        if weights is None:
-            weights = metropolis_hastings_weights(graph)
-        w = check_support(weights, graph, "weights")
-        if stochastic is not None:
-            if stochastic not in _CHECKS:
-                raise ValueError(
-                    f"argument 'stochastic' must be one of {sorted(_CHECKS)} or None, got "
-                    f"{stochastic!r}"
-                )
-            w = _CHECKS[stochastic](w, "weights")
+        if stochastic is not None and stochastic not in _CHECKS:
+            raise ValueError(
+                f"argument 'stochastic' must be one of {sorted(_CHECKS)} or None, got "
+                f"{stochastic!r}"
+            )
+        w = None
+        if weights is not None or graph.directed:
+            if weights is None:
+                weights = metropolis_hastings_weights(graph)  # refuses the digraph
+            w = check_support(weights, graph, "weights")
+            if stochastic is not None:
+                w = _CHECKS[stochastic](w, "weights")
         if communicator is None:
             communicator = default_communicator(graph.n_nodes)
         elif communicator.n_agents != graph.n_nodes:
@@ -97,8 +99,19 @@ class Network:
                 f"{graph.n_nodes} nodes"
             )
         self.graph = graph
-        self.weights: sp.csr_matrix = freeze_weights(w)
+        # the default Metropolis-Hastings weights are symmetric, doubly stochastic and supported
+        # on the graph by construction: built on first use (an algorithm that draws its own
+        # matrices, as DP-DDA does, never builds them: O(n) memory on a complete graph)
+        self._weights: sp.csr_matrix | None = None if w is None else freeze_weights(w)
         self.comm = communicator
+
+    @property
+    def weights(self) -> sp.csr_matrix:
+        """The frozen mixing matrix, shape ``(n_agents, n_agents)`` (the default
+        Metropolis-Hastings weights are built here on first access)."""
+        if self._weights is None:
+            self._weights = freeze_weights(metropolis_hastings_weights(self.graph))
+        return self._weights
 
     @property
     def n_agents(self) -> int:
@@ -140,4 +153,5 @@ class Network:
         )
 
     def __repr__(self) -> str:
-        return f"Network({self.graph!r}, nnz(W)={self.weights.nnz})"
+        nnz = "not built" if self._weights is None else self._weights.nnz
+        return f"Network({self.graph!r}, nnz(W)={nnz})"

@@ -114,7 +114,7 @@ from rfed.privacy.calibration import (
     prirfed_local_epsilon,
 )
 from rfed.privacy.clipping import clip_by_norm, clip_coordinates
-from rfed.privacy.ledger import PrivacyLedger
+from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE, PrivacyLedger
 from rfed.privacy.mechanisms import (
     LaplaceSchedule,
     gaussian_mechanism,
@@ -128,6 +128,7 @@ from rfed.privacy.papers import PrivacyConditionWarning
 from rfed.privacy.secure import SecureModeError, SecureRandom, make_generator
 
 __all__ = [
+    "OUTSIDE_THE_GUARANTEE",
     "AuditResult",
     "Calibration",
     "Certificate",

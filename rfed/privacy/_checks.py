@@ -13,9 +13,10 @@ _FEW = 32
 
 
 def check_real(value: Any, name: str) -> float:
-    """A real number, not NaN (infinities pass)."""
-    if isinstance(value, bool):
-        raise TypeError(f"argument '{name}' must be a real number, got bool")
+    """A real number, not NaN (infinities pass); a string is refused, not parsed."""
+    if isinstance(value, (bool, str, bytes)):
+        raise TypeError(f"argument '{name}' must be a real number, got "
+                        f"{type(value).__name__} {value!r}")
     try:
         out = float(value)
     except (TypeError, ValueError):

@@ -35,16 +35,16 @@ does):
   ``'without_replacement'`` (a uniformly random subset of fixed size ``sample_size`` of
   ``dataset_size`` records), ``'none'``. Which accountant handles which event:
 
-  ===========================  ==============================  ==============================
-  event                         rdp                             pld
-  ===========================  ==============================  ==============================
-  Gaussian, no sampling         both relations                  both relations
-  Gaussian, Poisson             add_remove_one only             both relations
-  Gaussian, without replacement replace_one only                refused
-  Laplace, no sampling          both relations                  add_remove_one only
-  Laplace, Poisson              refused                         add_remove_one only
-  Laplace, without replacement  refused                         refused
-  ===========================  ==============================  ==============================
+  =============================  ==============================  ==============================
+  event                          rdp                             pld
+  =============================  ==============================  ==============================
+  Gaussian, no sampling          both relations                  both relations
+  Gaussian, Poisson              add_remove_one only             both relations
+  Gaussian, without replacement  replace_one only                refused
+  Laplace, no sampling           both relations                  add_remove_one only
+  Laplace, Poisson               refused                         add_remove_one only
+  Laplace, without replacement   refused                         refused
+  =============================  ==============================  ==============================
 
   Anything else raises ``ValueError`` naming the event and the combination that works.
   A sampling rate of one (or ``sample_size == dataset_size``) is no sampling.
@@ -55,32 +55,46 @@ upper bound can be far above the truth (DO-ADP's setting, 120000 steps of a weak
 mechanism: 0.049 at interval 1e-3, 0.0136 at 1e-4, 0.0036 at 1e-5). When the expected epsilon is
 small compared with ``steps * pld_discretization``, lower the interval or use RDP.
 
-**Caching.** An RDP curve depends only on its event, the relation, the orders, the code that
-computes it and the dp-accounting version; curves are kept in an in-memory LRU and in files
-under :func:`rdp_cache_dir` (atomic writes; the key holds the implementation tag and the
-version, so another implementation or an upgrade never reads old curves). The folder is
-bounded (:func:`set_rdp_cache_limit`, default 64 MiB or ``$RFED_CACHE_MAX_MB``): past the
-limit the least recently used curves are deleted.
+**Caching.** Every epsilon rfed prints, returns or calibrates to is computed from curves
+evaluated in the process: an RDP curve depends only on its event, the relation and the orders,
+and is kept in an in-memory LRU for the life of the process (:func:`clear_rdp_cache` empties
+it). There is no disk cache: a file could be edited to lower a printed epsilon, and the curves
+cost about 1% of the default experiments' time.
 An epsilon query composes the default orders in tiers (below 11, up to 63, 128-1024) and
 adds a tier only when its orders could give a smaller epsilon (:func:`_higher_orders_cannot_win`):
 the same value, bit for bit.
 
-Reference number (specs/anchors_dp_engines.md section 1): Gaussian, noise multiplier 1.0, Poisson
+Reference number: Gaussian, noise multiplier 1.0, Poisson
 rate 0.01, 1000 steps, delta 1e-5: epsilon 2.1014 (RDP) and 1.8282 (PLD, interval 1e-4).
+
+References
+----------
+* Ilya Mironov. Renyi Differential Privacy. IEEE 30th Computer Security Foundations Symposium
+  (CSF), 2017. arXiv:1702.07476.
+* Ilya Mironov, Kunal Talwar and Li Zhang. Renyi Differential Privacy of the Sampled Gaussian
+  Mechanism. arXiv preprint arXiv:1908.10530, 2019.
+* Yu-Xiang Wang, Borja Balle and Shiva Prasad Kasiviswanathan. Subsampled Renyi Differential
+  Privacy and Analytical Moments Accountant. Proceedings of the 22nd International Conference on
+  Artificial Intelligence and Statistics (AISTATS), 2019. arXiv:1808.00087.
+* Yuqing Zhu and Yu-Xiang Wang. Poisson Subsampled Renyi Differential Privacy. Proceedings of
+  the 36th International Conference on Machine Learning (ICML), 2019.
+* Sebastian Meiser and Esfandiar Mohammadi. Tight on Budget? Tight Bounds for r-Fold Approximate
+  Differential Privacy. Proceedings of the 2018 ACM SIGSAC Conference on Computer and
+  Communications Security (CCS), 2018.
+* Antti Koskela, Joonas Jalko and Antti Honkela. Computing Tight Differential Privacy Guarantees
+  Using FFT. Proceedings of the 23rd International Conference on Artificial Intelligence and
+  Statistics (AISTATS), 2020. arXiv:1906.03049.
+* Vadym Doroshenko, Badih Ghazi, Pritish Kamath, Ravi Kumar and Pasin Manurangsi. Connect the
+  Dots: Tighter Discrete Approximations of Privacy Loss Distributions. Proceedings on Privacy
+  Enhancing Technologies (PETS) 2022(4), 2022. arXiv:2207.04380.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import functools
-import hashlib
 import importlib.metadata
-import json
 import math
-import os
-import tempfile
-import warnings
-import zipfile
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -113,12 +127,7 @@ __all__ = [
     "compose_delta",
     "clipped_mean_sensitivity",
     "assumptions_text",
-    "rdp_cache_dir",
-    "set_rdp_cache_dir",
     "clear_rdp_cache",
-    "prune_rdp_cache",
-    "rdp_cache_limit",
-    "set_rdp_cache_limit",
 ]
 
 METHODS = ("rdp", "pld")
@@ -351,138 +360,9 @@ _ORDER_TIERS: tuple[tuple[float, ...], ...] = (
     tuple(o for o in DEFAULT_RDP_ORDERS if o > 64),
 )
 
-_UNSET = object()
-_cache_dir: object = _UNSET
-
-
-def _default_cache_dir() -> str | None:
-    env = os.environ.get("RFED_CACHE_DIR")
-    if env is not None:
-        return os.path.join(env, "rdp-curves") if env.strip() else None
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return os.path.join(base, "rfed", "rdp-curves")
-
-
-def rdp_cache_dir() -> str | None:
-    """The folder of the on-disk RDP curve cache, or None when it is off.
-
-    Default: ``$RFED_CACHE_DIR/rdp-curves`` if that variable is set (set it to an empty string
-    to turn the disk cache off), else ``$XDG_CACHE_HOME/rfed/rdp-curves`` (``~/.cache/...``).
-    """
-    return _default_cache_dir() if _cache_dir is _UNSET else _cache_dir  # type: ignore[return-value]
-
-
-def set_rdp_cache_dir(path: str | os.PathLike | None) -> None:
-    """Use ``path`` for the on-disk RDP curve cache (None: no disk cache)."""
-    global _cache_dir
-    _cache_dir = None if path is None else os.fspath(path)
-
-
-def clear_rdp_cache(memory: bool = True, disk: bool = False) -> None:
-    """Forget cached RDP curves: the in-memory LRU and/or the files of :func:`rdp_cache_dir`."""
-    if memory:
-        _rdp_vector.cache_clear()
-    folder = rdp_cache_dir()
-    if disk and folder and os.path.isdir(folder):
-        for name in os.listdir(folder):
-            if name.endswith(".npz"):
-                try:
-                    os.remove(os.path.join(folder, name))
-                except OSError:
-                    pass
-
-
-#: Default bound of the disk cache (about 9,000 curves of the default orders).
-_DEFAULT_CACHE_MAX_BYTES = 64 * 2**20
-#: The folder's size is checked once every this many curves written by a process (a check
-#: lists the folder; a curve costs far more to compute than a listing).
-_PRUNE_EVERY = 64
-_cache_limit: object = _UNSET
-_stores_since_prune = 0
-
-
-def rdp_cache_limit() -> int:
-    """The most bytes the on-disk RDP curve cache keeps (see :func:`set_rdp_cache_limit`)."""
-    if _cache_limit is not _UNSET:
-        return _cache_limit  # type: ignore[return-value]
-    env = os.environ.get("RFED_CACHE_MAX_MB", "").strip()
-    if not env:
-        return _DEFAULT_CACHE_MAX_BYTES
-    try:
-        mib = float(env)
-    except ValueError:
-        mib = -1.0
-    if not mib > 0:
-        raise ValueError(f"environment variable RFED_CACHE_MAX_MB must be a positive number of "
-                         f"MiB, got {env!r}")
-    return int(mib * 2**20)
-
-
-def set_rdp_cache_limit(max_bytes: int | None) -> None:
-    """Bound the on-disk RDP curve cache to ``max_bytes`` (None: back to the default, 64 MiB
-    or ``$RFED_CACHE_MAX_MB``). When a check finds the folder larger, the least recently used
-    curves (oldest modification time; a read refreshes it) are deleted down to 3/4 of the
-    bound. Checks run every 64 curves a process writes, so the folder may briefly exceed the
-    bound by that many curves per process."""
-    global _cache_limit
-    if max_bytes is None:
-        _cache_limit = _UNSET
-        return
-    if not isinstance(max_bytes, (int, np.integer)) or isinstance(max_bytes, bool) \
-            or max_bytes < 1:
-        raise ValueError(f"argument 'max_bytes' must be a positive integer, got {max_bytes!r}")
-    _cache_limit = int(max_bytes)
-
-
-def prune_rdp_cache(folder: str | os.PathLike | None = None) -> int:
-    """Delete the least recently used curves of ``folder`` (default :func:`rdp_cache_dir`)
-    until it holds at most 3/4 of :func:`rdp_cache_limit` when it holds more than the limit;
-    returns the number of files deleted. Files another process deletes first are skipped."""
-    folder = rdp_cache_dir() if folder is None else os.fspath(folder)
-    if not folder or not os.path.isdir(folder):
-        return 0
-    entries = []
-    with os.scandir(folder) as it:
-        for e in it:
-            if e.name.endswith(".npz"):
-                try:
-                    st = e.stat()
-                except OSError:
-                    continue
-                entries.append((st.st_mtime_ns, st.st_size, e.path))
-    limit = rdp_cache_limit()
-    total = sum(size for _, size, _ in entries)
-    if total <= limit:
-        return 0
-    removed = 0
-    for _, size, path in sorted(entries):
-        if total <= 3 * limit // 4:
-            break
-        try:
-            os.remove(path)
-            removed += 1
-        except OSError:
-            pass
-        total -= size
-    return removed
-
-
-#: Tag of :func:`_laplace_rdp_curve` (part of the cache key of the Laplace curves).
-_LAPLACE_IMPLEMENTATION = "rfed-laplace-dpa-arithmetic-1"
-
-
-def _curve_engine(spec: EventSpec) -> str:
-    """Which code computes the RDP curve of ``spec``: :mod:`rfed.privacy._rdp` for the
-    Gaussian events, :func:`_laplace_rdp_curve` for the Laplace mechanism."""
-    return _rdp.IMPLEMENTATION if spec.mechanism == "gaussian" else _LAPLACE_IMPLEMENTATION
-
-
-def _curve_key(spec: EventSpec, neighboring: str, orders: tuple[float, ...]) -> str:
-    """Everything an RDP curve depends on, the code that computed it and dp-accounting's
-    version included: curves of another implementation or version are never read."""
-    return json.dumps({"dp_accounting": DP_ACCOUNTING_VERSION, "engine": _curve_engine(spec),
-                       "neighboring": neighboring, "event": spec.to_dict(),
-                       "orders": [repr(o) for o in orders]}, sort_keys=True)
+def clear_rdp_cache() -> None:
+    """Forget the RDP curves kept in memory (the in-process LRU of :func:`_rdp_vector`)."""
+    _rdp_vector.cache_clear()
 
 
 def _compute_rdp_curve(spec: EventSpec, neighboring: str, orders: tuple[float, ...]
@@ -571,56 +451,6 @@ def _laplace_rdp_curve(eps: float, orders: tuple[float, ...]) -> np.ndarray:
                     dtype=float)
 
 
-def _disk_load(folder: str, key: str) -> np.ndarray | None:
-    path = os.path.join(folder, hashlib.sha256(key.encode()).hexdigest() + ".npz")
-    try:
-        with np.load(path, allow_pickle=False) as f:
-            if str(f["key"]) != key:  # the full key is stored: a hash collision cannot mislead
-                return None
-            rdp = np.array(f["rdp"], dtype=float)
-        os.utime(path)   # recently used: pruned last
-        return rdp
-    except (OSError, KeyError, ValueError, EOFError, zipfile.BadZipFile):
-        pass  # absent, pruned, or truncated (e.g. left by a non-atomic writer): recompute
-    return None
-
-
-def _disk_store(folder: str, key: str, rdp: np.ndarray) -> None:
-    # atomic: written under a temporary name in the same folder, then renamed over the target,
-    # so a reader sees either no file or a whole one (concurrent runs may both write; same bits)
-    path = os.path.join(folder, hashlib.sha256(key.encode()).hexdigest() + ".npz")
-    try:
-        os.makedirs(folder, exist_ok=True)
-        fd, tmp = tempfile.mkstemp(dir=folder, suffix=".tmp")
-        try:
-            with os.fdopen(fd, "wb") as f:
-                np.savez(f, key=np.array(key), rdp=rdp)
-            os.replace(tmp, path)
-        except BaseException:
-            os.unlink(tmp)
-            raise
-        global _stores_since_prune
-        _stores_since_prune += 1
-        if _stores_since_prune >= _PRUNE_EVERY:
-            _stores_since_prune = 0
-            prune_rdp_cache(folder)
-    except OSError as exc:
-        warnings.warn(f"RDP curve cache {folder!r} is not writable ({exc}); curves are "
-                      f"recomputed in every process", RuntimeWarning, stacklevel=4)
-
-
-def _worth_a_file(spec: EventSpec) -> bool:
-    """Whether the curve of ``spec`` is kept on disk: only the subsampled Gaussian ones.
-
-    Measured (CPU, default orders): a subsampled Gaussian curve costs 4-6 ms to compute, a file
-    0.13 ms to read or write, plus the folder's periodic size check; the unsampled Gaussian's
-    closed form costs 5 us and dp-accounting's Laplace curve 0.1 ms, less than their file. A
-    run whose noise changes every round (DP-DGT's decaying Laplace noise: 27,724 distinct
-    curves) wrote a file per curve and spent most of its time pruning the folder.
-    """
-    return spec.mechanism == "gaussian" and spec.sampling != "none"
-
-
 # ---------------------------------------------------------------------- composition engine
 # 4096 curves: DP-DGT's default run (27,724 distinct Laplace curves, reports at several
 # rounds) computes 31,941 curves with it and 28,747 unbounded; the 3,194 extra Laplace curves
@@ -629,16 +459,11 @@ def _worth_a_file(spec: EventSpec) -> bool:
 def _rdp_vector(spec: EventSpec, neighboring: str, orders: tuple[float, ...]):
     """RDP curve of one invocation of ``spec`` at ``orders`` (RDP composes by addition).
 
-    Cached in memory and, for the curves worth a file (:func:`_worth_a_file`) when
-    :func:`rdp_cache_dir` is set, on disk across runs.
+    Evaluated in this process and kept in memory only: no epsilon rfed prints, returns or
+    calibrates to is ever read from a file (a curve costs 3-6 ms; the default experiments spend
+    about 1% of their time on curves, so a disk cache does not pay for the trust it needs).
     """
-    folder = rdp_cache_dir() if _worth_a_file(spec) else None
-    key = _curve_key(spec, neighboring, orders) if folder else ""
-    rdp = _disk_load(folder, key) if folder else None
-    if rdp is None or rdp.shape != (len(orders),):
-        rdp = _compute_rdp_curve(spec, neighboring, orders)
-        if folder:
-            _disk_store(folder, key, rdp)
+    rdp = _compute_rdp_curve(spec, neighboring, orders)
     rdp.setflags(write=False)  # shared by every caller of the cache
     return np.asarray(orders, dtype=float), rdp
 

@@ -47,6 +47,20 @@ Example
 >>> res = audit(run_trials, 20000, 1e-5, rng=np.random.default_rng(0))
 >>> 0.0 < res.epsilon_lower < 4.4   # exact epsilon of this mechanism at delta 1e-5: about 4.4
 True
+
+References
+----------
+* Matthew Jagielski, Jonathan Ullman and Alina Oprea. Auditing Differentially Private Machine
+  Learning: How Private is Private SGD?. Advances in Neural Information Processing Systems 33
+  (NeurIPS), 2020. arXiv:2006.07709.
+* Milad Nasr, Shuang Song, Abhradeep Thakurta, Nicolas Papernot and Nicholas Carlini. Adversary
+  Instantiation: Lower Bounds for Differentially Private Machine Learning. IEEE Symposium on
+  Security and Privacy (S&P), 2021. arXiv:2101.04535.
+* C. J. Clopper and E. S. Pearson. The Use of Confidence or Fiducial Limits Illustrated in the
+  Case of the Binomial. Biometrika 26(4), 1934.
+* Peter Kairouz, Sewoong Oh and Pramod Viswanath. The Composition Theorem for Differential
+  Privacy. Proceedings of the 32nd International Conference on Machine Learning (ICML), 2015.
+  arXiv:1311.0776.
 """
 
 from __future__ import annotations
@@ -62,13 +76,18 @@ from scipy import stats
 from rfed.privacy._checks import check_delta, check_int, check_real
 
 __all__ = [
+    "ADD_REMOVE_ALGORITHMS",
     "AuditResult",
     "CONFIGURATIONS",
+    "PRIVATE_SIZE_VARIANTS",
+    "add_remove_configuration",
     "audit",
     "audit_main",
     "canary_gradient_direction",
     "clopper_pearson",
     "epsilon_lower_bound",
+    "gaussian_pair_delta",
+    "gaussian_pair_epsilon",
     "replace_record",
     "tangent_statistic",
 ]
@@ -342,6 +361,116 @@ def audit(
     return epsilon_lower_bound(scores(0), scores(1), delta, confidence=confidence, **kwargs)
 
 
+# ---------------------------------------------------------------------- exact pair epsilon
+def gaussian_pair_delta(epsilon: float, shift: float, sigma_0: float, sigma_1: float,
+                        dim: int) -> float:
+    r"""The larger hockey-stick divergence of ``P = N(0, s0^2 I_d)`` and ``Q = N(m, s1^2 I_d)``.
+
+    ``delta(epsilon) = max(E_P[(1 - e^{eps - L})_+], E_Q[(1 - e^{eps + L})_+])`` with the
+    privacy loss :math:`L = \log p / q`, ``|m| = shift``: the smallest ``delta`` for which the
+    two output laws are ``(epsilon, delta)``-indistinguishable in both directions. With equal
+    variances it is the Gaussian mechanism's privacy profile (Balle and Wang, "Improving the
+    Gaussian mechanism for differential privacy", ICML 2018, Thm 8) at ``mu = shift / s``; with
+    unequal variances ``L = a |y - c|^2 + K`` is a quadric, and each probability is that of a
+    noncentral chi-square with ``d`` degrees of freedom.
+
+    Parameters
+    ----------
+    epsilon : float
+        ``>= 0``.
+    shift : float
+        ``|m|``, the distance between the two means (Euclidean, in orthonormal coordinates of
+        the ``d``-dimensional space the noise lives in), ``>= 0``.
+    sigma_0, sigma_1 : float
+        The two noise standard deviations, ``> 0``.
+    dim : int
+        ``d``, the number of noisy coordinates.
+
+    Returns
+    -------
+    float
+    """
+    eps = check_real(epsilon, "epsilon")
+    shift = check_real(shift, "shift")
+    s0, s1 = check_real(sigma_0, "sigma_0"), check_real(sigma_1, "sigma_1")
+    dim = check_int(dim, "dim")
+    if not (eps >= 0 and shift >= 0 and s0 > 0 and s1 > 0 and np.isfinite([eps, shift, s0, s1])
+            .all()):
+        raise ValueError("arguments must satisfy epsilon >= 0, shift >= 0, sigma_0 > 0, "
+                         "sigma_1 > 0 (all finite)")
+    return max(_hockey_stick(eps, shift, s0, s1, dim), _hockey_stick(eps, shift, s1, s0, dim))
+
+
+def _hockey_stick(eps: float, shift: float, s0: float, s1: float, dim: int) -> float:
+    """``P[L > eps] - e^eps Q[L > eps]`` for ``P = N(0, s0^2 I)``, ``Q = N(m, s1^2 I)``."""
+    if s0 == s1:
+        if shift == 0.0:
+            return 0.0
+        mu = shift / s0
+        return float(stats.norm.cdf(mu / 2 - eps / mu)
+                     - np.exp(eps) * stats.norm.cdf(-mu / 2 - eps / mu))
+    # L(y) = d log(s1/s0) - |y|^2 / (2 s0^2) + |y - m|^2 / (2 s1^2) = a |y - c|^2 + K
+    a = 1.0 / (2 * s1 * s1) - 1.0 / (2 * s0 * s0)
+    c = shift / (2 * a * s1 * s1)                     # c = m / (2 a s1^2), along m
+    k = dim * np.log(s1 / s0) - a * c * c + shift * shift / (2 * s1 * s1)
+    t = (eps - k) / a                                 # L > eps  <=>  a |y - c|^2 > a t
+
+    def prob(scale: float, centre: float) -> float:
+        """P[a |y - c|^2 > a t] for y ~ N(centre e, scale^2 I)."""
+        nc = (centre - c) ** 2 / (scale * scale)
+        law = stats.chi2(dim) if nc == 0 else stats.ncx2(dim, nc)
+        if a > 0:
+            return 1.0 if t <= 0 else float(law.sf(t / (scale * scale)))
+        return 0.0 if t <= 0 else float(law.cdf(t / (scale * scale)))
+
+    return max(0.0, prob(s0, 0.0) - float(np.exp(eps)) * prob(s1, shift))
+
+
+def gaussian_pair_epsilon(shift: float, sigma_0: float, sigma_1: float, dim: int,
+                          delta: float) -> float:
+    """Exact epsilon at ``delta`` of ONE pair of isotropic Gaussian outputs (both directions).
+
+    The two laws are ``N(m0, s0^2 I_d)`` and ``N(m1, s1^2 I_d)`` with ``|m0 - m1| = shift``:
+    the outputs of a Gaussian release on two neighbouring datasets. Their exact epsilon is a
+    LOWER bound on the epsilon of the mechanism (a sup over all neighbouring pairs), so a
+    certified epsilon below it is wrong. The smallest ``epsilon >= 0`` with
+    :func:`gaussian_pair_delta` at most ``delta``, by bisection to a relative ``1e-10``.
+
+    Parameters
+    ----------
+    shift : float
+        ``|m0 - m1|`` in orthonormal coordinates (e.g. the Riemannian norm of the difference of
+        two released tangent vectors at the same point).
+    sigma_0, sigma_1 : float
+        The two noise standard deviations (per coordinate).
+    dim : int
+        The number of noisy coordinates (``manifold.dim`` for a tangent release).
+    delta : float
+        In (0, 1).
+
+    Returns
+    -------
+    float
+    """
+    delta = check_delta(delta)
+
+    def over(eps: float) -> bool:
+        return gaussian_pair_delta(eps, shift, sigma_0, sigma_1, dim) > delta
+
+    if not over(0.0):
+        return 0.0
+    hi = 1.0
+    while over(hi):
+        hi *= 2.0
+        if hi > 1e6:
+            return float("inf")
+    lo = 0.0
+    while hi - lo > 1e-10 * hi:
+        mid = 0.5 * (lo + hi)
+        lo, hi = (mid, hi) if over(mid) else (lo, mid)
+    return hi
+
+
 # ---------------------------------------------------------------------- canaries
 def replace_record(
     data: Mapping[str, np.ndarray], agent: int, index: int, record: Mapping[str, Any]
@@ -561,10 +690,292 @@ def _dp_rsgd_onestep_config(sigma: float, noise_factor: float, secure: bool) -> 
     return _Configured(run_trials, acc.epsilon, desc, acc.method)
 
 
+# ---------------------------------------------------------------------- add/remove audits
+#: Delta of the add/remove configurations' budgets.
+AR_DELTA = 1e-5
+#: The algorithms that accept ``neighboring='add_remove_one'``, audited by
+#: :func:`add_remove_configuration` (every other private algorithm refuses the relation).
+ADD_REMOVE_ALGORITHMS = ("dp-rsgd", "dp-rsgd-poisson", "dp-rsvrg", "dp-sgd", "analyze-gauss",
+                         "noisy-power", "log-euclidean")
+#: Those whose noise, normaliser or rate used the private size before public sizes were
+#: required: their ``private_size=True`` variant reproduces that and must be caught.
+PRIVATE_SIZE_VARIANTS = ("dp-rsgd", "dp-rsgd-poisson", "dp-rsvrg", "log-euclidean")
+
+
+def _ar_budget(epsilon: float, sizes: int) -> Any:
+    from rfed.privacy.budget import PrivacyBudget
+
+    return PrivacyBudget(epsilon, AR_DELTA, neighboring="add_remove_one", public_sizes=sizes)
+
+
+def _broken_label(private_size: bool, noise_factor: float) -> str:
+    out = []
+    if private_size:
+        out.append("BROKEN: each dataset's noise, normaliser and rate from its own true size "
+                   "(public_sizes = the private N)")
+    if noise_factor != 1:
+        out.append(f"BROKEN: actual noise {noise_factor:g}x smaller")
+    return "; " + "; ".join(out) if out else ""
+
+
+def _add_remove_prirfed(kind: str, epsilon: float, private_size: bool, noise_factor: float,
+                        secure: bool) -> _Configured:
+    """One round of one agent of PriRFed on S^99 (``kind``: DP-RSGD full batch or Poisson,
+    DP-RSVRG), trials batched as identical agents, ``D1 = D0`` plus one record.
+
+    ``D0`` holds ``N`` records with zero gradient at the public start ``x0 = e_0`` (multiples of
+    ``e_2``). Honest: the added record ``2 sqrt(tau) (e_0 + e_1) / sqrt 2`` has gradient
+    ``-4 tau e_1``, clipped to ``-tau e_1`` (the full add/remove sensitivity ``tau / N^pub``);
+    the statistic is the released noisy mean along ``-e_1``. ``private_size``: the added record
+    is zero (nothing moves but the noise, calibrated from each dataset's own size), the
+    statistic the released vector's squared norm.
+    """
+    from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
+    from rfed.algorithms.federated.accounting import certify
+    from rfed.problems.pca import SpherePCA
+
+    ambient, tau, alpha = 100, 1.0, 0.01
+    n_records = 6 if kind == "dp-rsgd-poisson" else 4
+    x0 = np.zeros(ambient)
+    x0[0] = 1.0
+    e1 = np.zeros(ambient)
+    e1[1] = 1.0
+    base = np.zeros((n_records + 1, ambient))
+    base[:n_records, 2] = 0.5
+    canary = np.zeros(ambient) if private_size else 2 * np.sqrt(tau) * (x0 + e1) / np.sqrt(2)
+
+    def trainer():
+        if kind == "dp-rsgd":
+            return DPRSGD(steps=1, batch_size=None, clip=tau)
+        if kind == "dp-rsgd-poisson":
+            return DPRSGD(steps=1, batch_size=0.5, clip=tau, sampling="poisson")
+        return DPRSVRG(steps=1, inner_steps=1, clip=0.005, clip_full=tau)
+
+    def algorithm(neighbour: int) -> Any:
+        size = n_records + neighbour if private_size else n_records
+        return PriRFed(trainer(), n_sampled=None, step_size=alpha,
+                       budget=_ar_budget(epsilon, size), n_rounds=1)
+
+    def problem(neighbour: int, n: int) -> SpherePCA:
+        z = np.broadcast_to(base, (n, n_records + 1, ambient)).copy()
+        z[:, n_records] = canary
+        return SpherePCA(z, counts=np.full(n, n_records + neighbour))
+
+    probe = problem(0, 1)
+    man = probe.manifold
+    plan0 = algorithm(0).init(probe, x0, _audit_rng(secure)).plan
+    method = "rdp" if secure else "auto"
+    events = plan0.events(0)
+
+    def run_trials(neighbour: int, n: int, rng: Any) -> np.ndarray:
+        prob = problem(neighbour, n)
+        alg = algorithm(neighbour)
+        plan = alg.init(prob, x0, rng).plan
+        if noise_factor != 1:
+            plan = dataclasses.replace(plan, sigma=plan.sigma / noise_factor)
+        x = np.broadcast_to(x0, (n, ambient)).copy()
+        out, _ = alg.trainer.train(prob, plan, x, np.arange(n), alpha, rng)
+        released = -man.log(x, out) / alpha
+        if private_size:
+            return np.einsum("ij,ij->i", released, released)
+        return tangent_statistic(man, x0, released, -e1)
+
+    name = {"dp-rsgd": "DP-RSGD, one full-batch step",
+            "dp-rsgd-poisson": "DP-RSGD, one step on a Poisson batch (rate 0.5)",
+            "dp-rsvrg": "DP-RSVRG (Alg. 3), K = m = 1"}[kind]
+    desc = (f"{name}, add/remove-one, S^99, N = {n_records} (+1) records, public size "
+            f"{n_records}, clip {tau:g}, budget eps {epsilon:g}"
+            f"{', secure' if secure else ''}{_broken_label(private_size, noise_factor)}")
+    return _Configured(run_trials,
+                       lambda delta: certify(events, delta, "add_remove_one", method).epsilon,
+                       desc, method)
+
+
+def _audit_rng(secure: bool) -> Any:
+    from rfed.privacy.secure import SecureRandom
+
+    return SecureRandom() if secure else np.random.default_rng(0)
+
+
+def _add_remove_dpsgd(epsilon: float) -> _Configured:
+    """Centralized DP-SGD, one Poisson step (B = 2 of the public N = 4: rate 1/2) on a logistic
+    regression whose records have zero features (zero gradient at 0); the added record's
+    gradient at 0 has norm 5 C, clipped to C along ``e_0``. Statistic: the released noisy mean
+    along ``e_0``."""
+    import copy
+
+    from rfed.algorithms.centralized import DPSGD
+    from rfed.problems.linear import LogisticRegression
+
+    n_records, clip, dim = 4, 1.0, 2
+    feats = np.zeros((1, n_records + 1, dim))
+    feats[0, n_records, 0] = 10.0 * clip
+    labels = np.full((1, n_records + 1), -1.0)   # gradient at 0: -y a / 2 = +5 C e_0
+
+    def alg() -> DPSGD:
+        return DPSGD(step_size=1.0, batch_size=2, clip=clip, sampling="poisson", n_rounds=1,
+                     budget=_ar_budget(epsilon, n_records))
+
+    problems = [LogisticRegression(feats, labels, counts=np.array([n_records + k]))
+                for k in (0, 1)]
+    states = [alg().init(p, np.zeros(dim), np.random.default_rng(0)) for p in problems]
+    algorithm = alg()
+
+    def run_trials(neighbour: int, n: int, rng: Any) -> np.ndarray:
+        out = np.empty(n)
+        start = states[neighbour]
+        for i in range(n):   # DP-SGD pools one data set: one run per trial
+            state = dataclasses.replace(start, rng=rng, ledger=copy.copy(start.ledger))
+            new = algorithm.step(problems[neighbour], state)
+            out[i] = -new.x[0]   # the released mean along e_0 (step size 1, no momentum)
+        return out
+
+    certificate = states[0].ledger
+
+    def certified(delta: float) -> float:
+        from rfed.privacy.budget import certify
+
+        return certify([(certificate.spec, 1)], delta, "add_remove_one",
+                       certificate.method).epsilon
+
+    desc = (f"centralized DP-SGD, one Poisson step (B = 2, public N = {n_records}, rate 1/2), "
+            f"add/remove-one, clip {clip:g}, budget eps {epsilon:g}")
+    return _Configured(run_trials, certified, desc, certificate.method)
+
+
+def _add_remove_baseline(kind: str, epsilon: float, private_size: bool) -> _Configured:
+    """One-agent runs of a one-shot baseline, ``D1 = D0`` plus one record (one run per trial;
+    the calibration is computed once, in memory).
+
+    Analyze Gauss / noisy power method (one iteration from a public start): records ``0.5 e_2``,
+    the added one ``e_1`` at the norm bound 1; statistic ``|x . e_1|`` of the released
+    eigenvector estimate. Log-Euclidean mean on SPD(4): identity records (logarithm 0), the
+    added one ``exp(C E)`` with ``E`` a unit symmetric direction; statistic the released log
+    along ``E``. ``private_size`` (log-Euclidean): each dataset's sizes are declared public as
+    its own true size (the normaliser and the noise move with N), the added record is the
+    identity and the statistic the released log's squared norm.
+    """
+    from rfed.algorithms.baselines import AnalyzeGauss, LogEuclideanPrivateMean, NoisyPowerMethod
+    from rfed.algorithms.baselines.spd_mean import spd_exp, spd_log
+    from rfed.manifolds.spd import SPD
+    from rfed.problems.frechet import FrechetMean
+    from rfed.problems.pca import SpherePCA
+
+    n_records = 3
+    if kind == "log-euclidean":
+        bound, n = 1.0, 4
+        direction = np.zeros((n, n))
+        direction[0, 1] = direction[1, 0] = 1.0 / np.sqrt(2.0)
+        added = np.eye(n) if private_size else spd_exp(bound * direction)
+        mats = np.broadcast_to(np.eye(n), (1, n_records + 1, n, n)).copy()
+        mats[0, n_records] = added
+        problems: list[Any] = [FrechetMean(SPD(n), mats, counts=np.array([n_records + k]))
+                               for k in (0, 1)]
+        methods: list[Any] = [LogEuclideanPrivateMean(_ar_budget(
+            epsilon, n_records + (k if private_size else 0)), bound) for k in (0, 1)]
+
+        def statistic(x: np.ndarray) -> float:
+            log = spd_log(x)
+            return float(np.sum(log * log)) if private_size else float(np.sum(log * direction))
+    else:
+        d = 3
+        z = np.zeros((1, n_records + 1, d))
+        z[0, :n_records, 2] = 0.5
+        z[0, n_records, 0] = 1.0
+        problems = [SpherePCA(z, counts=np.array([n_records + k])) for k in (0, 1)]
+        budget = _ar_budget(epsilon, n_records)
+        methods = [AnalyzeGauss(budget) if kind == "analyze-gauss"
+                   else NoisyPowerMethod(budget, n_iters=1)] * 2
+        start = np.array([1.0, 0.0, 1.0]) / np.sqrt(2.0)
+
+        def statistic(x: np.ndarray) -> float:
+            return float(abs(x[0]))
+
+    def run_trials(neighbour: int, n: int, rng: Any) -> np.ndarray:
+        method, prob = methods[neighbour], problems[neighbour]
+        if kind == "noisy-power":
+            return np.array([statistic(method.run(prob, rng, x0=start).x) for _ in range(n)])
+        return np.array([statistic(method.run(prob, rng).x) for _ in range(n)])
+
+    report = methods[0].run(problems[0], np.random.default_rng(0)).privacy
+    from rfed.privacy.accountants import EventSpec
+    from rfed.privacy.budget import certify
+
+    z_mult, releases = report["noise_multiplier"], 1
+
+    def certified(delta: float) -> float:
+        return certify([(EventSpec.make("gaussian", z_mult), releases)], delta,
+                       "add_remove_one", "auto").epsilon
+
+    name = {"analyze-gauss": "Analyze Gauss on S^2", "noisy-power":
+            "noisy power method on S^2, one iteration", "log-euclidean":
+            "log-Euclidean private mean on SPD(4)"}[kind]
+    desc = (f"{name}, add/remove-one, N = {n_records} (+1) records, budget eps {epsilon:g}"
+            f"{_broken_label(private_size, 1.0)}")
+    return _Configured(run_trials, certified, desc, "auto")
+
+
+def add_remove_configuration(algorithm: str, epsilon: float = 1.0, *,
+                             private_size: bool = False, noise_factor: float = 1.0,
+                             secure: bool = False) -> _Configured:
+    """An audit of ``algorithm`` under ``neighboring='add_remove_one'``: ``D1`` is ``D0`` plus
+    one record, both runs declare the same public size (the budget's ``public_sizes``).
+
+    Parameters
+    ----------
+    algorithm : str
+        One of :data:`ADD_REMOVE_ALGORITHMS`.
+    epsilon : float
+        The budget the algorithm calibrates its noise to (its certificate).
+    private_size : bool
+        The variant that computes noise, normaliser and rate from each dataset's own true size
+        (declares ``public_sizes`` = the private N: what rfed did before public sizes were
+        required); only for :data:`PRIVATE_SIZE_VARIANTS`. An audit must catch it.
+    noise_factor : float
+        PriRFed configurations: run with noise this many times smaller than recorded.
+    secure : bool
+        PriRFed configurations: secure mode (discrete Gaussian; certified with RDP).
+
+    Returns
+    -------
+    _Configured
+        ``run_trials``, ``certified_epsilon(delta)``, a description and the accountant.
+    """
+    check_real(epsilon, "epsilon")
+    if algorithm not in ADD_REMOVE_ALGORITHMS:
+        raise ValueError(f"argument 'algorithm' must be one of {ADD_REMOVE_ALGORITHMS}, got "
+                         f"{algorithm!r}")
+    if private_size and algorithm not in PRIVATE_SIZE_VARIANTS:
+        raise ValueError(f"argument 'private_size': {algorithm} has no noise, normaliser or "
+                         f"rate depending on the dataset size; variants exist for "
+                         f"{PRIVATE_SIZE_VARIANTS}")
+    prirfed = algorithm in ("dp-rsgd", "dp-rsgd-poisson", "dp-rsvrg")
+    if not prirfed and (noise_factor != 1 or secure):
+        raise ValueError(f"arguments 'noise_factor' and 'secure' are for the PriRFed "
+                         f"configurations, not {algorithm!r}")
+    if prirfed:
+        return _add_remove_prirfed(algorithm, epsilon, private_size, noise_factor, secure)
+    if algorithm == "dp-sgd":
+        return _add_remove_dpsgd(epsilon)
+    return _add_remove_baseline(algorithm, epsilon, private_size)
+
+
+def _ar_builder(algorithm: str, private_size: bool = False
+                ) -> Callable[[float, float, bool], _Configured]:
+    def build(epsilon: float, noise_factor: float, secure: bool) -> _Configured:
+        return add_remove_configuration(algorithm, epsilon, private_size=private_size,
+                                        noise_factor=noise_factor, secure=secure)
+    return build
+
+
 #: Named audit configurations: name -> (builder(sigma, noise_factor, secure), default sigma).
+#: For the ``*-add-remove`` configurations the parameter is the budget's epsilon.
 CONFIGURATIONS: dict[str, tuple[Callable[[float, float, bool], _Configured], float]] = {
     "gaussian": (_gaussian_config, 4.0),
     "dp-rsgd-onestep": (_dp_rsgd_onestep_config, 0.8),
+    **{f"{a}-add-remove": (_ar_builder(a), 1.0) for a in ADD_REMOVE_ALGORITHMS},
+    **{f"{a}-add-remove-private-size": (_ar_builder(a, True), 1.0)
+       for a in PRIVATE_SIZE_VARIANTS},
 }
 
 
@@ -584,7 +995,9 @@ def audit_main(argv: list[str] | None = None) -> int:
     parser.add_argument("--trials", type=int, default=100_000, help="trials per neighbour")
     parser.add_argument("--delta", type=float, default=1e-5)
     parser.add_argument("--confidence", type=float, default=0.95)
-    parser.add_argument("--sigma", type=float, default=None, help="noise std in the ledger")
+    parser.add_argument("--sigma", type=float, default=None,
+                        help="noise std in the ledger (the *-add-remove configurations: the "
+                        "budget's epsilon)")
     parser.add_argument("--noise-factor", type=float, default=1.0,
                         help="run with noise this many times SMALLER than the ledger records "
                         "(a broken variant the audit should catch)")

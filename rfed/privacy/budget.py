@@ -37,6 +37,8 @@ import math
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
+import numpy as np
+
 from rfed.privacy import _rdp
 from rfed.privacy._checks import (
     check_choice,
@@ -56,6 +58,8 @@ from rfed.privacy.accountants import (
 
 __all__ = [
     "PrivacyBudget",
+    "public_counts",
+    "check_public_sizes",
     "Certificate",
     "Calibration",
     "default_delta",
@@ -111,6 +115,74 @@ def check_planned_round(
         )
 
 
+def check_public_sizes(public_sizes: Any, name: str = "public_sizes"
+                       ) -> int | tuple[int, ...] | None:
+    """``None``, one int >= 1, or a tuple of ints >= 1 (one per agent); lists become tuples."""
+    if public_sizes is None:
+        return None
+    if isinstance(public_sizes, (list, tuple, np.ndarray)):
+        sizes = tuple(check_int(v, name) for v in np.asarray(public_sizes, dtype=object).ravel())
+        if not sizes:
+            raise ValueError(f"argument '{name}' must hold at least one size")
+        return sizes
+    return check_int(public_sizes, name)
+
+
+def public_counts(counts: np.ndarray, neighboring: str, public_sizes: Any = None,
+                  name: str = "public_sizes") -> np.ndarray:
+    """The local dataset sizes that a private algorithm may use, shape ``(n_agents,)``.
+
+    This is the one gateway through which an algorithm reads dataset sizes for anything that
+    shapes its releases (normalisers, sampling rates, noise scales, aggregation weights, the
+    default delta and its ``1/N`` check):
+
+    * ``'replace_one'``: the true sizes ``counts`` (a replaced record leaves them unchanged, so
+      they are public); ``public_sizes`` must be ``None``;
+    * ``'add_remove_one'``: the true sizes are exactly what differs between neighbours, so they
+      are never used: the user declares PUBLIC nominal sizes (``public_sizes``, one int for every
+      agent or one per agent) and they stand in for ``N_i`` everywhere. A missing declaration
+      is refused with a message that says why.
+
+    Parameters
+    ----------
+    counts : int array, shape ``(n_agents,)``
+        The true local dataset sizes (used only under replace-one).
+    neighboring : {'replace_one', 'add_remove_one'}
+    public_sizes : int or sequence of int, optional
+    name : str
+        The user's name for ``public_sizes`` in error messages.
+
+    Returns
+    -------
+    int array, shape ``(n_agents,)``
+    """
+    check_choice(neighboring, "neighboring", NEIGHBORING)
+    counts = np.asarray(counts)
+    sizes = check_public_sizes(public_sizes, name)
+    if neighboring == "replace_one":
+        if sizes is not None:
+            raise ValueError(
+                f"argument '{name}' is for neighboring='add_remove_one': under replace-one a "
+                "neighbour has the same dataset sizes, so the true sizes are public and used"
+            )
+        return counts
+    if sizes is None:
+        raise ValueError(
+            f"neighboring='add_remove_one' needs argument '{name}': adding or removing a record "
+            "changes the local dataset size, so no normaliser, sampling rate, noise scale, "
+            "weight or default delta may be computed from it; declare PUBLIC nominal sizes "
+            f"(e.g. PrivacyBudget(..., neighboring='add_remove_one', {name}=N), one int for "
+            "every agent or one per agent) and they are used in its place"
+        )
+    out = np.asarray(sizes, dtype=np.int64)
+    if out.ndim == 0:
+        return np.full(counts.shape, int(out), dtype=np.int64)
+    if out.shape != counts.shape:
+        raise ValueError(f"argument '{name}' has {out.size} sizes for {counts.size} agents; give "
+                         "one int for every agent or one per agent")
+    return out
+
+
 @dataclasses.dataclass(frozen=True)
 class PrivacyBudget:
     """The privacy a user asks of a whole run.
@@ -120,29 +192,50 @@ class PrivacyBudget:
     epsilon : float
         Target epsilon of the finished run, per agent's dataset (> 0, finite).
     delta : float, optional
-        Target delta; ``None`` means :func:`default_delta` of the smallest local dataset.
+        Target delta; ``None`` means :func:`default_delta` of the smallest local dataset (the
+        smallest declared public size under add/remove).
     neighboring : {'replace_one', 'add_remove_one'}
         Record-level neighbouring relation (replace-one is the papers' and makes dataset sizes
         public; add/remove hides them).
     method : {'auto', 'rdp', 'pld'}
         Accountant. ``'auto'`` takes, for every query, the smaller of the RDP and PLD values
         among those that support the events (both are upper bounds).
+    public_sizes : int or tuple of int, optional
+        Under ``'add_remove_one'``: PUBLIC nominal local dataset sizes (one int for every agent,
+        or one per agent) that every normaliser, sampling rate, noise scale, weight and the
+        default delta use in place of the private true sizes (:func:`public_counts`). Required
+        by the algorithms whose releases need a size; refused under replace-one.
     """
 
     epsilon: float
     delta: float | None = None
     neighboring: str = "replace_one"
     method: str = "auto"
+    public_sizes: int | tuple[int, ...] | None = None
 
     def __post_init__(self):
-        check_epsilon(self.epsilon)
+        # stored as checked floats: a string such as '1' is refused, not kept
+        object.__setattr__(self, "epsilon", check_epsilon(self.epsilon))
         if self.delta is not None:
-            check_delta(self.delta)
+            object.__setattr__(self, "delta", check_delta(self.delta))
         check_choice(self.neighboring, "neighboring", NEIGHBORING)
         check_choice(self.method, "method", _METHOD_CHOICES)
+        object.__setattr__(self, "public_sizes", check_public_sizes(self.public_sizes))
+        if self.public_sizes is not None and self.neighboring != "add_remove_one":
+            raise ValueError(
+                "argument 'public_sizes' is for neighboring='add_remove_one': under replace-one "
+                "a neighbour has the same dataset sizes, so the true sizes are public and used"
+            )
+
+    def public_counts(self, counts: np.ndarray) -> np.ndarray:
+        """The sizes the algorithm may use under this budget's relation (:func:`public_counts`)."""
+        return public_counts(counts, self.neighboring, self.public_sizes)
 
     def resolve_delta(self, min_dataset_size: int) -> float:
-        """The delta to certify: the given one (checked against ``1/N``) or the default."""
+        """The delta to certify: the given one (checked against ``1/N``) or the default.
+
+        ``min_dataset_size`` must be a public size: the smallest of :meth:`public_counts`.
+        """
         if self.delta is None:
             return default_delta(min_dataset_size)
         return check_delta_for_dataset(self.delta, min_dataset_size)

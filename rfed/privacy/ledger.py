@@ -55,7 +55,17 @@ from rfed.privacy.accountants import (
     compose_epsilon,
 )
 
-__all__ = ["PrivacyLedger"]
+__all__ = ["PrivacyLedger", "OUTSIDE_THE_GUARANTEE"]
+
+#: The assumption every privacy report of rfed states about what a run logs besides its
+#: releases (the report dicts' ``assumptions``, the ledger's text and dict, ``rfed run``).
+OUTSIDE_THE_GUARANTEE = (
+    "outside the guarantee: the metrics a run logs for evaluation (cost, gradient norm, excess "
+    "risk, distance to the reference, clipped-gradient counts, allocations and imbalance, "
+    "bytes sent, ...) are computed exactly from all agents' private data; only the noisy "
+    "releases recorded in the ledger are covered, so keep those metrics inside a trusted "
+    "environment (or do not log them)"
+)
 
 
 def _same_agents(a: str | np.ndarray, b: str | np.ndarray) -> bool:
@@ -214,7 +224,7 @@ class PrivacyLedger:
         Parameters
         ----------
         round : int
-            Round (or iteration) index, >= 0.
+            Round (or iteration) index, >= 0, not before the last round recorded.
         agents : int, int array, bool mask of shape ``(n_agents,)``, or None
             The agents whose records the mechanism read (None: all agents).
         mechanism : {'gaussian', 'laplace'}
@@ -237,6 +247,7 @@ class PrivacyLedger:
         one aggregated counter.
         """
         rnd = check_int(round, "round", minimum=0)
+        self._check_round_order(rnd)
         count = check_int(count, "count", minimum=0)
         ids = self._agent_ids(agents)
         if noise_multiplier is not None:
@@ -293,6 +304,14 @@ class PrivacyLedger:
             self._last_round[uniq] = rnd
         self._close_record(rnd)
 
+    def _check_round_order(self, rnd: int) -> None:
+        """Refuse a round before the last one recorded (a ledger is written as the run goes:
+        an earlier round means a replayed or misnumbered charge)."""
+        if self._max_round is not None and rnd < self._max_round:
+            raise ValueError(f"argument 'round' ({rnd}) is before the last round recorded "
+                             f"({self._max_round}): a ledger records rounds in order; merge "
+                             "the ledgers of separate processes with PrivacyLedger.merge")
+
     def _close_record(self, rnd: int) -> None:
         self._first_round = rnd if self._first_round is None else min(self._first_round, rnd)
         self._max_round = rnd if self._max_round is None else max(self._max_round, rnd)
@@ -322,6 +341,8 @@ class PrivacyLedger:
         """
         if type(round) is not int or round < 0:  # the common case skips check_int's coercion
             round = check_int(round, "round", minimum=0)
+        if self._max_round is not None and round < self._max_round:
+            self._check_round_order(round)
         if type(count) is not int or count < 0:
             count = check_int(count, "count", minimum=0)
         if not isinstance(event, EventSpec):
@@ -517,7 +538,8 @@ class PrivacyLedger:
             assumptions_text(self.method, self.neighboring, self.pld_discretization)
             + " Per agent: events that read the agent's records. Overall: max over agents "
             "(disjoint data, parallel composition). Agent selection is treated as public: no "
-            "amplification by agent subsampling is claimed."
+            "amplification by agent subsampling is claimed. " + OUTSIDE_THE_GUARANTEE[0].upper()
+            + OUTSIDE_THE_GUARANTEE[1:] + "."
         )
 
     def report(self, delta: float, max_rows: int = 20) -> str:
@@ -577,7 +599,8 @@ class PrivacyLedger:
         """The report as a JSON-serializable dict (to save beside a run's results).
 
         Keys: ``delta``, ``epsilon`` (overall), ``epsilon_per_agent``, ``rounds_participated``,
-        ``method``, ``neighboring``, ``accountant`` (the assumptions text), ``events`` (each
+        ``method``, ``neighboring``, ``accountant`` (the assumptions text), ``assumptions``
+        (what the guarantee does not cover: :data:`OUTSIDE_THE_GUARANTEE`), ``events`` (each
         event with its per-agent count min / max / total) and ``paper_bounds`` (as stored by
         :meth:`add_paper_bound`).
         """
@@ -591,6 +614,7 @@ class PrivacyLedger:
             "method": self.method,
             "neighboring": self.neighboring,
             "accountant": self.describe(),
+            "assumptions": [OUTSIDE_THE_GUARANTEE],
             "events": [
                 {
                     "event": spec.describe(),

@@ -27,6 +27,14 @@ Sources of the noise laws:
 * Laplace ``Lap(theta)``, density ``exp(-|x|/theta) / (2 theta)``, i.i.d. per coordinate, scale
   ``theta`` (DP-DGT Assumption 4, specs/003_dpdgt.md section 2.3), with the geometric schedule
   ``theta_k = theta_0 q^k`` of Corollary 5.14 (:class:`LaplaceSchedule`).
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
+* Clement L. Canonne, Gautam Kamath and Thomas Steinke. The Discrete Gaussian for Differential
+  Privacy. Advances in Neural Information Processing Systems 33 (NeurIPS), 2020.
+  arXiv:2004.00010.
 """
 
 from __future__ import annotations

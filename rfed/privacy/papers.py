@@ -28,6 +28,22 @@ Lemma 4.3), :func:`classic_gaussian_sigma` (Dwork-Roth Gaussian mechanism).
 * DP-DGT (specs/003_dpdgt.md): :func:`dpdgt_epsilon` (Cor. 5.14 eq. 38),
   :func:`dpdgt_sensitivities` (the comparison system 32), :func:`dpdgt_epsilon_recursion`,
   :func:`dpdgt_laplace_events`.
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
+* Wei Huo, Changxin Liu, Kemi Ding, Karl Henrik Johansson and Ling Shi. Decentralized
+  Optimization with Amplified Privacy via Efficient Communication. arXiv preprint
+  arXiv:2506.07102, 2025.
+* Yunsheng Yuan, Xue Xiao, Lina Wang and Feng Li. DPDL: Towards Differential Privacy
+  Preservation in Decentralized Stochastic Learning on Non-IID Data. arXiv preprint
+  arXiv:2606.04399, 2026.
+* Changxin Liu, Karl H. Johansson and Yang Shi. Distributed Empirical Risk Minimization With
+  Differential Privacy. Automatica 162, 111514, 2024. arXiv:2302.10520.
+* Wei Huo, Xiaomeng Chen, Lingying Huang, Karl Henrik Johansson and Ling Shi. Differentially
+  Private Dual Gradient Tracking for Distributed Resource Allocation. Automatica 182, 112521,
+  2025. arXiv:2403.18275.
 """
 
 from __future__ import annotations
@@ -492,8 +508,10 @@ def doadp_sigma(
     size, ``p`` the activation probability, ``k`` of ``d`` coordinates kept by Top-k and ``G``
     the gradient bound (each coordinate clipped to ``G / sqrt(d)``, spec pitfall P2).
 
-    Variants
-    --------
+    Notes
+    -----
+    The two variants:
+
     ``'paper'``
         Eq. (7) at equality; warns when ``T < q^2 eps^2 / (4 p^2)`` (the experiments violate it,
         spec P6).

@@ -50,25 +50,29 @@ What is exact and what is floating point
   integer arithmetic only, unbounded support.
 * The discrete Gaussian (CKS Algorithm 3) proposes from the exact discrete Laplace with
   ``t = floor(sigma) + 1`` and accepts ``Y`` with probability
-  ``exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))``. **This acceptance probability is evaluated in
-  float64** (relative error a few ulps) and realized by comparing a uniform 53-bit number
-  ``U < p`` (absolute error at most ``2**-53``). CKS do this step in exact rational arithmetic; we
-  do not, to stay vectorized. Consequences: the sampled pmf is the exact one up to a relative error
-  of order ``2**-53 / p(Y)`` at each point, negligible in the bulk and growing in the far tail
-  (beyond about 8.5 sigma, where ``p < 2**-52``); every integer keeps a positive probability
-  (``U = 0`` has probability ``2**-53`` and ``0 < p`` always), so the support is all of ``Z``
-  and no output is impossible. The residual effect on the privacy loss is bounded by these
-  relative errors, far below the accountant's own numerical slack; it is not zero, and an
-  adversarial deployment needing an exact sampler must replace this one step with exact
-  Bernoulli(exp(-gamma)) sampling on rationals.
+  ``exp(-gamma)``, ``gamma = (|Y| - sigma^2/t)^2 / (2 sigma^2)``. ``sigma`` is a float, hence
+  an exact dyadic rational, so ``gamma`` is an exact rational, and the acceptance is the exact
+  ``Bernoulli(exp(-gamma))`` of CKS Algorithm 1 (:func:`bernoulli_exp`, Python integers only):
+  every integer has its exact discrete-Gaussian probability, out to any distance (a float
+  ``exp(-gamma)`` underflows to zero beyond about 38.6 sigma, which would make such outputs
+  impossible under one input and possible under its neighbour).
 * The discrete Laplace scale for :func:`grid_release` with ``mechanism='laplace'`` is
   ``ceil(scale / grid)`` grid steps (rounded up: more noise, never less).
+
+References
+----------
+* Clement L. Canonne, Gautam Kamath and Thomas Steinke. The Discrete Gaussian for Differential
+  Privacy. Advances in Neural Information Processing Systems 33 (NeurIPS), 2020.
+  arXiv:2004.00010.
+* Ilya Mironov. On Significance of the Least Significant Bits for Differential Privacy.
+  Proceedings of the 2012 ACM Conference on Computer and Communications Security (CCS), 2012.
 """
 
 from __future__ import annotations
 
 import math
 import os
+from fractions import Fraction
 from typing import Any
 
 import numpy as np
@@ -78,6 +82,7 @@ from rfed.privacy._checks import check_int, check_positive
 __all__ = [
     "SecureModeError",
     "SecureRandom",
+    "bernoulli_exp",
     "discrete_gaussian",
     "discrete_laplace",
     "grid_release",
@@ -349,6 +354,108 @@ def _bernoulli_exp_ratio(num: np.ndarray, den: np.ndarray, rng: Any) -> np.ndarr
     return out
 
 
+#: Bits of the uniform compared per round by :func:`_bernoulli_rational` (a module constant so
+#: that a test can shrink it and enumerate every bit string exactly).
+_WORD_BITS = 64
+
+
+def _uniform_words(n: int, rng: Any) -> np.ndarray:
+    """``n`` independent uniform integers in ``[0, 2**_WORD_BITS)`` (Python ints, object
+    array) from ``rng.bytes`` (a SecureRandom or a numpy Generator)."""
+    words = np.frombuffer(rng.bytes(8 * n), dtype=np.uint64) if n else np.zeros(0, np.uint64)
+    if _WORD_BITS < 64:
+        words = words >> np.uint64(64 - _WORD_BITS)
+    return words.astype(object)
+
+
+def _bernoulli_rational(num: np.ndarray, den: np.ndarray, rng: Any) -> np.ndarray:
+    """Exact ``Bernoulli(num / den)`` for arrays of Python ints ``0 <= num``, ``0 < den``.
+
+    Compares a uniform real ``U`` in [0, 1), drawn lazily ``_WORD_BITS`` bits at a time, with
+    the binary expansion of ``x = min(num / den, 1)`` (its digits by exact long division):
+    ``U < x`` is decided at the first word where the two differ (a tie, probability
+    ``2**-_WORD_BITS`` per word, draws the next word). ``P(U < x) = x`` exactly, whatever the
+    size of the integers (no float is involved).
+
+    Returns
+    -------
+    bool array, shape ``(len(num),)``
+    """
+    num = np.asarray(num, dtype=object).ravel()
+    den = np.asarray(den, dtype=object).ravel()
+    out = num >= den  # x = 1: always
+    pending = np.flatnonzero(~out & (num > 0))  # x = 0: never (out stays False)
+    rem = num[pending]
+    d = den[pending]
+    while pending.size:
+        shifted = rem * (1 << _WORD_BITS)
+        digit = shifted // d                       # the next word of x's expansion
+        rem = shifted - digit * d
+        word = _uniform_words(pending.size, rng)   # the next word of U
+        out[pending[word < digit]] = True
+        tie = word == digit
+        pending, rem, d = pending[tie], rem[tie], d[tie]
+    return out.astype(bool)
+
+
+def bernoulli_exp(gamma_num: np.ndarray, gamma_den: np.ndarray, rng: Any) -> np.ndarray:
+    """Exact ``Bernoulli(exp(-gamma))`` for rational ``gamma = gamma_num / gamma_den >= 0``.
+
+    Canonne, Kamath and Steinke, "The Discrete Gaussian for Differential Privacy", NeurIPS
+    2020 (arXiv:2004.00010), Algorithm 1: with ``k = floor(gamma)`` and ``r = gamma - k``,
+    ``exp(-gamma) = exp(-1)^k exp(-r)``; ``k`` exact ``Bernoulli(exp(-1))`` trials must all
+    succeed (:func:`_bernoulli_exp_int`), and ``Bernoulli(exp(-r))`` for ``r`` in [0, 1) is
+    the parity of the first ``K`` with ``A_K = 0``, ``A_K ~ Bernoulli(r / K)``
+    (``P(K odd) = sum_j (-r)^j / j! = exp(-r)``), each ``A_K`` drawn by
+    :func:`_bernoulli_rational`. Integer arithmetic only: any ``gamma`` (a far tail included)
+    has its exact, positive probability.
+
+    Parameters
+    ----------
+    gamma_num, gamma_den : arrays of Python ints, shape ``(n,)``
+        ``gamma_num >= 0``, ``gamma_den > 0``.
+    rng : SecureRandom or numpy.random.Generator
+        Any source with ``bytes`` and an exact ``integers``.
+
+    Returns
+    -------
+    bool array, shape ``(n,)``
+    """
+    gnum = np.asarray(gamma_num, dtype=object).ravel()
+    gden = np.asarray(gamma_den, dtype=object).ravel()
+    whole = gnum // gden
+    rest = gnum - whole * gden
+    out = np.zeros(gnum.size, dtype=bool)
+    # exp(-1)^k, then exp(-r) for the survivors
+    alive = np.flatnonzero(_bernoulli_exp_int(whole, rng))
+    # exp(-r), r in [0, 1): the parity of the stopping time K
+    k = 1
+    while alive.size:
+        a = _bernoulli_rational(rest[alive], gden[alive] * k, rng)
+        out[alive[~a]] = k % 2 == 1
+        alive = alive[a]
+        k += 1
+    return out
+
+
+def _bernoulli_exp_int(k: np.ndarray, rng: Any) -> np.ndarray:
+    """Exact ``Bernoulli(exp(-k))`` for integers ``k >= 0`` (object or int array): ``k``
+    exact ``Bernoulli(exp(-1))`` trials all succeed (CKS Algorithm 1, stopping at the first
+    failure; a loop over trial rounds, not samples)."""
+    k = np.asarray(k, dtype=object).ravel()
+    out = np.ones(k.size, dtype=bool)
+    done = np.zeros(k.size, dtype=object)
+    alive = np.flatnonzero(k > 0)
+    while alive.size:
+        ones = np.ones(alive.size, dtype=np.int64)
+        ok = _bernoulli_exp_ratio(ones, ones, rng)
+        out[alive[~ok]] = False
+        alive = alive[ok]
+        done[alive] += 1
+        alive = alive[done[alive] < k[alive]]
+    return out
+
+
 def _geometric_exp1(n: int, rng: Any) -> np.ndarray:
     """``V`` = number of ``Bernoulli(exp(-1))`` successes before the first failure (exact)."""
     v = np.zeros(n, dtype=np.int64)
@@ -417,8 +524,8 @@ def discrete_gaussian(sigma: Any, size: Any = None, rng: Any = None) -> np.ndarr
 
     CKS 2020 Algorithm 3, vectorized: propose ``Y`` from the exact discrete Laplace with
     ``t = floor(sigma) + 1`` and accept with probability
-    ``exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))``, evaluated in float64 and realized with a 53-bit
-    uniform (the module docstring states what this changes).
+    ``exp(-(|Y| - sigma^2/t)^2 / (2 sigma^2))``, drawn exactly in rational arithmetic
+    (:func:`bernoulli_exp`): the law is the exact discrete Gaussian.
 
     Parameters
     ----------
@@ -438,15 +545,45 @@ def discrete_gaussian(sigma: Any, size: Any = None, rng: Any = None) -> np.ndarr
     s = np.broadcast_to(s_arr, shape).ravel()
     out = np.zeros(s.size, dtype=np.int64)
     pending = np.flatnonzero(s > 0)
+    # each distinct sigma's exact rationals (a float is a dyadic rational): sigma^2 = sn / sd
+    # and t = floor(sigma) + 1, shared by its samples through ``which``
+    values, which = np.unique(s, return_inverse=True)
+    which = np.asarray(which).reshape(-1)
+    fractions = [Fraction(float(v)) ** 2 for v in values]
+    sn = np.array([f.numerator for f in fractions] + [0], dtype=object)
+    sd = np.array([f.denominator for f in fractions] + [1], dtype=object)
+    t_int = np.array([math.floor(v) + 1 for v in values] + [1], dtype=object)
     while pending.size:
         sp = s[pending]
         t = np.floor(sp) + 1.0
         y = discrete_laplace(t, rng=rng)
-        gamma = (np.abs(y) - sp * sp / t) ** 2 / (2.0 * sp * sp)
-        ok = rng.random(pending.size) < np.exp(-gamma)
+        ok = _accept_discrete_gaussian(y, which[pending], sn, sd, t_int, rng)
         out[pending[ok]] = y[ok]
         pending = pending[~ok]
     return out.reshape(shape)
+
+
+def _accept_discrete_gaussian(y: np.ndarray, which: np.ndarray, sn: np.ndarray, sd: np.ndarray,
+                              t: np.ndarray, rng: Any) -> np.ndarray:
+    """CKS 2020 Algorithm 3's acceptance of the proposals ``y``, exactly.
+
+    ``gamma = (|y| - sigma^2/t)^2 / (2 sigma^2)`` with ``sigma^2 = sn / sd`` is the rational
+    ``(|y| t sd - sn)^2 / (2 t^2 sd sn)``, and ``Bernoulli(exp(-gamma))`` is drawn by
+    :func:`bernoulli_exp`.
+
+    Parameters
+    ----------
+    y : int64 array, shape ``(n,)``
+        The discrete Laplace proposals (scale ``t``).
+    which : int array, shape ``(n,)``
+        Each proposal's sigma, an index into ``sn``, ``sd`` and ``t`` (object arrays of Python
+        ints).
+    """
+    ay = np.abs(y).astype(object)
+    snw, sdw, tw = sn[which], sd[which], t[which]
+    gamma_num = (ay * tw * sdw - snw) ** 2
+    gamma_den = 2 * tw * tw * sdw * snw
+    return bernoulli_exp(gamma_num, gamma_den, rng)
 
 
 def grid_release(value: Any, scale: Any, rng: SecureRandom, mechanism: str = "gaussian",

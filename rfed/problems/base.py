@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from rfed._checks import numeric_array
 from rfed.manifolds.base import Manifold, as_generator
 from rfed.randomness import ranks_to_uniforms
 
@@ -196,10 +197,10 @@ class Problem(abc.ABC):
         than once, e.g. ``Z x`` then ``Z^T w``); the drawn subsets are the same, the summation
         order is the rows'. False: gathered in the order drawn, all agents at once.
     evaluate_grad_norm : bool
-        Whether a run's recorded rounds include ``grad_norm`` (:func:`~rfed.algorithms.base.
-        evaluate_point`); True by default. False when only the cost is wanted and the gradient
-        costs much more than the cost (SPD Frechet mean: eigenvectors for the logs, singular
-        values alone for the distances).
+        Whether a run's recorded rounds include ``grad_norm``
+        (:func:`~rfed.algorithms.base.evaluate_point`); True by default. False when only the
+        cost is wanted and the gradient costs much more than the cost (SPD Frechet mean:
+        eigenvectors for the logs, singular values alone for the distances).
     """
 
     name: str = "problem"
@@ -222,7 +223,16 @@ class Problem(abc.ABC):
         data: Mapping[str, np.ndarray],
         counts: np.ndarray | None = None,
         gradient_bound: float | None = None,
+        *,
+        arg_names: Mapping[str, str] | None = None,
     ):
+        # the user's name of each data array, for the messages (a subclass's constructor
+        # arguments; data['key'] otherwise, the user's own key)
+        names = dict(arg_names or {})
+
+        def arg(key: str) -> str:
+            return f"argument '{names[key]}'" if key in names else f"data['{key}']"
+
         if not isinstance(manifold, Manifold):
             raise TypeError(f"argument 'manifold' must be an rfed Manifold, got {manifold!r}")
         if not data:
@@ -230,20 +240,20 @@ class Problem(abc.ABC):
         arrays = {}
         lead = None
         for key, arr in data.items():
-            arr = np.asarray(arr)
+            arr = numeric_array(arr, names.get(key, f"data['{key}']"), dtype=None)
             if arr.ndim < 2:
                 raise ValueError(
-                    f"data['{key}'] has shape {arr.shape}; expected (n_agents, n_max, ...)"
+                    f"{arg(key)} has shape {arr.shape}; expected (n_agents, n_max, ...)"
                 )
             if lead is None:
                 lead = arr.shape[:2]
             elif arr.shape[:2] != lead:
                 raise ValueError(
-                    f"data['{key}'] has leading shape {arr.shape[:2]}; the other arrays have "
+                    f"{arg(key)} has leading shape {arr.shape[:2]}; the other arrays have "
                     f"{lead} (n_agents, n_max)"
                 )
             if np.issubdtype(arr.dtype, np.floating) and not np.all(np.isfinite(arr)):
-                raise ValueError(f"data['{key}'] contains NaN or inf")
+                raise ValueError(f"{arg(key)} contains NaN or inf")
             arrays[key] = arr
         self.manifold = manifold
         self._data = arrays
@@ -588,8 +598,16 @@ class Problem(abc.ABC):
         return state
 
     # ---------------------------------------------------------------- full objectives
+    def _check_has_agents(self, what: str) -> None:
+        """Refuse ``what`` on a (non-shard) problem built from no agent's rows."""
+        if self.n_agents == 0 and self._held is None:
+            raise ValueError(f"{type(self).__name__} holds no agent (its data arrays have 0 "
+                             f"rows): {what} needs at least one agent's data (a problem of no "
+                             "agent is only a step to Problem.as_shard)")
+
     def _all(self, agents):
         if agents is None:
+            self._check_has_agents("a call over every agent")
             if self._held is not None:
                 raise ValueError(f"{self._shard_text()}: a call over every agent (agents=None) "
                                  "needs the other agents' rows; pass this shard's agents")
@@ -653,6 +671,7 @@ class Problem(abc.ABC):
     def reference_point(self) -> np.ndarray:
         """The minimizer of the global objective (closed form or a centralized solver); cached."""
         if self._reference is None:
+            self._check_has_agents("reference_point()")
             if self._held is not None:
                 raise ValueError(f"{self._shard_text()}: reference_point() is computed from "
                                  "every agent's data; compute or set it on the full problem "

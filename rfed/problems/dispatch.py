@@ -19,6 +19,7 @@ from typing import Any
 
 import numpy as np
 
+from rfed._checks import numeric_array
 from rfed.datasets.dispatch import ieee14_dispatch
 from rfed.manifolds import Euclidean, Manifold
 
@@ -46,7 +47,7 @@ class QuadraticResourceAllocation:
     def __init__(self, a, b, lo, hi, demand, manifold: Manifold | None = None):
         arrays = {}
         for name, val in (("a", a), ("b", b), ("lo", lo), ("hi", hi), ("demand", demand)):
-            arr = np.asarray(val, dtype=float)
+            arr = numeric_array(val, name)
             if arr.ndim == 1:
                 arr = arr[:, None]
             if arr.ndim != 2 or not np.all(np.isfinite(arr)):
@@ -288,6 +289,16 @@ def ieee14_problem(manifold: Manifold | None = None) -> QuadraticResourceAllocat
     Built from :func:`rfed.datasets.dispatch.ieee14_dispatch` (14 agents, m = 1, generators on
     buses 1, 2, 3, 6, 8 with Table 2's coefficients, ``W_i = {0}`` elsewhere, total demand
     361 MW). The instance keeps the data set as ``.data`` (digraph edges, the paper's ``w*``).
+
+    Parameters
+    ----------
+    manifold : Manifold, optional
+        ``Euclidean(1)`` by default; dual methods accept only Euclidean space.
+
+    Returns
+    -------
+    QuadraticResourceAllocation
+        14 agents, decisions of dimension 1.
     """
     data = ieee14_dispatch()
     problem = QuadraticResourceAllocation(data.a, data.b, data.lower, data.upper, data.demand,

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rfed._checks import numeric_array
 from rfed.manifolds import Manifold
 from rfed.problems.base import Problem, stack_agents
 
@@ -52,14 +53,15 @@ class FrechetMean(Problem):
             raise ValueError(f"{type(self).__name__}: argument 'evaluate_grad_norm' must be a "
                              f"bool, got {evaluate_grad_norm!r}")
         self.evaluate_grad_norm = bool(evaluate_grad_norm)
-        points = np.asarray(points, dtype=float)
+        points = numeric_array(points, "points")
         k = len(getattr(manifold, "point_shape", ()))
         if points.ndim != 2 + k:
             raise ValueError(
                 f"{type(self).__name__}: argument 'points' has shape {points.shape}; expected "
                 f"(n_agents, n_max, {', '.join(map(str, manifold.point_shape))})"
             )
-        super().__init__(manifold, {"a": points}, counts=counts, gradient_bound=gradient_bound)
+        super().__init__(manifold, {"a": points}, counts=counts, gradient_bound=gradient_bound,
+                         arg_names={"a": "points"})
         manifold.check_point(points[self.mask], "points")
         self._evaluated: dict | None = None  # (what, agents, x) -> local costs [, grads]
         if not self.mask.all():
@@ -188,7 +190,7 @@ class SPDFrechetMean(FrechetMean):
     def __init__(self, points, counts=None, gradient_bound=None, evaluate_grad_norm=True):
         from rfed.manifolds import SPD
 
-        points = np.asarray(points, dtype=float)
+        points = numeric_array(points, "points")
         if points.ndim != 4 or points.shape[-1] != points.shape[-2]:
             raise ValueError(
                 f"SPDFrechetMean: argument 'points' has shape {points.shape}; expected "

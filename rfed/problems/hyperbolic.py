@@ -6,6 +6,7 @@ import warnings
 
 import numpy as np
 
+from rfed._checks import numeric_array
 from rfed.manifolds.hyperboloid import Hyperboloid
 from rfed.problems.base import Problem
 
@@ -75,6 +76,22 @@ def kernel_similarity(features: np.ndarray, query: np.ndarray, *, bandwidth: flo
 
     Each value depends on its own record and the public query only (the per-record weights of
     ``HyperbolicPrediction(weights="kernel")``). ``kernel`` as in :func:`kernel_weights`.
+
+    Parameters
+    ----------
+    features : array, shape ``(..., r)``
+        The records' features.
+    query : array, shape ``(r,)``
+        The public test input ``w``.
+    bandwidth : float
+        ``vbar > 0``.
+    kernel : {"paper", "conventional"}
+        ``exp(-||w - w'||^2 / (2 vbar)^2)`` as printed, or ``exp(-||w - w'||^2 / (2 vbar^2))``.
+
+    Returns
+    -------
+    ndarray, shape ``features.shape[:-1]``
+        Values in ``(0, 1]``.
     """
     if kernel not in _KERNELS:
         raise ValueError(f"argument 'kernel' must be one of {_KERNELS}, got {kernel!r}")
@@ -156,9 +173,9 @@ class HyperbolicPrediction(Problem):
         lipschitz: str = "paper",
         gradient_bound: float | None = None,
     ):
-        features = np.asarray(features, dtype=float)
-        targets = np.asarray(targets, dtype=float)
-        query = np.asarray(query, dtype=float)
+        features = numeric_array(features, "features")
+        targets = numeric_array(targets, "targets")
+        query = numeric_array(query, "query")
         if features.ndim != 3:
             raise ValueError(
                 f"HyperbolicPrediction: argument 'features' has shape {features.shape}; "
@@ -185,7 +202,8 @@ class HyperbolicPrediction(Problem):
         if not diameter > 0:
             raise ValueError(f"argument 'diameter' must be > 0, got {diameter}")
         manifold = Hyperboloid(targets.shape[-1] - 1)
-        super().__init__(manifold, {"y": targets, "w": features}, counts=counts)
+        super().__init__(manifold, {"y": targets, "w": features}, counts=counts,
+                         arg_names={"y": "targets", "w": "features"})
         manifold.check_point(targets[self.mask], "targets")
         if not self.mask.all():
             self.data["y"] = np.where(self.mask[..., None], targets, targets[:, :1])

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from rfed._checks import numeric_array
 from rfed.manifolds.grassmann import Grassmann, principal_angles
 from rfed.manifolds.stiefel import Stiefel
 from rfed.problems.base import Problem, stack_agents
@@ -68,7 +69,7 @@ class KPCA(Problem):
         counts: np.ndarray | None = None,
         norm_bound: float | None = None,
     ):
-        z = np.asarray(z, dtype=float)
+        z = numeric_array(z, "z")
         if z.ndim != 3 or z.shape[-1] < 2:
             raise ValueError(
                 f"KPCA: argument 'z' has shape {z.shape}; expected (n_agents, n_max, n), n >= 2"
@@ -94,9 +95,13 @@ class KPCA(Problem):
             z = z * np.minimum(1.0, norm_bound / np.where(norms > 0, norms, 1.0))
             gradient_bound = norm_bound**2
         geometry = Grassmann(n, int(k)) if manifold == "grassmann" else Stiefel(n, int(k))
-        sq = np.einsum("anj,anj->an", z, z)
+        with np.errstate(over="ignore"):
+            sq = np.einsum("anj,anj->an", z, z)
+        if np.all(np.isfinite(z)) and not np.all(np.isfinite(sq)):
+            raise ValueError("KPCA: argument 'z' has rows whose squared norm overflows "
+                             f"(largest |entry| {np.max(np.abs(z)):.3g}); rescale the data")
         super().__init__(geometry, {"z": z, "sq": sq}, counts=counts,
-                         gradient_bound=gradient_bound)
+                         gradient_bound=gradient_bound, arg_names={"z": "z", "sq": "z"})
         self.k = int(k)
         self.norm_bound = norm_bound
 

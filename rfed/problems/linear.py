@@ -28,6 +28,7 @@ from collections.abc import Mapping
 import numpy as np
 import scipy.optimize as sopt
 
+from rfed._checks import numeric_array
 from rfed.manifolds import Euclidean
 from rfed.problems.base import Problem
 
@@ -50,9 +51,23 @@ def split_evenly(features: np.ndarray, labels: np.ndarray, n_agents: int,
 
     Rows are shuffled first when ``rng`` is given ("randomly and evenly distributed", spec 000
     section 5.0); the ``N mod n_agents`` remaining rows are dropped (spec 002 pitfall P6).
+
+    Parameters
+    ----------
+    features : array, shape ``(N, d)``
+    labels : array, shape ``(N,)``
+    n_agents : int
+        In ``[1, N]``.
+    rng : numpy.random.Generator, optional
+        Shuffles the rows first; ``None`` keeps their order.
+
+    Returns
+    -------
+    features : ndarray, shape ``(n_agents, N // n_agents, d)``
+    labels : ndarray, shape ``(n_agents, N // n_agents)``
     """
-    features = np.asarray(features, dtype=float)
-    labels = np.asarray(labels, dtype=float)
+    features = numeric_array(features, "features")
+    labels = numeric_array(labels, "labels")
     if features.ndim != 2 or labels.shape != (features.shape[0],):
         raise ValueError(
             f"arguments 'features' and 'labels' must have shapes (N, d) and (N,), got "
@@ -98,7 +113,14 @@ class Regularizer:
 
 
 class L2Regularizer(Regularizer):
-    """``h(x) = (strength / 2) ||x||^2`` (modulus ``strength``)."""
+    """``h(x) = (strength / 2) ||x||^2`` (modulus ``strength``).
+
+    Parameters
+    ----------
+    strength : float
+        ``mu >= 0``; ``h`` is ``mu``-strongly convex (DP-DDA's ``h(x) = (mu/2)||x||^2``,
+        as in scikit-learn's ``SGDClassifier(penalty="l2", alpha=mu)`` has the same term).
+    """
 
     def __init__(self, strength: float):
         if not strength >= 0:
@@ -128,7 +150,13 @@ class L2Regularizer(Regularizer):
 
 
 class L1Regularizer(Regularizer):
-    """``h(x) = strength * ||x||_1`` (modulus 0)."""
+    """``h(x) = strength * ||x||_1`` (modulus 0).
+
+    Parameters
+    ----------
+    strength : float
+        ``phi >= 0`` (DP-DDA's l1-SVM uses ``phi = 5e-4``).
+    """
 
     def __init__(self, strength: float):
         if not strength >= 0:
@@ -186,8 +214,8 @@ class LinearProblem(Problem):
     def __init__(self, features: np.ndarray, labels: np.ndarray,
                  regularizer: Regularizer | None = None, counts: np.ndarray | None = None,
                  feature_bound: float | None = None):
-        features = np.asarray(features, dtype=float)
-        labels = np.asarray(labels, dtype=float)
+        features = numeric_array(features, "features")
+        labels = numeric_array(labels, "labels")
         if features.ndim != 3:
             raise ValueError(f"argument 'features' must have shape (n_agents, n_max, d), got "
                              f"{features.shape}")
@@ -214,10 +242,11 @@ class LinearProblem(Problem):
         if self.public_gradient_bound is not None:
             grad_bound = self.public_gradient_bound
         else:
-            row_norm = float(np.max(np.linalg.norm(features, axis=-1)))
+            row_norm = float(np.max(np.linalg.norm(features, axis=-1), initial=0.0))
             grad_bound = row_norm if row_norm > 0 else None
         super().__init__(Euclidean(features.shape[-1]), {"features": features, "labels": labels},
-                         counts=counts, gradient_bound=grad_bound)
+                         counts=counts, gradient_bound=grad_bound,
+                         arg_names={"features": "features", "labels": "labels"})
         self.dim = features.shape[-1]
 
     # data term ---------------------------------------------------------------
@@ -269,6 +298,18 @@ class LogisticRegression(LinearProblem):
     With ``regularizer = L2Regularizer(1/q)`` this is DO-ADP's objective exactly. The reference
     optimum is computed by scipy's L-BFGS on the pooled objective with ``gtol = 1e-12`` (smooth
     regularizers only).
+
+    Parameters
+    ----------
+    features : array, shape ``(n_agents, n_max, d)``
+    labels : array, shape ``(n_agents, n_max)``, values in {-1, +1}
+    regularizer : Regularizer, optional
+        Default: none (``L2Regularizer(0)``).
+    counts : array of int, shape ``(n_agents,)``, optional
+        Valid rows per agent (the rest is padding).
+    feature_bound : float, optional
+        A PUBLIC bound on the rows' norm, enforced by scaling longer rows onto it; the
+        per-sample gradient norm is then at most ``feature_bound`` (see :class:`LinearProblem`).
     """
 
     name = "logistic"
@@ -384,6 +425,15 @@ def l2_svm_reference(margins_matrix: np.ndarray, mu: float, tol: float = 1e-9
     ``C`` (``N d`` operations), unlike a dual solve over ``N`` box-constrained variables, whose
     conditioning worsens with ``N`` (minutes at ``N = 15,000``).
 
+    The continuation alone may stall above ``tol``: at widths near ``1e-7`` L-BFGS stops on
+    rounding, and where it stops depends on the summation order of the products with ``C`` (the
+    BLAS threads), so the same data could pass on two threads and fail on one. When no width
+    certifies ``tol``, each iterate is polished by its active set (:func:`_l2_svm_polish`): the
+    samples inside the width's band are taken on the margin, those below it as violating, and
+    the optimality conditions restricted to that guess are solved exactly; the dual point so
+    found certifies its own primal point ``x = C^T alpha / (N mu)`` to rounding error once the
+    guess is the optimum's (a few widths in), whatever the summation order.
+
     Parameters
     ----------
     margins_matrix : array, shape ``(N, d)``
@@ -410,6 +460,7 @@ def l2_svm_reference(margins_matrix: np.ndarray, mu: float, tol: float = 1e-9
         return float(alpha.mean() - v @ v / (2 * mu))
 
     x, width, gap = np.zeros(d), 0.1, np.inf
+    tried = []
     for _ in range(14):
         def smoothed(x, width=width):
             slack = 1.0 - c_rows @ x
@@ -426,9 +477,60 @@ def l2_svm_reference(margins_matrix: np.ndarray, mu: float, tol: float = 1e-9
         gap = value - dual(alpha)
         if gap <= tol * max(1.0, value):
             return x, max(gap, 0.0)
+        tried.append((gap, width, x))
         width /= 10.0
+    # the continuation stalled on rounding: polish its iterates, the most accurate first
+    for _, band, guess in sorted(tried, key=lambda item: item[0]):
+        x, alpha = _l2_svm_polish(c_rows, mu, guess, band)
+        value = primal(x)
+        polished = value - dual(alpha)
+        if polished <= tol * max(1.0, value):
+            return x, max(polished, 0.0)
+        gap = min(gap, polished)
     raise RuntimeError(f"l2-SVM reference: certified duality gap {gap:.3g} above {tol:g} "
-                       "(relative) after the smoothing continuation")
+                       "(relative) after the smoothing continuation and its active-set polish")
+
+
+def _l2_svm_polish(c_rows: np.ndarray, mu: float, x: np.ndarray, band: float
+                   ) -> tuple[np.ndarray, np.ndarray]:
+    r"""The l2-SVM's exact optimum for the active set guessed from ``x``: ``(x, alpha)``.
+
+    The optimum has ``alpha_j = 1`` where ``m_j = c_j^T x < 1``, ``alpha_j = 0`` where
+    ``m_j > 1`` and ``m_j = 1`` on the margin set ``E`` (``alpha_E`` in ``[0, 1]``), with
+    ``x = C^T alpha / (N mu)``. Guessing ``E = {|m_j - 1| < band}`` and ``L = {m_j <= 1 - band}``
+    from ``x``, ``c_E^T x = 1`` is the linear system
+    ``(C_E C_E^T / (N mu)) alpha_E = 1 - C_E g / mu`` with ``g = (1/N) sum_L c_j`` (least
+    squares if ``C_E`` has dependent rows). ``alpha_E`` is clipped to ``[0, 1]``, so the
+    returned ``alpha`` is dual feasible and ``x = C^T alpha / (N mu)`` is its primal point:
+    the gap they certify is exact for whatever guess, and zero up to rounding for the right
+    one.
+
+    Parameters
+    ----------
+    c_rows : array, shape ``(N, d)``
+    mu : float
+    x : array, shape ``(d,)``
+        The point whose margins give the guess.
+    band : float
+        Half-width of the margin band.
+
+    Returns
+    -------
+    x : ndarray, shape ``(d,)``
+    alpha : ndarray, shape ``(N,)``, in ``[0, 1]``
+    """
+    n = c_rows.shape[0]
+    margins = c_rows @ x
+    on_margin = np.abs(margins - 1.0) < band
+    violating = margins <= 1.0 - band
+    alpha = violating.astype(float)
+    c_e = c_rows[on_margin]
+    if c_e.shape[0]:
+        g = c_rows[violating].sum(axis=0) / n
+        lhs = c_e @ c_e.T / (n * mu)
+        alpha[on_margin] = np.clip(np.linalg.lstsq(lhs, 1.0 - c_e @ g / mu, rcond=None)[0],
+                                   0.0, 1.0)
+    return c_rows.T @ alpha / (n * mu), alpha
 
 
 class HingeSVM(LinearProblem):
@@ -444,6 +546,19 @@ class HingeSVM(LinearProblem):
     * l2 (``h = (mu/2)||x||^2``): :func:`l2_svm_reference`, a smoothing continuation in the
       primal, duality gap certified ``<= 1e-9`` (relative) by the QP dual
       ``max (1/N) sum alpha - (1/(2 mu)) ||(1/N) sum alpha_j b_j a_j||^2``, ``0 <= alpha <= 1``.
+
+    Parameters
+    ----------
+    features : array, shape ``(n_agents, n_max, d)``
+    labels : array, shape ``(n_agents, n_max)``, values in {-1, +1}
+    regularizer : Regularizer, optional
+        :class:`L2Regularizer` or :class:`L1Regularizer` (default: none).
+    counts : array of int, shape ``(n_agents,)``, optional
+        Valid rows per agent (the rest is padding).
+    feature_bound : float, optional
+        A PUBLIC bound on the rows' norm, enforced by scaling longer rows onto it; the
+        per-sample subgradient norm is then at most ``feature_bound`` (see
+        :class:`LinearProblem`).
     """
 
     name = "svm"

@@ -20,6 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
+from rfed._checks import numeric_array
 from rfed.manifolds import Euclidean, as_generator
 from rfed.problems.base import Problem
 
@@ -65,6 +66,13 @@ def _per_sample_grads(blocks, feats, onehot, out):
 def load_digits_split(test_fraction: float = 0.2, rng: np.random.Generator | int = 0):
     """scikit-learn's shipped digits scaled to [0, 1], split into train and test sets.
 
+    Parameters
+    ----------
+    test_fraction : float
+        In ``(0, 1)``.
+    rng : numpy.random.Generator or int
+        Shuffles the images before the split.
+
     Returns
     -------
     (X_train, y_train, X_test, y_test)
@@ -103,8 +111,8 @@ class MLPClassifier(Problem):
 
     def __init__(self, features: np.ndarray, labels: np.ndarray, n_hidden: int = 32,
                  n_classes: int = 10, counts: np.ndarray | None = None):
-        features = np.asarray(features, dtype=float)
-        labels = np.asarray(labels)
+        features = numeric_array(features, "features")
+        labels = numeric_array(labels, "labels", dtype=None)
         if features.ndim != 3:
             raise ValueError(f"argument 'features' must have shape (n_agents, n_max, n_in), got "
                              f"{features.shape}")
@@ -123,7 +131,8 @@ class MLPClassifier(Problem):
         onehot = np.eye(self.n_classes)[labels]
         super().__init__(Euclidean(int(self._offsets[-1])),
                          {"features": features, "labels": labels, "onehot": onehot},
-                         counts=counts)
+                         counts=counts, arg_names={"features": "features", "labels": "labels",
+                                                   "onehot": "labels"})
 
     @property
     def n_params(self) -> int:

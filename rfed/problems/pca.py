@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from rfed.manifolds.sphere import Sphere, _einsum
+from rfed._checks import numeric_array
+from rfed.manifolds.sphere import Sphere
 from rfed.problems.base import Problem, stack_agents
 
 __all__ = ["SpherePCA"]
@@ -60,15 +61,20 @@ class SpherePCA(Problem):
         *,
         norm_bound: float | None = None,
     ):
-        z = np.asarray(z, dtype=float)
+        z = numeric_array(z, "z")
         if z.ndim != 3 or z.shape[-1] < 2:
             raise ValueError(
                 f"SpherePCA: argument 'z' has shape {z.shape}; expected (n_agents, n_max, d + 1) "
                 "with d + 1 >= 2"
             )
         # per-sample squared norms, gathered with every batch: clipping then needs no extra pass
-        sq = np.einsum("anj,anj->an", z, z)
-        super().__init__(Sphere(z.shape[-1] - 1), {"z": z, "sq": sq}, counts=counts)
+        with np.errstate(over="ignore"):
+            sq = np.einsum("anj,anj->an", z, z)
+        if np.all(np.isfinite(z)) and not np.all(np.isfinite(sq)):
+            raise ValueError("SpherePCA: argument 'z' has rows whose squared norm overflows "
+                             f"(largest |entry| {np.max(np.abs(z)):.3g}); rescale the data")
+        super().__init__(Sphere(z.shape[-1] - 1), {"z": z, "sq": sq}, counts=counts,
+                         arg_names={"z": "z", "sq": "z"})
         if self.n_agents and not np.any(np.where(self.mask, sq, 0.0) > 0):
             raise ValueError("SpherePCA: argument 'z' is zero on every valid row")
         if norm_bound is not None and not (float(norm_bound) > 0 and np.isfinite(norm_bound)):
@@ -105,15 +111,13 @@ class SpherePCA(Problem):
         """
         x = np.asarray(x, dtype=float)
         z = batch["z"]
-        # np.einsum's own computation (_einsum), without its dispatch: a local step makes these
-        # products on one sample per agent, where the dispatch costs as much as the product
-        a = _einsum("...bd,...d->...b", z, x)
+        a = np.einsum("...bd,...d->...b", z, x)
         # c: the weight of each summand; without a mask it is 1, and 1 * s is s exactly, so the
         # scales are used as they are
         c = None if mask is None else mask.astype(float)
         if bound is not None:
             # |z|^2 - a^2 = |(I - x x^T) z|^2 >= 0 up to rounding
-            sq = batch["sq"] if "sq" in batch else _einsum("...bd,...bd->...b", z, z)
+            sq = batch["sq"] if "sq" in batch else np.einsum("...bd,...bd->...b", z, z)
             perp = np.maximum(sq - a * a, 0.0)
             norms = 2.0 * np.abs(a) * np.sqrt(perp)
             over = norms > bound
@@ -124,7 +128,7 @@ class SpherePCA(Problem):
             n_clipped = np.zeros(a.shape[:-1], dtype=int)
         ca = a if c is None else c * a
         # -2 (Z^T (c a) - (sum c a^2) x), in place: the same roundings, two fewer temporaries
-        total = _einsum("...bd,...b->...d", z, ca)
+        total = np.einsum("...bd,...b->...d", z, ca)
         total -= (ca * a).sum(-1)[..., None] * x
         total *= -2.0
         return total, n_clipped

@@ -35,6 +35,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.optimize as sopt
 
+from rfed._checks import numeric_array
 from rfed.manifolds import Euclidean
 from rfed.problems.base import Problem
 
@@ -98,8 +99,8 @@ class SoftmaxRegression(Problem):
     def __init__(self, features: np.ndarray, labels: np.ndarray, n_classes: int = 10,
                  l2: float = 0.0, counts: np.ndarray | None = None,
                  feature_bound: float | None = None):
-        features = _as_features(features)
-        labels = np.asarray(labels)
+        features = _as_features(numeric_array(features, "features", dtype=None))
+        labels = numeric_array(labels, "labels", dtype=None)
         if features.ndim != 3:
             raise ValueError(f"argument 'features' must have shape (n_agents, n_max, d_in), got "
                              f"{features.shape}")
@@ -138,7 +139,9 @@ class SoftmaxRegression(Problem):
         onehot = np.eye(self.n_classes)[labels]
         super().__init__(Euclidean(self.n_in * self.n_classes + self.n_classes),
                          {"features": features, "labels": labels, "onehot": onehot},
-                         counts=counts, gradient_bound=self.public_gradient_bound)
+                         counts=counts, gradient_bound=self.public_gradient_bound,
+                         arg_names={"features": "features", "labels": "labels",
+                                    "onehot": "labels"})
 
     @property
     def n_params(self) -> int:

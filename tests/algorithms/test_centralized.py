@@ -17,6 +17,8 @@ from rfed.problems.linear import LogisticRegression
 from rfed.problems.softmax import SoftmaxRegression
 
 DELTA = 1e-5
+#: The public nominal size of each agent of _toy() declared under add/remove (its true size).
+PUBLIC_SIZE = 50
 
 
 def _toy(n_agents=4, q=50, seed=0, sep=3.0):
@@ -70,7 +72,8 @@ def test_one_full_batch_round_matches_the_analytic_gaussian_mechanism():
 def test_add_remove_poisson_uses_half_the_sensitivity():
     prob = _toy()
     alg = DPSGD(step_size=0.1, batch_size=20, clip=1.0, sampling="poisson",
-                budget=PrivacyBudget(1.0, DELTA, neighboring="add_remove_one"), n_rounds=5)
+                budget=PrivacyBudget(1.0, DELTA, neighboring="add_remove_one",
+                                      public_sizes=PUBLIC_SIZE), n_rounds=5)
     state = alg.init(prob, np.zeros(2), 0)
     assert state.ledger.sensitivity == pytest.approx(1.0 / 20)
     assert alg.privacy(alg.step(prob, state))["neighboring"] == "add_remove_one"
@@ -147,7 +150,8 @@ def test_softmax_closed_form_clipped_sum_is_used_and_matches():
 def test_secure_mode_runs_with_rdp_and_is_not_replayable():
     prob = _toy()
     alg = DPSGD(step_size=0.1, batch_size=20, clip=1.0, sampling="poisson",
-                budget=PrivacyBudget(2.0, DELTA, neighboring="add_remove_one"), n_rounds=5)
+                budget=PrivacyBudget(2.0, DELTA, neighboring="add_remove_one",
+                                      public_sizes=PUBLIC_SIZE), n_rounds=5)
     res = alg.run(prob, 5, rng=SecureRandom(), x0=np.zeros(2), eval_every=5,
                   with_reference=False)
     rep = res.privacy

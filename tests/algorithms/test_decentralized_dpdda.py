@@ -114,7 +114,13 @@ def test_privacy_report_follows_theorem_one(data):
 def test_bad_arguments():
     net = Network(complete(8))
     with pytest.raises(ValueError, match="n_active"):
-        DPDDA(net, n_active=3)
+        DPDDA(net, n_active=9)
+    with pytest.raises(ValueError, match="n_active"):
+        DPDDA(net, n_active=0, sampler="maximal")
+    with pytest.raises(ValueError, match="'n_edges'"):
+        DPDDA(net, sampler="edges")
+    with pytest.raises(ValueError, match="argument 'sampler' must be"):
+        DPDDA(net, n_active=4, sampler="rejection")
     with pytest.raises(ValueError, match="schedule"):
         DPDDA(net, n_active=4, schedule="fast")
     with pytest.raises(ValueError, match="gamma"):
@@ -136,3 +142,70 @@ def test_sphere_duals_in_the_anchor_tangent_space_approach_the_eigenvector():
     assert np.all(np.diff(dist) < 0)
     assert dist[-1] < 0.12 * dist[0]
     assert prob.manifold.belongs(res.x)
+
+
+# ---------------------------------------------------------------------- samplers on any graph
+def _sparse_svm(n, seed=0):
+    rng = np.random.default_rng(seed)
+    feats = rng.standard_normal((n, 3, 4)) / 4
+    labels = np.where(rng.random((n, 3)) < 0.5, -1.0, 1.0)
+    return HingeSVM(feats, labels, L2Regularizer(0.1), feature_bound=1.0)
+
+
+@pytest.mark.parametrize("sampler, kw", [("uniform", {"n_active": 100}),
+                                         ("maximal", {"n_active": 100}),
+                                         ("edges", {"n_edges": 60})])
+def test_every_release_on_a_sparse_graph_is_charged_to_its_agent(monkeypatch, sampler, kw):
+    """A 1000-node ring-like graph (where the former sampler gave up): each sampler runs, and
+    the ledger charges each agent exactly the rounds in which it released a noisy
+    subgradient."""
+    from rfed.algorithms.decentralized import dpdda as dpdda_module
+    from rfed.networks import circulant
+
+    n = 1000
+    prob = _sparse_svm(n)
+    released = np.zeros(n, dtype=np.int64)
+    real = dpdda_module.agent_draws
+
+    def spy(rng, seed, agents, round, purpose):
+        if purpose == "noise":
+            np.add.at(released, np.asarray(agents), 1)
+        return real(rng, seed, agents, round, purpose)
+
+    monkeypatch.setattr(dpdda_module, "agent_draws", spy)
+    alg = DPDDA(Network(circulant(n, 2)), sampler=sampler, gamma=1.0, noise_multiplier=1.0,
+                **kw)
+    state = alg.init(prob, np.zeros(4), np.random.default_rng(0))
+    for _ in range(12):
+        state = alg.step(prob, state)
+    assert np.array_equal(state.ledger.counts, released)
+    assert released.sum() > 0 and np.all(np.isfinite(state.z))
+    expected = alg.gossip.activation_probabilities().mean() * n * 12
+    assert abs(released.sum() - expected) < 6 * np.sqrt(expected)
+
+
+def test_the_complete_graph_runs_in_linear_memory():
+    """On K_n the paper's sampler draws pairs of nodes: neither the graph's n (n - 1) arcs nor
+    a mixing matrix are built (a 10^5-agent complete graph would need 75 GiB of them)."""
+    n = 100_000
+    graph = complete(n)
+    net = Network(graph)
+    prob = _sparse_svm(n)
+    alg = DPDDA(net, n_active=n // 10, gamma=1.0, noise_multiplier=1.0)
+    state = alg.step(prob, alg.init(prob, np.zeros(4), np.random.default_rng(0)))
+    assert state.active.sum() == n // 10
+    assert "adjacency" not in vars(graph) and net._weights is None
+
+
+def test_iota_of_each_sampler_enters_the_prox_and_the_papers_formula():
+    from rfed.networks import star
+
+    net = Network(star(10))
+    uniform = DPDDA(net, n_active=4, gamma=1.0)
+    assert uniform.iota == 0.4
+    edges = DPDDA(net, sampler="edges", n_edges=2, gamma=1.0)
+    assert edges.iota == 1.0   # the hub is in every edge
+    prob = _sparse_svm(10)
+    acc = DPDDA(net, sampler="maximal", n_active=3, gamma=1.0, sigma=1.0).init(
+        prob, np.zeros(4), np.random.default_rng(0)).ledger
+    assert acc.paper.params["iota"] == 0.3

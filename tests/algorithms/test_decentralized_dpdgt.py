@@ -149,3 +149,58 @@ def test_noisy_ddgt_has_a_certified_account(setup):
     dgt = DPDGT(graph, theta_xi=noise, theta_zeta=noise).run(prob, 100, rng=0,
                                                              eval_every=100).privacy
     assert reps[1]["level"] == dgt["level"] == "dpdgt-cost-function"
+
+
+def test_init_computes_no_spectral_constant(setup, monkeypatch):
+    """The convergence-condition constant q_C is not used by the privacy bound: init, the
+    rounds and the report never compute it (an n x n eigenvalue problem at scale); the
+    paper's calibration, which warns with it, does."""
+    from rfed.algorithms.decentralized import dpdgt as dpdgt_module
+
+    prob, graph = setup
+    calls = []
+    real = dpdgt_module.push_pull_constants
+
+    def counted(*args, **kwargs):
+        calls.append(1)
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(dpdgt_module, "push_pull_constants", counted)
+    noise = {"theta_xi": LaplaceSchedule(0.01, 0.995), "theta_zeta": LaplaceSchedule(0.01, 0.995)}
+    for track in (True, False):
+        res = DPDGT(graph, track_privacy=track, **noise).run(prob, 5, rng=0, eval_every=5)
+        assert (res.privacy is not None) == track
+    assert calls == []
+    alg = DPDGT(graph, paper_epsilon=1.0, n_rounds=10)
+    alg.init(prob, np.zeros(1), np.random.default_rng(0))
+    alg.init(prob, np.zeros(1), np.random.default_rng(1))
+    assert calls == [1]   # computed once, kept
+    assert alg.constants().q_C == pytest.approx(0.823, abs=5e-4)
+
+
+def test_sparse_constants_equal_the_dense_ones(monkeypatch):
+    """Above DENSE_LIMIT nodes the spectral radii come from ARPACK on the sparse matrices with
+    the rank-one deflation as an operator: the dense eigenvalues' values."""
+    from rfed.networks import (
+        column_stochastic_weights,
+        digraph_from_edges,
+        push_pull_constants,
+        row_stochastic_weights,
+    )
+    from rfed.networks import mixing as mixing_module
+
+    rng = np.random.default_rng(0)
+    n = 400
+    src = np.repeat(np.arange(n), 3)
+    dst = rng.integers(0, n, src.size)
+    keep = src != dst
+    edges = np.concatenate([np.stack([src[keep], dst[keep]], 1),
+                            np.stack([np.arange(n), (np.arange(n) + 1) % n], 1)])
+    graph = digraph_from_edges(n, edges)
+    r, c = row_stochastic_weights(graph), column_stochastic_weights(graph)
+    dense = push_pull_constants(r, c, 0.8, 0.7)
+    monkeypatch.setattr(mixing_module, "DENSE_LIMIT", 50)
+    sparse = push_pull_constants(r, c, 0.8, 0.7)
+    assert sparse.rho_R == pytest.approx(dense.rho_R, abs=1e-9)
+    assert sparse.rho_C == pytest.approx(dense.rho_C, abs=1e-9)
+    np.testing.assert_array_equal(sparse.pi_R, dense.pi_R)

@@ -103,7 +103,8 @@ def test_digits_dirichlet_dpdl_vs_dpdpsgd_same_epsilon():
     summary, ctx = run_experiment(
         "dpdl-digits", seed=0,
         overrides={"rounds": 12, "n_agents": 6, "topologies": ["bipartite"], "epsilons": [8.0],
-                   "non_private": False, "hidden": 8, "eval_every": 12, "batch_size": 8})
+                   "non_private": False, "hidden": 8, "eval_every": 12, "batch_size": 8,
+                   "baselines": False})
     rows = ctx.tables["table1_test_accuracy"]
     assert set(ctx.privacy) == {"DPDL bipartite certified eps=8 (delta=1e-05)",
                                 "DP-DPSGD bipartite certified eps=8 (delta=1e-05)"}
@@ -258,3 +259,35 @@ def test_poisson_sampling_accounting_and_full_rate(logreg):
         make("poisson", 20, **budget).init(logreg, np.zeros(6), SecureRandom())
     with pytest.raises(ValueError, match="'sampling'"):
         make("bernoulli", 20)
+
+
+def test_poisson_under_add_remove_reads_only_the_declared_sizes(logreg):
+    from rfed.privacy import PrivacyBudget
+
+    budget = PrivacyBudget(2.0, 1e-5, neighboring="add_remove_one",
+                           public_sizes=2 * int(logreg.counts.min()))
+
+    def make(sampling="poisson", b=budget):
+        return DPDPSGD(Network(ring(6), uniform_weights(ring(6))), lr=0.2, batch_size=20,
+                       clip=0.5, sampling=sampling, budget=b, n_rounds=30)
+
+    res = make().run(logreg, 30, rng=5, x0=np.zeros(6), with_reference=False)
+    assert res.privacy["neighboring"] == "add_remove_one"
+    assert 0.9 * 2.0 <= res.privacy["epsilon_certified"] <= 2.0 + 1e-9
+    # the rate is B / N^pub (half the true rate here): about 20 * q / N^pub rows per round
+    alg = make()
+    state = alg.init(logreg, np.zeros(6), np.random.default_rng(0))
+    np.testing.assert_array_equal(state.ledger.local_sizes, budget.public_sizes)
+    drawn = []
+    for t in range(200):
+        state.t = t
+        _, mask = alg._round_batches(logreg, state, np.arange(6))
+        drawn.append(mask.sum(axis=1))
+    mean = np.mean(drawn)
+    assert abs(mean - 10.0) < 5 * np.sqrt(10.0 / (6 * 200)), mean
+    # without declared sizes, or with a fixed-size draw, add/remove is refused with the reason
+    with pytest.raises(ValueError, match="public_sizes"):
+        make(b=PrivacyBudget(2.0, 1e-5, neighboring="add_remove_one")).init(
+            logreg, np.zeros(6), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="add_remove_one"):
+        make(sampling="without_replacement")

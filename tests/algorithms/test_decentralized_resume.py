@@ -1,8 +1,6 @@
 """Checkpoint and resume: with keyed streams, a run stopped mid-way and resumed from its
 checkpoint ends bit-identical to the uninterrupted run (DO-ADP, DPDL, DP-DDA, DP-DGT)."""
 
-import pickle
-
 import numpy as np
 import pytest
 
@@ -12,6 +10,7 @@ from rfed.networks.network import Network
 from rfed.privacy.mechanisms import LaplaceSchedule
 from rfed.problems.dispatch import ieee14_problem
 from rfed.problems.linear import HingeSVM, L2Regularizer
+from rfed.state import dumps_state, loads_state
 from tests.algorithms.decentralized_cases import logreg_problem
 
 
@@ -37,10 +36,10 @@ def test_resumed_run_is_bit_identical(name):
     prob, alg, x0 = _cases()[name]
     kw = dict(rng=7, eval_every=2, with_reference=False) | ({} if x0 is None else {"x0": x0})
     saved = []
-    # pickled when taken, as a file checkpoint is (the live state goes on changing)
-    full = alg.run(prob, 6, checkpoint_every=3, checkpoint=lambda p: saved.append(pickle.dumps(p)),
-                   **kw)
-    payload = pickle.loads(saved[-1])
+    # serialized when taken, as a file checkpoint is (the live state goes on changing)
+    full = alg.run(prob, 6, checkpoint_every=3,
+                   checkpoint=lambda p: saved.append(dumps_state(p, kind="k")), **kw)
+    payload = loads_state(saved[-1], kind="k")
     assert len(saved) == 1 and payload["round"] == 3
     resumed = alg.run(prob, 6, resume_from=payload, **kw)
     np.testing.assert_array_equal(resumed.x, full.x)

@@ -44,9 +44,10 @@ def test_block_generator_rows_are_each_agents_own_stream():
 @pytest.mark.parametrize("option", [1, 2])
 def test_local_points_do_not_depend_on_the_blocks(trainer, option):
     prob = _pca()
-    neighboring = "add_remove_one" if getattr(trainer, "sampling", "") == "poisson" else None
+    poisson = getattr(trainer, "sampling", "") == "poisson"
     alg = PriRFed(trainer, n_sampled=6, step_size=0.05, output_option=option,
-                  neighboring=neighboring)
+                  neighboring="add_remove_one" if poisson else None,
+                  public_sizes=int(prob.counts.max()) if poisson else None)
     state = alg.init(prob, prob.manifold.random_point(1), np.random.default_rng(3))
     agents = alg.select(prob, state)
     together, info = alg.train_block(prob, state, agents)

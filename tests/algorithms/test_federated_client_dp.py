@@ -60,10 +60,27 @@ def test_calibration_meets_the_budget_against_the_exact_gaussian_curve(rounds):
     # T Gaussians of multiplier z compose exactly to one of multiplier z / sqrt(T)
     exact = _exact_gaussian_epsilon(math.sqrt(rounds) / z, 1e-5)
     assert exact <= 1.0
-    assert exact > 0.7  # RDP's looseness, not a much larger noise than needed
+    # the tighter of RDP and PLD (PLD here, within its discretization of the exact curve):
+    # no noise wasted
+    assert exact > 0.98
     # amplification by a hidden selection of 5 of 50 needs less noise
     hidden = ClientLevelDP(clip=1.0, budget=PrivacyBudget(1.0, 1e-5), hidden_selection=True)
     assert hidden.resolve(50, 5, rounds) < 0.6 * dp.resolve(50, 5, rounds)
+
+
+def test_client_level_calibration_does_not_waste_noise_on_rdp_looseness():
+    """eps 2, one round: RDP alone asks z = 2.15 (exact epsilon 1.84); the tighter accountant
+    (PLD, certified) asks z ~ 1.995, whose exact epsilon is just below 2."""
+    tight = ClientLevelDP(clip=1.0, budget=PrivacyBudget(2.0, 1e-5)).resolve(10, 3, 1)
+    rdp = ClientLevelDP(clip=1.0, budget=PrivacyBudget(2.0, 1e-5, method="rdp")).resolve(
+        10, 3, 1)
+    assert rdp == pytest.approx(2.150, abs=2e-3)
+    assert _exact_gaussian_epsilon(1 / rdp, 1e-5) == pytest.approx(1.838, abs=2e-3)
+    assert tight == pytest.approx(1.995, abs=3e-3) and tight < 0.93 * rdp
+    assert 0.995 * 2.0 <= _exact_gaussian_epsilon(1 / tight, 1e-5) <= 2.0
+    # secure mode: RDP, the accountant of discrete Gaussian releases
+    assert ClientLevelDP(clip=1.0, budget=PrivacyBudget(2.0, 1e-5)).resolve(
+        10, 3, 1, secure=True) == rdp
 
 
 def test_prirfed_with_client_level_dp_stays_on_the_sphere_and_meets_the_budget():

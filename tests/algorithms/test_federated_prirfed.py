@@ -430,7 +430,8 @@ def test_budget_first_run_certifies_at_most_and_near_the_target(kind, target):
     elif kind == "rsgd-poisson":
         tr = DPRSGD(steps=2, clip=0.5, batch_size=0.5, sampling="poisson")
         # RDP: the Poisson PLD of dp-accounting takes seconds per bisection step
-        budget = PrivacyBudget(target, 1e-5, neighboring="add_remove_one", method="rdp")
+        budget = PrivacyBudget(target, 1e-5, neighboring="add_remove_one", method="rdp",
+                               public_sizes=20)
     else:
         tr = DPRSVRG(steps=1, inner_steps=3, clip=0.5, clip_full=0.5)
     alg = PriRFed(tr, None, 0.05, budget=budget, n_rounds=4)
@@ -466,7 +467,7 @@ def test_poisson_minibatch_uses_the_expected_size_as_normaliser():
     v = np.array([1.0, 0.0])
     prob = Quadratic(np.broadcast_to(-v, (n_agents, n, 2)).copy())  # gradient at 0: v each
     tr = DPRSGD(steps=1, batch_size=q, sampling="poisson", clip=10.0)
-    plan = tr.plan(prob, "add_remove_one")
+    plan = tr.plan(prob, "add_remove_one", public_sizes=n)
     assert plan.sampling == "poisson" and np.allclose(plan.sizes, q * n)
     assert np.allclose(plan.sensitivity, 10.0 / (q * n))  # add/remove: tau / bbar
     out, _ = tr.train(prob, plan, np.zeros((n_agents, 2)), np.arange(n_agents), alpha,

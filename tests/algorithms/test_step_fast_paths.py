@@ -11,7 +11,7 @@ import pytest
 
 from rfed.algorithms.federated.streams import AgentBlockGenerator
 from rfed.manifolds import Sphere
-from rfed.manifolds.sphere import AntipodalError, _sinc
+from rfed.manifolds.sphere import AntipodalError
 from rfed.privacy._checks import _FEW, check_nonneg_array
 from rfed.privacy.mechanisms import gaussian_mechanism
 from rfed.problems import SpherePCA
@@ -83,12 +83,6 @@ def test_check_nonneg_array_same_verdict_for_few_and_many_values(size):
         arr[-1] = bad
         with pytest.raises(ValueError, match="'s'"):
             check_nonneg_array(arr.reshape(-1, 1) if size > 1 else arr, "s")
-
-
-def test_sphere_sinc_is_numpys_sinc_bit_for_bit():
-    t = np.concatenate([[0.0, 1e-300, 5e-324, 1e-8, 0.5, np.pi, 3.0],
-                        np.random.default_rng(2).uniform(0, 4, 200)])[:, None]
-    np.testing.assert_array_equal(_sinc(t), np.sinc(t / np.pi))
 
 
 def test_sphere_transport_still_refuses_antipodal_pairs_and_only_them():

@@ -97,5 +97,5 @@ def test_a_report_overflowing_after_the_rounds_keeps_them_and_says_how_to_resume
     err = capsys.readouterr().err
     assert err.count("\n") == 1 and "OverflowError: math range error" in err
     assert f"--resume {out}" in err
-    assert (out / "checkpoint.pkl").is_file() and len(
+    assert (out / "checkpoint.npz").is_file() and len(
         (out / "history.jsonl").read_text().splitlines()) == 5

@@ -43,7 +43,7 @@ def test_results_are_strict_json_and_every_record_has_run_id_and_seed(tmp_path, 
     assert privacy
     header = (out / "history.csv").read_text().splitlines()[0].split(",")
     assert header[-2:] == ["run_id", "seed"]
-    assert not list(out.glob(".*.tmp")) and not (out / "checkpoint.pkl").exists()
+    assert not list(out.glob(".*.tmp")) and not (out / "checkpoint.npz").exists()
 
 
 def test_strict_json_maps_non_finite_numbers_to_null_with_a_reason():

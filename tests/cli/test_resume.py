@@ -54,7 +54,7 @@ def test_killed_run_resumes_bit_identical(tmp_path, uninterrupted, sig):
                     stderr=subprocess.PIPE)
     proc = subprocess.Popen(cmd, **kw)
     deadline = time.monotonic() + 120
-    while not (folder / "checkpoint.pkl").exists():
+    while not (folder / "checkpoint.npz").exists():
         assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint written"
         time.sleep(0.02)
     proc.send_signal(sig)
@@ -82,7 +82,7 @@ def test_killed_run_resumes_bit_identical(tmp_path, uninterrupted, sig):
     run_id = json.loads((folder / "config.json").read_text())["run_id"]
     assert {json.loads(x)["run_id"] for x in (folder / "history.jsonl").read_text().splitlines()} \
         == {run_id}
-    assert not (folder / "checkpoint.pkl").exists()
+    assert not (folder / "checkpoint.npz").exists()
 
 
 def test_resume_refuses_a_finished_run_and_other_settings(uninterrupted, capsys):

@@ -91,7 +91,7 @@ def _killed_after_first_checkpoint(cmd: list[str], out: Path, cwd: Path) -> None
                             cwd=cwd, start_new_session=True)
     try:
         deadline = time.monotonic() + 120
-        while not (out / "checkpoint.pkl").exists():
+        while not (out / "checkpoint.npz").exists():
             assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint"
             time.sleep(0.02)
     finally:

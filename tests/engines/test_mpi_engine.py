@@ -37,6 +37,7 @@ from rfed.problems.base import Problem
 from rfed.problems.dispatch import QuadraticResourceAllocation
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 from rfed.problems.pca import SpherePCA
+from rfed.state import load_state
 
 N_AGENTS, N_ROUNDS, SEED = 16, 6, 2024
 MPIEXEC = Path(sys.executable).with_name("mpiexec")
@@ -349,7 +350,7 @@ def test_killed_mpi_run_resumes_bit_identically(reference, tmp_path):
     proc = _launch(3, "--resume-child", str(out), str(ckpt), "kill", check=False)
     assert proc.returncode != 0  # killed
     for name in RESUME_CASES:
-        payload = pickle.loads(Path(f"{ckpt}.{name}").read_bytes())
+        payload = load_state(f"{ckpt}.{name}", kind="mpi-checkpoint")
         assert payload["round"] == 4 and payload["n_ranks"] == 3, name
     _launch(3, "--resume-child", str(out), str(ckpt), "resume")
     _assert_same(pickle.loads(out.read_bytes()), reference, RESUME_CASES)

@@ -17,7 +17,6 @@ from __future__ import annotations
 import dataclasses
 import pickle
 import sys
-from pathlib import Path
 
 import numpy as np
 import pytest
@@ -34,6 +33,7 @@ from test_mpi_engine import (
 
 from rfed.networks.comm import CommStats, InProcessCommunicator
 from rfed.networks.network import Network
+from rfed.state import load_state
 
 #: Every decentralized algorithm (with DP-DPSGD and noisy DDGT), on 16 agents.
 CASES = ("doadp-budget-topk", "dpdl", "dpdpsgd", "dpdda", "dpdgt-budget", "ddgt")
@@ -94,7 +94,7 @@ def run_child(out: str, resume: str, save: str) -> None:
             except _Stop:
                 pass
             if world.Get_rank() == 0:
-                payload = pickle.loads(Path(file).read_bytes())
+                payload = load_state(file, kind="mpi-checkpoint")
                 rounds_saved[name] = (payload["round"], payload["n_ranks"])
     per_rank = world.gather(calls[0], root=0)
     # root_computes: rank 0's value on every rank; rank 0's exception raised on every rank

@@ -1,26 +1,25 @@
 """Issue 13: cheap checkpoints that keep their guarantees.
 
 A checkpoint appends what is new (completed runs, records) to ``checkpoint.log`` once and
-replaces the small ``checkpoint.pkl``; periodic checkpoints respect a wall-clock floor
+replaces the small ``checkpoint.npz``; periodic checkpoints respect a wall-clock floor
 (``checkpoint_seconds``). Asserted here, on a tiny DO-ADP experiment (10 algorithm runs):
 
 * a run "killed" (an exception that no code catches, raised right after its k-th checkpoint)
   and resumed ends with the uninterrupted run's history, privacy report and summary, for kills
   early, in the middle and at the last checkpoint; also after a torn tail was appended to the
-  log, from a checkpoint in the previous format (format 1, as earlier versions wrote it) and
-  when such a resumed run is killed and resumed again;
-* the log holds every completed run and every record exactly once, and ``checkpoint.pkl``
+  log, and when such a resumed run is killed and resumed again;
+* the log holds every completed run and every record exactly once, and ``checkpoint.npz``
   stays small however many runs completed (nothing finished is rewritten);
 * floor 0 writes exactly the old checkpoints (every ``checkpoint_every`` rounds before the
   last, and one per run); a floor far above the run's length writes only the end-of-run ones;
   with a fake clock the periodic checkpoints are at most (clock time) / floor + 1; the history
   is the same whatever the floor;
-* a damaged or missing log and an unknown format are refused with a clear error.
+* a damaged or missing log, an unknown layout and a checkpoint of an earlier release (a pickle,
+  never unpickled) are refused with a clear error.
 """
 
 from __future__ import annotations
 
-import io
 import json
 import math
 import pickle
@@ -38,6 +37,7 @@ from rfed.experiments.registry import (
     read_checkpoint,
     run_experiment,
 )
+from rfed.state import dumps_state, load_state, loads_state
 
 NAME = "doadp-logreg"
 # ten runs: Fig. 2(a)'s six settings, and the sweep's four at an epsilon other than eps_fig2a
@@ -83,12 +83,12 @@ def _results(folder: Path) -> dict:
 
 class _Counting:
     """Wraps ``RunContext._save_checkpoint``: counts the checkpoints written, records the
-    size of each ``checkpoint.pkl``, and raises :class:`_Killed` after the ``kill_after``-th."""
+    size of each ``checkpoint.npz``, and raises :class:`_Killed` after the ``kill_after``-th."""
 
     def __init__(self, monkeypatch, kill_after: int | None = None):
         self.periodic = self.end = 0
         self.sizes: list[int] = []
-        self.end_sizes: list[int] = []   # checkpoint.pkl after each end-of-run checkpoint
+        self.end_sizes: list[int] = []   # checkpoint.npz after each end-of-run checkpoint
         self.kill_after = kill_after
         original = RunContext._save_checkpoint
         counter = self
@@ -97,10 +97,10 @@ class _Counting:
             original(ctx, payload)
             if payload is None:
                 counter.end += 1
-                counter.end_sizes.append((ctx.out_dir / "checkpoint.pkl").stat().st_size)
+                counter.end_sizes.append((ctx.out_dir / "checkpoint.npz").stat().st_size)
             else:
                 counter.periodic += 1
-            counter.sizes.append((ctx.out_dir / "checkpoint.pkl").stat().st_size)
+            counter.sizes.append((ctx.out_dir / "checkpoint.npz").stat().st_size)
             if counter.kill_after is not None and len(counter.sizes) == counter.kill_after:
                 raise _Killed
 
@@ -112,7 +112,7 @@ def _kill_after(monkeypatch, k: int, out: Path, mode: str = "new") -> None:
         _Counting(m, kill_after=k)
         with pytest.raises(_Killed):
             _run(out, mode)
-    assert (out / "checkpoint.pkl").is_file() and not (out / "summary.json").exists()
+    assert (out / "checkpoint.npz").is_file() and not (out / "summary.json").exists()
 
 
 @pytest.fixture(scope="module")
@@ -133,7 +133,7 @@ def uninterrupted(tmp_path_factory):
         _run(out)
     finally:
         mp.undo()
-    assert not (out / "checkpoint.pkl").exists() and not (out / "checkpoint.log").exists()
+    assert not (out / "checkpoint.npz").exists() and not (out / "checkpoint.log").exists()
     return out, counter, started
 
 
@@ -144,11 +144,13 @@ def test_floor_zero_writes_the_old_checkpoints(uninterrupted):
     assert counter.end == len(n_rounds) == 10
 
 
-def test_checkpoint_pkl_does_not_grow_with_the_completed_runs(uninterrupted):
-    # the completed runs live in the log, written once: between runs checkpoint.pkl holds only
+def test_the_checkpoint_does_not_grow_with_the_completed_runs(uninterrupted):
+    # the completed runs live in the log, written once: between runs checkpoint.npz holds only
     # the log's length and checksum (format 1 held every completed run: 64 KB by the end here)
     _, counter, _ = uninterrupted
-    assert len(counter.end_sizes) == 10 and max(counter.end_sizes) < 400
+    # (the counts it holds gain a digit now and then)
+    assert len(counter.end_sizes) == 10 and max(counter.end_sizes) - min(counter.end_sizes) < 8
+    assert max(counter.end_sizes) < 1000
 
 
 @pytest.mark.parametrize("k", [1, 17, "last"])
@@ -161,7 +163,7 @@ def test_a_killed_run_resumes_bit_identical(tmp_path, monkeypatch, uninterrupted
     assert len(ck["records"]) == ck["log"]["n_records"] > 0
     _run(out, "resume")
     assert _results(out) == _results(ref)
-    assert not (out / "checkpoint.pkl").exists() and not (out / "checkpoint.log").exists()
+    assert not (out / "checkpoint.npz").exists() and not (out / "checkpoint.log").exists()
 
 
 def test_the_log_holds_each_run_and_record_once(tmp_path, monkeypatch):
@@ -171,9 +173,12 @@ def test_the_log_holds_each_run_and_record_once(tmp_path, monkeypatch):
     size = ck["log"]["size"]
     data = (out / "checkpoint.log").read_bytes()
     assert len(data) == size
-    buf, frames = io.BytesIO(data), []
-    while buf.tell() < size:
-        frames.append(pickle.load(buf))
+    frames, pos = [], 0
+    while pos < size:   # each frame: its length (8 bytes, little-endian), then a state file
+        n = int.from_bytes(data[pos:pos + 8], "little")
+        frames.append(loads_state(data[pos + 8:pos + 8 + n], kind="experiment-checkpoint-log",
+                                  expect={"run_id": ck["run_id"]}))
+        pos += 8 + n
     assert len(frames) > 5
     # the frames are disjoint slices: concatenated they are the records and runs, once each
     assert [r for f in frames for r in f["records"]] == ck["records"]
@@ -194,38 +199,34 @@ def test_a_torn_log_tail_is_ignored(tmp_path, monkeypatch, uninterrupted):
     assert _results(out) == _results(ref)
 
 
-class _OldPickledOnce:
-    """What format 1 stored for each completed run (its bytes unpickle to the run itself)."""
+class _Marker:
+    """Unpickling it creates the file ``path`` (what a crafted pickle could do: run code)."""
 
-    def __init__(self, obj):
-        self.blob = pickle.dumps(obj, protocol=pickle.HIGHEST_PROTOCOL)
+    def __init__(self, path):
+        self.path = str(path)
 
     def __reduce__(self):
-        return pickle.loads, (self.blob,)
+        return (Path.touch, (Path(self.path),))
 
 
-def _as_format_1(out: Path) -> None:
-    """Rewrite the checkpoint in ``out`` as earlier versions wrote it: one pickle, no log."""
-    ck = read_checkpoint(out)
-    old = {"format": 1, "experiment": ck["experiment"], "seed": ck["seed"],
-           "run_id": ck["run_id"], "completed": [_OldPickledOnce(e) for e in ck["completed"]],
-           "current": ck["current"], "records": ck["records"]}
-    (out / "checkpoint.pkl").write_bytes(pickle.dumps(old, protocol=pickle.HIGHEST_PROTOCOL))
-    (out / "checkpoint.log").unlink()
-
-
-def test_a_format_1_checkpoint_resumes_and_is_continued_as_format_2(tmp_path, monkeypatch,
-                                                                     uninterrupted):
-    ref = uninterrupted[0]
+def test_a_checkpoint_of_an_earlier_release_is_refused_and_never_unpickled(tmp_path,
+                                                                           monkeypatch):
     out = tmp_path / "run"
     _kill_after(monkeypatch, 30, out)
-    _as_format_1(out)
-    assert read_checkpoint(out)["log"] is None
-    _kill_after(monkeypatch, 5, out, mode="resume")
-    ck = read_checkpoint(out)
-    assert ck["format"] == 2 and ck["log"]["n_completed"] == len(ck["completed"]) >= 3
-    _run(out, "resume")
-    assert _results(out) == _results(ref)
+    marker = tmp_path / "marker"
+    # layout 2 of the previous release: a pickle; this one would create the marker
+    (out / "checkpoint.pkl").write_bytes(pickle.dumps({"format": 2, "x": _Marker(marker)}))
+    (out / "checkpoint.npz").unlink()
+    with pytest.raises(OutputDirError, match=r"checkpoint.pkl' is a checkpoint written by an "
+                                             r"earlier rfed \(a pickle\); this format is no "
+                                             r"longer read"):
+        _run(out, "resume")
+    assert not marker.exists()
+    # a pickle under the new name is refused too, unread
+    (out / "checkpoint.pkl").rename(out / "checkpoint.npz")
+    with pytest.raises(OutputDirError, match=r"checkpoint.npz' is a pickle .* no longer read"):
+        _run(out, "resume")
+    assert not marker.exists()
 
 
 def test_a_floor_longer_than_the_run_leaves_only_the_end_of_run_checkpoints(
@@ -261,7 +262,7 @@ def test_a_damaged_log_or_unknown_format_is_refused_clearly(tmp_path, monkeypatc
     log = out / "checkpoint.log"
     good = log.read_bytes()
     log.write_bytes(good[:10] + bytes([good[10] ^ 1]) + good[11:])
-    with pytest.raises(OutputDirError, match="cannot resume: .*damaged .CRC-32"):
+    with pytest.raises(OutputDirError, match="cannot resume: .*damaged .checksum mismatch"):
         _run(out, "resume")
     log.write_bytes(good[: len(good) // 2])
     with pytest.raises(OutputDirError, match="fewer than the"):
@@ -270,13 +271,22 @@ def test_a_damaged_log_or_unknown_format_is_refused_clearly(tmp_path, monkeypatc
     with pytest.raises(OutputDirError, match="checkpoint.log' is missing"):
         _run(out, "resume")
     log.write_bytes(good)
-    ck = pickle.loads((out / "checkpoint.pkl").read_bytes())
-    (out / "checkpoint.pkl").write_bytes(pickle.dumps({**ck, "format": 99}))
-    with pytest.raises(OutputDirError, match=r"format 99; it reads formats 1, 2"):
+    head = out / "checkpoint.npz"
+    ck = load_state(head, kind="experiment-checkpoint")
+    bind = json.loads(_member(head, "state.json"))["bind"]
+    head.write_bytes(dumps_state({**ck, "format": 99}, kind="experiment-checkpoint", bind=bind))
+    with pytest.raises(OutputDirError, match=r"layout 99; it reads layout 3"):
         _run(out, "resume")
-    (out / "checkpoint.pkl").write_bytes(b"not a pickle")
-    with pytest.raises(OutputDirError, match="cannot read the checkpoint"):
+    head.write_bytes(b"not a checkpoint")
+    with pytest.raises(OutputDirError, match="checkpoint.npz' is not an rfed state file"):
         _run(out, "resume")
+
+
+def _member(path: Path, name: str) -> bytes:
+    import zipfile
+
+    with zipfile.ZipFile(path) as zf:
+        return zf.read(name)
 
 
 @pytest.mark.parametrize("bad", [-1.0, math.nan, math.inf, True, "5"])

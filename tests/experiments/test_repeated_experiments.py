@@ -67,7 +67,7 @@ def test_a_group_of_repetitions_killed_midway_resumes_bit_identical(tmp_path):
                              str(folder)], cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)
     deadline = time.monotonic() + 120
-    while not (folder / "checkpoint.pkl").exists():
+    while not (folder / "checkpoint.npz").exists():
         assert proc.poll() is None and time.monotonic() < deadline, "no checkpoint written"
         time.sleep(0.02)
     proc.send_signal(signal.SIGKILL)

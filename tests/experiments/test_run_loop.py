@@ -24,6 +24,7 @@ from rfed.privacy.mechanisms import LaplaceSchedule
 from rfed.problems.dispatch import ieee14_problem
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 from rfed.problems.pca import SpherePCA
+from rfed.state import dumps_state, loads_state, register_state_type
 
 
 def _pca():
@@ -68,13 +69,17 @@ def _cases():
 CASES = _cases()
 
 class _Keep:
-    """A checkpoint sink keeping the pickled bytes (a picklable callable)."""
+    """A checkpoint sink keeping each payload as the bytes of a checkpoint file."""
 
     def __init__(self):
         self.saved = []
 
     def __call__(self, payload):
-        self.saved.append(pickle.dumps(payload))
+        self.saved.append(dumps_state(payload, kind="algorithm-checkpoint"))
+
+
+def _loaded(data: bytes) -> dict:
+    return loads_state(data, kind="algorithm-checkpoint")
 
 
 def _same(a, b):
@@ -94,7 +99,7 @@ def test_checkpoint_resume_is_bit_identical(name):
     keep = _Keep()
     make().run(problem, 12, rng=5, x0=x0, eval_every=3, checkpoint_every=4, checkpoint=keep)
     assert len(keep.saved) == 2                      # rounds 4 and 8 (not the last round)
-    payload = pickle.loads(keep.saved[0])
+    payload = _loaded(keep.saved[0])
     assert payload["round"] == 4 and len(payload["history"]) == 2   # rounds 0 and 3
     resumed = make().run(problem, 12, rng=999, x0=x0, eval_every=3, resume_from=payload)
     _same(full, resumed)
@@ -189,7 +194,7 @@ def test_sigint_is_deferred_to_the_end_of_the_round_and_checkpointed():
     with pytest.raises(KeyboardInterrupt):
         _Interrupting(2.0).run(_Problem(Euclidean(2)), 10, rng=0, x0=np.ones(2),
                                checkpoint=keep)
-    payload = pickle.loads(keep.saved[-1])
+    payload = _loaded(keep.saved[-1])
     assert payload["round"] == 4                      # round 4 finished before stopping
     assert np.array_equal(payload["state"]["x"], np.ones(2) * 16.0)
     assert signal.getsignal(signal.SIGINT) is before          # the handler is restored
@@ -226,7 +231,7 @@ def test_a_failing_privacy_report_after_the_rounds_keeps_the_rounds():
     keep = _Keep()
     with pytest.raises(OverflowError):
         _BadReport(2.0).run(_Problem(Euclidean(2)), 6, rng=0, x0=np.ones(2), checkpoint=keep)
-    payload = pickle.loads(keep.saved[-1])
+    payload = _loaded(keep.saved[-1])
     assert payload["round"] == 6 and len(payload["history"]) == 7
     res = _Walk(2.0).run(_Problem(Euclidean(2)), 6, rng=0, resume_from=payload)
     assert np.array_equal(res.x, np.ones(2) * 64.0) and len(res.history) == 7
@@ -246,6 +251,7 @@ def test_run_checks_a_step_size_attribute_and_each_value_of_a_schedule():
     assert len(alg.run(problem, 6, rng=0, eval_every=3).history) == 3
 
 
+@register_state_type
 class _CountsPickling:
     """A run result that counts how often it is serialized."""
 

@@ -9,8 +9,12 @@ from rfed.manifolds import (
     Euclidean,
     Grassmann,
     Hyperboloid,
+    Oblique,
     PoincareBall,
     Product,
+    SPDBuresWasserstein,
+    SPDLogEuclidean,
+    SpecialOrthogonal,
     Sphere,
     Stiefel,
 )
@@ -36,6 +40,16 @@ CASES = {
     "Grassmann(5,2)": lambda: Grassmann(5, 2),
     "Grassmann(7,3)": lambda: Grassmann(7, 3),
     "Grassmann(4,1)": lambda: Grassmann(4, 1),
+    "Oblique(4,3)": lambda: Oblique(4, 3),
+    "Oblique(2,1)": lambda: Oblique(2, 1),
+    "SO(2)": lambda: SpecialOrthogonal(2),
+    "SO(3)": lambda: SpecialOrthogonal(3),
+    "SO(5)": lambda: SpecialOrthogonal(5),
+    "SPDLogEuclidean(2)": lambda: SPDLogEuclidean(2),
+    "SPDLogEuclidean(4)": lambda: SPDLogEuclidean(4),
+    "SPDBuresWasserstein(2)": lambda: SPDBuresWasserstein(2),
+    "SPDBuresWasserstein(4)": lambda: SPDBuresWasserstein(4),
+    "Product(SO3,Oblique)": lambda: Product(SpecialOrthogonal(3), Oblique(3, 2)),
 }
 
 
@@ -108,6 +122,11 @@ def radius(m) -> float:
     Grassmann manifold) and, on Stiefel, inside the range where its log iteration converges."""
     if isinstance(m, Grassmann):
         return 1.4
+    if isinstance(m, SPDBuresWasserstein):
+        # the exponential is a geodesic only while I + L_P[u] stays positive definite
+        return 0.3
+    if isinstance(m, Oblique):
+        return 2.5
     if isinstance(m, Stiefel):
         return 1.5
     if isinstance(m, Sphere) or (

@@ -281,7 +281,13 @@ def test_gradient_and_hessian_conversions(manifold, rng):
     rgrad = manifold.egrad2rgrad(x, egrad(x))
     assert manifold.is_tangent(x, rgrad, atol=1e-10)
     np.testing.assert_allclose(manifold.inner(x, rgrad, v), d1, rtol=1e-6, atol=1e-6)
-    rhess = manifold.ehess2rhess(x, egrad(x), ehess(v), v)
+    try:
+        rhess = manifold.ehess2rhess(x, egrad(x), ehess(v), v)
+    except NotImplementedError as exc:
+        # documented: first-order solvers only (the SPD log-Euclidean and Bures-Wasserstein
+        # metrics); the gradient conversion above is checked on every manifold
+        assert "first-order" in str(exc)
+        pytest.skip(str(exc))
     assert manifold.is_tangent(x, rhess, atol=1e-10)
     np.testing.assert_allclose(manifold.inner(x, rhess, v), d2, rtol=1e-4, atol=1e-4)
 

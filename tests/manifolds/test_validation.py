@@ -194,3 +194,95 @@ def test_mean_weights_validation():
         s.mean(pts, np.ones(4))
     with pytest.raises(ValueError, match="argument 'points' has shape"):
         s.mean(np.zeros((3, 4)))
+
+
+# ---------------------------------------------------------------- every manifold case
+from manifold_cases import CASES, blocks, is_product, scale, unit_tangent  # noqa: E402
+
+EVERY = list(CASES)
+
+
+@pytest.mark.parametrize("case", EVERY)
+@pytest.mark.parametrize("sigma", [np.nan, np.inf, -0.5, "big"])
+def test_checked_tangent_gaussian_refuses_bad_sigma(case, sigma):
+    m = CASES[case]()
+    x = m.random_point(0)
+    with pytest.raises(ValueError, match=r"argument 'sigma'"):
+        m.checked().tangent_gaussian(x, sigma, 0)
+    with pytest.raises(ValueError, match=r"argument 'sigma'"):
+        m.checked().tangent_gaussian(x, sigma=sigma, rng=0)
+
+
+@pytest.mark.parametrize("case", EVERY)
+def test_checked_tangent_gaussian_refuses_one_bad_entry_of_an_array_sigma(case):
+    m = CASES[case]()
+    x = m.random_point(0, (3,))
+    with pytest.raises(ValueError, match=r"argument 'sigma'.*1 bad entries"):
+        m.checked().tangent_gaussian(x, np.array([0.1, -1.0, 0.2]), 0)
+    m.checked().tangent_gaussian(x, np.array([0.1, 0.0, 0.2]), 0)  # zero noise is valid
+
+
+@pytest.mark.parametrize("case", EVERY)
+def test_complex_points_are_refused(case):
+    m = CASES[case]()
+    x = m.random_point(0)
+    if is_product(m):
+        bad = (x[0] + 1e-3j, x[1])
+        with pytest.raises(ValueError, match=r"argument 'x\[0\]' is complex"):
+            m.check_point(bad)
+        return
+    with pytest.raises(ValueError, match=r"argument 'x' is complex"):
+        m.check_point(x + 0j)
+    u = m.tangent_gaussian(x, 1.0, 0)
+    with pytest.raises(ValueError, match=r"argument 'u' is complex"):
+        m.check_tangent(x, u * (1 + 0j))
+
+
+@pytest.mark.parametrize("case", EVERY)
+def test_checked_exp_refuses_an_overflowing_step(case):
+    """A step so long that exp leaves float64 (or, on the ball, reaches the boundary float64
+    can represent) is refused, naming 'u', instead of returning NaN or a clipped point."""
+    m = CASES[case]()
+    x = m.random_point(0)
+    u = unit_tangent(m, x, np.random.default_rng(1), 1.0)
+    huge = scale(m, u, 1e300)
+    try:
+        y = m.exp(x, huge)
+    except (FloatingPointError, ValueError) as exc:  # refused by exp itself: fine too
+        assert "float64" in str(exc) or "representable" in str(exc)
+        return
+    if all(np.all(np.isfinite(b)) for _, b in blocks(m, y)) and np.all(m.belongs(y)) and not (
+        isinstance(m, PoincareBall)
+    ):
+        # a representable result (Euclidean: x + u; compact manifolds: a point of the
+        # geodesic) is valid; the checked view passes it through unchanged
+        assert np.all(m.belongs(m.checked().exp(x, huge)))
+        return
+    with pytest.raises(ValueError, match=r"argument 'u(\[\d\])?' is too long"):
+        m.checked().exp(x, huge)
+
+
+def test_checked_exp_on_the_ball_refuses_a_clipped_result():
+    ball = PoincareBall(2)
+    x = np.zeros(2)
+    with pytest.raises(ValueError, match=r"argument 'u' is too long.*boundary"):
+        ball.checked().exp(x, np.array([30.0, 0.0]))
+    ball.checked().exp(x, np.array([3.0, 0.0]))  # well inside
+
+
+@pytest.mark.parametrize("case", EVERY)
+@pytest.mark.parametrize("option, value", [("max_iter", -1), ("max_iter", 0), ("max_iter", 2.5),
+                                           ("tol", np.nan), ("tol", -1.0), ("tol", np.inf)])
+def test_mean_refuses_bad_options(case, option, value):
+    m = CASES[case]()
+    pts = m.random_point(0, (4,))
+    with pytest.raises(ValueError, match=rf"argument '{option}'"):
+        m.mean(pts, **{option: value})
+
+
+@pytest.mark.parametrize("case", EVERY)
+def test_mean_of_no_point_is_refused(case):
+    m = CASES[case]()
+    empty = tuple(np.zeros((0,) + mi.point_shape) for mi, _ in blocks(m, m.random_point(0)))
+    with pytest.raises(ValueError, match=r"argument 'points' holds no point"):
+        m.mean(empty if is_product(m) else empty[0])

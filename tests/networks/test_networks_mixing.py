@@ -309,9 +309,13 @@ def test_random_gossip_on_sparse_supergraph():
     rd = gossip.sample(0)
     # every sampled pair is an edge of the ring
     assert np.all(g.adjacency[rd.pairs[:, 0], rd.pairs[:, 1]] == 1)
-    with pytest.raises(ValueError, match="no random 6-matching"):
-        RandomGossip(star(12), 12, max_tries=20).sample(0)
-    with pytest.raises(ValueError, match="even int"):
-        RandomGossip(g, 3)
+    # a star has no matching of more than one edge: every node active, one pair (the hub's),
+    # the ten others keep their own value
+    rd = RandomGossip(star(12), 12).sample(0)
+    assert rd.active.all() and rd.pairs.shape == (1, 2) and 0 in rd.pairs
+    with pytest.raises(ValueError, match="'n_active' must be an int in 1..12"):
+        RandomGossip(g, 13)
+    with pytest.raises(ValueError, match="'mode' must be one of"):
+        RandomGossip(g, 4, mode="rejection")
     with pytest.raises(ValueError, match="'rng' is needed"):
         gossip.beta()

@@ -177,197 +177,120 @@ def _full_order_epsilon(spec, steps, delta, neighboring):
 @pytest.mark.parametrize("kind,full_grid", [
     ("none", True), ("poisson", True), ("without_replacement", False),
     pytest.param("without_replacement", True, marks=pytest.mark.slow)])
-def test_epsilon_equals_the_full_order_set_bit_for_bit(kind, full_grid, tmp_path):
+def test_epsilon_equals_the_full_order_set_bit_for_bit(kind, full_grid):
     from rfed.privacy import accountants as acc_mod
 
-    acc_mod.set_rdp_cache_dir(tmp_path)
-    try:
-        neighboring = "add_remove_one" if kind == "poisson" else "replace_one"
-        high = 0
-        # without replacement costs ~0.2 s a curve: a smaller grid by default, all under -m slow
-        grid = ((0.6, 400.0), ((1, 1e-5), (2000, 1e-6))) if kind == "without_replacement" \
-            and not full_grid else ((0.6, 2.0, 8.0, 60.0, 400.0),
-                                    ((1, 1e-5), (40, 1e-10), (2000, 1e-6)))
-        for z in grid[0]:
-            for steps, delta in grid[1]:
-                if kind == "none":
-                    spec = EventSpec.make("gaussian", z)
-                elif kind == "poisson":
-                    spec = EventSpec.make("gaussian", z, "poisson", 0.03)
-                else:
-                    spec = EventSpec.make("gaussian", z, "without_replacement", dataset_size=40,
-                                          sample_size=4)
-                # the tiers give what the full order set gives, bit for bit ...
-                want = compose_epsilon([(spec, steps)], delta, "rdp", neighboring,
-                                       rdp_orders=acc_mod.DEFAULT_RDP_ORDERS)
-                assert compose_epsilon([(spec, steps)], delta, "rdp", neighboring) == want
-                # ... and dp-accounting's value up to the rounding of the curves: dp-accounting
-                # sums log A near 1 to ~1e-16 absolute per step (rfed's integer orders are
-                # accurate to ~1e-13 relative, see test_rdp_vectorized)
-                # (without replacement, dp-accounting's forward differences lose every digit
-                # for large z; test_rdp_vectorized checks those curves against mpmath)
-                reference, order = _full_order_epsilon(spec, steps, delta, neighboring)
-                if kind != "without_replacement" or z < 2:
-                    assert want == pytest.approx(reference, rel=1e-12, abs=1e-15 * steps)
-                high += order > 64
-        assert high > 0  # the grid reaches cases where an order above 64 is the optimum
-    finally:
-        acc_mod.set_rdp_cache_dir(None)
+    neighboring = "add_remove_one" if kind == "poisson" else "replace_one"
+    high = 0
+    # without replacement costs ~0.2 s a curve: a smaller grid by default, all under -m slow
+    grid = ((0.6, 400.0), ((1, 1e-5), (2000, 1e-6))) if kind == "without_replacement" \
+        and not full_grid else ((0.6, 2.0, 8.0, 60.0, 400.0),
+                                ((1, 1e-5), (40, 1e-10), (2000, 1e-6)))
+    for z in grid[0]:
+        for steps, delta in grid[1]:
+            if kind == "none":
+                spec = EventSpec.make("gaussian", z)
+            elif kind == "poisson":
+                spec = EventSpec.make("gaussian", z, "poisson", 0.03)
+            else:
+                spec = EventSpec.make("gaussian", z, "without_replacement", dataset_size=40,
+                                      sample_size=4)
+            # the tiers give what the full order set gives, bit for bit ...
+            want = compose_epsilon([(spec, steps)], delta, "rdp", neighboring,
+                                   rdp_orders=acc_mod.DEFAULT_RDP_ORDERS)
+            assert compose_epsilon([(spec, steps)], delta, "rdp", neighboring) == want
+            # ... and dp-accounting's value up to the rounding of the curves: dp-accounting
+            # sums log A near 1 to ~1e-16 absolute per step (rfed's integer orders are
+            # accurate to ~1e-13 relative, see test_rdp_vectorized)
+            # (without replacement, dp-accounting's forward differences lose every digit
+            # for large z; test_rdp_vectorized checks those curves against mpmath)
+            reference, order = _full_order_epsilon(spec, steps, delta, neighboring)
+            if kind != "without_replacement" or z < 2:
+                assert want == pytest.approx(reference, rel=1e-12, abs=1e-15 * steps)
+            high += order > 64
+    assert high > 0  # the grid reaches cases where an order above 64 is the optimum
 
 
-def test_rdp_curves_are_reused_across_processes_from_disk(tmp_path, monkeypatch):
-    from rfed.privacy import accountants as acc_mod
-
-    spec = EventSpec.make("gaussian", 1.3, "without_replacement", dataset_size=30, sample_size=5)
-    acc_mod.set_rdp_cache_dir(tmp_path)
-    try:
-        acc_mod.clear_rdp_cache()
-        first = compose_epsilon([(spec, 50)], 1e-5, "rdp", "replace_one")
-        assert len(list(tmp_path.glob("*.npz"))) >= 1
-        assert not list(tmp_path.glob("*.tmp"))  # written atomically, nothing left behind
-        acc_mod.clear_rdp_cache(memory=True)  # a new process: only the disk remains
-
-        def no_computation(*args, **kwargs):
-            raise AssertionError("the curve should come from the disk cache")
-
-        with monkeypatch.context() as m:
-            m.setattr(acc_mod, "_compute_rdp_curve", no_computation)
-            assert compose_epsilon([(spec, 50)], 1e-5, "rdp", "replace_one") == first
-        # curves of another implementation (e.g. dp-accounting's, cached before rfed computed
-        # them) are never read: its tag is part of the key
-        acc_mod.clear_rdp_cache(memory=True)
-        with monkeypatch.context() as m:
-            m.setattr(acc_mod._rdp, "IMPLEMENTATION", "another-implementation")
-            n_files = len(list(tmp_path.glob("*.npz")))
-            assert compose_epsilon([(spec, 50)], 1e-5, "rdp", "replace_one") == first
-            assert len(list(tmp_path.glob("*.npz"))) == n_files + 1
-        # another dp-accounting version never reads these files
-        acc_mod.clear_rdp_cache(memory=True)
-        monkeypatch.setattr(acc_mod, "DP_ACCOUNTING_VERSION", "0.0-other")
-        n_files = len(list(tmp_path.glob("*.npz")))
-        assert compose_epsilon([(spec, 50)], 1e-5, "rdp", "replace_one") == first
-        assert len(list(tmp_path.glob("*.npz"))) > n_files
-    finally:
-        acc_mod.set_rdp_cache_dir(None)
-        acc_mod.clear_rdp_cache()
-
-
-def test_the_disk_cache_is_bounded_and_keeps_the_recently_used_curves(tmp_path, monkeypatch):
-    from rfed.privacy import accountants as acc_mod
-
-    def curve(z):
-        spec = EventSpec.make("gaussian", z, "poisson", sampling_rate=0.1)
-        return compose_epsilon([(spec, 10)], 1e-5, "rdp", "add_remove_one")
-
-    acc_mod.set_rdp_cache_dir(tmp_path)
-    monkeypatch.setattr(acc_mod, "_PRUNE_EVERY", 1)
-    try:
-        acc_mod.clear_rdp_cache()
-        curve(1.0)
-        size = max(p.stat().st_size for p in tmp_path.glob("*.npz"))
-        acc_mod.set_rdp_cache_limit(6 * size)
-        used = {p.name for p in tmp_path.glob("*.npz")}
-        for i in range(20):
-            curve(2.0 + i)
-            acc_mod.clear_rdp_cache(memory=True)
-            curve(1.0)   # read back from disk: the most recently used, never pruned
-            assert used <= {p.name for p in tmp_path.glob("*.npz")}
-            total = sum(p.stat().st_size for p in tmp_path.glob("*.npz"))
-            assert total <= 6 * size
-        assert len(list(tmp_path.glob("*.npz"))) < 21   # older curves were deleted
-        acc_mod.set_rdp_cache_limit(None)
-        monkeypatch.setenv("RFED_CACHE_MAX_MB", "0.5")
-        assert acc_mod.rdp_cache_limit() == 2**19
-        monkeypatch.setenv("RFED_CACHE_MAX_MB", "lots")
-        with pytest.raises(ValueError, match="RFED_CACHE_MAX_MB must be a positive number"):
-            acc_mod.rdp_cache_limit()
-        with pytest.raises(ValueError, match="argument 'max_bytes' must be a positive integer"):
-            acc_mod.set_rdp_cache_limit(0)
-    finally:
-        acc_mod.set_rdp_cache_limit(None)
-        acc_mod.set_rdp_cache_dir(None)
-        acc_mod.clear_rdp_cache()
-
-
-def test_a_corrupt_or_unwritable_disk_cache_costs_time_not_correctness(tmp_path):
-    from rfed.privacy import accountants as acc_mod
-
-    spec = EventSpec.make("gaussian", 0.9, "poisson", 0.05)
-    acc_mod.set_rdp_cache_dir(None)
-    acc_mod.clear_rdp_cache()
-    want = compose_epsilon([(spec, 100)], 1e-5)
-    acc_mod.set_rdp_cache_dir(tmp_path)
-    try:
-        acc_mod.clear_rdp_cache()
-        compose_epsilon([(spec, 100)], 1e-5)
-        for f in tmp_path.glob("*.npz"):
-            f.write_bytes(b"truncated")
-        acc_mod.clear_rdp_cache(memory=True)
-        assert compose_epsilon([(spec, 100)], 1e-5) == want
-        blocker = tmp_path / "not-a-folder"
-        blocker.write_text("x")
-        acc_mod.set_rdp_cache_dir(blocker / "curves")
-        acc_mod.clear_rdp_cache(memory=True)
-        with pytest.warns(RuntimeWarning, match="not writable"):
-            assert compose_epsilon([(spec, 100)], 1e-5) == want
-    finally:
-        acc_mod.set_rdp_cache_dir(None)
-        acc_mod.clear_rdp_cache()
-
-
-def test_concurrent_writers_of_the_disk_cache_never_expose_a_partial_curve(tmp_path):
-    """Processes sharing the cache (e.g. the ranks of an MPI job) may store the same curve at
-    once: each writes a temporary file of its own and renames it over the target, so a reader
-    sees no file or a whole one, and no temporary is left behind. Here 4 threads store and read
-    one key 40 times each, released together."""
-    import threading
+def _plant_tampered_curves(folder, requested, factor=0.05):
+    """Write every requested curve, scaled by ``factor``, where rfed's former disk cache read
+    its curves (``$RFED_CACHE_DIR/rdp-curves/<sha256 of the key>.npz``, the key naming the
+    dp-accounting version, the curve code, the relation, the event and the orders): a tampered
+    cache that a version trusting it would have read."""
+    import hashlib
+    import json
 
     import numpy as np
 
+    from rfed.privacy import _rdp
     from rfed.privacy import accountants as acc_mod
 
-    key = "a curve key"
-    curve = np.linspace(0.0, 1.0, 5000)
-    start = threading.Barrier(4)
-    seen: list = []
-    errors: list = []
-
-    def work():
-        start.wait()
-        try:
-            for _ in range(40):
-                acc_mod._disk_store(str(tmp_path), key, curve)
-                seen.append(acc_mod._disk_load(str(tmp_path), key))
-        except Exception as exc:  # reported below, with the thread's error
-            errors.append(exc)
-
-    threads = [threading.Thread(target=work) for _ in range(4)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    assert not errors
-    assert len(seen) == 160 and all(s is not None and np.array_equal(s, curve) for s in seen)
-    assert [p.suffix for p in tmp_path.iterdir()] == [".npz"]
+    folder.mkdir(parents=True, exist_ok=True)
+    for spec, neighboring, orders in requested:
+        engine = (_rdp.IMPLEMENTATION if spec.mechanism == "gaussian"
+                  else "rfed-laplace-dpa-arithmetic-1")
+        key = json.dumps({"dp_accounting": acc_mod.DP_ACCOUNTING_VERSION, "engine": engine,
+                          "neighboring": neighboring, "event": spec.to_dict(),
+                          "orders": [repr(o) for o in orders]}, sort_keys=True)
+        rdp = factor * acc_mod._compute_rdp_curve(spec, neighboring, orders)
+        path = folder / (hashlib.sha256(key.encode()).hexdigest() + ".npz")
+        np.savez(path, key=np.array(key), rdp=rdp)
 
 
-def test_only_the_costly_curves_are_kept_on_disk(tmp_path):
-    """Subsampled Gaussian curves (milliseconds each) get a file; the unsampled Gaussian's closed
-    form and the Laplace curves (cheaper than their file) are only kept in memory."""
+def test_a_tampered_cache_file_changes_no_printed_epsilon_and_no_calibration(tmp_path,
+                                                                              monkeypatch):
+    """Every curve an epsilon, a calibration and a run's report ask for is planted, scaled by
+    0.05, in the cache folder (a version that trusted it printed eps 0.20 for a spend of 1.0 and
+    calibrated 15.9 instead of 71.9): nothing changes, and nothing is written there."""
+
+    from rfed.algorithms.federated import DPRSGD, PriRFed
+    from rfed.algorithms.federated import accounting as fed_accounting
+    from rfed.datasets.synthetic import make_pca_synthetic
+    from rfed.privacy import PrivacyBudget, calibrate
+    from rfed.privacy import accountants as acc_mod
+    from rfed.problems import SpherePCA
+
+    monkeypatch.setenv("RFED_CACHE_DIR", str(tmp_path))
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path))
+    events = [(EventSpec.make("gaussian", 0.8, "without_replacement", dataset_size=30,
+                              sample_size=6), 200)]
+    budget = PrivacyBudget(1.0, 1e-5, method="rdp")
+
+    def wor(z):
+        return [(EventSpec.make("gaussian", z, "without_replacement", dataset_size=30,
+                                sample_size=6), 200)]
+
+    def printed():
+        acc_mod.clear_rdp_cache()
+        fed_accounting._CERTIFICATES.clear()
+        fed_accounting._CALIBRATIONS.clear()
+        alg = PriRFed(DPRSGD(steps=2, batch_size=0.2, clip=0.5), None, 0.1,
+                      budget=PrivacyBudget(1.0, 1e-5), n_rounds=3)
+        run = alg.run(SpherePCA(make_pca_synthetic(3, 30, 6, 0.3, 4)), 3, rng=0,
+                      with_reference=False)
+        return (compose_epsilon(events, 1e-5, "rdp", "replace_one"),
+                calibrate(wor, budget, delta=1e-5).noise_multiplier,
+                run.privacy["epsilon_certified"], run.state.plan.sigma.tolist())
+
+    requested = []
+    compute = acc_mod._compute_rdp_curve
+
+    def spy(spec, neighboring, orders):
+        requested.append((spec, neighboring, orders))
+        return compute(spec, neighboring, orders)
+
+    monkeypatch.setattr(acc_mod, "_compute_rdp_curve", spy)
+    clean = printed()
+    monkeypatch.setattr(acc_mod, "_compute_rdp_curve", compute)
+    assert not list(tmp_path.rglob("*.npz"))   # nothing is ever written to disk
+    _plant_tampered_curves(tmp_path / "rdp-curves", set(requested))
+    _plant_tampered_curves(tmp_path / "rfed" / "rdp-curves", set(requested))
+    assert printed() == clean
+    assert clean[0] > 1.0 and 0.9 <= clean[2] <= 1.0
+
+
+def test_no_disk_cache_api_remains():
     from rfed.privacy import accountants as acc_mod
 
-    acc_mod.set_rdp_cache_dir(tmp_path)
-    try:
-        acc_mod.clear_rdp_cache()
-        for spec in (EventSpec.make("gaussian", 1.1), EventSpec.make("laplace", 2.0)):
-            compose_epsilon([(spec, 7)], 1e-5, "rdp", "replace_one")
-        assert not list(tmp_path.glob("*.npz"))
-        for spec, neighboring in (
-                (EventSpec.make("gaussian", 1.1, "poisson", 0.02), "add_remove_one"),
-                (EventSpec.make("gaussian", 1.1, "without_replacement", dataset_size=50,
-                                sample_size=2), "replace_one")):
-            compose_epsilon([(spec, 7)], 1e-5, "rdp", neighboring)
-        assert len(list(tmp_path.glob("*.npz"))) == 2
-    finally:
-        acc_mod.set_rdp_cache_dir(None)
-        acc_mod.clear_rdp_cache()
+    for name in ("rdp_cache_dir", "set_rdp_cache_dir", "prune_rdp_cache", "rdp_cache_limit",
+                 "set_rdp_cache_limit", "_disk_load", "_disk_store"):
+        assert not hasattr(acc_mod, name), name

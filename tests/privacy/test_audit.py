@@ -13,6 +13,8 @@ from rfed.privacy.audit import (
     canary_gradient_direction,
     clopper_pearson,
     epsilon_lower_bound,
+    gaussian_pair_delta,
+    gaussian_pair_epsilon,
     replace_record,
 )
 from rfed.problems.pca import SpherePCA
@@ -128,6 +130,69 @@ def test_audit_validates_runner_output_and_arguments():
         epsilon_lower_bound(np.zeros(10), np.ones(10), 1.5)
     with pytest.raises(ValueError, match="scores_1"):
         epsilon_lower_bound(np.zeros(10), np.array([0.0, np.nan, 1.0, 2.0]), 1e-5)
+
+
+# ---------------------------------------------------------------------- exact pair epsilon
+def _integrated_hockey_stick(eps, shift, s0, s1, dim):
+    """``E_P[(1 - e^(eps - L))_+]`` for P = N(0, s0^2 I_d), Q = N(shift e_1, s1^2 I_d).
+
+    Under P write ``y = s0 (z e_1 + w)``: ``z`` standard normal along the shift, ``r = |w|^2``
+    chi-square with ``k = d - 1`` degrees of freedom. The privacy loss
+    ``L = d log(s1/s0) - (z^2 + r)/2 + ((s0 z - shift)^2 + s0^2 r) / (2 s1^2) = A(z) + B r``
+    is linear in ``r``; for each ``z`` the integral over ``r`` is a central chi-square
+    probability minus ``e^(eps - A)`` times ``c^(-k/2)`` times one at the rescaled threshold
+    (``e^(-B r)`` times the chi-square density is ``c^(1 - k/2)`` times it at ``c r``,
+    ``c = 1 + 2B``); the integral over ``z`` is numerical (scipy's adaptive quadrature). An
+    independent route from :func:`gaussian_pair_delta`'s noncentral chi-square in ``d``
+    dimensions."""
+    from scipy import integrate
+
+    k = dim - 1
+    b = (s0 * s0 / (s1 * s1) - 1.0) / 2
+    c = 1.0 + 2 * b
+
+    def inner(z):
+        a = dim * math.log(s1 / s0) - z * z / 2 + (s0 * z - shift) ** 2 / (2 * s1 * s1)
+        if k == 0 or b == 0:
+            return -math.expm1(eps - a) if a > eps else 0.0
+        r_star = (eps - a) / b
+        if b > 0:     # L > eps  <=>  r > r*
+            r_star = max(r_star, 0.0)
+            p_r, p_q = stats.chi2.sf(r_star, k), stats.chi2.sf(c * r_star, k)
+        else:         # L > eps  <=>  r < r*
+            if r_star <= 0:
+                return 0.0
+            p_r, p_q = stats.chi2.cdf(r_star, k), stats.chi2.cdf(c * r_star, k)
+        return p_r - math.exp(eps - a - (k / 2) * math.log(c)) * p_q
+
+    val, _ = integrate.quad(lambda z: inner(z) * stats.norm.pdf(z), -40.0, 40.0,
+                            points=[0.0], limit=400, epsabs=1e-13, epsrel=1e-10)
+    return max(val, 0.0)
+
+
+@pytest.mark.parametrize("shift,s0,s1,dim", [
+    (0.25, 0.933, 0.746, 99),   # the reviewer's add/remove pair (noise from the private N)
+    (0.25, 0.9, 0.9, 99),       # equal noise: the Gaussian mechanism's profile
+    (1.0, 0.7, 0.9, 5),
+    (0.0, 1.0, 1.1, 3),
+])
+def test_gaussian_pair_delta_matches_numerical_integration(shift, s0, s1, dim):
+    for eps in (0.0, 0.5, 2.0, 8.0):
+        integrated = max(_integrated_hockey_stick(eps, shift, s0, s1, dim),
+                         _integrated_hockey_stick(eps, shift, s1, s0, dim))
+        assert gaussian_pair_delta(eps, shift, s0, s1, dim) == pytest.approx(
+            integrated, rel=1e-6, abs=1e-9)
+
+
+def test_gaussian_pair_epsilon_is_the_gaussian_mechanism_at_equal_noise():
+    for mu in (0.3, 1.0, 3.0):
+        assert gaussian_pair_epsilon(mu, 1.0, 1.0, 7, 1e-5) == pytest.approx(
+            analytic_gaussian_epsilon(mu, 1e-5), rel=1e-7)
+    # unequal noise: positive epsilon even without a shift, growing with the dimension
+    assert 0 < gaussian_pair_epsilon(0.0, 1.0, 1.25, 10, 1e-5) < gaussian_pair_epsilon(
+        0.0, 1.0, 1.25, 99, 1e-5)
+    with pytest.raises(ValueError, match="sigma_0 > 0"):
+        gaussian_pair_delta(1.0, 0.1, 0.0, 1.0, 3)
 
 
 # ---------------------------------------------------------------------- canaries

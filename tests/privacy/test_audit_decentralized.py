@@ -167,6 +167,47 @@ def test_audit_dpdpsgd_poisson(monkeypatch):
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
 
 
+def _poisson_add_remove_scores(monkeypatch):
+    # add/remove: agents of D1 hold one more record, the canary; the ordinary records have
+    # a zero feature (zero gradient), the canary's clipped gradient is c, so the released sum
+    # is c times "the canary was drawn" plus noise; rates B / N^pub from the declared size
+    n, q = 2 * TRIALS, 3
+    canary = _halves(n)
+    feats = np.zeros((n, q + 1, 1))
+    labels = np.ones((n, q + 1))
+    feats[canary, q, 0] = 1.0
+    labels[canary, q] = -1.0
+    counts = np.where(canary, q + 1, q)
+    prob = LogisticRegression(feats, labels, counts=counts)
+    released = []
+    real = dpdl_module.gaussian_mechanism
+
+    def spy(manifold, x, value, sigma, rng):
+        out = real(manifold, x, value, sigma, rng)
+        released.append(out)
+        return out
+
+    monkeypatch.setattr(dpdl_module, "gaussian_mechanism", spy)
+    budget = PrivacyBudget(EPS, DELTA, neighboring="add_remove_one", public_sizes=q + 1)
+    alg = DPDPSGD(Network(ring(n)), lr=1.0, batch_size=3, clip=0.5, sampling="poisson",
+                  budget=budget, n_rounds=1)
+    state = alg.step(prob, alg.init(prob, np.zeros(1), np.random.default_rng(5)))
+    rel = np.concatenate(released)[:, 0]
+    return _scores(rel, canary), alg.privacy(state)
+
+
+def test_audit_dpdpsgd_poisson_add_remove(monkeypatch):
+    (s0, s1), report = _poisson_add_remove_scores(monkeypatch)
+    eps = report["epsilon_certified"]
+    assert report["neighboring"] == "add_remove_one" and 0.9 * EPS <= eps <= EPS
+    assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower < eps
+    monkeypatch.undo()
+    _broken(monkeypatch, dpdl_module, "gaussian_mechanism")
+    (s0, s1), report_b = _poisson_add_remove_scores(monkeypatch)
+    assert report_b["epsilon_certified"] == eps
+    assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
+
+
 # ---------------------------------------------------------------------- DP-DDA
 def _dpdda_scores(monkeypatch, z: float):
     # 20 nodes, all active, one record each; every round's release of a node is one trial of

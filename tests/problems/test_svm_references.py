@@ -103,3 +103,56 @@ def test_l2_bad_input_is_refused():
         l2_svm_reference(np.ones((3, 2)), -1.0)
     with pytest.raises(ValueError, match="margins_matrix"):
         l2_svm_reference(np.ones(3), 0.1)
+
+
+#: The l2 reference on dpdda-svm's default sizes (2,000 rows of make_epsilon_like, d = 50,
+#: mu = 5e-4; seed [0, 99], unshuffled), computed in a child process on ONE BLAS thread. On these
+#: rows the smoothing continuation alone stalls at a certified gap of 6.7e-4 (L-BFGS stops on
+#: rounding at the small widths, where depends on the summation order); on some machines
+#: "rfed run dpdda-svm" failed that way on one thread and passed on two.
+_ONE_THREAD_CHILD = r"""
+import json, sys
+import numpy as np
+from threadpoolctl import threadpool_info
+from rfed.datasets.synthetic import make_epsilon_like
+from rfed.problems.linear import l2_svm_reference
+x, y = make_epsilon_like(2000, 50, np.random.default_rng([0, 99]))
+c = x * y[:, None]
+ref, gap = l2_svm_reference(c, 5e-4)
+threads = sorted({lib["num_threads"] for lib in threadpool_info() if lib["user_api"] == "blas"})
+np.save(sys.argv[1], c)
+json.dump({"x": ref.tolist(), "gap": gap, "threads": threads}, open(sys.argv[2], "w"))
+"""
+
+
+def test_l2_reference_certifies_on_one_blas_thread(tmp_path):
+    import json
+    import os
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[2]
+    env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1",
+               PYTHONPATH=str(root))
+    rows, out = tmp_path / "c.npy", tmp_path / "out.json"
+    subprocess.run([sys.executable, "-c", _ONE_THREAD_CHILD, str(rows), str(out)], check=True,
+                   env=env, cwd=root)
+    got = json.loads(out.read_text())
+    assert got["threads"] == [1]
+    c_rows, x, mu = np.load(rows), np.array(got["x"]), 5e-4
+    n = len(c_rows)
+    value = float(np.mean(np.maximum(0.0, 1.0 - c_rows @ x)) + 0.5 * mu * x @ x)
+    assert 0.0 <= got["gap"] <= 1e-9 * max(1.0, value)
+    # independent certificate: the optimality conditions at x, solved here by a bounded least
+    # squares (scipy's lsq_linear) for the margin samples' multipliers: alpha = 1 below the
+    # margin, 0 above, in [0, 1] on it, and x = C^T alpha / (n mu)
+    margins = c_rows @ x
+    on = np.abs(margins - 1.0) < 1e-7
+    alpha = (margins < 1.0 - 1e-7).astype(float)
+    rest = mu * n * x - c_rows.T @ alpha
+    fit = sopt.lsq_linear(c_rows[on].T, rest, bounds=(0.0, 1.0), tol=1e-15)
+    alpha[on] = fit.x
+    v = c_rows.T @ alpha / n
+    dual = float(alpha.mean() - v @ v / (2 * mu))      # a lower bound of P* (alpha feasible)
+    assert value - dual <= 1e-9 * max(1.0, value)

@@ -17,6 +17,14 @@ Sensitivities (record level; every record's norm is clipped to the PUBLIC bound 
   :math:`z z^T - z' z'^T`, whose eigenvalues are
   :math:`\\pm((\\|z\\|^2 + \\|z'\\|^2)^2 / 4 - (z^T z')^2)^{1/2} + (\\|z\\|^2 - \\|z'\\|^2) / 2`,
   at most :math:`B^2` in magnitude; the same :math:`B^2` under add/remove.
+
+References
+----------
+* Cynthia Dwork, Kunal Talwar, Abhradeep Thakurta and Li Zhang. Analyze Gauss: Optimal Bounds
+  for Privacy-Preserving Principal Component Analysis. Proceedings of the 46th ACM Symposium on
+  Theory of Computing (STOC), 2014.
+* Moritz Hardt and Eric Price. The Noisy Power Method: A Meta Algorithm with Applications.
+  Advances in Neural Information Processing Systems 27 (NeurIPS), 2014. arXiv:1311.2495.
 """
 
 from __future__ import annotations
@@ -82,14 +90,24 @@ def _check_bound(norm_bound: Any) -> float:
     return b
 
 
-def _pca_data(problem: Any) -> tuple[np.ndarray, np.ndarray]:
+def _pca_data(problem: Any, budget: PrivacyBudget) -> tuple[np.ndarray, np.ndarray]:
+    """The records (padding zeroed) and the dataset sizes the baseline may use: the true ones
+    under replace-one, the budget's declared public sizes under add/remove."""
     data = getattr(problem, "data", None)
     if not isinstance(data, dict) or "z" not in data:
         raise TypeError(
             f"argument 'problem' must be a SpherePCA-like problem with data['z'], got {problem!r}"
         )
     z = np.where(problem.mask[..., None], data["z"], 0.0)
-    return z, np.asarray(problem.counts)
+    return z, budget.public_counts(np.asarray(problem.counts))
+
+
+def _sizes_assumption(budget: PrivacyBudget, use: str) -> str:
+    """The report's line on the local dataset sizes under the budget's relation."""
+    if budget.neighboring == "replace_one":
+        return f"agents' dataset sizes are public under replace-one ({use})"
+    return ("agents' dataset sizes are private under add/remove: the declared public sizes "
+            f"stand in for them ({use})")
 
 
 def _top_eigenvector(a: np.ndarray) -> np.ndarray:
@@ -127,10 +145,10 @@ class AnalyzeGauss:
 
     def run(self, problem: Any, rng: Any) -> BaselineResult:
         """Release every agent's noisy ``A_i`` and return the top eigenvector of their sum."""
-        z, counts = _pca_data(problem)
+        z, counts = _pca_data(problem, self.budget)
         z, n_clipped = clip_rows(z, self.norm_bound)
         dim = z.shape[-1]
-        cal, _ = calibrate_releases(self.budget, 1, int(counts.min()))
+        cal, _ = calibrate_releases(self.budget, 1, int(counts.min()), is_secure(rng))
         # after the arguments' checks (a bad delta is named before a missing seed)
         rng = rng if is_secure(rng) else as_generator(rng)
         n_coords = dim * (dim + 1) // 2
@@ -142,9 +160,8 @@ class AnalyzeGauss:
         total = vec_to_sym(released.sum(axis=0), dim) / counts.sum()
         x = _top_eigenvector(total)
         assumptions = [
-            f"record norms clipped to the public bound {self.norm_bound:g} (enforced; "
-            f"{n_clipped} clipped)",
-            "agents' dataset sizes are public (the server divides by their sum)",
+            f"record norms clipped to the public bound {self.norm_bound:g} (enforced)",
+            _sizes_assumption(self.budget, "the server divides by their sum (post-processing)"),
         ]
         return finish(problem, x, cal, self.budget, assumptions, rng,
                       sigma=float(sigma), n_clipped=n_clipped, releases_per_agent=1)
@@ -181,10 +198,11 @@ class NoisyPowerMethod:
 
     def run(self, problem: Any, rng: Any, x0: np.ndarray | None = None) -> BaselineResult:
         """Run ``n_iters`` noisy power iterations from ``x0`` (default: a random unit vector)."""
-        z, counts = _pca_data(problem)
+        z, counts = _pca_data(problem, self.budget)
         z, n_clipped = clip_rows(z, self.norm_bound)
         dim = z.shape[-1]
-        cal, _ = calibrate_releases(self.budget, self.n_iters, int(counts.min()))
+        cal, _ = calibrate_releases(self.budget, self.n_iters, int(counts.min()),
+                                    is_secure(rng))
         # after the arguments' checks (a bad delta is named before a missing seed)
         rng = rng if is_secure(rng) else as_generator(rng)
         sigma = cal.noise_multiplier * release_sensitivity(self.sensitivity(), dim, rng)
@@ -199,9 +217,9 @@ class NoisyPowerMethod:
             x = y / np.linalg.norm(y)
         x = x * np.sign(x[np.argmax(np.abs(x))])
         assumptions = [
-            f"record norms clipped to the public bound {self.norm_bound:g} (enforced; "
-            f"{n_clipped} clipped)",
+            f"record norms clipped to the public bound {self.norm_bound:g} (enforced)",
             "the starting vector is data-independent",
+            _sizes_assumption(self.budget, "only the default delta uses them"),
         ]
         return finish(problem, x, cal, self.budget, assumptions, rng,
                       sigma=float(sigma), n_clipped=n_clipped,

@@ -8,12 +8,20 @@ the public dataset sizes and maps back with the matrix exponential (Reimherr, Bh
 2021; Utpala et al. 2022 use this chart for private Frechet means).
 
 Sensitivity of agent ``i``'s release (record level): replacing one record moves the mean of
-``N_i`` clipped logarithms by at most ``2 C / N_i``; adding or removing one, with the public
-normaliser ``N_i``, by ``C / N_i``.
+``N_i`` clipped logarithms by at most ``2 C / N_i``. Under add/remove the true ``N_i`` is
+private: the sum is divided by the declared public size ``N_i^pub`` (the budget's
+``public_sizes``), which also weights the average, and adding or removing one record moves the
+release by at most ``C / N_i^pub``.
 
 The estimate is the log-Euclidean mean, not the affine-invariant Frechet mean that PriRFed's SPD
 problem minimizes; the two coincide for commuting matrices and are close for concentrated data,
 and the utility is measured with the problem's own (affine-invariant) cost.
+
+References
+----------
+* Matthew Reimherr, Karthik Bharath and Carlos Soto. Differential Privacy over Riemannian
+  Manifolds. Advances in Neural Information Processing Systems 34 (NeurIPS), 2021.
+  arXiv:2111.02516.
 """
 
 from __future__ import annotations
@@ -85,7 +93,9 @@ class LogEuclideanPrivateMean:
                 f"{problem!r}"
             )
         mask = problem.mask
-        counts = np.asarray(problem.counts)
+        # the true sizes under replace-one, the declared public ones under add/remove: the
+        # normaliser, the noise and the weights never use a private count
+        counts = self.budget.public_counts(np.asarray(problem.counts))
         n = data["a"].shape[-1]
         eye = np.broadcast_to(np.eye(n), data["a"].shape)
         logs = sym_to_vec(spd_log(np.where(mask[..., None, None], data["a"], eye)))
@@ -93,7 +103,7 @@ class LogEuclideanPrivateMean:
         over = (norms > self.log_norm_bound) & mask[..., None]
         logs = np.where(over, logs * (self.log_norm_bound / np.where(over, norms, 1.0)), logs)
         local_mean = np.sum(np.where(mask[..., None], logs, 0.0), axis=1) / counts[:, None]
-        cal, _ = calibrate_releases(self.budget, 1, int(counts.min()))
+        cal, _ = calibrate_releases(self.budget, 1, int(counts.min()), is_secure(rng))
         # after the arguments' checks (a bad delta is named before a missing seed)
         rng = rng if is_secure(rng) else as_generator(rng)
         factor = 2.0 if self.budget.neighboring == "replace_one" else 1.0
@@ -105,8 +115,11 @@ class LogEuclideanPrivateMean:
         n_clipped = int(np.sum(over))
         assumptions = [
             f"matrix logarithms clipped to Frobenius norm {self.log_norm_bound:g} (public bound, "
-            f"enforced; {n_clipped} clipped)",
-            "agents' dataset sizes are public (normalisers and weights)",
+            "enforced)",
+            ("agents' dataset sizes are public under replace-one (normalisers and weights)"
+             if self.budget.neighboring == "replace_one" else
+             "agents' dataset sizes are private under add/remove: the declared public sizes are "
+             "the normalisers and weights"),
         ]
         return finish(problem, x, cal, self.budget, assumptions, rng,
                       sigma_max=float(np.max(sigma)), n_clipped=n_clipped,

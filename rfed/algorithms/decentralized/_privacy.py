@@ -55,11 +55,12 @@ from rfed.privacy.budget import (
     check_planned_round,
     default_delta,
 )
-from rfed.privacy.ledger import PrivacyLedger
+from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE, PrivacyLedger
 from rfed.privacy.mechanisms import release_sensitivity
 from rfed.privacy.secure import is_secure
 
 __all__ = ["NoiseConfig", "PaperFormula", "GaussianAccount", "DGTAccount", "SAMPLINGS",
+           "refuse_add_remove", "GAUSSIAN_REPLACE_ONE_ONLY", "COST_FUNCTION_RELATION_ONLY",
            "reject_epsilon", "is_secure", "PAPER_LABEL", "gaussian_groups_calibration",
            "ddgt_sensitivities", "label"]
 
@@ -77,6 +78,28 @@ def reject_epsilon(kwargs: dict, algorithm: str) -> None:
         )
     if kwargs:
         raise TypeError(f"{algorithm} got unexpected keyword argument(s) {sorted(kwargs)}")
+
+
+#: Why the Gaussian decentralized algorithms refuse ``neighboring='add_remove_one'``.
+GAUSSIAN_REPLACE_ONE_ONLY = (
+    "each release is a clipped mean over b records drawn without replacement from the agent's "
+    "q_i records (or over all q_i of them): the draw's rate b / q_i and the normaliser depend on "
+    "the local size, which add/remove changes and keeps private, and fixed-size sampling "
+    "without replacement has no add/remove bound in dp-accounting"
+)
+#: Why DP-DGT and noisy DDGT refuse ``neighboring='add_remove_one'``.
+COST_FUNCTION_RELATION_ONLY = (
+    "it is certified under its paper's cost-function adjacency (one agent's cost function "
+    "changes, with a bounded gradient difference), which is not a record-level relation"
+)
+
+
+def refuse_add_remove(budget: PrivacyBudget | None, algorithm: str, reason: str) -> None:
+    """Raise ``ValueError`` for a budget under ``'add_remove_one'``, saying why ``algorithm``
+    cannot account that relation (``reason``)."""
+    if budget is not None and getattr(budget, "neighboring", "replace_one") != "replace_one":
+        raise ValueError(f"{algorithm} refuses neighboring={budget.neighboring!r}: {reason}; "
+                         "use PrivacyBudget(..., neighboring='replace_one') (the default)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -374,6 +397,9 @@ class GaussianAccount:
     sampling : {'without_replacement', 'poisson'}
         How a release's minibatch is drawn (Poisson: rate ``sample_size / q_i``; its
         replace-one events need the PLD accountant, so the ledger is a PLD ledger).
+    neighboring : {'replace_one', 'add_remove_one'}
+        The relation certified (add/remove: Poisson sampling only, and ``local_sizes`` are the
+        declared public sizes, :meth:`rfed.privacy.PrivacyBudget.public_counts`).
     """
 
     level = "record"
@@ -386,10 +412,14 @@ class GaussianAccount:
                  target_epsilon: float | None = None, planned_rounds: int | None = None,
                  paper: PaperFormula | None = None, epsilon_paper: float | None = None,
                  secure: bool = False, mode: str | None = None,
-                 sampling: str = "without_replacement"):
+                 sampling: str = "without_replacement", neighboring: str = "replace_one"):
         if sampling not in SAMPLINGS:
             raise ValueError(f"argument 'sampling' must be one of {SAMPLINGS}, got {sampling!r}")
-        if sampling == "poisson" and secure:
+        if neighboring != "replace_one" and sampling != "poisson":
+            raise ValueError(f"{algorithm} refuses neighboring={neighboring!r} with sampling "
+                             f"{sampling!r}: {GAUSSIAN_REPLACE_ONE_ONLY}")
+        self.neighboring = neighboring
+        if sampling == "poisson" and secure and neighboring == "replace_one":
             raise ValueError("secure mode certifies with RDP only, which has no replace-one "
                              "bound for Poisson sampling: use sampling='without_replacement' "
                              "in secure mode")
@@ -412,9 +442,10 @@ class GaussianAccount:
         self.mode = mode
         self.rounds = 0
         self.counts = np.zeros(self.local_sizes.size, dtype=np.int64)
-        self.ledger = PrivacyLedger(self.local_sizes.size,
-                                    "pld" if sampling == "poisson" else "rdp", "replace_one",
-                                    description=algorithm)
+        # Poisson under replace-one: PLD only (dp-accounting's RDP has no such event)
+        pld = sampling == "poisson" and neighboring == "replace_one"
+        self.ledger = PrivacyLedger(self.local_sizes.size, "pld" if pld else "rdp",
+                                    neighboring, description=algorithm)
         self._distinct_releases = np.unique(self.releases)
         self._equal_sizes = bool(np.all(self.local_sizes == self.local_sizes[0]))
         self._plan = self._event_plan()
@@ -578,6 +609,9 @@ def run_report(*, algorithm: str, rounds: int, epsilon: float, delta: float, acc
         "delta": delta, "accountant": accountant, "neighboring": neighboring, "level": level}
     if adjacency_radius is not None:
         out["adjacency_radius"] = adjacency_radius
+    assumptions = list(assumptions)
+    if OUTSIDE_THE_GUARANTEE not in assumptions:
+        assumptions.append(OUTSIDE_THE_GUARANTEE)
     out.update({
         "assumptions": assumptions, "target_epsilon": target_epsilon,
         "noise_multiplier": noise_multiplier, "calibration": calibration,

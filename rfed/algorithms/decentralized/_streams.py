@@ -94,9 +94,17 @@ class KeyedDraws:
         return self._sample(size, _uniform_ranks)
 
     def laplace(self, loc: float = 0.0, scale: float = 1.0, size=None) -> np.ndarray:
-        """Laplace draws by inversion: ``loc - scale sign(u - 1/2) log(1 - 2|u - 1/2|)``."""
-        c = self.random(size) - 0.5
-        return loc - scale * np.sign(c) * np.log1p(-2.0 * np.abs(c))
+        """Laplace draws by inversion: ``loc - scale sign(u - 1/2) log(1 - 2|u - 1/2|)``
+        (evaluated in that order, in place: two arrays the size of the draw, not eight)."""
+        c = self.random(size)
+        c -= 0.5
+        tail = np.abs(c)
+        tail *= -2.0
+        np.log1p(tail, out=tail)
+        out = np.sign(c, out=c)
+        out *= scale
+        out *= tail
+        return np.subtract(loc, out, out=out)
 
     def __repr__(self) -> str:
         return (f"KeyedDraws(seed={self.streams.seed}, {self.agents.size} agents, "

@@ -14,6 +14,12 @@ coordinates of ``Log_{xhat_i}(x_i^new)`` in the orthonormal basis ``tangent_basi
 (computable by every neighbour since ``xhat_i`` is public), and receivers set
 ``xhat_i <- Exp_{xhat_i}(from_coords(s_i))``. On Euclidean space every map is the identity or
 addition and the update is exactly the paper's.
+
+References
+----------
+* Wei Huo, Changxin Liu, Kemi Ding, Karl Henrik Johansson and Ling Shi. Decentralized
+  Optimization with Amplified Privacy via Efficient Communication. arXiv preprint
+  arXiv:2506.07102, 2025.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rfed.algorithms._steps import injectivity_radius
 from rfed.algorithms.decentralized._common import (
     DecentralizedAlgorithm,
     DecentralizedState,
@@ -33,11 +40,13 @@ from rfed.algorithms.decentralized._common import (
     privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
+    GAUSSIAN_REPLACE_ONE_ONLY,
     GaussianAccount,
     NoiseConfig,
     PaperFormula,
     gaussian_groups_calibration,
     is_secure,
+    refuse_add_remove,
     reject_epsilon,
 )
 from rfed.algorithms.decentralized._streams import (
@@ -212,6 +221,7 @@ class DOADP(DecentralizedAlgorithm):
         self.sigma = check_nonneg(sigma, "sigma")
         self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, self.sigma or None,
                                  paper_epsilon, delta)
+        refuse_add_remove(budget, self.name, GAUSSIAN_REPLACE_ONE_ONLY)
         self.grad_bound = None if grad_bound is None else check_nonneg(grad_bound, "grad_bound")
         if self.noise.mode is not None and not self.grad_bound:
             raise ValueError("a private DO-ADP run needs 'grad_bound' (a public clip level G > 0 "
@@ -241,6 +251,14 @@ class DOADP(DecentralizedAlgorithm):
         if self.network.n_agents != problem.n_agents:
             raise ValueError(f"network has {self.network.n_agents} agents, problem has "
                              f"{problem.n_agents}")
+        radius = injectivity_radius(manifold)
+        if self.grad_bound and self.alpha * self.grad_bound > radius:
+            # one clipped gradient step alone would wrap around the manifold (_steps module)
+            raise ValueError(
+                f"argument 'alpha' ({self.alpha:g}) times 'grad_bound' ({self.grad_bound:g}) "
+                f"exceeds the injectivity radius {radius:.4g} of {manifold}: a clipped gradient "
+                "step would wrap around the manifold; reduce 'alpha'"
+            )
         if self.batch_size is None and np.any(problem.counts != problem.n_max):
             raise ValueError("batch_size=None (full local gradients) needs equal local sizes")
         if self.batch_size is not None and self.batch_size > problem.counts.min():

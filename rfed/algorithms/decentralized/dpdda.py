@@ -1,24 +1,34 @@
 """DP-DDA: differentially private distributed dual averaging with node subsampling.
 
-Spec ``specs/002_dpdda.md`` (Liu, Johansson, Shi). Each round exactly ``n iota`` nodes are active
-(Definition 2) and gossip with a random doubly stochastic matrix ``W^(t)`` on the active set;
-an active node draws one local record, releases its noisy subgradient
+C. Liu, K. H. Johansson, Y. Shi, "Distributed empirical risk minimization with differential
+privacy", Automatica 162, 111514 (2024); arXiv:2302.10520. Each round a random set of nodes is
+active (Definition 2) and gossips with a random doubly stochastic matrix ``W^(t)`` on the
+active set (Assumption 2); an active node draws one local record, releases its noisy subgradient
 ``zeta = ghat + N(0, sigma^2 I)`` and mixes duals ``z_i <- sum_j w_ij (z_j + a_t eta_j zeta_j)``
 (eq. 5), then takes the prox step (eq. 6)
 
 ``x_i = argmin_x <z_i, x> + iota A_{t+1} h(x) + gamma_{t+1} ||x||^2 / 2``
 
 (closed forms for l2 and l1 ``h`` in :mod:`rfed.problems.linear`), and the output is the running
-weighted average ``A_T^{-1} sum_t a_t x_i^(t)``. Step sizes: ``a_t = t`` with constant
-``gamma_t`` (strongly convex case; Cor. 3.2/3.5 take ``gamma_t = 0``, the l2-SVM experiment 20)
-or ``a_t = 1`` with ``gamma_t = gamma sqrt(t)`` (general convex case, Cor. 3.4/3.6).
+weighted average ``A_T^{-1} sum_t a_t x_i^(t)`` (Algorithm 1). Step sizes: ``a_t = t`` with
+constant ``gamma_t`` (strongly convex case; Cor. 3.2/3.5 take ``gamma_t = 0``, the l2-SVM
+experiment 20) or ``a_t = 1`` with ``gamma_t = gamma sqrt(t)`` (general convex case,
+Cor. 3.4/3.6). The node sampling and matchings are :class:`rfed.networks.RandomGossip`'s, on
+any undirected graph (``docs/guide/scale.md``).
 
-Manifold form (spec section 8): all duals live in the tangent space of one fixed anchor (the
-origin on Euclidean space, the common start ``x0`` otherwise), stored in orthonormal coordinates
-of ``tangent_basis(anchor)``; a subgradient at ``x_i`` is parallel-transported to the anchor
+Manifold form: all duals live in the tangent space of one fixed anchor (the origin on
+Euclidean space, the common start ``x0`` otherwise), stored in orthonormal coordinates of
+``tangent_basis(anchor)``; a subgradient at ``x_i`` is parallel-transported to the anchor
 before the noise (drawn isotropically in those coordinates), and the primal map is
 ``x = Exp_anchor(from_coords(prox(z)))``. On Euclidean space with anchor 0 this is exactly
 Algorithm 1; gossip, schedules and privacy are unchanged (transport is an isometry).
+
+References
+----------
+* Changxin Liu, Karl H. Johansson and Yang Shi. Distributed Empirical Risk Minimization With
+  Differential Privacy. Automatica 162, 111514, 2024. arXiv:2302.10520.
+* Changxin Liu, Karl H. Johansson and Yang Shi. Private Stochastic Dual Averaging for
+  Decentralized Empirical Risk Minimization. IFAC-PapersOnLine 55(13) (NecSys), 2022.
 """
 
 from __future__ import annotations
@@ -37,11 +47,13 @@ from rfed.algorithms.decentralized._common import (
     privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
+    GAUSSIAN_REPLACE_ONE_ONLY,
     GaussianAccount,
     NoiseConfig,
     PaperFormula,
     gaussian_groups_calibration,
     is_secure,
+    refuse_add_remove,
     reject_epsilon,
 )
 from rfed.algorithms.decentralized._streams import PlannedRounds, agent_draws, run_seed
@@ -75,29 +87,42 @@ class DPDDAState(DecentralizedState):
 
 
 class DPDDA(DecentralizedAlgorithm):
-    r"""DP-DDA (spec 002, Algorithm 1), dual averaging with node subsampling.
+    r"""DP-DDA (Algorithm 1 of Liu, Johansson and Shi), dual averaging with node subsampling.
 
     Parameters
     ----------
     network : Network
-        The undirected supergraph (complete graph on 20 nodes in the experiments) and the
-        communicator; its mixing matrix is not used (each round draws its own ``W^(t)``).
-    n_active : int
-        Exactly ``n iota`` active nodes per round, paired by a uniformly random matching with
-        weights 1/2 (spec P4). ``n_active = n`` (all nodes) is the full-participation baseline
-        [19] of the paper (spec 5.6).
+        The undirected supergraph (complete graph on 20 nodes in the experiments; any
+        undirected graph) and the communicator; its mixing matrix is not used (each round
+        draws its own ``W^(t)``, so the default Metropolis-Hastings matrix is never built).
+    n_active : int, optional
+        ``n iota``: the number of active nodes per round (``sampler='uniform'``) or its
+        expectation (``'maximal'``). ``n_active = n`` with ``'uniform'`` on the complete graph
+        is the paper's full-participation baseline [19] (its Section 5).
+    sampler : {'uniform', 'maximal', 'edges'}
+        How the active nodes and ``W^(t)`` are drawn (:class:`rfed.networks.RandomGossip`):
+        ``'uniform'`` (default): exactly ``n_active`` uniformly random nodes (Definition 2),
+        paired along the graph's edges (a uniformly random perfect matching of them on the
+        complete graph, weights 1/2), unpaired ones keeping their own value; ``'maximal'``:
+        the pairs of a random maximal matching of the graph, each active with probability
+        ``n_active / n``, and the nodes it leaves out active alone with that probability;
+        ``'edges'``: ``n_edges`` uniformly random edges with Metropolis-Hastings weights.
+        Every node is active with probability at most :attr:`iota` (exactly ``n_active / n``
+        for the first two).
+    n_edges : int, optional
+        Edges per round for ``sampler='edges'`` (1 or 2 in the paper's experiments).
     schedule : {'strongly_convex', 'general'}
         ``a_t = t`` with ``gamma_t = gamma`` (constant), or ``a_t = 1`` with
         ``gamma_t = gamma sqrt(t)``.
     gamma : float
         ``gamma_t``'s constant (20 for the l2-SVM, 0.01 for the l1-SVM experiment); 0 is allowed
-        for ``'strongly_convex'`` with a strongly convex regularizer (spec P10).
+        for ``'strongly_convex'`` with a strongly convex regularizer.
     budget : PrivacyBudget, optional
         Budget-first: the noise of the planned ``n_rounds`` rounds is calibrated at ``init`` so
         the finished run certifies ``budget`` (record level, replace-one, per agent). Node
         sampling is public (drawn from its own generator, replayed before the run): the
         calibration uses the largest number of rounds any node is active in, no amplification
-        by node sampling is claimed.
+        by node sampling is claimed (so it holds for every sampler).
     n_rounds : int, optional
         Planned rounds (required with ``budget`` and ``paper_epsilon``).
     noise_multiplier : float, optional
@@ -106,19 +131,20 @@ class DPDDA(DecentralizedAlgorithm):
         The paper's parametrisation: noise std on each released subgradient (Theorem 1, see
         :meth:`theorem_sigma`); reported with its certified epsilon. 0 disables the noise.
     paper_epsilon : float, optional
-        The paper's Theorem 1 calibration (printed constant 32) for ``n_rounds`` rounds: the
-        paper's formula, not a guarantee.
+        The paper's Theorem 1 calibration (printed constant 32) for ``n_rounds`` rounds, with
+        the sampler's :attr:`iota`: the paper's formula, not a guarantee.
     delta : float, optional
         Delta of the report without a budget (default ``min(1e-5, 1/(10 q))``).
     clip : float, optional
         ``L``, a PUBLIC Lipschitz bound: every per-sample subgradient is clipped to this norm
-        (enforces Assumption 3; not in the paper, spec P13). Default: the problem's declared
-        public bound ``public_gradient_bound`` (e.g. a linear problem built with
-        ``feature_bound``); a private run with neither is refused (a bound computed from the
-        private data would leak through the noise scale).
+        (enforces Assumption 3, which the paper assumes without clipping). Default: the
+        problem's declared public bound ``public_gradient_bound`` (e.g. a linear problem built
+        with ``feature_bound``); a private run with neither is refused (a bound computed from
+        the private data would leak through the noise scale).
     inactive_x : {'freeze', 'recompute'}
         Inactive nodes keep ``x`` (Algorithm 1 line 12, default) or recompute the prox with the
-        new ``(A, gamma)`` (the analysis' reading, spec P3); both are local post-processing.
+        new ``(A, gamma)`` (the reading of the proof of Lemma 4.5); both are local
+        post-processing.
     delta0 : float
         Per-step delta of Theorem 1 (0.01 in the experiments).
     """
@@ -126,7 +152,9 @@ class DPDDA(DecentralizedAlgorithm):
     name = "DP-DDA"
     state_rows = ("x", "z", "xtilde")
 
-    def __init__(self, network: Network, *, n_active: int, schedule: str = "strongly_convex",
+    def __init__(self, network: Network, *, n_active: int | None = None,
+                 sampler: str = "uniform", n_edges: int | None = None,
+                 schedule: str = "strongly_convex",
                  gamma: float = 1.0, sigma: float = 0.0, clip: float | None = None,
                  inactive_x: str = "freeze", delta0: float = 0.01,
                  budget: PrivacyBudget | None = None, n_rounds: int | None = None,
@@ -136,8 +164,9 @@ class DPDDA(DecentralizedAlgorithm):
         if not isinstance(network, Network):
             raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
         self.network = network
-        self.gossip = RandomGossip(network.graph, n_active)
-        self.n_active = int(n_active)
+        self.sampler = check_choice(sampler, "sampler", RandomGossip.MODES)
+        self.gossip = RandomGossip(network.graph, n_active, n_edges=n_edges, mode=sampler)
+        self.n_active = None if n_active is None else int(n_active)
         self.schedule = check_choice(schedule, "schedule", ("strongly_convex", "general"))
         self.gamma = check_nonneg(gamma, "gamma")
         if schedule == "general" and self.gamma == 0:
@@ -145,6 +174,7 @@ class DPDDA(DecentralizedAlgorithm):
         self.sigma = check_nonneg(sigma, "sigma")
         self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, self.sigma or None,
                                  paper_epsilon, delta)
+        refuse_add_remove(budget, self.name, GAUSSIAN_REPLACE_ONE_ONLY)
         self.clip = None if clip is None else check_nonneg(clip, "clip")
         if self.clip == 0:
             raise ValueError("argument 'clip' must be > 0")
@@ -158,13 +188,16 @@ class DPDDA(DecentralizedAlgorithm):
 
     @property
     def iota(self) -> float:
-        """Node sampling ratio ``n_active / n``."""
+        """The node sampling ratio: every node is active with probability at most ``iota``
+        (exactly ``n_active / n`` for ``'uniform'`` and ``'maximal'``), the ``iota`` of
+        Theorem 1 and of the prox step (6)."""
         return self.gossip.iota
 
     @staticmethod
     def theorem_sigma(epsilon: float, delta0: float, iterations: int, n_local: int, iota: float,
                       lipschitz: float, constant: str = "paper") -> float:
-        """Theorem 1's noise std (constant 32 ``'paper'`` or 160 ``'corrected'``, spec P0)."""
+        """Theorem 1's noise std (constant 32 ``'paper'`` as printed, or 160 ``'corrected'``,
+        the constant the proof's chain needs; see :func:`rfed.privacy.papers.dpdda_sigma`)."""
         return papers.dpdda_sigma(epsilon, delta0, iterations, n_local, iota, lipschitz,
                                   constant).sigma
 
@@ -293,7 +326,14 @@ class DPDDA(DecentralizedAlgorithm):
         a_t = self._a(t)
         big_a = state.big_a + a_t
         # output average over x^(1..t) with weights a_tau (Alg. 1 line 2)
-        xtilde = manifold.exp(state.xtilde, (a_t / big_a) * manifold.log(state.xtilde, state.x))
+        if type(manifold) is Euclidean:
+            # xtilde + (a_t / A_t)(x - xtilde), in one array: Exp and Log's arithmetic
+            xtilde = np.subtract(state.x, state.xtilde)
+            xtilde *= a_t / big_a
+            xtilde += state.xtilde
+        else:
+            xtilde = manifold.exp(state.xtilde,
+                                  (a_t / big_a) * manifold.log(state.xtilde, state.x))
         if state.ledger is not None:
             state.ledger.check_can_step()
         rnd = self._planned.take(state.seed, state.t)
@@ -328,8 +368,11 @@ class DPDDA(DecentralizedAlgorithm):
                 zeta = gaussian_release(zeta, state.noise_std,
                                         agent_draws(rng, state.seed, act_ids, state.t, "noise"))
             msg[act] += a_t * zeta
-        # W^(t) of the matching, applied from its pairs (the same bits as the CSR product)
-        z = state.comm.mix_pairs(rnd.pairs, msg, senders=active)
+        if rnd.matching:
+            # W^(t) of the matching, applied from its pairs (the same bits as the CSR product)
+            z = state.comm.mix_pairs(rnd.pairs, msg, senders=active)
+        else:
+            z = state.comm.mix(rnd.weights, msg, senders=active)
         big_a_next = big_a + self._a(t + 1)
         x = state.x.copy()
         update = act if self.inactive_x == "freeze" else np.arange(agents.size)

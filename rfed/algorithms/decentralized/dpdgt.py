@@ -1,6 +1,7 @@
 """DP-DGT: differentially private dual gradient tracking for resource allocation, and noisy DDGT.
 
-Spec ``specs/003_dpdgt.md`` (Huo, Chen, Huang, Johansson, Shi). Agents hold a price estimate
+W. Huo, X. Chen, L. Huang, K. H. Johansson, L. Shi, "Differentially private dual gradient
+tracking for distributed resource allocation", arXiv:2403.18275 (2024). Agents hold a price estimate
 ``w~_i`` (the negated dual variable) pulled through a row-stochastic ``R`` and a cumulative
 mismatch tracker ``s_i`` pushed through a column-stochastic ``C``; both messages carry i.i.d.
 Laplace noise of geometrically decaying scale. Per iteration ``k`` (order (12a) -> (12c) -> (12b),
@@ -16,10 +17,19 @@ Only Euclidean space: the coupling constraint sums decisions, the dual lives in 
 tracker's conservation law ``1^T (s_{k+1} - s_k) = -alpha_k (sum w - sum d) + gamma 1^T xi_k``
 needs plain sums, and the privacy proof uses l1 distances of coordinate-wise Laplace noise
 (spec 003 section 7). Any other manifold is refused with that explanation.
+
+References
+----------
+* Wei Huo, Xiaomeng Chen, Lingying Huang, Karl Henrik Johansson and Ling Shi. Differentially
+  Private Dual Gradient Tracking for Distributed Resource Allocation. Automatica 182, 112521,
+  2025. arXiv:2403.18275.
+* Jiaqi Zhang, Keyou You and Kai Cai. Distributed Dual Gradient Tracking for Resource Allocation
+  in Unbalanced Networks. IEEE Transactions on Signal Processing 68, 2020.
 """
 
 from __future__ import annotations
 
+import warnings
 from dataclasses import dataclass
 
 import numpy as np
@@ -32,8 +42,10 @@ from rfed.algorithms.decentralized._common import (
     privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
+    COST_FUNCTION_RELATION_ONLY,
     DGTAccount,
     PaperFormula,
+    refuse_add_remove,
     reject_epsilon,
 )
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
@@ -41,6 +53,7 @@ from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.comm import default_communicator, freeze_weights
 from rfed.networks.graphs import Graph
 from rfed.networks.mixing import (
+    PushPullConstants,
     check_column_stochastic,
     check_row_stochastic,
     column_stochastic_weights,
@@ -134,6 +147,7 @@ class _PushPullBase(BlockStates, Algorithm):
                              f"'theta_xi'/'theta_zeta', got {given}")
         if budget is not None and not isinstance(budget, PrivacyBudget):
             raise TypeError(f"argument 'budget' must be a PrivacyBudget, got {budget!r}")
+        refuse_add_remove(budget, self.name, COST_FUNCTION_RELATION_ONLY)
         if (budget is not None or paper_epsilon is not None) and (
                 not isinstance(n_rounds, (int, np.integer)) or n_rounds < 1):
             raise ValueError("argument 'n_rounds' (planned iterations, an int >= 1) is required "
@@ -340,6 +354,7 @@ class DPDGT(_PushPullBase):
         self.phi = check_probability(phi, "phi")
         self._noise_args(theta_xi, theta_zeta, budget, n_rounds, q_theta, paper_epsilon,
                          adjacency_radius, delta, track_privacy)
+        self._constants: PushPullConstants | None = None
 
     def alpha(self, k: int) -> float:
         """``alpha_k = alpha0 q^k``."""
@@ -349,23 +364,45 @@ class DPDGT(_PushPullBase):
         return "dgt", {"alpha0": self.alpha0, "q": self.q, "mu": problem.strong_convexity,
                        "gamma": self.gamma, "phi": self.phi}
 
+    def constants(self) -> PushPullConstants:
+        """The spectral constants of the push-pull analysis for this run's ``R``, ``C``,
+        ``gamma`` and ``phi`` (:func:`rfed.networks.push_pull_constants`), computed on the first
+        call and kept: sparse eigensolvers above a few thousand agents, and never by
+        :meth:`init` (the privacy bound does not use them).
+
+        Raises
+        ------
+        ValueError
+            The digraph has no spanning tree (the Perron vectors are not unique), or the
+            iterative eigensolver did not converge.
+        """
+        if self._constants is None:
+            self._constants = push_pull_constants(self.r, self.c, self.gamma, self.phi)
+        return self._constants
+
     def _q_c(self) -> float | None:
         """``q_C`` of eq. (38)'s convergence condition (None when the digraph has no spanning
         tree: the condition is then not checked; the privacy bound does not use it)."""
         try:
-            return push_pull_constants(self.r, self.c, self.gamma, self.phi).q_C
+            return self.constants().q_C
         except ValueError:
             return None
 
     def _paper(self, problem, txi, tzeta):
-        q_c = self._q_c()
+        # eq. (38)'s value does not depend on q_C: q_C only decides whether the convergence
+        # warning is shown, and a report evaluates the formula with warnings silenced, so the
+        # constants are not computed here (paper_epsilon= computes them, to warn)
         return PaperFormula("dpdgt", {
             "alpha0": self.alpha0, "q": self.q, "theta_xi0": txi.theta0, "q_xi": txi.q,
             "theta_zeta0": tzeta.theta0, "q_zeta": tzeta.q, "mu": problem.strong_convexity,
-            "gamma": self.gamma, "phi": self.phi, "radius": self.adjacency_radius, "q_c": q_c})
+            "gamma": self.gamma, "phi": self.phi, "radius": self.adjacency_radius, "q_c": None})
 
     def _paper_theta0(self, problem, eps):
         q_c = self._q_c()
+        if q_c is None:
+            warnings.warn(f"{self.name}: q_C could not be computed (no spanning tree, or the "
+                          "sparse eigensolver did not converge; see constants()): eq. (38)'s "
+                          "convergence condition q > q_C is not checked", stacklevel=3)
         return dpdgt_theta0(eps, self.alpha0, self.q, self.q_theta, self.q_theta,
                             problem.strong_convexity, self.gamma, self.phi,
                             self.adjacency_radius, q_c)
@@ -381,9 +418,15 @@ class DPDGT(_PushPullBase):
         k = state.t
         agents = state.comm.agents
         pushed, pulled = self._messages(state, state.comm)
-        s = (1 - self.gamma) * state.s + self.gamma * pushed - self.alpha(k) * (
-            state.w - problem.demand_rows(agents))
-        wt = (1 - self.phi) * state.wt + self.phi * pulled + (s - state.s)
+        # (13a): s = (1 - gamma) s + gamma C(s + xi) - alpha_k (w - d)
+        s = (1 - self.gamma) * state.s
+        s += np.multiply(pushed, self.gamma, out=pushed)
+        mismatch = np.subtract(state.w, problem.demand_rows(agents))
+        s -= np.multiply(mismatch, self.alpha(k), out=mismatch)
+        # (13b): w~ = (1 - phi) w~ + phi R(w~ + zeta) + (s_{k+1} - s_k)
+        wt = (1 - self.phi) * state.wt
+        wt += np.multiply(pulled, self.phi, out=pulled)
+        wt += np.subtract(s, state.s, out=mismatch)
         w = problem.primal_rows(agents, wt)
         return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
@@ -437,9 +480,10 @@ class NoisyDDGT(_PushPullBase):
     def step(self, problem, state):
         k = state.t
         pushed, pulled = self._messages(state, state.comm)
-        wt = pulled + self.beta0 * self.q ** k * state.s
+        wt = np.add(pulled, self.beta0 * self.q ** k * state.s, out=pulled)
         w = problem.primal_rows(state.comm.agents, wt)
-        z = pushed - self.iota * (w - state.w)
+        change = np.subtract(w, state.w)
+        z = np.subtract(pushed, np.multiply(change, self.iota, out=change), out=pushed)
         return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
                         theta_zeta=state.theta_zeta, seed=state.seed)

@@ -23,6 +23,15 @@ Manifold form (spec section 7): the cross-gradient is computed at the receiver's
 cosine, the calibration or the sum. The model step is ``Exp_{x^i}(-eta vtilde^i)``, the model
 gossip is one Riemannian gossip step, and the momentum gossip transports each ``vtilde^j`` from
 ``x^j_{t-1}`` to the receiver's new point. On Euclidean space this is exactly Algorithm 1.
+
+References
+----------
+* Yunsheng Yuan, Xue Xiao, Lina Wang and Feng Li. DPDL: Towards Differential Privacy
+  Preservation in Decentralized Stochastic Learning on Non-IID Data. arXiv preprint
+  arXiv:2606.04399, 2026.
+* Jie Xu, Wei Zhang and Fei Wang. A(DP)^2SGD: Asynchronous Decentralized Parallel Stochastic
+  Gradient Descent with Differential Privacy. IEEE Transactions on Pattern Analysis and Machine
+  Intelligence, 2021. arXiv:2008.09246.
 """
 
 from __future__ import annotations
@@ -39,12 +48,14 @@ from rfed.algorithms.decentralized._common import (
     privacy_report,
 )
 from rfed.algorithms.decentralized._privacy import (
+    GAUSSIAN_REPLACE_ONE_ONLY,
     SAMPLINGS,
     GaussianAccount,
     NoiseConfig,
     PaperFormula,
     gaussian_groups_calibration,
     is_secure,
+    refuse_add_remove,
     reject_epsilon,
 )
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
@@ -69,10 +80,10 @@ MAX_CHUNK_PAIRS = 2048
 MAX_CHUNK_BYTES = 1 << 28
 
 
-def poisson_minibatches(counts: np.ndarray, batch_size: int, draws) -> tuple[np.ndarray,
-                                                                              np.ndarray]:
+def poisson_minibatches(counts: np.ndarray, batch_size: int, draws,
+                        rate_sizes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Poisson minibatches: row ``j < counts[a]`` of agent ``a`` is drawn when its uniform key
-    is below ``batch_size / counts[a]``.
+    is below ``min(1, batch_size / rate_sizes[a])``.
 
     Parameters
     ----------
@@ -82,6 +93,9 @@ def poisson_minibatches(counts: np.ndarray, batch_size: int, draws) -> tuple[np.
         The expected batch size ``B``.
     draws : numpy Generator or keyed draws
         ``draws.random((A, max(counts)))`` gives the keys.
+    rate_sizes : int array, shape ``(A,)``, optional
+        The sizes the rates use (default ``counts``; under add/remove the declared public
+        sizes).
 
     Returns
     -------
@@ -92,9 +106,10 @@ def poisson_minibatches(counts: np.ndarray, batch_size: int, draws) -> tuple[np.
         Which entries of ``idx`` were drawn.
     """
     counts = np.asarray(counts, dtype=np.int64)
+    rate_sizes = counts if rate_sizes is None else np.asarray(rate_sizes, dtype=np.int64)
     keys = draws.random((counts.size, int(counts.max())))
-    drawn = (keys < (batch_size / counts)[:, None]) & (np.arange(keys.shape[1])[None, :]
-                                                       < counts[:, None])
+    drawn = (keys < (batch_size / rate_sizes)[:, None]) & (np.arange(keys.shape[1])[None, :]
+                                                           < counts[:, None])
     sizes = drawn.sum(axis=1)
     width = max(1, int(sizes.max()))
     order = np.argsort(~drawn, axis=1, kind="stable")[:, :width]
@@ -175,7 +190,11 @@ class DPDL(DecentralizedAlgorithm):
         paper's), or Poisson sampling, each record independently with probability
         ``B / q_i``, the sum still divided by ``B``. Poisson subsampling is certified by the
         PLD accountant (tighter than the RDP bound of sampling without replacement at the
-        same rate); not in secure mode (RDP only).
+        same rate); under replace-one not in secure mode (RDP only). Poisson sampling also
+        accepts a budget under ``neighboring='add_remove_one'`` with declared public sizes
+        (``PrivacyBudget(..., public_sizes=...)``): the rates ``B / N^pub_i``, the normaliser
+        ``B`` and the delta use them, never the true sizes; a release's sensitivity is then
+        ``C`` (one summand added or removed) instead of ``2 C``.
     clip : float
         Per-sample clipping norm ``C`` (Riemannian norm; 2 MNIST, 3 CIFAR-10), a PUBLIC number.
     budget : PrivacyBudget, optional
@@ -223,6 +242,10 @@ class DPDL(DecentralizedAlgorithm):
             raise ValueError(f"DPDL needs w_ii > 0 for every agent (spec 001 [L48]); agent "
                              f"{int(np.argmin(diag))} has w_ii = {diag.min():.3g}")
         self.lr = check_nonneg(lr, "lr")
+        if self.lr == 0:
+            # as DO-ADP's alpha: with a zero step the iterates never move (a run that
+            # "succeeds" and learns nothing, while spending the privacy budget)
+            raise ValueError(f"argument 'lr' (the step size) must be > 0, got {lr!r}")
         self.beta = check_nonneg(beta, "beta")
         if self.beta >= 1:
             raise ValueError(f"argument 'beta' must be in [0, 1), got {beta!r}")
@@ -239,6 +262,9 @@ class DPDL(DecentralizedAlgorithm):
         self.sigma = check_nonneg(sigma, "sigma")
         self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, self.sigma or None,
                                  paper_epsilon, delta)
+        if self.sampling != "poisson":
+            refuse_add_remove(budget, self.name, GAUSSIAN_REPLACE_ONE_ONLY)
+        self.neighboring = budget.neighboring if budget is not None else "replace_one"
         self.h = float(h)
         self.c2 = float(c2)
         if (isinstance(max_chunk_pairs, bool) or not isinstance(max_chunk_pairs, (int, np.integer))
@@ -292,7 +318,9 @@ class DPDL(DecentralizedAlgorithm):
         if self.network.n_agents != problem.n_agents:
             raise ValueError(f"network has {self.network.n_agents} agents, problem has "
                              f"{problem.n_agents}")
-        if self.batch_size > problem.counts.min():
+        # under add/remove the true sizes are private: Poisson rates read the declared sizes
+        # (checked in _account), never these
+        if self.neighboring == "replace_one" and self.batch_size > problem.counts.min():
             raise ValueError(f"argument 'batch_size' ({self.batch_size}) exceeds the smallest "
                              f"local data set ({problem.counts.min()}); resample the partition "
                              "(spec 001 P10)")
@@ -374,15 +402,24 @@ class DPDL(DecentralizedAlgorithm):
         cfg = self.noise
         if cfg.mode is None:
             return None
-        if self.sampling == "poisson" and is_secure(rng):
+        relation = self.neighboring
+        if self.sampling == "poisson" and is_secure(rng) and relation == "replace_one":
             raise ValueError(f"{self.name}: secure mode certifies with RDP only, which has no "
                              "replace-one bound for Poisson sampling; use "
                              "sampling='without_replacement' in secure mode")
-        sizes = problem.counts
+        # the sizes every rate, normaliser and delta may read: the true ones under replace-one,
+        # the declared public ones under add/remove
+        sizes = (cfg.budget.public_counts(problem.counts) if cfg.budget is not None
+                 else problem.counts)
+        if relation != "replace_one" and self.batch_size > int(np.min(sizes)):
+            raise ValueError(f"argument 'batch_size' ({self.batch_size}) exceeds the smallest "
+                             f"declared public size ({int(np.min(sizes))})")
         q = int(sizes.min())
         delta = cfg.resolve_delta(q)
-        # a clipped sum of B per-sample gradients of norm <= C: replace-one sensitivity 2C
-        sens = release_sensitivity(2.0 * self.clip, problem.manifold.dim, rng)
+        # a clipped sum of per-sample gradients of norm <= C: sensitivity 2C (replace-one) or
+        # C (add/remove)
+        per_record = 2.0 if relation == "replace_one" else 1.0
+        sens = release_sensitivity(per_record * self.clip, problem.manifold.dim, rng)
         releases = self._releases()
         def budget_z():
             planned = np.full(problem.n_agents, cfg.n_rounds)
@@ -415,7 +452,7 @@ class DPDL(DecentralizedAlgorithm):
             target_epsilon=target, planned_rounds=cfg.n_rounds if target is not None else None,
             paper=self._paper(problem, delta, z * sens / self.clip),
             epsilon_paper=cfg.paper_epsilon, secure=is_secure(rng), mode=cfg.mode,
-            sampling=self.sampling)
+            sampling=self.sampling, neighboring=relation)
 
     def privacy(self, state):
         """The run's privacy report dict (``None`` without noise)."""
@@ -434,13 +471,25 @@ class DPDL(DecentralizedAlgorithm):
                          noise_std=std, seed=seed)
 
     def _minibatches(self, problem, state, agents):
-        """This round's minibatch rows of ``agents`` (global ids), keyed: ``(idx, mask)`` with
-        ``idx`` ``(A, b)`` and ``mask`` None (``B`` rows without replacement) or ``(A, b)`` the
-        drawn rows of a Poisson minibatch (``b`` its largest size)."""
+        """This round's minibatch rows of ``agents`` (global ids), ``(A, B)``, keyed: ``B`` rows
+        drawn uniformly without replacement (the paper's draw)."""
+        return sample_without_replacement(
+            problem.counts[agents], self.batch_size,
+            agent_draws(state.rng, state.seed, agents, state.t, "minibatch"))
+
+    def _round_batches(self, problem, state, agents):
+        """This round's minibatches of ``agents``: ``(idx, mask)``, ``idx`` ``(A, b)`` and
+        ``mask`` None (:meth:`_minibatches`) or ``(A, b)``, the drawn rows of a Poisson
+        minibatch (``b`` its largest size)."""
+        if self.sampling != "poisson":
+            return self._minibatches(problem, state, agents), None
         draws = agent_draws(state.rng, state.seed, agents, state.t, "minibatch")
-        if self.sampling == "poisson":
-            return poisson_minibatches(problem.counts[agents], self.batch_size, draws)
-        return sample_without_replacement(problem.counts[agents], self.batch_size, draws), None
+        # the rate B / N_i of the sizes the account uses (the declared public ones under
+        # add/remove), over the rows the agent holds
+        sizes = (problem.counts if state.ledger is None
+                 else np.asarray(state.ledger.local_sizes))
+        return poisson_minibatches(problem.counts[agents], self.batch_size, draws,
+                                   rate_sizes=sizes[agents])
 
     def _gossip(self, manifold, state, x, vtilde, xtilde):
         """Step 5's gossip of model and momentum, through the state's communicator (so that a
@@ -464,7 +513,7 @@ class DPDL(DecentralizedAlgorithm):
         x = state.x
         if state.ledger is not None:
             state.ledger.check_can_step()
-        idx, drawn = self._minibatches(problem, state, agents)
+        idx, drawn = self._round_batches(problem, state, agents)
         # 1. every agent sends its model to its neighbours (one dense point per arc)
         nb = comm.gather_from_neighbors(w, x)
         # 2. each data owner nb.receivers evaluates the model of nb.senders on its batch; the
@@ -557,7 +606,7 @@ class DPDPSGD(DPDL):
         if state.ledger is not None:
             state.ledger.check_can_step()
         agents = state.comm.agents
-        idx, drawn = self._minibatches(problem, state, agents)
+        idx, drawn = self._round_batches(problem, state, agents)
         noisy = self._noisy_means(problem, state.x, agents, idx, agents, state, drawn)
         vtilde = self.beta * state.v + noisy
         xtilde = manifold.exp(state.x, -self.lr * vtilde)

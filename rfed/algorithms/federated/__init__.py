@@ -8,6 +8,11 @@ paper's Theorem 4.2 beside), :mod:`~rfed.algorithms.federated.streams` (per-agen
 for a block), :mod:`~rfed.algorithms.federated.client_dp` (client-level DP on the manifold) and
 :class:`PriRFed` (Algorithm 1) tying them together; :class:`RepeatedRuns` advances several
 independent runs of one PriRFed configuration as one batched computation.
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
 """
 
 from rfed.algorithms.federated.accounting import (

@@ -2,7 +2,8 @@
 
 **Certified (the guarantee).** Record-level DP of one agent's dataset, under the run's
 neighbouring relation (replace-one by default, as in the paper's Def. 2.4; add/remove-one with
-Poisson minibatches), accounted by dp-accounting (RDP and PLD, the tighter of the two that
+a full batch or Poisson minibatches, every size the declared public one), accounted by
+dp-accounting (RDP and PLD, the tighter of the two that
 support the events when ``method='auto'``). A record lives in one agent, so in a round only that
 agent's local run depends on it; the other agents' runs are independent of it and the
 aggregation is post-processing. The :class:`~rfed.privacy.PrivacyLedger` charges each selected
@@ -28,7 +29,7 @@ user's :class:`~rfed.privacy.PrivacyBudget`.
 budget that the paper's sigma formulas are said to give one local run (``paper_epsilon``), with
 agent subsampling, sequential composition of the ``s`` agents of a round and the better of
 sequential and advanced composition over ``T`` rounds. Its inputs are heuristic (constants set to
-one, spec pitfall 3): the paper's formula, not a guarantee.
+one): the paper's formula, not a guarantee.
 """
 
 from __future__ import annotations
@@ -43,7 +44,7 @@ from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
 from rfed.privacy import _rdp
 from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
 from rfed.privacy.budget import Calibration, Certificate, PrivacyBudget, calibrate, certify
-from rfed.privacy.ledger import PrivacyLedger, group_rows, row_event
+from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE, PrivacyLedger, group_rows, row_event
 from rfed.privacy.papers import prirfed_privacy
 
 __all__ = [
@@ -344,6 +345,12 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float,
     return plan.with_noise_multiplier(z[inverse]), cals
 
 
+def _sizes_text(sizes: np.ndarray) -> str:
+    """``'N = 100'`` for equal sizes, else their range."""
+    lo, hi = int(np.min(sizes)), int(np.max(sizes))
+    return f"N = {lo}" if lo == hi else f"N from {lo} to {hi}"
+
+
 def _assumptions(trainer: LocalTrainer, plan: LocalPlan, secure: bool) -> list[str]:
     out = []
     if plan.clip is not None:
@@ -359,12 +366,19 @@ def _assumptions(trainer: LocalTrainer, plan: LocalPlan, secure: bool) -> list[s
                    f"{plan.clip:g} (enforced; sensitivity 2 tau_d / b_i, subsampled without "
                    "replacement)")
     out.append("clip levels are public numbers given by the user, not read from the data")
-    out.append("local dataset sizes N_i public (the normalisers of the clipped means)")
+    if plan.neighboring == "replace_one":
+        out.append("local dataset sizes N_i public (a replaced record leaves them unchanged; "
+                   "the normalisers of the clipped means and the aggregation weights)")
+    else:
+        out.append("local dataset sizes N_i private (add/remove changes them): every normaliser, "
+                   "sampling rate, noise scale, aggregation weight and delta uses the declared "
+                   f"public nominal sizes ({_sizes_text(np.asarray(plan.counts))}), never the true "
+                   "ones")
     if plan.sampling == "without_replacement":
         out.append("minibatches: fixed size b_i drawn uniformly without replacement, secret")
     elif plan.sampling == "poisson":
-        out.append("minibatches: Poisson (each record independently), secret; divided by the "
-                   "public expected batch size")
+        out.append("minibatches: Poisson (each record independently with the public rate "
+                   "q_i = b_i / N_i), secret; divided by the public expected batch size b_i")
     if plan.extra.get("coupled_records"):
         out.append("per-sample losses couple the agent's records: every clipped summand may "
                    "change (no 1/b, no minibatch amplification)")
@@ -373,6 +387,7 @@ def _assumptions(trainer: LocalTrainer, plan: LocalPlan, secure: bool) -> list[s
     if not secure:
         out.append("seeded numpy generator and floating-point noise: a research run, replayable "
                    "from its seed, not a deployment")
+    out.append(OUTSIDE_THE_GUARANTEE)
     return out
 
 
@@ -430,7 +445,7 @@ def prirfed_privacy_report(
                               rounds, delta_hat)
         paper = {
             "label": PAPER_LABEL,
-            "name": "PriRFed Theorem 4.2 (seed 004, L250-266) with the sigma formula of "
+            "name": "PriRFed Theorem 4.2 with the sigma formula of "
                     f"{'HMJG24 Thm 1' if trainer.name == 'DP-RSGD' else 'UHJM23 Claim 5'}",
             "epsilon": res.epsilon,
             "delta": res.delta,

@@ -18,7 +18,13 @@ client's local training reads its own data only), so the mean over the fixed, pu
 ``s`` of selected clients has Riemannian L2 sensitivity :math:`\Delta = 2C/s`. The weights are
 the equal ``1/s`` (not data-size weights): a data-size weight would move with the replaced
 dataset's size and the bound would not hold. A round is one Gaussian mechanism with
-:math:`\sigma = z \Delta`.
+:math:`\sigma = z \Delta`; in secure mode the release is rounded to a grid and the rounding
+term is added to :math:`\Delta` (:func:`rfed.privacy.mechanisms.release_sensitivity`), as for
+every secure release in rfed.
+
+**Accounting.** The noise multiplier of a budget is calibrated, and the finished run certified,
+with the tighter of dp-accounting's RDP and PLD accountants (the budget's ``method``), as the
+record-level paths do; secure mode uses RDP only.
 
 **Agent sampling.** The clients of a round are ``s`` of ``n`` drawn without replacement. The
 amplification by that sampling is valid only if the adversary does not learn which clients were
@@ -29,6 +35,11 @@ clients are charged, each round they take part in, without amplification.
 
 The keyed streams (:mod:`rfed.randomness`) make the server's noise a function of the run's seed
 and the round: the guarantee assumes the seed is secret (secure mode draws from the OS instead).
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
 """
 
 from __future__ import annotations
@@ -39,10 +50,10 @@ from typing import Any
 import numpy as np
 
 from rfed.manifolds.base import Manifold
-from rfed.privacy.accountants import EventSpec
+from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
 from rfed.privacy.budget import PrivacyBudget, calibrate
-from rfed.privacy.ledger import PrivacyLedger
-from rfed.privacy.mechanisms import gaussian_mechanism
+from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE, PrivacyLedger
+from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 
 __all__ = ["ClientLevelDP", "clip_updates", "clipped_update_mean"]
 
@@ -163,28 +174,45 @@ class ClientLevelDP:
             return self.budget.resolve_delta(n_agents)
         return min(1e-5, 1.0 / (10.0 * n_agents))
 
-    def resolve(self, n_agents: int, n_sampled: int, n_rounds: int | None) -> float:
+    def method(self, secure: bool = False) -> str:
+        """The accountant of the client-level certificate: the budget's (``'auto'``: the
+        tighter of RDP and PLD, as the record-level paths) or ``'auto'`` without a budget; RDP
+        in secure mode (the discrete Gaussian is certified through Renyi divergences)."""
+        if secure:
+            return "rdp"
+        return "auto" if self.budget is None else self.budget.method
+
+    def resolve(self, n_agents: int, n_sampled: int, n_rounds: int | None,
+                secure: bool = False) -> float:
         """``z``: the given one, or the smallest meeting the budget over ``n_rounds`` rounds
-        (every client charged every round: the worst case of the selection)."""
+        (every client charged every round: the worst case of the selection), calibrated with
+        the accountant that certifies the finished run (:meth:`method`)."""
         if self.budget is None:
             return float(self.noise_multiplier)
         if n_rounds is None:
             raise ValueError("argument 'n_rounds' is required with a client-level budget")
-        # RDP, the accountant of the client-level ledger that certifies the finished run
         cal = calibrate(lambda z: [(self.event(z, n_agents, n_sampled), int(n_rounds))],
-                        replace(self.budget, method="rdp"), delta=self.delta(n_agents))
+                        replace(self.budget, method=self.method(secure)),
+                        delta=self.delta(n_agents))
         return float(cal.noise_multiplier)
+
+    def release_sensitivity(self, dim: int, n_sampled: int, rng: Any) -> float:
+        """The sensitivity of the release on a manifold of dimension ``dim``: ``2C/s``, plus
+        secure mode's grid-rounding term (:func:`rfed.privacy.mechanisms.release_sensitivity`,
+        the rule of every release)."""
+        return float(release_sensitivity(self.sensitivity(n_sampled), dim, rng))
 
     def release(self, manifold: Manifold, x: np.ndarray, points: np.ndarray, n_sampled: int,
                 z: float, rng: Any) -> np.ndarray:
         r""":math:`\mathrm{Exp}_x(\text{clipped mean} + \xi)`, ``xi`` tangent Gaussian of std
-        ``z 2C/s`` (through :func:`gaussian_mechanism`).
+        ``z`` times :meth:`release_sensitivity` (``z 2C/s`` with a seeded generator; secure
+        mode adds the grid-rounding term), through :func:`gaussian_mechanism`.
 
         ``points`` has shape ``(*batch, s, *point_shape)``; the result ``(*batch,
         *point_shape)``.
         """
         mean = clipped_update_mean(manifold, x, points, self.clip, n_sampled)
-        sigma = z * self.sensitivity(n_sampled)
+        sigma = z * self.release_sensitivity(manifold.dim, n_sampled, rng)
         return manifold.exp(x, gaussian_mechanism(manifold, x, mean, sigma, rng))
 
     def record(self, ledger: PrivacyLedger, round: int, agents: np.ndarray, n_sampled: int,
@@ -199,14 +227,25 @@ class ClientLevelDP:
                       "sample_size": ev.sample_size}
         ledger.record(round, who, noise_multiplier=z, **kwargs)
 
-    def report(self, ledger: PrivacyLedger, n_rounds_done: int, z: float, n_sampled: int
-               ) -> dict[str, Any]:
-        """The client-level privacy report of the rounds done (from the client-level ledger)."""
+    def report(self, ledger: PrivacyLedger, n_rounds_done: int, z: float, n_sampled: int,
+               *, secure: bool = False, sensitivity: float | None = None) -> dict[str, Any]:
+        """The client-level privacy report of the rounds done (from the client-level ledger).
+
+        The certified epsilon is that of the worst-off client's recorded events with
+        :meth:`method`'s accountant; ``sensitivity`` is the release's (default ``2C/s``; pass
+        :meth:`release_sensitivity` in secure mode) and gives the reported ``sigma``.
+        """
+        from rfed.algorithms.federated.accounting import certified_epsilon
+
         delta = self.delta(ledger.n_agents)
-        eps = float(ledger.epsilon(delta)) if n_rounds_done else 0.0
+        method = self.method(secure)
+        eps, used, _ = (certified_epsilon(ledger, delta, method) if n_rounds_done
+                        else (0.0, "rdp" if method == "auto" else method, 0))
         planned = None
         if self.budget is not None:
             planned = self.budget.epsilon
+        if sensitivity is None:
+            sensitivity = self.sensitivity(n_sampled)
         assumptions = [
             "client-level adjacency: one client's whole dataset replaced (size and content)",
             f"updates clipped to C = {self.clip:g} in the Riemannian norm at x^(t) (enforced)",
@@ -217,10 +256,17 @@ class ClientLevelDP:
             "amplification by sampling s of n clients without replacement: the selection is "
             "hidden from the adversary" if self.hidden_selection else
             "no amplification by the client sampling (the selection may be public)")
+        if secure:
+            assumptions.append("secure mode: discrete Gaussian on a grid, the grid-rounding term "
+                               "added to the sensitivity 2C/s, certified with RDP")
+        assumptions.append(OUTSIDE_THE_GUARANTEE)
+        label = {"auto": "tighter of RDP and PLD", "rdp": "RDP", "pld": "PLD"}[method]
         return {
             "epsilon_certified": eps, "delta": delta, "level": "client",
-            "neighboring": "replace_one", "accountant": ledger.method,
-            "noise_multiplier": z, "sigma": z * self.sensitivity(n_sampled),
+            "neighboring": "replace_one",
+            "accountant": f"dp-accounting {DP_ACCOUNTING_VERSION} {used.upper()} ({label}), "
+                          "client-level replace_one; per-client ledger, worst client",
+            "noise_multiplier": z, "sigma": z * sensitivity, "sensitivity": sensitivity,
             "clip": self.clip, "hidden_selection": self.hidden_selection,
             "target_epsilon": planned, "rounds": n_rounds_done, "assumptions": assumptions,
         }

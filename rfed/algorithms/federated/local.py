@@ -34,11 +34,17 @@ DP-RSGD, one step releases (inside ``x_{k+1}``) the noisy mean
 * fixed-size minibatch without replacement (the paper's), replace-one: one summand changes,
   ``Delta = 2 tau / b_i``; accounted as a Gaussian subsampled without replacement ``b_i`` of
   ``N_i`` (Wang, Balle and Kasiviswanathan 2019), RDP;
-* Poisson minibatch (each record independently with probability ``q_i``): the sum is divided by
-  the PUBLIC expected size ``bbar_i = q_i N_i`` (never by the realised size), add/remove-one:
-  one summand appears or disappears, ``Delta = tau / bbar_i``; accounted as the Poisson-subsampled
-  Gaussian under add/remove (RDP or PLD);
+* Poisson minibatch (each record independently with the public probability ``q_i``): the sum
+  is divided by the PUBLIC expected size ``bbar_i = q_i N_i`` (never by the realised size),
+  add/remove-one: one summand appears or disappears, ``Delta = tau / bbar_i``; accounted as the
+  Poisson-subsampled Gaussian under add/remove (RDP or PLD);
 * full batch: ``Delta = 2 tau / N_i`` (replace-one) or ``tau / N_i`` (add/remove), no sampling.
+
+Under add/remove the true ``N_i`` is private (it is what differs between neighbours): ``N_i``
+above is then the declared PUBLIC nominal size (``public_sizes``,
+:func:`rfed.privacy.budget.public_counts`) in every normaliser, rate and noise scale; the data
+enter only through the sum over the records held. Fixed-size minibatches without replacement
+are refused under add/remove (no such bound for a draw from a private count).
 
 DP-RSVRG, one inner step ``j`` of outer loop ``k`` releases
 :math:`\\eta = c_1(x_j) - \\Gamma(c_1(\\tilde x) - g)` plus noise, with
@@ -50,6 +56,12 @@ Replace one record ``r`` (given everything released before, so the points are fi
   their difference moves by at most ``2 tau_1 + 2 tau_1``; ``g`` moves by ``2 tau_0 / N_i``
   (one summand, and parallel transport is an isometry): ``4 tau_1 + 2 tau_0 / N_i``;
 * otherwise only ``g`` moves: ``2 tau_0 / N_i``.
+
+Add or remove one record (``N_i`` the public size, the full gradient divided by it): ``g``
+moves by ``tau_0 / N_i``, and a step whose pick is the added record by at most
+``4 tau_1 + tau_0 / N_i``; the uniform pick over the records held is a mixture whose
+divergence is at most its worst component's (joint convexity), so ``Delta = 4 tau_1 + tau_0 /
+N_i`` under add/remove.
 
 So every inner step is a Gaussian mechanism of sensitivity ``Delta = 4 tau_1 + 2 tau_0 / N_i``;
 ``g`` itself is never released except through the noisy steps. A local run is ``K m`` such
@@ -90,6 +102,19 @@ and recorded in the ledger. Only replace-one, and no coupled records.
 kernel-ridge weights), replacing one record may change EVERY clipped summand: DP-RSGD's
 ``Delta = 2 tau`` (no minibatch amplification: the record acts on the sampled summands even when
 it is not sampled) and DP-RSVRG's ``Delta = 4 tau_1 + 2 tau_0``; only replace-one is supported.
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
+* Andi Han, Bamdev Mishra, Pratik Jawanpuria and Junbin Gao. Differentially Private Riemannian
+  Optimization. Machine Learning 113, 2024. arXiv:2205.09494.
+* Saiteja Utpala, Andi Han, Pratik Jawanpuria and Bamdev Mishra. Improved Differentially Private
+  Riemannian Optimization: Fast Sampling and Variance Reduction. Transactions on Machine
+  Learning Research, 2023.
+* Yu-Xiang Wang, Borja Balle and Shiva Prasad Kasiviswanathan. Subsampled Renyi Differential
+  Privacy and Analytical Moments Accountant. Proceedings of the 22nd International Conference on
+  Artificial Intelligence and Statistics (AISTATS), 2019. arXiv:1808.00087.
 """
 
 from __future__ import annotations
@@ -104,6 +129,7 @@ import numpy as np
 from rfed.algorithms.federated.sampling import batch_sizes, sample_minibatches
 from rfed.privacy import papers
 from rfed.privacy.accountants import EventSpec
+from rfed.privacy.budget import public_counts
 from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 from rfed.problems.base import Problem
 
@@ -187,7 +213,9 @@ class LocalPlan:
         Minibatch sizes ``b_i`` (DP-RSGD; the expected size ``q_i N_i`` under Poisson sampling)
         or ``N_i`` (DP-RSVRG's full gradients).
     counts : int array, shape ``(n_agents,)``
-        ``N_i``.
+        ``N_i`` under replace-one; under add/remove the declared PUBLIC nominal sizes that
+        stand in for them (:func:`rfed.privacy.budget.public_counts`): the private true sizes
+        never enter a plan.
     sensitivity : array, shape ``(n_agents,)``
         L2 sensitivity of one noisy step under ``neighboring`` (``inf`` without clipping), as
         returned by :func:`rfed.privacy.mechanisms.release_sensitivity`.
@@ -331,7 +359,7 @@ class LocalTrainer(abc.ABC):
 
     @abc.abstractmethod
     def plan(self, problem: Problem, neighboring: str = "replace_one",
-             rng: Any = None) -> LocalPlan:
+             rng: Any = None, public_sizes: Any = None) -> LocalPlan:
         """Resolve clipping, batch sizes, sensitivities and noise for ``problem``.
 
         Parameters
@@ -341,6 +369,11 @@ class LocalTrainer(abc.ABC):
             Relation the sensitivities refer to.
         rng : Generator, optional
             The run's generator (passed to :func:`release_sensitivity`).
+        public_sizes : int or sequence of int, optional
+            Under ``'add_remove_one'`` (required there): the declared PUBLIC nominal local
+            dataset sizes that replace the private ``N_i`` in every normaliser, sampling rate
+            and noise scale (:func:`rfed.privacy.budget.public_counts`); the plan's ``counts``
+            are then these sizes. ``None`` under replace-one (the true sizes are public).
         """
 
     def _finish_plan(self, plan: LocalPlan, problem: Problem, paper_clip: float | None,
@@ -368,7 +401,7 @@ class LocalTrainer(abc.ABC):
             if paper_clip is None:
                 raise ValueError("the paper's calibration needs clipping levels; set 'clip'"
                                  + (" and 'clip_full'" if isinstance(self, DPRSVRG) else ""))
-            plan.sigma = paper_sigma(problem.counts, epsilon=self.paper_epsilon,
+            plan.sigma = paper_sigma(np.asarray(plan.counts), epsilon=self.paper_epsilon,
                                      delta=self.paper_delta, clip=paper_clip, steps=self.steps,
                                      inner_steps=getattr(self, "inner_steps", 1),
                                      constant=self.constant)
@@ -577,6 +610,11 @@ class DPRSGD(LocalTrainer):
         ``o_i`` of the paper's calibration (1, as in the paper's experiments).
     sampling : {'without_replacement', 'poisson'}
         Minibatch scheme (module docstring for the accounting of each).
+    local_optimizer : optional
+        The local update rule fed with the privatized step :math:`\eta_k` in place of line 5,
+        e.g. :class:`rfed.optim.RiemannianAdam` (a fresh state per local run, step size
+        :math:`\alpha`). Post-processing of the released :math:`\eta_k`: the noise, the
+        sensitivity and the privacy report are unchanged. ``None``: line 5 as written.
     """
 
     steps: int = 1
@@ -588,6 +626,7 @@ class DPRSGD(LocalTrainer):
     paper_delta: float | None = None
     constant: float = 1.0
     sampling: str = "without_replacement"
+    local_optimizer: Any = None
     name: str = "DP-RSGD"
     epsilon: dataclasses.InitVar[None] = None
     delta: dataclasses.InitVar[None] = None
@@ -608,12 +647,19 @@ class DPRSGD(LocalTrainer):
         if self.sampling not in SAMPLINGS:
             raise ValueError(f"argument 'sampling' must be one of {SAMPLINGS}, got "
                              f"{self.sampling!r}")
+        rule = self.local_optimizer
+        if rule is not None and not (callable(getattr(rule, "init", None))
+                                     and callable(getattr(rule, "step", None))):
+            raise ValueError("argument 'local_optimizer' must have init(manifold, x) and "
+                             "step(manifold, x, grad, state, lr), e.g. rfed.optim.RiemannianAdam()"
+                             f"; got {type(rule).__name__}")
 
-    def plan(self, problem: Problem, neighboring: str = "replace_one", rng: Any = None
-             ) -> LocalPlan:
+    def plan(self, problem: Problem, neighboring: str = "replace_one", rng: Any = None,
+             public_sizes: Any = None) -> LocalPlan:
         neighboring = _check_neighboring(neighboring)
         coupled = _coupled(problem, neighboring)
-        counts = problem.counts
+        # the true N_i under replace-one, the declared public sizes under add/remove
+        counts = public_counts(problem.counts, neighboring, public_sizes)
         sizes = batch_sizes(counts, self.batch_size).astype(float)
         if self.sampling == "poisson":
             if neighboring != "add_remove_one":
@@ -634,7 +680,9 @@ class DPRSGD(LocalTrainer):
             if neighboring != "replace_one" and np.any(sizes < counts):
                 raise ValueError(
                     "fixed-size minibatches without replacement are accounted under "
-                    "neighboring='replace_one' only (dp-accounting); use sampling='poisson' "
+                    "neighboring='replace_one' only: the draw of b of the private N_i records "
+                    "has no add/remove bound in dp-accounting; use sampling='poisson' (public "
+                    "rate) or a full batch (batch_size=None, normalised by the public size) "
                     "for add/remove"
                 )
             sampling = "without_replacement" if np.any(sizes < counts) else "none"
@@ -658,10 +706,12 @@ class DPRSGD(LocalTrainer):
         k_pts = len(man.point_shape)
         agents = np.asarray(agents)
         sigma = self._rows_sigma(plan.sigma, agents, sigma)
-        counts = problem.counts[agents]
-        sizes = plan.sizes[agents]
-        poisson = self.sampling == "poisson" and bool(np.any(sizes < counts))
-        full = bool(np.all(sizes == counts))
+        counts = problem.counts[agents]   # the records held (data access only)
+        sizes = plan.sizes[agents]        # the public normalisers
+        poisson = self.sampling == "poisson" and bool(np.any(sizes < plan.counts[agents]))
+        # add/remove runs a full batch or Poisson (never b of the private N_i)
+        full = not poisson and (plan.neighboring == "add_remove_one"
+                                or bool(np.all(sizes == counts)))
         in_order = not full and not poisson and problem.sorted_batches
         if full or poisson:
             data, full_mask = _agent_data(problem, agents)
@@ -672,12 +722,15 @@ class DPRSGD(LocalTrainer):
         n_clipped = np.zeros(agents.size, dtype=int)
         int_sizes = sizes.astype(int)
         noisy = bool(np.any(sigma > 0))
+        rule = self.local_optimizer
+        rule_state = None if rule is None else rule.init(man, x)
         for k in range(self.steps):
             if option == 2:
                 chosen = np.where((pick == k).reshape((-1,) + (1,) * k_pts), x, chosen)
             if poisson:
-                # each record independently with probability q_i = bbar_i / N_i
-                rate = (sizes / counts)[:, None]
+                # each record independently with the public probability q_i = bbar_i / N_i
+                # (N_i the plan's size: the declared public one under add/remove)
+                rate = (sizes / plan.counts[agents])[:, None]
                 mask = full_mask & (rng.random(full_mask.shape) < rate)
             elif not full:
                 idx, mask = sample_minibatches(counts, int_sizes, rng)
@@ -693,7 +746,10 @@ class DPRSGD(LocalTrainer):
             # the PUBLIC normaliser b_i (the expected size under Poisson sampling)
             mean = total / sizes.reshape((-1,) + (1,) * k_pts)
             eta = self._release(problem, x, mean, sigma, rng, noisy)
-            x = man.exp(x, -step_size * eta)
+            if rule is None:
+                x = man.exp(x, -step_size * eta)
+            else:  # post-processing of the released eta (and of the earlier ones)
+                x, rule_state = rule.step(man, x, eta, rule_state, step_size)
         if option == 2:
             x = np.where((pick == self.steps).reshape((-1,) + (1,) * k_pts), x, chosen)
         evals = int(self.steps * (counts.sum() if poisson else sizes.sum()))
@@ -718,7 +774,8 @@ class DPRSVRG(LocalTrainer):
     * output option 1: :math:`x_{K,m}`; option 2: uniform over the ``m K`` points
       :math:`x_{k+1,j}`, ``j = 0..m-1``.
 
-    Sensitivity of a noisy step: ``4 tau_1 + 2 tau_0 / N_i`` (replace-one; module docstring).
+    Sensitivity of a noisy step: ``4 tau_1 + 2 tau_0 / N_i`` (replace-one) or ``4 tau_1 +
+    tau_0 / N_i`` with the public ``N_i`` (add/remove; module docstring).
 
     ``variant='released_snapshot'`` (NOT the paper's; module docstring): per outer loop the
     snapshot gradient is released once, :math:`\tilde g = g + N_{\tilde x}(0, \sigma_0^2)`
@@ -795,22 +852,32 @@ class DPRSVRG(LocalTrainer):
         """Noisy steps of one local run: ``K m``."""
         return self.steps * self.inner_steps
 
-    def plan(self, problem: Problem, neighboring: str = "replace_one", rng: Any = None
-             ) -> LocalPlan:
+    def plan(self, problem: Problem, neighboring: str = "replace_one", rng: Any = None,
+             public_sizes: Any = None) -> LocalPlan:
         neighboring = _check_neighboring(neighboring)
-        if neighboring != "replace_one":
-            raise ValueError("DP-RSVRG is accounted under neighboring='replace_one' (its full "
-                             "gradient is normalised by the agent's dataset size)")
+        if neighboring != "replace_one" and self.variant == "released_snapshot":
+            raise ValueError(
+                "DP-RSVRG with a released snapshot is accounted under neighboring='replace_one' "
+                "only: its inner steps draw b of the private N_i records without replacement, "
+                "which has no add/remove bound in dp-accounting; use variant='paper'"
+            )
         coupled = _coupled(problem, neighboring)
-        counts = problem.counts
+        # the true N_i under replace-one, the declared public sizes under add/remove
+        counts = public_counts(problem.counts, neighboring, public_sizes)
         tau1, tau0 = self.clip, self.clip_full
         if self.variant == "released_snapshot":
             return self._plan_released(problem, coupled, rng)
         if tau1 is None or tau0 is None:
             sens = np.full(counts.shape, np.inf)
-        else:
+        elif neighboring == "replace_one":
             sens = 4.0 * tau1 + 2.0 * tau0 / (1.0 if coupled else counts.astype(float))
             sens = np.broadcast_to(sens, counts.shape).astype(float)
+        else:
+            # g = (1/N^pub) sum_j clip(grad f_j): one summand more or less moves it by
+            # tau_0 / N^pub; a step whose pick is the added record moves by at most
+            # 4 tau_1 + tau_0 / N^pub (the uniform pick over the held records is a mixture,
+            # bounded by its worst component: module docstring)
+            sens = 4.0 * tau1 + tau0 / counts.astype(float)
         plan = LocalPlan(sigma=np.zeros(problem.n_agents), clip=tau1, clip_full=tau0,
                          sizes=counts.astype(float), counts=counts.copy(), sensitivity=sens,
                          neighboring=neighboring, sampling="none", steps=self.total_steps)
@@ -847,8 +914,8 @@ class DPRSVRG(LocalTrainer):
                         clip: float | None) -> tuple[np.ndarray, np.ndarray]:
         r"""The data-dependent value of an inner step of ``variant='released_snapshot'``.
 
-        :math:`v = rac{1}{b}\sum_{l} \mathrm{clip}_{	au_d}(\mathrm{grad} f_l(x) -
-        \Gamma_{	ilde x}^{x} \mathrm{grad} f_l(	ilde x))`, each difference clipped in the norm
+        :math:`v = \frac{1}{b}\sum_{l} \mathrm{clip}_{\tau_d}(\mathrm{grad} f_l(x) -
+        \Gamma_{\tilde x}^{x} \mathrm{grad} f_l(\tilde x))`, each difference clipped in the norm
         at ``x``: between neighbouring batches (one record replaced) ``v`` moves by at most
         ``2 tau_d / b``.
 
@@ -861,7 +928,7 @@ class DPRSVRG(LocalTrainer):
         sizes : array, shape ``(A,)``
             The public normalisers ``b_i``.
         clip : float or None
-            :math:`	au_d` (``None``: no clipping, non-private).
+            :math:`\tau_d` (``None``: no clipping, non-private).
 
         Returns
         -------
@@ -945,7 +1012,8 @@ class DPRSVRG(LocalTrainer):
         for k in range(self.steps):
             total, clipped = problem.clipped_grad_sum(snap, data, plan.clip_full, mask)
             n_clipped += _per_row(clipped)
-            g_full = total / counts.reshape(shape)
+            # the plan's N_i: the true size under replace-one, the public one under add/remove
+            g_full = total / plan.counts[agents].reshape(shape)
             xj = snap
             # line 6 for all j at once: l_j uniform on [N_i], independent across j
             picks = problem.batch(agents, rng.integers(0, counts[:, None], size=(agents.size, m)))

@@ -1,4 +1,11 @@
-"""PriRFed (Algorithm 1 of seed 004): private federated learning on a Riemannian manifold."""
+"""PriRFed (Algorithm 1 of Huang, Huang, Jawanpuria and Mishra): private federated learning on a
+Riemannian manifold.
+
+References
+----------
+* Zhenwei Huang, Wen Huang, Pratik Jawanpuria and Bamdev Mishra. Federated Learning on
+  Riemannian Manifolds with Differential Privacy. arXiv preprint arXiv:2404.10029, 2024.
+"""
 
 from __future__ import annotations
 
@@ -30,7 +37,9 @@ from rfed.privacy.budget import (
     PrivacyBudget,
     check_delta_for_dataset,
     check_planned_round,
+    check_public_sizes,
     default_delta,
+    public_counts,
 )
 from rfed.privacy.ledger import PrivacyLedger
 from rfed.problems.base import Problem
@@ -99,7 +108,7 @@ class PriRFedState:
 class PriRFed(Algorithm):
     r"""PriRFed: sample agents, train locally with privacy, aggregate on the manifold.
 
-    Every round (PriRFed Alg. 1, spec section 2.1):
+    Every round (PriRFed Alg. 1):
 
     * line 2: sample ``s`` agents uniformly without replacement;
     * line 3: broadcast :math:`x^{(t)}` to them;
@@ -107,7 +116,8 @@ class PriRFed(Algorithm):
       or :class:`DPRSVRG`), each from :math:`x^{(t)}`, batched in one array;
     * line 10: aggregate by the tangent mean (3.2),
       :math:`x^{(t+1)} = \mathrm{Exp}_{x^{(t)}}(\sum_i w_i \mathrm{Log}_{x^{(t)}}(\tilde x_i))`,
-      :math:`w_i = N_i / \sum_{l \in S_t} N_l`, or by the exact Karcher mean (3.1);
+      :math:`w_i = N_i / \sum_{l \in S_t} N_l` (under add/remove the public sizes: the true
+      ones are private), or by the exact Karcher mean (3.1);
     * lines 12-13: output option 1 (:math:`x^{(T)}`) or 2 (uniform over
       :math:`x^{(1)}, \dots, x^{(T)}`); the local trainers follow the same option.
 
@@ -118,8 +128,9 @@ class PriRFed(Algorithm):
     the same run whatever the split. With ``client_dp``, :meth:`aggregate` is the client-level
     release of :class:`~rfed.algorithms.federated.client_dp.ClientLevelDP`.
 
-    The history records :math:`f(x^{(t)})` at every evaluated round whatever the option (spec
-    pitfall 11), plus the bytes exchanged and the clipped-gradient count. The result's
+    The history records :math:`f(x^{(t)})` at every evaluated round whatever the option, plus
+    the bytes exchanged and the clipped-gradient count (metrics outside the privacy guarantee:
+    :data:`rfed.privacy.OUTSIDE_THE_GUARANTEE`). The result's
     ``privacy`` is the report of
     :func:`~rfed.algorithms.federated.accounting.prirfed_privacy_report` (the certified
     epsilon of the worst-off agent, and the paper's Theorem 4.2 beside it when the trainer uses
@@ -131,8 +142,8 @@ class PriRFed(Algorithm):
     certifies at most ``epsilon`` (and, with full participation, within 1% of it). Running more
     than ``T`` rounds raises ``RuntimeError``.
 
-    Example
-    -------
+    Examples
+    --------
     >>> from rfed.privacy import PrivacyBudget
     >>> alg = PriRFed(DPRSGD(steps=1, batch_size=0.5, clip=1.0), n_sampled=None,
     ...               step_size=0.1, budget=PrivacyBudget(1.0, 1e-5), n_rounds=50)
@@ -165,6 +176,10 @@ class PriRFed(Algorithm):
     neighboring : {'replace_one', 'add_remove_one'}, optional
         Without a budget (default ``'replace_one'``; Poisson minibatches need
         ``'add_remove_one'``).
+    public_sizes : int or tuple of int, optional
+        Without a budget under ``'add_remove_one'`` (required there): the PUBLIC nominal local
+        dataset sizes used in place of the private ``N_i`` (normalisers, sampling rates,
+        aggregation weights, delta); with a budget they are the budget's ``public_sizes``.
     client_dp : ClientLevelDP, optional
         Server-side client-level DP on the manifold (its budget also needs ``n_rounds``);
         reported under ``privacy['client_level']``.
@@ -185,6 +200,7 @@ class PriRFed(Algorithm):
         delta_hat: float = 1e-3,
         privacy_delta: float | None = None,
         neighboring: str | None = None,
+        public_sizes: int | tuple[int, ...] | None = None,
         client_dp: ClientLevelDP | None = None,
         epsilon: None = None,
     ):
@@ -213,6 +229,9 @@ class PriRFed(Algorithm):
                                  "delta)), not 'privacy_delta'")
             if neighboring is not None and neighboring != budget.neighboring:
                 raise ValueError("with a budget, the neighbouring relation is the budget's")
+            if public_sizes is not None:
+                raise ValueError("with a budget, declare the public sizes in the budget "
+                                 "(PrivacyBudget(..., public_sizes=N)), not 'public_sizes'")
         if not isinstance(trainer, LocalTrainer):
             raise TypeError(
                 f"argument 'trainer' must be a LocalTrainer (DPRSGD, DPRSVRG), got {trainer!r}"
@@ -253,6 +272,11 @@ class PriRFed(Algorithm):
         self.client_dp = client_dp
         self.neighboring = (budget.neighboring if budget is not None
                             else neighboring or "replace_one")
+        self.public_sizes = check_public_sizes(public_sizes)
+        if budget is None and self.public_sizes is not None \
+                and self.neighboring != "add_remove_one":
+            raise ValueError("argument 'public_sizes' is for neighboring='add_remove_one' (under "
+                             "replace-one the true sizes are public and used)")
         self.method = budget.method if budget is not None else "auto"
         # calibrations are deterministic in (problem, budget): computed once per problem
         self._plans: dict = {}
@@ -276,7 +300,8 @@ class PriRFed(Algorithm):
         plan, delta, cals = self._plan(problem, rng, seed)
         client_ledger = client_z = None
         if self.client_dp is not None:
-            client_z = self.client_dp.resolve(problem.n_agents, self._s(problem), self.n_rounds)
+            client_z = self.client_dp.resolve(problem.n_agents, self._s(problem), self.n_rounds,
+                                              secure=is_secure_rng(rng))
             client_ledger = PrivacyLedger(problem.n_agents, "rdp", "replace_one",
                                           description=f"{self.name} client-level")
         return PriRFedState(
@@ -314,16 +339,19 @@ class PriRFed(Algorithm):
         return counts
 
     def _make_plan(self, problem: Problem, rng=None, seed: int | None = None):
-        n_min = int(problem.counts.min())
+        public_sizes = self.budget.public_sizes if self.budget is not None else self.public_sizes
+        # under add/remove the declared public sizes, never the private counts
+        n_min = int(public_counts(problem.counts, self.neighboring, public_sizes).min())
         if self.budget is not None:
             delta = self.budget.resolve_delta(n_min)
         elif self.privacy_delta is not None:
             delta = check_delta_for_dataset(self.privacy_delta, n_min, "privacy_delta")
         else:
             delta = default_delta(n_min)
-        plan = self.trainer.plan(problem, self.neighboring, rng)
+        plan = self.trainer.plan(problem, self.neighboring, rng, public_sizes)
         plan.extra.update(
             n_sampled=self._s(problem),
+            manifold_dim=int(problem.manifold.dim),
             coupled_records=bool(getattr(problem, "coupled_records", False)),
             problem_assumptions=list(getattr(problem, "privacy_assumptions", ())),
         )
@@ -465,7 +493,8 @@ class PriRFed(Algorithm):
         if agents.size == 1:
             # (3.2) with one agent is Exp_x(Log_x(x_1)) = x_1 (spec pitfall 7); skip the round trip
             return np.array(received[0])
-        weights = data_size_weights(problem.counts[agents])
+        # the plan's sizes: the true N_i under replace-one, the public ones under add/remove
+        weights = data_size_weights(np.asarray(state.plan.counts)[agents])
         if self.aggregation == "tangent":
             return tangent_mean(problem.manifold, x, received, weights)
         return karcher_aggregate(problem.manifold, x, received, weights)
@@ -548,9 +577,14 @@ class PriRFed(Algorithm):
             delta_hat=self.delta_hat, secure=secure,
         )
         if self.client_dp is not None:
+            n_sampled = state.plan.extra["n_sampled"]
+            sensitivity = None
+            if secure and "manifold_dim" in state.plan.extra:
+                sensitivity = self.client_dp.release_sensitivity(
+                    state.plan.extra["manifold_dim"], n_sampled, state.rng)
             report["client_level"] = self.client_dp.report(
-                state.client_ledger, state.round, state.client_noise_multiplier,
-                state.plan.extra["n_sampled"])
+                state.client_ledger, state.round, state.client_noise_multiplier, n_sampled,
+                secure=secure, sensitivity=sensitivity)
         return report
 
     def privacy_after(self, problem: Problem, rounds: int) -> dict[str, Any]:

@@ -1,0 +1,453 @@
+"""MUFFLIATO: local Gaussian noise on a gradient step, then several (accelerated) gossip steps.
+
+E. Cyffers, M. Even, A. Bellet, L. Massoulie, "Muffliato: Peer-to-Peer Privacy Amplification
+for Decentralized Optimization and Averaging", NeurIPS 2022, arXiv:2206.05091.
+
+The paper's averaging protocol (Algorithm 1, "Muffliato") has every node add Gaussian noise to
+its private value once and then run ``K`` synchronous gossip steps with the mixing matrix ``W``,
+accelerated by the two-term (Chebyshev / heavy-ball) recursion::
+
+    y^0 = x + eta,   y^1 = W y^0,   y^{s+1} = omega W y^s + (1 - omega) y^{s-1}  (s >= 1),
+
+and its optimization algorithm (Muffliato-GD, the paper's Section on private decentralized
+optimization; a stochastic gradient gives Muffliato-SGD) alternates a local noisy gradient step
+with that protocol::
+
+    x_v^{t+1/2} = x_v^t - gamma (g_v(x_v^t) + eta_v^t),   x^{t+1} = Muffliato(x^{t+1/2}; W, K).
+
+What rfed implements, batched over agents, generic over the manifold:
+
+* the gradient ``g_v`` is the mean of the per-sample gradients of a minibatch of ``b`` records
+  (``batch_size=None``: the whole local data set, Muffliato-GD), each CLIPPED to norm ``C`` (a
+  public number; the paper assumes a Lipschitz loss, rfed enforces the bound), and ``eta`` is
+  ``N(0, (z 2C)^2)`` on the clipped SUM, divided by ``b`` (so ``z`` is the noise multiplier of
+  the replace-one sensitivity ``2C`` of one release);
+* the local step is ``Exp_{x_v}(-gamma g~_v)``, the gossip step ``riemannian_gossip`` with
+  ``W`` and the acceleration ``y^{s+1} = Exp_{y^{s-1}}(omega Log_{y^{s-1}}(gossip(y^s)))``, which
+  is the recursion above on Euclidean space;
+* ``omega = 2 / (1 + sqrt(1 - rho^2))`` with ``rho`` the second largest eigenvalue modulus of
+  ``W`` (the optimal constant of the two-term recursion for a spectrum within ``[-rho, rho]``;
+  the paper computes its constant from the spectral gap too), ``accelerated=False`` gives plain
+  gossip (``omega = 1``);
+* ``K`` (``gossip_steps``) defaults to ``ceil(ln(n) / sqrt(1 - rho))``, of the order of the
+  accelerated gossip's mixing time; it is rfed's default, the paper tunes ``K``.
+
+Privacy, certified (record level, replace-one, each agent's local data set): in every round an
+agent's data enters one Gaussian release, its noisy gradient; the ``K`` gossip messages it sends
+are post-processing of that release and of the messages it received (the agent's model at the
+start of a round is itself a function of earlier messages). The accountant composes one
+(subsampled) Gaussian release per agent and round, exactly as for DP-DPSGD.
+
+The paper's own guarantee is *pairwise network DP* (an observer node ``v`` sees only the messages
+of its neighbours): node ``u``'s Renyi divergence of order ``alpha`` towards ``v`` after one
+Muffliato round is ``alpha / (2 z^2) sum_{s<K} sum_{w in N(v)} (P_s)_{wu}^2 / ||(P_s)_{w,:}||^2``
+with ``P_s`` the gossip polynomial of step ``s`` (``P_0 = I``, ``P_1 = W``,
+``P_{s+1} = omega W P_s + (1 - omega) P_{s-1}``), composed over the rounds and converted to
+``(epsilon, delta)``. rfed reports it beside the certified value, labelled as the paper's formula
+for a weaker threat model (it is not the certificate); ``paper_epsilon=`` calibrates the noise
+to it (worst pair of distinct nodes).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from typing import Any
+
+import numpy as np
+import scipy.sparse as sp
+import scipy.sparse.linalg
+
+from rfed.algorithms.decentralized._common import (
+    DecentralizedAlgorithm,
+    DecentralizedState,
+    check_mixing_matrix,
+    check_nonneg,
+    privacy_report,
+)
+from rfed.algorithms.decentralized._privacy import (
+    PAPER_LABEL,
+    GaussianAccount,
+    NoiseConfig,
+    gaussian_groups_calibration,
+    is_secure,
+    reject_epsilon,
+)
+from rfed.algorithms.decentralized._streams import agent_draws, run_seed
+from rfed.manifolds import Euclidean, as_generator
+from rfed.networks.gossip import riemannian_gossip
+from rfed.networks.network import Network
+from rfed.privacy.budget import PrivacyBudget
+from rfed.privacy.clipping import clip_by_norm
+from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
+from rfed.problems.base import sample_without_replacement
+
+__all__ = ["Muffliato", "MuffliatoPaperFormula", "gossip_polynomials", "second_eigenvalue_modulus"]
+
+
+#: Largest graph whose spectrum is computed densely (``eigvalsh``); larger ones use ``eigsh``.
+DENSE_SPECTRUM = 1500
+
+#: Largest graph for which the paper's pairwise accounting (dense ``n x n`` gossip
+#: polynomials) is evaluated.
+PAIRWISE_MAX_AGENTS = 1000
+
+
+def second_eigenvalue_modulus(weights: sp.spmatrix) -> float:
+    """``rho = max(|lambda_2|, |lambda_n|)`` of a symmetric mixing matrix (a public number).
+
+    Parameters
+    ----------
+    weights : sparse matrix, shape ``(n, n)``
+        Symmetric doubly stochastic.
+
+    Returns
+    -------
+    float in ``[0, 1]``
+
+    Raises
+    ------
+    ValueError
+        When the sparse eigensolver of a large graph does not converge (give ``gossip_steps``
+        and ``omega`` explicitly then).
+    """
+    n = weights.shape[0]
+    if n == 1:
+        return 0.0
+    if n <= DENSE_SPECTRUM:
+        eig = np.linalg.eigvalsh(weights.toarray())   # ascending; eig[-1] = 1
+        return float(min(1.0, max(abs(eig[0]), abs(eig[-2]))))
+    try:
+        top = scipy.sparse.linalg.eigsh(sp.csr_matrix(weights, dtype=float), k=2, which="LM",
+                                        return_eigenvectors=False, tol=1e-8)
+    except scipy.sparse.linalg.ArpackNoConvergence:
+        raise ValueError(f"the spectrum of the {n}-agent mixing matrix did not converge: give "
+                         "'gossip_steps' and 'omega' explicitly") from None
+    return float(min(1.0, np.sort(np.abs(top))[0]))
+
+
+def gossip_polynomials(weights: sp.spmatrix, steps: int, omega: float) -> list[np.ndarray]:
+    """The matrices ``P_0 .. P_{steps-1}`` of the (accelerated) gossip: ``y^s = P_s y^0``.
+
+    ``P_0 = I``, ``P_1 = W``, ``P_{s+1} = omega W P_s + (1 - omega) P_{s-1}`` (Muffliato,
+    Algorithm 1). Dense ``(n, n)`` arrays: for the paper's pairwise accounting of small graphs.
+    """
+    n = weights.shape[0]
+    w = sp.csr_matrix(weights)
+    out = [np.eye(n)]
+    if steps > 1:
+        out.append(w.toarray())
+    while len(out) < steps:
+        out.append(omega * (w @ out[-1]) + (1.0 - omega) * out[-2])
+    return out[:steps]
+
+
+def _pairwise_sums(weights: sp.spmatrix, steps: int, omega: float) -> np.ndarray:
+    """``S[u, v] = sum_{s<K} sum_{w in N(v)} (P_s)_{wu}^2 / ||(P_s)_{w,:}||^2`` for ``u != v``
+    (0 on the diagonal): the paper's pairwise Renyi factor of one Muffliato round."""
+    w = sp.csr_matrix(weights)
+    adj = (w != 0).astype(float).tolil()
+    adj.setdiag(0.0)
+    adj = sp.csr_matrix(adj)                       # adj[v, w] = 1: w is a neighbour of v
+    s_uv = np.zeros(w.shape)
+    for p in gossip_polynomials(w, steps, omega):
+        row_sq = np.sum(p * p, axis=1)             # ||(P_s)_{w,:}||^2
+        contrib = (p * p) / np.where(row_sq > 0, row_sq, 1.0)[:, None]  # [w, u]
+        s_uv += (adj @ contrib).T                   # [u, v] = sum_{w in N(v)} contrib[w, u]
+    np.fill_diagonal(s_uv, 0.0)
+    return s_uv
+
+
+def _rdp_to_dp(rho: float, delta: float) -> float:
+    """``min_alpha alpha rho + ln(1/delta) / (alpha - 1)`` = ``rho + 2 sqrt(rho ln(1/delta))``:
+    the classical RDP-to-DP conversion of a Gaussian-like curve ``eps(alpha) = alpha rho``."""
+    return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
+
+
+@dataclasses.dataclass(frozen=True)
+class MuffliatoPaperFormula:
+    """The paper's pairwise network DP of a Muffliato run, evaluated for a run length.
+
+    Attributes
+    ----------
+    weights : sparse matrix
+        The (public) mixing matrix.
+    steps : int
+        Gossip steps per round.
+    omega : float
+        Acceleration constant.
+    noise_multiplier : float
+        Noise std over the replace-one sensitivity of one release.
+    delta : float
+    """
+
+    weights: sp.csr_matrix
+    steps: int
+    omega: float
+    noise_multiplier: float
+    delta: float
+
+    def factor(self) -> np.ndarray:
+        """``S[u, v]`` of one round (see :func:`_pairwise_sums`)."""
+        return _pairwise_sums(self.weights, self.steps, self.omega)
+
+    def evaluate(self, rounds: int) -> dict:
+        """``{'label', 'formula', 'epsilon', 'epsilon_mean_pairs', 'delta'}`` for ``rounds``."""
+        formula = ("Muffliato pairwise network DP: Renyi divergence alpha/(2 z^2) "
+                   "sum_{s<K} sum_{w in N(v)} (P_s)_wu^2 / ||(P_s)_w||^2 per round, composed "
+                   "over the rounds without subsampling amplification, converted to (eps, "
+                   "delta); worst pair u != v ('epsilon') and mean over pairs; a node sees only "
+                   "its neighbours' messages (weaker than the certified local DP)")
+        n = self.weights.shape[0]
+        if n > PAIRWISE_MAX_AGENTS:
+            return {"label": PAPER_LABEL, "epsilon": None, "epsilon_mean_pairs": None,
+                    "delta": self.delta, "formula": formula,
+                    "warning": f"not evaluated for {n} > {PAIRWISE_MAX_AGENTS} agents (dense "
+                               "n x n gossip polynomials)"}
+        s = self.factor()
+        off = s[~np.eye(n, dtype=bool)]
+        z = self.noise_multiplier
+        rounds = max(int(rounds), 1)
+        if z <= 0:
+            worst = mean = float("inf")
+        else:
+            worst = _rdp_to_dp(rounds * float(off.max()) / (2 * z * z), self.delta)
+            mean = float(np.mean([_rdp_to_dp(rounds * v / (2 * z * z), self.delta)
+                                  for v in off]))
+        return {"label": PAPER_LABEL, "epsilon": worst, "epsilon_mean_pairs": mean,
+                "delta": self.delta, "formula": formula}
+
+
+def muffliato_paper_z(weights, steps: int, omega: float, epsilon: float, delta: float,
+                      rounds: int) -> float:
+    """The noise multiplier whose paper pairwise bound (worst pair) after ``rounds`` rounds is
+    ``epsilon``: ``rho = (sqrt(L + eps) - sqrt(L))^2`` with ``L = ln(1/delta)`` inverts
+    :func:`_rdp_to_dp`, and ``rho = rounds S_max / (2 z^2)``."""
+    n = weights.shape[0]
+    if n > PAIRWISE_MAX_AGENTS:
+        raise ValueError(f"argument 'paper_epsilon': the paper's pairwise accounting is not "
+                         f"evaluated for {n} > {PAIRWISE_MAX_AGENTS} agents; use budget=")
+    s_max = float(_pairwise_sums(weights, steps, omega)[~np.eye(n, dtype=bool)].max())
+    log_term = math.log(1.0 / delta)
+    rho = (math.sqrt(log_term + epsilon) - math.sqrt(log_term)) ** 2
+    return math.sqrt(rounds * s_max / (2.0 * rho))
+
+
+@dataclass
+class MuffliatoState(DecentralizedState):
+    """Models ``x``, the seed of the keyed streams and the noise std on a clipped sum."""
+
+    seed: int = 0
+    noise_std: float = 0.0
+
+
+class Muffliato(DecentralizedAlgorithm):
+    r"""MUFFLIATO-GD / -SGD (Cyffers et al., NeurIPS 2022), generic over the manifold.
+
+    Parameters
+    ----------
+    network : Network
+        Symmetric doubly stochastic ``W``.
+    lr : float
+        Step size ``gamma`` (> 0).
+    batch_size : int or None
+        Records per local gradient (``None``: the whole local data set, Muffliato-GD).
+    clip : float
+        Per-sample clipping norm ``C`` (Riemannian norm), a PUBLIC number.
+    gossip_steps : int, optional
+        ``K`` gossip steps per round (default ``ceil(ln(n) / sqrt(1 - rho))``).
+    accelerated : bool
+        Two-term (Chebyshev) acceleration of the gossip (the paper's Algorithm 1); ``False``:
+        ``K`` plain gossip steps.
+    omega : float, optional
+        The acceleration constant (default ``2 / (1 + sqrt(1 - rho^2))``).
+    budget : PrivacyBudget, optional
+        Budget-first: the noise of the planned ``n_rounds`` rounds is calibrated at ``init`` so
+        the finished run certifies ``budget`` (record level, replace-one, per agent).
+    n_rounds : int, optional
+        Planned rounds (required with ``budget`` and ``paper_epsilon``).
+    noise_multiplier : float, optional
+        Research: noise std over the replace-one sensitivity ``2C`` of one clipped sum.
+    paper_epsilon : float, optional
+        Noise from the paper's pairwise network DP (worst pair) for ``n_rounds`` rounds at
+        ``delta``: the paper's formula, not a guarantee (the certified epsilon is reported
+        beside it).
+    delta : float, optional
+        Delta of the reports without a budget (default ``min(1e-5, 1/(10 q))``).
+    """
+
+    name = "MUFFLIATO"
+
+    def __init__(self, network: Network, *, lr: float, batch_size: int | None = 32,
+                 clip: float = 1.0, gossip_steps: int | None = None, accelerated: bool = True,
+                 omega: float | None = None, budget: PrivacyBudget | None = None,
+                 n_rounds: int | None = None, noise_multiplier: float | None = None,
+                 paper_epsilon: float | None = None, delta: float | None = None, **kwargs):
+        reject_epsilon(kwargs, type(self).__name__)
+        if not isinstance(network, Network):
+            raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
+        self.network = network
+        self.weights = check_mixing_matrix(network.weights, "network.weights")
+        self.lr = check_nonneg(lr, "lr")
+        if self.lr == 0:
+            raise ValueError("argument 'lr' (the step size) must be > 0, got 0")
+        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
+                batch_size, (int, np.integer)) or batch_size < 1):
+            raise ValueError(f"argument 'batch_size' must be an int >= 1 or None, got "
+                             f"{batch_size!r}")
+        self.batch_size = None if batch_size is None else int(batch_size)
+        self.clip = check_nonneg(clip, "clip")
+        if self.clip == 0:
+            raise ValueError("argument 'clip' must be > 0")
+        self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, None, paper_epsilon, delta)
+        n = self.weights.shape[0]
+        # the spectrum (a public number) only when a default needs it
+        needs_rho = gossip_steps is None or (accelerated and omega is None)
+        rho = second_eigenvalue_modulus(self.weights) if needs_rho else 0.0
+        #: The second largest eigenvalue modulus of ``W`` (None when no default needed it).
+        self.rho: float | None = rho if needs_rho else None
+        if gossip_steps is None:
+            gap = max(1.0 - rho, 1e-12)
+            gossip_steps = max(1, math.ceil(math.log(max(n, 2)) / math.sqrt(gap)))
+        if (isinstance(gossip_steps, bool) or not isinstance(gossip_steps, (int, np.integer))
+                or gossip_steps < 1):
+            raise ValueError(f"argument 'gossip_steps' must be an int >= 1, got "
+                             f"{gossip_steps!r}")
+        self.gossip_steps = int(gossip_steps)
+        self.accelerated = bool(accelerated)
+        if not self.accelerated:
+            omega = 1.0
+        elif omega is None:
+            omega = 2.0 / (1.0 + math.sqrt(max(0.0, 1.0 - rho ** 2)))
+        omega = check_nonneg(omega, "omega")
+        if not 0 < omega < 2:
+            raise ValueError(f"argument 'omega' must be in (0, 2), got {omega!r}")
+        self.omega = omega
+
+    # ------------------------------------------------------------------ privacy
+    def _check(self, problem):
+        if self.network.n_agents != problem.n_agents:
+            raise ValueError(f"network has {self.network.n_agents} agents, problem has "
+                             f"{problem.n_agents}")
+        if self.batch_size is not None and self.batch_size > problem.counts.min():
+            raise ValueError(f"argument 'batch_size' ({self.batch_size}) exceeds the smallest "
+                             f"local data set ({problem.counts.min()})")
+
+    def _paper(self, z: float, delta: float) -> MuffliatoPaperFormula:
+        return MuffliatoPaperFormula(self.weights, self.gossip_steps, self.omega, float(z),
+                                     float(delta))
+
+    def _account(self, problem, rng) -> GaussianAccount | None:
+        cfg = self.noise
+        if cfg.mode is None:
+            return None
+        sizes = problem.counts
+        delta = cfg.resolve_delta(int(sizes.min()))
+        n = problem.n_agents
+        # a clipped sum of per-sample gradients of norm <= C: replace-one sensitivity 2C
+        sens = float(release_sensitivity(2.0 * self.clip, problem.manifold.dim, rng))
+        releases = np.ones(n, dtype=int)
+
+        def budget_z():
+            planned = np.full(n, cfg.n_rounds)
+            return gaussian_groups_calibration(sizes, self.batch_size, releases, planned,
+                                               cfg.budget, delta, is_secure(rng))[0]
+
+        def paper_std():
+            # z from the paper's pairwise bound, returned as a std of the sum in units of C
+            z = muffliato_paper_z(self.weights, self.gossip_steps, self.omega,
+                                  cfg.paper_epsilon, delta, cfg.n_rounds)
+            return z * sens / self.clip
+
+        z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std,
+                                                 sigma_unit=self.clip, comm=self.network.comm)
+        # the paper's pairwise formula serves the account as a PaperFormula does (evaluate)
+        paper: Any = self._paper(z, delta)
+        return GaussianAccount(
+            self.name, sizes, self.batch_size, releases, z, sens, delta, cfg.method,
+            assumptions=[f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; "
+                         "public)",
+                         "one noisy gradient per agent and round (minibatch drawn without "
+                         "replacement, secret); the gossip messages are post-processing",
+                         "local DP against an observer of every message (the paper's "
+                         "pairwise network DP is reported beside it, labelled as the paper's)"],
+            target_epsilon=target, planned_rounds=cfg.n_rounds if target is not None else None,
+            paper=paper, epsilon_paper=cfg.paper_epsilon,
+            secure=is_secure(rng), mode=cfg.mode)
+
+    def privacy(self, state):
+        """The run's privacy report dict (``None`` without noise)."""
+        return privacy_report(state)
+
+    # ------------------------------------------------------------------ run
+    def init(self, problem, x0, rng):
+        self._check(problem)
+        comm = self.network.comm
+        x = np.broadcast_to(x0, (comm.n_local,) + problem.manifold.point_shape).copy()
+        rng = as_generator(rng)
+        seed = run_seed(rng)   # minibatches and noise come from keyed streams
+        account = self._account(problem, rng)
+        std = 0.0 if account is None else account.noise_multiplier * account.sensitivity
+        return MuffliatoState(t=0, x=x, rng=rng, comm=comm, ledger=account,
+                              info={"comm0": comm.total_stats()}, seed=seed, noise_std=std)
+
+    def noisy_gradients(self, problem, state) -> np.ndarray:
+        """The block's noisy clipped mean gradients at its models, ``(n_local, *point_shape)``:
+        ``(sum_b clip_C(g_b) + N(0, noise_std^2)) / b`` (minibatch and noise keyed by
+        ``(seed, agent, round)``)."""
+        manifold = problem.manifold
+        agents = state.comm.agents
+        x = state.x
+        if self.batch_size is None:
+            idx = np.broadcast_to(np.arange(problem.n_max), (agents.size, problem.n_max))
+            size = problem.counts[agents].astype(float)
+            mask = problem.mask[agents]
+        else:
+            idx = sample_without_replacement(
+                problem.counts[agents], self.batch_size,
+                agent_draws(state.rng, state.seed, agents, state.t, "minibatch"))
+            size = np.full(agents.size, float(self.batch_size))
+            mask = None
+        grads = problem.sample_rgrad(x, problem.batch(agents, idx))
+        clipped, _ = clip_by_norm(manifold, x, grads, self.clip)
+        k = len(manifold.point_shape)
+        if mask is not None:
+            clipped = clipped * mask.reshape(mask.shape + (1,) * k)
+        total = clipped.sum(axis=1)
+        if state.noise_std > 0:
+            total = gaussian_mechanism(manifold, x, total, state.noise_std,
+                                       agent_draws(state.rng, state.seed, agents, state.t,
+                                                   "noise"))
+        return total / size.reshape((-1,) + (1,) * k)
+
+    def gossip(self, manifold, y0: np.ndarray, comm) -> np.ndarray:
+        """``K`` (accelerated) gossip steps from ``y0`` (Muffliato, Algorithm 1)."""
+        prev, cur = y0, riemannian_gossip(manifold, y0, self.weights, comm=comm)
+        flat = type(manifold) is Euclidean
+        for _ in range(self.gossip_steps - 1):
+            mixed = riemannian_gossip(manifold, cur, self.weights, comm=comm)
+            if self.omega == 1.0:
+                nxt = mixed
+            elif flat:   # (1 - omega) y^{s-1} + omega W y^s
+                nxt = self.omega * mixed + (1.0 - self.omega) * prev
+            else:
+                nxt = manifold.exp(prev, self.omega * manifold.log(prev, mixed))
+            prev, cur = cur, nxt
+        return cur
+
+    def step(self, problem, state):
+        manifold = problem.manifold
+        if state.ledger is not None:
+            state.ledger.check_can_step()
+        g = self.noisy_gradients(problem, state)
+        # the local noisy step, then K gossip steps of the noisy models
+        half = manifold.exp(state.x, -self.lr * g)
+        x_new = self.gossip(manifold, half, state.comm)
+        if state.ledger is not None:
+            charged = np.zeros(problem.n_agents, dtype=bool)
+            charged[state.comm.agents] = True
+            state.ledger.record_round(charged)
+        return MuffliatoState(t=state.t + 1, x=x_new, rng=state.rng, comm=state.comm,
+                              ledger=state.ledger, info=state.info, seed=state.seed,
+                              noise_std=state.noise_std)

@@ -1,0 +1,102 @@
+"""Every measured number the documentation quotes equals its results file.
+
+(``docs/generate_results.py check``.)
+
+The quotes are ``{measured}`VALUE <SOURCE>``` roles in the pages; the generated fragments
+(``docs/results/NAME/results.md``) and the bibliography page must equal what their sources give.
+The last test edits a quoted number by hand, as someone updating prose without rerunning would,
+and checks that the check catches it.
+"""
+
+from __future__ import annotations
+
+import shutil
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+sys.path.insert(0, str(ROOT / "docs"))
+sys.path.insert(0, str(ROOT / "docs" / "_ext"))
+import generate_results  # noqa: E402
+import measured  # noqa: E402
+
+
+def test_every_quote_fragment_and_the_bibliography_agree_with_their_sources():
+    problems = generate_results.check()
+    assert problems == [], "\n".join(problems)
+
+
+def test_the_pages_quote_measured_numbers_and_every_results_folder_has_its_command():
+    quotes = [q for page in measured.pages() for q in measured.quotes(page)]
+    assert len(quotes) >= 10
+    for name in generate_results.experiments():
+        prov = (generate_results.RESULTS / name / "provenance.json").read_text()
+        assert f'"rfed run {name}' in prov and '"commit": "' in prov
+
+
+@pytest.mark.parametrize("value, actual, ok", [
+    ("19.9", 19.944, True), ("19.9", 19.96, False), ("2.8e-3", 0.0028078, True),
+    ("2.8e-3", 0.00286, False), ("95%", 0.9524, True), ("96%", 0.9524, False),
+    ("0.76", 0.7593, True), ("1,234", 1234.4, True), ("361", 360.4, False),
+])
+def test_a_quote_agrees_with_its_source_at_the_precision_it_shows(value, actual, ok):
+    assert measured.agrees(value, actual) is ok
+
+
+@pytest.mark.parametrize("value, actual, printed", [
+    ("19.9", 60.6712, "60.7"), ("2.8e-3", 0.00063360, "6.3e-4"), ("95%", 0.99531, "100%"),
+    ("0.76", 0.7593, "0.76"), ("1,234", 12345.6, "12,346"),
+])
+def test_reprint_keeps_the_format_of_the_quote(value, actual, printed):
+    assert measured.reprint(value, actual) == printed
+    assert measured.agrees(printed, actual)
+
+
+def test_a_source_that_names_no_single_row_is_an_error():
+    with pytest.raises(measured.QuoteError, match="rows match"):
+        measured.resolve("pca-synthetic[certified eps].utility")
+    with pytest.raises(measured.QuoteError, match="no column"):
+        measured.resolve("pca-synthetic[non-private].nonsense")
+    with pytest.raises(measured.QuoteError, match="no results"):
+        measured.resolve("no-such-experiment[x].utility")
+
+
+def test_editing_a_quoted_number_by_hand_fails_the_check(tmp_path):
+    docs = tmp_path / "docs"
+    shutil.copytree(ROOT / "docs", docs, ignore=shutil.ignore_patterns("_build", "api",
+                                                                       "tutorials"))
+    page = docs / "guide" / "experiments.md"
+    text = page.read_text(encoding="utf-8")
+    original = "{measured}`19.9 <dpdl-digits[DPDL bipartite certified eps=4 ].utility>`"
+    assert original in text
+    assert measured.check_pages(docs, docs / "results") == []
+    page.write_text(text.replace(original, original.replace("19.9", "21.9")), encoding="utf-8")
+    problems = measured.check_pages(docs, docs / "results")
+    assert len(problems) == 1 and "19.944" in problems[0] and "21.9" in problems[0]
+    # the regeneration prints it again from its source
+    assert measured.rewrite_pages(docs, docs / "results") == [page]
+    assert measured.check_pages(docs, docs / "results") == []
+    assert page.read_text(encoding="utf-8") == text
+
+
+def test_editing_a_generated_table_by_hand_fails_the_check(tmp_path, monkeypatch):
+    results = tmp_path / "results"
+    shutil.copytree(generate_results.RESULTS, results)
+    monkeypatch.setattr(generate_results, "RESULTS", results)
+    fragment = results / "dpdl-digits" / "results.md"
+    fragment.write_text(fragment.read_text().replace("19.94", "21.94"), encoding="utf-8")
+    problems = generate_results.check()
+    assert any("dpdl-digits/results.md" in p for p in problems)
+
+
+def test_a_benchmark_output_and_a_summary_value_are_sources_too(tmp_path):
+    bench = tmp_path / "benchmarks"
+    bench.mkdir()
+    (bench / "bench_gossip.txt").write_text("# command: python benchmarks/bench_gossip.py\n"
+                                            "rfed / bare CSR W @ X   4.72x\n")
+    assert measured.resolve(r"bench:bench_gossip.txt:CSR W @ X\s+([\d.]+)x", tmp_path) == 4.72
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "summary.json").write_text('{"summary": {"a": {"b/c": 0.25}}}')
+    assert measured.resolve("exp:a/b~1c", tmp_path) == 0.25

@@ -1,0 +1,150 @@
+"""Accuracy against independent references: Grassmann principal angles near pi/2 (mpmath and
+scipy.linalg.subspace_angles), hyperboloid distances from 1e-15 to 30 (mpmath), and the
+product's transport flag (a factor with a projection transport makes the product's one)."""
+
+import mpmath as mp
+import numpy as np
+import pytest
+from manifold_cases import unit_tangent
+from scipy.linalg import subspace_angles
+
+from rfed.manifolds import (
+    SPD,
+    Grassmann,
+    Hyperboloid,
+    PoincareBall,
+    Product,
+    Sphere,
+    Stiefel,
+    principal_angles,
+)
+
+
+# ---------------------------------------------------------------- Grassmann near pi/2
+def _angles_mpmath(x, y, dps=40):
+    """Principal angles of the float64 frames as given, at ``dps`` digits: atan2 of the
+    paired singular values of (I - XX^T) Y (sines, ascending) and X^T Y (cosines, descending)."""
+    mp.mp.dps = dps
+    xm, ym = mp.matrix(x.tolist()), mp.matrix(y.tolist())
+    cos = mp.svd_r(xm.T * ym, compute_uv=False)
+    sin = mp.svd_r(ym - xm * (xm.T * ym), compute_uv=False)
+    pairs = zip(sorted(sin), sorted(cos, reverse=True), strict=True)
+    return np.sort([float(mp.atan2(s, c)) for s, c in pairs])
+
+
+@pytest.mark.parametrize("seed", range(6))
+def test_principal_angles_with_several_near_right_angle(seed):
+    """Three angles within 1e-3..1e-12 of pi/2: the sines all round to 1 there, so the
+    angles must come from the cosines (the singular values of X^T Y)."""
+    rng = np.random.default_rng(seed)
+    n, p = 12, 4
+    q = np.linalg.qr(rng.standard_normal((n, n)))[0]
+    theta = np.array([np.pi / 2 - 10.0 ** -rng.uniform(3, 12) for _ in range(3)]
+                     + [rng.uniform(0.0, 1.5)])
+    rot = np.linalg.qr(rng.standard_normal((p, p)))[0]
+    x = q[:, :p]
+    y = (x * np.cos(theta) + q[:, p : 2 * p] * np.sin(theta)) @ rot
+    ref = _angles_mpmath(x, y)
+    got = np.sort(principal_angles(x, y))
+    scipy_err = np.max(np.abs(np.sort(subspace_angles(x, y)) - ref))
+    err = np.max(np.abs(got - ref))
+    assert err <= 4e-16, err
+    assert err <= scipy_err + 2.3e-16
+    np.testing.assert_allclose(Grassmann(n, p).dist(x, y), np.linalg.norm(ref), rtol=1e-15)
+
+
+def test_principal_angles_match_scipy_on_random_subspaces():
+    """Random subspaces (angles spread over [0, pi/2]): as accurate as scipy's."""
+    g = Grassmann(9, 4)
+    rng = np.random.default_rng(11)
+    x, y = g.random_point(rng, (2, 12))
+    for xi, yi in zip(x, y, strict=True):
+        ref = _angles_mpmath(xi, yi)
+        ours = np.max(np.abs(np.sort(principal_angles(xi, yi)) - ref))
+        theirs = np.max(np.abs(np.sort(subspace_angles(xi, yi)) - ref))
+        assert ours <= max(theirs, 1e-15) + 2e-15, (ours, theirs)
+
+
+def test_grassmann_log_near_right_angles_round_trips():
+    """The log built from those angles and their principal vectors goes back to Y."""
+    rng = np.random.default_rng(3)
+    g = Grassmann(10, 3)
+    q = np.linalg.qr(rng.standard_normal((10, 10)))[0]
+    theta = np.array([np.pi / 2 - 1e-9, np.pi / 2 - 1e-7, 0.2])
+    x = q[:, :3]
+    y = x * np.cos(theta) + q[:, 3:6] * np.sin(theta)
+    v = g.log(x, y)
+    np.testing.assert_allclose(np.sort(np.linalg.svd(v, compute_uv=False)), np.sort(theta),
+                               rtol=0, atol=1e-15)
+    back = g.exp(x, v)
+    np.testing.assert_allclose(back @ back.T, y @ y.T, atol=1e-14)
+
+
+# ---------------------------------------------------------------- hyperboloid
+def _hyperboloid_dist_mpmath(x, y, dps=60):
+    """arcosh(-<x, y>_L) of the points given by the spatial coordinates of x and y (the
+    time coordinate recomputed at ``dps`` digits: a point of H^d is its spatial part)."""
+    mp.mp.dps = dps
+    xs = [mp.mpf(float(v)) for v in x[1:]]
+    ys = [mp.mpf(float(v)) for v in y[1:]]
+    x0 = mp.sqrt(1 + sum(v * v for v in xs))
+    y0 = mp.sqrt(1 + sum(v * v for v in ys))
+    z = x0 * y0 - sum(a * b for a, b in zip(xs, ys, strict=True))
+    return float(mp.acosh(z))
+
+
+@pytest.mark.parametrize("d", [1e-15, 1e-12, 1e-9, 1e-6, 1e-3, 0.5, 0.99, 1.01, 3.0, 30.0])
+@pytest.mark.parametrize("base", ["near origin", "far (x0 ~ 1e4)"])
+def test_hyperboloid_distance_against_mpmath_and_log_norm(d, base):
+    h = Hyperboloid(3)
+    rng = np.random.default_rng(int(-np.log10(d) * 7) + 100)
+    worst, worst_log, x0 = 0.0, 0.0, 0.0
+    for _ in range(8):
+        x = h.random_point(rng)
+        if base.startswith("far"):
+            x = h.exp(x, unit_tangent(h, x, rng, 10.0))
+        y = h.exp(x, unit_tangent(h, x, rng, d))
+        x0 = max(x0, float(x[0]), float(y[0]))
+        ref = _hyperboloid_dist_mpmath(x, y)
+        got = float(h.dist(x, y))
+        worst = max(worst, abs(got - ref) / ref)
+        worst_log = max(worst_log, abs(float(h.norm(x, h.log(x, y))) - got) / ref)
+    # a point's spatial coordinates of size x0 carry absolute rounding x0 eps, which moves
+    # it by as much transversally (metric factor 1 across the radial direction): far from
+    # the origin no float64 method can do better than about x0 eps
+    tol = max(4e-15, 50 * np.finfo(float).eps * x0)
+    assert worst <= tol, worst
+    assert worst_log <= tol, worst_log
+
+
+def test_hyperboloid_distance_is_symmetric_at_tiny_distances():
+    h = Hyperboloid(5)
+    rng = np.random.default_rng(4)
+    x = h.random_point(rng, 50)
+    y = h.exp(x, unit_tangent(h, x, rng, np.full(50, 1e-11)))
+    np.testing.assert_allclose(h.dist(x, y), h.dist(y, x), rtol=2e-15)
+
+
+# ---------------------------------------------------------------- product flag
+@pytest.mark.parametrize(
+    "factors, expected",
+    [((Sphere(2), SPD(2)), True),
+     ((Sphere(2), Stiefel(4, 2)), False),
+     ((Stiefel(4, 2), PoincareBall(2)), False),
+     ((Grassmann(4, 2), Hyperboloid(2)), True)],
+)
+def test_product_transport_flag_is_the_and_of_the_factors(factors, expected):
+    prod = Product(*factors)
+    assert prod.has_parallel_transport is expected
+    assert prod.as_flat().has_parallel_transport is expected
+
+
+def test_product_with_stiefel_transport_changes_norms():
+    """The flag is honest: the Stiefel factor's projection transport is not an isometry."""
+    prod = Product(Sphere(2), Stiefel(5, 2))
+    rng = np.random.default_rng(0)
+    x = prod.random_point(rng)
+    y = prod.exp(x, prod.tangent_gaussian(x, 1.0, rng))
+    u = prod.tangent_gaussian(x, 1.0, rng)
+    ratio = prod.norm(y, prod.transport(x, y, u)) / prod.norm(x, u)
+    assert abs(ratio - 1.0) > 1e-4
