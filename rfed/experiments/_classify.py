@@ -99,7 +99,8 @@ def scattering_data(cfg: Mapping[str, Any], rng: np.random.Generator,
     -------
     dict
         ``x_priv, y_priv, x_pub, y_pub, x_test, y_test`` (float32 features, rows of norm at
-        most ``feature_bound``), ``feature_bound`` (``sqrt(D)``, public), ``n_public``.
+        most ``feature_bound``), ``feature_bound`` (``sqrt(D)``, public), ``n_public``,
+        ``nominal_private_size`` (public: the training file's count less the public split).
     """
     (x_tr, y_tr), (x_te, y_te) = load_fashion_mnist(cfg.get("data_path") or None, split="both")
     if cfg.get("n_test"):
@@ -112,10 +113,12 @@ def scattering_data(cfg: Mapping[str, Any], rng: np.random.Generator,
     priv = split.private_index
     if cfg.get("n_train"):
         priv = np.sort(rng.permutation(priv)[: int(cfg["n_train"])])
+    n_public = len(split.public_index)
     return {"x_priv": f_tr[priv], "y_priv": y_tr[priv], "x_pub": f_tr[split.public_index],
             "y_pub": y_tr[split.public_index], "x_test": f_te, "y_test": y_te,
-            "feature_bound": group_norm_bound(f_tr.shape[1]),
-            "n_public": len(split.public_index)}
+            "feature_bound": group_norm_bound(f_tr.shape[1]), "n_public": n_public,
+            # public: the benchmark's training-file count less the public split (or n_train)
+            "nominal_private_size": int(cfg.get("n_train") or len(y_tr) - n_public)}
 
 
 class Projections:

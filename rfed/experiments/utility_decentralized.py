@@ -181,7 +181,8 @@ def _fmnist(cfg: dict, rng: np.random.Generator, binary: tuple[int, int] | None 
                                       int(cfg["feature_seed"]))
         x_priv, x_pub, x_te = (random_relu_features(a, weights) for a in (x_priv, x_pub, x_te))
     return {"x_priv": x_priv, "y_priv": y_priv, "x_pub": x_pub, "y_pub": split.y_public,
-            "x_test": x_te, "y_test": y_te, "n_public": len(split.y_public)}
+            "x_test": x_te, "y_test": y_te, "n_public": len(split.y_public),
+            "nominal_private_size": int(cfg.get("n_train") or len(y_tr) - len(split.y_public))}
 
 
 def random_relu_weights(dim: int, n_features: int, scale: float, seed: int) -> np.ndarray:
@@ -297,17 +298,29 @@ def _hp_text(hp: dict) -> str:
                      for k, v in hp.items())
 
 
-def _budget(eps: float, delta: float, relation: str) -> PrivacyBudget:
+def _budget(eps: float, delta: float, relation: str, declared: np.ndarray) -> PrivacyBudget:
+    """The budget of a run under ``relation``; under add/remove with the declared public local
+    sizes ``declared`` (never the true ones)."""
+    if relation == "add_remove_one":
+        return PrivacyBudget(float(eps), delta, neighboring=relation,
+                             public_sizes=tuple(int(v) for v in declared))
     return PrivacyBudget(float(eps), delta, neighboring=relation)
 
 
-def _supports(name: str, relation: str, counts: np.ndarray, cfg: dict) -> str | None:
+def declared_sizes(nominal_total: int, n_agents: int) -> np.ndarray:
+    """Public nominal local sizes: ``nominal_total`` split as evenly as possible."""
+    base, extra = divmod(int(nominal_total), int(n_agents))
+    return np.array([base + (1 if i < extra else 0) for i in range(int(n_agents))])
+
+
+def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray,
+              cfg: dict) -> str | None:
     """Why trainer ``name`` cannot run under ``relation`` (None: it can), asked of the trainer
     itself: its constructor and calibration refuse what they cannot account, and the relation
     its account certifies must be the one asked."""
     hp = {"lr": 1.0, "clip": 1.0, "momentum": 0.0}
     try:
-        alg = make_trainer(name, hp, 1, {"budget": _budget(1.0, 1e-5, relation),
+        alg = make_trainer(name, hp, 1, {"budget": _budget(1.0, 1e-5, relation, declared),
                                          "n_rounds": 1}, len(counts), cfg)
         problem = sizes_problem(counts)
         state = alg.init(problem, np.zeros(problem.n_params), np.random.default_rng(0))
@@ -369,6 +382,7 @@ def _supports(name: str, relation: str, counts: np.ndarray, cfg: dict) -> str | 
         "tune_sweeps": 2, "tune_repetitions": 2, "eps_tune": 3.0,
         "reference_maxiter": 100,
         "target_epsilon": 3.0, "target_accuracy": 87.0, "centralized_target_accuracy": 88.5,
+        "target_accuracy_add_remove": 88.7, "centralized_target_accuracy_add_remove": 89.5,
         "pca_dim": 64, "whiten_radius": 1.28, "random_features": 0, "feature_scale": 4.0,
         "feature_seed": 12345,
         "eps_comm": 3.0,
@@ -402,9 +416,15 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                              ctx.rng(910 + k))
              for k, kind in enumerate(cfg["partitions"])}
     counts = {kind: np.array([len(p) for p in ps]) for kind, ps in parts.items()}
-    q_min = min(int(c.min()) for c in counts.values())
-    delta = certified_delta(q_min)
     relations = list(dict.fromkeys(cfg["relations"]))
+    # under add/remove the true sizes are private: every agent declares the nominal public
+    # size (the benchmark's private image count split evenly, whatever the partition)
+    declared = declared_sizes(data["nominal_private_size"], n)
+    q_min = min(int(c.min()) for c in counts.values())
+    # min(1e-5, 1 / (10 N)) of the sizes each relation may read
+    delta_of = {"replace_one": certified_delta(q_min),
+                "add_remove_one": certified_delta(int(declared.min()))}
+    delta = delta_of[relations[0]]
     # --- hyperparameters on the public split, at the noise of the first partition's private
     # run at eps_tune under the first relation
     half = len(data["y_pub"]) // 2
@@ -414,7 +434,8 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
         proxy = PublicProxy(
             name, data["x_pub"][:half], data["y_pub"][:half], data["x_pub"][half:],
             data["y_pub"][half:], counts[tune_kind], n, cfg, proj, bound,
-            _budget(cfg["eps_tune"], delta, relations[0]), int(cfg["tune_repetitions"]),
+            _budget(cfg["eps_tune"], delta, relations[0], declared),
+            int(cfg["tune_repetitions"]),
             lambda *s, mi=mi: ctx.rng(920, mi, *s))
         grids = _grids(cfg, name, dims)
         best, rows = coordinate_search(proxy.score, grids, int(cfg["tune_sweeps"]))
@@ -463,7 +484,8 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                 batch = local_batch(hp["batch_fraction"], int(problem.counts.min()))
                 rounds = rounds_for(hp["epochs"], problem.n_samples, n, batch)
                 settings = [(None, None)] + [(rel, eps) for rel in relations for eps in eps_list]
-                refusals = {rel: _supports(name, rel, problem.counts, cfg) for rel in relations}
+                refusals = {rel: _supports(name, rel, problem.counts, declared, cfg)
+                            for rel in relations}
                 for si, (rel, eps) in enumerate(settings):
                     if rel is not None:
                         why = refusals[rel]
@@ -473,7 +495,8 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                                          "epsilon_certified": None, "refused": why})
                             continue
                     noise = ({} if rel is None else
-                             {"budget": _budget(eps, delta, rel), "n_rounds": rounds})
+                             {"budget": _budget(eps, delta_of[rel], rel, declared),
+                              "n_rounds": rounds})
                     accs, reports, diverged = [], [], 0
                     for rep in range(1 if rel is None else reps):
                         alg = tail_averaged(make_trainer(name, hp, batch, noise, n, cfg),
@@ -501,7 +524,7 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                         "panel": kind, "partition": kind, "algorithm": name, "relation": rel,
                         "hyperparameters": _hp_text(hp), "local_batch": batch,
                         "rounds": rounds, "target_epsilon": eps, "epsilon_certified": eps_cert,
-                        "delta": delta if rel is not None else None,
+                        "delta": delta_of[rel] if rel is not None else None,
                         "noise_multiplier": (reports[0]["noise_multiplier"]
                                              if eps_cert is not None else 0.0),
                         "accuracy_mean": stats["mean"], "accuracy_std": stats["std"],
@@ -534,7 +557,9 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
         repetitions=r["repetitions"], diverged=r["diverged"]) for r in rows
         if r.get("epsilon_certified") is not None])
     targets = _classify_targets(cfg, rows)
-    return {"delta": delta, "hyperparameters": {k: _hp_text(v) for k, v in chosen.items()},
+    return {"delta": delta, "delta_by_relation": {r: delta_of[r] for r in relations},
+            "declared_public_sizes": declared.tolist(),
+            "hyperparameters": {k: _hp_text(v) for k, v in chosen.items()},
             "references": reference_rows, "privacy_utility": rows, "communication": comm_rows,
             "targets": targets, "target": targets.get("decentralized replace_one")}
 
@@ -542,16 +567,18 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
 def _classify_targets(cfg: dict, rows: list[dict]) -> dict:
     """The must-show numbers at ``target_epsilon`` on the first partition: the best
     decentralized trainer and the centralized companion, per relation, against their
-    targets (``target_accuracy``, ``centralized_target_accuracy``)."""
+    targets (``target_accuracy``, ``centralized_target_accuracy`` and their ``_add_remove``
+    versions)."""
     out = {}
     kind = cfg["partitions"][0]
     at = [r for r in rows if r.get("epsilon_certified") is not None and r["partition"] == kind
           and abs(r["target_epsilon"] - float(cfg["target_epsilon"])) < 1e-12]
     for rel in dict.fromkeys(r["relation"] for r in at):
+        suffix = "" if rel == "replace_one" else "_add_remove"
         for who, pick, goal in (("decentralized", lambda a: a != CENTRALIZED,
-                                 cfg["target_accuracy"]),
+                                 cfg[f"target_accuracy{suffix}"]),
                                 ("centralized", lambda a: a == CENTRALIZED,
-                                 cfg["centralized_target_accuracy"])):
+                                 cfg[f"centralized_target_accuracy{suffix}"])):
             cand = [r for r in at if r["relation"] == rel and pick(r["algorithm"])]
             if not cand:
                 continue

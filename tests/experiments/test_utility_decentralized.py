@@ -121,8 +121,10 @@ def test_classify_tiny_on_scattering_features(fake_data, tmp_path):
     rows = ctx.tables["privacy_utility"]
     private = [r for r in rows if r.get("epsilon_certified") is not None]
     assert {(r["algorithm"], r["relation"]) for r in private} == {
-        ("DP-DPSGD", "replace_one"), (CENTRALIZED, "replace_one"),
-        (CENTRALIZED, "add_remove_one")}
+        (alg, rel) for alg in ("DP-DPSGD", CENTRALIZED)
+        for rel in ("replace_one", "add_remove_one")}
+    # under add/remove every agent declares the nominal public size: 900 private images / 4
+    assert summary["declared_public_sizes"] == [225] * 4
     for r in private:
         # every private run certifies its target (budget-first), noise not wasted
         assert 0.9 * r["target_epsilon"] <= r["epsilon_certified"] <= r["target_epsilon"] + 1e-9
@@ -132,10 +134,7 @@ def test_classify_tiny_on_scattering_features(fake_data, tmp_path):
         if "certified" in label:
             assert report["neighboring"] == ("add_remove_one" if "add/remove" in label
                                              else "replace_one"), label
-    # the decentralized trainer cannot account add/remove: a refusal row says why
-    refused = [r for r in rows if r.get("refused")]
-    assert [(r["algorithm"], r["relation"]) for r in refused] == [("DP-DPSGD",
-                                                                   "add_remove_one")]
+    assert not any(r.get("refused") for r in rows)
     # the hyperparameters come from the public split: one choice per trainer, an edge flagged
     tuning = ctx.tables["tuning"]
     for alg in ("DP-DPSGD", CENTRALIZED):
@@ -163,8 +162,9 @@ def test_classify_tiny_on_scattering_features(fake_data, tmp_path):
     # the fake classes are easy: every private run at eps 8 learns
     assert all(r["accuracy_mean"] > refs["iid"]["zero_start_test_accuracy"] + 20
                for r in private)
-    assert set(summary["targets"]) == {"decentralized replace_one", "centralized replace_one",
-                                       "centralized add_remove_one"}
+    assert set(summary["targets"]) == {f"{who} {rel}" for who in ("decentralized", "centralized")
+                                       for rel in ("replace_one", "add_remove_one")}
+    assert summary["targets"]["decentralized add_remove_one"]["target_accuracy"] == 88.7
     for name in ("privacy_utility.png", "privacy_utility.csv", "tuning.csv",
                  "summary_table.csv", "summary.json"):
         assert (tmp_path / "out" / name).exists()
@@ -186,10 +186,20 @@ def test_classify_tiny_on_pixels_with_every_trainer(fake_data, tmp_path):
         fake_data, tmp_path, features="pixels", pca_dim=16,
         algorithms=["DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD", CENTRALIZED],
         lrs_doadp=[1.0], lrs_dsgd=[1.0], lrs_dpdl=[1.0], lrs_dpdpsgd=[1.0], lrs_dpsgd=[1.0],
-        batch_fractions=[0.25], comm_configs=[[1.0, 1.0], [1.0, 0.25]], eps_comm=8.0)
-    private = [r for r in ctx.tables["privacy_utility"] if r.get("epsilon_certified")]
+        batch_fractions=[0.25], comm_configs=[[1.0, 1.0], [1.0, 0.25]], eps_comm=8.0,
+        decentralized_sampling="without_replacement",
+        relations=["replace_one", "add_remove_one"])
+    rows = ctx.tables["privacy_utility"]
+    private = [r for r in rows if r.get("epsilon_certified")]
     assert {r["algorithm"] for r in private} == {"DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD",
                                                  CENTRALIZED}
+    # fixed-size draws have no add/remove bound: every decentralized trainer refuses it, the
+    # row saying why; the centralized companion (Poisson) runs
+    refused = {r["algorithm"]: r["refused"] for r in rows if r.get("refused")}
+    assert set(refused) == {"DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD"}
+    assert all("add_remove_one" in why for why in refused.values())
+    assert {r["algorithm"] for r in private if r["relation"] == "add_remove_one"} == {
+        CENTRALIZED}
     # one-point grids: nothing at an edge; the pixel features have one dimension
     assert not any(t["at_grid_edge"] for t in ctx.tables["tuning"])
     assert {t["dim"] for t in ctx.tables["tuning"]} == {16}
