@@ -319,9 +319,13 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
     itself: its constructor and calibration refuse what they cannot account, and the relation
     its account certifies must be the one asked."""
     hp = {"lr": 1.0, "clip": 1.0, "momentum": 0.0}
+    # the probe samples whole local data sets in one round: the same refusals as any batch,
+    # and a calibration that is cheap (a small batch at one round asks the PLD for a tiny
+    # noise multiplier, whose discretisation is slow)
+    batch = int(min(counts.min(), declared.min()))
     try:
-        alg = make_trainer(name, hp, 1, {"budget": _budget(1.0, 1e-5, relation, declared),
-                                         "n_rounds": 1}, len(counts), cfg)
+        alg = make_trainer(name, hp, batch, {"budget": _budget(1.0, 1e-5, relation, declared),
+                                             "n_rounds": 1}, len(counts), cfg)
         problem = sizes_problem(counts)
         state = alg.init(problem, np.zeros(problem.n_params), np.random.default_rng(0))
     except ValueError as exc:
