@@ -34,17 +34,11 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import proc_status_mb  # noqa: E402
+
 N_AGENTS, PER, D_IN, CLASSES, BATCH = 10, 6000, 3969, 10, 819
 PATHS = ("materialised", "materialised, chunked", "structured", "structured, float32")
-
-
-def _vm(field: str) -> float:
-    """A ``/proc/self/status`` memory field, in MB."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024.0
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def measure(path: str, algorithm: str, rounds: int) -> dict:
@@ -68,7 +62,7 @@ def measure(path: str, algorithm: str, rounds: int) -> dict:
     cls = DPDL if algorithm == "DPDL" else DPDPSGD
     alg = cls(Network(circulant(N_AGENTS, 2)), lr=1.0, beta=0.9, batch_size=BATCH, clip=0.1,
               noise_multiplier=5.0)
-    data_mb = _vm("VmRSS")
+    data_mb = proc_status_mb("VmRSS")
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")  # reset the peak (VmHWM) to the current RSS
     t0 = time.process_time()
@@ -77,7 +71,7 @@ def measure(path: str, algorithm: str, rounds: int) -> dict:
         state = alg.step(problem, state)
     cpu = time.process_time() - t0
     return {"algorithm": algorithm, "path": path, "data_mb": round(data_mb),
-            "round_extra_peak_mb": round(_vm("VmHWM") - data_mb),
+            "round_extra_peak_mb": round(proc_status_mb("VmHWM") - data_mb),
             "cpu_s_per_round": round(cpu / rounds, 2), "x": state.x[:, :50].tolist()}
 
 
