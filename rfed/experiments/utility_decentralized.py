@@ -237,12 +237,25 @@ def _privacy_utility_plot(ctx: RunContext, rows: list[dict], panels: list[str], 
         # several non-private references in one panel are told apart by their dash pattern
         dashes = itertools.cycle(("--", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 1)),
                                   (0, (3, 1, 1, 1)), (0, (8, 2))))
+        ticks = sorted({float(r["target_epsilon"]) for r in sub})
+        # one budget: the y axis spans the private points and the non-private references
+        # (a start far below is named in the legend with its value instead of squashing them)
+        zoom = None
+        if len(ticks) == 1 and sub and not logy:
+            near = [r[f"{key}_min"] for r in sub] + [r[f"{key}_max"] for r in sub] + [
+                v for lab, v in refs.get(panel, {}).items() if "non-private" in lab]
+            span = max(near) - min(near)
+            zoom = (min(near) - max(0.5, 0.5 * span), max(near) + max(0.5, 0.3 * span))
         for lab, ref in refs.get(panel, {}).items():
             nonprivate = "non-private" in lab
+            if zoom is not None and not zoom[0] <= ref <= zoom[1]:
+                lab = f"{lab}: {ref:.4g} (off the axis)"
             ax.axhline(ref, ls=next(dashes) if nonprivate else ":",
                        color="k" if nonprivate else "grey", lw=1, label=lab)
         ax.set_xscale("log")
-        ticks = sorted({float(r["target_epsilon"]) for r in sub})
+        if zoom is not None:
+            ax.set_ylim(*zoom)
+            ax.set_xlim(ticks[0] / 1.5, ticks[0] * 1.5)
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.minorticks_off()
         if logy:
