@@ -218,7 +218,7 @@ class LoopbackFederation:
                 raise ImportError("Flower's simulation engine needs Ray: pip install "
                                   "'rfed[flower-sim]' (flwr[simulation])") from exc
         self.n_supernodes = int(n_supernodes)
-        self.workdir = Path(workdir)
+        self.workdir = Path(workdir).resolve()  # subprocesses run with cwd=workdir
         self.simulation = bool(simulation)
         self.insecure = bool(insecure)
         self.timeout = float(timeout)

@@ -640,7 +640,7 @@ class RandomGossip:
     differential privacy", Automatica 162, 111514, 2024; arXiv:2302.10520) activates a random
     set of nodes each round (Definition 2) and mixes on it with a random doubly stochastic
     :math:`W^{(t)}` supported on the graph's edges (Assumption 2). Three samplers, on any
-    undirected graph, each O(n + |E|) memory and time per round (O(n) on a
+    undirected graph, each ``O(n + |E|)`` memory and time per round (O(n) on a
     :class:`~rfed.networks.CompleteGraph`):
 
     ``"uniform"`` (default; the paper's Definition 2)
@@ -676,7 +676,7 @@ class RandomGossip:
         ``"uniform"``: the number of active nodes, 1..n. ``"maximal"``: their expected number
         ``p n`` (1..n).
     n_edges : int, optional
-        ``"edges"``: edges drawn per round, 1..|E|.
+        ``"edges"``: edges drawn per round, ``1..|E|``.
     mode : {"uniform", "maximal", "edges"}
         The sampler (``"matching"`` is accepted as the former name of ``"uniform"``).
     """

@@ -61,3 +61,17 @@ def test_doadp_with_a_huge_alpha_on_the_sphere_is_refused_naming_alpha(cls):
         alg.run(_pca(), 5, rng=0)
     assert not cls(Network(ring(4)), alpha=0.05, grad_bound=1.0, noise_multiplier=1.0).run(
         _pca(), 5, rng=0).diverged
+
+
+def test_prirfed_with_a_step_that_wraps_the_sphere_warns_naming_step_size(recwarn):
+    from rfed.algorithms.federated import DPRSGD, PriRFed
+
+    def run(step):
+        trainer = DPRSGD(steps=1, batch_size=5, clip=1.0, noise_multiplier=1.0)
+        return PriRFed(trainer, n_sampled=None, step_size=step).run(_pca(), 2, rng=0)
+
+    with pytest.warns(UserWarning, match="argument 'step_size'.*injectivity radius"):
+        run(1e6)
+    recwarn.clear()
+    run(0.5)            # 0.5 * clip 1 < pi: no warning
+    assert not [w for w in recwarn if "injectivity" in str(w.message)]

@@ -11,6 +11,8 @@ from __future__ import annotations
 
 import ast
 import re
+import sys
+import types
 from pathlib import Path
 
 import numpy as np
@@ -65,12 +67,17 @@ def test_page_code_block_runs(body, skip, tmp_path, monkeypatch):
     monkeypatch.chdir(tmp_path)
     tree = ast.parse(body)
     lines = body.splitlines()
-    namespace: dict = {"__name__": "__docs__"}
+    # a real module, as a reader's script is (dataclasses look their module up), compiled
+    # without this file's `from __future__ import annotations`
+    module = types.ModuleType("__docs__")
+    monkeypatch.setitem(sys.modules, "__docs__", module)
+    namespace = module.__dict__
     for stmt in tree.body:
         if isinstance(stmt, ast.Expr):
-            value = eval(compile(ast.Expression(stmt.value), "docs", "eval"), namespace)
+            code = compile(ast.Expression(stmt.value), "docs", "eval", dont_inherit=True)
+            value = eval(code, namespace)
         else:
-            exec(compile(ast.Module([stmt], []), "docs", "exec"), namespace)
+            exec(compile(ast.Module([stmt], []), "docs", "exec", dont_inherit=True), namespace)
             value = None
             if isinstance(stmt, ast.Assign) and isinstance(stmt.targets[0], ast.Name):
                 value = namespace[stmt.targets[0].id]

@@ -9,12 +9,15 @@ References
 
 from __future__ import annotations
 
+import math
+import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
 
+from rfed.algorithms._steps import injectivity_radius
 from rfed.algorithms.base import Algorithm, evaluate_point
 from rfed.algorithms.federated.accounting import (
     calibrate_plan,
@@ -295,6 +298,7 @@ class PriRFed(Algorithm):
 
     # ------------------------------------------------------------------ Algorithm API
     def init(self, problem: Problem, x0: np.ndarray, rng: np.random.Generator) -> PriRFedState:
+        self._warn_if_steps_wrap(problem)
         # one draw fixes the run's keyed streams (none in secure mode: OS randomness throughout)
         seed = None if is_secure_rng(rng) else int(rng.integers(0, 2**63))
         plan, delta, cals = self._plan(problem, rng, seed)
@@ -312,6 +316,26 @@ class PriRFed(Algorithm):
             delta=delta, calibration=cals, seed=seed, client_ledger=client_ledger,
             client_noise_multiplier=client_z,
         )
+
+    def _warn_if_steps_wrap(self, problem: Problem) -> None:
+        """Warn when one clipped local step, ``step_size * clip``, exceeds the injectivity radius.
+
+        Beyond it the exponential map wraps around the manifold (on the unit sphere a step of
+        ``2 pi k + r`` lands where one of ``r`` does), so the iterate no longer follows the
+        gradient and no cost can flag it as diverged. A warning, not an error: the privacy
+        guarantee does not depend on the step (DO-ADP, whose step enters its message, refuses).
+        """
+        clip = getattr(self.trainer, "clip", None)    # None: no clipping (non-private runs)
+        if callable(self.step_size) or clip is None or not math.isfinite(float(clip)):
+            return
+        clip = float(clip)
+        radius = injectivity_radius(problem.manifold)
+        if self.step_size * clip > radius:
+            warnings.warn(
+                f"argument 'step_size' ({self.step_size:g}) times the trainer's 'clip' ({clip:g}) "
+                f"exceeds the injectivity radius {radius:.4g} of {problem.manifold}: one clipped "
+                "local step wraps around the manifold and no longer follows the gradient; "
+                "reduce 'step_size'", UserWarning, stacklevel=3)
 
     def _plan(self, problem: Problem, rng=None, seed: int | None = None):
         """Resolved plan (noise calibrated to the budget), delta and calibrations (cached)."""
