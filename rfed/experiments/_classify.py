@@ -105,10 +105,10 @@ def scattering_data(cfg: Mapping[str, Any], rng: np.random.Generator,
     (x_tr, y_tr), (x_te, y_te) = load_fashion_mnist(cfg.get("data_path") or None, split="both")
     if cfg.get("n_test"):
         x_te, y_te = x_te[: int(cfg["n_test"])], y_te[: int(cfg["n_test"])]
-    kw = {"J": int(cfg["scatter_J"]), "L": int(cfg["scatter_L"]), "progress": progress,
-          "cache_dir": cfg.get("cache_dir") or None}
-    f_tr = _group_norm_chunked(scattering_features(x_tr, **kw), int(cfg["groups"]))
-    f_te = _group_norm_chunked(scattering_features(x_te, **kw), int(cfg["groups"]))
+    J, L, cache = int(cfg["scatter_J"]), int(cfg["scatter_L"]), cfg.get("cache_dir") or None
+    f_tr, f_te = (_group_norm_chunked(scattering_features(x, J=J, L=L, progress=progress,
+                                                          cache_dir=cache), int(cfg["groups"]))
+                  for x in (x_tr, x_te))
     split = public_split(np.arange(len(y_tr)), y_tr, cfg["public_fraction"], rng)
     priv = split.private_index
     if cfg.get("n_train"):

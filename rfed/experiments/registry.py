@@ -1111,16 +1111,16 @@ class RunContext:
         self._write_json("privacy.json", self.privacy)
         self._wrote_result = self._wrote_result or self.out_dir is not None
 
-    def save_table(self, name: str, rows: list[Mapping[str, Any]]) -> None:
+    def save_table(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
         """Write a table as ``NAME.csv`` and ``NAME.md`` (all rows)."""
-        rows = [_jsonable(r) for r in rows]
-        self.tables[name] = rows
-        if self.out_dir is None or not rows:
+        table = [_jsonable(r) for r in rows]
+        self.tables[name] = table
+        if self.out_dir is None or not table:
             return
         self._ensure_open()
-        keys = list(dict.fromkeys(k for r in rows for k in r))
-        atomic_write_text(self.out_dir / f"{name}.csv", _csv_text(rows, keys))
-        atomic_write_text(self.out_dir / f"{name}.md", format_table(rows, keys))
+        keys = list(dict.fromkeys(k for r in table for k in r))
+        atomic_write_text(self.out_dir / f"{name}.csv", _csv_text(table, keys))
+        atomic_write_text(self.out_dir / f"{name}.md", format_table(table, keys))
         self._wrote_result = True
 
     def summary_table(self, rows: Sequence[Mapping[str, Any]]) -> str:

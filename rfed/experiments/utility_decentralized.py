@@ -38,6 +38,7 @@ from __future__ import annotations
 
 import itertools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
@@ -210,7 +211,7 @@ def random_relu_features(x: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return h / np.where(norm > 0, norm, 1.0)
 
 
-def _noise_multiplier(alg: object, problem, x0: np.ndarray) -> float:
+def _noise_multiplier(alg: Any, problem, x0: np.ndarray) -> float:
     """The multiplier the budget-first calibration gives ``alg`` on ``problem`` (public facts:
     sizes, rounds, batch; no record is read)."""
     state = alg.init(problem, x0, np.random.default_rng(0))
@@ -475,7 +476,9 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                 at_grid_edge=", ".join(edges))
     ctx.save_table("tuning", tuning)
     # --- the sweep: per partition, per feature dimension in use, per trainer
-    rows, reference_rows, refs = [], [], {}
+    rows = []
+    reference_rows: list[dict[str, Any]] = []
+    refs: dict[str, dict[str, float]] = {}
     x0_of: dict[int, np.ndarray] = {}
     for k, kind in enumerate(cfg["partitions"]):
         refs[kind] = {}
@@ -511,7 +514,7 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                                          "relation": rel, "target_epsilon": eps,
                                          "epsilon_certified": None, "refused": why})
                             continue
-                    noise = ({} if rel is None else
+                    noise = ({} if rel is None or eps is None else
                              {"budget": _budget(eps, delta_of[rel], rel, declared),
                               "n_rounds": rounds})
                     accs, reports, diverged = [], [], 0
@@ -835,7 +838,7 @@ def utility_svm(config: dict, ctx: RunContext) -> dict:
             refs[panel] = {"non-private optimum": 100 * problem.accuracy(
                 problem.reference_point(), xt, yt),
                 "zero start": 100 * problem.accuracy(x0, xt, yt)}
-            for ei, eps in enumerate([None] + eps_list):
+            for ei, eps in enumerate([None, *eps_list]):
                 noise = ({} if eps is None else
                          {"budget": PrivacyBudget(eps, delta), "n_rounds": rounds})
                 accs, risks, reports = [], [], []
