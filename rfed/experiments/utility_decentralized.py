@@ -352,9 +352,8 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
 
 @register(
     "utility-fmnist-classify",
-    paper="DO-ADP, DPDL: certified-budget companion; Tramer and Boneh (ICLR 2021) features",
-    summary="Fashion-MNIST on scattering features: decentralized vs centralized DP-SGD, "
-            "certified eps",
+    paper="DO-ADP, DPDL: certified-budget companion; Tramer and Boneh features",
+    summary="Fashion-MNIST on scattering features: decentralized vs centralized DP-SGD",
     requires=("fashion-mnist",),
     description=(
         "Multinomial logistic regression on Fashion-MNIST (needs the real files: apt-get "
