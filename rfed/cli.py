@@ -17,16 +17,22 @@
 Runs are seeded by default, for research: their noise can be replayed from the seed. ``--secure``
 draws every algorithm's randomness from the operating system and releases noise with the discrete
 Gaussian / Laplace mechanisms (:mod:`rfed.privacy.secure`); such runs are not replayable.
-``rfed audit`` runs an empirical privacy audit (:mod:`rfed.privacy.audit`) and prints its
-epsilon lower bound beside the certified epsilon.
+``rfed audit`` runs an empirical privacy audit of a named configuration
+(:mod:`rfed.experiments.audits`, with :mod:`rfed.privacy.audit`'s method) and prints its epsilon
+lower bound beside the certified epsilon.
 
 ``rfed run`` without a name runs the default experiment, ``pca-synthetic``. Results go to
 ``DIR`` (default ``runs/NAME``), which must be empty or absent unless ``--overwrite`` (clears an
 earlier rfed results folder) or ``--resume`` (continues the run saved there from its last
 checkpoint; the experiment, seed and settings are read from ``DIR/config.json``). Files are
-written as results arrive (see :mod:`rfed.experiments.registry`); the run's state is
+written as results arrive (see :mod:`rfed.experiments.run_context`); the run's state is
 checkpointed at the end of every algorithm run, at Ctrl-C, and every ``N`` rounds once ``S``
 seconds (default 5; 0: every ``N`` rounds) have passed since the last checkpoint.
+
+Each ``--engine`` runs the experiment inside one engine object (:class:`rfed.engines.Engine`:
+``inprocess`` :data:`rfed.engines.IN_PROCESS`, ``mpi`` :class:`rfed.engines.mpi.MPIEngine`,
+``flower`` :class:`rfed.engines.flower_runs.FlowerEngine`), which gives every network its
+communicator and every run its checkpoint hook.
 
 ``--engine mpi`` runs the experiment's decentralized algorithms on the MPI engine
 (:mod:`rfed.engines.mpi`): every rank builds the same graph, owns a block of agents, keeps
@@ -192,7 +198,7 @@ def _print_citations(paper_label: str, description: str) -> None:
 
 
 def _fmt(v) -> str:
-    from rfed.experiments.registry import _fmt as fmt
+    from rfed.experiments.tables import format_value as fmt
 
     return fmt(v)
 
@@ -426,8 +432,7 @@ def _run_on_mpi(args) -> int:
         return 2
     from mpi4py import MPI
 
-    from rfed.algorithms.base import engine_run_hooks
-    from rfed.engines.mpi import MPIRunHook, mpi_engine
+    from rfed.engines.mpi import mpi_engine
     from rfed.experiments.registry import run_experiment
 
     world = MPI.COMM_WORLD
@@ -445,7 +450,7 @@ def _run_on_mpi(args) -> int:
             _error(error)
         return 2
     name, seed, overrides, out, mode = settings
-    with mpi_engine(), engine_run_hooks(MPIRunHook):
+    with mpi_engine():
         if world.Get_rank() != 0:
             # the same rounds as rank 0, on this rank's agents; results are rank 0's
             try:
@@ -491,9 +496,9 @@ def _run_on_flower(args) -> int:
         _error(f"--engine {args.engine} needs flwr: pip install 'rfed[flower]'"
                + (" 'rfed[flower-sim]'" if args.engine == "flower-sim" else ""))
         return 2
-    from rfed.algorithms.base import engine_run_hooks
+    from rfed.engines import use_engine
     from rfed.engines.flower_launch import LoopbackFederation
-    from rfed.engines.flower_runs import FlowerRunHook
+    from rfed.engines.flower_runs import FlowerEngine
 
     simulation = args.engine == "flower-sim"
     kind = ("Flower simulation engine" if simulation else
@@ -508,7 +513,7 @@ def _run_on_flower(args) -> int:
             return 2
         try:
             federation.start()
-            with engine_run_hooks(lambda hook: FlowerRunHook(hook, federation)):
+            with use_engine(FlowerEngine(federation)):
                 return _run_and_report(args, name, seed, overrides, out, mode)
         except (TimeoutError, RuntimeError) as exc:
             # the runs finished so far are checkpointed in the results folder
@@ -606,7 +611,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 def _main(argv: list[str]) -> int:
     if argv and argv[0] == "audit":
-        from rfed.privacy.audit import audit_main
+        from rfed.experiments.audits import audit_main
 
         return audit_main(argv[1:])
     parser = _parser()

@@ -27,7 +27,7 @@ PAGES = [
     ("problems", "Problems", ("rfed.problems",)),
     ("datasets", "Datasets", ("rfed.datasets",)),
     ("algorithms", "Algorithms", ("rfed.algorithms",)),
-    ("engines", "Engines: MPI and Flower", ("rfed.engines",)),
+    ("engines", "Engines: in one process, on MPI and on Flower", ("rfed.engines",)),
     ("experiments", "Experiments", ("rfed.experiments",)),
     ("package", "The package, its command line, keyed randomness, saved states and citations",
      ("rfed", "rfed.cli", "rfed.randomness", "rfed.bibliography", "rfed.state")),

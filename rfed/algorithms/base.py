@@ -51,6 +51,7 @@ from typing import Any
 import numpy as np
 
 from rfed.manifolds.base import as_generator
+from rfed.networks.engine import current_engine
 from rfed.privacy.secure import SecureRandom, is_secure
 from rfed.problems.base import Problem
 from rfed.state import StateFileError, load_state, save_state
@@ -64,7 +65,6 @@ __all__ = [
     "step_size_at",
     "load_checkpoint",
     "run_hook",
-    "engine_run_hooks",
     "checkpoint_binding",
     "CHECKPOINT_FORMAT",
     "CHECKPOINT_KIND",
@@ -181,25 +181,6 @@ class RunResult:
 
 # ---------------------------------------------------------------------------- checkpoint plumbing
 _HOOK: contextvars.ContextVar[Any] = contextvars.ContextVar("rfed_run_hook", default=None)
-_HOOK_WRAPPER: contextvars.ContextVar[Callable[[Any], Any] | None] = contextvars.ContextVar(
-    "rfed_run_hook_wrapper", default=None)
-
-
-@contextlib.contextmanager
-def engine_run_hooks(wrapper: Callable[[Any], Any]) -> Iterator[None]:
-    """Inside the block, :func:`run_hook` installs ``wrapper(hook)`` instead of ``hook``.
-
-    A distributed engine uses it to checkpoint the runs of an experiment: e.g.
-    :class:`rfed.engines.mpi.MPIRunHook` gathers the ranks' blocks into the checkpoint that rank
-    0's :class:`rfed.experiments.RunContext` writes, and hands each rank its block on resume.
-    """
-    if not callable(wrapper):
-        raise TypeError(f"argument 'wrapper' must be callable hook -> hook, got {wrapper!r}")
-    token = _HOOK_WRAPPER.set(wrapper)
-    try:
-        yield
-    finally:
-        _HOOK_WRAPPER.reset(token)
 
 
 @contextlib.contextmanager
@@ -212,8 +193,10 @@ def run_hook(hook: Any) -> Iterator[None]:
     (or ``None``), a callable ``save(payload)`` and the checkpoint period in rounds (0: only at
     Ctrl-C). ``hook.end_run(result)`` is called with the result.
     :class:`rfed.experiments.RunContext` is such a hook. Calls nested inside a run (e.g. a
-    baseline solved inside a step) are not hooked. Inside :func:`engine_run_hooks`, the hook
-    installed is the engine's wrapper of ``hook``.
+    baseline solved inside a step) are not hooked. The hook installed is the engine's
+    (:meth:`rfed.networks.engine.Engine.run_hook` of the engine in use): ``hook`` itself in
+    one process, a wrapper that gathers the ranks' blocks on MPI
+    (:class:`rfed.engines.mpi.MPIRunHook`).
 
     A ``save`` with a method ``due()`` is asked at each periodic round whether to save there:
     ``False`` skips that checkpoint (:class:`rfed.experiments.RunContext` answers from a
@@ -227,8 +210,7 @@ def run_hook(hook: Any) -> Iterator[None]:
     not all save in the same round); it stops at once and resumes from the last periodic
     checkpoint.
     """
-    wrapper = _HOOK_WRAPPER.get()
-    token = _HOOK.set(hook if wrapper is None else wrapper(hook))
+    token = _HOOK.set(current_engine().run_hook(hook))
     try:
         yield
     finally:

@@ -1,7 +1,7 @@
 """``rfed run NAME --engine flower``: an experiment's PriRFed runs computed by a Flower federation.
 
-:class:`FlowerRunHook` wraps an experiment's run context (through
-:func:`rfed.algorithms.base.engine_run_hooks`); the experiments' driver
+:class:`FlowerEngine` wraps an experiment's run context in a :class:`FlowerRunHook` (see
+:mod:`rfed.networks.engine`); the experiments' driver
 (:func:`rfed.experiments.prirfed.run_settings`) hands every PriRFed run to its
 :meth:`~FlowerRunHook.run_federated`. That run is one Flower run on a
 :class:`~rfed.engines.flower_launch.LoopbackFederation` started once for the experiment:
@@ -36,10 +36,11 @@ from rfed.algorithms.federated import PriRFed
 from rfed.engines.flower import FederatedTrace, _json_default, charge_round
 from rfed.engines.flower_config import algorithm_spec
 from rfed.manifolds import as_generator
+from rfed.networks.engine import Engine
 from rfed.privacy.secure import is_secure
 from rfed.problems.base import Problem
 
-__all__ = ["FlowerReplay", "FlowerRunHook"]
+__all__ = ["FlowerEngine", "FlowerReplay", "FlowerRunHook"]
 
 
 def _normalised(report: Any) -> Any:
@@ -173,3 +174,23 @@ class FlowerRunHook:
         replay = FlowerReplay(alg, self.federation, n_rounds, x0, rng.bit_generator.state)
         return replay.run(problem, n_rounds, rng=rng, x0=x0, eval_every=eval_every,
                           callback=callback)
+
+
+class FlowerEngine(Engine):
+    """The Flower engine: an experiment's PriRFed runs are computed by ``federation``
+    (``rfed run NAME --engine flower``); everything else runs in this process.
+
+    Parameters
+    ----------
+    federation : LoopbackFederation
+        Started for the whole experiment.
+    """
+
+    name = "flower"
+
+    def __init__(self, federation: Any):
+        self.federation = federation
+
+    def run_hook(self, hook: Any) -> FlowerRunHook:
+        """``FlowerRunHook(hook, federation)``."""
+        return FlowerRunHook(hook, self.federation)

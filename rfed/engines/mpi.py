@@ -105,13 +105,14 @@ from rfed.networks.comm import (
     NeighborValues,
     _offdiag_arcs,
     _pattern,
-    use_communicator,
 )
+from rfed.networks.engine import Engine, use_engine
 from rfed.state import StateFileError, load_state, save_state
 
-__all__ = ["MPICommunicator", "MPIRunHook", "SavedBlocks", "block_bounds", "gather_blocks",
-           "merge_accounts", "merge_stats", "mpi_engine", "run_mpi", "scatter_blocks",
-           "shard_for_rank", "split_stats", "CHECKPOINT_FORMAT", "CHECKPOINT_KIND"]
+__all__ = ["MPICommunicator", "MPIEngine", "MPIRunHook", "SavedBlocks", "block_bounds",
+           "gather_blocks", "merge_accounts", "merge_stats", "mpi_engine", "run_mpi",
+           "scatter_blocks", "shard_for_rank", "split_stats", "CHECKPOINT_FORMAT",
+           "CHECKPOINT_KIND"]
 
 #: Version of the checkpoint written by :func:`run_mpi` (2: one whole state, any rank count;
 #: 3: an :mod:`rfed.state` file, no pickle).
@@ -621,31 +622,50 @@ def scatter_blocks(algorithm, comm: MPICommunicator, saved: SavedBlocks | None):
     return dataclasses.replace(state, comm=comm)
 
 
-@contextlib.contextmanager
-def mpi_engine(comm: Any = None) -> Iterator[None]:
-    """Every :class:`rfed.networks.Network` (and DP-DGT run) built in the block without an
-    explicit communicator gets an :class:`MPICommunicator` on ``comm`` (default
-    ``COMM_WORLD``)."""
-    with use_communicator(_Factory(comm)):
-        yield
+class MPIEngine(Engine):
+    """The MPI engine: each rank holds a block of agents; an experiment's runs are checkpointed
+    by rank 0 with every rank's block.
 
+    Inside ``use_engine(MPIEngine())`` (:func:`mpi_engine`), every
+    :class:`rfed.networks.Network` (and DP-DGT run) built without an explicit communicator gets
+    an :class:`MPICommunicator`, and every run of an experiment reports to an
+    :class:`MPIRunHook` around this rank's :class:`rfed.experiments.RunContext`.
 
-class _Factory:
-    """``n_agents -> MPICommunicator(n_agents, comm)``."""
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm, optional
+        Default ``COMM_WORLD``.
+    """
 
-    def __init__(self, comm: Any):
+    name = "mpi"
+
+    def __init__(self, comm: Any = None):
         self.comm = comm
 
-    def __call__(self, n_agents: int) -> MPICommunicator:
+    def communicator(self, n_agents: int) -> MPICommunicator:
+        """``MPICommunicator(n_agents, comm)``: this rank's block of the agents."""
         return MPICommunicator(n_agents, self.comm)
+
+    def run_hook(self, hook: Any) -> MPIRunHook:
+        """``MPIRunHook(hook, comm)``: rank 0's context decides and writes, the others follow."""
+        return MPIRunHook(hook, self.comm)
+
+
+@contextlib.contextmanager
+def mpi_engine(comm: Any = None) -> Iterator[MPIEngine]:
+    """The block runs on the MPI engine (:class:`MPIEngine` on ``comm``, default
+    ``COMM_WORLD``): networks built without a communicator get an :class:`MPICommunicator`,
+    and an experiment's runs are checkpointed across the ranks."""
+    with use_engine(MPIEngine(comm)) as engine:
+        yield engine
 
 
 # ---------------------------------------------------------------------- experiments
 class MPIRunHook:
     """Checkpoints of an experiment's runs on the MPI engine (``rfed run NAME --engine mpi``).
 
-    Every rank installs it around its own :class:`rfed.experiments.RunContext` (with
-    :func:`rfed.algorithms.base.engine_run_hooks`); rank 0's context has the results folder and
+    The MPI engine (:meth:`MPIEngine.run_hook`) installs it on every rank around the rank's
+    own :class:`rfed.experiments.RunContext`; rank 0's context has the results folder and
     decides, the others follow:
 
     * a run starting: rank 0's context says whether it is done (a resumed experiment replaying

@@ -22,7 +22,7 @@ from typing import Any
 import numpy as np
 
 from rfed.experiments.registry import RunContext, summary_row
-from rfed.networks.comm import default_communicator
+from rfed.networks.engine import default_communicator
 from rfed.problems.base import Problem
 from rfed.problems.dispatch import QuadraticResourceAllocation
 
@@ -36,7 +36,7 @@ def engine_problem(problem: Any) -> Any:
     In one process (or a 1-rank MPI job): ``problem`` itself. On a distributed engine (inside
     :func:`rfed.engines.mpi.mpi_engine` with several ranks): ``problem.shard(agents,
     reducer=comm)`` for this process's block of agents (the blocks of
-    :func:`rfed.networks.comm.default_communicator`, which every network of the run uses), so
+    :func:`rfed.networks.engine.default_communicator`, which every network of the run uses), so
     the run can touch no other agent's rows and ``cost``/``grad`` are reductions with the
     one-process bits. Call it once the public facts are computed (e.g. ``reference_cost()``,
     which reads every agent's data) and drop the full problem. DP-DGT's resource allocation

@@ -15,6 +15,8 @@
   :func:`greedy_matching`).
 * :mod:`~rfed.networks.comm` -- the one communication interface (:class:`Communicator`,
   :class:`InProcessCommunicator`) with message and byte accounting.
+* :mod:`~rfed.networks.engine` -- the engine in use (in one process unless set otherwise:
+  :func:`~rfed.networks.engine.use_engine`), which gives every network its communicator.
 * :mod:`~rfed.networks.gossip` -- Riemannian gossip batched over arcs (exactly ``W @ X`` on
   Euclidean space), tangent-space mixing with transport, consensus error.
 * :class:`Network` -- graph + weights + communicator.

@@ -40,10 +40,8 @@ and bytes. A message's size is, by default, the dense size of one row,
 from __future__ import annotations
 
 import abc
-import contextlib
-import contextvars
 import math
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -66,8 +64,6 @@ __all__ = [
     "reverse_arcs",
     "as_csr_weights",
     "freeze_weights",
-    "default_communicator",
-    "use_communicator",
 ]
 
 
@@ -746,33 +742,6 @@ class Communicator(abc.ABC):
     def broadcast(self, value, agents=None, *, payload_bytes=None) -> np.ndarray:
         """The server sends ``value`` (shape ``shape``) to ``agents``; returns
         ``(len(agents), *shape)`` copies."""
-
-
-_DEFAULT: contextvars.ContextVar[Callable[[int], Communicator] | None] = \
-    contextvars.ContextVar("rfed_default_communicator", default=None)
-
-
-def default_communicator(n_agents: int) -> Communicator:
-    """A new communicator for ``n_agents`` agents from the engine in use: an
-    :class:`InProcessCommunicator`, or what :func:`use_communicator` set (e.g. the MPI engine's
-    :class:`rfed.engines.mpi.MPICommunicator` for every network an experiment builds)."""
-    factory = _DEFAULT.get()
-    return InProcessCommunicator(n_agents) if factory is None else factory(n_agents)
-
-
-@contextlib.contextmanager
-def use_communicator(factory: Callable[[int], Communicator]) -> Iterator[None]:
-    """Within the block, :func:`default_communicator` (hence every
-    :class:`rfed.networks.Network` built without a ``communicator``) calls
-    ``factory(n_agents)``."""
-    if not callable(factory):
-        raise TypeError(f"argument 'factory' must be callable n_agents -> Communicator, got "
-                        f"{factory!r}")
-    token = _DEFAULT.set(factory)
-    try:
-        yield
-    finally:
-        _DEFAULT.reset(token)
 
 
 class InProcessCommunicator(Communicator):

@@ -9,9 +9,9 @@ from rfed.manifolds.base import Manifold
 from rfed.networks.comm import (
     Communicator,
     NeighborValues,
-    default_communicator,
     freeze_weights,
 )
+from rfed.networks.engine import default_communicator
 from rfed.networks.gossip import consensus_direction, mix_tangent, riemannian_gossip
 from rfed.networks.graphs import Graph
 from rfed.networks.mixing import (
@@ -47,7 +47,7 @@ class Network:
         Property ``weights`` must have (checked; the error names the offending row/column).
         Default ``"doubly"`` for undirected graphs; directed graphs need an explicit choice.
     communicator : Communicator, optional
-        Default: :func:`rfed.networks.comm.default_communicator` (a new
+        Default: :func:`rfed.networks.engine.default_communicator` (a new
         :class:`InProcessCommunicator` unless an engine is in use).
     require_connected : bool
 

@@ -780,7 +780,7 @@ def test_rfed_run_prirfed_fig3_on_flower_gives_the_in_process_results(tmp_path):
 
 
 class _Recorder:
-    """An engine hook wrapper keeping every finished run's final point."""
+    """An engine's run hook keeping every finished run's final point."""
 
     def __init__(self, inner, points):
         self.inner, self.points, self.secure = inner, points, False
@@ -799,14 +799,19 @@ def test_prirfed_fig1_on_the_simulation_engine_ends_at_the_in_process_points(tmp
     """prirfed-fig1 (the sphere S^24) on Flower's simulation engine: every run's final point
     equal bit for bit to the run in one process."""
     pytest.importorskip("ray", reason="Flower's simulation engine needs Ray")
-    from rfed.algorithms.base import engine_run_hooks
-    from rfed.engines.flower_runs import FlowerRunHook
+    from rfed.engines import Engine, use_engine
+    from rfed.engines.flower_runs import FlowerEngine, FlowerRunHook
     from rfed.experiments.registry import run_experiment
 
     overrides = {"columns": [2], "rounds": 3, "repetitions": 1, "eval_every": 1,
                  "epsilons": [2.0], "paper_epsilons": [0.3]}
     in_process, on_flower = [], []
-    with engine_run_hooks(lambda hook: _Recorder(hook, in_process)):
+
+    class Recording(Engine):
+        def run_hook(self, hook):
+            return _Recorder(hook, in_process)
+
+    with use_engine(Recording()):
         summary, _ = run_experiment("prirfed-fig1", overrides=overrides)
 
     class RecordingFlower(FlowerRunHook):
@@ -814,8 +819,12 @@ def test_prirfed_fig1_on_the_simulation_engine_ends_at_the_in_process_points(tmp
             on_flower.append(np.array(result.x))
             super().end_run(result)
 
+    class RecordingFlowerEngine(FlowerEngine):
+        def run_hook(self, hook):
+            return RecordingFlower(hook, self.federation)
+
     with LoopbackFederation(2, workdir=tmp_path, simulation=True, timeout=900) as federation, \
-            engine_run_hooks(lambda hook: RecordingFlower(hook, federation)):
+            use_engine(RecordingFlowerEngine(federation)):
         summary_f, _ = run_experiment("prirfed-fig1", overrides=overrides)
     assert len(in_process) == len(on_flower) == 2
     for a, b in zip(in_process, on_flower, strict=True):

@@ -28,7 +28,7 @@ from pathlib import Path
 import pytest
 
 import rfed._io
-import rfed.experiments.registry as registry
+import rfed.experiments.run_context as run_context
 from rfed._io import write_at_end
 from rfed.cli import main
 from rfed.experiments.registry import (
@@ -247,7 +247,7 @@ def test_the_floor_bounds_the_periodic_checkpoints_by_the_clock(tmp_path, monkey
         now[0] += 1.0
         return now[0]
 
-    monkeypatch.setattr(registry, "_clock", clock)
+    monkeypatch.setattr(run_context, "_clock", clock)
     counter = _Counting(monkeypatch)
     floor = 2.0
     _run(tmp_path / "run", seconds=floor)

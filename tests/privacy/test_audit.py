@@ -6,10 +6,10 @@ import numpy as np
 import pytest
 from scipy import optimize, stats
 
+from rfed.experiments.audits import audit_main
 from rfed.privacy.audit import (
     AuditResult,
     audit,
-    audit_main,
     canary_gradient_direction,
     clopper_pearson,
     epsilon_lower_bound,

@@ -1,6 +1,6 @@
 """Empirical audits of every algorithm that accepts ``neighboring='add_remove_one'``.
 
-For each (``rfed.privacy.audit.add_remove_configuration``): ``D1`` is ``D0`` plus one record,
+For each (``rfed.experiments.audits.add_remove_configuration``): ``D1`` is ``D0`` plus one record,
 both runs declare the same public size; the audit's Clopper-Pearson lower bound must stay below
 the certified epsilon. The variant that computes the noise, the normaliser and the rate from
 each dataset's own true size (what rfed did before public sizes were required) must be caught:
@@ -11,13 +11,13 @@ large counts run under ``-m slow``.
 import numpy as np
 import pytest
 
-from rfed.privacy.audit import (
+from rfed.experiments.audits import (
     ADD_REMOVE_ALGORITHMS,
     PRIVATE_SIZE_VARIANTS,
     add_remove_configuration,
-    audit,
     audit_main,
 )
+from rfed.privacy.audit import audit
 
 DELTA = 1e-5
 

@@ -12,6 +12,7 @@ import pytest
 from scipy import stats
 
 import rfed.manifolds as M
+from rfed.experiments.audits import audit_main
 from rfed.manifolds.base import as_generator
 from rfed.privacy import (
     CertifiedAccountant,
@@ -23,7 +24,7 @@ from rfed.privacy import (
     make_generator,
     release_sensitivity,
 )
-from rfed.privacy.audit import audit, audit_main
+from rfed.privacy.audit import audit
 from rfed.privacy.secure import (
     SecureModeError,
     SecureRandom,

@@ -50,7 +50,8 @@ from rfed.algorithms.decentralized._privacy import (
 )
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.manifolds import Euclidean, as_generator
-from rfed.networks.comm import default_communicator, freeze_weights
+from rfed.networks.comm import freeze_weights
+from rfed.networks.engine import default_communicator
 from rfed.networks.graphs import Graph
 from rfed.networks.mixing import (
     PushPullConstants,
@@ -331,7 +332,7 @@ class DPDGT(_PushPullBase):
     communicator : callable, optional
         ``n_agents -> Communicator``, called at each ``init`` (e.g.
         :class:`rfed.engines.mpi.MPICommunicator`, whose ranks then each hold a block of
-        agents). Default: :func:`rfed.networks.comm.default_communicator`.
+        agents). Default: :func:`rfed.networks.engine.default_communicator`.
     """
 
     name = "DP-DGT"
