@@ -92,11 +92,9 @@ def test_audit_doadp_family(monkeypatch, cls):
 
 
 # ---------------------------------------------------------------------- DPDL, DP-DPSGD
-def _dpdl_scores(cls, monkeypatch):
-    n, q = 2 * TRIALS, 3
-    canary = _halves(n)
-    prob = LogisticRegression(*_canary_data(n, q, canary))
-    released = []
+def _spy_on_releases(monkeypatch) -> list:
+    """Every noisy value DPDL's Gaussian mechanism releases, appended to the returned list."""
+    released: list = []
     real = dpdl_module.gaussian_mechanism
 
     def spy(manifold, x, value, sigma, rng):
@@ -105,6 +103,14 @@ def _dpdl_scores(cls, monkeypatch):
         return out
 
     monkeypatch.setattr(dpdl_module, "gaussian_mechanism", spy)
+    return released
+
+
+def _dpdl_scores(cls, monkeypatch):
+    n, q = 2 * TRIALS, 3
+    canary = _halves(n)
+    prob = LogisticRegression(*_canary_data(n, q, canary))
+    released = _spy_on_releases(monkeypatch)
     alg = cls(Network(ring(n)), lr=1.0, batch_size=q, clip=0.5,
               budget=PrivacyBudget(EPS, DELTA), n_rounds=1)
     state = alg.step(prob, alg.init(prob, np.zeros(1), np.random.default_rng(1)))
@@ -139,15 +145,7 @@ def _poisson_scores(monkeypatch):
     n, q = 2 * TRIALS, 3
     canary = _halves(n)
     prob = LogisticRegression(*_canary_data(n, q, canary))
-    released = []
-    real = dpdl_module.gaussian_mechanism
-
-    def spy(manifold, x, value, sigma, rng):
-        out = real(manifold, x, value, sigma, rng)
-        released.append(out)
-        return out
-
-    monkeypatch.setattr(dpdl_module, "gaussian_mechanism", spy)
+    released = _spy_on_releases(monkeypatch)
     alg = DPDPSGD(Network(ring(n)), lr=1.0, batch_size=2, clip=0.5, sampling="poisson",
                   budget=PrivacyBudget(EPS, DELTA), n_rounds=1)
     state = alg.step(prob, alg.init(prob, np.zeros(1), np.random.default_rng(4)))
@@ -179,15 +177,7 @@ def _poisson_add_remove_scores(monkeypatch):
     labels[canary, q] = -1.0
     counts = np.where(canary, q + 1, q)
     prob = LogisticRegression(feats, labels, counts=counts)
-    released = []
-    real = dpdl_module.gaussian_mechanism
-
-    def spy(manifold, x, value, sigma, rng):
-        out = real(manifold, x, value, sigma, rng)
-        released.append(out)
-        return out
-
-    monkeypatch.setattr(dpdl_module, "gaussian_mechanism", spy)
+    released = _spy_on_releases(monkeypatch)
     budget = PrivacyBudget(EPS, DELTA, neighboring="add_remove_one", public_sizes=q + 1)
     alg = DPDPSGD(Network(ring(n)), lr=1.0, batch_size=3, clip=0.5, sampling="poisson",
                   budget=budget, n_rounds=1)
