@@ -154,8 +154,10 @@ class RunResult:
     history : list of dict
         One record per evaluated round: ``round`` and metrics such as ``cost``,
         ``grad_norm``, ``excess_risk``, ``dist_to_ref``, ``consensus_error``, ``bytes_sent``.
-    privacy : object or None
-        The privacy ledger / report of the run (``None`` for a non-private run).
+    privacy : dict or None
+        The run's privacy report: for rfed's private algorithms the keys
+        :data:`rfed.algorithms.private.REPORT_KEYS` (documented there), the same shape private
+        or not (``private`` false and ``epsilon_certified`` infinite without noise).
     state : object
         The final state (for resuming with :meth:`Algorithm.step`).
     diverged : bool
@@ -371,7 +373,7 @@ class Algorithm(abc.ABC):
     def run(
         self,
         problem: Problem,
-        n_rounds: int,
+        n_rounds: int | None = None,
         *,
         rng: np.random.Generator | int,
         x0: np.ndarray | None = None,
@@ -387,8 +389,10 @@ class Algorithm(abc.ABC):
         Parameters
         ----------
         problem : Problem
-        n_rounds : int
-            Number of rounds (communication rounds / aggregations), >= 1.
+        n_rounds : int, optional
+            Number of rounds (communication rounds / aggregations), >= 1. Default: the
+            algorithm's planned rounds (its attribute ``n_rounds``, e.g. given with a budget),
+            so they are stated once.
         rng : numpy.random.Generator or int
             All randomness of the run (sampling, noise, the random start).
         x0 : array, shape ``point_shape``, optional
@@ -427,6 +431,11 @@ class Algorithm(abc.ABC):
             After saving a checkpoint (when ``checkpoint`` is given) at the end of the round in
             which Ctrl-C arrived.
         """
+        if n_rounds is None:
+            n_rounds = getattr(self, "n_rounds", None)
+            if n_rounds is None:
+                raise ValueError(f"argument 'n_rounds' is required: {self.name} has no planned "
+                                 "rounds to run by default")
         n_rounds = check_n_rounds(n_rounds)
         if getattr(problem, "n_agents", 1) == 0 and not getattr(problem, "is_shard", False):
             raise ValueError(f"argument 'problem' ({type(problem).__name__}) holds no agent: "

@@ -42,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from rfed.algorithms.base import Algorithm, check_n_rounds, evaluate_point, step_size_at
-from rfed.algorithms.decentralized._privacy import run_report
+from rfed.algorithms.private import not_private_report, privacy_report
 from rfed.manifolds import Euclidean, as_generator
 from rfed.privacy.accountants import EventSpec, clipped_mean_sensitivity
 from rfed.privacy.budget import (
@@ -134,8 +134,9 @@ class _PooledAccount:
     def report(self, delta: float | None = None) -> dict[str, Any]:
         """The report every private rfed algorithm gives (same keys everywhere; JSON-ready)."""
         cert = self.certificate(delta)
-        return run_report(
+        return privacy_report(
             algorithm="DP-SGD (centralized, pooled data)", rounds=self.rounds,
+            planned_rounds=self.planned_rounds,
             epsilon=0.0 if cert is None else cert.epsilon,
             delta=self.delta if delta is None else float(delta),
             accountant="no release yet" if cert is None else cert.accountant,
@@ -310,9 +311,12 @@ class DPSGD(Algorithm):
                               self.n_rounds if self.budget is not None else None, target,
                               assumptions, secure, mode, sampling_rate=self.batch_size / n)
 
-    def privacy(self, state: DPSGDState) -> dict | None:
-        """The run's privacy report dict (``None`` for a non-private run)."""
-        return None if state.ledger is None else state.ledger.report()
+    def privacy(self, state: DPSGDState) -> dict:
+        """The run's privacy report (:func:`rfed.algorithms.private.privacy_report`; without
+        noise :func:`~rfed.algorithms.private.not_private_report`)."""
+        if state.ledger is None:
+            return not_private_report(self.name, state.t, is_secure(state.rng))
+        return state.ledger.report()
 
     # ------------------------------------------------------------------ run
     def init(self, problem: Problem, x0: np.ndarray, rng: Any) -> DPSGDState:

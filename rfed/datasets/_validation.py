@@ -6,6 +6,7 @@ import os
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 
 def check_int(value: object, name: str, minimum: int = 1) -> int:
@@ -58,7 +59,7 @@ def check_file(path: object, name: str) -> Path:
     return p
 
 
-def check_float_dtype(dtype: object, name: str = "dtype") -> np.dtype:
+def check_float_dtype(dtype: DTypeLike, name: str = "dtype") -> np.dtype:
     """Return ``dtype`` as a numpy dtype if it is float32 or float64."""
     try:
         dt = np.dtype(dtype)

@@ -105,7 +105,7 @@ def _sha256(*arrays: np.ndarray, as_dtype: np.dtype | None = None) -> str:
         flat = np.ascontiguousarray(a).reshape(-1)
         for start in range(0, flat.size, block):
             part = flat[start : start + block]
-            h.update(memoryview(part if as_dtype is None else part.astype(as_dtype)))
+            h.update((part if as_dtype is None else part.astype(as_dtype)).data)
     return h.hexdigest()
 
 

@@ -1,11 +1,12 @@
-"""IEEE 14-bus economic dispatch data of DP-DGT (spec 003 section 5.1, paper L632-646).
+"""IEEE 14-bus economic dispatch data of DP-DGT (Sec. 6 of the paper, Table 2).
 
 One agent per bus (N = 14, scalar decisions). Generator buses 1, 2, 3, 6, 8 have quadratic costs
 ``F_i(w) = a_i w^2 + b_i w + c_i`` (Table 2, "adapted from Kar & Hug 2012"; ``c_i`` is never given
-and set to 0, spec P10) and box limits; the other buses have ``W_i = {0}`` (spec P9). The demands
-are the paper's "virtual local demands" (total 361 MW, bus 12 included per spec P8). The
-communication digraph has 35 edges; in the paper's convention [L55] a pair ``(i, j)`` means the
-edge ``j -> i`` (agent i receives from j), which is the reading spec 003 section 5.3 checked.
+and set to 0) and box limits; the other buses have ``W_i = {0}`` (:ref:`dpdgt-buses`). The demands
+are the paper's "virtual local demands" (total 361 MW, bus 12 included; :ref:`dpdgt-graph`). The
+communication digraph has 35 edges; in the paper's convention (its "Graph Theory" notation) a pair
+``(i, j)`` means the edge ``j -> i`` (agent i receives from j), which is the reading
+:ref:`dpdgt-graph` adopts.
 
 References
 ----------
@@ -90,21 +91,36 @@ class EconomicDispatch:
         return w
 
     def cost(self, w: np.ndarray) -> np.ndarray:
-        """Total cost ``sum_i a_i w_i^2 + b_i w_i + c_i``; ``w`` of shape ``(..., n_buses)``."""
+        """Total cost ``sum_i a_i w_i^2 + b_i w_i + c_i``; ``w`` of shape ``(..., n_buses)``.
+
+        Parameters
+        ----------
+        w : array, shape ``(..., n_buses)``
+            Allocations.
+
+        Returns
+        -------
+        array, shape ``...``
+        """
         w = np.asarray(w, dtype=np.float64)
         if w.shape[-1:] != (self.n_buses,):
             raise ValueError(f"argument 'w' must have last axis {self.n_buses}, got {w.shape}")
         return np.sum(self.a * w**2 + self.b * w + self.c, axis=-1)
 
     def adjacency(self) -> np.ndarray:
-        """Dense 0/1 matrix with ``A[i, j] = 1`` iff ``j -> i`` (row i: in-neighbours of i)."""
+        """Dense 0/1 matrix with ``A[i, j] = 1`` iff ``j -> i`` (row i: in-neighbours of i).
+
+        Returns
+        -------
+        array, shape ``(n_buses, n_buses)``
+        """
         adj = np.zeros((self.n_buses, self.n_buses))
         adj[self.edges[:, 1], self.edges[:, 0]] = 1.0
         return adj
 
 
 def ieee14_dispatch() -> EconomicDispatch:
-    """The IEEE 14-bus economic dispatch of DP-DGT (spec 003 section 5.1), every number as printed.
+    """The IEEE 14-bus economic dispatch of DP-DGT (Sec. 6, Table 2), every number as printed.
 
     Returns
     -------

@@ -3,17 +3,18 @@
 Offline sources (nothing is downloaded):
 
 * :func:`load_digits_images`: scikit-learn's 8x8 digits (1,797 images, shipped in its wheel), the
-  stand-in for MNIST. Pixels are scaled to [0, 1] without centring, as spec 004 pitfall 12 resolves
-  the PriRFed MNIST preprocessing (the PCA cost uses second moments, no centring).
+  stand-in for MNIST. Pixels are scaled to [0, 1] without centring, as :ref:`prirfed-pixels`
+  resolves the PriRFed MNIST preprocessing (the PCA cost uses second moments, no centring).
 * :func:`load_mnist_idx` reads the original MNIST IDX files (``train-images-idx3-ubyte[.gz]``,
   ``train-labels-idx1-ubyte[.gz]``) for users who have them (http://yann.lecun.com/exdb/mnist/ or
   any mirror); :func:`load_npz_images` reads MedMNIST npz files (``pathmnist.npz`` from
   https://zenodo.org/records/10519652, keys ``train_images``, ``train_labels``, ...) and Keras'
   ``mnist.npz`` (keys ``x_train``, ``y_train``, ...).
 * :func:`covariance_descriptors`: region covariance descriptors (Tuzel, Porikli and Meer 2006),
-  the SPD features of PriRFed's PathMNIST experiment (spec 004 section 5.2, pitfall 13), computed
-  here from real images: :func:`load_sample_image_descriptors` (scikit-learn's two shipped photos,
-  cut into 28x28 patches like PathMNIST's images) and :func:`load_digits_descriptors`.
+  the SPD features of PriRFed's PathMNIST experiment (Sec. 6.2 of the paper;
+  :ref:`prirfed-descriptors`), computed here from real images: :func:`load_sample_image_descriptors`
+  (scikit-learn's two shipped photos, cut into 28x28 patches like PathMNIST's images) and
+  :func:`load_digits_descriptors`.
 * :func:`load_connectomes` and :func:`load_emg_covariances`: the real SPD data sets shipped in the
   geomstats wheel.
 
@@ -52,7 +53,8 @@ __all__ = [
     "scale_pixels",
 ]
 
-#: Per-pixel features of a colour descriptor, in order (SPD(9), as spec 004 pitfall 13).
+#: Per-pixel features of a colour descriptor, in order (SPD(9); docs/papers/prirfed.md,
+#: prirfed-descriptors).
 COVARIANCE_FEATURES_RGB = ("x", "y", "R", "G", "B", "|Ix|", "|Iy|", "|Ixx|", "|Iyy|")
 #: Per-pixel features of a grey-level descriptor, in order (SPD(7)).
 COVARIANCE_FEATURES_GRAY = ("x", "y", "I", "|Ix|", "|Iy|", "|Ixx|", "|Iyy|")
@@ -70,9 +72,15 @@ def scale_pixels(images: np.ndarray, max_value: float, normalize: str = "unit") 
     max_value : float
         Largest possible raw value (255 for MNIST, 16 for scikit-learn's digits).
     normalize : {"unit", "symmetric", "none"}
-        ``"unit"``: ``[0, 1]``, no centring (spec 004 pitfall 12, PriRFed's PCA);
-        ``"symmetric"``: ``[-1, 1]`` (``Normalize(0.5, 0.5)``, what spec 001 infers for DPDL);
+        ``"unit"``: ``[0, 1]``, no centring (:ref:`prirfed-pixels`, PriRFed's PCA);
+        ``"symmetric"``: ``[-1, 1]`` (``Normalize(0.5, 0.5)``, the reading of DPDL's preprocessing
+        in :ref:`dpdl-preprocessing`);
         ``"none"``: raw values as float64.
+
+    Returns
+    -------
+    ndarray of float64, shape of ``images``
+        The scaled pixels.
 
     Raises
     ------
@@ -99,6 +107,13 @@ def load_digits_images(
 ) -> tuple[np.ndarray, np.ndarray]:
     """scikit-learn's 8x8 handwritten digits (1,797 images, 10 classes), shipped offline.
 
+    Parameters
+    ----------
+    normalize : {"unit", "symmetric", "none"}
+        Pixel scaling of :func:`scale_pixels`.
+    flatten : bool
+        Return ``(1797, 64)`` rows instead of ``(1797, 8, 8)`` images.
+
     Returns
     -------
     X : ndarray, shape ``(1797, 64)`` (``flatten``) or ``(1797, 8, 8)``
@@ -115,7 +130,7 @@ def load_digits_images(
 
 
 # IDX type codes (http://yann.lecun.com/exdb/mnist/, "THE IDX FILE FORMAT"); data are big-endian.
-_IDX_DTYPES = {
+_IDX_DTYPES: dict[int, np.dtype] = {
     0x08: np.dtype(">u1"),
     0x09: np.dtype(">i1"),
     0x0B: np.dtype(">i2"),
@@ -276,6 +291,19 @@ def load_npz_images(
     ``split`` in {"train", "val", "test"}; Keras' ``mnist.npz`` uses ``x_{split}`` / ``y_{split}``.
     The labels must be integers ``>= 0`` (and below ``n_classes`` when it is given).
 
+    Parameters
+    ----------
+    path : path
+        The npz file.
+    split : str
+        ``"train"``, ``"val"`` or ``"test"`` (MedMNIST); ``"train"`` or ``"test"`` (Keras).
+    normalize : {"unit", "symmetric", "none"}
+        Pixel scaling of :func:`scale_pixels`.
+    flatten : bool
+        Return one row per image.
+    n_classes : int, optional
+        When given, every label must lie in ``0..n_classes - 1``.
+
     Returns
     -------
     X : ndarray, shape ``(n, H, W[, C])`` or ``(n, H * W * C)`` with ``flatten``
@@ -330,7 +358,9 @@ def extract_patches(images: np.ndarray, patch_size: int, stride: int | None = No
         raise ValueError(
             f"argument 'patch_size' ({patch_size}) exceeds the image size {images.shape[1:3]}"
         )
-    win = np.lib.stride_tricks.sliding_window_view(images, (patch_size, patch_size), axis=(1, 2))
+    # numpy's stub types 'axis' as one int; a tuple of axes is documented and supported
+    win = np.lib.stride_tricks.sliding_window_view(  # type: ignore[call-overload]
+        images, (patch_size, patch_size), axis=(1, 2))
     win = win[:, ::stride, ::stride]
     # sliding_window_view puts the window axes last: (n, r, c, [C,] p, p) -> (n, r, c, p, p, [C])
     if images.ndim == 4:
@@ -382,7 +412,7 @@ def covariance_descriptors(
 ) -> np.ndarray:
     """Region covariance descriptors of whole images, one SPD matrix per image.
 
-    For every pixel the feature vector is (Tuzel, Porikli and Meer 2006; spec 004 pitfall 13)
+    For every pixel the feature vector is (Tuzel, Porikli and Meer 2006; :ref:`prirfed-descriptors`)
 
     * colour images ``(n, H, W, 3)``: ``(x, y, R, G, B, |Ix|, |Iy|, |Ixx|, |Iyy|)``, SPD(9);
     * grey images ``(n, H, W)``: ``(x, y, I, |Ix|, |Iy|, |Ixx|, |Iyy|)``, SPD(7);
@@ -444,6 +474,19 @@ def load_sample_image_descriptors(
     so inside a smooth patch R, G and B move together and about half of the raw descriptors are
     singular to 1e-6; the relative ridge keeps their condition numbers moderate.
 
+    Parameters
+    ----------
+    patch_size : int
+        Side of the square patches, in pixels.
+    stride : int, optional
+        Step between patches (default ``patch_size``: non-overlapping).
+    eps : float
+        Ridge added to each descriptor (times ``trace / 9`` with ``relative_ridge``).
+    relative_ridge : bool
+        Scale the ridge by each descriptor's mean eigenvalue.
+    chunk_size : int
+        Patches described at a time (bounds the peak memory).
+
     Returns
     -------
     descriptors : ndarray, shape ``(n_patches, 9, 9)``
@@ -473,7 +516,9 @@ def _patch_descriptors(
         raise ValueError(
             f"argument 'patch_size' ({patch_size}) exceeds the image size {photos.shape[1:3]}"
         )
-    win = np.lib.stride_tricks.sliding_window_view(photos, (patch_size, patch_size), axis=(1, 2))
+    # numpy's stub types 'axis' as one int; a tuple of axes is documented and supported
+    win = np.lib.stride_tricks.sliding_window_view(  # type: ignore[call-overload]
+        photos, (patch_size, patch_size), axis=(1, 2))
     win = win[:, ::stride, ::stride]  # (n, rows, cols, 3, p, p), a view
     grid = win.shape[:3]
     n_patches = int(np.prod(grid))
@@ -491,6 +536,11 @@ def _patch_descriptors(
 
 def load_digits_descriptors(eps: float = 1e-6) -> tuple[np.ndarray, np.ndarray]:
     """SPD(7) covariance descriptors of scikit-learn's 1,797 8x8 digits (pixels in [0, 1]).
+
+    Parameters
+    ----------
+    eps : float
+        Ridge ``eps * I`` added to each descriptor.
 
     Returns
     -------
@@ -538,6 +588,13 @@ def load_emg_covariances(
     "rock", "paper", "scissors", "ok", from 4 experiments) is cut into consecutive windows of
     ``window`` time steps inside each run of constant (experiment, gesture); each window gives the
     biased covariance of the 8 channels plus ``eps * I``.
+
+    Parameters
+    ----------
+    window : int
+        Time steps per window.
+    eps : float
+        Ridge ``eps * I`` added to each covariance.
 
     Returns
     -------

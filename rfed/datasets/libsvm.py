@@ -3,11 +3,13 @@
 Each line is ``label idx:val idx:val ...`` with 1-based, increasing feature indices; absent
 features are zero. Where to get the real files (not downloaded by rfed; no network at run time):
 
-* ``epsilon_normalized`` (400,000 x 2,000, dense, unit-norm rows, labels +-1; DO-ADP spec 000
-  section 5.1 and DP-DDA spec 002 section 5.1): https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary.html#epsilon
-  (file ``epsilon_normalized.bz2``, about 12 GB uncompressed);
+* ``epsilon_normalized`` (400,000 x 2,000, dense, unit-norm rows, labels +-1; DO-ADP Sec. VI-A
+  and DP-DDA Sec. 5.1, Table 2):
+  https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary.html#epsilon (file
+  ``epsilon_normalized.bz2``, about 12 GB uncompressed);
 * ``rcv1.binary`` (the paper uses the 677,399-row test split ``rcv1_test.binary.bz2``, 47,236
-  features, unit-norm tf-idf rows, labels +-1): https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary.html#rcv1.binary
+  features, unit-norm tf-idf rows, labels +-1):
+  https://www.csie.ntu.edu.tw/~cjlin/libsvmtools/datasets/binary.html#rcv1.binary
 
 ``.gz`` and ``.bz2`` files are decompressed on the fly. Offline stand-ins with the same shape
 statistics: :func:`rfed.datasets.make_epsilon_like`, :func:`rfed.datasets.make_rcv1_like`.
@@ -18,7 +20,9 @@ from __future__ import annotations
 import bz2
 import gzip
 import os
+from collections.abc import Callable
 from pathlib import Path
+from typing import IO
 
 import numpy as np
 import scipy.sparse as sp
@@ -82,7 +86,8 @@ def normalize_rows(x: np.ndarray | sp.spmatrix) -> np.ndarray | sp.csr_matrix:
 
 def _first_non_finite(path: Path) -> tuple[int, str]:
     """Line number (1-based) and token of the first NaN or infinite label or feature value."""
-    opener = {".gz": gzip.open, ".bz2": bz2.open}.get(path.suffix, open)
+    openers: dict[str, Callable[..., IO[str]]] = {".gz": gzip.open, ".bz2": bz2.open}
+    opener = openers.get(path.suffix, open)
     with opener(path, "rt") as fh:
         for lineno, line in enumerate(fh, start=1):
             tokens = line.split("#", 1)[0].split()

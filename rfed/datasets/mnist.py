@@ -129,12 +129,12 @@ def find_mnist_files(
     check_choice(split, "split", _SPLITS)
     dirs = _search_dirs(which, path)
     for folder in dirs:
-        found = {}
+        found: dict[str, tuple[Path, Path]] = {}
         for name in _split_names(split):
-            files = tuple(_find_file(folder, stem) for stem in _STEMS[name])
-            if None in files:
+            images, labels = (_find_file(folder, stem) for stem in _STEMS[name])
+            if images is None or labels is None:
                 break
-            found[name] = files
+            found[name] = (images, labels)
         else:
             return found
     title, subdir, _, how = _SOURCES[which]
@@ -176,6 +176,18 @@ def mnist_available(path: str | os.PathLike | None = None, *, split: str = "both
 
     Parameters and returns as :func:`fashion_mnist_available` (folders ``$RFED_DATA``,
     ``$RFED_DATA/mnist``, ``/usr/share/datasets/mnist``).
+
+    Parameters
+    ----------
+    path : path or None
+        A folder to look in first.
+    split : {"train", "test", "both"}
+        The files looked for.
+
+    Returns
+    -------
+    bool
+        ``True`` when :func:`load_mnist` with the same arguments would find its files.
     """
     return _available("mnist", path, split)
 
@@ -271,5 +283,22 @@ def load_mnist(
     Looked for in ``path``, ``$RFED_DATA``, ``$RFED_DATA/mnist`` and ``/usr/share/datasets/mnist/``
     (no Debian package ships MNIST; copy the four IDX files there or into ``$RFED_DATA``).
     Parameters and returns as :func:`load_fashion_mnist`.
+
+    Parameters
+    ----------
+    path : path or None
+        A folder to look in first.
+    split : {"train", "test", "both"}
+        60,000 training or 10,000 test images, or both.
+    raw : bool
+        Return the uint8 pixels (0..255) instead of float32 scaled to [0, 1].
+    flatten : bool
+        Return ``(n, 784)`` instead of ``(n, 28, 28)``.
+
+    Returns
+    -------
+    tuple
+        ``(X, y)`` for "train" or "test", ``((X_train, y_train), (X_test, y_test))`` for "both",
+        with ``X`` of shape ``(n, 28, 28)`` or ``(n, 784)`` and ``y`` int64 of shape ``(n,)``.
     """
     return _load("mnist", path, check_choice(split, "split", _SPLITS), raw, flatten)

@@ -43,7 +43,7 @@ def iid_partition(
     equal : bool
         ``True``: every agent gets ``m = n_samples // n_agents`` samples and the
         ``n_samples mod n_agents`` left over are dropped at random (the papers assume equal local
-        sizes, e.g. DP-DDA's rcv1 resolution P6); the result is one index matrix.
+        sizes, e.g. DP-DDA's rcv1, :ref:`dpdda-unequal-shares`); the result is one index matrix.
         ``False``: every sample is used, sizes differ by at most one; the result is a list.
 
     Returns
@@ -74,7 +74,7 @@ def dirichlet_partition(
     min_size: int = 10,
     max_tries: int = 1000,
 ) -> list[np.ndarray]:
-    """Label-wise Dirichlet non-IID split (the standard recipe; spec 001 section 5.1 and P10).
+    """Label-wise Dirichlet non-IID split (standard; DPDL Sec. VI, :ref:`dpdl-partition`).
 
     For each class k, draw proportions ``p_k ~ Dir(alpha * 1_N)`` and split the (shuffled)
     indices of class k among the N agents in those proportions (cut points

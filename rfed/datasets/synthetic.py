@@ -1,15 +1,17 @@
 """Synthetic data sets with the papers' recipes, all seeded and generated offline.
 
-* :func:`make_pca_synthetic`: the PriRFed principal-eigenvector recipe (spec 004 section 5.1,
-  after Shamir's VR-PCA construction), one data matrix per agent with a controlled eigengap;
+* :func:`make_pca_synthetic`: the PriRFed principal-eigenvector recipe (Sec. 6.1 of the
+  paper, after Shamir's VR-PCA construction; :ref:`prirfed-synthetic-pca`), one data matrix per
+  agent with a controlled eigengap;
   :func:`make_pca_synthetic_agents` draws the same recipe per agent from a stream keyed by
   ``(seed, agent)``, so a process generates only the agents it holds.
-* :func:`make_wishart_spd`: Wishart SPD samples for the Frechet-mean experiment (spec 004
-  section 5.2), optionally restricted to a geodesic ball around the identity (pitfall 14).
+* :func:`make_wishart_spd`: Wishart SPD samples for the Frechet-mean experiment (PriRFed
+  Sec. 6.2), optionally restricted to a geodesic ball around the identity
+  (:ref:`prirfed-wishart`).
 * :func:`make_epsilon_like` and :func:`make_rcv1_like`: stand-ins with the shape statistics of the
   LIBSVM ``epsilon`` (dense, 2,000 features, unit-norm rows) and ``rcv1.binary`` (sparse tf-idf,
-  47,236 features, unit-norm rows) sets used by DO-ADP (spec 000 section 5.1) and DP-DDA (spec 002
-  section 5.1). Labels are in {-1, +1} as in both papers. The real files load with
+  47,236 features, unit-norm rows) sets used by DO-ADP (Sec. VI-A of the paper) and DP-DDA (Sec.
+  5.1, Table 2). Labels are in {-1, +1} as in both papers. The real files load with
   :func:`rfed.datasets.load_libsvm`.
 
 Every function takes an explicit :class:`numpy.random.Generator` or an int seed; the same seed gives
@@ -33,6 +35,7 @@ from collections.abc import Iterator
 
 import numpy as np
 import scipy.sparse as sp
+from numpy.typing import DTypeLike
 from scipy.stats import beta
 
 from rfed.datasets._validation import check_float, check_float_dtype, check_int
@@ -51,7 +54,8 @@ __all__ = [
     "random_orthonormal_columns",
 ]
 
-#: (n_samples, n_features) of the LIBSVM ``epsilon_normalized`` training split (spec 000 / 002).
+#: (n_samples, n_features) of the LIBSVM ``epsilon_normalized`` training split (DO-ADP
+#: Sec. VI-A, DP-DDA Table 2).
 EPSILON_SHAPE = (400_000, 2_000)
 #: (n_samples, n_features) of LIBSVM ``rcv1.binary`` test split, used as training set by DP-DDA.
 RCV1_SHAPE = (677_399, 47_236)
@@ -113,7 +117,7 @@ def haar_orthogonal(
 def pca_spectrum(
     dim: int, eigengap: float, rng: np.random.Generator | int, n_agents: int = 1
 ) -> np.ndarray:
-    """Diagonal of Sigma_i in the PriRFed PCA recipe (spec 004 section 5.1, step 2).
+    """Diagonal of Sigma_i in the PriRFed PCA recipe (Sec. 6.1; :ref:`prirfed-synthetic-pca`).
 
     ``Sigma_i = diag{1, 1 - 1.1 nu, 1 - 1.2 nu, 1 - 1.3 nu, 1 - 1.4 nu, |y_1|/(d+1), ...}`` with
     ``y_k ~ N(0, 1)`` iid and ``d + 1 = dim``.
@@ -152,7 +156,7 @@ def make_pca_synthetic(
 ) -> np.ndarray:
     """Per-agent data for the leading-eigenvector problem (6.1) of PriRFed.
 
-    Recipe of spec 004 section 5.1 (paper L447-449, after [HMJG24 Sec 5.1] / Shamir's VR-PCA):
+    Recipe of PriRFed Sec. 6.1, "Synthetic data" (after Han et al. 2024 and Shamir's VR-PCA):
     for each agent i, ``Z_i = U_i Sigma_i V_i`` with ``Sigma_i`` from :func:`pca_spectrum`,
     ``U_i`` an ``N_i x (d+1)`` Haar column-orthonormal matrix and ``V_i`` a Haar orthogonal
     ``(d+1) x (d+1)`` matrix. The rows of ``Z_i`` are the samples ``z_{i,j}``. So the singular
@@ -172,9 +176,10 @@ def make_pca_synthetic(
         ``nu`` in (0, 1/1.4).
     rng : numpy.random.Generator or int
     shared_basis : bool
-        Spec 004 pitfall 15: the paper draws ``U_i``, ``V_i`` and the ``y``'s per agent
+        The paper draws ``U_i``, ``V_i`` and the ``y``'s per agent
         (heterogeneous agents, the default). ``True`` shares one ``V`` across agents (the iid
-        alternative: every agent then has the same principal direction ``V[0]``).
+        alternative: every agent then has the same principal direction ``V[0]``;
+        :ref:`prirfed-synthetic-pca`).
 
     Returns
     -------
@@ -254,15 +259,15 @@ def make_wishart_spd(
 ) -> np.ndarray:
     """Wishart SPD samples ``W(I_n / n, df)`` for the Frechet-mean problem (6.2) of PriRFed.
 
-    Spec 004 section 5.2 (paper L488-500, "following [RBS21]"): samples from the Wishart law with
-    scale ``I_n / n`` and ``df = n`` degrees of freedom, whose mean is ``df / n * I_n = I_n``,
-    with matrix size ``n = 2`` and 5,000 samples. Each sample is ``G G^T`` with ``G`` an
-    ``n x df`` matrix of iid ``N(0, 1/n)`` entries.
+    PriRFed Sec. 6.2, "Synthetic data" ("following" Reimherr et al. 2021): samples from the
+    Wishart law with scale ``I_n / n`` and ``df = n`` degrees of freedom, whose mean is ``df / n *
+    I_n = I_n``, with matrix size ``n = 2`` and 5,000 samples. Each sample is ``G G^T`` with ``G``
+    an ``n x df`` matrix of iid ``N(0, 1/n)`` entries.
 
-    The paper's "diameter bound D_W = 1" is enforced as spec 004 pitfall 14 resolves it: rejection
-    sampling until the affine-invariant distance ``d(Z, I) = ||log eig(Z)||_2 <= radius``.
-    ``radius = 0.5 = D_W / 2`` (default) guarantees a data diameter <= 1; ``radius = 1.0`` is the
-    alternative reading; ``radius = None`` disables the rejection (plain Wishart samples).
+    The paper's "diameter bound D_W = 1" is enforced as :ref:`prirfed-wishart` resolves
+    it: rejection sampling until the affine-invariant distance ``d(Z, I) = ||log eig(Z)||_2 <=
+    radius``. ``radius = 0.5 = D_W / 2`` (default) guarantees a data diameter <= 1; ``radius = 1.0``
+    is the alternative reading; ``radius = None`` disables the rejection (plain Wishart samples).
 
     Parameters
     ----------
@@ -359,13 +364,13 @@ def make_epsilon_like(
     rng: np.random.Generator | int = 0,
     *,
     label_noise: float = 0.1,
-    dtype: type = np.float64,
+    dtype: DTypeLike = np.float64,
     chunk_rows: int = 4096,
     spectrum_decay: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Dense stand-in for LIBSVM ``epsilon_normalized`` (labels in {-1, +1}).
 
-    Shape statistics of the real set (spec 000 section 5.1, spec 002 section 5.1): 2,000 dense
+    Shape statistics of the real set (DO-ADP Sec. VI-A, DP-DDA Table 2): 2,000 dense
     features, every row of unit Euclidean norm (so the hinge/logistic Lipschitz constant is 1),
     balanced +-1 labels. Construction: rows ``a_j ~ N(0, I_d)`` normalised to the unit sphere,
     labels ``sign(a_j^T w - median)`` for a Gaussian ``w``, then a fraction ``label_noise`` of
@@ -407,16 +412,16 @@ def make_epsilon_like(
     n_samples = check_int(n_samples, "n_samples", minimum=2)
     n_features = check_int(n_features, "n_features")
     label_noise = check_float(label_noise, "label_noise", low=0.0, high=0.5)
-    dtype = check_float_dtype(dtype)
+    float_dtype = check_float_dtype(dtype)
     chunk_rows = check_int(chunk_rows, "chunk_rows")
     spectrum_decay = check_float(spectrum_decay, "spectrum_decay", low=0.0, high=4.0)
     gen = as_generator(rng)
-    x = np.empty((n_samples, n_features), dtype=dtype)
-    for start, rows in _epsilon_like_rows(n_samples, n_features, gen, dtype, chunk_rows,
+    x = np.empty((n_samples, n_features), dtype=float_dtype)
+    for start, rows in _epsilon_like_rows(n_samples, n_features, gen, float_dtype, chunk_rows,
                                           spectrum_decay):
         x[start : start + len(rows)] = rows
     w = _epsilon_like_direction(gen, n_features, spectrum_decay)
-    return x, _linear_labels(x @ w.astype(dtype), label_noise, gen)
+    return x, _linear_labels(x @ w.astype(float_dtype), label_noise, gen)
 
 
 def _epsilon_like_scales(n_features: int, spectrum_decay: float) -> np.ndarray | None:
@@ -565,7 +570,7 @@ def make_rcv1_like(
 ) -> tuple[sp.csr_matrix, np.ndarray]:
     """Sparse tf-idf stand-in for LIBSVM ``rcv1.binary`` (labels in {-1, +1}).
 
-    Shape statistics of the real set (spec 002 section 5.1): 47,236 features, about 73 non-zeros
+    Shape statistics of the real set (DP-DDA Table 2): 47,236 features, about 73 non-zeros
     per row (density 0.16 %), non-negative "ltc" tf-idf values, unit-norm rows, roughly balanced
     +-1 labels. Construction: each document draws a log-normal number of tokens from a Zipf law
     over a randomly permuted vocabulary (the token count is calibrated so that the expected number

@@ -44,6 +44,11 @@ SETTINGS = {
 def build_embedding(settings: dict | None = None) -> tuple[np.ndarray, dict]:
     """Train on the mammal closure with ``settings`` (default :data:`SETTINGS`).
 
+    Parameters
+    ----------
+    settings : dict, optional
+        Training settings with the keys of :data:`SETTINGS` (used when omitted).
+
     Returns
     -------
     points : ndarray, shape ``(1182, dim + 1)``
@@ -58,7 +63,13 @@ def build_embedding(settings: dict | None = None) -> tuple[np.ndarray, dict]:
 
 
 def main(argv: list[str] | None = None) -> None:
-    """Command-line entry: train and write the npz file."""
+    """Command-line entry: train and write the npz file.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        ``--out PATH``, ``--seed N``, ``--epochs N`` (``sys.argv[1:]`` when omitted).
+    """
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--out", type=Path, default=EMBEDDING_FILE)
     parser.add_argument("--seed", type=int, default=SETTINGS["seed"])

@@ -3,8 +3,8 @@
 The data (shipped in ``rfed/datasets/data/wordnet_mammals/`` with Princeton's WordNet 3.0 license,
 ``WORDNET_LICENSE``, which must travel with it) are the transitive closure of the mammal.n.01
 subtree of WordNet 3.0 (hypernyms and instance hypernyms): 1,182 synsets, 6,542 closure edges
-(child, ancestor) and 1,182 direct hypernym edges (child, parent). The PriRFed paper (spec 004
-section 5.3) reports "about 1180 nodes and 6540 edges".
+(child, ancestor) and 1,182 direct hypernym edges (child, parent). The PriRFed paper (Sec. 6.3)
+reports "about 1180 nodes and 6540 edges".
 
 PriRFed's hyperbolic structured prediction uses pairs ``(w_i, y_i)`` in R^3 x H^2: ``w_i`` from a
 Laplacian eigenmap (Belkin and Niyogi 2003) "to dimension r = 3 of the adjacency matrix formed by
@@ -99,7 +99,17 @@ class WordNetMammals:
         return len(self.names)
 
     def index(self, name: str) -> int:
-        """Index of a synset name (``"primate.n.02"``); ``ValueError`` if absent."""
+        """Index of a synset name (``"primate.n.02"``); ``ValueError`` if absent.
+
+        Parameters
+        ----------
+        name : str
+            A synset name.
+
+        Returns
+        -------
+        int
+        """
         try:
             return self.names.index(name)
         except ValueError:
@@ -111,12 +121,23 @@ class WordNetMammals:
         return self.index("mammal.n.01")
 
     def depth(self) -> np.ndarray:
-        """Number of closure ancestors of every node (0 for the root), shape ``(n_nodes,)``."""
+        """Number of closure ancestors of every node (0 for the root), shape ``(n_nodes,)``.
+
+        Returns
+        -------
+        int array, shape ``(n_nodes,)``
+        """
         return np.bincount(self.closure[:, 0], minlength=self.n_nodes)
 
 
 def load_wordnet_mammals() -> WordNetMammals:
-    """Read the shipped mammal closure and hypernym files."""
+    """Read the shipped mammal closure and hypernym files.
+
+    Returns
+    -------
+    WordNetMammals
+        The 1,182 synsets with their closure and hypernym edges.
+    """
     closure = _read_pairs(DATA_DIR / "mammal_closure.tsv")
     hyper = _read_pairs(DATA_DIR / "mammal_hypernyms.tsv")
     names = tuple(sorted(set(closure.ravel()) | set(hyper.ravel())))
@@ -363,6 +384,11 @@ def load_wordnet_embedding(path: str | os.PathLike | None = None) -> tuple[np.nd
     """Read the cached Lorentz embedding of the mammal closure, in node order of
     :func:`load_wordnet_mammals`.
 
+    Parameters
+    ----------
+    path : path, optional
+        The npz file (default: the one shipped with rfed).
+
     Returns
     -------
     points : ndarray, shape ``(1182, 3)``, on H^2
@@ -387,15 +413,25 @@ def load_wordnet_embedding(path: str | os.PathLike | None = None) -> tuple[np.nd
 def wordnet_prediction_data(
     *, r: int = 3, graph: str = "closure", scale: str = "std"
 ) -> dict[str, np.ndarray | int | tuple[str, ...]]:
-    """The (features, targets) pairs of PriRFed's hyperbolic structured prediction (spec 004 6.3).
+    """The (features, targets) pairs of PriRFed's hyperbolic structured prediction (Sec. 6.3).
 
     Features: :func:`laplacian_eigenmap` with ``r = 3`` of the adjacency formed by the closure
     edges (the paper: "the adjacency matrix formed by the edges", its 6,540 edges being the
     closure); ``graph="hypernym"`` uses the direct hypernym tree instead. The default column
     scale ``"std"`` (unit variance, an rfed choice: the paper gives none) puts the features on the
-    scale where the paper's kernel width ``vbar = 0.3`` is meaningful; BN03's own normalisation
-    (``scale="bn03"``) makes every pair of words look alike at that width. Targets: the shipped
-    Lorentz embedding (:func:`load_wordnet_embedding`). The test word is "primate".
+    scale where the paper's kernel width ``vbar = 0.3`` is meaningful; Belkin and Niyogi's (2003)
+    own normalisation (``scale="bn03"``) makes every pair of words look alike at that width.
+    Targets: the shipped Lorentz embedding (:func:`load_wordnet_embedding`). The test word is
+    "primate".
+
+    Parameters
+    ----------
+    r : int
+        Number of Laplacian-eigenmap features.
+    graph : {"closure", "hypernym"}
+        The edges the adjacency is formed from.
+    scale : {"std", "bn03", "max"}
+        Column scaling of the features (see above).
 
     Returns
     -------

@@ -854,9 +854,10 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
     -------
     dict or None
         On rank 0: ``x`` (every agent's final output point, ``(n_agents, *point_shape)``, agent
-        order), ``output`` (the algorithm's output point), ``privacy`` (the merged report, or
-        None without noise), ``account`` (the merged account), ``comm`` (protocol messages and
-        bytes summed over ranks) and ``engine_bytes``. ``None`` on the other ranks.
+        order), ``output`` (the algorithm's output point), ``privacy`` (the merged report,
+        :meth:`~rfed.algorithms.base.Algorithm.privacy`: the same keys private or not),
+        ``account`` (the merged account), ``comm`` (protocol messages and bytes summed over
+        ranks) and ``engine_bytes``. ``None`` on the other ranks.
     """
     if checkpoint_every and checkpoint is None:
         raise ValueError("argument 'checkpoint' (a file path) is required with "
@@ -883,11 +884,12 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
     output = algorithm.output(problem, state)
     stats = comm.total_stats()
     account = comm.merge_account(state.ledger)
+    # collective: the algorithm's report (the one shape, private or not), computed once
+    report = algorithm.privacy(state)
     engine = comm.comm.reduce(comm.engine_bytes, root=0)
     if comm.rank != 0:
         return None
-    return {"x": x_all, "output": output,
-            "privacy": None if account is None else account.report(),
+    return {"x": x_all, "output": output, "privacy": report,
             "account": account, "comm": stats, "engine_bytes": int(engine)}
 
 

@@ -21,6 +21,7 @@ from typing import Any
 
 import numpy as np
 
+from rfed.algorithms.private import certifies
 from rfed.experiments.registry import RunContext, summary_row
 from rfed.networks.engine import default_communicator
 from rfed.problems.base import Problem
@@ -70,7 +71,7 @@ def privacy_summary(report: dict | None) -> dict:
     The primary label is the certified ``(epsilon, delta)`` of the whole run; the paper's value
     (if any) sits beside it, marked as the paper's formula.
     """
-    if report is None:
+    if not certifies(report):
         return {"privacy": "non-private", "epsilon_certified": None}
     out = {"privacy": report["label"], "epsilon_certified": report["epsilon_certified"],
            "delta": report["delta"], "level": report["level"],
@@ -132,7 +133,7 @@ def run_dec_settings(ctx: RunContext, settings: Sequence[DecSetting], *, rounds:
             bar.update(n_rounds - last[0])
             runs.append(res)
         results[st.label] = runs
-        if runs[0].privacy is not None:
+        if certifies(runs[0].privacy):
             ctx.set_privacy(st.label, runs[0].privacy)
     bar.close()
     return results
@@ -172,7 +173,7 @@ def summary_rows(ctx: RunContext, results: dict[str, list], *, metric: str,
         reference, reference_name = stats[ref_labels[0]][0], "non-private"
     rows = []
     for label, runs in results.items():
-        priv = runs[0].privacy if runs else None
+        priv = runs[0].privacy if runs and certifies(runs[0].privacy) else None
         rows.append(summary_row(
             label, utility_name=utility_name, utility=stats[label][0],
             utility_std=stats[label][1], reference=reference, reference_name=reference_name,

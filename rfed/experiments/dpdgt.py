@@ -25,6 +25,7 @@ import itertools
 import numpy as np
 
 from rfed.algorithms.decentralized import DPDGT, NoisyDDGT
+from rfed.algorithms.private import certifies
 from rfed.experiments._decentralized import (
     DecSetting,
     budget_label,
@@ -150,7 +151,7 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
                else 0.0,
                "imbalance_abs_mean": float(np.mean([abs(r.history[-1]["imbalance"])
                                                     for r in runs]))}
-        if runs[0].privacy is not None:
+        if certifies(runs[0].privacy):
             rep = runs[0].privacy
             row["privacy"] = rep["label"]
             row["adjacency_radius"] = radius
@@ -220,7 +221,8 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
                  "sq_error_mean": float(np.mean([r.history[-1]["sq_error"] for r in runs])),
                  "imbalance_abs_mean": float(np.mean([abs(r.history[-1]["imbalance"])
                                                       for r in runs])),
-                 "privacy": runs[0].privacy["label"] if runs[0].privacy else "not tracked"}
+                 "privacy": runs[0].privacy["label"] if certifies(runs[0].privacy)
+                 else "not tracked"}
                 for lab, runs in out.items()]
     ctx.save_table("fig5_comparison", cmp_rows)
     return {"final_generation": traj, "total_generation": float(res.x.sum()),

@@ -34,6 +34,7 @@ from typing import Any
 import numpy as np
 
 from rfed.algorithms.decentralized import DPDL
+from rfed.algorithms.private import certifies
 from rfed.experiments._decentralized import budget_label
 from rfed.experiments.plotting import new_figure
 from rfed.experiments.registry import RunContext, register, summary_row
@@ -167,7 +168,7 @@ def dpdl_attack(config: dict, ctx: RunContext) -> dict:
                "tpr_at_fpr_0.1": result.tpr_at_fpr[0.1],
                "test_accuracy_pct": 100 * float(problem.accuracy(theta, x_te, y_te))}
         rep = alg.privacy(state)
-        if rep is not None:
+        if certifies(rep):
             ctx.set_privacy(runs[key][0], rep)
             row.update(result.against(rep["epsilon_certified"], rep["delta"]))
             row["privacy"] = rep["label"]

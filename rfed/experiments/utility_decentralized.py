@@ -43,6 +43,7 @@ from typing import Any
 import numpy as np
 
 from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT
+from rfed.algorithms.private import certifies
 from rfed.datasets import (
     binary_task,
     iid_partition,
@@ -533,12 +534,12 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                                 test_accuracy=acc, epsilon_target=eps)
                     label = (f"{kind} {name} non-private" if rel is None else
                              f"{kind} {name} {_RELATIONS[rel]} certified eps={eps:g}")
-                    if reports and reports[0] is not None:
+                    if reports and certifies(reports[0]):
                         ctx.set_privacy(label, reports[0])
                     stats = _summarise(accs) if accs else dict.fromkeys(
                         ("mean", "std", "min", "max"), float("nan"))
                     eps_cert = (max(r["epsilon_certified"] for r in reports)
-                                if reports and reports[0] is not None else None)
+                                if reports and certifies(reports[0]) else None)
                     rows.append({
                         "panel": kind, "partition": kind, "algorithm": name, "relation": rel,
                         "hyperparameters": _hp_text(hp), "local_batch": batch,

@@ -63,7 +63,17 @@ def _input_atol(a: Any, atol: float, point_size: int) -> float:
 
 
 def size_tuple(size: int | Sequence[int]) -> tuple[int, ...]:
-    """A ``size`` argument (an int or a sequence of ints) as a tuple of ints."""
+    """A ``size`` argument (an int or a sequence of ints) as a tuple of ints.
+
+    Parameters
+    ----------
+    size : int or sequence of int
+        A batch shape.
+
+    Returns
+    -------
+    tuple of int
+    """
     if isinstance(size, (int, np.integer)):
         return (int(size),)
     return tuple(int(s) for s in size)
@@ -75,6 +85,18 @@ def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:
     ``None`` is refused: rfed never falls back to unseeded or global random state silently.
     Secure mode's ``rfed.privacy.secure.SecureRandom`` passes through (recognized by its
     ``is_secure_random`` marker: manifolds do not import rfed.privacy); it refuses Gaussian draws.
+
+    Parameters
+    ----------
+    rng : numpy.random.Generator, SecureRandom or int
+        A generator or a seed.
+    name : str
+        The argument's name in the message.
+
+    Returns
+    -------
+    numpy.random.Generator
+        ``rng`` itself, or ``default_rng(rng)`` for a seed.
     """
     if isinstance(rng, np.random.Generator) or getattr(rng, "is_secure_random", False) is True:
         return rng  # type: ignore[no-any-return]
@@ -106,41 +128,156 @@ class Manifold(abc.ABC):
     # ------------------------------------------------------------------ metric
     @abc.abstractmethod
     def inner(self, x: np.ndarray, u: np.ndarray, v: np.ndarray) -> np.ndarray:
-        r"""Riemannian inner product :math:`\langle u, v \rangle_x` (shape: the broadcast batch)."""
+        r"""Riemannian inner product :math:`\langle u, v \rangle_x` (shape: the broadcast batch).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u, v : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vectors at ``x`` (broadcast against its batch).
+
+        Returns
+        -------
+        ndarray, shape ``batch``
+            The inner products, one per batch element.
+        """
 
     def norm(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        r"""Riemannian norm :math:`\|u\|_x = \sqrt{\langle u, u\rangle_x}`."""
+        r"""Riemannian norm :math:`\|u\|_x = \sqrt{\langle u, u\rangle_x}`.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``batch``
+            The norms.
+        """
         return np.sqrt(np.maximum(self.inner(x, u, u), 0.0))
 
     def dist(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
-        r"""Geodesic distance :math:`d(x, y) = \|\mathrm{Log}_x y\|_x`."""
+        r"""Geodesic distance :math:`d(x, y) = \|\mathrm{Log}_x y\|_x`.
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, *point_shape)``
+            Points (broadcast against each other).
+
+        Returns
+        -------
+        ndarray, shape ``batch``
+            The geodesic distances.
+        """
         return self.norm(x, self.log(x, y))
 
     # ------------------------------------------------------------------ maps
     @abc.abstractmethod
     def exp(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        r"""Exponential map :math:`\mathrm{Exp}_x(u)`."""
+        r"""Exponential map :math:`\mathrm{Exp}_x(u)`.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The points reached.
+        """
 
     @abc.abstractmethod
     def log(self, x: np.ndarray, y: np.ndarray) -> np.ndarray:
         r"""Logarithmic map :math:`\mathrm{Log}_x(y)`, the inverse of ``exp`` inside the
-        injectivity radius. ``log(x, x)`` is exactly zero."""
+        injectivity radius. ``log(x, x)`` is exactly zero.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        y : ndarray, shape ``(*batch, *point_shape)``
+            Target point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Tangent vectors at ``x``.
+        """
 
     def retract(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """Retraction; defaults to the exponential map."""
+        """Retraction; defaults to the exponential map.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The retracted points.
+        """
         return self.exp(x, u)
 
     @abc.abstractmethod
     def transport(self, x: np.ndarray, y: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Parallel transport of ``u`` in T_x along the minimizing geodesic to T_y (an isometry);
-        a vector transport where :attr:`has_parallel_transport` is ``False``."""
+        a vector transport where :attr:`has_parallel_transport` is ``False``.
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, *point_shape)``
+            Start and end points.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Tangent vectors at ``y``.
+        """
 
     @abc.abstractmethod
     def proj(self, x: np.ndarray, v: np.ndarray) -> np.ndarray:
-        """Orthogonal projection (for the Riemannian metric) of an ambient vector onto T_x."""
+        """Orthogonal projection (for the Riemannian metric) of an ambient vector onto T_x.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        v : ndarray, shape ``(*batch, *point_shape)``
+            Ambient vector(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Tangent vectors at ``x``.
+        """
 
     def egrad2rgrad(self, x: np.ndarray, g: np.ndarray) -> np.ndarray:
-        """Riemannian gradient from the Euclidean gradient ``g`` of a smooth extension."""
+        """Riemannian gradient from the Euclidean gradient ``g`` of a smooth extension.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        g : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Riemannian gradients, tangent at ``x``.
+        """
         return self.proj(x, g)
 
     def ehess2rhess(
@@ -152,13 +289,38 @@ class Manifold(abc.ABC):
         Needed by second-order solvers (pymanopt's trust regions through
         :func:`rfed.manifolds.to_pymanopt`). Manifolds without a derived formula raise
         ``NotImplementedError`` (first-order solvers only).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
         """
         raise NotImplementedError(
             f"{self}: ehess2rhess is not implemented; only first-order solvers are supported"
         )
 
     def zero_vector(self, x: np.ndarray) -> np.ndarray:
-        """The zero tangent vector at ``x``."""
+        """The zero tangent vector at ``x``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Zeros.
+        """
         return np.zeros_like(np.asarray(x, dtype=float))
 
     # ------------------------------------------------------------------ random
@@ -166,7 +328,19 @@ class Manifold(abc.ABC):
     def random_point(
         self, rng: np.random.Generator | int, size: int | Sequence[int] = ()
     ) -> np.ndarray:
-        """Random points of shape ``(*size, *point_shape)``."""
+        """Random points of shape ``(*size, *point_shape)``.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+        size : int or sequence of int
+            Batch shape (``()``: one point).
+
+        Returns
+        -------
+        ndarray, shape ``(*size, *point_shape)``
+        """
 
     @abc.abstractmethod
     def tangent_gaussian(
@@ -178,21 +352,71 @@ class Manifold(abc.ABC):
         :math:`E\langle\xi, a\rangle_x^2 = \sigma^2\|a\|_x^2` and
         :math:`E\|\xi\|_x^2 = \sigma^2 \dim`. ``sigma`` is a scalar or an array broadcastable to
         the batch shape of ``x`` (one scale per agent). The result has the shape of ``x``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        sigma : float or ndarray, shape broadcastable to ``batch``
+            Standard deviation per coordinate of an orthonormal basis.
+        rng : numpy.random.Generator or int
+            Generator or seed.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Gaussian tangent vectors at ``x``.
         """
 
     def random_tangent(self, x: np.ndarray, rng: np.random.Generator | int) -> np.ndarray:
-        """A standard Gaussian tangent vector at ``x`` (``tangent_gaussian`` with sigma = 1)."""
+        """A standard Gaussian tangent vector at ``x`` (``tangent_gaussian`` with sigma = 1).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        rng : numpy.random.Generator or int
+            Generator or seed.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Standard Gaussian tangent vectors at ``x``.
+        """
         return self.tangent_gaussian(x, 1.0, rng)
 
     # ------------------------------------------------------------------ coordinates
     @abc.abstractmethod
     def tangent_basis(self, x: np.ndarray) -> np.ndarray:
-        """An orthonormal basis of T_x, shape ``(*batch, dim, *point_shape)``."""
+        """An orthonormal basis of T_x, shape ``(*batch, dim, *point_shape)``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, dim, *point_shape)``
+            ``dim`` orthonormal tangent vectors per batch element.
+        """
 
     def to_coords(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
         """Coordinates of ``u`` in the orthonormal basis :meth:`tangent_basis` of T_x.
 
         Shape ``(*batch, dim)``; ``from_coords(x, to_coords(x, u)) == u`` for tangent ``u``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, dim)``
+            Orthonormal coordinates.
         """
         basis = self.tangent_basis(x)
         xb = np.expand_dims(np.asarray(x), -1 - len(self.point_shape))
@@ -201,7 +425,20 @@ class Manifold(abc.ABC):
 
     def from_coords(self, x: np.ndarray, coords: np.ndarray) -> np.ndarray:
         """The tangent vector at ``x`` with orthonormal coordinates ``coords``, shape
-        ``(*batch, dim)``."""
+        ``(*batch, dim)``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        coords : ndarray, shape ``(*batch, dim)``
+            Orthonormal coordinates.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Tangent vectors at ``x``.
+        """
         basis = self.tangent_basis(x)
         k = len(self.point_shape)
         c = np.asarray(coords, dtype=float).reshape(np.shape(coords) + (1,) * k)
@@ -213,15 +450,50 @@ class Manifold(abc.ABC):
         """How far ``x`` is from the manifold (0 on it), relative to the scale of ``x``.
 
         Shape: the batch shape of ``x``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+
+        Returns
+        -------
+        ndarray, shape ``batch``
+            Relative violations (0 on the manifold).
         """
 
     @abc.abstractmethod
     def tangent_violation(self, x: np.ndarray, u: np.ndarray) -> np.ndarray:
-        """How far ``u`` is from T_x (0 when tangent), relative to the scale of ``u``."""
+        """How far ``u`` is from T_x (0 when tangent), relative to the scale of ``u``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Candidate tangent vector(s).
+
+        Returns
+        -------
+        ndarray, shape ``batch``
+            Relative violations (0 when tangent).
+        """
 
     def belongs(self, x: np.ndarray, atol: float = DEFAULT_ATOL) -> np.ndarray:
         """Whether ``x`` is a point of the manifold (per batch element); the tolerance is
-        widened for float32 input (see the dtype policy of :func:`_input_atol`)."""
+        widened for float32 input (see the dtype policy of :func:`_input_atol`).
+
+        Parameters
+        ----------
+        x : array_like, shape ``(*batch, *point_shape)``
+            Candidate point(s).
+        atol : float
+            Tolerance on :meth:`point_violation`.
+
+        Returns
+        -------
+        ndarray of bool, shape ``batch``
+        """
         atol = _input_atol(x, atol, int(np.prod(self.point_shape)))
         x = np.asarray(x, dtype=float)
         if x.shape[x.ndim - len(self.point_shape) :] != self.point_shape:
@@ -232,7 +504,21 @@ class Manifold(abc.ABC):
 
     def is_tangent(self, x: np.ndarray, u: np.ndarray, atol: float = DEFAULT_ATOL) -> np.ndarray:
         """Whether ``u`` is a tangent vector at ``x`` (per batch element); ``False`` for a ``u``
-        whose trailing shape is not ``point_shape``, as :meth:`belongs` does."""
+        whose trailing shape is not ``point_shape``, as :meth:`belongs` does.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : array_like, shape ``(*batch, *point_shape)``
+            Candidate tangent vector(s).
+        atol : float
+            Tolerance on :meth:`tangent_violation`.
+
+        Returns
+        -------
+        ndarray of bool, shape ``batch``
+        """
         atol = _input_atol(u, _input_atol(x, atol, 1), int(np.prod(self.point_shape)))
         u = np.asarray(u, dtype=float)
         k = len(self.point_shape)
@@ -268,7 +554,27 @@ class Manifold(abc.ABC):
         return arr
 
     def check_point(self, x: Any, name: str = "x", atol: float = DEFAULT_ATOL) -> np.ndarray:
-        """Return ``x`` as a float array, or raise ``ValueError`` naming it and the violation."""
+        """Return ``x`` as a float array, or raise ``ValueError`` naming it and the violation.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(*batch, *point_shape)``
+            Candidate point(s).
+        name : str
+            The argument's name in the message.
+        atol : float
+            Tolerance on :meth:`point_violation`.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            ``x`` as float64.
+
+        Raises
+        ------
+        ValueError
+            ``x`` has the wrong shape, a non-finite entry, or lies off the manifold.
+        """
         atol = _input_atol(x, atol, int(np.prod(self.point_shape)))
         arr = self._check_array(x, name)
         viol = np.asarray(self.point_violation(arr))
@@ -287,7 +593,29 @@ class Manifold(abc.ABC):
     def check_tangent(
         self, x: Any, u: Any, name: str = "u", atol: float = DEFAULT_ATOL
     ) -> np.ndarray:
-        """Return ``u`` as a float array, or raise ``ValueError`` if it is not tangent at ``x``."""
+        """Return ``u`` as a float array, or raise ``ValueError`` if it is not tangent at ``x``.
+
+        Parameters
+        ----------
+        x : array_like, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : array_like, shape ``(*batch, *point_shape)``
+            Candidate tangent vector(s).
+        name : str
+            The argument's name in the message.
+        atol : float
+            Tolerance on :meth:`tangent_violation`.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            ``u`` as float64.
+
+        Raises
+        ------
+        ValueError
+            ``u`` has the wrong shape, a non-finite entry, or is not tangent at ``x``.
+        """
         atol = _input_atol(u, _input_atol(x, atol, 1), int(np.prod(self.point_shape)))
         arr = self._check_array(u, name)
         viol = np.asarray(self.tangent_violation(np.asarray(x, dtype=float), arr))
@@ -321,7 +649,13 @@ class Manifold(abc.ABC):
             )
 
     def checked(self) -> CheckedManifold:
-        """A view of this manifold that validates every argument of every call."""
+        """A view of this manifold that validates every argument of every call.
+
+        Returns
+        -------
+        CheckedManifold
+            The validating view.
+        """
         return CheckedManifold(self)
 
     # ------------------------------------------------------------------ mean
@@ -396,7 +730,19 @@ class Manifold(abc.ABC):
 
 
 def check_sigma(sigma: Any, name: str = "sigma") -> np.ndarray:
-    """``sigma`` as a float array, or ``ValueError`` unless every entry is finite and >= 0."""
+    """``sigma`` as a float array, or ``ValueError`` unless every entry is finite and >= 0.
+
+    Parameters
+    ----------
+    sigma : float or array_like
+        Noise standard deviation(s).
+    name : str
+        The argument's name in the message.
+
+    Returns
+    -------
+    ndarray of float64, shape of ``sigma``
+    """
     if np.iscomplexobj(sigma):
         raise ValueError(f"argument '{name}' must be real, got a complex value")
     try:
@@ -417,7 +763,22 @@ def check_sigma(sigma: Any, name: str = "sigma") -> np.ndarray:
 
 
 def check_mean_options(n_points: int, tol: Any, max_iter: Any) -> None:
-    """Refuse an empty mean and a meaningless ``tol`` or ``max_iter``, naming the argument."""
+    """Refuse an empty mean and a meaningless ``tol`` or ``max_iter``, naming the argument.
+
+    Parameters
+    ----------
+    n_points : int
+        Number of points averaged.
+    tol : float
+        Tolerance on the gradient norm, > 0.
+    max_iter : int
+        Iteration budget, >= 1.
+
+    Raises
+    ------
+    ValueError
+        No point, or a ``tol`` or ``max_iter`` out of range.
+    """
     if n_points < 1:
         raise ValueError(
             "argument 'points' holds no point (0 along the points axis): the mean of nothing "
@@ -468,6 +829,26 @@ def karcher_mean(
     Runs ``max_iter`` iterations, and on past that (up to ``10 * max_iter``) while the gradient
     norm still falls (by 10% per 10 iterations); warns with :class:`ConvergenceWarning`, giving
     the gradient norm reached, when ``tol`` is not met.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The manifold of the points.
+    points : ndarray, shape ``(*batch, n, *point_shape)``
+        The points averaged (along the axis before ``point_shape``).
+    weights : ndarray, shape ``(*batch, n)`` or ``(n,)``, optional
+        Non-negative weights (default: equal).
+    tol : float
+        Stop when the Riemannian gradient norm falls below it.
+    max_iter : int
+        Iteration budget (see above).
+    init : ndarray, shape ``(*batch, *point_shape)``, optional
+        Starting point (default: the first point).
+
+    Returns
+    -------
+    ndarray, shape ``(*batch, *point_shape)``
+        The means.
     """
     points = np.asarray(points, dtype=float)
     k = len(manifold.point_shape)
@@ -539,6 +920,11 @@ class CheckedManifold:
     result of ``exp`` and ``retract`` must be finite and on the manifold (a step too long for
     float64 is refused, naming ``u``). Costs a membership test per call; meant for
     debugging and for public boundaries, not for hot loops.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The manifold whose calls are validated.
     """
 
     _POINT_FIRST = {

@@ -95,7 +95,21 @@ class Euclidean(Manifold):
     point_violation_description = "every finite array is a point of Euclidean space"
 
     def mean(self, points, weights=None, *, tol=1e-12, max_iter=100, init=None):
-        """Weighted arithmetic mean (the closed-form Frechet mean)."""
+        """Weighted arithmetic mean (the closed-form Frechet mean).
+
+        Parameters
+        ----------
+        points : array, shape ``(*batch, n_points, *point_shape)``
+            The points averaged.
+        weights : array, shape ``(*batch, n_points)`` or ``(n_points,)``, optional
+            Non-negative weights (uniform by default).
+        tol, max_iter, init
+            As in :meth:`Manifold.mean` (validated; the mean is exact).
+
+        Returns
+        -------
+        array, shape ``(*batch, *point_shape)``
+        """
         from rfed.manifolds.base import _normalize_weights, check_mean_options
 
         points = np.asarray(points, dtype=float)

@@ -81,7 +81,18 @@ def _aligned(x: np.ndarray, y: np.ndarray):
 
 
 def principal_angles(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    """Principal angles between span(X) and span(Y), ``(*batch, p)``, descending, in [0, pi/2]."""
+    """Principal angles between span(X) and span(Y), ``(*batch, p)``, descending, in [0, pi/2].
+
+    Parameters
+    ----------
+    x, y : ndarray, shape ``(*batch, n, p)``
+        Orthonormal bases of the two subspaces.
+
+    Returns
+    -------
+    ndarray, shape ``(*batch, p)``
+        The angles.
+    """
     return _aligned(np.asarray(x, dtype=float), np.asarray(y, dtype=float))[1]
 
 
@@ -144,7 +155,18 @@ class Grassmann(Manifold):
         r""":math:`\|\Theta\|_2`. Where every principal angle exceeds pi/4 (every cosine, a
         singular value of :math:`X^T Y`, below :math:`1/\sqrt2`: the bulk of random pairs) the
         angles are the arccos of the cosines, well conditioned there, from the singular values
-        alone; other pairs go through :func:`principal_angles`."""
+        alone; other pairs go through :func:`principal_angles`.
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, *point_shape)``
+            Points (broadcast against each other).
+
+        Returns
+        -------
+        ndarray, shape ``batch``
+            The geodesic distances.
+        """
         x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
         cos = np.linalg.svd(_mT(y) @ x, compute_uv=False)
         out = np.array(np.linalg.norm(np.arccos(np.minimum(cos, 1.0)), axis=-1))
@@ -159,7 +181,22 @@ class Grassmann(Manifold):
         return v - x @ (_mT(x) @ v)
 
     def ehess2rhess(self, x, egrad, ehess, u):
-        r"""Riemannian Hessian :math:`(I - XX^T) H - U X^T G` (Absil, Mahony and Sepulchre)."""
+        r"""Riemannian Hessian :math:`(I - XX^T) H - U X^T G` (Absil, Mahony and Sepulchre).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
+        """
         x = np.asarray(x, dtype=float)
         return self.proj(x, ehess) - np.asarray(u, dtype=float) @ (_mT(x) @ np.asarray(egrad))
 
@@ -180,7 +217,20 @@ class Grassmann(Manifold):
         return self._polar(y)
 
     def retract(self, x, u):
-        """Polar retraction: the frame nearest to X + U (second order)."""
+        """Polar retraction: the frame nearest to X + U (second order).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The retracted points.
+        """
         return self._polar(np.asarray(x, dtype=float) + np.asarray(u, dtype=float))
 
     def log(self, x, y):
@@ -209,7 +259,19 @@ class Grassmann(Manifold):
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        """Uniform (Haar) subspaces, as Haar-distributed frames."""
+        """Uniform (Haar) subspaces, as Haar-distributed frames.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+        size : int or sequence of int
+            Batch shape (``()``: one point).
+
+        Returns
+        -------
+        ndarray, shape ``(*size, *point_shape)``
+        """
         return self._stiefel.random_point(rng, size)
 
     def tangent_gaussian(self, x, sigma, rng):

@@ -15,14 +15,34 @@ _SERIES = 1e-4
 
 
 def minkowski_inner(u: np.ndarray, v: np.ndarray) -> np.ndarray:
-    r"""Lorentz inner product :math:`\langle u, v\rangle_L = -u_0 v_0 + \sum_{i>0} u_i v_i`."""
+    r"""Lorentz inner product :math:`\langle u, v\rangle_L = -u_0 v_0 + \sum_{i>0} u_i v_i`.
+
+    Parameters
+    ----------
+    u, v : ndarray, shape ``(*batch, d + 1)``
+        Vectors of Minkowski space.
+
+    Returns
+    -------
+    ndarray, shape ``batch``
+    """
     u = np.asarray(u, dtype=float)
     v = np.asarray(v, dtype=float)
     return np.einsum("...i,...i->...", u, v) - 2.0 * u[..., 0] * v[..., 0]
 
 
 def sinhc(t: np.ndarray) -> np.ndarray:
-    """sinh(t)/t, with its Taylor series near 0 (exact 1 at 0)."""
+    """sinh(t)/t, with its Taylor series near 0 (exact 1 at 0).
+
+    Parameters
+    ----------
+    t : ndarray
+        Arguments.
+
+    Returns
+    -------
+    ndarray, shape of ``t``
+    """
     t = np.asarray(t, dtype=float)
     small = np.abs(t) < _SERIES
     ts = np.where(small, 1.0, t)
@@ -69,7 +89,7 @@ class Hyperboloid(Manifold):
     * Parallel transport along the geodesic:
       :math:`P_{x\to y} u = u + \frac{\langle y, u\rangle_L}{1 + z}(x + y)`.
     * Tangent Gaussian: :math:`(0, \sigma g)`, :math:`g \sim N(0, I_d)`, at the origin
-      :math:`o = (1, 0, \dots, 0)`, transported to x (specs/anchors_manifolds.md section 4).
+      :math:`o = (1, 0, \dots, 0)`, transported to x (:ref:`neighbours-tangent-gaussian`).
       The orthonormal tangent basis is the transported standard basis of :math:`T_o`.
     """
 
@@ -231,6 +251,18 @@ class Hyperboloid(Manifold):
         For far points :math:`(y - z x) / y_0` is formed from :math:`y / y_0` (no overflow for
         coordinates up to
         the float64 limit) and scaled by :math:`d\, y_0 / \sinh d` in log space.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        y : ndarray, shape ``(*batch, *point_shape)``
+            Target point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Tangent vectors at ``x``.
         """
         x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
         d = self._dist(x, y)
@@ -283,7 +315,20 @@ class Hyperboloid(Manifold):
 
     def egrad2rgrad(self, x, g):
         r"""Riemannian gradient :math:`\mathrm{proj}_x(J g)`, :math:`J = \mathrm{diag}(-1, 1,
-        \dots, 1)` (the Lorentz metric's inverse applied to the Euclidean gradient)."""
+        \dots, 1)` (the Lorentz metric's inverse applied to the Euclidean gradient).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        g : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Riemannian gradients, tangent at ``x``.
+        """
         return self.proj(x, self._flip(g))
 
     def ehess2rhess(self, x, egrad, ehess, u):
@@ -292,6 +337,20 @@ class Hyperboloid(Manifold):
         Differentiating :math:`\mathrm{grad} f = Jg + \langle x, Jg\rangle_L x` along u and
         projecting onto :math:`T_x` (the Levi-Civita connection of a semi-Riemannian
         submanifold); :math:`\langle x, Jg\rangle_L = x \cdot g` (Euclidean dot product).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
         """
         x = np.asarray(x, dtype=float)
         xg = np.sum(x * np.asarray(egrad, dtype=float), axis=-1, keepdims=True)
@@ -299,7 +358,19 @@ class Hyperboloid(Manifold):
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        """``Exp_o`` of a standard Gaussian tangent vector at the origin."""
+        """``Exp_o`` of a standard Gaussian tangent vector at the origin.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+        size : int or sequence of int
+            Batch shape (``()``: one point).
+
+        Returns
+        -------
+        ndarray, shape ``(*size, *point_shape)``
+        """
         size = size_tuple(size)
         v = as_generator(rng).standard_normal(size + (self.dim,))
         r = np.linalg.norm(v, axis=-1, keepdims=True)
@@ -329,7 +400,20 @@ class Hyperboloid(Manifold):
         return self._from_origin(x[..., None, :], eye)
 
     def to_coords(self, x, u):
-        """Spatial part of the transport of u back to the origin: u_s - u_0 x_s / (1 + x_0)."""
+        """Spatial part of the transport of u back to the origin: u_s - u_0 x_s / (1 + x_0).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, dim)``
+            Orthonormal coordinates.
+        """
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
         return u[..., 1:] - u[..., :1] * x[..., 1:] / (1.0 + x[..., :1])
@@ -340,13 +424,33 @@ class Hyperboloid(Manifold):
     # ------------------------------------------------------------------ poincare
     @staticmethod
     def to_poincare(x: np.ndarray) -> np.ndarray:
-        r"""Map to the Poincare ball: :math:`x_{1:} / (1 + x_0)`, shape ``(..., d)``."""
+        r"""Map to the Poincare ball: :math:`x_{1:} / (1 + x_0)`, shape ``(..., d)``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(..., d + 1)``
+            Points of the hyperboloid.
+
+        Returns
+        -------
+        ndarray, shape ``(..., d)``
+        """
         x = np.asarray(x, dtype=float)
         return x[..., 1:] / (1.0 + x[..., :1])
 
     @staticmethod
     def from_poincare(p: np.ndarray) -> np.ndarray:
-        r"""Inverse of :meth:`to_poincare`: :math:`(1 + |p|^2, 2p) / (1 - |p|^2)`."""
+        r"""Inverse of :meth:`to_poincare`: :math:`(1 + |p|^2, 2p) / (1 - |p|^2)`.
+
+        Parameters
+        ----------
+        p : ndarray, shape ``(..., d)``
+            Points of the open unit ball.
+
+        Returns
+        -------
+        ndarray, shape ``(..., d + 1)``
+        """
         p = np.asarray(p, dtype=float)
         sq = np.sum(p * p, axis=-1, keepdims=True)
         return np.concatenate([1.0 + sq, 2.0 * p], axis=-1) / (1.0 - sq)

@@ -117,7 +117,20 @@ class PymanoptAdapter(_PymanoptManifold):
 
 
 def to_pymanopt(manifold: Manifold, seed: np.random.Generator | int = 0) -> PymanoptAdapter:
-    """Wrap an rfed manifold as a pymanopt manifold (see :class:`PymanoptAdapter`)."""
+    """Wrap an rfed manifold as a pymanopt manifold (see :class:`PymanoptAdapter`).
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The rfed manifold.
+    seed : numpy.random.Generator or int
+        Generator of the adapter's random points and tangent vectors.
+
+    Returns
+    -------
+    PymanoptAdapter
+        The pymanopt manifold.
+    """
     return PymanoptAdapter(manifold, seed)
 
 

@@ -73,7 +73,22 @@ class Oblique(Manifold):
         return v - x * np.sum(x * v, axis=-2, keepdims=True)
 
     def ehess2rhess(self, x, egrad, ehess, u):
-        r"""Column by column, the sphere's :math:`\mathrm{proj}_x(H) - (x_j\cdot g_j)\, u_j`."""
+        r"""Column by column, the sphere's :math:`\mathrm{proj}_x(H) - (x_j\cdot g_j)\, u_j`.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
+        """
         x = np.asarray(x, dtype=float)
         xg = np.sum(x * np.asarray(egrad, dtype=float), axis=-2, keepdims=True)
         return self.proj(x, ehess) - xg * np.asarray(u, dtype=float)
@@ -83,7 +98,20 @@ class Oblique(Manifold):
         return _cols(self.sphere.exp(_cols(x), _cols(u)))
 
     def retract(self, x, u):
-        """Column-wise projective retraction :math:`(x_j + u_j) / \\|x_j + u_j\\|`."""
+        """Column-wise projective retraction :math:`(x_j + u_j) / \\|x_j + u_j\\|`.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The retracted points.
+        """
         y = np.asarray(x, dtype=float) + np.asarray(u, dtype=float)
         return y / np.linalg.norm(y, axis=-2, keepdims=True)
 
@@ -95,7 +123,19 @@ class Oblique(Manifold):
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        """Independent uniform columns."""
+        """Independent uniform columns.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+        size : int or sequence of int
+            Batch shape (``()``: one point).
+
+        Returns
+        -------
+        ndarray, shape ``(*size, *point_shape)``
+        """
         z = as_generator(rng).standard_normal(size_tuple(size) + self.point_shape)
         return z / np.linalg.norm(z, axis=-2, keepdims=True)
 
@@ -108,7 +148,18 @@ class Oblique(Manifold):
     # ------------------------------------------------------------------ coordinates
     def tangent_basis(self, x):
         """Column j's sphere basis (Householder, :meth:`Sphere.tangent_basis`) placed in column
-        j, shape ``(*batch, k (n - 1), n, k)``."""
+        j, shape ``(*batch, k (n - 1), n, k)``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, dim, *point_shape)``
+            ``dim`` orthonormal tangent vectors per batch element.
+        """
         x = np.asarray(x, dtype=float)
         per = self.sphere.tangent_basis(_cols(x))  # (*batch, k, n - 1, n)
         batch = x.shape[:-2]

@@ -21,7 +21,17 @@ _SERIES = 1e-4
 
 
 def mobius_add(x: np.ndarray, y: np.ndarray) -> np.ndarray:
-    r"""Mobius addition :math:`x \oplus y` on the unit ball (curvature -1), batched."""
+    r"""Mobius addition :math:`x \oplus y` on the unit ball (curvature -1), batched.
+
+    Parameters
+    ----------
+    x, y : ndarray, shape ``(*batch, d)``
+        Points of the open unit ball.
+
+    Returns
+    -------
+    ndarray, shape ``(*batch, d)``
+    """
     x = np.asarray(x, dtype=float)
     y = np.asarray(y, dtype=float)
     xy = np.sum(x * y, axis=-1, keepdims=True)
@@ -85,7 +95,17 @@ class PoincareBall(Manifold):
         return 1.0 - np.sum(x * x, axis=-1)
 
     def conformal_factor(self, x: np.ndarray) -> np.ndarray:
-        r""":math:`\lambda_x = 2 / (1 - \|x\|^2)`, shape: batch shape of x."""
+        r""":math:`\lambda_x = 2 / (1 - \|x\|^2)`, shape: batch shape of x.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, d)``
+            Points of the ball.
+
+        Returns
+        -------
+        ndarray, shape ``batch``
+        """
         return 2.0 / self._one_minus_sq(x)
 
     @staticmethod
@@ -169,6 +189,20 @@ class PoincareBall(Manifold):
         :math:`\frac{H}{\lambda^2} + \frac{(x\cdot g)\,u - (x\cdot u)\,g - (u\cdot g)\,x}{\lambda}`,
         from :math:`\nabla_U V = DV[U] + d\phi(U) V + d\phi(V) U - \langle U, V\rangle\nabla\phi`
         applied to :math:`\mathrm{grad} f = g / \lambda^2`.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
         """
         x = np.asarray(x, dtype=float)
         g = np.asarray(egrad, dtype=float)
@@ -185,7 +219,19 @@ class PoincareBall(Manifold):
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        """The image of :meth:`Hyperboloid.random_point` (Exp at 0 of a standard Gaussian)."""
+        """The image of :meth:`Hyperboloid.random_point` (Exp at 0 of a standard Gaussian).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+        size : int or sequence of int
+            Batch shape (``()``: one point).
+
+        Returns
+        -------
+        ndarray, shape ``(*size, *point_shape)``
+        """
         return self._clip(Hyperboloid.to_poincare(self.hyperboloid.random_point(rng, size)))
 
     def tangent_gaussian(self, x, sigma, rng):
@@ -208,12 +254,32 @@ class PoincareBall(Manifold):
     # ------------------------------------------------------------------ conversions
     @staticmethod
     def to_hyperboloid(x: np.ndarray) -> np.ndarray:
-        """The same point in the Lorentz model (shape ``(..., d + 1)``)."""
+        """The same point in the Lorentz model (shape ``(..., d + 1)``).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(..., d)``
+            Points of the ball.
+
+        Returns
+        -------
+        ndarray, shape ``(..., d + 1)``
+        """
         return Hyperboloid.from_poincare(x)
 
     @staticmethod
     def from_hyperboloid(h: np.ndarray) -> np.ndarray:
-        """The same point in the ball from a point of the Lorentz model."""
+        """The same point in the ball from a point of the Lorentz model.
+
+        Parameters
+        ----------
+        h : ndarray, shape ``(..., d + 1)``
+            Points of the hyperboloid.
+
+        Returns
+        -------
+        ndarray, shape ``(..., d)``
+        """
         return Hyperboloid.to_poincare(h)
 
     # ------------------------------------------------------------------ membership

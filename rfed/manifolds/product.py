@@ -199,6 +199,19 @@ class Product(Manifold):
         """Blockwise Karcher mean (the product metric decouples the blocks).
 
         ``points`` is a tuple of blocks of shape ``(*batch, n_points, *point_shape_i)``.
+
+        Parameters
+        ----------
+        points : tuple of arrays, shapes ``(*batch, n_points, *point_shape_i)``
+            The points averaged, block by block.
+        weights : array, shape ``(*batch, n_points)`` or ``(n_points,)``, optional
+            Non-negative weights (uniform by default).
+        tol, max_iter, init
+            As in :meth:`Manifold.mean` (``init`` a tuple of blocks).
+
+        Returns
+        -------
+        tuple of arrays, shapes ``(*batch, *point_shape_i)``
         """
         points = self._as_tuple(points, "points")
         k0 = len(self.manifolds[0].point_shape)
@@ -218,7 +231,12 @@ class Product(Manifold):
 
     # ------------------------------------------------------------------ flat view
     def as_flat(self) -> FlatProduct:
-        """The array-valued view of this product (see :class:`FlatProduct`)."""
+        """The array-valued view of this product (see :class:`FlatProduct`).
+
+        Returns
+        -------
+        FlatProduct
+        """
         return FlatProduct(*self.manifolds)
 
 
@@ -251,7 +269,17 @@ class FlatProduct(Manifold):
         return self.product.has_parallel_transport
 
     def split(self, a: np.ndarray) -> tuple:
-        """Blocks of a flat array ``(*batch, total)``: a tuple of ``(*batch, *point_shape_i)``."""
+        """Blocks of a flat array ``(*batch, total)``: a tuple of ``(*batch, *point_shape_i)``.
+
+        Parameters
+        ----------
+        a : ndarray, shape ``(*batch, total)``
+            Flat points or tangent vectors.
+
+        Returns
+        -------
+        tuple of ndarray, shapes ``(*batch, *point_shape_i)``
+        """
         a = np.asarray(a, dtype=float)
         return tuple(
             a[..., lo:hi].reshape(a.shape[:-1] + m.point_shape)
@@ -259,7 +287,17 @@ class FlatProduct(Manifold):
         )
 
     def join(self, blocks: Sequence[np.ndarray]) -> np.ndarray:
-        """Inverse of :meth:`split`; the blocks' batch shapes are broadcast."""
+        """Inverse of :meth:`split`; the blocks' batch shapes are broadcast.
+
+        Parameters
+        ----------
+        blocks : sequence of ndarray, shapes ``(*batch_i, *point_shape_i)``
+            One block per factor.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, total)``
+        """
         flat = [
             np.reshape(b, np.shape(b)[: np.ndim(b) - len(m.point_shape)] + (-1,))
             for b, m in zip(blocks, self.manifolds, strict=True)

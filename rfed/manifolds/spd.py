@@ -80,10 +80,11 @@ class SPD(Manifold):
     The tangent Gaussian is :math:`\xi = L S L^T` with S symmetric,
     :math:`S_{ii} \sim N(0, \sigma^2)`, :math:`S_{ij} = S_{ji} \sim N(0, \sigma^2/2)`, so that
     :math:`\tilde\xi = S` is :math:`N(0, \sigma^2 I)` in orthonormal coordinates of
-    :math:`T_P`. It has the same law as :math:`P^{1/2} S P^{1/2}` (specs/anchors_manifolds.md
-    section 4), because the law of S is invariant under :math:`S \mapsto R S R^T`. The
-    orthonormal basis is :math:`L B_k L^T` for the Frobenius-orthonormal basis :math:`B_k` of
-    Sym(n), and coordinates are those of :math:`\tilde U` in :math:`B_k`.
+    :math:`T_P`. It has the same law as :math:`P^{1/2} S P^{1/2}`
+    (:ref:`neighbours-tangent-gaussian`), because the law of S is invariant under
+    :math:`S \mapsto R S R^T`. The orthonormal basis is :math:`L B_k L^T` for the
+    Frobenius-orthonormal basis :math:`B_k` of Sym(n), and coordinates are those of
+    :math:`\tilde U` in :math:`B_k`.
     """
 
     #: affine-invariant sectional curvatures lie in [-1/2, 0]
@@ -173,7 +174,19 @@ class SPD(Manifold):
     def dist(self, x, y, chol_y=None):
         """``d(x, y) = ||log mu||``, mu the squared singular values of the pencil's
         :math:`B = L^{-1} R` (values only: the pencil's accuracy at half an SVD's cost);
-        ``chol_y``, optional: the Cholesky factor R of ``y`` if known (the same bits)."""
+        ``chol_y``, optional: the Cholesky factor R of ``y`` if known (the same bits).
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        ndarray, shape ``batch``
+        """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
         _, inv = self._frame(x)
@@ -196,7 +209,20 @@ class SPD(Manifold):
 
     def log(self, x, y, chol_y=None):
         """``Log_x(y)``; ``chol_y``, optional: the Cholesky factor of ``y`` if known (e.g.
-        precomputed once for a data set; the result is the same bit for bit)."""
+        precomputed once for a data set; the result is the same bit for bit).
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, n, n)``
+            Symmetric tangent vectors at ``x``.
+        """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
         chol, w, v = self._pencil(x, y, chol_y)
@@ -214,7 +240,20 @@ class SPD(Manifold):
     def log_dist(self, x, y, chol_y=None):
         """``(log(x, y), dist(x, y))`` from one pencil: the arithmetic of :meth:`log` and
         :meth:`dist` (bit for bit) with half the factorizations, for a cost and its gradient;
-        ``chol_y`` as in :meth:`log`."""
+        ``chol_y`` as in :meth:`log`.
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        log : ndarray, shape ``(*batch, n, n)``
+        dist : ndarray, shape ``batch``
+        """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
         chol, w, v = self._pencil(x, y, chol_y)
@@ -245,6 +284,18 @@ class SPD(Manifold):
         up to 1e7; distances to 1e-15). Pairs with :math:`\mathrm{cond}(M)` above
         :attr:`EIGH_MAX_CONDITION` are therefore computed by :meth:`log_dist` (which raises
         beyond float64). ``chol_y``, optional: the Cholesky factor of ``y`` if known.
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        log : ndarray, shape ``(*batch, n, n)``
+        dist : ndarray, shape ``batch``
         """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
@@ -297,6 +348,17 @@ class SPD(Manifold):
         pairs beyond go through :meth:`dist` (singular values: the pencil's accuracy, and its
         refusal beyond float64). ``chol_y``, optional: the Cholesky factor of ``y`` if known
         (the same bits).
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        ndarray, shape ``batch``
         """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
@@ -313,7 +375,20 @@ class SPD(Manifold):
 
     def log_eigh(self, x, y, chol_y=None):
         """``Log_x(y)`` by :meth:`log_dist_eigh`'s arithmetic (one ``eigh`` per pair, the pencil
-        beyond :attr:`EIGH_MAX_CONDITION`); the same map as :meth:`log`, not the same bits."""
+        beyond :attr:`EIGH_MAX_CONDITION`); the same map as :meth:`log`, not the same bits.
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            SPD matrices (broadcast against each other).
+        chol_y : ndarray, shape ``(*batch, n, n)``, optional
+            The lower Cholesky factor of ``y``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, n, n)``
+            Symmetric tangent vectors at ``x``.
+        """
         return self.log_dist_eigh(x, y, chol_y)[0]
 
     def retract(self, x, u):
@@ -322,7 +397,20 @@ class SPD(Manifold):
         \tfrac12 (I + (I + \tilde U)^2) \succeq \tfrac12 I`, formed as the Gram matrix
         :math:`B B^T`, :math:`B = L V \mathrm{diag}(\sqrt{s})` from the eigenpairs
         :math:`(s, V)` of S. It is then positive definite in floating point too (the
-        unwhitened :math:`P + U + \frac12 U P^{-1} U` loses that for ill-conditioned P)."""
+        unwhitened :math:`P + U + \frac12 U P^{-1} U` loses that for ill-conditioned P).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The retracted points.
+        """
         chol, inv = self._frame(x)
         ut = self._whiten(inv, u)
         s = np.eye(self.n) + ut + 0.5 * ut @ ut
@@ -345,6 +433,20 @@ class SPD(Manifold):
 
         From :math:`\nabla_U V = DV[U] - \mathrm{sym}(U P^{-1} V)` (the affine-invariant
         Levi-Civita connection) applied to :math:`\mathrm{grad} f = P\,\mathrm{sym}(G)\,P`.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
         """
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
@@ -353,7 +455,19 @@ class SPD(Manifold):
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        """``expm(S)`` for S symmetric with standard Gaussian coordinates."""
+        """``expm(S)`` for S symmetric with standard Gaussian coordinates.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+        size : int or sequence of int
+            Batch shape (``()``: one point).
+
+        Returns
+        -------
+        ndarray, shape ``(*size, *point_shape)``
+        """
         size = size_tuple(size)
         z = as_generator(rng).standard_normal(size + self.point_shape)
         return _eig_apply(z, np.exp)
@@ -380,7 +494,18 @@ class SPD(Manifold):
         return b
 
     def tangent_basis(self, x):
-        """``L B_k L^T`` for the Frobenius-orthonormal basis ``B_k`` of Sym(n), ``P = L L^T``."""
+        """``L B_k L^T`` for the Frobenius-orthonormal basis ``B_k`` of Sym(n), ``P = L L^T``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, dim, *point_shape)``
+            ``dim`` orthonormal tangent vectors per batch element.
+        """
         chol = np.linalg.cholesky(np.asarray(x, dtype=float))[..., None, :, :]
         return chol @ self._sym_basis() @ _mT(chol)
 

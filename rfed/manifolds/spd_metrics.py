@@ -221,7 +221,21 @@ class SPDLogEuclidean(_SPDPoints):
 
     def mean(self, points, weights=None, *, tol=1e-12, max_iter=100, init=None):
         """The closed-form log-Euclidean mean :math:`\\mathrm{expm}(\\sum_i w_i \\log P_i)`
-        (``tol``, ``max_iter`` and ``init`` are validated and otherwise unused)."""
+        (``tol``, ``max_iter`` and ``init`` are validated and otherwise unused).
+
+        Parameters
+        ----------
+        points : array, shape ``(*batch, n_points, *point_shape)``
+            The points averaged.
+        weights : array, shape ``(*batch, n_points)`` or ``(n_points,)``, optional
+            Non-negative weights (uniform by default).
+        tol, max_iter, init
+            As in :meth:`Manifold.mean` (validated; the mean is exact).
+
+        Returns
+        -------
+        array, shape ``(*batch, *point_shape)``
+        """
         points = np.asarray(points, dtype=float)
         if points.ndim < 3 or points.shape[-2:] != self.point_shape:
             raise ValueError(
@@ -331,7 +345,20 @@ class SPDBuresWasserstein(_SPDPoints):
 
     def transport(self, x, y, u):
         """The identity vector transport (the projection onto :math:`T_Q = \\mathrm{Sym}(n)`;
-        not parallel, not isometric)."""
+        not parallel, not isometric).
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, n, n)``
+            Start and end points.
+        u : ndarray, shape ``(*batch, n, n)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, n, n)``
+            ``u``, broadcast.
+        """
         shape = np.broadcast_shapes(np.shape(x), np.shape(y), np.shape(u))
         return np.broadcast_to(np.asarray(u, dtype=float), shape).copy()
 

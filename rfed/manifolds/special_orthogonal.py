@@ -81,7 +81,22 @@ class SpecialOrthogonal(Manifold):
 
     def ehess2rhess(self, x, egrad, ehess, u):
         r""":math:`\mathrm{proj}_X(H - U\,\mathrm{sym}(X^T G))` (SO(n) is an open part of
-        St(n, n), with the same embedded metric)."""
+        St(n, n), with the same embedded metric).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
+        """
         return self._stiefel.ehess2rhess(x, egrad, ehess, u)
 
     # ------------------------------------------------------------------ maps
@@ -91,7 +106,20 @@ class SpecialOrthogonal(Manifold):
         return x @ skew_expm(0.5 * (a - _mT(a)))
 
     def retract(self, x, u):
-        """Polar retraction (the rotation nearest to X + U; det stays +1 for ``||U|| < 1``)."""
+        """Polar retraction (the rotation nearest to X + U; det stays +1 for ``||U|| < 1``).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The retracted points.
+        """
         return self._stiefel.retract(x, u)
 
     def log(self, x, y):
@@ -111,7 +139,19 @@ class SpecialOrthogonal(Manifold):
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        """Haar-distributed rotations (Haar on O(n), one column flipped where det = -1)."""
+        """Haar-distributed rotations (Haar on O(n), one column flipped where det = -1).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+        size : int or sequence of int
+            Batch shape (``()``: one point).
+
+        Returns
+        -------
+        ndarray, shape ``(*size, *point_shape)``
+        """
         q = self._stiefel.random_point(rng, size_tuple(size))
         flip = np.linalg.det(q) < 0
         q[..., :, 0] = np.where(flip[..., None], -q[..., :, 0], q[..., :, 0])

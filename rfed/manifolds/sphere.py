@@ -78,7 +78,18 @@ class Sphere(Manifold):
         chord: :math:`2\arcsin(\|y - x\|/2)`, or :math:`\pi - 2\arcsin(\|y + x\|/2)` where
         :math:`\langle x, y\rangle < -1/2` (there the chord to :math:`-x` is the short one).
         arcsin is then only evaluated where it is well conditioned, so distances near 0 and
-        near :math:`\pi` keep their relative digits."""
+        near :math:`\pi` keep their relative digits.
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, *point_shape)``
+            Points (broadcast against each other).
+
+        Returns
+        -------
+        ndarray, shape ``batch``
+            The geodesic distances.
+        """
         x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
         c = _dot(x, y)
         out = np.array(np.arccos(np.clip(c, -1.0, 1.0)))
@@ -103,7 +114,20 @@ class Sphere(Manifold):
         return y
 
     def retract(self, x, u):
-        """Projective retraction ``(x + u) / |x + u|``."""
+        """Projective retraction ``(x + u) / |x + u|``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The retracted points.
+        """
         y = np.asarray(x, dtype=float) + np.asarray(u, dtype=float)
         return y / np.sqrt(_dot(y, y))[..., None]
 
@@ -113,7 +137,20 @@ class Sphere(Manifold):
         :math:`\sin\theta = \sqrt{1 - \cos^2\theta}` (no cancellation there: one dot
         product). Elsewhere the tangential part is formed as :math:`(y - x) - \langle x, y -
         x\rangle x` (twice, for the antipodal side) so that nearby points keep their digits,
-        and :math:`\theta = \mathrm{atan2}(\|w\|, \langle x, y\rangle)`."""
+        and :math:`\theta = \mathrm{atan2}(\|w\|, \langle x, y\rangle)`.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        y : ndarray, shape ``(*batch, *point_shape)``
+            Target point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Tangent vectors at ``x``.
+        """
         x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
         c = _dot(x, y)
         w = np.multiply(x, c[..., None])
@@ -153,7 +190,20 @@ class Sphere(Manifold):
         isometry up to rounding even next to the antipode, where the usual
         :math:`u - \frac{\langle y, u\rangle}{1 + \langle x, y\rangle}(x + y)` divides by a
         vanishing :math:`1 + \langle x, y\rangle`. Antipodal points (within
-        :attr:`antipodal_tol` of pi) raise :class:`AntipodalError`, as :meth:`log` does."""
+        :attr:`antipodal_tol` of pi) raise :class:`AntipodalError`, as :meth:`log` does.
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, *point_shape)``
+            Start and end points.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Tangent vectors at ``y``.
+        """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
         u = np.asarray(u, dtype=float)
@@ -177,7 +227,22 @@ class Sphere(Manifold):
 
     def ehess2rhess(self, x, egrad, ehess, u):
         r"""Riemannian Hessian :math:`\mathrm{proj}_x(H) - (x \cdot g)\, u` (the Weingarten term
-        of the unit sphere)."""
+        of the unit sphere).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
+        """
         x = np.asarray(x, dtype=float)
         xg = np.sum(x * np.asarray(egrad, dtype=float), axis=-1, keepdims=True)
         return self.proj(x, ehess) - xg * np.asarray(u, dtype=float)
@@ -204,6 +269,16 @@ class Sphere(Manifold):
         Rows 1..d of :math:`H = I - 2 v v^T / \|v\|^2` with
         :math:`v = x + \mathrm{sign}(x_0) e_0` (H maps x to :math:`\mp e_0`, so its other rows
         span :math:`x^\perp`), shape ``(*batch, d, d + 1)``.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, dim, *point_shape)``
+            ``dim`` orthonormal tangent vectors per batch element.
         """
         x = np.asarray(x, dtype=float)
         e0 = np.zeros(self.point_shape)

@@ -39,6 +39,16 @@ def skew_logm(v: np.ndarray) -> np.ndarray:
     function of the Hermitian matrix :math:`iZ` evaluated with ``eigh``. Clustered rotation angles
     stay accurate (``eig`` of V itself returns ill-conditioned eigenvectors there). Defined for
     rotation angles below pi (V + I invertible); the result is skew-symmetric.
+
+    Parameters
+    ----------
+    v : ndarray, shape ``(..., k, k)``
+        Special orthogonal matrices.
+
+    Returns
+    -------
+    ndarray, shape ``(..., k, k)``
+        Skew-symmetric logarithms.
     """
     v = np.asarray(v, dtype=float)
     eye = np.eye(v.shape[-1])
@@ -75,6 +85,16 @@ def skew_expm(k: np.ndarray) -> np.ndarray:
     \theta)V^T`: the deviation from I keeps its relative accuracy for tiny K (the log
     iteration needs it); orthogonal up to rounding; about 1.7x faster than the eigenvectors
     of the complex Hermitian :math:`iK` and than a Pade ``expm``.
+
+    Parameters
+    ----------
+    k : ndarray, shape ``(..., m, m)``
+        Skew-symmetric matrices.
+
+    Returns
+    -------
+    ndarray, shape ``(..., m, m)``
+        Special orthogonal matrices.
     """
     k = np.asarray(k, dtype=float)
     # matrices with entries beyond 1e100 are scaled first (K^2 would overflow)
@@ -174,7 +194,22 @@ class Stiefel(Manifold):
 
     def ehess2rhess(self, x, egrad, ehess, u):
         r"""Riemannian Hessian :math:`\mathrm{proj}_X(H - U\,\mathrm{sym}(X^T G))` (Weingarten map
-        of the embedded Stiefel manifold)."""
+        of the embedded Stiefel manifold).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        egrad, ehess : ndarray, shape ``(*batch, *point_shape)``
+            Euclidean gradient and Hessian-vector product at ``x``.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent direction of the Hessian-vector product.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The Riemannian Hessian applied to ``u``, tangent at ``x``.
+        """
         x = np.asarray(x, dtype=float)
         g = np.asarray(egrad, dtype=float)
         return self.proj(x, np.asarray(ehess, dtype=float) - np.asarray(u) @ _sym(_mT(x) @ g))
@@ -197,7 +232,20 @@ class Stiefel(Manifold):
         return x @ right[..., : self.p, :] + q @ right[..., self.p :, :]
 
     def retract(self, x, u):
-        """Polar retraction :math:`(X + U)(I + U^T U)^{-1/2}`."""
+        """Polar retraction :math:`(X + U)(I + U^T U)^{-1/2}`.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            The retracted points.
+        """
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
         w, v = np.linalg.eigh(np.eye(self.p) + _mT(u) @ u)
@@ -209,6 +257,18 @@ class Stiefel(Manifold):
         Raises :class:`StiefelLogError` only where no unique minimizing geodesic exists (the
         cut locus, and on O(n) points of different components); see the class notes for the
         method.
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(*batch, *point_shape)``
+            Base point(s).
+        y : ndarray, shape ``(*batch, *point_shape)``
+            Target point(s).
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Tangent vectors at ``x``.
         """
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
@@ -316,14 +376,39 @@ class Stiefel(Manifold):
         return out, converged
 
     def transport(self, x, y, u):
-        """Projection vector transport :math:`\\mathrm{proj}_Y(U)` (not parallel, not isometric)."""
+        """Projection vector transport :math:`\\mathrm{proj}_Y(U)` (not parallel, not isometric).
+
+        Parameters
+        ----------
+        x, y : ndarray, shape ``(*batch, *point_shape)``
+            Start and end points.
+        u : ndarray, shape ``(*batch, *point_shape)``
+            Tangent vector(s) at ``x``.
+
+        Returns
+        -------
+        ndarray, shape ``(*batch, *point_shape)``
+            Tangent vectors at ``y``.
+        """
         out = self.proj(y, u)
         shape = np.broadcast_shapes(np.shape(x), out.shape)
         return out if out.shape == shape else np.broadcast_to(out, shape).copy()
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
-        """Haar-distributed frames: QR of a Gaussian matrix with the signs of diag(R) fixed."""
+        """Haar-distributed frames: QR of a Gaussian matrix with the signs of diag(R) fixed.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+        size : int or sequence of int
+            Batch shape (``()``: one point).
+
+        Returns
+        -------
+        ndarray, shape ``(*size, *point_shape)``
+        """
         size = size_tuple(size)
         q, r = np.linalg.qr(as_generator(rng).standard_normal(size + self.point_shape))
         signs = np.where(np.diagonal(r, axis1=-2, axis2=-1) < 0, -1.0, 1.0)

@@ -165,12 +165,37 @@ class RiemannianSGD(_Rule):
         self.retraction, self.transport = retraction, transport
 
     def init(self, manifold: Manifold, x: Any) -> OptimizerState:
-        """A fresh state (no momentum yet)."""
+        """A fresh state (no momentum yet).
+
+        Parameters
+        ----------
+        manifold : Manifold
+            The parameters' manifold (a product is handled factor by factor).
+        x : array or tuple of arrays
+            The current point.
+
+        Returns
+        -------
+        OptimizerState
+        """
         return OptimizerState()
 
     def step(self, manifold: Manifold, x: Any, grad: Any, state: OptimizerState,
              lr: float | None = None) -> tuple[Any, OptimizerState]:
         """One step from ``x`` along the Riemannian gradient ``grad`` (tangent at x).
+
+        Parameters
+        ----------
+        manifold : Manifold
+            The parameters' manifold (a product is handled factor by factor).
+        x : array or tuple of arrays
+            The current point.
+        grad : array or tuple of arrays
+            Riemannian gradient at ``x``.
+        state : OptimizerState
+            The optimizer's state after the previous step.
+        lr : float, optional
+            Step size of this call (default: the optimizer's).
 
         Returns
         -------
@@ -248,7 +273,19 @@ class RiemannianAdam(_Rule):
         self.second_moment, self.retraction, self.transport = second_moment, retraction, transport
 
     def init(self, manifold: Manifold, x: Any) -> OptimizerState:
-        """A fresh state: zero moments."""
+        """A fresh state: zero moments.
+
+        Parameters
+        ----------
+        manifold : Manifold
+            The parameters' manifold (a product is handled factor by factor).
+        x : array or tuple of arrays
+            The current point.
+
+        Returns
+        -------
+        OptimizerState
+        """
         return OptimizerState()
 
     def _squares(self, manifold: Manifold, x: Any, grad: Any) -> list[np.ndarray]:
@@ -262,6 +299,19 @@ class RiemannianAdam(_Rule):
     def step(self, manifold: Manifold, x: Any, grad: Any, state: OptimizerState,
              lr: float | None = None) -> tuple[Any, OptimizerState]:
         """One step from ``x`` along the Riemannian gradient ``grad`` (tangent at x).
+
+        Parameters
+        ----------
+        manifold : Manifold
+            The parameters' manifold (a product is handled factor by factor).
+        x : array or tuple of arrays
+            The current point.
+        grad : array or tuple of arrays
+            Riemannian gradient at ``x``.
+        state : OptimizerState
+            The optimizer's state after the previous step.
+        lr : float, optional
+            Step size of this call (default: the optimizer's).
 
         Returns
         -------
@@ -304,7 +354,20 @@ class RiemannianAdam(_Rule):
 def RiemannianAMSGrad(lr: float | None = None, betas: tuple[float, float] = (0.9, 0.999),
                       eps: float = 1e-8, **kwargs: Any) -> RiemannianAdam:
     """Riemannian AMSGrad: :class:`RiemannianAdam` with ``amsgrad=True`` (Becigneul and Ganea
-    2019, RAMSGRAD)."""
+    2019, RAMSGRAD).
+
+    Parameters
+    ----------
+    lr, betas, eps
+        As in :class:`RiemannianAdam`.
+    **kwargs
+        Further options of :class:`RiemannianAdam` (not ``amsgrad``).
+
+    Returns
+    -------
+    RiemannianAdam
+        The optimizer, with ``amsgrad=True``.
+    """
     return RiemannianAdam(lr, betas, eps, amsgrad=True, **kwargs)
 
 

@@ -179,6 +179,11 @@ def clipped_mean_sensitivity(bound: float, batch_size: int, neighboring: str) ->
     batch_size : int
         Number of summands ``b`` (the public normaliser), >= 1.
     neighboring : {'add_remove_one', 'replace_one'}
+
+    Returns
+    -------
+    float
+        The L2 sensitivity.
     """
     bound = check_positive(bound, "bound")
     b = check_int(batch_size, "batch_size")
@@ -232,7 +237,17 @@ class EventSpec:
         dataset_size: int | None = None,
         sample_size: int | None = None,
     ) -> EventSpec:
-        """Validate and normalise (a rate of one becomes ``'none'``)."""
+        """Validate and normalise (a rate of one becomes ``'none'``).
+
+        Parameters
+        ----------
+        mechanism, noise_multiplier, sampling, sampling_rate, dataset_size, sample_size
+            As the attributes above.
+
+        Returns
+        -------
+        EventSpec
+        """
         check_choice(mechanism, "mechanism", MECHANISMS)
         nm = check_nonneg(noise_multiplier, "noise_multiplier")
         check_choice(sampling, "sampling", SAMPLING)
@@ -273,7 +288,15 @@ class EventSpec:
 
     # ------------------------------------------------------------------ support
     def check_supported(self, method: str, neighboring: str) -> None:
-        """Raise ``ValueError`` if the (method, neighbouring) accountant cannot take this event."""
+        """Raise ``ValueError`` if the (method, neighbouring) accountant cannot take this event.
+
+        Parameters
+        ----------
+        method : {'rdp', 'pld'}
+            The accountant.
+        neighboring : {'add_remove_one', 'replace_one'}
+            The neighbouring relation.
+        """
         problem = None
         if self.sampling == "without_replacement":
             if self.mechanism != "gaussian":
@@ -309,7 +332,19 @@ class EventSpec:
             )
 
     def to_dp_event(self, method: str, neighboring: str) -> dpa.DpEvent:
-        """The dp-accounting event for one invocation (after :meth:`check_supported`)."""
+        """The dp-accounting event for one invocation (after :meth:`check_supported`).
+
+        Parameters
+        ----------
+        method : {'rdp', 'pld'}
+            The accountant.
+        neighboring : {'add_remove_one', 'replace_one'}
+            The neighbouring relation.
+
+        Returns
+        -------
+        dp_accounting.DpEvent
+        """
         nm = self.noise_multiplier
         if self.mechanism == "gaussian" and method == "pld" and neighboring == "replace_one":
             # dp-accounting's PLD measures REPLACE_ONE against the per-record contribution,
@@ -323,7 +358,12 @@ class EventSpec:
         return inner
 
     def describe(self) -> str:
-        """Short human-readable form, e.g. ``gaussian(z=1.1) poisson(q=0.01)``."""
+        """Short human-readable form, e.g. ``gaussian(z=1.1) poisson(q=0.01)``.
+
+        Returns
+        -------
+        str
+        """
         base = f"{self.mechanism}(z={self.noise_multiplier:.6g})"
         if self.sampling == "poisson":
             return f"{base} poisson(q={self.sampling_rate:.6g})"
@@ -332,12 +372,27 @@ class EventSpec:
         return base
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable form."""
+        """JSON-serializable form.
+
+        Returns
+        -------
+        dict
+        """
         return dataclasses.asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> EventSpec:
-        """Inverse of :meth:`to_dict` (validated again)."""
+        """Inverse of :meth:`to_dict` (validated again).
+
+        Parameters
+        ----------
+        data : mapping
+            The output of :meth:`to_dict`.
+
+        Returns
+        -------
+        EventSpec
+        """
         return cls.make(
             data["mechanism"],
             data["noise_multiplier"],
@@ -383,6 +438,9 @@ def _compute_rdp_curve(spec: EventSpec, neighboring: str, orders: tuple[float, .
         if spec.sampling == "poisson":
             return _rdp.poisson_gaussian_rdp(spec.sampling_rate, z, order_array)
         if spec.sampling == "without_replacement":
+            if spec.sample_size is None or spec.dataset_size is None:
+                raise ValueError("sampling='without_replacement' needs 'sample_size' and "
+                                 "'dataset_size'")
             q = spec.sample_size / spec.dataset_size  # dp-accounting's q, from the sizes
             return _rdp.sample_wor_gaussian_rdp(q, z, order_array)
         return _rdp.gaussian_rdp(z, order_array)
@@ -594,6 +652,26 @@ def compose_epsilon(
     """Epsilon at ``delta`` of the adaptive composition of ``(event, count)`` pairs.
 
     Zero events give epsilon 0; an event with noise multiplier 0 gives ``inf``.
+
+    Parameters
+    ----------
+    events : iterable of (EventSpec, int)
+        Each event with the number of times it is composed.
+    delta : float
+        Target delta in (0, 1).
+    method : {'rdp', 'pld'}
+        The accountant (dp-accounting's RDP or PLD).
+    neighboring : {'add_remove_one', 'replace_one'}
+        The neighbouring relation the events' noise multipliers refer to.
+    pld_discretization : float
+        Value discretization of the PLD accountant (``method='pld'``).
+    rdp_orders : iterable of float, optional
+        RDP orders (``method='rdp'``); the accountant's default set when omitted.
+
+    Returns
+    -------
+    float
+        The certified epsilon.
     """
     delta = check_delta(delta)
     return _compose(events, "epsilon", delta, method, neighboring, pld_discretization, rdp_orders)
@@ -611,13 +689,48 @@ def compose_delta(
     """Delta at ``epsilon`` of the composition (the dual of :func:`compose_epsilon`).
 
     Zero events give delta 0; an event with noise multiplier 0 gives 1.
+
+    Parameters
+    ----------
+    events : iterable of (EventSpec, int)
+        Each event with the number of times it is composed.
+    epsilon : float
+        Target epsilon, >= 0.
+    method : {'rdp', 'pld'}
+        The accountant (dp-accounting's RDP or PLD).
+    neighboring : {'add_remove_one', 'replace_one'}
+        The neighbouring relation the events' noise multipliers refer to.
+    pld_discretization : float
+        Value discretization of the PLD accountant (``method='pld'``).
+    rdp_orders : iterable of float, optional
+        RDP orders (``method='rdp'``); the accountant's default set when omitted.
+
+    Returns
+    -------
+    float
+        The certified delta.
     """
     epsilon = check_epsilon(epsilon)
     return _compose(events, "delta", epsilon, method, neighboring, pld_discretization, rdp_orders)
 
 
 def assumptions_text(method: str, neighboring: str, pld_discretization: float) -> str:
-    """One paragraph naming the accountant and the assumptions behind its numbers."""
+    """One paragraph naming the accountant and the assumptions behind its numbers.
+
+    Parameters
+    ----------
+    method : {'rdp', 'pld'}
+        The accountant.
+    neighboring : {'add_remove_one', 'replace_one'}
+        The neighbouring relation.
+    pld_discretization : float
+        Value discretization of the PLD accountant.
+
+    Returns
+    -------
+    str
+        The paragraph.
+    """
     check_choice(method, "method", METHODS)
     check_choice(neighboring, "neighboring", NEIGHBORING)
     pld_discretization = check_positive(pld_discretization, "pld_discretization")
@@ -682,7 +795,15 @@ class CertifiedAccountant:
 
     # ------------------------------------------------------------------ recording
     def add_event(self, spec: EventSpec, count: int = 1) -> None:
-        """Compose ``count`` invocations of ``spec`` (refused now if this accountant cannot)."""
+        """Compose ``count`` invocations of ``spec`` (refused now if this accountant cannot).
+
+        Parameters
+        ----------
+        spec : EventSpec
+            The event.
+        count : int
+            Number of invocations, >= 0.
+        """
         count = check_int(count, "count", minimum=0)
         spec.check_supported(self.method, self.neighboring)
         if count:
@@ -722,11 +843,27 @@ class CertifiedAccountant:
         self.add_event(spec, count)
 
     def add_gaussian(self, noise_multiplier: float, *args: Any, **kwargs: Any) -> None:
-        """``add('gaussian', noise_multiplier, ...)``: multiplier = std / L2 sensitivity."""
+        """``add('gaussian', noise_multiplier, ...)``: multiplier = std / L2 sensitivity.
+
+        Parameters
+        ----------
+        noise_multiplier : float
+            Noise std over the L2 sensitivity.
+        *args, **kwargs
+            The sampling arguments of :meth:`add`.
+        """
         self.add("gaussian", noise_multiplier, *args, **kwargs)
 
     def add_laplace(self, noise_multiplier: float, *args: Any, **kwargs: Any) -> None:
-        """``add('laplace', noise_multiplier, ...)``: multiplier = scale / L1 sensitivity."""
+        """``add('laplace', noise_multiplier, ...)``: multiplier = scale / L1 sensitivity.
+
+        Parameters
+        ----------
+        noise_multiplier : float
+            Laplace scale over the L1 sensitivity.
+        *args, **kwargs
+            The sampling arguments of :meth:`add`.
+        """
         self.add("laplace", noise_multiplier, *args, **kwargs)
 
     @property
@@ -746,15 +883,40 @@ class CertifiedAccountant:
         )
 
     def epsilon(self, delta: float) -> float:
-        """Epsilon of everything composed so far, at ``delta`` in (0, 1)."""
+        """Epsilon of everything composed so far, at ``delta`` in (0, 1).
+
+        Parameters
+        ----------
+        delta : float
+            The delta of the guarantee.
+
+        Returns
+        -------
+        float
+        """
         return self._query(compose_epsilon, delta)
 
     def delta(self, epsilon: float) -> float:
-        """Delta of everything composed so far, at ``epsilon`` > 0."""
+        """Delta of everything composed so far, at ``epsilon`` > 0.
+
+        Parameters
+        ----------
+        epsilon : float
+            The epsilon of the guarantee.
+
+        Returns
+        -------
+        float
+        """
         return self._query(compose_delta, epsilon)
 
     def describe(self) -> str:
-        """The accountant, its assumptions and the composed events."""
+        """The accountant, its assumptions and the composed events.
+
+        Returns
+        -------
+        str
+        """
         lines = [assumptions_text(self.method, self.neighboring, self.pld_discretization)]
         for spec, count in self._events.items():
             lines.append(f"  {count} x {spec.describe()}")
@@ -762,7 +924,12 @@ class CertifiedAccountant:
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable state."""
+        """JSON-serializable state.
+
+        Returns
+        -------
+        dict
+        """
         return {
             "method": self.method,
             "neighboring": self.neighboring,
@@ -773,7 +940,17 @@ class CertifiedAccountant:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> CertifiedAccountant:
-        """Rebuild an accountant saved by :meth:`to_dict`."""
+        """Rebuild an accountant saved by :meth:`to_dict`.
+
+        Parameters
+        ----------
+        data : mapping
+            The output of :meth:`to_dict`.
+
+        Returns
+        -------
+        CertifiedAccountant
+        """
         acc = cls(
             data["method"],
             data["neighboring"],

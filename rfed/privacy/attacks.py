@@ -241,7 +241,22 @@ class Reconstruction:
 def reconstruction_scores(reconstructions: Any, records: Any, image_shape: Sequence[int],
                           data_range: float) -> Reconstruction:
     """MSE, PSNR and SSIM of flat reconstructions ``(n, d)`` against flat records ``(n, d)``
-    viewed as images of ``image_shape`` (e.g. ``(8, 8)``)."""
+    viewed as images of ``image_shape`` (e.g. ``(8, 8)``).
+
+    Parameters
+    ----------
+    reconstructions, records : array_like, shape ``(n, d)``
+        Reconstructed and true records, flattened, ``d = prod(image_shape)``.
+    image_shape : sequence of int
+        The image shape each row is viewed as.
+    data_range : float
+        Range of the pixel values (for PSNR and SSIM).
+
+    Returns
+    -------
+    Reconstruction
+        The scores per record.
+    """
     a, b = _pair(reconstructions, records)
     shape = tuple(int(s) for s in image_shape)
     a = a.reshape((-1,) + shape)
@@ -405,7 +420,20 @@ def dp_tpr_bound(fpr: Any, epsilon: float, delta: float) -> np.ndarray:
 
 def dp_membership_bound(epsilon: float, delta: float) -> float:
     """``(e^eps - 1 + 2 delta) / (e^eps + 1)``: the largest membership advantage ``TPR - FPR``
-    an ``(epsilon, delta)``-DP training run allows (see the module docstring)."""
+    an ``(epsilon, delta)``-DP training run allows (see the module docstring).
+
+    Parameters
+    ----------
+    epsilon : float
+        The run's certified epsilon.
+    delta : float
+        Its delta.
+
+    Returns
+    -------
+    float
+        The largest advantage, in [0, 1].
+    """
     eps = check_epsilon(epsilon)
     d = 0.0 if delta == 0 else check_delta(delta)
     a = math.exp(eps)

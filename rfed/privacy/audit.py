@@ -337,6 +337,12 @@ def audit(
         Run the trials in chunks of this many (bounds memory); all at once by default.
     **kwargs
         Passed to :func:`epsilon_lower_bound` (``n_thresholds``, ``heldout_fraction``).
+
+    Returns
+    -------
+    AuditResult
+        The audited lower bound on epsilon at ``confidence``, with the threshold and error
+        rates it rests on.
     """
     n_trials = check_int(n_trials, "n_trials", minimum=4)
     chunk = n_trials if chunk_size is None else check_int(chunk_size, "chunk_size")

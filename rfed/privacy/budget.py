@@ -79,13 +79,39 @@ _MIN_MULTIPLIER = 1e-6
 
 
 def default_delta(min_dataset_size: int) -> float:
-    """``min(1e-5, 1 / (10 N))`` for the smallest local dataset size ``N``."""
+    """``min(1e-5, 1 / (10 N))`` for the smallest local dataset size ``N``.
+
+    Parameters
+    ----------
+    min_dataset_size : int
+        ``N``, the smallest local dataset size.
+
+    Returns
+    -------
+    float
+        The default delta.
+    """
     n = check_int(min_dataset_size, "min_dataset_size")
     return min(DEFAULT_DELTA_CAP, 1.0 / (10.0 * n))
 
 
 def check_delta_for_dataset(delta: float, min_dataset_size: int, name: str = "delta") -> float:
-    """Return ``delta`` if it is below ``1 / N``; raise ``ValueError`` explaining why otherwise."""
+    """Return ``delta`` if it is below ``1 / N``; raise ``ValueError`` explaining why otherwise.
+
+    Parameters
+    ----------
+    delta : float
+        The delta to check.
+    min_dataset_size : int
+        ``N``, the smallest local dataset size.
+    name : str
+        The argument's name in the message.
+
+    Returns
+    -------
+    float
+        ``delta``.
+    """
     delta = check_delta(delta, name)
     n = check_int(min_dataset_size, "min_dataset_size")
     if delta >= 1.0 / n:
@@ -106,6 +132,24 @@ def check_planned_round(
 
     A budget-first algorithm spends its budget over ``planned_rounds``; one more round would
     release more than the certificate covers. ``planned_rounds=None`` (no budget) never raises.
+
+    Parameters
+    ----------
+    name : str
+        The algorithm's name, for the message.
+    rounds_done : int
+        Rounds already run.
+    planned_rounds : int or None
+        The rounds the budget was calibrated for (``None``: no budget).
+    target_epsilon : float or None
+        The budget's epsilon, for the message.
+    what, unit : str
+        What was calibrated and the unit of a round, for the message.
+
+    Raises
+    ------
+    RuntimeError
+        One more round would exceed the calibrated run.
     """
     if planned_rounds is not None and rounds_done >= planned_rounds:
         eps = "" if target_epsilon is None else f" at epsilon={target_epsilon:g}"
@@ -117,7 +161,20 @@ def check_planned_round(
 
 def check_public_sizes(public_sizes: Any, name: str = "public_sizes"
                        ) -> int | tuple[int, ...] | None:
-    """``None``, one int >= 1, or a tuple of ints >= 1 (one per agent); lists become tuples."""
+    """``None``, one int >= 1, or a tuple of ints >= 1 (one per agent); lists become tuples.
+
+    Parameters
+    ----------
+    public_sizes : None, int or sequence of int
+        The declared public local dataset sizes.
+    name : str
+        The argument's name in the message.
+
+    Returns
+    -------
+    None, int or tuple of int
+        The validated sizes.
+    """
     if public_sizes is None:
         return None
     if isinstance(public_sizes, (list, tuple, np.ndarray)):
@@ -228,25 +285,63 @@ class PrivacyBudget:
             )
 
     def public_counts(self, counts: np.ndarray) -> np.ndarray:
-        """The sizes the algorithm may use under this budget's relation (:func:`public_counts`)."""
+        """The sizes the algorithm may use under this budget's relation (:func:`public_counts`).
+
+        Parameters
+        ----------
+        counts : int array, shape ``(n_agents,)``
+            The true local dataset sizes.
+
+        Returns
+        -------
+        int array, shape ``(n_agents,)``
+        """
         return public_counts(counts, self.neighboring, self.public_sizes)
 
     def resolve_delta(self, min_dataset_size: int) -> float:
         """The delta to certify: the given one (checked against ``1/N``) or the default.
 
         ``min_dataset_size`` must be a public size: the smallest of :meth:`public_counts`.
+
+        Parameters
+        ----------
+        min_dataset_size : int
+            The smallest public local dataset size.
+
+        Returns
+        -------
+        float
         """
         if self.delta is None:
             return default_delta(min_dataset_size)
         return check_delta_for_dataset(self.delta, min_dataset_size)
 
     def to_dict(self) -> dict[str, Any]:
+        """The budget's fields.
+
+        Returns
+        -------
+        dict
+            JSON-serializable.
+        """
         return dataclasses.asdict(self)
 
 
 @dataclasses.dataclass(frozen=True)
 class Certificate:
-    """A certified ``(epsilon, delta)`` and how it was obtained."""
+    """A certified ``(epsilon, delta)`` and how it was obtained.
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        The certified guarantee.
+    method : {'rdp', 'pld'}
+        The accountant that certified it.
+    neighboring : {'add_remove_one', 'replace_one'}
+        The neighbouring relation of the guarantee.
+    pld_discretization : float
+        Value discretization of the PLD accountant.
+    """
 
     epsilon: float
     delta: float
@@ -264,6 +359,13 @@ class Certificate:
         )
 
     def to_dict(self) -> dict[str, Any]:
+        """The certificate's fields and its ``accountant`` text.
+
+        Returns
+        -------
+        dict
+            JSON-serializable.
+        """
         out = dataclasses.asdict(self)
         out["accountant"] = self.accountant
         return out
@@ -271,7 +373,17 @@ class Certificate:
 
 @dataclasses.dataclass(frozen=True)
 class Calibration:
-    """The result of :func:`calibrate`: a noise multiplier and the certificate of its run."""
+    """The result of :func:`calibrate`: a noise multiplier and the certificate of its run.
+
+    Parameters
+    ----------
+    noise_multiplier : float
+        The calibrated noise multiplier.
+    certificate : Certificate
+        The certified guarantee of the planned run at that multiplier.
+    target_epsilon : float
+        The budget's epsilon.
+    """
 
     noise_multiplier: float
     certificate: Certificate
@@ -279,13 +391,22 @@ class Calibration:
 
     @property
     def epsilon(self) -> float:
+        """The certified epsilon of the planned run."""
         return self.certificate.epsilon
 
     @property
     def delta(self) -> float:
+        """The certificate's delta."""
         return self.certificate.delta
 
     def to_dict(self) -> dict[str, Any]:
+        """The multiplier, the target and the certificate's fields.
+
+        Returns
+        -------
+        dict
+            JSON-serializable.
+        """
         return {
             "noise_multiplier": self.noise_multiplier,
             "target_epsilon": self.target_epsilon,
@@ -341,7 +462,7 @@ def certify(
     if not usable:
         # let the accountant raise the precise message
         compose_epsilon(events, delta, methods[0], neighboring)
-    best = None
+    best: tuple[float, str] | None = None
     for m in usable:
         if m == "pld" and best is not None and best[0] > PLD_EPSILON_CAP:
             # PLD's grid spans the privacy-loss range: at tiny noise it needs gigabytes and
@@ -350,6 +471,7 @@ def certify(
         eps = compose_epsilon(events, delta, m, neighboring, pld_discretization=pld_discretization)
         if best is None or eps < best[0]:
             best = (eps, m)
+    assert best is not None  # 'usable' is not empty and its first method is never skipped
     return Certificate(best[0], delta, best[1], neighboring, pld_discretization)
 
 

@@ -130,6 +130,24 @@ def calibrate_sigma(
     ``sensitivity`` is the L2 sensitivity under the chosen neighbouring relation (e.g.
     :func:`rfed.privacy.accountants.clipped_mean_sensitivity`). Keyword arguments go to
     :func:`calibrate_noise_multiplier`.
+
+    Parameters
+    ----------
+    target_epsilon, delta : float
+        The budget.
+    sensitivity : float
+        L2 sensitivity of one release.
+    sampling_rate : float
+        Sampling rate of one release.
+    steps : int
+        Number of releases composed.
+    **kwargs
+        Passed to :func:`calibrate_noise_multiplier`.
+
+    Returns
+    -------
+    float
+        The noise standard deviation.
     """
     sensitivity = check_positive(sensitivity, "sensitivity")
     return sensitivity * calibrate_noise_multiplier(
@@ -151,6 +169,26 @@ def prirfed_local_epsilon(
     Inverts :func:`rfed.privacy.papers.prirfed_privacy` (eps' increases with the local epsilon)
     by bisection. Feed the result to :func:`rfed.privacy.papers.dp_rsgd_sigma` or
     :func:`rfed.privacy.papers.dp_rsvrg_sigma` for the agents' noise.
+
+    Parameters
+    ----------
+    target_epsilon : float
+        The target ``eps'`` of the whole run.
+    n_agents, s : int
+        ``N`` agents, ``s`` sampled per round.
+    rounds : int
+        ``T``.
+    delta_hat : float
+        Slack of the advanced composition.
+    local_delta : float
+        Each local run's delta.
+    rtol : float
+        Relative tolerance of the bisection.
+
+    Returns
+    -------
+    float
+        The per-agent epsilon of one local run.
     """
     target = check_epsilon(target_epsilon, "target_epsilon")
     local_delta = check_delta(local_delta, "local_delta")
@@ -194,6 +232,18 @@ def dpdgt_theta0(
 
     Eq. (38) is ``eps = c / theta_0`` for equal initial scales, so
     ``theta_0 = eps(theta_0 = 1) / target``.
+
+    Parameters
+    ----------
+    target_epsilon : float
+        The target pure-DP epsilon.
+    alpha0, q, q_xi, q_zeta, mu, gamma, phi, adjacency_delta, q_c
+        As in :func:`rfed.privacy.papers.dpdgt_epsilon`.
+
+    Returns
+    -------
+    float
+        ``theta_0``.
     """
     target = check_epsilon(target_epsilon, "target_epsilon")
     unit = dpdgt_epsilon(alpha0, q, 1.0, q_xi, 1.0, q_zeta, mu, gamma, phi, adjacency_delta, q_c)

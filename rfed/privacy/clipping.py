@@ -1,11 +1,11 @@
 """Clipping: bound each sample's contribution before noise is added.
 
-* :func:`clip_by_norm` is the clipping of PriRFed (Alg. 2 line 4, specs/004_prirfed.md section
-  1.4) and DPDL (eq. 9): ``clip_tau(v) = min(1, tau / ||v||_x) v`` with the **Riemannian** norm at
-  the point where ``v`` lives, and ``clip_tau(0) = 0``.
+* :func:`clip_by_norm` is the clipping of PriRFed (Alg. 2 line 4; :ref:`prirfed-clipping`) and DPDL
+  (eq. 9): ``clip_tau(v) = min(1, tau / ||v||_x) v`` with the **Riemannian** norm at the point where
+  ``v`` lives, and ``clip_tau(0) = 0``.
 * :func:`clip_coordinates` clamps every coordinate to ``[-bound, bound]``, which is what DO-ADP's
-  Assumption 2 (``|g_j| <= G / sqrt(d)``) needs for its ``sqrt(k/d)`` sensitivity (spec
-  000_doadp.md, pitfall P2): L2 clipping does not bound the selected coordinates that way.
+  Assumption 2 (``|g_j| <= G / sqrt(d)``) needs for its ``sqrt(k/d)`` sensitivity
+  (:ref:`doadp-coordinate-clipping`): L2 clipping does not bound the selected coordinates that way.
 
 Floating point: a clipped vector has norm ``bound`` up to rounding (a relative 1e-15 or so).
 
@@ -26,7 +26,20 @@ __all__ = ["clip_by_norm", "clip_coordinates", "clip_factors"]
 
 
 def clip_factors(norms: np.ndarray, bound: float | np.ndarray) -> np.ndarray:
-    """The factors ``min(1, bound / norm)`` (1 where the norm is 0), broadcast."""
+    """The factors ``min(1, bound / norm)`` (1 where the norm is 0), broadcast.
+
+    Parameters
+    ----------
+    norms : ndarray, shape ``batch``
+        Norms of the vectors to clip.
+    bound : float or ndarray, broadcastable to ``batch``
+        Clipping levels.
+
+    Returns
+    -------
+    ndarray, shape ``batch``
+        The factors in [0, 1].
+    """
     bound = check_nonneg_array(bound, "bound")
     norms = np.asarray(norms, dtype=float)
     with np.errstate(divide="ignore", invalid="ignore"):

@@ -113,7 +113,22 @@ def group_rows(cols: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
 
 
 def row_event(mechanism: str, sampling: str, row) -> EventSpec:
-    """The event of one row of :func:`group_rows` (``EventSpec.make``, which validates)."""
+    """The event of one row of :func:`group_rows` (``EventSpec.make``, which validates).
+
+    Parameters
+    ----------
+    mechanism : {'gaussian', 'laplace'}
+        The mechanism of the events.
+    sampling : {'none', 'poisson', 'without_replacement'}
+        How each release samples the records.
+    row : array, shape ``(4,)``
+        Noise multiplier, sampling rate, dataset size and sample size (``-1``: unused).
+
+    Returns
+    -------
+    EventSpec
+        The validated event.
+    """
     nm, rate, n, m = row
     return EventSpec.make(mechanism, nm, sampling, rate, None if n < 0 else int(n),
                           None if m < 0 else int(m))
@@ -441,7 +456,7 @@ class PrivacyLedger:
             The closed form's values (``delta`` may be 0 for pure DP, or vacuous: say so in
             ``note``).
         source : str
-            Theorem / equation and spec section.
+            The theorem or equation of the paper (or the docs page) the entry rests on.
         agent : int, optional
             Agent the bound is for (None: the whole run).
         note : str
@@ -501,19 +516,63 @@ class PrivacyLedger:
         return float(values[self._one_agent(agent)])
 
     def epsilons(self, delta: float) -> np.ndarray:
-        """Epsilon of every agent at ``delta``, shape ``(n_agents,)``."""
+        """Epsilon of every agent at ``delta``, shape ``(n_agents,)``.
+
+        Parameters
+        ----------
+        delta : float
+            The delta of the guarantee.
+
+        Returns
+        -------
+        ndarray, shape ``(n_agents,)``
+        """
         return self._per_agent(compose_epsilon, check_delta(delta))
 
     def epsilon(self, delta: float, agent: int | None = None) -> float:
-        """Epsilon at ``delta`` of one agent, or overall (max over agents) if ``agent`` is None."""
+        """Epsilon at ``delta`` of one agent, or overall (max over agents) if ``agent`` is None.
+
+        Parameters
+        ----------
+        delta : float
+            The delta of the guarantee.
+        agent : int, optional
+            The agent (default: the maximum over agents).
+
+        Returns
+        -------
+        float
+        """
         return self._one_or_max(self.epsilons(delta), agent)
 
     def deltas(self, epsilon: float) -> np.ndarray:
-        """Delta of every agent at ``epsilon``, shape ``(n_agents,)``."""
+        """Delta of every agent at ``epsilon``, shape ``(n_agents,)``.
+
+        Parameters
+        ----------
+        epsilon : float
+            The epsilon of the guarantee.
+
+        Returns
+        -------
+        ndarray, shape ``(n_agents,)``
+        """
         return self._per_agent(compose_delta, check_epsilon(epsilon))
 
     def delta(self, epsilon: float, agent: int | None = None) -> float:
-        """Delta at ``epsilon`` of one agent, or overall (max over agents)."""
+        """Delta at ``epsilon`` of one agent, or overall (max over agents).
+
+        Parameters
+        ----------
+        epsilon : float
+            The epsilon of the guarantee.
+        agent : int, optional
+            The agent (default: the maximum over agents).
+
+        Returns
+        -------
+        float
+        """
         return self._one_or_max(self.deltas(epsilon), agent)
 
     @property
@@ -522,7 +581,17 @@ class PrivacyLedger:
         return self._rounds.copy()
 
     def spent(self, agent: int) -> list[tuple[EventSpec, int]]:
-        """The events charged to ``agent`` with their counts."""
+        """The events charged to ``agent`` with their counts.
+
+        Parameters
+        ----------
+        agent : int
+            The agent.
+
+        Returns
+        -------
+        list of (EventSpec, int)
+        """
         a = self._one_agent(agent)
         return self._events_of_column(self._counts[:, a])
 
@@ -533,7 +602,12 @@ class PrivacyLedger:
                 for h in self._history]
 
     def describe(self) -> str:
-        """The accountant and its assumptions, plus the ledger's composition rule."""
+        """The accountant and its assumptions, plus the ledger's composition rule.
+
+        Returns
+        -------
+        str
+        """
         return (
             assumptions_text(self.method, self.neighboring, self.pld_discretization)
             + " Per agent: events that read the agent's records. Overall: max over agents "
@@ -547,6 +621,17 @@ class PrivacyLedger:
 
         Paper closed forms stored with :meth:`add_paper_bound` are listed beside the certified
         value. Agents are listed one per row up to ``max_rows``; beyond that, a summary.
+
+        Parameters
+        ----------
+        delta : float
+            The delta of the guarantee.
+        max_rows : int
+            Agents listed one per row up to this many.
+
+        Returns
+        -------
+        str
         """
         delta = check_delta(delta)
         max_rows = check_int(max_rows, "max_rows", minimum=0)
@@ -603,6 +688,15 @@ class PrivacyLedger:
         (what the guarantee does not cover: :data:`OUTSIDE_THE_GUARANTEE`), ``events`` (each
         event with its per-agent count min / max / total) and ``paper_bounds`` (as stored by
         :meth:`add_paper_bound`).
+
+        Parameters
+        ----------
+        delta : float
+            The delta of the guarantee.
+
+        Returns
+        -------
+        dict
         """
         delta = check_delta(delta)
         eps = self.epsilons(delta)
@@ -685,7 +779,12 @@ class PrivacyLedger:
 
     # ------------------------------------------------------------------ persistence
     def to_dict(self) -> dict[str, Any]:
-        """JSON-serializable state (``json.dumps(ledger.to_dict())`` works)."""
+        """JSON-serializable state (``json.dumps(ledger.to_dict())`` works).
+
+        Returns
+        -------
+        dict
+        """
         return {
             "format": "rfed.PrivacyLedger/1",
             "n_agents": self.n_agents,
@@ -706,7 +805,22 @@ class PrivacyLedger:
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> PrivacyLedger:
-        """Rebuild a ledger from :meth:`to_dict` (to resume a run)."""
+        """Rebuild a ledger from :meth:`to_dict` (to resume a run).
+
+        Parameters
+        ----------
+        data : mapping
+            The output of :meth:`to_dict`.
+
+        Returns
+        -------
+        PrivacyLedger
+
+        Raises
+        ------
+        ValueError
+            ``data`` is not a saved ledger or is inconsistent.
+        """
         if data.get("format") != "rfed.PrivacyLedger/1":
             raise ValueError(
                 f"argument 'data' is not a saved PrivacyLedger (format {data.get('format')!r})"
@@ -732,10 +846,25 @@ class PrivacyLedger:
         return led
 
     def to_json(self) -> str:
-        """``json.dumps(self.to_dict())``."""
+        """``json.dumps(self.to_dict())``.
+
+        Returns
+        -------
+        str
+        """
         return json.dumps(self.to_dict())
 
     @classmethod
     def from_json(cls, text: str) -> PrivacyLedger:
-        """Inverse of :meth:`to_json`."""
+        """Inverse of :meth:`to_json`.
+
+        Parameters
+        ----------
+        text : str
+            The output of :meth:`to_json`.
+
+        Returns
+        -------
+        PrivacyLedger
+        """
         return cls.from_dict(json.loads(text))

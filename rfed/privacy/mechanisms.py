@@ -295,6 +295,10 @@ class LaplaceSchedule:
 
     def scale(self, k: int | np.ndarray) -> float | np.ndarray:
         """``theta0 * q**k`` for iteration(s) ``k >= 0`` (vectorized)."""
+        if type(k) is int and k >= 0:
+            # one iteration's scale, on a round's path: the arithmetic below, without the checks
+            # a non-negative int does not need
+            return float(self.theta0 * np.power(self.q, np.asarray(k), dtype=float))
         k_arr = np.asarray(k)
         if (
             not np.issubdtype(k_arr.dtype, np.number)

@@ -1,7 +1,8 @@
 """The five papers' own privacy formulas, reproduced exactly, with their conditions checked.
 
-Every function cites the theorem or equation it implements and the section of the spec in
-``specs/`` that reads it. Where a spec found a paper's constant or reading wrong, both values are
+Every function cites the theorem or equation it implements and the section of the paper's
+reading in the documentation (``docs/papers/``; labels such as :ref:`doadp-theorem1`) that
+explains how rfed resolves it. Where a reading found a paper's constant wrong, both values are
 offered and labelled (``variant='paper'`` and a corrected variant). These are the papers' closed
 forms: they sit *beside* the certified accountant of :mod:`rfed.privacy.accountants`, they do not
 replace it (several rest on conditions the experiments violate, or leave delta vacuous).
@@ -17,15 +18,15 @@ Generic tools: :func:`advanced_composition` (PriRFed Thm 2.3), :func:`subsampled
 (PriRFed Lemma 4.1), :func:`heterogeneous_composition` (Kairouz et al., DO-ADP Lemma 5 = DP-DDA
 Lemma 4.3), :func:`classic_gaussian_sigma` (Dwork-Roth Gaussian mechanism).
 
-* PriRFed (specs/004_prirfed.md): :func:`prirfed_privacy` (Thm 4.2), :func:`prirfed_table1`,
+* PriRFed (:doc:`/papers/prirfed`): :func:`prirfed_privacy` (Thm 4.2), :func:`prirfed_table1`,
   :func:`dp_rsgd_sigma` and :func:`dp_rsvrg_sigma` (section 2.5).
-* DO-ADP (specs/000_doadp.md): :func:`doadp_sigma` (Thm 1, eq. 7), :func:`doadp_epsilon`
+* DO-ADP (:doc:`/papers/doadp`): :func:`doadp_sigma` (Thm 1, eq. 7), :func:`doadp_epsilon`
   (the proof chain with a chosen delta), :func:`doadp_sigma_for_delta`.
-* DPDL (specs/001_dpdl.md): :func:`dpdl_sigma` (Thm 1, three printed versions),
+* DPDL (:doc:`/papers/dpdl`): :func:`dpdl_sigma` (Thm 1, three printed versions),
   :func:`dpdl_noise_multipliers`.
-* DP-DDA (specs/002_dpdda.md): :func:`dpdda_sigma` (Thm 1, constant 32 or 160),
+* DP-DDA (:doc:`/papers/dpdda`): :func:`dpdda_sigma` (Thm 1, constant 32 or 160),
   :func:`dpdda_remark_epsilon` (Remark 3.1 eq. 7), :func:`dpdda_sigma_for_delta`.
-* DP-DGT (specs/003_dpdgt.md): :func:`dpdgt_epsilon` (Cor. 5.14 eq. 38),
+* DP-DGT (:doc:`/papers/dpdgt`): :func:`dpdgt_epsilon` (Cor. 5.14 eq. 38),
   :func:`dpdgt_sensitivities` (the comparison system 32), :func:`dpdgt_epsilon_recursion`,
   :func:`dpdgt_laplace_events`.
 
@@ -113,6 +114,18 @@ def round_sig(x: float, digits: int = 3) -> float:
 
     Works on the shortest decimal representation of ``x`` so that a value that prints as an
     exact half rounds up.
+
+    Parameters
+    ----------
+    x : float
+        Value to round.
+    digits : int
+        Significant digits kept.
+
+    Returns
+    -------
+    float
+        ``x`` rounded (0, inf and NaN are returned unchanged).
     """
     x = check_real(x, "x")
     digits = check_int(digits, "digits")
@@ -125,10 +138,24 @@ def round_sig(x: float, digits: int = 3) -> float:
 
 # ---------------------------------------------------------------------- generic DP tools
 def advanced_composition(epsilon: float, k: int, delta_hat: float) -> float:
-    r"""Advanced composition (Dwork-Rothblum-Vadhan; PriRFed Thm 2.3, spec 004 section 3.1).
+    r"""Advanced composition (Dwork-Rothblum-Vadhan; PriRFed Sec. 2, Thm 2.3).
 
     ``k`` adaptive (eps, delta)-DP mechanisms are (eps', delta_hat + k delta)-DP with
     ``eps' = sqrt(2 k ln(1/delta_hat)) eps + k eps (e^eps - 1)``. Returns ``eps'``.
+
+    Parameters
+    ----------
+    epsilon : float
+        Epsilon of each mechanism.
+    k : int
+        Number of mechanisms composed.
+    delta_hat : float
+        The composition's slack ``delta_hat`` in (0, 1).
+
+    Returns
+    -------
+    float
+        ``eps'``.
     """
     epsilon = check_nonneg(epsilon, "epsilon")
     k = check_int(k, "k")
@@ -137,9 +164,21 @@ def advanced_composition(epsilon: float, k: int, delta_hat: float) -> float:
 
 
 def subsampled_epsilon(epsilon: float, rate: float) -> float:
-    """Amplification by subsampling without replacement (PriRFed Lemma 4.1, spec 004 section 3.2).
+    """Amplification by subsampling without replacement (PriRFed Sec. 4, Lemma 4.1).
 
     ``eps' = ln(1 + rate (e^eps - 1))`` (the delta becomes ``rate * delta``).
+
+    Parameters
+    ----------
+    epsilon : float
+        Epsilon of the mechanism on the subsample.
+    rate : float
+        Sampling rate in (0, 1].
+
+    Returns
+    -------
+    float
+        The amplified epsilon.
     """
     epsilon = check_nonneg(epsilon, "epsilon")
     rate = check_rate(rate, "rate")
@@ -197,10 +236,27 @@ def classic_gaussian_sigma(
 ) -> float:
     r"""The classic Gaussian mechanism ``sigma = sensitivity sqrt(2 ln(constant/delta)) / eps``.
 
-    Dwork and Roth (2014) Thm A.1 with ``constant = 1.25``; it is DO-ADP Lemma 1, DPDL's [L89],
-    and the one-shot tangent Gaussian mechanism of PriRFed [HMJG24, Prop. 2] (spec 004 section
-    2.5, with the sensitivity measured in the Riemannian norm). DP-DDA Lemma 4.1 prints
+    Dwork and Roth (2014) Thm A.1 with ``constant = 1.25``; it is DO-ADP Lemma 1, the Gaussian
+    mechanism DPDL quotes in its Section III, and the one-shot tangent Gaussian mechanism PriRFed
+    takes from Han et al. (2024, Prop. 2) with the sensitivity measured in the Riemannian norm
+    (:ref:`prirfed-noise-formulas`). DP-DDA Lemma 4.1 prints
     ``constant = 2``. The theorem holds for ``eps < 1`` only: a warning is emitted otherwise.
+
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon (the theorem needs ``epsilon < 1``).
+    delta : float
+        Target delta in (0, 1).
+    sensitivity : float
+        L2 sensitivity of the released quantity.
+    constant : float
+        1.25 (Dwork and Roth) or 2 (as DP-DDA prints it).
+
+    Returns
+    -------
+    float
+        The noise standard deviation.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -261,7 +317,7 @@ def prirfed_privacy(
     rounds: int,
     delta_hat: float,
 ) -> PriRFedPrivacy:
-    r"""PriRFed Theorem 4.2 (L250-266; spec 004 section 3.3): privacy of Algorithm 1.
+    r"""PriRFed Theorem 4.2 (Sec. 4; :ref:`prirfed-theorem42`): privacy of Algorithm 1.
 
     Each selected agent's local training is (eps, delta)-DP per call; ``s`` of ``N`` agents are
     sampled without replacement per round (``rho = s / N``); agents within a round are composed
@@ -277,6 +333,24 @@ def prirfed_privacy(
     Reproduces all 96 numbers of the paper's Table 1 (:func:`prirfed_table1`). The theorem needs a
     constant ``s_t = s``; ``delta'`` is reported with ``delta_hat`` even when the sequential
     branch wins, as printed.
+
+    Parameters
+    ----------
+    n_agents : int
+        ``N``.
+    s : int
+        Agents sampled per round (``s <= N``).
+    epsilon, delta : float
+        Per-call guarantee of each agent's local training.
+    rounds : int
+        ``T``.
+    delta_hat : float
+        Slack of the advanced composition.
+
+    Returns
+    -------
+    PriRFedPrivacy
+        ``(eps', delta')`` with the intermediate quantities and the branch of the min.
     """
     n = check_int(n_agents, "n_agents")
     s = check_int(s, "s")
@@ -305,7 +379,7 @@ def prirfed_privacy(
     )
 
 
-#: The (N, s) rows of PriRFed Table 1 (L270-280), in the paper's order.
+#: The (N, s) rows of PriRFed Table 1 (Sec. 4), in the paper's order.
 PRIRFED_TABLE1_SETTINGS = (
     (100, 1),
     (100, 5),
@@ -327,6 +401,19 @@ def prirfed_table1(
 
     Returns ``{(N, s, T): PriRFedPrivacy}`` for the 8 x 6 cells (96 numbers: eps' and delta').
     The paper prints them rounded to 3 significant digits (:func:`round_sig`).
+
+    Parameters
+    ----------
+    epsilon, delta : float
+        Per-call guarantee of each agent's local training (the table's 0.15 and 1e-4).
+    delta_hat : float
+        Slack of the advanced composition (the table's 1e-3).
+
+    Returns
+    -------
+    dict
+        ``{(N, s, T): PriRFedPrivacy}`` for the rows :data:`PRIRFED_TABLE1_SETTINGS` and the
+        columns :data:`PRIRFED_TABLE1_ROUNDS`.
     """
     return {
         (n, s, t): prirfed_privacy(n, s, epsilon, delta, t, delta_hat)
@@ -343,7 +430,7 @@ def dp_rsgd_sigma(
     local_steps: int,
     constant: float = 1.0,
 ) -> float:
-    r"""Noise std of DP-RSGD (PriRFed Alg. 2; L322 quoting [HMJG24, Thm 1]; spec 004 section 2.5).
+    r"""Noise std of DP-RSGD (PriRFed Sec. 5.1, Alg. 2, quoting Han et al. 2024, Thm 1).
 
     ``sigma_i^2 = o_i K ln(1/delta) tau^2 / (N_i^2 eps^2)``.
 
@@ -360,11 +447,16 @@ def dp_rsgd_sigma(
     constant : float
         ``o_i``, "a constant" left unspecified by the paper; the experiments use 1 (the default).
 
+    Returns
+    -------
+    float
+        ``sigma_i``, the std of the tangent noise per step.
+
     Notes
     -----
     With ``o_i = 1`` this is a heuristic calibration, not a certified guarantee: the moments
-    accountant's constant and side conditions are dropped (spec 004 pitfall 3). It does not
-    depend on the batch size (pitfall 4). Use the certified accountant for a guarantee.
+    accountant's constant and side conditions are dropped. It does not depend on the batch size
+    (:ref:`prirfed-noise-formulas`). Use the certified accountant for a guarantee.
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -385,7 +477,7 @@ def dp_rsvrg_sigma(
     inner_steps: int,
     constant: float = 1.0,
 ) -> float:
-    r"""Noise std of DP-RSVRG (PriRFed Alg. 3; L416 quoting [UHJM23, Claim 5]; spec 004 sec. 2.5).
+    r"""Noise std of DP-RSVRG (PriRFed Sec. 5.2, Alg. 3, citing Utpala et al. 2023).
 
     ``sigma_i^2 = o~_i m K ln(1/delta) tau^2 / (N_i^2 eps^2)`` with ``tau = max(tau_0, tau_1)``.
 
@@ -401,12 +493,17 @@ def dp_rsvrg_sigma(
     inner_steps : int
         Update frequency ``m``.
     constant : float
-        ``o~_i``; the experiments set it to 1 (L430).
+        ``o~_i``; the experiments set it to 1 (Sec. 6).
+
+    Returns
+    -------
+    float
+        ``sigma_i``, the std of the tangent noise per inner step.
 
     Notes
     -----
     Heuristic calibration with the unspecified constant set to one, as in the paper's
-    experiments (spec 004 pitfall 3).
+    experiments (:ref:`prirfed-noise-formulas`).
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -448,14 +545,16 @@ class DoAdpNoise:
     sigma_paper : float
         Eq. (7) at equality.
     sigma_floor : float
-        ``sqrt(40 (k/d) ln(1.25/delta0)) G``, which makes ``eps_t^2 <= 1/5`` (spec 3.7).
+        ``sqrt(40 (k/d) ln(1.25/delta0)) G``, which makes ``eps_t^2 <= 1/5``
+        (:ref:`doadp-horizon-condition`).
     eps_step : float
         Per-step ``eps_t = 2 sqrt(2 (k/d) ln(1.25/delta0)) G / sigma`` (Lemma 1).
     eps_step_amplified : float
-        ``eps_t' = 2 p eps_t / q`` as in the proof (L251).
+        ``eps_t' = 2 p eps_t / q`` as in the proof of Theorem 1 (Sec. IV).
     delta : float
         The delta the theorem leaves as "some constant": ``1 - (1 - sqrt(sum eps_t'^2))
-        (1 - p delta0)^T`` (spec 3.4); at equality in (7) it is at least ``eps / sqrt(5)``.
+        (1 - p delta0)^T`` (:ref:`doadp-vacuous-delta`); at equality in (7) it is at least
+        ``eps / sqrt(5)``.
     t_condition_holds : bool
         Whether ``T >= q^2 eps^2 / (4 p^2)``.
     """
@@ -500,13 +599,38 @@ def doadp_sigma(
     grad_bound: float,
     variant: str = "paper",
 ) -> DoAdpNoise:
-    r"""DO-ADP Theorem 1 (L233-239; spec 000 sections 3.3-3.7): the noise for a target epsilon.
+    r"""DO-ADP Theorem 1 (Sec. IV; :ref:`doadp-theorem1`): the noise for a target epsilon.
 
     ``sigma^2 >= 160 k p^2 T ln(1.25/delta0) G^2 / (q^2 d eps^2)``   (7)
 
     with ``eps in (0, 1]``, the hypothesis ``T >= q^2 eps^2 / (4 p^2)``, ``q`` the local dataset
     size, ``p`` the activation probability, ``k`` of ``d`` coordinates kept by Top-k and ``G``
-    the gradient bound (each coordinate clipped to ``G / sqrt(d)``, spec pitfall P2).
+    the gradient bound (each coordinate clipped to ``G / sqrt(d)``,
+    :ref:`doadp-coordinate-clipping`).
+
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon in (0, 1].
+    delta0 : float
+        Per-step delta of the Gaussian mechanism, in (0, 1).
+    iterations : int
+        ``T``.
+    n_local : int
+        ``q``, each agent's local dataset size.
+    p : float
+        Activation probability of an agent per iteration.
+    k, d : int
+        Top-k keeps ``k`` of the ``d`` coordinates.
+    grad_bound : float
+        ``G``; each coordinate is clipped to ``G / sqrt(d)``.
+    variant : {'paper', 'corrected'}
+        See Notes.
+
+    Returns
+    -------
+    DoAdpNoise
+        The noise std with the quantities of the proof.
 
     Notes
     -----
@@ -514,15 +638,17 @@ def doadp_sigma(
 
     ``'paper'``
         Eq. (7) at equality; warns when ``T < q^2 eps^2 / (4 p^2)`` (the experiments violate it,
-        spec P6).
+        :ref:`doadp-horizon-condition`).
     ``'corrected'``
-        ``max(eq. 7, 40 (k/d) ln(1.25/delta0) G^2)`` (spec 3.7): the floor enforces directly
-        ``eps_t^2 <= 1/5``, the only use of the T condition, so no warning is needed.
+        ``max(eq. 7, 40 (k/d) ln(1.25/delta0) G^2)`` (:ref:`doadp-horizon-condition`): the
+        floor enforces directly ``eps_t^2 <= 1/5``, the only use of the T condition, so no
+        warning is needed.
 
     The theorem leaves delta as "some constant"; the returned ``delta`` is the one its proof
-    implies (spec P5), which is at least ``0.447 eps``: vacuous as a DP delta. For a small delta
-    use :func:`doadp_sigma_for_delta` (same proof chain, chosen delta) or the certified
-    accountant. The Top-k sensitivity argument treats the selected coordinates as fixed (P1).
+    implies (:ref:`doadp-vacuous-delta`), which is at least ``0.447 eps``: vacuous as a DP
+    delta. For a small delta use :func:`doadp_sigma_for_delta` (same proof chain, chosen delta)
+    or the certified accountant. The Top-k sensitivity argument treats the selected coordinates
+    as fixed (:ref:`doadp-topk-data-dependent`).
     """
     epsilon = check_epsilon(epsilon)
     if epsilon > 1:
@@ -562,15 +688,36 @@ def doadp_epsilon(
     delta_hat: float,
     per_step_delta: str = "paper",
 ) -> tuple[float, float]:
-    r"""DO-ADP's proof chain (spec 000 sections 3.4-3.5) with a chosen ``delta_hat``.
+    r"""DO-ADP's proof chain (Sec. IV and Appendix A) with a chosen ``delta_hat``.
 
     Per step, the Gaussian mechanism on the k selected coordinates (Lemma 1,
     ``Delta = 2 G sqrt(k/d)``) is (eps_t, delta0)-DP; activation and sampling amplify it to
     ``eps_t' = ln(1 + p (e^eps_t - 1) / q)`` (Lemma 4, exact form); T steps compose by Lemma 5
     (:func:`heterogeneous_composition`) with ``delta_hat``.
 
-    ``per_step_delta='paper'`` composes with ``p delta0`` as the proof does (L263);
-    ``'refined'`` with ``p delta0 / q`` as Lemma 4 gives (spec P7).
+    ``per_step_delta='paper'`` composes with ``p delta0`` as the proof of Theorem 1 does;
+    ``'refined'`` with ``p delta0 / q`` as Lemma 4 gives (:ref:`doadp-per-step-delta`).
+
+    Parameters
+    ----------
+    sigma : float
+        Noise std per selected coordinate.
+    delta0 : float
+        Per-step delta of the Gaussian mechanism, in (0, 1).
+    iterations : int
+        ``T``.
+    n_local : int
+        ``q``, each agent's local dataset size.
+    p : float
+        Activation probability of an agent per iteration.
+    k, d : int
+        Top-k keeps ``k`` of the ``d`` coordinates.
+    grad_bound : float
+        ``G``; each coordinate is clipped to ``G / sqrt(d)``.
+    delta_hat : float
+        Slack of the heterogeneous composition (Lemma 5).
+    per_step_delta : {'paper', 'refined'}
+        Per-step delta composed (see above).
 
     Returns
     -------
@@ -602,13 +749,39 @@ def doadp_sigma_for_delta(
     d: int,
     grad_bound: float,
 ) -> float:
-    r"""Noise std for a target (epsilon, small delta_hat) by DO-ADP's own chain (spec P5).
+    r"""Noise std for a target (epsilon, small delta_hat) by DO-ADP's own chain.
+
+    See :ref:`doadp-vacuous-delta`.
 
     Uses the proof's linearization ``eps_t' = 2 p eps_t / q`` so that
     ``sum_t eps_t'^2 = 32 p^2 (k/d) T ln(1.25/delta0) G^2 / (q^2 sigma^2) = S``, and takes the
     largest ``S`` with ``sqrt(2 S ln(e + sqrt(S)/delta_hat)) + S <= eps`` (Lemma 5). The total
     delta is ``1 - (1 - delta_hat)(1 - p delta0)^T``. (Theorem 1 as printed is the special case
     ``S = eps^2 / 5`` with ``delta_hat = eps / sqrt(5)``.)
+
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon.
+    delta_hat : float
+        Target slack of the composition (a small delta).
+    delta0 : float
+        Per-step delta of the Gaussian mechanism, in (0, 1).
+    iterations : int
+        ``T``.
+    n_local : int
+        ``q``, each agent's local dataset size.
+    p : float
+        Activation probability of an agent per iteration.
+    k, d : int
+        Top-k keeps ``k`` of the ``d`` coordinates.
+    grad_bound : float
+        ``G``; each coordinate is clipped to ``G / sqrt(d)``.
+
+    Returns
+    -------
+    float
+        The noise std per selected coordinate.
     """
     epsilon = check_epsilon(epsilon)
     delta_hat = check_delta(delta_hat, "delta_hat")
@@ -640,18 +813,19 @@ def dpdl_sigma(
     variant: str = "theorem",
     c1: float | None = None,
 ) -> float:
-    r"""DPDL Theorem 1 (spec 001 sections 3.1-3.2): noise multiplier sigma, three printed versions.
+    r"""DPDL Theorem 1 (Sec. V; :ref:`dpdl-theorem1`): noise multiplier sigma, three printed forms.
 
     Each version is ``sigma >= A c2 q sqrt(T ln(1/delta)) / (sqrt(N_i / w) eps)``:
 
-    ``variant='theorem'`` (eq. 23, L220, as printed in the theorem; the spec's default)
+    ``variant='theorem'`` (eq. (23), as printed in the theorem; the default)
         ``A = 2/sqrt(w_min) + 15 alpha N / 8 + alpha w_max (h+1)^2 N / (2h)``, ``w = w_max``.
         Dropping ``(1 - w_min)`` and using ``w_max`` in the denominator make it the
         conservative one.
-    ``variant='appendix'`` (L1032, the appendix's final line)
+    ``variant='appendix'`` (the final line of Appendix A, the proof of Theorem 1)
         ``A = 2/sqrt(w_min) + 15 alpha (1 - w_min) / 8 + alpha w_max (h+1)^2 N / (2h)``,
         ``w = w_min`` (drops a factor N in the middle term).
-    ``variant='derivation'`` (L1028 multiplied by N B / C: the algebraically consistent form)
+    ``variant='derivation'`` (the line before it in Appendix A, times N B / C: consistent)
+        The algebraically consistent form,
         ``A = 2/sqrt(w_min) + 15 alpha (1 - w_min) N / 8 + alpha w_max (h+1)^2 N / (2h)``,
         ``w = w_min``.
 
@@ -662,7 +836,7 @@ def dpdl_sigma(
         ``T``.
     sampling_rate : float
         ``q = B / (N min_i |D_i|)``, the paper's "global" rate (N times smaller than an agent's
-        local rate ``B / |D_i|``; spec P9).
+        local rate ``B / |D_i|``; :ref:`dpdl-sampling-rate`).
     alpha : float
         Calibration weight (1.5 or 2 in the experiments).
     n_agents : int
@@ -672,18 +846,24 @@ def dpdl_sigma(
     n_neighbors : int
         ``N_i`` (closed neighbourhood size, including i); use ``min_i N_i`` for a global bound.
     h : float
-        The data-dependent ratio of Theorem 1 (>= 1; spec P13 suggests 1, or 2 to be safe).
+        The data-dependent ratio of Theorem 1 (>= 1; 1 by default, 2 to be safe; :ref:`dpdl-h`).
     c2 : float
-        Unspecified constant of the theorem (default 1, "paper-literal"; the spec estimates 2).
+        Unspecified constant of the theorem (default 1, "paper-literal"; the proof's
+        constants suggest about 2).
     c1 : float, optional
         The other unspecified constant: if given, ``eps <= c1 q^2 T`` is checked (warning).
+
+    Returns
+    -------
+    float
+        The noise multiplier ``sigma`` of the chosen variant.
 
     Notes
     -----
     Lemma 1 (moments accountant) also needs ``q < 1/(32 sigma)`` and other preconditions that
     cannot be checked without the constants; the certified accountant with
     :func:`dpdl_noise_multipliers` is the checkable alternative. Only the broadcast model is
-    accounted; the cross-gradient messages are not (spec P11).
+    accounted; the cross-gradient messages are not (:ref:`dpdl-accounting`).
     """
     epsilon = check_epsilon(epsilon)
     delta = check_delta(delta)
@@ -717,14 +897,15 @@ def dpdl_sigma(
 
 
 def dpdl_noise_multipliers(sigma: float, mixing: np.ndarray, alpha: float, h: float = 1.0):
-    r"""Per-agent effective noise multiplier of DPDL's released aggregate (spec 001 section 3.2).
+    r"""Per-agent effective noise multiplier of DPDL's released aggregate (Appendix A).
 
     ``z_i = sigma sqrt(sum_{j in N_i} 1/w_ij) / (2/sqrt(w_ii) + 15 alpha (1 - w_ii) N / 8
     + alpha w_ii (h+1)^2 N / (2h))``: the std of the noise in ``g~^i`` (eq. 40) over the
-    replace-one sensitivity bound (eq. 53). Spec-derived (the spec's "equivalent noise-multiplier
-    view", consistent with L1028), not printed in the paper; feed it to the certified accountant
-    with ``neighboring='replace_one'`` and ``T`` rounds, at agent i's own sampling rate
-    ``B / |D_i|``, not the paper's global ``q`` (N times smaller, spec P9): Poisson batches need
+    replace-one sensitivity bound (eq. 53). Derived from the proof (its "equivalent
+    noise-multiplier view", consistent with Appendix A's final bound), not printed in the paper;
+    feed it to the certified accountant with ``neighboring='replace_one'`` and ``T`` rounds, at
+    agent i's own sampling rate ``B / |D_i|``, not the paper's global ``q`` (N times smaller,
+    :ref:`dpdl-sampling-rate`): Poisson batches need
     ``method='pld'`` (RDP takes Poisson only with add/remove), fixed-size batches
     ``sampling='without_replacement'`` with ``method='rdp'``.
 
@@ -765,11 +946,12 @@ class DpDdaNoise:
     ----------
     sigma : float
     constant : {'paper', 'corrected'}
-        32 (as printed) or 160 (what the proof needs, spec P0).
+        32 (as printed) or 160 (what the proof needs, :ref:`dpdda-theorem1-constant`).
     delta_prime : float
         ``sqrt(sum eps_t'^2)``, fixed by the proof: ``eps`` (paper) or ``eps/sqrt(5)``.
     delta : float
-        ``1 - (1 - delta') (1 - iota delta0)^T``: the "some constant delta" (vacuous, spec P1).
+        ``1 - (1 - delta') (1 - iota delta0)^T``: the "some constant delta" (vacuous,
+        :ref:`dpdda-vacuous-delta`).
     epsilon_proved : float
         What the proof's chain actually yields for this sigma:
         ``sqrt(2 ln(e+1) S) + S`` with ``S = sum eps_t'^2`` (``~1.62 eps + eps^2`` for 32,
@@ -796,18 +978,41 @@ def dpdda_sigma(
     lipschitz: float,
     constant: str = "paper",
 ) -> DpDdaNoise:
-    r"""DP-DDA Theorem 1 (L183-189; spec 002 sections 3.3-3.5): noise for a target epsilon.
+    r"""DP-DDA Theorem 1 (Sec. 3.3; :ref:`dpdda-theorem1-constant`): noise for a target epsilon.
 
     ``sigma^2 >= C iota^2 L^2 T ln(2/delta0) / (q^2 eps^2)`` with ``C = 32`` as printed
     (``constant='paper'``, used by the paper's experiments) or ``C = 160``
     (``constant='corrected'``): with 32 the proof's own chain only yields
-    ``~1.62 eps + eps^2``, and it closes at ``eps`` with 160 (spec P0).
+    ``~1.62 eps + eps^2``, and it closes at ``eps`` with 160.
 
     Hypotheses: ``eps in (0, 1]``; ``T >= 5 q^2 eps^2 / (4 iota^2)`` as printed (with 160 the
     proof needs ``T >= q^2 eps^2 / (4 iota^2)``); a warning is emitted when it fails (the
-    experiments violate it by orders of magnitude, spec P2). The theorem's delta is "some
-    constant", at least ``eps`` (paper) or ``eps/sqrt(5)`` (corrected): vacuous (spec P1). For a
-    small delta use :func:`dpdda_sigma_for_delta` or the certified accountant.
+    experiments violate it by orders of magnitude, :ref:`dpdda-horizon-condition`). The
+    theorem's delta is "some constant", at least ``eps`` (paper) or ``eps/sqrt(5)``
+    (corrected): vacuous (:ref:`dpdda-vacuous-delta`). For a small delta use
+    :func:`dpdda_sigma_for_delta` or the certified accountant.
+
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon in (0, 1].
+    delta0 : float
+        Per-step delta of the Gaussian mechanism, in (0, 1).
+    iterations : int
+        ``T``.
+    n_local : int
+        ``q``, each node's local dataset size.
+    iota : float
+        Node sampling probability per iteration.
+    lipschitz : float
+        ``L``, the per-sample Lipschitz constant of the loss.
+    constant : {'paper', 'corrected'}
+        32 as printed or 160.
+
+    Returns
+    -------
+    DpDdaNoise
+        The noise std with the quantities of the proof.
     """
     epsilon = check_epsilon(epsilon)
     if epsilon > 1:
@@ -836,7 +1041,21 @@ def dpdda_sigma(
 def dpdda_remark_epsilon(t: int, iterations: int, epsilon: float) -> float:
     """DP-DDA Remark 3.1 eq. (7): after ``t <= T`` iterations, ``sqrt(3t/(5T)) eps + t eps^2/(5T)``.
 
-    Consistent with the corrected constant 160 (spec section 3.5).
+    Consistent with the corrected constant 160 (:ref:`dpdda-theorem1-constant`).
+
+    Parameters
+    ----------
+    t : int
+        Iterations run, ``0 <= t <= T``.
+    iterations : int
+        ``T``, the horizon the noise was calibrated for.
+    epsilon : float
+        The target epsilon of the whole horizon.
+
+    Returns
+    -------
+    float
+        The epsilon spent after ``t`` iterations.
     """
     t = check_int(t, "t", minimum=0)
     big_t = check_int(iterations, "iterations")
@@ -855,12 +1074,34 @@ def dpdda_sigma_for_delta(
     iota: float,
     lipschitz: float,
 ) -> float:
-    r"""Noise std for (epsilon, small delta') by DP-DDA's own chain (spec P1, generalized).
+    r"""Noise std for (epsilon, small delta') by DP-DDA's own chain (:ref:`dpdda-vacuous-delta`).
 
     Largest ``S`` with ``sqrt(2 S ln(e + sqrt(S)/delta')) + S <= eps``, then
     ``sigma^2 = 32 iota^2 L^2 T ln(2/delta0) / (q^2 S)``. Total delta
     ``1 - (1 - delta')(1 - iota delta0)^T``. Warns when the per-step linearization fails
     (``eps_t^2 > 1/5``).
+
+    Parameters
+    ----------
+    epsilon : float
+        Target epsilon.
+    delta_prime : float
+        Target slack of the composition (a small delta).
+    delta0 : float
+        Per-step delta of the Gaussian mechanism, in (0, 1).
+    iterations : int
+        ``T``.
+    n_local : int
+        ``q``, each node's local dataset size.
+    iota : float
+        Node sampling probability per iteration.
+    lipschitz : float
+        ``L``, the per-sample Lipschitz constant of the loss.
+
+    Returns
+    -------
+    float
+        The noise std.
     """
     epsilon = check_epsilon(epsilon)
     delta_prime = check_delta(delta_prime, "delta_prime")
@@ -889,7 +1130,7 @@ def dpdgt_epsilon(
     adjacency_delta: float,
     q_c: float | None = None,
 ) -> float:
-    r"""DP-DGT Corollary 5.14, eq. (38) (L616-622; spec 003 section 3.4): pure eps-DP, infinite run.
+    r"""DP-DGT Corollary 5.14, eq. (38) (Sec. 5; :ref:`dpdgt-theorem`): pure eps-DP, infinite run.
 
     With ``alpha_k = alpha0 q^k``, ``theta_xi,k = theta_xi0 q_xi^k``,
     ``theta_zeta,k = theta_zeta0 q_zeta^k``::
@@ -902,9 +1143,29 @@ def dpdgt_epsilon(
 
     Conditions: ``alpha0 < mu gamma phi`` and ``q < min(q_xi, q_zeta)`` are needed for the
     formula to be a (finite, positive) bound: ``ValueError`` otherwise. ``q > max(q_C, q_xi^2,
-    q_zeta^2)`` is needed for convergence only: a warning. This is the paper's value; the spec
-    found algebra slips in its derivation (P14), see :func:`dpdgt_epsilon_recursion` for the
-    paper's own intermediate bound evaluated numerically (~2.7 % larger on Sec. 6.1).
+    q_zeta^2)`` is needed for convergence only: a warning. This is the paper's value; its
+    derivation has algebra slips (:ref:`dpdgt-theorem`), see :func:`dpdgt_epsilon_recursion` for
+    the paper's own intermediate bound evaluated numerically (~2.7 % larger on Sec. 6.1).
+
+    Parameters
+    ----------
+    alpha0, q : float
+        Step sizes ``alpha_k = alpha0 q^k``.
+    theta_xi0, q_xi, theta_zeta0, q_zeta : float
+        Laplace scales ``theta_xi0 q_xi^k`` and ``theta_zeta0 q_zeta^k``.
+    mu : float
+        Strong convexity modulus of the costs.
+    gamma, phi : float
+        The paper's contraction constants of the comparison system (32).
+    adjacency_delta : float
+        Adjacency radius (gradient distance, Def. 2.2), not a DP delta.
+    q_c : float, optional
+        The convergence condition's rate; when given, ``q > q_c`` is checked (warning).
+
+    Returns
+    -------
+    float
+        The pure-DP epsilon of the infinite run.
     """
     alpha0 = check_positive(alpha0, "alpha0")
     q = check_rate(q, "q")
@@ -940,7 +1201,7 @@ def dpdgt_epsilon(
 def dpdgt_sensitivities(
     alphas: np.ndarray, mu: float, gamma: float, phi: float, adjacency_delta: float
 ) -> tuple[np.ndarray, np.ndarray]:
-    r"""The comparison system (32) of DP-DGT's proof (L544; spec 003 section 3.2).
+    r"""The comparison system (32) of DP-DGT's proof of Theorem 5.12 (Sec. 5).
 
     ``varphi_{k+1} = (1-gamma) varphi_k + (alpha_k/mu) eta_k + alpha_k delta / mu``,
     ``eta_{k+1} = (2-gamma) varphi_k + (1 - phi + alpha_k/mu) eta_k + alpha_k delta / mu``,
@@ -1005,12 +1266,30 @@ def dpdgt_epsilon_recursion(
     phi: float,
     adjacency_delta: float,
 ) -> float:
-    r"""DP-DGT's likelihood-ratio bound evaluated numerically (spec 003 P14 resolution).
+    r"""DP-DGT's likelihood-ratio bound evaluated numerically (:ref:`dpdgt-theorem`).
 
     ``eps = sum_k varphi_k / theta_xi,k + eta_k / theta_zeta,k`` over the iterations run, with
     (varphi, eta) from :func:`dpdgt_sensitivities` (the proof's step before eqs. 36-37). This is
     the paper's own bound without the algebra slips of (36)-(38); on Sec. 6.1's setting it is
     about 2.7 % above eq. (38). Pure eps-DP (delta = 0) for a run of ``len(alphas)`` iterations.
+
+    Parameters
+    ----------
+    alphas : array, shape ``(K,)``
+        Step sizes ``alpha_0 .. alpha_{K-1}``.
+    theta_xi, theta_zeta : array, shape ``(K,)``
+        Laplace scales of the two released variables at each iteration.
+    mu : float
+        Strong convexity modulus of the costs.
+    gamma, phi : float
+        The paper's contraction constants of the comparison system (32).
+    adjacency_delta : float
+        Adjacency radius (gradient distance, Def. 2.2), not a DP delta.
+
+    Returns
+    -------
+    float
+        The pure-DP epsilon of the iterations run.
     """
     th_x, th_z = _dpdgt_scales(alphas, theta_xi, theta_zeta)
     varphi, eta = dpdgt_sensitivities(alphas, mu, gamma, phi, adjacency_delta)
@@ -1033,6 +1312,24 @@ def dpdgt_laplace_events(
     noise multiplier ``theta / sensitivity``. Iterations with zero sensitivity cost nothing and
     are skipped. Compose with ``method='rdp'`` (the relation only enters through the
     sensitivity: DP-DGT's adjacency is a change of one agent's cost function).
+
+    Parameters
+    ----------
+    alphas : array, shape ``(K,)``
+        Step sizes ``alpha_0 .. alpha_{K-1}``.
+    theta_xi, theta_zeta : array, shape ``(K,)``
+        Laplace scales of the two released variables at each iteration.
+    mu : float
+        Strong convexity modulus of the costs.
+    gamma, phi : float
+        The paper's contraction constants of the comparison system (32).
+    adjacency_delta : float
+        Adjacency radius (gradient distance, Def. 2.2), not a DP delta.
+
+    Returns
+    -------
+    list of (EventSpec, int)
+        Each distinct Laplace event with its number of releases.
     """
     th_x, th_z = _dpdgt_scales(alphas, theta_xi, theta_zeta)
     varphi, eta = dpdgt_sensitivities(alphas, mu, gamma, phi, adjacency_delta)

@@ -153,16 +153,50 @@ class SecureRandom:
             0, dtype=np.uint64)
 
     def bytes(self, length: int) -> bytes:
-        """``length`` random bytes."""
+        """``length`` random bytes.
+
+        Parameters
+        ----------
+        length : int
+            Number of bytes, >= 0.
+
+        Returns
+        -------
+        bytes
+        """
         return os.urandom(check_int(length, "length", minimum=0))
 
     def spawn(self, n_children: int) -> list[SecureRandom]:
-        """Independent child generators (every draw is fresh OS randomness anyway)."""
+        """Independent child generators (every draw is fresh OS randomness anyway).
+
+        Parameters
+        ----------
+        n_children : int
+            Number of generators.
+
+        Returns
+        -------
+        list of SecureRandom
+        """
         return [SecureRandom(self.grid) for _ in range(check_int(n_children, "n_children", 0))]
 
     # ------------------------------------------------------------------ uniform
     def random(self, size: Any = None, dtype: Any = np.float64, out: Any = None):
-        """Uniform floats on ``[0, 1)``: ``k * 2**-53`` with ``k`` uniform in ``[0, 2**53)``."""
+        """Uniform floats on ``[0, 1)``: ``k * 2**-53`` with ``k`` uniform in ``[0, 2**53)``.
+
+        Parameters
+        ----------
+        size : int or tuple of int, optional
+            Output shape (``None``: one value).
+        dtype : float64
+            The only dtype supported.
+        out : None
+            Not supported.
+
+        Returns
+        -------
+        float or ndarray of float64, shape ``size``
+        """
         if np.dtype(dtype) != np.float64 or out is not None:
             raise TypeError("SecureRandom.random supports only dtype=float64 and out=None")
         shape = _size_tuple(size)
@@ -171,7 +205,19 @@ class SecureRandom:
         return float(vals[0]) if size is None else vals.reshape(shape)
 
     def uniform(self, low: Any = 0.0, high: Any = 1.0, size: Any = None):
-        """Uniform floats on ``[low, high)`` (``low + (high - low) * random()``)."""
+        """Uniform floats on ``[low, high)`` (``low + (high - low) * random()``).
+
+        Parameters
+        ----------
+        low, high : float or array_like
+            Bounds (broadcast).
+        size : int or tuple of int, optional
+            Output shape (``None``: one value).
+
+        Returns
+        -------
+        float or ndarray of float64
+        """
         low = np.asarray(low, dtype=float)
         high = np.asarray(high, dtype=float)
         shape = np.broadcast_shapes(low.shape, high.shape) if size is None else _size_tuple(size)
@@ -185,6 +231,21 @@ class SecureRandom:
         Exact: a 64-bit word ``w`` is accepted when ``w >= 2**64 mod r`` (``r`` the range) and
         mapped to ``low + w mod r``; the accepted words are a multiple of ``r`` in number, so no
         value is favoured. Rejected entries are redrawn (a loop over rounds, not entries).
+
+        Parameters
+        ----------
+        low, high : int or array_like
+            Bounds; ``high=None`` draws from ``[0, low)``.
+        size : int or tuple of int, optional
+            Output shape (``None``: one value).
+        dtype : integer dtype
+            Output dtype.
+        endpoint : bool
+            Include ``high``.
+
+        Returns
+        -------
+        int or ndarray
         """
         if high is None:
             low, high = 0, low
@@ -215,7 +276,17 @@ class SecureRandom:
         return self._words(n)
 
     def permutation(self, x: Any):
-        """A uniformly random permutation of ``range(x)`` or of the first axis of ``x``."""
+        """A uniformly random permutation of ``range(x)`` or of the first axis of ``x``.
+
+        Parameters
+        ----------
+        x : int or array_like
+            ``range(x)`` or the array whose first axis is permuted.
+
+        Returns
+        -------
+        ndarray
+        """
         if isinstance(x, (int, np.integer)):
             return np.argsort(self._keys(int(x)), kind="stable")
         arr = np.asarray(x)
@@ -224,7 +295,13 @@ class SecureRandom:
         return arr[np.argsort(self._keys(arr.shape[0]), kind="stable")]
 
     def shuffle(self, x: np.ndarray) -> None:
-        """Shuffle the first axis of ``x`` in place."""
+        """Shuffle the first axis of ``x`` in place.
+
+        Parameters
+        ----------
+        x : ndarray
+            Shuffled in place along its first axis.
+        """
         x[...] = self.permutation(np.array(x, copy=True))
 
     def choice(self, a: Any, size: Any = None, replace: bool = True, p: Any = None,
@@ -234,6 +311,25 @@ class SecureRandom:
         Without replacement: the first ``size`` entries of a uniform random permutation. With
         weights ``p``: inverse CDF of a 53-bit uniform (``p`` in floating point, for public
         choices only).
+
+        Parameters
+        ----------
+        a : int or array_like
+            ``range(a)`` or the array sampled along ``axis``.
+        size : int or tuple of int, optional
+            Output shape (``None``: one value).
+        replace : bool
+            Sample with replacement.
+        p : array_like, optional
+            Probabilities of the entries (uniform by default).
+        axis : int
+            Axis of ``a`` sampled.
+        shuffle : bool
+            Shuffle a sample drawn without replacement.
+
+        Returns
+        -------
+        scalar or ndarray
         """
         if axis != 0:
             raise TypeError("SecureRandom.choice supports only axis=0")
@@ -263,7 +359,21 @@ class SecureRandom:
 
     def binomial(self, n: Any, p: Any, size: Any = None):
         """Binomial counts: the number of 53-bit uniforms below ``p`` out of ``n`` (exact law up
-        to ``p``'s binary rounding at 2**-53); vectorized over ``n * size`` draws."""
+        to ``p``'s binary rounding at 2**-53); vectorized over ``n * size`` draws.
+
+        Parameters
+        ----------
+        n : int or array_like
+            Trials, >= 0.
+        p : float or array_like
+            Success probabilities in [0, 1].
+        size : int or tuple of int, optional
+            Output shape (``None``: one value).
+
+        Returns
+        -------
+        int or ndarray of int64
+        """
         n_a = np.asarray(n, dtype=np.int64)
         p_a = np.asarray(p, dtype=float)
         if np.any(n_a < 0) or np.any((p_a < 0) | (p_a > 1)) or np.any(np.isnan(p_a)):
@@ -281,7 +391,19 @@ class SecureRandom:
 
     def dirichlet(self, alpha: Any, size: Any = None):
         """Dirichlet draws from normalized Gamma variates by inversion (scipy's ``gammaincinv``
-        on 53-bit uniforms; floating point, meant for public data partitioning only)."""
+        on 53-bit uniforms; floating point, meant for public data partitioning only).
+
+        Parameters
+        ----------
+        alpha : array_like, shape ``(k,)``
+            Concentration parameters, > 0.
+        size : int or tuple of int, optional
+            Batch shape.
+
+        Returns
+        -------
+        ndarray, shape ``(*size, k)``
+        """
         from scipy.special import gammaincinv
 
         alpha = np.asarray(alpha, dtype=float)
@@ -302,7 +424,17 @@ class SecureRandom:
 
 
 def is_secure(rng: Any) -> bool:
-    """True for a :class:`SecureRandom` (secure mode)."""
+    """True for a :class:`SecureRandom` (secure mode).
+
+    Parameters
+    ----------
+    rng : object
+        A generator.
+
+    Returns
+    -------
+    bool
+    """
     return isinstance(rng, SecureRandom)
 
 
@@ -318,6 +450,11 @@ def make_generator(seed: int | None = None, *, secure: bool = False) -> Any:
         Required unless ``secure`` (rfed never falls back to unseeded randomness silently);
         refused with ``secure=True``.
     secure : bool
+
+    Returns
+    -------
+    numpy.random.Generator or SecureRandom
+        The generator.
     """
     if secure:
         if seed is not None:

@@ -116,7 +116,13 @@ class AutogradProblem(Problem):
         return self.manifold.egrad2rgrad(copies, egrad)
 
     def pooled_cost(self):
-        """The global objective as an autograd function of one point (for pymanopt)."""
+        """The global objective as an autograd function of one point (for pymanopt).
+
+        Returns
+        -------
+        callable
+            ``x -> f(x)``, differentiable by autograd.
+        """
         import autograd.numpy as anp
 
         weights = self.mask / self.n_samples

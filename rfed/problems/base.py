@@ -238,7 +238,7 @@ class Problem(abc.ABC):
         if not data:
             raise ValueError("argument 'data' must hold at least one array")
         arrays = {}
-        lead = None
+        lead: tuple[int, ...] | None = None
         for key, arr in data.items():
             arr = numeric_array(arr, names.get(key, f"data['{key}']"), dtype=None)
             if arr.ndim < 2:
@@ -257,6 +257,7 @@ class Problem(abc.ABC):
             arrays[key] = arr
         self.manifold = manifold
         self._data = arrays
+        assert lead is not None  # data holds at least one array (checked above)
         self.n_agents, n_max = lead
         if counts is None:
             counts = np.full(self.n_agents, n_max)
@@ -295,7 +296,19 @@ class Problem(abc.ABC):
 
     @abc.abstractmethod
     def sample_rgrad(self, x: np.ndarray, batch: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Per-sample Riemannian gradients at ``x``, shape ``(*lead, b, *point_shape)``."""
+        """Per-sample Riemannian gradients at ``x``, shape ``(*lead, b, *point_shape)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, *point_shape)``
+            The points (one per leading index).
+        batch : mapping of str to array, each of shape ``(*lead, b, ...)``
+            The samples (as :meth:`batch` returns them).
+
+        Returns
+        -------
+        array, shape ``(*lead, b, *point_shape)``
+        """
 
     def clipped_grad_sum(
         self,
@@ -346,7 +359,17 @@ class Problem(abc.ABC):
         return total, n_clipped
 
     def distance_to_reference(self, x: np.ndarray) -> float:
-        """``d(x, x*)``; problems whose minimizer is a set (e.g. ``±v``) take the nearest."""
+        """``d(x, x*)``; problems whose minimizer is a set (e.g. ``±v``) take the nearest.
+
+        Parameters
+        ----------
+        x : array, shape ``point_shape``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         return float(self.manifold.dist(x, self.reference_point()))
 
     # ---------------------------------------------------------------- data access
@@ -392,6 +415,8 @@ class Problem(abc.ABC):
 
     def _shard_text(self) -> str:
         held = self._held
+        if held is None:
+            return f"{type(self).__name__} holding every agent's rows"
         if held.size == 0:
             return (f"{type(self).__name__} shard holding no agent's rows (public facts of "
                     f"{self.n_agents} agents only)")
@@ -403,7 +428,7 @@ class Problem(abc.ABC):
     def _rows(self, agents: np.ndarray) -> np.ndarray:
         """Local data rows of the global ids ``agents`` (the ids themselves when every agent's
         rows are held); an agent held elsewhere is an error naming it."""
-        if self._held is None:
+        if self._held is None or self._row_of is None:  # both are set together by a shard
             return agents
         ids = np.asarray(agents)
         if ids.size and (ids.min() < 0 or ids.max() >= self.n_agents):
@@ -461,7 +486,19 @@ class Problem(abc.ABC):
 
     def agent_data(self, agents: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """All rows of ``agents`` (global ids, shape ``(A,)``): ``({key: (A, n_max, ...)},
-        mask (A, n_max))``."""
+        mask (A, n_max))``.
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global agent ids.
+
+        Returns
+        -------
+        data : dict of str to array, each of shape ``(A, n_max, ...)``
+        mask : bool array, shape ``(A, n_max)``
+            ``True`` on each agent's real rows (the rest is padding).
+        """
         agents = np.asarray(agents)
         rows = self._rows(agents)
         return {k: v[rows] for k, v in self._data.items()}, self.mask[agents]
@@ -469,7 +506,21 @@ class Problem(abc.ABC):
     def sample_batches(
         self, agents: np.ndarray, batch_size: int, rng: np.random.Generator | int
     ) -> np.ndarray:
-        """Minibatch indices drawn uniformly without replacement, shape ``(A, batch_size)``."""
+        """Minibatch indices drawn uniformly without replacement, shape ``(A, batch_size)``.
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global agent ids.
+        batch_size : int
+            ``b``, at most every listed agent's ``N_i``.
+        rng : numpy.random.Generator or int
+            Generator or seed.
+
+        Returns
+        -------
+        int array, shape ``(A, batch_size)``
+        """
         return sample_without_replacement(self.counts[np.asarray(agents)], batch_size,
                                           as_generator(rng))
 
@@ -477,11 +528,38 @@ class Problem(abc.ABC):
         """Riemannian gradients of agents' samples, shape ``(A, b, *point_shape)``.
 
         ``x`` has shape ``(A, *point_shape)``: agent ``a`` is evaluated at ``x[a]``.
+
+        Parameters
+        ----------
+        x : array, shape ``(A, *point_shape)``
+            Each agent's point.
+        agents : int array, shape ``(A,)``
+            Global agent ids.
+        idx : int array, shape ``(A, b)``
+            Each agent's sample indices.
+
+        Returns
+        -------
+        array, shape ``(A, b, *point_shape)``
         """
         return self.sample_rgrad(np.asarray(x), self.batch(agents, idx))
 
     def per_sample_loss(self, x: np.ndarray, agents: np.ndarray, idx: np.ndarray) -> np.ndarray:
-        """Losses of agents' samples, shape ``(A, b)``."""
+        """Losses of agents' samples, shape ``(A, b)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(A, *point_shape)``
+            Each agent's point.
+        agents : int array, shape ``(A,)``
+            Global agent ids.
+        idx : int array, shape ``(A, b)``
+            Each agent's sample indices.
+
+        Returns
+        -------
+        array, shape ``(A, b)``
+        """
         return self.sample_loss(np.asarray(x), self.batch(agents, idx))
 
     # ---------------------------------------------------------------- shards
@@ -617,14 +695,38 @@ class Problem(abc.ABC):
         return agents, data, mask
 
     def local_cost(self, x: np.ndarray, agents: np.ndarray | None = None) -> np.ndarray:
-        """``f_i(x_i)`` for each listed agent; ``x`` of shape ``(A, *point_shape)`` or one point."""
+        """``f_i(x_i)`` for each listed agent; ``x`` of shape ``(A, *point_shape)`` or one point.
+
+        Parameters
+        ----------
+        x : array, shape ``(A, *point_shape)`` or ``point_shape``
+            Each listed agent's point (one point is broadcast).
+        agents : int array, shape ``(A,)``, optional
+            Global agent ids (default: every agent).
+
+        Returns
+        -------
+        array, shape ``(A,)``
+        """
         agents, data, mask = self._all(agents)
         x = np.broadcast_to(x, (agents.size,) + self.manifold.point_shape)
         losses = self.sample_loss(x, data)
         return np.sum(np.where(mask, losses, 0.0), axis=-1) / self.counts[agents]
 
     def local_grad(self, x: np.ndarray, agents: np.ndarray | None = None) -> np.ndarray:
-        """``grad f_i(x_i)`` for each listed agent, shape ``(A, *point_shape)``."""
+        """``grad f_i(x_i)`` for each listed agent, shape ``(A, *point_shape)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(A, *point_shape)`` or ``point_shape``
+            Each listed agent's point (one point is broadcast).
+        agents : int array, shape ``(A,)``, optional
+            Global agent ids (default: every agent).
+
+        Returns
+        -------
+        array, shape ``(A, *point_shape)``
+        """
         agents, data, mask = self._all(agents)
         x = np.broadcast_to(x, (agents.size,) + self.manifold.point_shape)
         g = self.sample_rgrad(x, data)
@@ -646,7 +748,17 @@ class Problem(abc.ABC):
         return self.reducer
 
     def cost(self, x: np.ndarray) -> float:
-        """Global objective ``f(x)`` at one point (a shard: a reduction, see "Sharded data")."""
+        """Global objective ``f(x)`` at one point (a shard: a reduction, see "Sharded data").
+
+        Parameters
+        ----------
+        x : array, shape ``point_shape``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         if self._held is None:
             return float(np.sum(self.agent_weights * self.local_cost(x)))
         reducer = self._reducer_for("cost(x)")
@@ -654,7 +766,17 @@ class Problem(abc.ABC):
         return float(reducer.agent_sum(self.agent_weights[held] * self.local_cost(x, held)))
 
     def grad(self, x: np.ndarray) -> np.ndarray:
-        """Riemannian gradient of the global objective at one point (a shard: a reduction)."""
+        """Riemannian gradient of the global objective at one point (a shard: a reduction).
+
+        Parameters
+        ----------
+        x : array, shape ``point_shape``
+            One point.
+
+        Returns
+        -------
+        array, shape ``point_shape``
+        """
         shape = (-1,) + (1,) * len(self.manifold.point_shape)
         if self._held is None:
             return np.sum(self.agent_weights.reshape(shape) * self.local_grad(x), axis=0)
@@ -664,12 +786,27 @@ class Problem(abc.ABC):
                                  * self.local_grad(x, held))
 
     def grad_norm(self, x: np.ndarray) -> float:
-        """``||grad f(x)||_x``."""
+        """``||grad f(x)||_x``.
+
+        Parameters
+        ----------
+        x : array, shape ``point_shape``
+            One point.
+
+        Returns
+        -------
+        float
+        """
         return float(self.manifold.norm(x, self.grad(x)))
 
     # ---------------------------------------------------------------- reference
     def reference_point(self) -> np.ndarray:
-        """The minimizer of the global objective (closed form or a centralized solver); cached."""
+        """The minimizer of the global objective (closed form or a centralized solver); cached.
+
+        Returns
+        -------
+        array, shape ``point_shape``
+        """
         if self._reference is None:
             self._check_has_agents("reference_point()")
             if self._held is not None:
@@ -682,14 +819,25 @@ class Problem(abc.ABC):
     def set_reference(self, point: np.ndarray) -> None:
         """Use ``point`` as the reference solution (e.g. one computed for another problem over
         the same pooled samples: the minimizer depends on the pooled data only, not on how
-        they are split among agents). ``point`` must lie on the manifold."""
+        they are split among agents). ``point`` must lie on the manifold.
+
+        Parameters
+        ----------
+        point : array, shape ``point_shape``
+            The reference solution.
+        """
         point = np.array(point, dtype=float)
         self.manifold.check_point(point, "point")
         self._reference = point
         self._reference_cost = None
 
     def reference_cost(self) -> float:
-        """``f(x*)`` at :meth:`reference_point` (cached)."""
+        """``f(x*)`` at :meth:`reference_point` (cached).
+
+        Returns
+        -------
+        float
+        """
         if self._reference_cost is None:
             # a shard: a reduction (needs a reducer) at the reference kept from before sharding
             self._reference_cost = self.cost(self.reference_point())

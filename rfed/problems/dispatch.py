@@ -1,15 +1,16 @@
-"""Distributed resource allocation and the IEEE 14-bus economic dispatch of DP-DGT (spec 003).
+"""Distributed resource allocation and the IEEE 14-bus economic dispatch of DP-DGT (Huo et al.
+2025).
 
-Resource allocation (spec 003 eq. (1)) is not a finite sum of per-sample losses, so it is not a
+Resource allocation (DP-DGT eq. (1)) is not a finite sum of per-sample losses, so it is not a
 :class:`~rfed.problems.Problem`: agent ``i`` holds a private strongly convex cost ``F_i`` on a box
 ``W_i`` and a local demand ``d_i``, and the agents must meet
 
 .. math:: \\min_w \\sum_i F_i(w_i) \\quad\\text{s.t.}\\quad \\sum_i w_i = \\sum_i d_i,
           \\quad w_i \\in W_i.
 
-What the dual methods need is the primal oracle (spec 003 eq. (12b))
+What the dual methods need is the primal oracle (DP-DGT eq. (12b))
 ``w_i(p) = argmin_{w in W_i} F_i(w) - p^T w`` for a price ``p`` (the negated dual variable), which
-for the separable quadratic costs of the 14-bus system is a clip (spec 003 section 2.5).
+for the separable quadratic costs of the 14-bus system is a clip.
 """
 
 from __future__ import annotations
@@ -20,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from rfed._checks import numeric_array
-from rfed.datasets.dispatch import ieee14_dispatch
+from rfed.datasets.dispatch import EconomicDispatch, ieee14_dispatch
 from rfed.manifolds import Euclidean, Manifold
 
 __all__ = ["QuadraticResourceAllocation", "ieee14_problem"]
@@ -33,16 +34,19 @@ class QuadraticResourceAllocation:
     ----------
     a, b : array, shape ``(n_agents, m)``
         Quadratic and linear cost coefficients; ``a >= 0``. An agent with ``lo == hi`` has the
-        fixed decision ``lo`` (a bus without a generator, ``W_i = {0}``; spec 003 pitfall P9).
+        fixed decision ``lo`` (a bus without a generator, ``W_i = {0}``; :ref:`dpdgt-buses`).
     lo, hi : array, shape ``(n_agents, m)``
         Box constraints ``W_i``; where ``lo < hi`` the cost must be strongly convex (``a > 0``).
     demand : array, shape ``(n_agents, m)``
         Local demands ``d_i``.
     manifold : Manifold, optional
         The space of the communicated variables (prices and trackers); ``Euclidean(m)`` by default.
-        Dual methods accept only Euclidean space (spec 003 section 7); another manifold can be
+        Dual methods accept only Euclidean space (:ref:`dpdgt-euclidean`); another manifold can be
         passed to check that they refuse it.
     """
+
+    #: The public table the problem was built from (set by :func:`ieee14_problem`), or None.
+    data: EconomicDispatch | None = None
 
     def __init__(self, a, b, lo, hi, demand, manifold: Manifold | None = None):
         arrays = {}
@@ -68,7 +72,7 @@ class QuadraticResourceAllocation:
         if np.any(free & (arrays["a"] <= 0)):
             bad = np.argwhere(free & (arrays["a"] <= 0))[0]
             raise ValueError(f"argument 'a': agent {bad[0]} has a non-trivial box but a = 0; "
-                             "the costs must be strongly convex (spec 003 Assumption 1)")
+                             "the costs must be strongly convex (DP-DGT Assumption 1)")
         arrays["free"] = free
         # the primal map's denominator 2 a (1 where the decision is fixed), formed once
         arrays["two_a"] = 2 * np.where(free, arrays["a"], 1.0)
@@ -102,7 +106,7 @@ class QuadraticResourceAllocation:
 
     @property
     def strong_convexity(self) -> float:
-        """``mu = min 2 a_i`` over agents with a free decision (spec 003 section 5.1: 0.06);
+        """``mu = min 2 a_i`` over agents with a free decision (DP-DGT Sec. 6: 0.06);
         a public fact of the problem, kept by its shards."""
         return self._strong_convexity
 
@@ -118,6 +122,8 @@ class QuadraticResourceAllocation:
         return np.arange(self.n_agents) if self._held is None else self._held
 
     def _shard_text(self) -> str:
+        if self._held is None:
+            return f"this {type(self).__name__} holds every agent's coefficients"
         return (f"this {type(self).__name__} is a shard of agents {self._held.tolist()} "
                 f"of {self.n_agents}")
 
@@ -191,12 +197,34 @@ class QuadraticResourceAllocation:
         return self._rows_for(agents, (name,))[0]
 
     def demand_rows(self, agents: np.ndarray) -> np.ndarray:
-        """Demands ``d_i`` of the listed agents, shape ``(A, m)``."""
+        """Demands ``d_i`` of the listed agents, shape ``(A, m)``.
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global agent ids.
+
+        Returns
+        -------
+        array, shape ``(A, m)``
+        """
         return self._rows_of("demand", np.asarray(agents))
 
     def primal_rows(self, agents: np.ndarray, price: np.ndarray) -> np.ndarray:
         """:meth:`primal` of the listed agents only: ``price`` and the result ``(A, m)``.
-        Agent-wise, so its rows equal the full call's bit for bit."""
+        Agent-wise, so its rows equal the full call's bit for bit.
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global agent ids.
+        price : array, shape ``(A, m)``
+            The listed agents' prices.
+
+        Returns
+        -------
+        array, shape ``(A, m)``
+        """
         if "two_a" not in self._rows:  # an instance pickled before it was kept
             self._rows["two_a"] = 2 * np.where(self._rows["free"], self._rows["a"], 1.0)
         two_a, b, lo, hi, free = self._rows_for(np.asarray(agents),
@@ -207,7 +235,19 @@ class QuadraticResourceAllocation:
     def cost_terms(self, agents: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``a_ik w_ik^2 + b_ik w_ik`` of the listed agents' allocations ``w`` ``(A, m)``;
         :meth:`cost` is their sum over every agent (gather the rows in agent order, then sum:
-        the one-process bits)."""
+        the one-process bits).
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global agent ids.
+        w : array, shape ``(A, m)``
+            Their allocations.
+
+        Returns
+        -------
+        array, shape ``(A, m)``
+        """
         agents = np.asarray(agents)
         w = np.asarray(w, dtype=float)
         return self._rows_of("a", agents) * w ** 2 + self._rows_of("b", agents) * w
@@ -239,8 +279,18 @@ class QuadraticResourceAllocation:
 
     def cost(self, w: np.ndarray) -> float:
         """Total cost ``sum_i F_i(w_i)`` of every agent's allocation ``w`` ``(n_agents, m)``
-        (the constant terms ``c_i`` are omitted; spec 003 P10). A shard with a reducer gathers
-        its agents' :meth:`cost_terms` of ``w``'s rows (every agent's allocation, agent order)."""
+        (the constant terms ``c_i`` are omitted; :ref:`dpdgt-buses`). A shard with a reducer gathers
+        its agents' :meth:`cost_terms` of ``w``'s rows (every agent's allocation, agent order).
+
+        Parameters
+        ----------
+        w : array, shape ``(n_agents, m)``
+            Every agent's allocation.
+
+        Returns
+        -------
+        float
+        """
         w = np.asarray(w, dtype=float)
         if self._held is None:
             return float(np.sum(self.cost_terms(self.agents, w)))
@@ -251,12 +301,32 @@ class QuadraticResourceAllocation:
 
     def imbalance(self, w: np.ndarray) -> np.ndarray:
         """``sum_i w_i - sum_i d_i`` of every agent's allocation ``w``, shape ``(m,)`` (the
-        total demand is a public fact, kept by shards)."""
+        total demand is a public fact, kept by shards).
+
+        Parameters
+        ----------
+        w : array, shape ``(n_agents, m)``
+            Every agent's allocation.
+
+        Returns
+        -------
+        array, shape ``(m,)``
+        """
         return np.asarray(w).sum(0) - self.total_demand
 
     def optimal_price(self, tol: float = 1e-13) -> np.ndarray:
         """The price ``lambda*`` at which ``sum_i w_i(lambda*) = sum_i d_i``, by bisection per
-        coordinate (the primal map is monotone in the price), shape ``(m,)``."""
+        coordinate (the primal map is monotone in the price), shape ``(m,)``.
+
+        Parameters
+        ----------
+        tol : float
+            Width of the final bisection bracket.
+
+        Returns
+        -------
+        array, shape ``(m,)``
+        """
         target = self.total_demand
         span = np.abs(self.b).max() + 2 * self.a.max() * np.abs(
             np.concatenate([self.lo, self.hi])).max() + 1.0
@@ -273,7 +343,12 @@ class QuadraticResourceAllocation:
 
     def optimum(self) -> np.ndarray:
         """The optimal allocation ``w*`` (KKT: a common marginal cost), shape ``(n_agents, m)``;
-        cached (a shard keeps the one computed before sharding)."""
+        cached (a shard keeps the one computed before sharding).
+
+        Returns
+        -------
+        array, shape ``(n_agents, m)``
+        """
         if self._optimum is None:
             if self._held is not None:
                 raise ValueError(f"{self._shard_text()}: optimum() reads every agent's costs; "
@@ -284,7 +359,7 @@ class QuadraticResourceAllocation:
 
 
 def ieee14_problem(manifold: Manifold | None = None) -> QuadraticResourceAllocation:
-    """The IEEE 14-bus economic dispatch of DP-DGT's Section 6 (spec 003 section 5.1).
+    """The IEEE 14-bus economic dispatch of DP-DGT's Section 6 (:ref:`dpdgt-buses`).
 
     Built from :func:`rfed.datasets.dispatch.ieee14_dispatch` (14 agents, m = 1, generators on
     buses 1, 2, 3, 6, 8 with Table 2's coefficients, ``W_i = {0}`` elsewhere, total demand

@@ -14,9 +14,9 @@ __all__ = ["FrechetMean", "SPDFrechetMean"]
 class FrechetMean(Problem):
     r"""Frechet mean on any manifold: :math:`f_{i,j}(x) = \mathrm{dist}^2(x, a_{i,j})`.
 
-    PriRFed (seed 004) problem (6.2), spec section 5.2, written for a general manifold (the
+    PriRFed (Huang et al. 2024) problem (6.2), Sec. 6.2, written for a general manifold (the
     paper's case is :class:`SPDFrechetMean`). The per-sample Riemannian gradient is
-    :math:`\mathrm{grad} f_{i,j}(x) = -2\,\mathrm{Log}_x(a_{i,j})` (spec 5.2, paper L486; the
+    :math:`\mathrm{grad} f_{i,j}(x) = -2\,\mathrm{Log}_x(a_{i,j})` (PriRFed Sec. 6.2; the
     constant 2 comes from differentiating the square), of norm :math:`2\,\mathrm{dist}(x, a)`.
     The minimizer of the pooled objective is the Karcher mean of all samples.
 
@@ -27,7 +27,7 @@ class FrechetMean(Problem):
         The agents' samples (each valid row is checked to lie on the manifold).
     counts : array of int, shape ``(n_agents,)``, optional
     gradient_bound : float, optional
-        Clipping level (the paper uses tau = 1.0 on SPD, spec 5.2). There is no data-free
+        Clipping level (the paper uses tau = 1.0 on SPD, Sec. 6.2). There is no data-free
         global bound: the gradient norm grows with the distance to the samples.
     evaluate_grad_norm : bool, default True
         False: a run's recorded rounds hold the cost (and excess risk, distance) but not the
@@ -156,7 +156,12 @@ class FrechetMean(Problem):
         return self._local_cost_and_grad(x, agents)[1]
 
     def pooled_points(self) -> np.ndarray:
-        """All valid samples, shape ``(n_samples, *point_shape)``."""
+        """All valid samples, shape ``(n_samples, *point_shape)``.
+
+        Returns
+        -------
+        array, shape ``(n_samples, *point_shape)``
+        """
         return self.data["a"][self.mask]
 
     def _compute_reference(self) -> np.ndarray:
@@ -166,7 +171,21 @@ class FrechetMean(Problem):
 
     @classmethod
     def from_arrays(cls, manifold: Manifold, points, **kwargs):
-        """Build from a list of per-agent arrays ``(N_i, *point_shape)`` (padding added)."""
+        """Build from a list of per-agent arrays ``(N_i, *point_shape)`` (padding added).
+
+        Parameters
+        ----------
+        manifold : Manifold
+            The manifold of the points.
+        points : list of array, shape ``(N_i, *point_shape)`` each
+            Each agent's points.
+        **kwargs
+            Further arguments of the constructor.
+
+        Returns
+        -------
+        FrechetMean
+        """
         pts, counts = stack_agents(points, "points")
         return cls(manifold, pts, counts=counts, **kwargs)
 
@@ -176,7 +195,7 @@ class SPDFrechetMean(FrechetMean):
 
     :math:`f_{i,j}(X) = \|\mathrm{logm}(X^{-1/2} A_{i,j} X^{-1/2})\|_F^2 = \mathrm{dist}^2(X, A)`,
     gradient :math:`-2\,\mathrm{Log}_X(A) = -2 X^{1/2} \mathrm{logm}(X^{-1/2} A X^{-1/2}) X^{1/2}`
-    (paper L486).
+    (PriRFed Sec. 6.2).
 
     Parameters
     ----------
@@ -216,6 +235,18 @@ class SPDFrechetMean(FrechetMean):
 
     @classmethod
     def from_arrays(cls, points, **kwargs):
-        """Build from a list of per-agent arrays ``(N_i, n, n)`` (padding added)."""
+        """Build from a list of per-agent arrays ``(N_i, n, n)`` (padding added).
+
+        Parameters
+        ----------
+        points : list of array, shape ``(N_i, n, n)`` each
+            Each agent's SPD matrices.
+        **kwargs
+            Further arguments of the constructor.
+
+        Returns
+        -------
+        SPDFrechetMean
+        """
         pts, counts = stack_agents(points, "points")
         return cls(pts, counts=counts, **kwargs)

@@ -26,7 +26,7 @@ def kernel_weights(
 ) -> np.ndarray:
     r"""Each agent's kernel-ridge weights :math:`\alpha_i(w) = (K_i + \gamma I)^{-1} K_{i,w}`.
 
-    PriRFed (seed 004) problem (6.3), spec section 5.3, computed locally by every agent from its
+    PriRFed (Huang et al. 2024) problem (6.3), Sec. 6.3, computed locally by every agent from its
     own Gram matrix (batched over agents: one ``solve`` of shape ``(n_agents, n_max, n_max)``).
 
     Parameters
@@ -43,8 +43,8 @@ def kernel_weights(
         :math:`\bar v > 0`.
     kernel : {"paper", "conventional"}
         ``"paper"``: :math:`k(w, w') = \exp(-\|w - w'\|^2 / (2\bar v)^2)` exactly as printed
-        (spec pitfall 9, the default); ``"conventional"``: :math:`\exp(-\|w - w'\|^2 / (2\bar
-        v^2))`.
+        (the default; :ref:`prirfed-hsp-constants`); ``"conventional"``: :math:`\exp(-\|w - w'\|^2 /
+        (2\bar v^2))`.
 
     Returns
     -------
@@ -105,12 +105,13 @@ def kernel_similarity(features: np.ndarray, query: np.ndarray, *, bandwidth: flo
 class HyperbolicPrediction(Problem):
     r"""Structured prediction on :math:`H^d`: a kernel-weighted Frechet mean of the targets.
 
-    PriRFed (seed 004) problem (6.3), spec section 5.3:
+    PriRFed (Huang et al. 2024) problem (6.3), Sec. 6.3:
 
     .. math:: f_{i,j}(x) = \alpha_{i,j}(w)\,\mathrm{dist}^2(x, y_{i,j}), \qquad
               \mathrm{grad} f_{i,j}(x) = -2\,\alpha_{i,j}(w)\,\mathrm{Log}_x(y_{i,j}),
 
-    with the corrected sign (the paper prints ``+2 alpha Exp_x^{-1}(y)``, pitfall 5).
+    with the corrected sign (the paper prints ``+2 alpha Exp_x^{-1}(y)``;
+    :ref:`prirfed-hsp-gradient`).
 
     **Weights and what is protected.** Two choices of :math:`\alpha_{i,j}`:
 
@@ -129,10 +130,10 @@ class HyperbolicPrediction(Problem):
       usual ``2 tau / b`` holds (``coupled_records = False``); with :math:`\alpha \le 1` the
       paper's :math:`L_f = \max|\alpha| M` becomes the public ``M`` for the diameter bound ``M``.
 
-    Constants (spec 5.3, pitfall 8), from public quantities only: with ``weights="kernel"``,
-    ``gradient_bound`` is :math:`M` (``lipschitz="paper"``) or :math:`2M` (``"derived"``) and
-    ``smoothness`` :math:`M / \tanh M`. Whatever the weights, the trainers clip every per-sample
-    gradient to the public level they are given.
+    Constants (Sec. 6.3; :ref:`prirfed-hsp-constants`), from public quantities only: with
+    ``weights="kernel"``, ``gradient_bound`` is :math:`M` (``lipschitz="paper"``) or :math:`2M`
+    (``"derived"``) and ``smoothness`` :math:`M / \tanh M`. Whatever the weights, the trainers clip
+    every per-sample gradient to the public level they are given.
 
     Parameters
     ----------
@@ -225,7 +226,8 @@ class HyperbolicPrediction(Problem):
         if gradient_bound is not None and not gradient_bound > 0:
             raise ValueError(f"argument 'gradient_bound' must be > 0, got {gradient_bound}")
         if gradient_bound is None and weights == "kernel":
-            # |alpha| <= 1: L_f = max|alpha| M <= M (public), or 2 M as derived (pitfall 8)
+            # |alpha| <= 1: L_f = max|alpha| M <= M (public), or 2 M as derived
+            # (prirfed-hsp-constants)
             gradient_bound = diameter * (2.0 if lipschitz == "derived" else 1.0)
         self.gradient_bound = None if gradient_bound is None else float(gradient_bound)
         self.smoothness = diameter / np.tanh(diameter) if weights == "kernel" else None
@@ -245,7 +247,13 @@ class HyperbolicPrediction(Problem):
         return -2.0 * batch["alpha"][..., None] * log
 
     def pooled_weights(self) -> tuple[np.ndarray, np.ndarray]:
-        r"""``(c, y)``: the pooled objective is :math:`\sum_k c_k \mathrm{dist}^2(x, y_k)`."""
+        r"""``(c, y)``: the pooled objective is :math:`\sum_k c_k \mathrm{dist}^2(x, y_k)`.
+
+        Returns
+        -------
+        c : array, shape ``(n_samples,)``
+        y : array, shape ``(n_samples, *point_shape)``
+        """
         return self.data["alpha"][self.mask] / self.n_samples, self.data["y"][self.mask]
 
     def _compute_reference(self) -> np.ndarray:

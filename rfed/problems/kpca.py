@@ -124,6 +124,21 @@ class KPCA(Problem):
         :math:`\sum_j c_j\,(-2)(z_j - X a_j) a_j^T = -2\,(Z^T C A - X A^T C A)`,
         :math:`C = \mathrm{diag}(c)`; the norms :math:`2\|a_j\|\sqrt{\|z_j\|^2 - \|a_j\|^2}`
         decide the clipping.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, *point_shape)``
+        batch : mapping of str to array, each of shape ``(*lead, b, ...)``
+        bound : float or None
+            Clipping level tau; ``None`` sums the raw gradients.
+        mask : bool array, shape ``(*lead, b)``, optional
+            Samples to include (padding rows are ``False``).
+
+        Returns
+        -------
+        total : array, shape ``(*lead, *point_shape)``
+        n_clipped : int array, shape ``lead``
+            How many included samples had ``||g_j||_x > bound``.
         """
         x = np.asarray(x, dtype=float)
         z = batch["z"]
@@ -144,17 +159,32 @@ class KPCA(Problem):
     def sample_lipschitz(self) -> np.ndarray:
         r"""Exact per-sample gradient bounds :math:`\sup_X \|\mathrm{grad} f_{i,j}(X)\| =
         \|z_{i,j}\|^2`, one per valid sample (read from the data: for analysis only, never a
-        clip level of a private run; use ``gradient_bound``)."""
+        clip level of a private run; use ``gradient_bound``).
+
+        Returns
+        -------
+        array, shape ``(n_samples,)``
+        """
         return self.data["sq"][self.mask]
 
     # ---------------------------------------------------------------- reference
     def covariance(self) -> np.ndarray:
-        """The pooled second-moment matrix :math:`C = \\sum z z^T / \\sum_l N_l`, ``(n, n)``."""
+        """The pooled second-moment matrix :math:`C = \\sum z z^T / \\sum_l N_l`, ``(n, n)``.
+
+        Returns
+        -------
+        array, shape ``(n, n)``
+        """
         z = self.data["z"][self.mask]
         return z.T @ z / self.n_samples
 
     def eigenvalues(self) -> np.ndarray:
-        """Eigenvalues of :meth:`covariance`, descending, shape ``(n,)``."""
+        """Eigenvalues of :meth:`covariance`, descending, shape ``(n,)``.
+
+        Returns
+        -------
+        array, shape ``(n,)``
+        """
         return np.linalg.eigvalsh(self.covariance())[::-1]
 
     def _compute_reference(self) -> np.ndarray:
@@ -165,17 +195,46 @@ class KPCA(Problem):
         return top * np.where(signs == 0, 1.0, signs)
 
     def optimal_cost(self) -> float:
-        """Minus the sum of the k largest eigenvalues of C (the closed-form minimum)."""
+        """Minus the sum of the k largest eigenvalues of C (the closed-form minimum).
+
+        Returns
+        -------
+        float
+        """
         return float(-np.sum(self.eigenvalues()[: self.k]))
 
     def distance_to_reference(self, x: np.ndarray) -> float:
         """Subspace distance :math:`\\|\\Theta\\|_2` (principal angles) from span(x) to the optimal
-        span; on Stiefel the minimizers are every orthonormal basis of that span."""
+        span; on Stiefel the minimizers are every orthonormal basis of that span.
+
+        Parameters
+        ----------
+        x : array, shape ``(n, k)``
+            One point of the Stiefel manifold.
+
+        Returns
+        -------
+        float
+        """
         return float(np.linalg.norm(principal_angles(np.asarray(x, float),
                                                      self.reference_point())))
 
     @classmethod
     def from_arrays(cls, z, k: int, **kwargs) -> KPCA:
-        """Build from a list of per-agent arrays ``(N_i, n)`` (padding added)."""
+        """Build from a list of per-agent arrays ``(N_i, n)`` (padding added).
+
+        Parameters
+        ----------
+        z : list of array, shape ``(N_i, n)`` each
+            Each agent's samples.
+        k : int
+            Number of principal components.
+        **kwargs
+            Further arguments of the constructor.
+
+        Returns
+        -------
+        KPCA
+        """
         z, counts = stack_agents(z, "z")
         return cls(z, k, counts=counts, **kwargs)

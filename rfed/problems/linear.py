@@ -2,10 +2,10 @@
 
 The decentralized papers use these Euclidean problems:
 
-* DO-ADP (spec 000 section 5.1): logistic regression on ``epsilon``,
+* DO-ADP (Sec. VI-A of the paper): logistic regression on ``epsilon``,
   ``f_i(x) = (1/q) sum_j log(1 + exp(-b_j a_j^T x)) + (1/(2q)) ||x||^2``, i.e. the pooled mean
   logistic loss plus ``(lambda/2)||x||^2`` with ``lambda = 1/q``.
-* DP-DDA (spec 002 sections 5.2-5.5): hinge-loss SVM ``(1/n) sum_i f_i(x) + h(x)`` with
+* DP-DDA (Sec. 5, problem (26)-(27)): hinge-loss SVM ``(1/n) sum_i f_i(x) + h(x)`` with
   ``h = (mu/2)||x||^2`` (l2-SVM) or ``h = phi ||x||_1`` (l1-SVM), no intercept.
 
 Each problem is *composite*: a data term (per-sample loss ``l(x, (a, b))``) plus a regularizer
@@ -49,8 +49,8 @@ def split_evenly(features: np.ndarray, labels: np.ndarray, n_agents: int,
                  rng: np.random.Generator | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Stack ``(N, d)`` data into ``(n_agents, N // n_agents, d)`` (the papers' even split).
 
-    Rows are shuffled first when ``rng`` is given ("randomly and evenly distributed", spec 000
-    section 5.0); the ``N mod n_agents`` remaining rows are dropped (spec 002 pitfall P6).
+    Rows are shuffled first when ``rng`` is given ("randomly and evenly distributed", DO-ADP
+    Sec. VI); the ``N mod n_agents`` remaining rows are dropped (:ref:`dpdda-unequal-shares`).
 
     Parameters
     ----------
@@ -86,19 +86,39 @@ class Regularizer:
     """A regularizer ``h`` shared by all agents, with the dual-averaging prox step it admits."""
 
     strength: float
-    #: modulus of strong convexity of ``h`` (``mu`` in spec 002 Assumption 1).
+    #: modulus of strong convexity of ``h`` (``mu`` in DP-DDA's Assumption 1).
     modulus: float
 
     def value(self, x: np.ndarray) -> np.ndarray:
-        """``h(x)``, shape: the batch shape of ``x`` (``(*lead, d)``)."""
+        """``h(x)``, shape: the batch shape of ``x`` (``(*lead, d)``).
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            Points.
+
+        Returns
+        -------
+        array, shape ``lead``
+        """
         raise NotImplementedError
 
     def subgrad(self, x: np.ndarray) -> np.ndarray:
-        """A subgradient of ``h`` at ``x`` (same shape as ``x``)."""
+        """A subgradient of ``h`` at ``x`` (same shape as ``x``).
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            Points.
+
+        Returns
+        -------
+        array, shape ``(*lead, d)``
+        """
         raise NotImplementedError
 
     def dual_averaging_step(self, z: np.ndarray, c: float, g: float) -> np.ndarray:
-        r"""``argmin_x <z, x> + c h(x) + (g/2)||x||^2`` (DP-DDA prox step (6), spec 002 sec. 2.5).
+        r"""``argmin_x <z, x> + c h(x) + (g/2)||x||^2`` (DP-DDA prox step (6); :ref:`dpdda-prox`).
 
         Parameters
         ----------
@@ -108,6 +128,11 @@ class Regularizer:
             Weight of ``h`` (``iota A_{t+1}`` in DP-DDA).
         g : float
             Weight of ``d(x) = ||x||^2/2`` (``gamma_{t+1}``).
+
+        Returns
+        -------
+        array, shape ``(*lead, d)``
+            The minimizers.
         """
         raise NotImplementedError
 
@@ -135,12 +160,27 @@ class L2Regularizer(Regularizer):
         return self.strength * np.asarray(x, dtype=float)
 
     def dual_averaging_step(self, z, c, g):
-        """Closed form ``x = -z / (mu c + g)`` (spec 002 section 2.5)."""
+        """Closed form ``x = -z / (mu c + g)`` of DP-DDA's prox step (6).
+
+        Parameters
+        ----------
+        z : array, shape ``(*lead, d)``
+            Dual variables.
+        c : float
+            Weight of ``h`` (``iota A_{t+1}`` in DP-DDA).
+        g : float
+            Weight of ``d(x) = ||x||^2/2`` (``gamma_{t+1}``).
+
+        Returns
+        -------
+        array, shape ``(*lead, d)``
+            The minimizers.
+        """
         denom = self.strength * c + g
         if not denom > 0:
             raise ValueError(
                 "dual averaging with an l2 regularizer needs mu * c + gamma > 0 (gamma_t = 0 is "
-                f"allowed only when mu > 0; spec 002 pitfall P10); got mu={self.strength}, "
+                f"allowed only when mu > 0); got mu={self.strength}, "
                 f"c={c}, gamma={g}"
             )
         return -np.asarray(z, dtype=float) / denom
@@ -171,10 +211,25 @@ class L1Regularizer(Regularizer):
         return self.strength * np.sign(x)
 
     def dual_averaging_step(self, z, c, g):
-        """Soft threshold ``x = -(1/g) S_{phi c}(z)`` (spec 002 section 2.5); needs ``g > 0``."""
+        """Soft threshold ``x = -(1/g) S_{phi c}(z)`` (DP-DDA's prox step (6)); needs ``g > 0``.
+
+        Parameters
+        ----------
+        z : array, shape ``(*lead, d)``
+            Dual variables.
+        c : float
+            Weight of ``h`` (``iota A_{t+1}`` in DP-DDA).
+        g : float
+            Weight of ``d(x) = ||x||^2/2`` (``gamma_{t+1}``).
+
+        Returns
+        -------
+        array, shape ``(*lead, d)``
+            The minimizers.
+        """
         if not g > 0:
             raise ValueError(
-                f"dual averaging with an l1 regularizer needs gamma > 0 (spec 002 section 2.5), "
+                f"dual averaging with an l1 regularizer needs gamma > 0, "
                 f"got gamma={g}"
             )
         z = np.asarray(z, dtype=float)
@@ -239,6 +294,7 @@ class LinearProblem(Problem):
             norms = np.linalg.norm(features, axis=-1, keepdims=True)
             features = features * np.minimum(1.0, bound / np.maximum(norms, 1e-300))
             self.public_gradient_bound = bound
+        grad_bound: float | None
         if self.public_gradient_bound is not None:
             grad_bound = self.public_gradient_bound
         else:
@@ -255,14 +311,38 @@ class LinearProblem(Problem):
         return batch["labels"] * np.einsum("...bd,...d->...b", batch["features"], x)
 
     def sample_data_loss(self, x: np.ndarray, batch: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Per-sample data loss (no regularizer), shape ``(*lead, b)``."""
+        """Per-sample data loss (no regularizer), shape ``(*lead, b)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            The points (one per leading index).
+        batch : mapping of str to array
+            ``features`` ``(*lead, b, d)`` and ``labels`` ``(*lead, b)``.
+
+        Returns
+        -------
+        array, shape ``(*lead, b)``
+        """
         raise NotImplementedError
 
     def _dloss_dmargin(self, margins: np.ndarray) -> np.ndarray:
         raise NotImplementedError
 
     def sample_data_grad(self, x: np.ndarray, batch: Mapping[str, np.ndarray]) -> np.ndarray:
-        """Per-sample (sub)gradient of the data loss, shape ``(*lead, b, d)``."""
+        """Per-sample (sub)gradient of the data loss, shape ``(*lead, b, d)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            The points (one per leading index).
+        batch : mapping of str to array
+            ``features`` ``(*lead, b, d)`` and ``labels`` ``(*lead, b)``.
+
+        Returns
+        -------
+        array, shape ``(*lead, b, d)``
+        """
         coef = self._dloss_dmargin(self._margins(x, batch)) * batch["labels"]
         return coef[..., None] * batch["features"]
 
@@ -274,14 +354,34 @@ class LinearProblem(Problem):
         return self.sample_data_grad(x, batch) + self.regularizer.subgrad(x)[..., None, :]
 
     def pooled(self) -> tuple[np.ndarray, np.ndarray]:
-        """All valid samples: features ``(N, d)`` and labels ``(N,)``."""
+        """All valid samples: features ``(N, d)`` and labels ``(N,)``.
+
+        Returns
+        -------
+        features : array, shape ``(N, d)``
+        labels : array, shape ``(N,)``
+        """
         return self.data["features"][self.mask], self.data["labels"][self.mask]
 
     def accuracy(self, x: np.ndarray, features: np.ndarray | None = None,
                  labels: np.ndarray | None = None) -> float:
         """Fraction of samples with ``sign(a^T x) == b`` (the pooled training set by default;
         on a shard with a reducer, the agents' correct counts summed over the processes: the
-        same bits, as the counts are exact)."""
+        same bits, as the counts are exact).
+
+        Parameters
+        ----------
+        x : array, shape ``(d,)``
+            One point.
+        features : array, shape ``(N, d)``, optional
+            Samples (default: the pooled training set).
+        labels : array, shape ``(N,)``, optional
+            Their labels in {-1, +1}.
+
+        Returns
+        -------
+        float
+        """
         if features is None and self.is_shard:
             data, mask = self.agent_data(self.agents)
             right = np.where(data["features"] @ x >= 0, 1.0, -1.0) == data["labels"]
@@ -293,7 +393,7 @@ class LinearProblem(Problem):
 
 
 class LogisticRegression(LinearProblem):
-    r"""Logistic regression ``l(x; a, b) = log(1 + exp(-b a^T x))`` plus ``h`` (spec 000 sec. 5.1).
+    r"""Logistic regression ``l(x; a, b) = log(1 + exp(-b a^T x))`` plus ``h`` (DO-ADP Sec. VI-A).
 
     With ``regularizer = L2Regularizer(1/q)`` this is DO-ADP's objective exactly. The reference
     optimum is computed by scipy's L-BFGS on the pooled objective with ``gtol = 1e-12`` (smooth
@@ -322,8 +422,15 @@ class LogisticRegression(LinearProblem):
         return -0.5 * (1.0 - np.tanh(0.5 * margins))
 
     def smoothness(self) -> float:
-        """Lipschitz constant of the per-sample gradient: ``max ||a||^2 / 4 + mu``."""
-        return self.gradient_bound ** 2 / 4 + self.regularizer.modulus
+        """Lipschitz constant of the per-sample gradient: ``max ||a||^2 / 4 + mu``.
+
+        Returns
+        -------
+        float
+        """
+        # the bound is None only when every feature row is zero: the data term is then constant
+        bound = 0.0 if self.gradient_bound is None else self.gradient_bound
+        return bound**2 / 4 + self.regularizer.modulus
 
     def _compute_reference(self) -> np.ndarray:
         if isinstance(self.regularizer, L1Regularizer) and self.regularizer.strength > 0:
@@ -534,10 +641,10 @@ def _l2_svm_polish(c_rows: np.ndarray, mu: float, x: np.ndarray, band: float
 
 
 class HingeSVM(LinearProblem):
-    r"""Hinge-loss SVM ``l(x; a, b) = max(0, 1 - b a^T x)`` plus ``h`` (spec 002 section 5.2).
+    r"""Hinge-loss SVM ``l(x; a, b) = max(0, 1 - b a^T x)`` plus ``h`` (DP-DDA eqs. (26)-(27)).
 
-    Subgradient of one sample: ``-b a`` when ``b a^T x < 1``, else 0 (spec 002 section 5.2). The
-    per-sample Lipschitz constant is ``max ||a||`` (1 for unit-norm rows; spec 002 pitfall P13).
+    Subgradient of one sample: ``-b a`` when ``b a^T x < 1``, else 0. The
+    per-sample Lipschitz constant is ``max ||a||`` (1 for unit-norm rows; :ref:`dpdda-lipschitz`).
 
     Reference optimum (independent of rfed, on the pooled objective with ``N`` samples):
 

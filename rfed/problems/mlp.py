@@ -1,6 +1,6 @@
 """A small neural-network classifier, the offline stand-in for the papers' CNNs.
 
-DO-ADP (spec 000 section 5.3) trains a 3-conv-layer CNN on MNIST and DPDL (spec 001 section 5.2)
+DO-ADP (Sec. VI-B of the paper) trains a 3-conv-layer CNN on MNIST and DPDL (Sec. VI-A)
 a LeNet on MNIST and a small CNN on CIFAR-10. Neither data set can be downloaded here, so rfed
 uses scikit-learn's shipped 8x8 digits (1,797 images, 10 classes) with a one-hidden-layer
 perceptron; experiments label it as a stand-in.
@@ -141,7 +141,17 @@ class MLPClassifier(Problem):
 
     def unflatten(self, x):
         """``(W1, b1, W2, b2)`` of shapes ``(*lead, n_in, h)``, ``(*lead, h)``,
-        ``(*lead, h, n_classes)``, ``(*lead, n_classes)`` from ``x`` of shape ``(*lead, d)``."""
+        ``(*lead, h, n_classes)``, ``(*lead, n_classes)`` from ``x`` of shape ``(*lead, d)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            Flat parameters.
+
+        Returns
+        -------
+        tuple of 4 arrays
+        """
         o = self._offsets
         lead = x.shape[:-1]
         return (np.reshape(x[..., o[0]:o[1]], lead + (self.n_in, self.n_hidden)),
@@ -164,7 +174,23 @@ class MLPClassifier(Problem):
     @classmethod
     def from_parts(cls, features: np.ndarray, labels: np.ndarray, parts, **kwargs):
         """Build from pooled data ``(N, n_in)``, ``(N,)`` and per-agent index arrays ``parts``
-        (e.g. a Dirichlet partition); unequal parts are padded and ``counts`` records the sizes."""
+        (e.g. a Dirichlet partition); unequal parts are padded and ``counts`` records the sizes.
+
+        Parameters
+        ----------
+        features : array, shape ``(N, n_in)``
+            Pooled samples.
+        labels : int array, shape ``(N,)``
+            Their classes.
+        parts : sequence of int arrays
+            Each agent's sample indices.
+        **kwargs
+            Further arguments of the constructor.
+
+        Returns
+        -------
+        MLPClassifier
+        """
         parts = [np.asarray(p, dtype=int) for p in parts]
         if not parts or min(len(p) for p in parts) < 1:
             raise ValueError("argument 'parts' must be a non-empty list of non-empty index arrays")
@@ -174,7 +200,17 @@ class MLPClassifier(Problem):
         return cls(np.asarray(features)[idx], np.asarray(labels)[idx], counts=counts, **kwargs)
 
     def initial_point(self, rng: np.random.Generator | int) -> np.ndarray:
-        """Glorot-uniform weights and zero biases (one common start for all agents)."""
+        """Glorot-uniform weights and zero biases (one common start for all agents).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+            Generator or seed.
+
+        Returns
+        -------
+        array, shape ``(n_params,)``
+        """
         gen = as_generator(rng)
         x = np.zeros(self.n_params)
         o = self._offsets
@@ -188,6 +224,13 @@ class MLPClassifier(Problem):
         """Logits at ``x`` ``(*lead, d)`` for ``features`` ``(*lead, b, n_in)``.
 
         Returns an array of shape ``(*lead, b, n_classes)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            Flat parameters.
+        features : array, shape ``(*lead, b, n_in)``
+            Samples.
         """
         w1, b1, w2, b2 = self.unflatten(np.asarray(x, dtype=float))
         hidden = np.tanh(np.einsum("...bi,...ih->...bh", features, w1) + b1[..., None, :])
@@ -226,6 +269,15 @@ class MLPClassifier(Problem):
         """Classification accuracy of parameters ``x`` ``(*lead, d)`` on ``(N, n_in)`` data.
 
         Returns an array of the batch shape of ``x`` (a float for one point).
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            Flat parameters.
+        features : array, shape ``(N, n_in)``
+            Samples.
+        labels : int array, shape ``(N,)``
+            Their classes.
         """
         x = np.asarray(x, dtype=float)
         lead = x.shape[:-1]

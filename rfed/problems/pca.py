@@ -14,7 +14,7 @@ __all__ = ["SpherePCA"]
 class SpherePCA(Problem):
     r"""Leading eigenvector of the pooled second-moment matrix, on the sphere.
 
-    PriRFed (seed 004) problem (6.1), spec section 5.1:
+    PriRFed (Huang et al. 2024) problem (6.1), Sec. 6.1:
 
     .. math:: f_{i,j}(x) = -x^T z_{i,j} z_{i,j}^T x, \qquad x \in S^d \subset \mathbb{R}^{d+1},
 
@@ -22,7 +22,7 @@ class SpherePCA(Problem):
     moments, no centring; ``p_i / N_i = 1 / sum N_l``) and the minimum is
     :math:`-\lambda_{\max}(C)`, attained at :math:`\pm v_{\max}`.
 
-    Per-sample Riemannian gradient (spec 5.1):
+    Per-sample Riemannian gradient (PriRFed Sec. 6.1):
     :math:`\mathrm{grad} f_{i,j}(x) = -2 (I - x x^T) z z^T x = -2 (z^T x)(z - (z^T x) x)`,
     with norm :math:`2 |z^T x| \sqrt{\|z\|^2 - (z^T x)^2} \le \|z\|^2`
     (:meth:`sample_lipschitz`; the paper's bound is :math:`2\|z\|^2`).
@@ -30,8 +30,8 @@ class SpherePCA(Problem):
     Constants for clipping and step sizes are PUBLIC: they come from ``norm_bound``, a bound
     :math:`\|z\| \le B` that the user asserts about the data domain (e.g. ``sqrt(d + 1)`` for
     pixels in [0, 1]); the paper's :math:`\tau = L_g = 2\theta` with :math:`\theta = \max
-    \|z\|^2` read from the private data (pitfall 16) leaks through the noise scale and is not
-    offered. The privacy of a run never rests on the assertion: the trainers clip every
+    \|z\|^2` read from the private data (:ref:`prirfed-clip-level`) leaks through the noise scale
+    and is not offered. The privacy of a run never rests on the assertion: the trainers clip every
     per-sample gradient to the clip level they are given.
 
     Parameters
@@ -85,7 +85,7 @@ class SpherePCA(Problem):
         if gradient_bound is None and self.norm_bound is not None:
             gradient_bound = self.norm_bound**2
         self.gradient_bound = None if gradient_bound is None else float(gradient_bound)
-        #: L_g = 2 B^2 (spec 5.1), from the public bound only (None without it)
+        #: L_g = 2 B^2 (PriRFed Sec. 6.1), from the public bound only (None without it)
         self.smoothness = None if self.norm_bound is None else 2.0 * self.norm_bound**2
         self.privacy_assumptions = (
             () if self.norm_bound is None else
@@ -108,6 +108,21 @@ class SpherePCA(Problem):
         :math:`2 |a_j| \\sqrt{\\|z_j\\|^2 - a_j^2}`; for scales :math:`c_j` the clipped sum is
         :math:`-2 (Z^T (c a) - (\\sum_j c_j a_j^2) x)`, so no ``(b, d + 1)`` gradient array is
         formed.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, *point_shape)``
+        batch : mapping of str to array, each of shape ``(*lead, b, ...)``
+        bound : float or None
+            Clipping level tau; ``None`` sums the raw gradients.
+        mask : bool array, shape ``(*lead, b)``, optional
+            Samples to include (padding rows are ``False``).
+
+        Returns
+        -------
+        total : array, shape ``(*lead, *point_shape)``
+        n_clipped : int array, shape ``lead``
+            How many included samples had ``||g_j||_x > bound``.
         """
         x = np.asarray(x, dtype=float)
         z = batch["z"]
@@ -140,7 +155,11 @@ class SpherePCA(Problem):
 
         With :math:`z^T x = \|z\| \cos\theta` the gradient norm is
         :math:`2 \|z\|^2 \cos\theta \sin\theta = \|z\|^2 \sin 2\theta`, maximal at
-        :math:`\theta = \pi/4`; the paper's bound :math:`2\|z\|^2` (L440) is twice this.
+        :math:`\theta = \pi/4`; the paper's bound :math:`2\|z\|^2` (Sec. 6.1) is twice this.
+
+        Returns
+        -------
+        array, shape ``(n_samples,)``
         """
         return self.data["sq"][self.mask]
 
@@ -150,7 +169,7 @@ class SpherePCA(Problem):
         Parameters
         ----------
         rule : {"paper", "tight"}
-            ``"paper"``: :math:`\tau = L_g = 2 B^2` (paper L445 with the public ``B`` in place
+            ``"paper"``: :math:`\tau = L_g = 2 B^2` (PriRFed Sec. 6.1 with the public ``B`` in place
             of the data's maximum; never activates when the assertion holds). ``"tight"``:
             :math:`B^2`, the supremum of the per-sample gradient norms (:meth:`sample_lipschitz`)
             under the assertion: half the paper's noise. Levels from quantiles of the private
@@ -170,7 +189,12 @@ class SpherePCA(Problem):
         return (2.0 if rule == "paper" else 1.0) * self.norm_bound**2
 
     def covariance(self) -> np.ndarray:
-        """The pooled second-moment matrix :math:`C = \\sum z z^T / \\sum_l N_l`, ``(d+1, d+1)``."""
+        """The pooled second-moment matrix :math:`C = \\sum z z^T / \\sum_l N_l`, ``(d+1, d+1)``.
+
+        Returns
+        -------
+        array, shape ``(d + 1, d + 1)``
+        """
         z = self.data["z"][self.mask]
         return z.T @ z / self.n_samples
 
@@ -182,7 +206,17 @@ class SpherePCA(Problem):
         return top * (1.0 if top[np.argmax(np.abs(top))] > 0 else -1.0)
 
     def distance_to_reference(self, x: np.ndarray) -> float:
-        """Distance to the nearer of the two minimizers :math:`\\pm v_{\\max}`."""
+        """Distance to the nearer of the two minimizers :math:`\\pm v_{\\max}`.
+
+        Parameters
+        ----------
+        x : array, shape ``(d + 1,)``
+            One point of the sphere.
+
+        Returns
+        -------
+        float
+        """
         ref = self.reference_point()
         return float(min(self.manifold.dist(x, ref), self.manifold.dist(x, -ref)))
 

@@ -149,14 +149,37 @@ class SoftmaxRegression(Problem):
         return self.n_in * self.n_classes + self.n_classes
 
     def unflatten(self, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``W`` ``(*lead, d_in, C)`` and ``b`` ``(*lead, C)`` of ``x`` ``(*lead, d)``."""
+        """``W`` ``(*lead, d_in, C)`` and ``b`` ``(*lead, C)`` of ``x`` ``(*lead, d)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            Flat parameters.
+
+        Returns
+        -------
+        W : array, shape ``(*lead, d_in, C)``
+        b : array, shape ``(*lead, C)``
+        """
         x = np.asarray(x, dtype=float)
         k = self.n_in * self.n_classes
         return x[..., :k].reshape(x.shape[:-1] + (self.n_in, self.n_classes)), x[..., k:]
 
     def logits(self, x: np.ndarray, features: np.ndarray) -> np.ndarray:
         """``z = W^T a + b`` for ``x`` ``(*lead, d)``, ``features`` ``(*lead, b, d_in)``:
-        shape ``(*lead, b, C)``, float64 (the product in float32 for float32 features)."""
+        shape ``(*lead, b, C)``, float64 (the product in float32 for float32 features).
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+            Flat parameters.
+        features : array, shape ``(*lead, b, d_in)``
+            Samples.
+
+        Returns
+        -------
+        array, shape ``(*lead, b, C)``
+        """
         w, b = self.unflatten(x)
         features = np.asarray(features)
         if features.dtype == np.float32:
@@ -189,7 +212,23 @@ class SoftmaxRegression(Problem):
         return g
 
     def clipped_grad_sum(self, x, batch, bound, mask=None):
-        """Closed-form clipped sum (no per-sample gradient is materialized when ``l2 = 0``)."""
+        """Closed-form clipped sum (no per-sample gradient is materialized when ``l2 = 0``).
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, *point_shape)``
+        batch : mapping of str to array, each of shape ``(*lead, b, ...)``
+        bound : float or None
+            Clipping level tau; ``None`` sums the raw gradients.
+        mask : bool array, shape ``(*lead, b)``, optional
+            Samples to include (padding rows are ``False``).
+
+        Returns
+        -------
+        total : array, shape ``(*lead, *point_shape)``
+        n_clipped : int array, shape ``lead``
+            How many included samples had ``||g_j||_x > bound``.
+        """
         if self.l2:
             return super().clipped_grad_sum(x, batch, bound, mask)
         x = np.asarray(x, dtype=float)
@@ -219,11 +258,29 @@ class SoftmaxRegression(Problem):
         return total / self.counts[agents][:, None]
 
     def pooled(self) -> tuple[np.ndarray, np.ndarray]:
-        """All valid samples: features ``(N, d_in)`` and integer labels ``(N,)``."""
+        """All valid samples: features ``(N, d_in)`` and integer labels ``(N,)``.
+
+        Returns
+        -------
+        features : array, shape ``(N, d_in)``
+        labels : int array, shape ``(N,)``
+        """
         return self.data["features"][self.mask], self.data["labels"][self.mask]
 
     def predict(self, x: np.ndarray, features: np.ndarray) -> np.ndarray:
-        """Predicted classes of ``features`` ``(N, d_in)`` at one point ``x``: ``(N,)``."""
+        """Predicted classes of ``features`` ``(N, d_in)`` at one point ``x``: ``(N,)``.
+
+        Parameters
+        ----------
+        x : array, shape ``(d,)``
+            One point.
+        features : array, shape ``(N, d_in)``
+            Samples.
+
+        Returns
+        -------
+        int array, shape ``(N,)``
+        """
         return np.argmax(self.logits(x, _as_features(features)), axis=-1)
 
     def accuracy(self, x: np.ndarray, features: np.ndarray | None = None,
@@ -232,6 +289,19 @@ class SoftmaxRegression(Problem):
 
         Ties of the argmax go to the lowest class index, so the zero model predicts class 0
         everywhere: its accuracy is the share of class 0 (chance level, 10 % on balanced data).
+
+        Parameters
+        ----------
+        x : array, shape ``(d,)``
+            One point.
+        features : array, shape ``(N, d_in)``, optional
+            Samples (default: the pooled training set).
+        labels : int array, shape ``(N,)``, optional
+            Their classes.
+
+        Returns
+        -------
+        float
         """
         if features is None:
             features, labels = self.pooled()
@@ -265,5 +335,10 @@ class SoftmaxRegression(Problem):
         return res.x
 
     def initial_point(self) -> np.ndarray:
-        """The zero model (a public start; chance-level predictions)."""
+        """The zero model (a public start; chance-level predictions).
+
+        Returns
+        -------
+        array, shape ``(n_params,)``
+        """
         return np.zeros(self.n_params)

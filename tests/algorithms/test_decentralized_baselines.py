@@ -16,9 +16,8 @@ import scipy.sparse as sp
 from decentralized_cases import logreg_problem
 
 from rfed.algorithms.decentralized import DPCGA, DPDO, Muffliato
-from rfed.algorithms.decentralized import dpcga as dpcga_module
+from rfed.algorithms.decentralized import base as contract
 from rfed.algorithms.decentralized import dpdo as dpdo_module
-from rfed.algorithms.decentralized import muffliato as muffliato_module
 from rfed.algorithms.decentralized.dpcga import cga_projection
 from rfed.algorithms.decentralized.dpdo import paper_noise_scale
 from rfed.algorithms.decentralized.muffliato import (
@@ -97,14 +96,14 @@ def test_muffliato_noise_enters_the_gradient_before_the_step(monkeypatch):
     only value carrying the data; the rest of the step is computed from it by hand."""
     prob, lr, clip = _tiny(), 0.5, 0.4
     released = []
-    real = muffliato_module.gaussian_mechanism
+    real = contract.gaussian_mechanism
 
     def spy(manifold, x, value, sigma, rng):
         out = real(manifold, x, value, sigma, rng)
         released.append((value.copy(), out.copy(), sigma))
         return out
 
-    monkeypatch.setattr(muffliato_module, "gaussian_mechanism", spy)
+    monkeypatch.setattr(contract, "gaussian_mechanism", spy)  # the private gradient's noise
     alg = Muffliato(Network(complete(3), W3), lr=lr, batch_size=None, clip=clip,
                     gossip_steps=1, noise_multiplier=2.0)
     state = alg.init(prob, np.zeros(2), np.random.default_rng(1))
@@ -126,17 +125,17 @@ def test_gossip_polynomials_and_pairwise_factor_by_hand():
     np.testing.assert_allclose(p[1], dense)
     np.testing.assert_allclose(p[2], 1.5 * dense @ dense - 0.5 * np.eye(3))
     # one gossip step (K = 1): only y^0 is sent, so S[u, v] = 1 iff u is a neighbour of v
-    formula = MuffliatoPaperFormula(sp.csr_matrix(w), 1, 1.0, 1.0, 1e-5)
+    formula = MuffliatoPaperFormula.of(sp.csr_matrix(w), 1, 1.0, 1.0, 1e-5)
     np.testing.assert_array_equal(formula.factor(), [[0, 1, 0], [1, 0, 1], [0, 1, 0]])
     # K = 2 plain gossip: add sum_{w in N(v)} W_wu^2 / ||W_w||^2; ||W_0||^2 = ||W_2||^2 = 1/2,
     # ||W_1||^2 = 1/2: S[0, 2] = W_{1,0}^2 / (1/2) = 1/2; S[0, 1] = 1 + (W_00^2 + W_20^2) * 2
-    s = MuffliatoPaperFormula(sp.csr_matrix(w), 2, 1.0, 1.0, 1e-5).factor()
+    s = MuffliatoPaperFormula.of(sp.csr_matrix(w), 2, 1.0, 1.0, 1e-5).factor()
     assert s[0, 2] == pytest.approx(0.5)
     assert s[0, 1] == pytest.approx(1 + (0.25 + 0.0) * 2)
     # the reported epsilon converts the worst pair's Renyi curve alpha rho to (eps, delta)
     z, rounds, delta = 3.0, 7, 1e-5
     rho = rounds * s.max() / (2 * z * z)
-    rep = MuffliatoPaperFormula(sp.csr_matrix(w), 2, 1.0, z, delta).evaluate(rounds)
+    rep = MuffliatoPaperFormula.of(sp.csr_matrix(w), 2, 1.0, z, delta).evaluate(rounds)
     best = scipy.optimize.minimize_scalar(
         lambda a: a * rho + math.log(1 / delta) / (a - 1), bounds=(1.0001, 1e4),
         method="bounded").fun
@@ -325,13 +324,13 @@ def test_dpcga_step_is_cga_algorithm_1():
 def test_dpcga_batch_level_noise_and_calibration(monkeypatch):
     prob = logreg_problem(240, 4, 6, 0, 0.1)
     sigmas = []
-    real = dpcga_module.gaussian_mechanism
+    real = contract.gaussian_mechanism
 
     def spy(manifold, x, value, sigma, rng):
         sigmas.append(sigma)
         return real(manifold, x, value, sigma, rng)
 
-    monkeypatch.setattr(dpcga_module, "gaussian_mechanism", spy)
+    monkeypatch.setattr(contract, "gaussian_mechanism", spy)
     alg = DPCGA(Network(ring(6)), lr=0.1, batch_size=8, clip=0.5,
                 budget=PrivacyBudget(4.0, 1e-5), n_rounds=10)
     res = alg.run(prob, 10, rng=0, x0=np.zeros(4), eval_every=10)

@@ -161,10 +161,20 @@ def test_structured_clipped_sum_equals_clipping_the_materialised_gradients(cls, 
     """The fast path (softmax regression's closed-form clipped sum, no (B, d_in, C) array)
     and eq. (9)-(10) as written (per-sample gradients materialised, then clipped) give the
     same run up to float64 rounding; many gradients are clipped (clip 0.5 against norms ~3)."""
+    import rfed.algorithms.decentralized.base as contract
     import rfed.algorithms.decentralized.dpdl as dpdl_mod
 
     problem = _softmax_case()
-    assert dpdl_mod.structured_clipping(problem)
+    assert contract.structured_clipping(problem)
+    calls = []
+    real_sum = type(problem).clipped_grad_sum
+
+    def counted(self, x, batch, bound, mask=None):
+        if bound is not None:   # a clipped sum (the full gradient of the metrics passes None)
+            calls.append(1)
+        return real_sum(self, x, batch, bound, mask)
+
+    monkeypatch.setattr(type(problem), "clipped_grad_sum", counted)
 
     def run():
         alg = cls(Network(ring(6), uniform_weights(ring(6))), lr=0.3, batch_size=8, clip=0.5,
@@ -172,8 +182,13 @@ def test_structured_clipped_sum_equals_clipping_the_materialised_gradients(cls, 
         return alg.run(problem, 5, rng=4, x0=np.zeros(problem.n_params), with_reference=False)
 
     fast = run()
-    monkeypatch.setattr(dpdl_mod, "structured_clipping", lambda problem: False)
+    assert calls   # the fast path ran
+    # the readable path: eq. (9)-(10) as written, chosen where the private gradient chooses
+    for module in (contract, dpdl_mod):
+        monkeypatch.setattr(module, "structured_clipping", lambda problem: False)
+    del calls[:]
     direct = run()
+    assert not calls
     np.testing.assert_allclose(fast.state.x, direct.state.x, rtol=1e-12, atol=1e-14)
     assert np.abs(fast.state.x).max() > 0.05   # moved
     assert fast.privacy == direct.privacy

@@ -8,9 +8,9 @@ import pytest
 from decentralized_cases import logreg_problem
 
 from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, DPDPSGD, NoisyDDGT, NoisyDSGD
-from rfed.algorithms.decentralized import doadp as doadp_module
+from rfed.algorithms.decentralized import base as contract
 from rfed.algorithms.decentralized import dpdda as dpdda_module
-from rfed.algorithms.decentralized import dpdl as dpdl_module
+from rfed.algorithms.private import GaussianAccount, GaussianRelease, NoisePlan
 from rfed.networks.graphs import complete, ieee14_digraph, ring
 from rfed.networks.network import Network
 from rfed.privacy import EventSpec, PrivacyBudget, certify
@@ -206,8 +206,9 @@ def test_the_data_leaves_an_agent_only_through_its_noisy_releases(logreg, svm, m
     # runs. Today's DPDL fails this (its clean self-gradient enters the gossiped model, issue 8
     # defect 3); DO-ADP passes it because the Top-k indices are chosen after the noise.
     prob, make, _ = _gaussian_makers(logreg, svm)[name]
-    for module, fn in ((doadp_module, "gaussian_release"), (dpdda_module, "gaussian_release"),
-                       (dpdl_module, "gaussian_mechanism")):
+    # every noise draw: the private gradient's (both kinds) and DP-DDA's own
+    for module, fn in ((contract, "gaussian_release"), (dpdda_module, "gaussian_release"),
+                       (contract, "gaussian_mechanism")):
         monkeypatch.setattr(module, fn, _fixed_tangent_release if fn == "gaussian_mechanism"
                             else _fixed_release)
     other = _changed_agent(prob)
@@ -350,6 +351,14 @@ def test_a_schedule_above_the_size_limit_is_not_kept(monkeypatch, logreg):
     alg.step(logreg, state)    # draws its activation itself
 
 
+def _account(sizes, sample, releases):
+    """A GaussianAccount of multiplier 1.3 and recorded sensitivity 0.04 at delta 1e-5."""
+    plan = NoisePlan(noise_multiplier=1.3, sensitivity=0.04, delta=1e-5, mode="noise_multiplier")
+    release = GaussianRelease(0.04, sample_size=sample, per_round=np.array(releases))
+    return GaussianAccount(plan=plan, release=release, local_sizes=np.array(sizes),
+                           algorithm="A")
+
+
 @pytest.mark.parametrize("sizes, sample, releases", [
     ([50] * 6, 1, [1] * 6),                        # DO-ADP, DSGD, DP-DDA
     ([50, 50, 60, 60, 70, 80], 4, [1] * 6),        # unequal local sizes
@@ -362,10 +371,7 @@ def test_account_event_plan_records_what_the_general_path_records(sizes, sample,
     """GaussianAccount's per-run event plan (one ledger call per event and round) leaves the
     ledger in exactly the state of the general per-round path, in every case the plan covers;
     where an agent's event depends on the round's active set the plan is not used."""
-    from rfed.algorithms.decentralized._privacy import GaussianAccount
-
-    args = (np.array(sizes), sample, np.array(releases), 1.3, 0.04, 1e-5)
-    fast, slow = GaussianAccount("A", *args), GaussianAccount("A", *args)
+    fast, slow = _account(sizes, sample, releases), _account(sizes, sample, releases)
     slow._plan = None
     covered = fast._plan is not None
     rng = np.random.default_rng(len(sizes) + sum(releases))
@@ -381,9 +387,7 @@ def test_account_event_plan_records_what_the_general_path_records(sizes, sample,
 
 
 def test_account_refuses_a_mask_of_the_wrong_shape_before_counting():
-    from rfed.algorithms.decentralized._privacy import GaussianAccount
-
-    acc = GaussianAccount("A", np.array([50] * 4), 1, np.ones(4, int), 1.3, 0.04, 1e-5)
+    acc = _account([50] * 4, 1, [1] * 4)
     with pytest.raises(ValueError, match="active"):
         acc.record_round(np.ones(1, bool))
     assert acc.counts.sum() == 0 and acc.rounds == 0 and not acc.ledger.to_dict()["events"]

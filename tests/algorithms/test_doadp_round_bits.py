@@ -177,10 +177,10 @@ def test_a_nan_gradient_is_refused_before_any_release(cases, monkeypatch):
     alg = make()
     state = alg.init(problem, x0, np.random.default_rng(0))
     released = []
-    import rfed.algorithms.decentralized.doadp as doadp_module
+    import rfed.algorithms.decentralized.base as contract  # the private gradient's noise
 
-    real = doadp_module.gaussian_release
-    monkeypatch.setattr(doadp_module, "gaussian_release",
+    real = contract.gaussian_release
+    monkeypatch.setattr(contract, "gaussian_release",
                         lambda *a, **k: released.append(1) or real(*a, **k))
     bad = np.full(problem.manifold.point_shape, np.nan)
     monkeypatch.setattr(problem, "per_sample_grad",

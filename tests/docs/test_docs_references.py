@@ -1,9 +1,10 @@
 """No user-facing text points at documents outside the repository (tools/check_references.py).
 
-The CLI's output is clean now and must stay so. The package's docstrings and comments still
-hold references that the docstring sweep will replace by the paper's equation numbers or by
-pages of ``docs/papers/``; until then that test is an expected failure that lists them
-(``python tools/check_references.py`` prints every one with its file and line).
+The CLI's output is clean now and must stay so, and so must the parts of the package the
+docstring sweep has cleaned (``SWEPT``: a reference reintroduced there fails). The rest of the
+package still holds references that the sweep will replace by the paper's equation numbers or by
+pages of ``docs/papers/``; until then the whole-package test is an expected failure that lists
+them (``python tools/check_references.py`` prints every one with its file and line).
 """
 
 from __future__ import annotations
@@ -69,6 +70,25 @@ def test_cli_output_has_no_internal_references():
     assert "rfed list" in outputs and len(outputs) > 10
     hits = check_references.find_in_cli()
     assert hits == [], "\n".join(map(str, hits))
+
+
+#: Parts of the package the docstring sweep has cleaned: a reference reintroduced there fails.
+SWEPT = [
+    "rfed/privacy", "rfed/problems", "rfed/datasets", "rfed/manifolds", "rfed/optim",
+    "rfed/algorithms/federated", "rfed/bibliography.py", "rfed/_checks.py",
+]
+#: Files inside SWEPT still being edited by the concurrent work; remove each once it is clean.
+NOT_YET_SWEPT = {"rfed/privacy/mechanisms.py"}
+
+
+@pytest.mark.parametrize("part", SWEPT)
+def test_swept_parts_have_no_internal_references(part):
+    path = ROOT / part
+    files = sorted(path.rglob("*.py")) if path.is_dir() else [path]
+    files = [f for f in files if str(f.relative_to(ROOT)) not in NOT_YET_SWEPT]
+    assert files, f"{part} holds no Python file"
+    hits = [hit for f in files for hit in check_references.find_in_python(f)]
+    assert hits == [], f"{len(hits)} references in {part}:\n" + "\n".join(map(str, hits))
 
 
 @pytest.mark.xfail(strict=False, reason="the docstring sweep comes after the concurrent work on "

@@ -48,6 +48,7 @@ def _count_accountant_calls() -> list[int]:
     """Count every call of the certified accountant in this process (``certify``, which
     ``calibrate`` and every report go through)."""
     import rfed.algorithms.decentralized._privacy as dec_privacy
+    import rfed.algorithms.private as contract
     import rfed.privacy.budget as budget
 
     calls = [0]
@@ -59,6 +60,7 @@ def _count_accountant_calls() -> list[int]:
 
     budget.certify = counted
     dec_privacy.certify = counted
+    contract.certify = counted
     return calls
 
 

@@ -9,7 +9,7 @@ import pytest
 import scipy.stats
 
 from rfed.algorithms.decentralized import DPDL, DPDPSGD
-from rfed.algorithms.decentralized import dpdl as dpdl_module
+from rfed.algorithms.decentralized import base as contract
 from rfed.networks.comm import arc_list
 from rfed.networks.graphs import complete, ring
 from rfed.networks.network import Network
@@ -128,7 +128,7 @@ def dpdl_messages():
     n, q = 6, 100
     prob = MLPClassifier(x_tr[:n * q].reshape(n, q, 64), y_tr[:n * q].reshape(n, q), n_hidden=16)
     captured = []
-    real = dpdl_module.gaussian_mechanism
+    real = contract.gaussian_mechanism
 
     def spy(manifold, x, value, sigma, rng):
         out = real(manifold, x, value, sigma, rng)
@@ -136,7 +136,7 @@ def dpdl_messages():
         return out
 
     mp = pytest.MonkeyPatch()
-    mp.setattr(dpdl_module, "gaussian_mechanism", spy)
+    mp.setattr(contract, "gaussian_mechanism", spy)
     try:
         alg = DPDL(Network(ring(n)), lr=0.05, batch_size=1, clip=2.0,
                    budget=PrivacyBudget(8.0, 1e-5), n_rounds=50)

@@ -13,9 +13,8 @@ helper) must be caught.
 import numpy as np
 
 from rfed.algorithms.decentralized import DPCGA, DPDO, Muffliato
-from rfed.algorithms.decentralized import dpcga as dpcga_module
+from rfed.algorithms.decentralized import base as contract
 from rfed.algorithms.decentralized import dpdo as dpdo_module
-from rfed.algorithms.decentralized import muffliato as muffliato_module
 from rfed.networks.comm import arc_list
 from rfed.networks.graphs import ring
 from rfed.networks.network import Network
@@ -61,7 +60,7 @@ def _muffliato_scores(monkeypatch):
     canary = _halves(n)
     prob = _canary_problem(n, q, canary)
     released: list = []
-    _spy(monkeypatch, muffliato_module, "gaussian_mechanism", released)
+    _spy(monkeypatch, contract, "gaussian_mechanism", released)
     alg = Muffliato(Network(ring(n)), lr=1.0, batch_size=None, clip=0.5, gossip_steps=2,
                     omega=1.2, budget=PrivacyBudget(EPS, DELTA), n_rounds=1)
     state = alg.step(prob, alg.init(prob, np.zeros(1), np.random.default_rng(0)))
@@ -75,7 +74,7 @@ def test_audit_muffliato(monkeypatch):
     honest = epsilon_lower_bound(s0, s1, DELTA)
     assert honest.epsilon_lower < eps
     monkeypatch.undo()
-    _broken(monkeypatch, muffliato_module, "gaussian_mechanism")
+    _broken(monkeypatch, contract, "gaussian_mechanism")
     (s0, s1), eps_b = _muffliato_scores(monkeypatch)
     assert eps_b == eps
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
@@ -112,7 +111,7 @@ def _dpcga_scores(monkeypatch):
     canary = _halves(n)
     prob = _canary_problem(n, q, canary, feature=100.0)
     released: list = []
-    _spy(monkeypatch, dpcga_module, "gaussian_mechanism", released)
+    _spy(monkeypatch, contract, "gaussian_mechanism", released)
     alg = DPCGA(Network(ring(n)), lr=1.0, batch_size=q, clip=0.5,
                 budget=PrivacyBudget(EPS, DELTA), n_rounds=1)
     state = alg.step(prob, alg.init(prob, np.zeros(1), np.random.default_rng(2)))
@@ -130,7 +129,7 @@ def test_audit_dpcga(monkeypatch):
     assert 0.9 * EPS <= eps <= EPS
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower < eps
     monkeypatch.undo()
-    _broken(monkeypatch, dpcga_module, "gaussian_mechanism")
+    _broken(monkeypatch, contract, "gaussian_mechanism")
     (s0, s1), eps_b = _dpcga_scores(monkeypatch)
     assert eps_b == eps
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps

@@ -17,10 +17,9 @@ import numpy as np
 import pytest
 
 from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, DPDPSGD, NoisyDDGT, NoisyDSGD
-from rfed.algorithms.decentralized import doadp as doadp_module
+from rfed.algorithms.decentralized import base as contract
 from rfed.algorithms.decentralized import dpdda as dpdda_module
 from rfed.algorithms.decentralized import dpdgt as dpdgt_module
-from rfed.algorithms.decentralized import dpdl as dpdl_module
 from rfed.networks.comm import arc_list
 from rfed.networks.graphs import complete, digraph_from_edges, ring
 from rfed.networks.network import Network
@@ -85,7 +84,7 @@ def test_audit_doadp_family(monkeypatch, cls):
     assert 0.9 * EPS <= eps <= EPS
     honest = epsilon_lower_bound(s0, s1, DELTA)
     assert honest.epsilon_lower < eps
-    _broken(monkeypatch, doadp_module, "gaussian_release")
+    _broken(monkeypatch, contract, "gaussian_release")  # the private gradient's noise
     (s0, s1), eps_b = _doadp_scores(cls)
     assert eps_b == eps  # the ledger is unchanged: only the noise shrank
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
@@ -93,16 +92,17 @@ def test_audit_doadp_family(monkeypatch, cls):
 
 # ---------------------------------------------------------------------- DPDL, DP-DPSGD
 def _spy_on_releases(monkeypatch) -> list:
-    """Every noisy value DPDL's Gaussian mechanism releases, appended to the returned list."""
+    """Every noisy value the private gradient's Gaussian mechanism releases, appended to the
+    returned list."""
     released: list = []
-    real = dpdl_module.gaussian_mechanism
+    real = contract.gaussian_mechanism
 
     def spy(manifold, x, value, sigma, rng):
         out = real(manifold, x, value, sigma, rng)
         released.append(out)
         return out
 
-    monkeypatch.setattr(dpdl_module, "gaussian_mechanism", spy)
+    monkeypatch.setattr(contract, "gaussian_mechanism", spy)
     return released
 
 
@@ -132,7 +132,7 @@ def test_audit_dpdl_family(monkeypatch, cls):
     assert 0.9 * EPS <= eps <= EPS
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower < eps
     monkeypatch.undo()
-    _broken(monkeypatch, dpdl_module, "gaussian_mechanism")
+    _broken(monkeypatch, contract, "gaussian_mechanism")
     (s0, s1), eps_b = _dpdl_scores(cls, monkeypatch)
     assert eps_b == eps
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
@@ -159,7 +159,7 @@ def test_audit_dpdpsgd_poisson(monkeypatch):
     assert 0.9 * EPS <= eps <= EPS and "PLD" in report["accountant"]
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower < eps
     monkeypatch.undo()
-    _broken(monkeypatch, dpdl_module, "gaussian_mechanism")
+    _broken(monkeypatch, contract, "gaussian_mechanism")
     (s0, s1), report_b = _poisson_scores(monkeypatch)
     assert report_b["epsilon_certified"] == eps
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
@@ -192,7 +192,7 @@ def test_audit_dpdpsgd_poisson_add_remove(monkeypatch):
     assert report["neighboring"] == "add_remove_one" and 0.9 * EPS <= eps <= EPS
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower < eps
     monkeypatch.undo()
-    _broken(monkeypatch, dpdl_module, "gaussian_mechanism")
+    _broken(monkeypatch, contract, "gaussian_mechanism")
     (s0, s1), report_b = _poisson_add_remove_scores(monkeypatch)
     assert report_b["epsilon_certified"] == eps
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps

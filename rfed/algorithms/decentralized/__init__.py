@@ -1,9 +1,11 @@
 """Decentralized private optimization over graphs, generic over the manifold.
 
-* :class:`DOADP` (spec 000) and its baseline :class:`NoisyDSGD`;
-* :class:`DPDL` (spec 001) and its baseline :class:`DPDPSGD`;
-* :class:`DPDDA` (spec 002; ``n_active = n`` is the full-participation baseline [19]);
-* :class:`DPDGT` (spec 003; Euclidean only) and its baseline :class:`NoisyDDGT`;
+* :class:`DOADP` (reading: ``docs/papers/doadp.md``) and its baseline :class:`NoisyDSGD`;
+* :class:`DPDL` (reading: ``docs/papers/dpdl.md``) and its baseline :class:`DPDPSGD`;
+* :class:`DPDDA` (reading: ``docs/papers/dpdda.md``; ``n_active = n`` is the
+  full-participation baseline [19]);
+* :class:`DPDGT` (reading: ``docs/papers/dpdgt.md``; Euclidean only) and its baseline
+  :class:`NoisyDDGT`;
 * the baselines the papers compare with: :class:`Muffliato` (Cyffers et al., NeurIPS 2022),
   :class:`DPDO` (Huang, Mitra, Vaidya, ICDCN 2015) and :class:`DPCGA` (Esfandiari et al.,
   ICML 2021, with rfed's calibration of its DP variant); see ``docs/guide/baselines.md``;
@@ -38,6 +40,13 @@ References
   2025. arXiv:2403.18275.
 """
 
+from rfed.algorithms.decentralized.base import (
+    DecentralizedAlgorithm,
+    PrivateAlgorithm,
+    PrivateGradient,
+    PrivateState,
+    merged_report,
+)
 from rfed.algorithms.decentralized.doadp import DOADP, NoisyDSGD, sparsify
 from rfed.algorithms.decentralized.dpcga import DPCGA
 from rfed.algorithms.decentralized.dpdda import DPDDA
@@ -47,6 +56,11 @@ from rfed.algorithms.decentralized.dpdo import DPDO
 from rfed.algorithms.decentralized.muffliato import Muffliato
 
 __all__ = [
+    "DecentralizedAlgorithm",
+    "PrivateAlgorithm",
+    "PrivateGradient",
+    "PrivateState",
+    "merged_report",
     "DOADP",
     "DPCGA",
     "DPDDA",

@@ -42,20 +42,12 @@ import scipy.linalg
 import scipy.optimize
 
 from rfed.algorithms.decentralized._common import check_nonneg
-from rfed.algorithms.decentralized._privacy import (
-    GaussianAccount,
-    gaussian_groups_calibration,
-    is_secure,
-    reject_epsilon,
-)
-from rfed.algorithms.decentralized._streams import agent_draws
-from rfed.algorithms.decentralized.dpdl import DPDL, MAX_CHUNK_PAIRS, DPDLState
+from rfed.algorithms.decentralized.base import PrivateGradient
+from rfed.algorithms.decentralized.dpdl import DPDL, MAX_CHUNK_PAIRS
 from rfed.manifolds import Euclidean
 from rfed.networks.gossip import consensus_direction
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
-from rfed.privacy.clipping import clip_by_norm
-from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 
 __all__ = ["DPCGA", "cga_projection"]
 
@@ -133,64 +125,30 @@ class DPCGA(DPDL):
                  budget: PrivacyBudget | None = None, n_rounds: int | None = None,
                  noise_multiplier: float | None = None, delta: float | None = None,
                  max_chunk_pairs: int = MAX_CHUNK_PAIRS, **kwargs):
-        reject_epsilon(kwargs, type(self).__name__)
         super().__init__(network, lr=lr, beta=momentum, alpha=0.0, batch_size=batch_size,
                          clip=clip, delta=delta, budget=budget, n_rounds=n_rounds,
-                         noise_multiplier=noise_multiplier, max_chunk_pairs=max_chunk_pairs)
+                         noise_multiplier=noise_multiplier, max_chunk_pairs=max_chunk_pairs,
+                         **kwargs)
         self.margin = check_nonneg(margin, "margin")
 
-    def _paper(self, problem, delta, sigma) -> None:
+    paper_std = None  # type: ignore[assignment]  # no paper formula: paper_epsilon= refused
+
+    def _private_gradient(self, clip: float, batch_size: int) -> PrivateGradient:
+        """Batch-level clipping (DPDL's Sec. 6 reading of DP-CGA): the minibatch's mean
+        gradient clipped to ``C`` and noised; replace-one sensitivity ``2C``."""
+        return PrivateGradient(clip, batch_size, clipping="batch_mean")
+
+    def paper_formula(self, problem, plan) -> None:
         return None
 
-    def _account(self, problem, rng) -> GaussianAccount | None:
-        cfg = self.noise
-        if cfg.mode is None:
-            return None
-        sizes = problem.counts
-        delta = cfg.resolve_delta(int(sizes.min()))
-        # a batch mean clipped to C: replace-one sensitivity 2C (batch-level clipping)
-        sens = float(release_sensitivity(2.0 * self.clip, problem.manifold.dim, rng))
-        releases = self._releases()
-
-        def budget_z():
-            planned = np.full(problem.n_agents, cfg.n_rounds)
-            return gaussian_groups_calibration(sizes, self.batch_size, releases, planned,
-                                               cfg.budget, delta, is_secure(rng))[0]
-
-        z, target = cfg.resolve_noise_multiplier(sens, budget_z, lambda: 0.0,
-                                                 comm=self.network.comm)
-        return GaussianAccount(
-            self.name, sizes, self.batch_size, releases, z, sens, delta, cfg.method,
-            assumptions=[f"each minibatch-mean gradient clipped to norm C = {self.clip:g} "
-                         "(batch-level, enforced; public): replace-one sensitivity 2C",
-                         "one minibatch of B records per round, drawn without replacement, "
-                         "secret; all of the round's releases use it",
-                         "the self-gradient in the update is noised (every value leaving an "
-                         "agent is post-processing of its noisy releases); rfed's calibration "
-                         "(the papers give none)"],
-            target_epsilon=target, planned_rounds=cfg.n_rounds if target is not None else None,
-            secure=is_secure(rng), mode=cfg.mode)
-
-    def _noisy_means(self, problem, x_models, data_owner, idx, noise_ids, state):
-        """Per pair (model, data owner): ``clip_C(mean_b g_b) + N(0, noise_std^2)``, tangent at
-        ``x_models`` (batch-level clipping; chunks of pairs as :meth:`DPDL._noisy_means`)."""
-        manifold = problem.manifold
-        out = np.empty(x_models.shape)
-        n_pairs = data_owner.size
-        for lo in range(0, n_pairs, self.max_chunk_pairs):
-            sl = slice(lo, min(lo + self.max_chunk_pairs, n_pairs))
-            x_c = x_models[sl]
-            grads = problem.sample_rgrad(x_c, problem.batch(data_owner[sl], idx[sl]))
-            mean = grads.mean(axis=1)
-            del grads
-            clipped, _ = clip_by_norm(manifold, x_c, mean[:, None], self.clip)
-            mean = clipped[:, 0]
-            if state.noise_std > 0:
-                mean = gaussian_mechanism(
-                    manifold, x_c, mean, state.noise_std,
-                    agent_draws(state.rng, state.seed, noise_ids[sl], state.t, "noise"))
-            out[sl] = mean
-        return out
+    def assumptions(self, problem) -> list[str]:
+        return [f"each minibatch-mean gradient clipped to norm C = {self.clip:g} (batch-level, "
+                "enforced; public): replace-one sensitivity 2C",
+                "one minibatch of B records per round, drawn without replacement, secret; all "
+                "of the round's releases use it",
+                "the self-gradient in the update is noised (every value leaving an agent is "
+                "post-processing of its noisy releases); rfed's calibration (the papers give "
+                "none)"]
 
     def aggregate(self, manifold, x: np.ndarray, owner: np.ndarray, cross: np.ndarray,
                   cross_weights: np.ndarray, g_self: np.ndarray, self_weights: np.ndarray
@@ -235,15 +193,14 @@ class DPCGA(DPDL):
         return out
 
     def step(self, problem, state):
-        manifold = problem.manifold
-        comm, w = state.comm, self.weights
-        n = problem.n_agents
-        agents = comm.agents
-        x = state.x
+        """One round of Algorithm 1 (CGA) with batch-level noise, for the block's agents."""
+        manifold, comm, w = problem.manifold, state.comm, self.weights
+        n, agents, x = problem.n_agents, comm.agents, state.x
         if state.ledger is not None:
             state.ledger.check_can_step()
         idx = self._minibatches(problem, state, agents)
-        # 1. models to the neighbours; 2. each data owner evaluates them on its minibatch
+        # models to the neighbours; each data owner evaluates them (and its own model) on its
+        # minibatch: the noisy clipped cross-gradients g^{jl} and the self-gradient g^{jj}
         nb = comm.gather_from_neighbors(w, x)
         m = nb.senders.size
         noisy = self._noisy_means(problem, np.concatenate([nb.values, x]),
@@ -251,26 +208,23 @@ class DPCGA(DPDL):
                                   np.concatenate([idx[nb.receivers], idx]),
                                   np.concatenate([n + nb.arc_ids, agents]), state)
         g_self = noisy[m:]
-        # 3. cross-gradients back to the model owners (reply on j -> i goes along i -> j)
+        # cross-gradients back to the model owners (reply on j -> i goes i -> j)
         back_order = (self._reverse if agents.size == n
                       else np.lexsort((nb.receivers, nb.senders)))
         back = comm.send_along_arcs(w, noisy[:m][back_order])
-        # 4. the QP aggregate at each model owner
+        # the QP aggregate g~_j = G_j^T v*_j + pi_jj g^{jj} at each model owner
         g_agg = self.aggregate(manifold, x, back.receivers, back.values, back.weights, g_self,
                                w.diagonal()[agents])
-        # 5. momentum (Nesterov form), then the step from the average of the models sent
+        # momentum (Nesterov form), then the step from the average of the models sent
         mom = self.beta * state.v + g_agg
         direction = g_agg + self.beta * mom
-        flat = type(manifold) is Euclidean
         cons = consensus_direction(manifold, w, x, comm=comm, copies=True)
-        if flat:
+        if type(manifold) is Euclidean:
             x_new = x + cons - self.lr * direction
             m_new = mom
         else:
             mixed = manifold.exp(x, cons)
             x_new = manifold.exp(mixed, -self.lr * manifold.transport(x, mixed, direction))
             m_new = manifold.transport(x, x_new, mom)
-        self._charge(state, n)
-        return DPDLState(t=state.t + 1, x=x_new, rng=state.rng, comm=comm,
-                         ledger=state.ledger, info=state.info, v=m_new, gtilde=g_agg,
-                         noise_std=state.noise_std, seed=state.seed)
+        self.gradient.charge(state, agents)
+        return state.advance(x=x_new, v=m_new, gtilde=g_agg)

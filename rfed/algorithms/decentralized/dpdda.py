@@ -39,31 +39,21 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfed.algorithms.decentralized._common import (
-    DecentralizedAlgorithm,
-    DecentralizedState,
     check_choice,
     check_nonneg,
     check_probability,
-    privacy_report,
 )
-from rfed.algorithms.decentralized._privacy import (
-    GAUSSIAN_REPLACE_ONE_ONLY,
-    GaussianAccount,
-    NoiseConfig,
-    PaperFormula,
-    gaussian_groups_calibration,
-    is_secure,
-    refuse_add_remove,
-    reject_epsilon,
-)
+from rfed.algorithms.decentralized._privacy import PaperFormula
 from rfed.algorithms.decentralized._streams import PlannedRounds, agent_draws, run_seed
+from rfed.algorithms.decentralized.base import PrivateAlgorithm, PrivateState
+from rfed.algorithms.private import GaussianRelease
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.mixing import RandomGossip
 from rfed.networks.network import Network
 from rfed.privacy import papers
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.clipping import clip_by_norm
-from rfed.privacy.mechanisms import gaussian_release, release_sensitivity
+from rfed.privacy.mechanisms import gaussian_release
 from rfed.problems.base import sample_without_replacement
 from rfed.problems.linear import L2Regularizer
 from rfed.randomness import public_generator
@@ -72,21 +62,21 @@ __all__ = ["DPDDA"]
 
 
 @dataclass
-class DPDDAState(DecentralizedState):
+class DPDDAState(PrivateState):
     """Duals ``z`` (coordinates at the anchor), iterates ``x``, output averages ``xtilde``,
-    ``A_t``, the anchor, the last round's active mask and the seed of the keyed streams."""
+    ``A_t``, the anchor, the last round's active mask and the public Lipschitz bound (and, from
+    :class:`~rfed.algorithms.decentralized.PrivateState`, the seed of the keyed streams and
+    the noise std)."""
 
     z: np.ndarray = None  # type: ignore[assignment]
     xtilde: np.ndarray = None  # type: ignore[assignment]
     big_a: float = 0.0
     anchor: np.ndarray = None  # type: ignore[assignment]
     active: np.ndarray = None  # type: ignore[assignment]
-    seed: int = 0
-    noise_std: float = 0.0
     lipschitz: float | None = None
 
 
-class DPDDA(DecentralizedAlgorithm):
+class DPDDA(PrivateAlgorithm):
     r"""DP-DDA (Algorithm 1 of Liu, Johansson and Shi), dual averaging with node subsampling.
 
     Parameters
@@ -151,6 +141,7 @@ class DPDDA(DecentralizedAlgorithm):
 
     name = "DP-DDA"
     state_rows = ("x", "z", "xtilde")
+    state_class = DPDDAState
 
     def __init__(self, network: Network, *, n_active: int | None = None,
                  sampler: str = "uniform", n_edges: int | None = None,
@@ -160,10 +151,11 @@ class DPDDA(DecentralizedAlgorithm):
                  budget: PrivacyBudget | None = None, n_rounds: int | None = None,
                  noise_multiplier: float | None = None, paper_epsilon: float | None = None,
                  delta: float | None = None, **kwargs):
-        reject_epsilon(kwargs, type(self).__name__)
-        if not isinstance(network, Network):
-            raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
-        self.network = network
+        self.sigma = check_nonneg(sigma, "sigma")
+        # each round draws its own W^(t): the network's mixing matrix is not used (nor built)
+        super().__init__(network, mixing=False, budget=budget, n_rounds=n_rounds,
+                         noise_multiplier=noise_multiplier, sigma=self.sigma,
+                         paper_epsilon=paper_epsilon, delta=delta, **kwargs)
         self.sampler = check_choice(sampler, "sampler", RandomGossip.MODES)
         self.gossip = RandomGossip(network.graph, n_active, n_edges=n_edges, mode=sampler)
         self.n_active = None if n_active is None else int(n_active)
@@ -171,10 +163,6 @@ class DPDDA(DecentralizedAlgorithm):
         self.gamma = check_nonneg(gamma, "gamma")
         if schedule == "general" and self.gamma == 0:
             raise ValueError("argument 'gamma' must be > 0 for the general convex schedule")
-        self.sigma = check_nonneg(sigma, "sigma")
-        self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, self.sigma or None,
-                                 paper_epsilon, delta)
-        refuse_add_remove(budget, self.name, GAUSSIAN_REPLACE_ONE_ONLY)
         self.clip = None if clip is None else check_nonneg(clip, "clip")
         if self.clip == 0:
             raise ValueError("argument 'clip' must be > 0")
@@ -229,9 +217,7 @@ class DPDDA(DecentralizedAlgorithm):
 
     def init(self, problem, x0, rng):
         manifold = problem.manifold
-        n = problem.n_agents
-        if self.network.n_agents != n:
-            raise ValueError(f"network has {self.network.n_agents} agents, problem has {n}")
+        self.check_problem(problem)
         anchor = (np.zeros(manifold.point_shape) if isinstance(manifold, Euclidean)
                   else np.asarray(x0, dtype=float))
         comm = self.network.comm
@@ -243,14 +229,12 @@ class DPDDA(DecentralizedAlgorithm):
         # node sampling is public randomness keyed by (seed, round): replayable for the
         # calibration; minibatches and noise come from the agents' keyed streams
         seed = run_seed(rng)
-        lip = self.clip if self.clip is not None else getattr(problem, "public_gradient_bound",
-                                                                None)
-        account = self._account(problem, rng, seed, lip)
-        return DPDDAState(t=0, x=x, rng=rng, comm=comm,
-                          ledger=account, info={"comm0": comm.total_stats()},
-                          z=z, xtilde=x.copy(), big_a=0.0, anchor=anchor, seed=seed,
-                          noise_std=0.0 if account is None else
-                          account.noise_multiplier * account.sensitivity, lipschitz=lip)
+        plan = self.plan(problem, rng, seed)
+        return DPDDAState(t=0, x=x, rng=rng, comm=comm, ledger=self.account(problem, plan),
+                          info={"comm0": comm.total_stats()}, z=z, xtilde=x.copy(), big_a=0.0,
+                          anchor=anchor, seed=seed,
+                          noise_std=0.0 if plan is None else plan.std,
+                          lipschitz=self._lipschitz(problem))
 
     def _sample(self, seed: int, t: int):
         """Round ``t``'s node sampling, from the public stream keyed by ``(seed, t)``."""
@@ -269,73 +253,102 @@ class DPDDA(DecentralizedAlgorithm):
                 self._planned.keep(t, rnd)
         return counts
 
-    def _account(self, problem, rng, seed, lip) -> GaussianAccount | None:
-        cfg = self.noise
-        if cfg.mode is None:
-            return None
+    def _lipschitz(self, problem) -> float | None:
+        """``L``: the ``clip`` given, else the problem's declared public bound (or None)."""
+        return self.clip if self.clip is not None else getattr(problem, "public_gradient_bound",
+                                                               None)
+
+    def release(self, problem) -> GaussianRelease:
+        """One record's subgradient clipped to the public ``L`` (replace-one sensitivity
+        ``2L``), one release per active round."""
+        lip = self._lipschitz(problem)
         if lip is None:
             raise ValueError(
                 "a private DP-DDA run needs a PUBLIC Lipschitz bound: pass 'clip' (enforced by "
                 "clipping every per-sample subgradient) or use a problem that declares "
                 "'public_gradient_bound' (e.g. a linear problem with feature_bound); a bound "
                 "computed from the private data would leak through the noise scale")
-        sizes = problem.counts
-        q = int(sizes.min())
-        n = problem.n_agents
-        delta = cfg.resolve_delta(q)
-        # one record's clipped subgradient: replace-one sensitivity 2L
-        sens = release_sensitivity(2.0 * lip, problem.manifold.dim, rng)
-        def budget_z():
-            planned = self.planned_activity(seed, cfg.n_rounds)
-            return gaussian_groups_calibration(sizes, 1, np.ones(n, int), planned, cfg.budget,
-                                               delta, is_secure(rng))[0]
+        return GaussianRelease(2.0 * lip, sample_size=1)
 
-        def paper_std():
-            with warnings.catch_warnings():
-                warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
-                return self.theorem_sigma(cfg.paper_epsilon, self.delta0, cfg.n_rounds, q,
-                                          self.iota, lip, "paper")
+    def active_rounds(self, seed: int, n_agents: int, n_rounds: int) -> np.ndarray:
+        """The replayed public node sampling (:meth:`planned_activity`)."""
+        return self.planned_activity(seed, n_rounds)
 
-        z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std,
-                                                 comm=self.network.comm)
+    def paper_std(self, problem, delta: float) -> float:
+        """Theorem 1 (printed constant 32): the noise std of ``paper_epsilon``."""
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
+            epsilon, rounds = self.noise.paper_target()
+            # the release (planned before this) has refused a run without a public bound
+            lipschitz = self.release(problem).sensitivity / 2.0
+            return self.theorem_sigma(epsilon, self.delta0, rounds, int(problem.counts.min()),
+                                      self.iota, lipschitz, "paper")
+
+    def paper_formula(self, problem, plan) -> PaperFormula:
+        return PaperFormula("dpdda", {"delta0": self.delta0, "iota": self.iota,
+                                      "L": self._lipschitz(problem),
+                                      "q": int(problem.counts.min()), "sigma": plan.std})
+
+    def assumptions(self, problem) -> list[str]:
         source = ("given by the user ('clip')" if self.clip is not None
                   else "the problem's public data-domain bound (asserted by the user)")
-        return GaussianAccount(
-            self.name, sizes, 1, np.ones(n, int), z, sens, delta, cfg.method,
-            assumptions=[f"per-sample subgradient clipped to L = {lip:g} (enforced; {source})",
-                         "one record per active round, drawn uniformly without replacement, "
-                         "secret",
-                         "node sampling treated as public: no amplification claimed"],
-            target_epsilon=target, planned_rounds=cfg.n_rounds if target is not None else None,
-            paper=PaperFormula("dpdda", {"delta0": self.delta0, "iota": self.iota, "L": lip,
-                                         "q": q, "sigma": z * sens}),
-            epsilon_paper=cfg.paper_epsilon, secure=is_secure(rng), mode=cfg.mode)
-
-    def privacy(self, state):
-        """The run's privacy report dict (``None`` without noise)."""
-        return privacy_report(state)
+        return [f"per-sample subgradient clipped to L = {self._lipschitz(problem):g} "
+                f"(enforced; {source})",
+                "one record per active round, drawn uniformly without replacement, secret",
+                "node sampling treated as public: no amplification claimed"]
 
     def _output_points(self, state):
         return state.xtilde
 
-    def step(self, problem, state):
+    def _noisy_subgradients(self, problem, state, rows: np.ndarray, ids: np.ndarray):
+        """Lines 6-7: each active agent's subgradient at one record drawn uniformly (keyed
+        ``'minibatch'`` stream), clipped to the public ``L``, in the coordinates of the anchor's
+        tangent space, plus ``N(0, sigma^2 I)`` (keyed ``'noise'`` stream): ``(A, dim)``."""
         manifold = problem.manifold
-        rng = state.rng
-        n = problem.n_agents
+        idx = sample_without_replacement(problem.counts[ids], 1, agent_draws(
+            state.rng, state.seed, ids, state.t, "minibatch"))
+        batch = problem.batch(ids, idx)
+        x_act = state.x[rows]
+        if hasattr(problem, "sample_data_grad"):   # the data term: h is the prox's (eq. (6))
+            g = problem.sample_data_grad(x_act, batch)
+        else:
+            g = problem.sample_rgrad(x_act, batch)
+        if state.lipschitz is not None:
+            g, _ = clip_by_norm(manifold, x_act, g, state.lipschitz)
+        if type(manifold) is Euclidean:
+            # transport is the identity and the coordinates are the entries: the same values
+            # as transport + to_coords, without their two copies
+            zeta = g[:, 0].reshape(rows.size, manifold.dim)
+        else:
+            anchor = self._anchors(state.anchor, rows.size)
+            zeta = manifold.to_coords(anchor, manifold.transport(x_act, anchor, g[:, 0]))
+        if state.noise_std > 0:
+            zeta = gaussian_release(zeta, state.noise_std,
+                                    agent_draws(state.rng, state.seed, ids, state.t, "noise"))
+        return zeta
+
+    @staticmethod
+    def _output_average(manifold, xtilde, x, weight: float) -> np.ndarray:
+        """``Exp_xtilde(weight Log_xtilde(x))``; on Euclidean space ``xtilde + weight (x -
+        xtilde)`` in one array (Exp and Log's arithmetic, the same bits)."""
+        if type(manifold) is Euclidean:
+            out = np.subtract(x, xtilde)
+            out *= weight
+            out += xtilde
+            return out
+        return manifold.exp(xtilde, weight * manifold.log(xtilde, x))
+
+    def step(self, problem, state):
+        """One iteration ``t`` of Algorithm 1 (lines 5-12, eqs. (5)-(6)) for the block."""
+        manifold, n = problem.manifold, problem.n_agents
         t = state.t + 1
         a_t = self._a(t)
         big_a = state.big_a + a_t
-        # output average over x^(1..t) with weights a_tau (Alg. 1 line 2)
-        if type(manifold) is Euclidean:
-            # xtilde + (a_t / A_t)(x - xtilde), in one array: Exp and Log's arithmetic
-            xtilde = np.subtract(state.x, state.xtilde)
-            xtilde *= a_t / big_a
-            xtilde += state.xtilde
-        else:
-            xtilde = manifold.exp(state.xtilde,
-                                  (a_t / big_a) * manifold.log(state.xtilde, state.x))
+        # line 2: the output average over x^(1..t) with weights a_tau
+        xtilde = self._output_average(manifold, state.xtilde, state.x, a_t / big_a)
         if state.ledger is not None:
             state.ledger.check_can_step()
+        # Definition 2: the active nodes N^(t) and W^(t), from the public stream (seed, t)
         rnd = self._planned.take(state.seed, state.t)
         if rnd is None:
             rnd = self._sample(state.seed, state.t)
@@ -344,35 +357,16 @@ class DPDDA(DecentralizedAlgorithm):
         active = rnd.active if whole else rnd.active[agents]
         act = np.flatnonzero(active)  # local rows of the block's active agents
         act_ids = act if whole else agents[act]
+        # lines 6-8: the message z_i + a_t eta_i (ghat_i + nu_i) of every node
         msg = state.z.copy()
         if act.size:  # a block may hold no active agent this round
-            idx = sample_without_replacement(problem.counts[act_ids], 1,
-                                             agent_draws(rng, state.seed, act_ids, state.t,
-                                                         "minibatch"))
-            batch = problem.batch(act_ids, idx)
-            x_act = state.x[act]
-            if hasattr(problem, "sample_data_grad"):
-                g = problem.sample_data_grad(x_act, batch)
-            else:
-                g = problem.sample_rgrad(x_act, batch)
-            if state.lipschitz is not None:
-                g, _ = clip_by_norm(manifold, x_act, g, state.lipschitz)
-            if type(manifold) is Euclidean:
-                # transport is the identity and the coordinates are the entries: the same
-                # values as transport + to_coords, without their two copies
-                zeta = g[:, 0].reshape(act.size, manifold.dim)
-            else:
-                anchor = self._anchors(state.anchor, act.size)
-                zeta = manifold.to_coords(anchor, manifold.transport(x_act, anchor, g[:, 0]))
-            if state.noise_std > 0:
-                zeta = gaussian_release(zeta, state.noise_std,
-                                        agent_draws(rng, state.seed, act_ids, state.t, "noise"))
-            msg[act] += a_t * zeta
-        if rnd.matching:
-            # W^(t) of the matching, applied from its pairs (the same bits as the CSR product)
+            msg[act] += a_t * self._noisy_subgradients(problem, state, act, act_ids)
+        # (5), line 9: z^(t+1) = W^(t) msg
+        if rnd.matching:   # from the matching's pairs: the CSR product's bits
             z = state.comm.mix_pairs(rnd.pairs, msg, senders=active)
         else:
             z = state.comm.mix(rnd.weights, msg, senders=active)
+        # (6), lines 10-12: the prox step of the active nodes (or of every node, 'recompute')
         big_a_next = big_a + self._a(t + 1)
         x = state.x.copy()
         update = act if self.inactive_x == "freeze" else np.arange(agents.size)
@@ -383,7 +377,4 @@ class DPDDA(DecentralizedAlgorithm):
             # this block's releases (one block: every active agent's); blocks' ledgers merge
             charged = rnd.active if whole else np.isin(np.arange(n), act_ids)
             state.ledger.record_round(charged)
-        return DPDDAState(t=t, x=x, rng=rng, comm=state.comm, ledger=state.ledger,
-                          info=state.info, z=z, xtilde=xtilde, big_a=big_a, anchor=state.anchor,
-                          active=rnd.active, seed=state.seed, noise_std=state.noise_std,
-                          lipschitz=state.lipschitz)
+        return state.advance(x=x, z=z, xtilde=xtilde, big_a=big_a, active=rnd.active)

@@ -1,11 +1,12 @@
 """DP-DGT: differentially private dual gradient tracking for resource allocation, and noisy DDGT.
 
 W. Huo, X. Chen, L. Huang, K. H. Johansson, L. Shi, "Differentially private dual gradient
-tracking for distributed resource allocation", arXiv:2403.18275 (2024). Agents hold a price estimate
-``w~_i`` (the negated dual variable) pulled through a row-stochastic ``R`` and a cumulative
-mismatch tracker ``s_i`` pushed through a column-stochastic ``C``; both messages carry i.i.d.
-Laplace noise of geometrically decaying scale. Per iteration ``k`` (order (12a) -> (12c) -> (12b),
-spec P1; one noise draw per agent and message, entering its own diagonal term too, P4)::
+tracking for distributed resource allocation", arXiv:2403.18275 (2024); rfed's reading:
+``docs/papers/dpdgt.md``. Agents hold a price estimate ``w~_i`` (the negated dual variable) pulled
+through a row-stochastic ``R`` and a cumulative mismatch tracker ``s_i`` pushed through a
+column-stochastic ``C``; both messages carry i.i.d. Laplace noise of geometrically decaying scale.
+Per iteration ``k`` (order (12a) -> (12c) -> (12b), one noise draw per agent and message, entering
+its own diagonal term too)::
 
     s_{k+1}  = (1 - gamma) s_k + gamma C (s_k + xi_k) - alpha_k (w_k - d)          (13a)
     w~_{k+1} = (1 - phi) w~_k + phi R (w~_k + zeta_k) + (s_{k+1} - s_k)             (13b)
@@ -16,7 +17,7 @@ with ``alpha_k = alpha0 q^k`` and scales ``theta_k = theta0 q_theta^k`` (Cor. 5.
 Only Euclidean space: the coupling constraint sums decisions, the dual lives in R^m, the
 tracker's conservation law ``1^T (s_{k+1} - s_k) = -alpha_k (sum w - sum d) + gamma 1^T xi_k``
 needs plain sums, and the privacy proof uses l1 distances of coordinate-wise Laplace noise
-(spec 003 section 7). Any other manifold is refused with that explanation.
+(``docs/papers/dpdgt.md``). Any other manifold is refused with that explanation.
 
 References
 ----------
@@ -36,19 +37,15 @@ import numpy as np
 
 from rfed.algorithms.base import Algorithm
 from rfed.algorithms.decentralized._blocks import BlockStates
-from rfed.algorithms.decentralized._common import (
-    check_nonneg,
-    check_probability,
-    privacy_report,
-)
+from rfed.algorithms.decentralized._common import check_nonneg, check_probability
 from rfed.algorithms.decentralized._privacy import (
-    COST_FUNCTION_RELATION_ONLY,
     DGTAccount,
+    DGTRelease,
     PaperFormula,
-    refuse_add_remove,
-    reject_epsilon,
 )
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
+from rfed.algorithms.decentralized.base import merged_report
+from rfed.algorithms.private import NoiseConfig, plan_noise, untracked_report
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.comm import freeze_weights
 from rfed.networks.engine import default_communicator
@@ -64,36 +61,10 @@ from rfed.networks.mixing import (
 from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.calibration import dpdgt_theta0
 from rfed.privacy.mechanisms import LaplaceSchedule, laplace_mechanism
+from rfed.privacy.secure import is_secure
 from rfed.problems.dispatch import QuadraticResourceAllocation
 
 __all__ = ["DPDGT", "NoisyDDGT", "require_euclidean"]
-
-
-#: Iterations whose noise scales :func:`_noise_scale` keeps per schedule.
-KEPT_SCALES = 1 << 16
-
-_SCALES: dict[LaplaceSchedule, dict[int, float]] = {}
-
-
-def _noise_scale(schedule: LaplaceSchedule, k: int) -> float:
-    """``schedule.scale(k)``, kept: each iteration's scale is computed once per schedule (by
-    ``schedule.scale``, so the same float) and shared by every run with an equal schedule (a
-    Monte Carlo study repeats one schedule). Storing a computed value is idempotent, so
-    threads sharing the table cannot disagree; past :data:`KEPT_SCALES` iterations of a
-    schedule, or for an iteration that is not an int, the scale is computed directly."""
-    if type(k) is not int:
-        return schedule.scale(k)
-    kept = _SCALES.get(schedule)
-    if kept is None:
-        if len(_SCALES) >= 256:  # a study uses a few schedules; forget them past that
-            _SCALES.clear()
-        kept = _SCALES[schedule] = {}
-    value = kept.get(k)
-    if value is None:
-        value = schedule.scale(k)  # refuses k < 0
-        if len(kept) < KEPT_SCALES:
-            kept[k] = value
-    return value
 
 
 def require_euclidean(problem, algorithm: str) -> None:
@@ -105,7 +76,8 @@ def require_euclidean(problem, algorithm: str) -> None:
             "tracking needs a vector space (the coupling constraint sum_i w_i = sum_i d_i adds "
             "decisions, the dual variable lives in R^m, the tracker conserves plain sums through "
             "1^T C = 1^T, and the privacy proof uses l1 distances of coordinate-wise Laplace "
-            "noise); Riemannian averaging would break the conservation law (spec 003 section 7)"
+            "noise); Riemannian averaging would break the conservation law (see "
+            "docs/papers/dpdgt.md)"
         )
     if not isinstance(problem, QuadraticResourceAllocation):
         raise TypeError(f"{algorithm} solves a QuadraticResourceAllocation, got "
@@ -137,7 +109,7 @@ class _PushPullBase(BlockStates, Algorithm):
     state_rows = ("wt", "s", "w")
 
     def _noise_args(self, theta_xi, theta_zeta, budget, n_rounds, q_theta, paper_epsilon,
-                    adjacency_radius, delta, track_privacy):
+                    adjacency_radius, delta, track_privacy, kwargs):
         """Check and store the noise configuration shared by DP-DGT and noisy DDGT."""
         given = [nm for nm, v in (("budget", budget), ("paper_epsilon", paper_epsilon),
                                   ("theta_xi/theta_zeta",
@@ -146,17 +118,14 @@ class _PushPullBase(BlockStates, Algorithm):
         if len(given) > 1:
             raise ValueError(f"give at most one of 'budget', 'paper_epsilon' and "
                              f"'theta_xi'/'theta_zeta', got {given}")
-        if budget is not None and not isinstance(budget, PrivacyBudget):
-            raise TypeError(f"argument 'budget' must be a PrivacyBudget, got {budget!r}")
-        refuse_add_remove(budget, self.name, COST_FUNCTION_RELATION_ONLY)
-        if (budget is not None or paper_epsilon is not None) and (
-                not isinstance(n_rounds, (int, np.integer)) or n_rounds < 1):
-            raise ValueError("argument 'n_rounds' (planned iterations, an int >= 1) is required "
-                             "with 'budget' and 'paper_epsilon'")
-        self.budget = budget
-        self.n_rounds = n_rounds
-        self.paper_epsilon = (None if paper_epsilon is None
-                              else check_nonneg(paper_epsilon, "paper_epsilon"))
+        if paper_epsilon is not None:
+            paper_epsilon = check_nonneg(paper_epsilon, "paper_epsilon")
+        self.delta = 1e-5 if delta is None else check_probability(delta, "delta")
+        #: The noise configuration (budget, planned rounds, the paper's epsilon, delta).
+        self.noise = NoiseConfig.from_keywords(
+            kwargs.pop("privacy", None), algorithm=type(self).__name__, budget=budget,
+            n_rounds=n_rounds, paper_epsilon=paper_epsilon or None, delta=self.delta, **kwargs)
+        self.noise.refuse_relation(self.name, DGTRelease.add_remove_refusal)
         self.q_theta = check_probability(q_theta, "q_theta")
         self.theta_xi = theta_xi if theta_xi is not None else LaplaceSchedule(0.0, 1.0)
         self.theta_zeta = theta_zeta if theta_zeta is not None else LaplaceSchedule(0.0, 1.0)
@@ -166,9 +135,23 @@ class _PushPullBase(BlockStates, Algorithm):
         self.adjacency_radius = check_nonneg(adjacency_radius, "adjacency_radius")
         if self.adjacency_radius == 0:
             raise ValueError("argument 'adjacency_radius' must be > 0 (the gradient-distance "
-                             "radius of the neighbouring relation, spec 003 Def. 2.2)")
-        self.delta = 1e-5 if delta is None else check_probability(delta, "delta")
+                             "radius of the neighbouring relation, Def. 2.2)")
         self.track_privacy = bool(track_privacy)
+
+    @property
+    def budget(self) -> PrivacyBudget | None:
+        """The budget of the noise configuration."""
+        return self.noise.budget
+
+    @property
+    def n_rounds(self) -> int | None:
+        """The planned iterations (the default length of :meth:`run`)."""
+        return self.noise.n_rounds
+
+    @property
+    def paper_epsilon(self) -> float | None:
+        """The paper's epsilon the schedules are set from."""
+        return self.noise.paper_epsilon
 
     @property
     def adjacency_delta(self) -> float:
@@ -176,39 +159,34 @@ class _PushPullBase(BlockStates, Algorithm):
         return self.adjacency_radius
 
     def _private(self) -> bool:
-        return (self.budget is not None or bool(self.paper_epsilon)
+        return (self.noise.mode is not None
                 or (self.theta_xi.theta0 > 0 and self.theta_zeta.theta0 > 0))
+
+    def release(self, problem) -> DGTRelease:
+        """Both messages of every iteration, under the cost-function adjacency."""
+        kind, params = self._sens_params(problem)
+        return DGTRelease(kind, params, self.adjacency_radius, problem.m, self.q_theta)
 
     def _account(self, problem, rng, comm) -> tuple[DGTAccount | None, LaplaceSchedule,
                                                     LaplaceSchedule]:
-        """The run's account and its two noise schedules (calibrated for a budget, once for
-        all the processes of ``comm``'s engine)."""
+        """The run's account and its two noise schedules (calibrated for a budget, or set by
+        the paper's formula, once for all the processes of ``comm``'s engine)."""
         if not self._private():
             return None, self.theta_xi, self.theta_zeta
-        kind, params = self._sens_params(problem)
-        mode = "paper_sigma"
+        release = self.release(problem)
+        plan = plan_noise(
+            self.noise, release, local_sizes=None, dim=problem.m, rng=rng, comm=comm,
+            paper_std=lambda delta: self._paper_theta0(problem, self.noise.paper_epsilon),
+            algorithm=self.name)
         txi, tzeta = self.theta_xi, self.theta_zeta
-        if self.budget is not None or self.paper_epsilon:
-            txi = tzeta = LaplaceSchedule(1.0, self.q_theta)
-        delta = self.delta
-        if self.budget is not None:
-            delta = self.budget.delta if self.budget.delta is not None else self.delta
-        account = DGTAccount(self.name, kind, params, self.adjacency_radius, txi, tzeta,
-                             problem.m, rng, delta, planned_rounds=None, paper=None, mode=mode)
-        if self.budget is not None:
-            theta0 = comm.root_computes(
-                lambda: account.calibrate_scale(self.budget, self.n_rounds, delta))
-            account.mode, account.target_epsilon = "budget", self.budget.epsilon
-            account.planned_rounds = self.n_rounds
-        elif self.paper_epsilon:
-            theta0 = self._paper_theta0(problem, self.paper_epsilon)
-            account.mode, account.epsilon_paper = "paper_epsilon", self.paper_epsilon
-        if self.budget is not None or self.paper_epsilon:
-            txi = tzeta = LaplaceSchedule(theta0, self.q_theta)
-            account.theta_xi, account.theta_zeta = txi, tzeta
-        account.paper = self._paper(problem, txi, tzeta)
-        if not self.track_privacy and self.budget is None:
+        if plan is not None:   # theta0 of both schedules theta0 q_theta^k
+            txi = tzeta = LaplaceSchedule(plan.noise_multiplier, self.q_theta)
+        if not self.track_privacy and self.noise.budget is None:
             return None, txi, tzeta
+        account = DGTAccount(algorithm=self.name, release=release, theta_xi=txi,
+                             theta_zeta=tzeta, rng=rng,
+                             delta=self.delta if plan is None else plan.delta, plan=plan,
+                             mode="paper_sigma", paper=self._paper(problem, txi, tzeta))
         return account, txi, tzeta
 
     def _sens_params(self, problem) -> tuple[str, dict]:
@@ -236,7 +214,7 @@ class _PushPullBase(BlockStates, Algorithm):
     def run(self, problem, n_rounds, *, rng, x0=None, eval_every=1, with_reference=True,
             callback=None, **checkpointing):
         """As :meth:`Algorithm.run`; ``x0`` is the initial price ``w~_0`` (shape ``(m,)``,
-        default 0, spec P18) and the result's ``x`` is the allocation ``(n_agents, m)``;
+        default 0) and the result's ``x`` is the allocation ``(n_agents, m)``;
         ``checkpointing``: ``checkpoint_every``, ``checkpoint``, ``resume_from``."""
         require_euclidean(problem, self.name)
         if x0 is None:
@@ -260,8 +238,11 @@ class _PushPullBase(BlockStates, Algorithm):
         return state.comm.all_rows(state.w)
 
     def privacy(self, state):
-        """The run's privacy report dict (``None`` without noise or tracking)."""
-        return privacy_report(state)
+        """The run's privacy report (:func:`~rfed.algorithms.decentralized.merged_report`;
+        ``epsilon_certified`` ``None`` for a noisy run with ``track_privacy=False``)."""
+        if state.ledger is None and self._private():
+            return untracked_report(self.name, int(state.t), is_secure(state.rng))
+        return merged_report(self, state)
 
     def _messages(self, state, comm):
         """Release ``s + xi`` (pushed through C) and ``w~ + zeta`` (pulled through R)."""
@@ -269,9 +250,9 @@ class _PushPullBase(BlockStates, Algorithm):
         if state.ledger is not None:
             state.ledger.record_round()
         agents = comm.agents  # per-agent keyed noise streams of this block
-        sent_s = laplace_mechanism(state.s, _noise_scale(state.theta_xi, k),
+        sent_s = laplace_mechanism(state.s, state.theta_xi.scale(k),
                                    agent_draws(rng, state.seed, agents, k, "noise-s"))
-        sent_w = laplace_mechanism(state.wt, _noise_scale(state.theta_zeta, k),
+        sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k),
                                    agent_draws(rng, state.seed, agents, k, "noise-w"))
         return comm.mix(self.c, sent_s), comm.mix(self.r, sent_w)
 
@@ -293,13 +274,13 @@ class _PushPullBase(BlockStates, Algorithm):
 
 
 class DPDGT(_PushPullBase):
-    r"""DP-DGT (spec 003, Algorithm 1 / eq. (13)).
+    r"""DP-DGT (Algorithm 1 / eq. (13)).
 
     Parameters
     ----------
     graph : Graph
         Directed communication graph (the IEEE 14-bus digraph in the paper); ``R`` and ``C``
-        default to uniform weights with self-loops (spec 5.3).
+        default to uniform weights with self-loops.
     alpha0, q : float
         Step sizes ``alpha_k = alpha0 q^k`` (summable, as privacy needs; Sec. 6.1: 0.015, 0.991).
     gamma, phi : float
@@ -322,7 +303,7 @@ class DPDGT(_PushPullBase):
     adjacency_radius : float
         Radius of the paper's relation (Def. 2.2): neighbouring problems differ in ONE agent's
         cost function, with ``sup_w ||grad F_i(w) - grad F_i'(w)||_1 <= adjacency_radius``. The
-        paper never fixes it (spec P16); the report names it (``level='dpdgt-cost-function'``,
+        paper never fixes it; the report names it (``level='dpdgt-cost-function'``,
         ``neighboring``). This is not record-level DP.
     delta : float, optional
         Delta of the report (default 1e-5; the basic composition is pure, delta = 0).
@@ -347,14 +328,13 @@ class DPDGT(_PushPullBase):
                  delta: float | None = None, **kwargs):
         if "adjacency_delta" in kwargs:
             adjacency_radius = kwargs.pop("adjacency_delta")
-        reject_epsilon(kwargs, type(self).__name__)
         super().__init__(graph, r, c, communicator)
         self.alpha0 = check_nonneg(alpha0, "alpha0")
         self.q = check_probability(q, "q")
         self.gamma = check_probability(gamma, "gamma")
         self.phi = check_probability(phi, "phi")
         self._noise_args(theta_xi, theta_zeta, budget, n_rounds, q_theta, paper_epsilon,
-                         adjacency_radius, delta, track_privacy)
+                         adjacency_radius, delta, track_privacy, kwargs)
         self._constants: PushPullConstants | None = None
 
     def alpha(self, k: int) -> float:
@@ -436,8 +416,9 @@ class DPDGT(_PushPullBase):
 
 
 class NoisyDDGT(_PushPullBase):
-    r"""Distributed dual gradient tracking of Zhang, You and Cai (spec 003 eq. (7)) with the same
-    Laplace noise on both messages (eq. (10)), DP-DGT's comparison baseline of Sec. 6.3::
+    r"""Distributed dual gradient tracking of Zhang, You and Cai (eq. (7) of the DP-DGT paper)
+    with the same Laplace noise on both messages (eq. (10)), DP-DGT's comparison baseline of
+    Sec. 6.3::
 
         w~_{k+1} = R (w~_k + zeta_k) + beta_k z_k,   w_{k+1} = argmin F_i(w) - w~_{k+1}^T w,
         z_{k+1}  = C (z_k + xi_k) - iota (w_{k+1} - w_k),   z_0 = -iota (w_0 - d).
@@ -458,13 +439,12 @@ class NoisyDDGT(_PushPullBase):
                  budget: PrivacyBudget | None = None, n_rounds: int | None = None,
                  q_theta: float = 0.995, adjacency_radius: float = 1.0,
                  delta: float | None = None, track_privacy: bool = True, **kwargs):
-        reject_epsilon(kwargs, type(self).__name__)
         super().__init__(graph, r, c, communicator)
         self.beta0 = check_nonneg(beta0, "beta0")
         self.q = check_probability(q, "q")
         self.iota = check_nonneg(iota, "iota")
         self._noise_args(theta_xi, theta_zeta, budget, n_rounds, q_theta, None,
-                         adjacency_radius, delta, track_privacy)
+                         adjacency_radius, delta, track_privacy, kwargs)
 
     def _sens_params(self, problem):
         return "ddgt", {"beta0": self.beta0, "q": self.q, "iota": self.iota,

@@ -1,24 +1,24 @@
 """DPDL: cross-gradient aggregation with similarity calibration, and the DP-DPSGD baseline.
 
-Spec ``specs/001_dpdl.md`` (Yuan, Xiao, Wang, Li). Each round, agent ``i`` sends its model to its
-neighbours; each neighbour ``j`` evaluates it on a minibatch of *its own* data, clips every
-per-sample gradient, adds ``N(0, sigma^2 C^2)`` to the sum and returns the mean (the
-cross-gradient ``gdd^{ij}``, eqs. (8)-(10)); ``i`` compares each received cross-gradient with its
-self-gradient by cosine similarity ``S`` and forms (eqs. (15)-(18))
+After Yuan, Xiao, Wang and Li (rfed's reading: ``docs/papers/dpdl.md``). Each round, agent ``i``
+sends its model to its neighbours; each neighbour ``j`` evaluates it on a minibatch of *its own*
+data, clips every per-sample gradient, adds ``N(0, sigma^2 C^2)`` to the sum and returns the mean
+(the cross-gradient ``gdd^{ij}``, eqs. (8)-(10)); ``i`` compares each received cross-gradient with
+its self-gradient by cosine similarity ``S`` and forms (eqs. (15)-(18))
 
 ``gtilde^i = sum_{j in N_i} gdd^{ij} / (sqrt(w_ij) N) + alpha (sum_j w_ij Cal^{ij}) gdd^{ii}``,
 ``Cal^{ij} = 1 / (1 + e^{S})`` (in ``[1/(1+e), e/(1+e)] = [0.2689, 0.7311]``),
 
 then takes a heavy-ball step and gossips both momentum and model with ``W`` (eqs. (19)-(22)).
 
-Privacy (issue 8, defect 3): the paper puts the agent's CLEAN clipped self-gradient ``ghat^{ii}``
+Privacy: the paper puts the agent's CLEAN clipped self-gradient ``ghat^{ii}``
 in the self term and the cosine reference; that value then leaves the agent inside the model it
 gossips, un-noised (infinite epsilon). rfed uses the agent's NOISY self-gradient ``gdd^{ii}`` (the
 same Gaussian mechanism as a cross-gradient, on the same minibatch) in both places, so everything
 that leaves agent ``i`` is post-processing of its ``|N_i|`` noisy releases per round (its
 ``|N_i| - 1`` cross-gradients for its neighbours and its self-gradient), all accounted.
 
-Manifold form (spec section 7): the cross-gradient is computed at the receiver's own point
+Manifold form (``docs/papers/dpdl.md``): the cross-gradient is computed at the receiver's own point
 ``x^i_{t-1}`` (the model it sent), so it lies in ``T_{x^i}`` already: no transport for the
 cosine, the calibration or the sum. The model step is ``Exp_{x^i}(-eta vtilde^i)``, the model
 gossip is one Riemannian gossip step, and the momentum gossip transports each ``vtilde^j`` from
@@ -36,38 +36,27 @@ References
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
 
-from rfed.algorithms.decentralized._common import (
-    DecentralizedAlgorithm,
-    DecentralizedState,
-    check_mixing_matrix,
-    check_nonneg,
-    privacy_report,
+from rfed.algorithms.decentralized._common import check_nonneg
+from rfed.algorithms.decentralized._privacy import PaperFormula
+from rfed.algorithms.decentralized._streams import agent_draws
+from rfed.algorithms.decentralized.base import (
+    PrivateAlgorithm,
+    PrivateGradient,
+    PrivateState,
+    structured_clipping,
 )
-from rfed.algorithms.decentralized._privacy import (
-    GAUSSIAN_REPLACE_ONE_ONLY,
-    SAMPLINGS,
-    GaussianAccount,
-    NoiseConfig,
-    PaperFormula,
-    gaussian_groups_calibration,
-    is_secure,
-    refuse_add_remove,
-    reject_epsilon,
-)
-from rfed.algorithms.decentralized._streams import agent_draws, run_seed
-from rfed.manifolds import as_generator
+from rfed.algorithms.private import SAMPLINGS, GaussianRelease
 from rfed.networks.comm import _offdiag_arcs, reverse_arcs, segment_sum
 from rfed.networks.gossip import mix_tangent, riemannian_gossip
 from rfed.networks.network import Network
-from rfed.privacy._tangent import scale as scale_tangents
 from rfed.privacy.budget import PrivacyBudget
-from rfed.privacy.clipping import clip_by_norm
-from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
-from rfed.problems.base import Problem, sample_without_replacement
+from rfed.privacy.secure import is_secure
+from rfed.problems.base import sample_without_replacement
 
 __all__ = ["DPDL", "DPDPSGD", "calibration_weights", "MAX_CHUNK_PAIRS", "MAX_CHUNK_BYTES",
            "poisson_minibatches", "structured_clipping"]
@@ -117,16 +106,6 @@ def poisson_minibatches(counts: np.ndarray, batch_size: int, draws,
     return np.where(mask, order, 0), mask
 
 
-def structured_clipping(problem) -> bool:
-    """Whether ``problem``'s class computes clipped gradient sums its own way.
-
-    True when the class overrides :meth:`rfed.problems.Problem.clipped_grad_sum` (a closed
-    form that does not materialise the per-sample gradients, e.g. softmax regression's); the
-    decentralized trainers then use it instead of clipping materialised gradients.
-    """
-    return type(problem).clipped_grad_sum is not Problem.clipped_grad_sum
-
-
 def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
                         reference: np.ndarray, reference_norm: np.ndarray | None = None
                         ) -> tuple[np.ndarray, np.ndarray]:
@@ -145,7 +124,7 @@ def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
 
     Returns
     -------
-    (S, Cal) : arrays, shape ``(m,)``; ``S = 0`` (``Cal = 1/2``) when a norm vanishes (spec P4).
+    (S, Cal) : arrays, shape ``(m,)``; ``S = 0`` (``Cal = 1/2``) when a norm vanishes.
     """
     num = manifold.inner(x, received, reference)
     if reference_norm is None:
@@ -157,25 +136,23 @@ def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
 
 
 @dataclass
-class DPDLState(DecentralizedState):
-    """Models ``x``, momenta ``v`` (tangent at ``x``), the last aggregate ``gtilde`` (eq. 18,
+class DPDLState(PrivateState):
+    """Models ``x``, momenta ``v`` (tangent at ``x``), the last aggregate ``gtilde`` (eq. (18),
     tangent at the previous models) and the last calibration weights (one per pair, j = i
     included)."""
 
     v: np.ndarray = None  # type: ignore[assignment]
     gtilde: np.ndarray = None  # type: ignore[assignment]
     last_cal: np.ndarray = None  # type: ignore[assignment]
-    seed: int = 0
-    noise_std: float = 0.0
 
 
-class DPDL(DecentralizedAlgorithm):
-    r"""DPDL (spec 001, Algorithm 1), generic over the manifold.
+class DPDL(PrivateAlgorithm):
+    r"""DPDL (Algorithm 1 of Yuan, Xiao, Wang and Li), generic over the manifold.
 
     Parameters
     ----------
     network : Network
-        Symmetric doubly stochastic ``W`` with a positive diagonal (``w_ii > 0``, [L48]).
+        Symmetric doubly stochastic ``W`` with a positive diagonal (``w_ii > 0``).
     lr : float
         ``eta`` (0.005 MNIST, 0.03 CIFAR-10).
     beta : float
@@ -184,17 +161,15 @@ class DPDL(DecentralizedAlgorithm):
         Calibration weight (1.5 bipartite/complete, 2 ring).
     batch_size : int
         ``B`` (216), one minibatch per round reused for all cross-gradients and the self-gradient
-        (with Poisson sampling: the expected batch and the public normaliser).
+        (with Poisson sampling its expected size and the public normaliser).
     sampling : {'without_replacement', 'poisson'}
-        How the round's minibatch is drawn: ``B`` records uniformly without replacement (the
-        paper's), or Poisson sampling, each record independently with probability
-        ``B / q_i``, the sum still divided by ``B``. Poisson subsampling is certified by the
-        PLD accountant (tighter than the RDP bound of sampling without replacement at the
-        same rate); under replace-one not in secure mode (RDP only). Poisson sampling also
-        accepts a budget under ``neighboring='add_remove_one'`` with declared public sizes
-        (``PrivacyBudget(..., public_sizes=...)``): the rates ``B / N^pub_i``, the normaliser
-        ``B`` and the delta use them, never the true sizes; a release's sensitivity is then
-        ``C`` (one summand added or removed) instead of ``2 C``.
+        How the minibatch is drawn: ``B`` of the ``q_i`` records uniformly without replacement
+        (the paper's draw), or each record independently with probability ``B / q_i``
+        (``B / N_i^pub``, the declared public size, under add/remove), the clipped sum divided
+        by the public ``B``; certified by the PLD accountant under replace-one. Poisson
+        sampling also accepts a budget of relation ``'add_remove_one'`` (with declared
+        ``public_sizes``), whose sensitivity is ``C`` (one summand added or removed) instead
+        of ``2 C``.
     clip : float
         Per-sample clipping norm ``C`` (Riemannian norm; 2 MNIST, 3 CIFAR-10), a PUBLIC number.
     budget : PrivacyBudget, optional
@@ -205,13 +180,13 @@ class DPDL(DecentralizedAlgorithm):
     noise_multiplier : float, optional
         Research: noise std over the replace-one sensitivity ``2C`` of one clipped sum.
     sigma : float
-        The paper's parametrisation: std ``sigma C`` on each clipped *sum*, then divided by
-        ``B`` (spec P3); reported with its certified epsilon.
+        The paper's parametrisation (eq. (10)): std ``sigma C`` on each clipped *sum*, then
+        divided by ``B``; reported with its certified epsilon.
     paper_epsilon : float, optional
         The paper's Theorem 1 calibration (eq. (23) as printed) for ``n_rounds`` rounds: the
         paper's formula, not a guarantee.
     h, c2 : float
-        Theorem 1's unspecified quantities, used only for the paper's formula (spec P12, P13).
+        Theorem 1's quantities the paper leaves unspecified, used only for the paper's formula.
     delta : float, optional
         Delta of the reports without a budget (default ``min(1e-5, 1/(10 q))``).
     max_chunk_pairs : int
@@ -224,6 +199,7 @@ class DPDL(DecentralizedAlgorithm):
 
     name = "DPDL"
     state_rows = ("x", "v", "gtilde")
+    state_class = DPDLState
 
     def __init__(self, network: Network, *, lr: float, beta: float = 0.7, alpha: float = 1.5,
                  batch_size: int = 32, clip: float = 2.0, sigma: float = 0.0, h: float = 1.0,
@@ -232,14 +208,19 @@ class DPDL(DecentralizedAlgorithm):
                  noise_multiplier: float | None = None, paper_epsilon: float | None = None,
                  max_chunk_pairs: int = MAX_CHUNK_PAIRS,
                  sampling: str = "without_replacement", **kwargs):
-        reject_epsilon(kwargs, type(self).__name__)
-        if not isinstance(network, Network):
-            raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
-        self.network = network
-        self.weights = check_mixing_matrix(network.weights, "network.weights")
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"argument 'sampling' must be one of {SAMPLINGS}, got {sampling!r}")
+        self.sampling = sampling
+        if sampling == "poisson":
+            # the rates read declared public sizes and the normaliser is the public B: this
+            # instance accepts add/remove (the class's refusal is for the paper's draw)
+            self.add_remove_refusal = None  # type: ignore[misc]
+        super().__init__(network, budget=budget, n_rounds=n_rounds,
+                         noise_multiplier=noise_multiplier, sigma=check_nonneg(sigma, "sigma"),
+                         paper_epsilon=paper_epsilon, delta=delta, **kwargs)
         diag = self.weights.diagonal()
         if np.any(diag <= 0):
-            raise ValueError(f"DPDL needs w_ii > 0 for every agent (spec 001 [L48]); agent "
+            raise ValueError(f"DPDL needs w_ii > 0 for every agent; agent "
                              f"{int(np.argmin(diag))} has w_ii = {diag.min():.3g}")
         self.lr = check_nonneg(lr, "lr")
         if self.lr == 0:
@@ -250,21 +231,12 @@ class DPDL(DecentralizedAlgorithm):
         if self.beta >= 1:
             raise ValueError(f"argument 'beta' must be in [0, 1), got {beta!r}")
         self.alpha = check_nonneg(alpha, "alpha")
-        if not isinstance(batch_size, (int, np.integer)) or batch_size < 1:
-            raise ValueError(f"argument 'batch_size' must be an int >= 1, got {batch_size!r}")
-        self.batch_size = int(batch_size)
-        if sampling not in SAMPLINGS:
-            raise ValueError(f"argument 'sampling' must be one of {SAMPLINGS}, got {sampling!r}")
-        self.sampling = sampling
-        self.clip = check_nonneg(clip, "clip")
-        if self.clip == 0:
-            raise ValueError("argument 'clip' must be > 0")
-        self.sigma = check_nonneg(sigma, "sigma")
-        self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, self.sigma or None,
-                                 paper_epsilon, delta)
-        if self.sampling != "poisson":
-            refuse_add_remove(budget, self.name, GAUSSIAN_REPLACE_ONE_ONLY)
-        self.neighboring = budget.neighboring if budget is not None else "replace_one"
+        if batch_size is None:
+            raise ValueError("argument 'batch_size' must be an int >= 1, got None (one "
+                             "minibatch of B records per round)")
+        self.gradient = self._private_gradient(check_nonneg(clip, "clip"), batch_size)
+        self.batch_size, self.clip = int(batch_size), float(clip)
+        self.sigma = float(sigma)
         self.h = float(h)
         self.c2 = float(c2)
         if (isinstance(max_chunk_pairs, bool) or not isinstance(max_chunk_pairs, (int, np.integer))
@@ -313,63 +285,111 @@ class DPDL(DecentralizedAlgorithm):
             out.append({"last_cal": np.concatenate([cal[ptr[lo]:ptr[hi]], cal[m + lo:m + hi]])})
         return out
 
-    # ------------------------------------------------------------------ helpers
-    def _check(self, problem):
+    # ------------------------------------------------------------------ privacy
+    def _private_gradient(self, clip: float, batch_size: int) -> PrivateGradient:
+        """Eqs. (8)-(10): per-sample gradients clipped to ``C``, noise on the sum, then ``/B``
+        (a problem's structured clipped sum when its class has one: the fast path)."""
+        return PrivateGradient(clip, batch_size, structured_sums=True)
+
+    def accounted_sizes(self, problem) -> np.ndarray:
+        """The local sizes the rates, the delta and the account read: the true ones under
+        replace-one, the declared public ones under add/remove."""
+        budget = self.noise.budget
+        return (problem.counts if budget is None
+                else np.asarray(budget.public_counts(problem.counts)))
+
+    def check_problem(self, problem) -> None:
+        """The network's size, and ``B`` against the smallest local size (the declared public
+        one under add/remove: the true sizes are private there)."""
         if self.network.n_agents != problem.n_agents:
             raise ValueError(f"network has {self.network.n_agents} agents, problem has "
                              f"{problem.n_agents}")
-        # under add/remove the true sizes are private: Poisson rates read the declared sizes
-        # (checked in _account), never these
-        if self.neighboring == "replace_one" and self.batch_size > problem.counts.min():
+        if self.noise.neighboring == "replace_one":
+            self.gradient.check(problem)
+            return
+        sizes = self.accounted_sizes(problem)
+        if self.batch_size > int(np.min(sizes)):
             raise ValueError(f"argument 'batch_size' ({self.batch_size}) exceeds the smallest "
-                             f"local data set ({problem.counts.min()}); resample the partition "
-                             "(spec 001 P10)")
+                             f"declared public size ({int(np.min(sizes))})")
 
+    def plan(self, problem, rng, seed):
+        """:meth:`PrivateAlgorithm.plan`, refusing Poisson sampling under replace-one in secure
+        mode (RDP only, and RDP has no replace-one bound for Poisson sampling)."""
+        if (self.sampling == "poisson" and self.noise.mode is not None and is_secure(rng)
+                and self.noise.neighboring == "replace_one"):
+            raise ValueError(f"{self.name}: secure mode certifies with RDP only, which has no "
+                             "replace-one bound for Poisson sampling; use "
+                             "sampling='without_replacement' in secure mode")
+        return super().plan(problem, rng, seed)
+
+    def _releases(self) -> np.ndarray:
+        """Gaussian releases per agent and round: ``|N_i|`` (cross-gradients and self)."""
+        return self.closed_sizes
+
+    def release(self, problem) -> GaussianRelease:
+        """``|N_i|`` noisy clipped sums per agent and round, all on one minibatch of ``B``
+        (drawn as ``sampling`` says); under add/remove (Poisson only) one record adds or
+        removes one clipped summand: sensitivity ``C``."""
+        release = self.gradient.release(problem, per_round=self._releases())
+        sensitivity = (release.sensitivity if self.noise.neighboring == "replace_one"
+                       else self.clip)
+        return dataclasses.replace(release, sensitivity=sensitivity, sampling=self.sampling)
+
+    def sigma_unit(self) -> float:
+        """The paper's noise std is ``sigma C`` (eq. (10))."""
+        return self.clip
+
+    def _paper(self, problem, delta, sigma) -> PaperFormula | None:
+        w = self.weights
+        return PaperFormula("dpdl", {
+            "q_global": self.batch_size / (problem.n_agents * int(problem.counts.min())),
+            "alpha": self.alpha, "n": problem.n_agents, "w_min": float(w.data.min()),
+            "w_max": float(w.data.max()), "closed_min": int(self.closed_sizes.min()),
+            "h": self.h, "c2": self.c2, "delta": delta, "sigma": sigma})
+
+    def paper_std(self, problem, delta: float) -> float:
+        """Theorem 1, eq. (23) as printed: the ``sigma`` of ``paper_epsilon`` (it scales as
+        ``1 / epsilon``)."""
+        epsilon, rounds = self.noise.paper_target()
+        unit = self._paper(problem, delta, 1.0)
+        assert unit is not None   # a paper formula at unit noise
+        return unit.evaluate(rounds)["epsilon"] / epsilon
+
+    def paper_formula(self, problem, plan) -> PaperFormula | None:
+        return self._paper(problem, plan.delta, plan.std / self.clip)
+
+    def assumptions(self, problem) -> list[str]:
+        batch = ("one minibatch of B records per round, drawn without replacement, secret; "
+                 "all of the round's releases use it" if self.sampling == "without_replacement"
+                 else f"one Poisson minibatch per round (each record with probability "
+                      f"{self.batch_size} / q_i), secret, its sum divided by the public "
+                      f"B = {self.batch_size}; all of the round's releases use it")
+        return [f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; public)",
+                batch,
+                "the self-gradient in the model update is the noisy one (every value leaving "
+                "an agent is post-processing of its noisy releases)"]
+
+    # ------------------------------------------------------------------ the round's pieces
     def _noisy_means(self, problem, x_models, data_owner, idx, noise_ids, state, mask=None):
-        """Per pair (model, data owner): the noised mean of the clipped per-sample gradients
-        (eq. 10), ``(sum_b clip_C(g_b) + N(0, noise_std^2)) / B``, tangent at ``x_models``.
+        """Per pair (model, data owner): eq. (10), the noisy clipped mean of the owner's
+        minibatch at the model, tangent at ``x_models`` (``noise_ids``: the keyed noise stream
+        of each release; ``mask`` ``(P, b)``: the drawn rows of a Poisson minibatch, None:
+        every row).
 
-        ``x_models`` ``(P, *point_shape)``, ``data_owner`` ``(P,)`` global ids, ``idx``
-        ``(P, B)`` their minibatch rows, ``noise_ids`` ``(P,)`` the keyed noise stream of each
-        release, ``mask`` ``(P, B)`` the rows of a Poisson minibatch that were drawn (None:
-        every row). The pairs go a chunk at a time (:meth:`_chunk_pairs`), so the per-sample
-        values never exceed one chunk; every pair's value is the same in any chunk.
-
-        Eq. (9)-(10) as written materialise the ``B`` per-sample gradients and clip them
-        (:func:`~rfed.privacy.clipping.clip_by_norm`). A problem with a structured clipped sum
-        (its own :meth:`~rfed.problems.Problem.clipped_grad_sum`, e.g. softmax regression's
-        closed form ``A^T (s * (P - Y))``) computes the same sum without them: the fast path,
-        chosen once per problem class (:func:`structured_clipping`); a test keeps the two
-        equal.
+        The pairs go a chunk at a time (:meth:`_chunk_pairs`), so the per-sample values never
+        exceed one chunk; every pair's value is the same in any chunk. A problem with a
+        structured clipped sum takes the private gradient's fast path
+        (:func:`structured_clipping`).
         """
-        manifold = problem.manifold
         out = np.empty(x_models.shape)
         n_pairs = data_owner.size
-        structured = structured_clipping(problem)
-        chunk = self._chunk_pairs(problem, structured)
+        chunk = self._chunk_pairs(problem, structured_clipping(problem))
         for lo in range(0, n_pairs, chunk):  # chunks of pairs, not agents
             sl = slice(lo, min(lo + chunk, n_pairs))
-            x_c = x_models[sl]
-            batch = problem.batch(data_owner[sl], idx[sl])
-            mask_c = None if mask is None else mask[sl]
-            if structured:
-                total, _ = problem.clipped_grad_sum(x_c, batch, self.clip, mask_c)
-                if not np.isfinite(total).all():
-                    raise ValueError("a clipped gradient sum is not finite (a per-sample "
-                                     "gradient that is not finite cannot be clipped)")
-            else:
-                grads = problem.sample_rgrad(x_c, batch)
-                clipped, _ = clip_by_norm(manifold, x_c, grads, self.clip)
-                if mask_c is not None:
-                    clipped = scale_tangents(manifold, clipped, mask_c.astype(float))
-                total = clipped.sum(axis=1)
-                del grads, clipped
-            del batch
-            if state.noise_std > 0:
-                total = gaussian_mechanism(
-                    manifold, x_c, total, state.noise_std,
-                    agent_draws(state.rng, state.seed, noise_ids[sl], state.t, "noise"))
-            out[sl] = total / self.batch_size
+            out[sl] = self.gradient.noisy_values(
+                problem, x_models[sl], data_owner[sl], idx[sl], state.noise_std,
+                agent_draws(state.rng, state.seed, noise_ids[sl], state.t, "noise"),
+                **({} if mask is None else {"mask": mask[sl]}))
         return out
 
     def _chunk_pairs(self, problem, structured: bool) -> int:
@@ -385,90 +405,6 @@ class DPDL(DecentralizedAlgorithm):
             per_record = 8 * row_values + 2 * 8 * int(np.prod(problem.manifold.point_shape))
         per_pair = max(1, per_record * self.batch_size)
         return int(max(1, min(self.max_chunk_pairs, MAX_CHUNK_BYTES // per_pair)))
-
-    def _releases(self) -> np.ndarray:
-        """Gaussian releases per agent and round: ``|N_i|`` (cross-gradients and self)."""
-        return self.closed_sizes
-
-    def _paper(self, problem, delta, sigma) -> PaperFormula | None:
-        w = self.weights
-        return PaperFormula("dpdl", {
-            "q_global": self.batch_size / (problem.n_agents * int(problem.counts.min())),
-            "alpha": self.alpha, "n": problem.n_agents, "w_min": float(w.data.min()),
-            "w_max": float(w.data.max()), "closed_min": int(self.closed_sizes.min()),
-            "h": self.h, "c2": self.c2, "delta": delta, "sigma": sigma})
-
-    def _account(self, problem, rng) -> GaussianAccount | None:
-        cfg = self.noise
-        if cfg.mode is None:
-            return None
-        relation = self.neighboring
-        if self.sampling == "poisson" and is_secure(rng) and relation == "replace_one":
-            raise ValueError(f"{self.name}: secure mode certifies with RDP only, which has no "
-                             "replace-one bound for Poisson sampling; use "
-                             "sampling='without_replacement' in secure mode")
-        # the sizes every rate, normaliser and delta may read: the true ones under replace-one,
-        # the declared public ones under add/remove
-        sizes = (cfg.budget.public_counts(problem.counts) if cfg.budget is not None
-                 else problem.counts)
-        if relation != "replace_one" and self.batch_size > int(np.min(sizes)):
-            raise ValueError(f"argument 'batch_size' ({self.batch_size}) exceeds the smallest "
-                             f"declared public size ({int(np.min(sizes))})")
-        q = int(sizes.min())
-        delta = cfg.resolve_delta(q)
-        # a clipped sum of per-sample gradients of norm <= C: sensitivity 2C (replace-one) or
-        # C (add/remove)
-        per_record = 2.0 if relation == "replace_one" else 1.0
-        sens = release_sensitivity(per_record * self.clip, problem.manifold.dim, rng)
-        releases = self._releases()
-        def budget_z():
-            planned = np.full(problem.n_agents, cfg.n_rounds)
-            return gaussian_groups_calibration(sizes, self.batch_size, releases, planned,
-                                               cfg.budget, delta, is_secure(rng),
-                                               self.sampling)[0]
-
-        def paper_std():
-            unit = self._paper(problem, delta, 1.0)
-            if unit is None:
-                raise ValueError(f"{self.name} has no paper formula: use budget= or "
-                                 "noise_multiplier=")
-            # eq. (23): sigma proportional to 1/eps
-            return unit.evaluate(cfg.n_rounds)["epsilon"] / cfg.paper_epsilon
-
-        z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std,
-                                                 sigma_unit=self.clip, comm=self.network.comm)
-        return GaussianAccount(
-            self.name, sizes, self.batch_size, releases, z, sens, delta, cfg.method,
-            assumptions=[f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; "
-                         "public)",
-                         ("one minibatch of B records per round, drawn without replacement, "
-                          "secret; all of the round's releases use it"
-                          if self.sampling == "without_replacement" else
-                          f"one Poisson minibatch per round (each record with probability "
-                          f"{self.batch_size} / q_i), secret, its sum divided by the public "
-                          f"B = {self.batch_size}; all of the round's releases use it"),
-                         "the self-gradient in the model update is the noisy one (every value "
-                         "leaving an agent is post-processing of its noisy releases)"],
-            target_epsilon=target, planned_rounds=cfg.n_rounds if target is not None else None,
-            paper=self._paper(problem, delta, z * sens / self.clip),
-            epsilon_paper=cfg.paper_epsilon, secure=is_secure(rng), mode=cfg.mode,
-            sampling=self.sampling, neighboring=relation)
-
-    def privacy(self, state):
-        """The run's privacy report dict (``None`` without noise)."""
-        return privacy_report(state)
-
-    def init(self, problem, x0, rng):
-        self._check(problem)
-        comm = self.network.comm
-        x = np.broadcast_to(x0, (comm.n_local,) + problem.manifold.point_shape).copy()
-        rng = as_generator(rng)
-        seed = run_seed(rng)  # minibatches and noise come from keyed streams
-        account = self._account(problem, rng)
-        std = 0.0 if account is None else account.noise_multiplier * account.sensitivity
-        return DPDLState(t=0, x=x, rng=rng, comm=comm, ledger=account,
-                         info={"comm0": comm.total_stats()}, v=np.zeros_like(x),
-                         noise_std=std, seed=seed)
 
     def _minibatches(self, problem, state, agents):
         """This round's minibatch rows of ``agents`` (global ids), ``(A, B)``, keyed: ``B`` rows
@@ -486,57 +422,46 @@ class DPDL(DecentralizedAlgorithm):
         draws = agent_draws(state.rng, state.seed, agents, state.t, "minibatch")
         # the rate B / N_i of the sizes the account uses (the declared public ones under
         # add/remove), over the rows the agent holds
-        sizes = (problem.counts if state.ledger is None
-                 else np.asarray(state.ledger.local_sizes))
+        sizes = self.accounted_sizes(problem)
         return poisson_minibatches(problem.counts[agents], self.batch_size, draws,
                                    rate_sizes=sizes[agents])
 
     def _gossip(self, manifold, state, x, vtilde, xtilde):
-        """Step 5's gossip of model and momentum, through the state's communicator (so that a
-        resumed run keeps counting on the counters it saved)."""
+        """Eqs. (21)-(22): the gossip of model and momentum, through the state's communicator
+        (so that a resumed run keeps counting on the counters it saved)."""
         x_new = riemannian_gossip(manifold, xtilde, self.weights, comm=state.comm)
         v_new = mix_tangent(manifold, self.weights, x, vtilde, x_new, comm=state.comm)
         return x_new, v_new
 
-    def _charge(self, state, n: int) -> None:
-        """Charge this round's releases of the block's agents (every agent releases)."""
-        if state.ledger is not None:
-            charged = np.zeros(n, dtype=bool)
-            charged[state.comm.agents] = True
-            state.ledger.record_round(charged)
-
     def step(self, problem, state):
-        manifold = problem.manifold
-        comm, w = state.comm, self.weights
-        n = problem.n_agents
-        agents = comm.agents  # this block's global ids (every agent in one process)
-        x = state.x
+        """One round of Algorithm 1 (lines 3-29, eqs. (8)-(22)) for the block's agents."""
+        manifold, comm, w = problem.manifold, state.comm, self.weights
+        n, agents, x = problem.n_agents, comm.agents, state.x
         if state.ledger is not None:
             state.ledger.check_can_step()
-        idx, drawn = self._round_batches(problem, state, agents)
-        # 1. every agent sends its model to its neighbours (one dense point per arc)
+        idx, drawn = self._round_batches(problem, state, agents)  # line 3: one per round
+        # lines 4-6: every agent sends its model to its neighbours (one dense point per arc)
         nb = comm.gather_from_neighbors(w, x)
-        # 2. each data owner nb.receivers evaluates the model of nb.senders on its batch; the
-        # agents' own pairs (j = i) follow the m arcs
+        # (8)-(10), lines 7-16: each data owner evaluates the models it received (the m arcs)
+        # and its own (the self pairs) on its minibatch. Keyed noise per release: the self
+        # release of agent i is stream i, the cross release on arc e is stream n + e
         m = nb.senders.size
-        # keyed noise per release: the self release of agent i is stream i, the cross release
-        # on arc e is stream n + e (arc ids are global, so no engine changes the draws)
         noisy = self._noisy_means(problem, np.concatenate([nb.values, x]),
                                   np.concatenate([agents[nb.receivers], agents]),
                                   np.concatenate([idx[nb.receivers], idx]),
                                   np.concatenate([n + nb.arc_ids, agents]), state,
                                   None if drawn is None
                                   else np.concatenate([drawn[nb.receivers], drawn]))
-        # the agent's own NOISY self-gradient: the clean one would leave the agent un-noised
-        # inside the model it gossips (issue 8, defect 3)
+        # the agent's own NOISY self-gradient gdd^ii: the clean one would leave the agent
+        # un-noised inside the model it gossips
         g_self = noisy[m:]
-        # 3. the cross-gradients travel back to the model owners (one dense vector per arc):
-        # the reply on arc j -> i goes along i -> j, so the replies leave in the order of the
-        # arcs out of the block, by (sender, receiver)
+        # line 18: the cross-gradients travel back to the model owners (one dense vector per
+        # arc): the reply on arc j -> i goes along i -> j, so the replies leave in the order of
+        # the arcs out of the block, by (sender, receiver)
         back_order = (self._reverse if agents.size == n
                       else np.lexsort((nb.receivers, nb.senders)))
         back = comm.send_along_arcs(w, noisy[:m][back_order])
-        # 4. calibration at each model owner, j = i included (spec P4)
+        # (15)-(16), lines 19-20: cosine similarity and Cal at each model owner, j = i included
         n_local = agents.size
         model_owner = np.concatenate([back.receivers, np.arange(n_local)])  # local rows
         recv_all = np.concatenate([back.values, g_self])
@@ -544,43 +469,52 @@ class DPDL(DecentralizedAlgorithm):
         # each agent's self-gradient norm once, gathered to its pairs
         _, cal = calibration_weights(manifold, x[model_owner], recv_all, g_self[model_owner],
                                      manifold.norm(x, g_self)[model_owner])
+        # (17)-(18), lines 21-22:
+        # gtilde^i = sum_j gdd^ij / (sqrt(w_ij) N) + alpha (sum_j w_ij Cal^ij) gdd^ii
         coef = 1.0 / (np.sqrt(wij) * n)
-        k = len(manifold.point_shape)
-        shape = (-1,) + (1,) * k
+        shape = (-1,) + (1,) * len(manifold.point_shape)
         cross = segment_sum(model_owner, coef.reshape(shape) * recv_all, n_local)
         self_weight = np.bincount(model_owner, weights=wij * cal, minlength=n_local)
         gtilde = cross + self.alpha * self_weight.reshape(shape) * g_self
-        # 5. heavy ball, then gossip of momentum and model with the same W
+        # (19)-(22), lines 24-29: heavy ball, then gossip of momentum and model with W
         vtilde = self.beta * state.v + gtilde
         xtilde = manifold.exp(x, -self.lr * vtilde)
         x_new, v_new = self._gossip(manifold, state, x, vtilde, xtilde)
-        self._charge(state, n)
-        info = dict(state.info)
-        # the range of calibration weights over every agent (each rank holds its block's arcs;
-        # every agent has its self arc, so no agent's entry stays infinite)
+        self.gradient.charge(state, agents)
+        return state.advance(x=x_new, v=v_new, gtilde=gtilde, last_cal=cal,
+                             info=self._calibration_range(state, model_owner, cal))
+
+    def _calibration_range(self, state, model_owner, cal) -> dict:
+        """``info`` with the range of this round's calibration weights over every agent (each
+        rank holds its block's arcs; every agent has its self arc, so no entry stays
+        infinite)."""
+        n_local = state.comm.agents.size
         lowest, highest = np.full(n_local, np.inf), np.full(n_local, -np.inf)
         np.minimum.at(lowest, model_owner, cal)
         np.maximum.at(highest, model_owner, cal)
-        info["cal_min"] = float(comm.all_rows(lowest).min())
-        info["cal_max"] = float(comm.all_rows(highest).max())
-        return DPDLState(t=state.t + 1, x=x_new, rng=state.rng, comm=comm,
-                         ledger=state.ledger, info=info, v=v_new, gtilde=gtilde, last_cal=cal,
-                         noise_std=state.noise_std, seed=state.seed)
+        info = dict(state.info)
+        info["cal_min"] = float(state.comm.all_rows(lowest).min())
+        info["cal_max"] = float(state.comm.all_rows(highest).max())
+        return info
+
+    def start_fields(self, problem, x) -> dict:
+        return {"v": np.zeros_like(x)}
 
 
 class DPDPSGD(DPDL):
-    r"""DP-DPSGD baseline (spec 001 section 5.5, A(DP)^2SGD): decentralized parallel SGD where
-    each agent perturbs its own clipped minibatch gradient.
+    r"""DP-DPSGD baseline (A(DP)^2SGD of Xu, Zhang and Wang, DPDL's Section 5 baseline):
+    decentralized parallel SGD where each agent perturbs its own clipped minibatch gradient.
 
     ``vtilde^i = beta v^i + gdd^{ii}``, ``xtilde^i = Exp_{x^i}(-eta vtilde^i)``, then the same
     gossip of model and momentum as DPDL (so the only difference from DPDL is the cross-gradient
     aggregation and calibration). ``gdd^{ii} = (sum_b clip(g_b) + N(0, sigma^2 C^2)) / B``: one
     release per agent and round. The same privacy arguments as :class:`DPDL` (``budget=``,
-    ``n_rounds=``, ``noise_multiplier=``, ``sigma=``); no paper formula (its own bound is not in
-    the specs), so ``paper_epsilon=`` is refused. ``sampling='poisson'`` as in :class:`DPDL`.
+    ``n_rounds=``, ``noise_multiplier=``, ``sigma=``); no paper formula, so ``paper_epsilon=`` is
+    refused. ``sampling='poisson'`` as in :class:`DPDL`.
     """
 
     name = "DP-DPSGD"
+    paper_std = None  # type: ignore[assignment]  # no paper formula: paper_epsilon= refused
 
     def __init__(self, network: Network, *, lr: float, beta: float = 0.7, batch_size: int = 32,
                  clip: float = 2.0, sigma: float = 0.0, delta: float | None = None,
@@ -588,30 +522,27 @@ class DPDPSGD(DPDL):
                  noise_multiplier: float | None = None,
                  max_chunk_pairs: int = MAX_CHUNK_PAIRS,
                  sampling: str = "without_replacement", **kwargs):
-        reject_epsilon(kwargs, type(self).__name__)
         super().__init__(network, lr=lr, beta=beta, alpha=0.0, batch_size=batch_size,
                          clip=clip, sigma=sigma, delta=delta, budget=budget, n_rounds=n_rounds,
                          noise_multiplier=noise_multiplier, max_chunk_pairs=max_chunk_pairs,
-                         sampling=sampling)
+                         sampling=sampling, **kwargs)
 
     def _releases(self) -> np.ndarray:
         return np.ones(self.n_agents, dtype=int)
 
-    def _paper(self, problem, delta, sigma) -> None:
+    def paper_formula(self, problem, plan) -> None:
         return None
 
     def step(self, problem, state):
-        manifold = problem.manifold
-        n = problem.n_agents
+        """One round: the noisy self-gradient, heavy ball, gossip of model and momentum."""
         if state.ledger is not None:
             state.ledger.check_can_step()
         agents = state.comm.agents
         idx, drawn = self._round_batches(problem, state, agents)
-        noisy = self._noisy_means(problem, state.x, agents, idx, agents, state, drawn)
-        vtilde = self.beta * state.v + noisy
-        xtilde = manifold.exp(state.x, -self.lr * vtilde)
-        x_new, v_new = self._gossip(manifold, state, state.x, vtilde, xtilde)
-        self._charge(state, n)
-        return DPDLState(t=state.t + 1, x=x_new, rng=state.rng, comm=state.comm,
-                         ledger=state.ledger, info=state.info, v=v_new, gtilde=noisy,
-                         noise_std=state.noise_std, seed=state.seed)
+        # gdd^ii through the chunked pairs (one pair per agent), then charged
+        g = self._noisy_means(problem, state.x, agents, idx, agents, state, drawn)
+        self.gradient.charge(state, agents)
+        vtilde = self.beta * state.v + g
+        xtilde = problem.manifold.exp(state.x, -self.lr * vtilde)
+        x_new, v_new = self._gossip(problem.manifold, state, state.x, vtilde, xtilde)
+        return state.advance(x=x_new, v=v_new, gtilde=g)

@@ -48,36 +48,24 @@ from typing import Any
 
 import numpy as np
 
-from rfed.algorithms.decentralized._common import (
-    DecentralizedAlgorithm,
-    DecentralizedState,
-    check_mixing_matrix,
-    check_nonneg,
-    check_probability,
+from rfed.algorithms.decentralized._common import check_nonneg, check_probability
+from rfed.algorithms.decentralized._streams import agent_draws, run_seed
+from rfed.algorithms.decentralized.base import PrivateAlgorithm, PrivateGradient, PrivateState
+from rfed.algorithms.private import (
+    PAPER_LABEL,
+    NoisePlan,
+    Release,
+    label,
     privacy_report,
 )
-from rfed.algorithms.decentralized._privacy import (
-    PAPER_LABEL,
-    is_secure,
-    label,
-    reject_epsilon,
-    run_report,
-)
-from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.manifolds import Euclidean, as_generator
 from rfed.networks.gossip import riemannian_gossip
 from rfed.networks.network import Network
 from rfed.privacy.accountants import EventSpec
-from rfed.privacy.budget import (
-    PrivacyBudget,
-    calibrate,
-    check_delta_for_dataset,
-    check_planned_round,
-    default_delta,
-)
-from rfed.privacy.clipping import clip_by_norm
+from rfed.privacy.budget import PrivacyBudget, calibrate, check_planned_round
 from rfed.privacy.ledger import PrivacyLedger
 from rfed.privacy.mechanisms import laplace_mechanism, release_sensitivity
+from rfed.privacy.secure import is_secure
 
 __all__ = ["DPDO", "DPDOAccount", "DPDOPaperFormula"]
 
@@ -147,6 +135,89 @@ class _ScaledEvents:
         return list(events.items())
 
 
+#: Why DPDO refuses ``neighboring='add_remove_one'``.
+FULL_BATCH_REPLACE_ONE_ONLY = (
+    "each release is the mean of the agent's q_i clipped gradients: its normaliser (and the "
+    "sensitivity 2 C sqrt(d) / q_i) depends on the local size, which add/remove changes and "
+    "keeps private"
+)
+
+
+@dataclasses.dataclass(frozen=True, eq=False)
+class DPDORelease(Release):
+    """DPDO's release of iteration ``k``: the agent's next state, Laplace of scale ``M_{k+1}``,
+    L1 sensitivity ``Delta_k(q) = gamma_k 2 C sqrt(d) / q`` (the module docstring).
+
+    The plan's noise level is ``c_M`` of ``M_k = c_M p^k``.
+
+    Parameters
+    ----------
+    lr, lr_decay, noise_decay, clip : float
+        ``c``, ``q``, ``p`` and ``C``.
+    dim : int
+        ``d``.
+    min_local_size : int
+        The smallest local data set (the worst agent).
+    """
+
+    lr: float
+    lr_decay: float
+    noise_decay: float
+    clip: float
+    dim: int
+    min_local_size: int
+    norm: str = "l1"
+    add_remove_refusal: str | None = FULL_BATCH_REPLACE_ONE_ONLY
+
+    def sensitivities(self, k: int | np.ndarray, sizes: np.ndarray | int,
+                      grid_term: float = 0.0) -> np.ndarray:
+        """``Delta_{k,i}``: L1 sensitivity of the release of iteration ``k`` (message ``k+1``)
+        for local data sets of ``sizes`` records, plus secure mode's ``grid_term``.
+
+        Parameters
+        ----------
+        k : int or int array
+        sizes : int or int array
+        grid_term : float
+
+        Returns
+        -------
+        array
+        """
+        gamma = self.lr * np.power(self.lr_decay, k, dtype=float)
+        return gamma * 2.0 * self.clip * math.sqrt(self.dim) / np.asarray(sizes, float) \
+            + grid_term
+
+    @property
+    def sensitivity(self) -> float:  # type: ignore[override]
+        """``Delta_0`` of the smallest local data set."""
+        return float(self.sensitivities(0, self.min_local_size))
+
+    def noise_level(self, noise_multiplier: float, sensitivity: float) -> float:
+        """``c_M`` of a research multiplier ``z = M_1 / Delta_0``: ``z Delta_0 / p``."""
+        return noise_multiplier * sensitivity / self.noise_decay
+
+    def paper_level(self, sigma: float, sigma_unit: float, sensitivity: float) -> float:
+        """The paper's parametrisation is ``c_M`` itself."""
+        return sigma
+
+    def calibrate(self, budget: PrivacyBudget, delta: float, local_sizes: np.ndarray,
+                  active_rounds: np.ndarray, rng: Any) -> float:
+        """Smallest ``c_M`` whose planned run certifies ``budget`` for the smallest local data
+        set (the worst agent): the smaller of the closed-form pure calibration and the
+        bisected RDP one."""
+        rounds = int(np.max(active_rounds))
+        grid_term = float(release_sensitivity(0.0, self.dim, rng, "l1"))
+        k = np.arange(rounds)
+        sens = self.sensitivities(k, int(np.min(local_sizes)), grid_term)
+        unit = np.power(self.noise_decay, k + 1, dtype=float)
+        pure_scale = float(np.sum(sens / unit)) / budget.epsilon
+        events = _ScaledEvents(tuple(float(s) for s in sens), tuple(float(u) for u in unit))
+        rdp_scale = calibrate(events, PrivacyBudget(budget.epsilon, delta, method="rdp"),
+                              delta=delta).noise_multiplier
+        return float(min(pure_scale, rdp_scale))
+
+
 class DPDOAccount:
     """Round-by-round account of DPDO's Laplace releases (record level, replace-one).
 
@@ -159,38 +230,36 @@ class DPDOAccount:
     Parameters
     ----------
     algorithm : str
-    local_sizes : array of int, shape ``(n_agents,)``
-    lr, lr_decay, noise_scale, noise_decay, clip : float
-    dim : int
-    grid_term : float
-        ``release_sensitivity(0, dim, rng, 'l1')``: 0 in research mode.
-    delta : float
-    target_epsilon, planned_rounds, paper, epsilon_paper, secure, mode
-        As :class:`rfed.algorithms.decentralized._privacy.GaussianAccount`.
+    release : DPDORelease
+    plan : NoisePlan
+        ``plan.noise_multiplier`` is ``c_M``.
+    local_sizes : int array, shape ``(n_agents,)``
+    rng : numpy.random.Generator or SecureRandom
+        The run's generator (secure mode adds the grid term to the sensitivities).
+    mode : str
+        How the noise was set (the report's ``calibration``).
     """
 
     level = "record"
     neighboring = "replace_one"
 
-    def __init__(self, algorithm: str, local_sizes: np.ndarray, lr: float, lr_decay: float,
-                 noise_scale: float, noise_decay: float, clip: float, dim: int,
-                 grid_term: float, delta: float, target_epsilon: float | None = None,
-                 planned_rounds: int | None = None, paper: DPDOPaperFormula | None = None,
-                 epsilon_paper: float | None = None, secure: bool = False,
-                 mode: str | None = None):
+    def __init__(self, *, algorithm: str, release: DPDORelease, plan: NoisePlan,
+                 local_sizes: np.ndarray, rng: Any, mode: str):
         self.algorithm = algorithm
         self.local_sizes = np.asarray(local_sizes, dtype=int)
-        self.lr, self.lr_decay = float(lr), float(lr_decay)
-        self.noise_scale, self.noise_decay = float(noise_scale), float(noise_decay)
-        self.clip = float(clip)
-        self.dim = int(dim)
-        self.grid_term = float(grid_term)
-        self.delta = float(delta)
-        self.target_epsilon = target_epsilon
-        self.planned_rounds = planned_rounds
-        self.paper = paper
-        self.epsilon_paper = epsilon_paper
-        self.secure = bool(secure)
+        self.lr, self.lr_decay = float(release.lr), float(release.lr_decay)
+        self.noise_scale, self.noise_decay = float(plan.noise_multiplier), \
+            float(release.noise_decay)
+        self.clip = float(release.clip)
+        self.dim = int(release.dim)
+        self.grid_term = float(release_sensitivity(0.0, self.dim, rng, "l1"))
+        self.delta = float(plan.delta)
+        self.target_epsilon = plan.target_epsilon
+        self.planned_rounds = plan.planned_rounds
+        self.paper = DPDOPaperFormula(self.lr, self.lr_decay, self.noise_scale,
+                                      self.noise_decay, self.clip, self.dim)
+        self.epsilon_paper = plan.epsilon_paper
+        self.secure = bool(is_secure(rng))
         self.mode = mode
         self.rounds = 0
         self.counts = np.zeros(self.local_sizes.size, dtype=np.int64)
@@ -261,28 +330,15 @@ class DPDOAccount:
                                    else (rdp, "dp-accounting RDP"))
         return self._memo[key]
 
-    def calibrate_scale(self, budget: PrivacyBudget, rounds: int, delta: float) -> float:
-        """Smallest ``c_M`` whose planned run of ``rounds`` iterations certifies ``budget`` for
-        the smallest local data set (the worst agent): the smaller of the closed-form pure
-        calibration and the bisected RDP one."""
-        q = int(self.local_sizes.min())
-        k = np.arange(rounds)
-        sens = self.sensitivity(k, q)
-        unit = np.power(self.noise_decay, k + 1, dtype=float)
-        pure_scale = float(np.sum(sens / unit)) / budget.epsilon
-        events = _ScaledEvents(tuple(float(s) for s in sens), tuple(float(u) for u in unit))
-        rdp_scale = calibrate(events, PrivacyBudget(budget.epsilon, delta, method="rdp"),
-                              delta=delta).noise_multiplier
-        return float(min(pure_scale, rdp_scale))
-
     def report(self, delta: float | None = None) -> dict[str, Any]:
         """The report every private rfed algorithm gives."""
         delta = self.delta if delta is None else float(delta)
         eps, how = self.certified(delta)
         accountant = (f"{how}: the smaller of basic composition (pure) and dp-accounting RDP "
                       "over the Laplace releases, record-level replace_one")
-        return run_report(
-            algorithm=self.algorithm, rounds=self.rounds, epsilon=eps, delta=delta,
+        return privacy_report(
+            algorithm=self.algorithm, rounds=self.rounds, planned_rounds=self.planned_rounds,
+            epsilon=eps, delta=delta,
             accountant=accountant, neighboring=self.neighboring, level=self.level,
             assumptions=[f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; "
                          "public); exact local gradients (the whole local data set)",
@@ -310,16 +366,16 @@ class DPDOAccount:
 
 
 @dataclass
-class DPDOState(DecentralizedState):
+class DPDOState(PrivateState):
     """``x``: the messages ``w_i(k)`` to broadcast this round (noisy states); ``z``: the last
-    averaged points ``v_i`` (the output points; ``x_0`` before the first round)."""
+    averaged points ``v_i`` (the output points; ``x_0`` before the first round); ``noise_scale``:
+    ``c_M`` (0 without noise)."""
 
     z: np.ndarray = None  # type: ignore[assignment]
-    seed: int = 0
     noise_scale: float = 0.0
 
 
-class DPDO(DecentralizedAlgorithm):
+class DPDO(PrivateAlgorithm):
     r"""DPDO (Huang, Mitra, Vaidya, ICDCN 2015), generic over the manifold.
 
     Parameters
@@ -361,11 +417,19 @@ class DPDO(DecentralizedAlgorithm):
                  n_rounds: int | None = None, noise_multiplier: float | None = None,
                  noise_scale: float | None = None, paper_epsilon: float | None = None,
                  delta: float | None = None, **kwargs):
-        reject_epsilon(kwargs, type(self).__name__)
-        if not isinstance(network, Network):
-            raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
-        self.network = network
-        self.weights = check_mixing_matrix(network.weights, "network.weights")
+        given = [name for name, v in (("budget", budget), ("noise_multiplier", noise_multiplier),
+                                      ("noise_scale", noise_scale),
+                                      ("paper_epsilon", paper_epsilon)) if v is not None]
+        if len(given) > 1:
+            raise ValueError(f"give at most one of 'budget', 'noise_multiplier', 'noise_scale' "
+                             f"and 'paper_epsilon', got {given}")
+        if paper_epsilon is not None and check_nonneg(paper_epsilon, "paper_epsilon") == 0:
+            raise ValueError("argument 'paper_epsilon' must be > 0")
+        super().__init__(network, budget=budget, n_rounds=n_rounds,
+                         noise_multiplier=noise_multiplier,
+                         sigma=None if noise_scale is None else check_nonneg(noise_scale,
+                                                                             "noise_scale"),
+                         paper_epsilon=paper_epsilon, delta=delta, **kwargs)
         self.lr = check_nonneg(lr, "lr")
         if self.lr == 0:
             raise ValueError("argument 'lr' (the step size) must be > 0, got 0")
@@ -380,90 +444,26 @@ class DPDO(DecentralizedAlgorithm):
             raise ValueError("argument 'clip' must be > 0")
         self.domain_radius = None if domain_radius is None else check_nonneg(
             domain_radius, "domain_radius")
-        given = [name for name, v in (("budget", budget), ("noise_multiplier", noise_multiplier),
-                                      ("noise_scale", noise_scale),
-                                      ("paper_epsilon", paper_epsilon)) if v is not None]
-        if len(given) > 1:
-            raise ValueError(f"give at most one of 'budget', 'noise_multiplier', 'noise_scale' "
-                             f"and 'paper_epsilon', got {given}")
-        if budget is not None and not isinstance(budget, PrivacyBudget):
-            raise TypeError(f"argument 'budget' must be a PrivacyBudget, got {budget!r}")
-        if (budget is not None or paper_epsilon is not None) and (
-                isinstance(n_rounds, bool) or not isinstance(n_rounds, (int, np.integer))
-                or n_rounds < 1):
-            raise ValueError("argument 'n_rounds' (the planned run length, an int >= 1) is "
-                             "required with 'budget' and 'paper_epsilon'")
-        self.budget = budget
-        self.n_rounds = None if n_rounds is None else int(n_rounds)
-        self.noise_multiplier = (None if noise_multiplier is None
-                                 else check_nonneg(noise_multiplier, "noise_multiplier"))
-        self.noise_scale = None if noise_scale is None else check_nonneg(noise_scale,
-                                                                         "noise_scale")
-        self.paper_epsilon = (None if paper_epsilon is None
-                              else check_nonneg(paper_epsilon, "paper_epsilon"))
-        if self.paper_epsilon == 0:
-            raise ValueError("argument 'paper_epsilon' must be > 0")
-        if self.paper_epsilon is not None and not self.lr_decay < self.noise_decay:
+        # the clipped mean of the whole local data set (the paper's exact local gradient)
+        self.gradient = PrivateGradient(self.clip, None)
+        if self.noise.paper_epsilon is not None and not self.lr_decay < self.noise_decay:
             raise ValueError("argument 'paper_epsilon' (the paper's calibration) needs "
                              f"lr_decay < noise_decay, got {lr_decay} and {noise_decay}")
-        self.delta = delta
 
-    @property
-    def _mode(self) -> str | None:
-        if self.budget is not None:
-            return "budget"
-        for name in ("noise_multiplier", "noise_scale", "paper_epsilon"):
-            if getattr(self, name):
-                return name
-        return None
+    # ------------------------------------------------------------------ privacy
+    def release(self, problem) -> DPDORelease:
+        """Each iteration's Laplace release of the next state (L1 sensitivities
+        ``gamma_k 2 C sqrt(d) / q_i``)."""
+        return DPDORelease(self.lr, self.lr_decay, self.noise_decay, self.clip,
+                           problem.manifold.dim, int(problem.counts.min()))
 
-    def _account(self, problem, rng) -> DPDOAccount | None:
-        mode = self._mode
-        if mode is None:
-            return None
-        sizes = problem.counts
-        q_min = int(sizes.min())
-        if self.budget is not None:
-            delta = self.budget.resolve_delta(q_min)
-        elif self.delta is None:
-            delta = default_delta(q_min)
-        else:
-            delta = check_delta_for_dataset(self.delta, q_min)
-        dim = problem.manifold.dim
-        grid_term = float(release_sensitivity(0.0, dim, rng, "l1"))
-        account = DPDOAccount(self.name, sizes, self.lr, self.lr_decay, 1.0, self.noise_decay,
-                              self.clip, dim, grid_term, delta, secure=is_secure(rng),
-                              mode=mode)
-        comm = self.network.comm
-        scale: float
-        if self.budget is not None and self.n_rounds is not None:
-            budget, rounds = self.budget, self.n_rounds
-            scale = comm.root_computes(lambda: account.calibrate_scale(budget, rounds, delta))
-            account.target_epsilon = budget.epsilon
-            account.planned_rounds = rounds
-        elif self.noise_multiplier:
-            scale = (self.noise_multiplier * float(account.sensitivity(0, q_min))
-                     / self.noise_decay)
-        elif self.noise_scale:
-            scale = self.noise_scale
-        else:
-            assert self.paper_epsilon is not None   # the remaining mode
-            scale = paper_noise_scale(self.paper_epsilon, self.lr, self.lr_decay,
-                                      self.noise_decay, self.clip, dim)
-            account.epsilon_paper = self.paper_epsilon
-        account.noise_scale = float(scale)
-        account.paper = DPDOPaperFormula(self.lr, self.lr_decay, float(scale),
-                                         self.noise_decay, self.clip, dim)
-        return account
+    def paper_std(self, problem, delta: float) -> float:
+        """The paper's ``c_M = 2 C sqrt(d) c / (epsilon (p - q))``."""
+        return paper_noise_scale(self.noise.paper_target()[0], self.lr, self.lr_decay,
+                                 self.noise_decay, self.clip, problem.manifold.dim)
 
-    def privacy(self, state):
-        """The run's privacy report dict (``None`` without noise)."""
-        return privacy_report(state)
-
-    def _check(self, problem):
-        if self.network.n_agents != problem.n_agents:
-            raise ValueError(f"network has {self.network.n_agents} agents, problem has "
-                             f"{problem.n_agents}")
+    def check_problem(self, problem) -> None:
+        super().check_problem(problem)
         if self.domain_radius is not None and not isinstance(problem.manifold, Euclidean):
             raise ValueError("argument 'domain_radius' (the projection on a ball) is defined "
                              "on Euclidean space only")
@@ -487,13 +487,19 @@ class DPDO(DecentralizedAlgorithm):
         return manifold.exp(base, manifold.from_coords(base, coords))
 
     def init(self, problem, x0, rng):
-        self._check(problem)
+        self.check_problem(problem)
         manifold = problem.manifold
         comm = self.network.comm
         x0 = np.broadcast_to(x0, (comm.n_local,) + manifold.point_shape).copy()
         rng = as_generator(rng)
         seed = run_seed(rng)
-        account = self._account(problem, rng)
+        plan = self.plan(problem, rng, seed)
+        account = None
+        if plan is not None:
+            account = DPDOAccount(
+                algorithm=self.name, release=self.release(problem), plan=plan,
+                local_sizes=problem.counts, rng=rng,
+                mode="noise_scale" if plan.mode == "paper_sigma" else plan.mode)
         scale0 = 0.0 if account is None else float(account.scale(0))
         # w(0) = x_0 + Lap(M_0): x_0 is public, the message reads no data
         first = self._release(manifold, x0, np.zeros_like(x0), scale0,
@@ -502,36 +508,26 @@ class DPDO(DecentralizedAlgorithm):
                          info={"comm0": comm.total_stats()}, z=x0, seed=seed,
                          noise_scale=0.0 if account is None else account.noise_scale)
 
-    def local_gradients(self, problem, z: np.ndarray, agents: np.ndarray) -> np.ndarray:
-        """Mean of the clipped per-sample gradients of ``agents``' whole data sets at ``z``."""
-        manifold = problem.manifold
-        idx = np.broadcast_to(np.arange(problem.n_max), (agents.size, problem.n_max))
-        grads = problem.sample_rgrad(z, problem.batch(agents, idx))
-        clipped, _ = clip_by_norm(manifold, z, grads, self.clip)
-        k = len(manifold.point_shape)
-        mask = problem.mask[agents]
-        total = (clipped * mask.reshape(mask.shape + (1,) * k)).sum(axis=1)
-        return total / problem.counts[agents].reshape((-1,) + (1,) * k).astype(float)
-
     def step(self, problem, state):
-        manifold = problem.manifold
-        k = state.t
-        comm = state.comm
+        """One iteration ``k``: average the noisy states received, take the projected gradient
+        step from the average and release the next state with Laplace noise ``Lap(M_{k+1})``."""
+        manifold, comm, k = problem.manifold, state.comm, state.t
         if state.ledger is not None:
             state.ledger.check_can_step()
-        # the noisy states travel along the arcs; each agent averages what it received
+        # v_i(k) = sum_j a_ij w_j(k): the noisy states travel along the arcs
         z = riemannian_gossip(manifold, state.x, self.weights, comm=comm)
-        g = self.local_gradients(problem, z, comm.agents)
+        # grad f_i(v_i(k)): the mean of the clipped per-sample gradients of the whole local set
+        g = self.gradient.noisy_values(problem, z, comm.agents,
+                                       self.gradient.minibatch(problem, comm.agents, None),
+                                       0.0, None)
+        # w_i(k+1) = Proj_X[v_i(k) - gamma_k grad f_i(v_i(k))] + Lap(M_{k+1})
         gamma = self.lr * self.lr_decay ** k
         scale = 0.0 if state.ledger is None else float(state.ledger.scale(k + 1))
         message = self._release(manifold, z, -gamma * g, scale,
                                 agent_draws(state.rng, state.seed, comm.agents, k, "noise"))
         if state.ledger is not None:
-            charged = np.zeros(problem.n_agents, dtype=bool)
-            charged[comm.agents] = True
-            state.ledger.record_round(charged)
-        return DPDOState(t=k + 1, x=message, rng=state.rng, comm=comm, ledger=state.ledger,
-                         info=state.info, z=z, seed=state.seed, noise_scale=state.noise_scale)
+            state.ledger.record_round(np.isin(np.arange(problem.n_agents), comm.agents))
+        return state.advance(x=message, z=z)
 
     def _output_points(self, state) -> np.ndarray:
         return state.z

@@ -52,36 +52,18 @@ from __future__ import annotations
 
 import dataclasses
 import math
-from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg
 
-from rfed.algorithms.decentralized._common import (
-    DecentralizedAlgorithm,
-    DecentralizedState,
-    check_mixing_matrix,
-    check_nonneg,
-    privacy_report,
-)
-from rfed.algorithms.decentralized._privacy import (
-    PAPER_LABEL,
-    GaussianAccount,
-    NoiseConfig,
-    gaussian_groups_calibration,
-    is_secure,
-    reject_epsilon,
-)
-from rfed.algorithms.decentralized._streams import agent_draws, run_seed
-from rfed.manifolds import Euclidean, as_generator
+from rfed.algorithms.decentralized._common import check_nonneg
+from rfed.algorithms.decentralized.base import PrivateAlgorithm, PrivateGradient
+from rfed.algorithms.private import PAPER_LABEL, GaussianRelease
+from rfed.manifolds import Euclidean
 from rfed.networks.gossip import riemannian_gossip
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
-from rfed.privacy.clipping import clip_by_norm
-from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
-from rfed.problems.base import sample_without_replacement
 
 __all__ = ["Muffliato", "MuffliatoPaperFormula", "gossip_polynomials", "second_eigenvalue_modulus"]
 
@@ -165,14 +147,17 @@ def _rdp_to_dp(rho: float, delta: float) -> float:
     return rho + 2.0 * math.sqrt(rho * math.log(1.0 / delta))
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, eq=False)
 class MuffliatoPaperFormula:
     """The paper's pairwise network DP of a Muffliato run, evaluated for a run length.
 
+    The mixing matrix is kept as its CSR arrays (so that a run's state, which holds this
+    formula, saves as a state file).
+
     Attributes
     ----------
-    weights : sparse matrix
-        The (public) mixing matrix.
+    indptr, indices, data : arrays
+        The (public) mixing matrix ``W`` in CSR form, ``(n, n)``.
     steps : int
         Gossip steps per round.
     omega : float
@@ -182,11 +167,38 @@ class MuffliatoPaperFormula:
     delta : float
     """
 
-    weights: sp.csr_matrix
+    indptr: np.ndarray
+    indices: np.ndarray
+    data: np.ndarray
     steps: int
     omega: float
     noise_multiplier: float
     delta: float
+
+    @classmethod
+    def of(cls, weights: sp.spmatrix, steps: int, omega: float, noise_multiplier: float,
+           delta: float) -> MuffliatoPaperFormula:
+        """The formula of a run on the mixing matrix ``weights``.
+
+        Parameters
+        ----------
+        weights : sparse matrix, shape ``(n, n)``
+        steps : int
+        omega, noise_multiplier, delta : float
+
+        Returns
+        -------
+        MuffliatoPaperFormula
+        """
+        w = sp.csr_matrix(weights)
+        return cls(np.array(w.indptr), np.array(w.indices), np.array(w.data), int(steps),
+                   float(omega), float(noise_multiplier), float(delta))
+
+    @property
+    def weights(self) -> sp.csr_matrix:
+        """The mixing matrix ``W``."""
+        n = self.indptr.size - 1
+        return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(n, n))
 
     def factor(self) -> np.ndarray:
         """``S[u, v]`` of one round (see :func:`_pairwise_sums`)."""
@@ -199,7 +211,7 @@ class MuffliatoPaperFormula:
                    "over the rounds without subsampling amplification, converted to (eps, "
                    "delta); worst pair u != v ('epsilon') and mean over pairs; a node sees only "
                    "its neighbours' messages (weaker than the certified local DP)")
-        n = self.weights.shape[0]
+        n = self.indptr.size - 1
         if n > PAIRWISE_MAX_AGENTS:
             return {"label": PAPER_LABEL, "epsilon": None, "epsilon_mean_pairs": None,
                     "delta": self.delta, "formula": formula,
@@ -234,15 +246,7 @@ def muffliato_paper_z(weights, steps: int, omega: float, epsilon: float, delta: 
     return math.sqrt(rounds * s_max / (2.0 * rho))
 
 
-@dataclass
-class MuffliatoState(DecentralizedState):
-    """Models ``x``, the seed of the keyed streams and the noise std on a clipped sum."""
-
-    seed: int = 0
-    noise_std: float = 0.0
-
-
-class Muffliato(DecentralizedAlgorithm):
+class Muffliato(PrivateAlgorithm):
     r"""MUFFLIATO-GD / -SGD (Cyffers et al., NeurIPS 2022), generic over the manifold.
 
     Parameters
@@ -284,23 +288,14 @@ class Muffliato(DecentralizedAlgorithm):
                  omega: float | None = None, budget: PrivacyBudget | None = None,
                  n_rounds: int | None = None, noise_multiplier: float | None = None,
                  paper_epsilon: float | None = None, delta: float | None = None, **kwargs):
-        reject_epsilon(kwargs, type(self).__name__)
-        if not isinstance(network, Network):
-            raise TypeError(f"argument 'network' must be an rfed Network, got {network!r}")
-        self.network = network
-        self.weights = check_mixing_matrix(network.weights, "network.weights")
+        super().__init__(network, budget=budget, n_rounds=n_rounds,
+                         noise_multiplier=noise_multiplier, paper_epsilon=paper_epsilon,
+                         delta=delta, **kwargs)
         self.lr = check_nonneg(lr, "lr")
         if self.lr == 0:
             raise ValueError("argument 'lr' (the step size) must be > 0, got 0")
-        if batch_size is not None and (isinstance(batch_size, bool) or not isinstance(
-                batch_size, (int, np.integer)) or batch_size < 1):
-            raise ValueError(f"argument 'batch_size' must be an int >= 1 or None, got "
-                             f"{batch_size!r}")
-        self.batch_size = None if batch_size is None else int(batch_size)
-        self.clip = check_nonneg(clip, "clip")
-        if self.clip == 0:
-            raise ValueError("argument 'clip' must be > 0")
-        self.noise = NoiseConfig(budget, n_rounds, noise_multiplier, None, paper_epsilon, delta)
+        self.gradient = PrivateGradient(clip, batch_size)
+        self.batch_size, self.clip = self.gradient.batch_size, float(clip)
         n = self.weights.shape[0]
         # the spectrum (a public number) only when a default needs it
         needs_rho = gossip_steps is None or (accelerated and omega is None)
@@ -326,101 +321,34 @@ class Muffliato(DecentralizedAlgorithm):
         self.omega = omega
 
     # ------------------------------------------------------------------ privacy
-    def _check(self, problem):
-        if self.network.n_agents != problem.n_agents:
-            raise ValueError(f"network has {self.network.n_agents} agents, problem has "
-                             f"{problem.n_agents}")
-        if self.batch_size is not None and self.batch_size > problem.counts.min():
-            raise ValueError(f"argument 'batch_size' ({self.batch_size}) exceeds the smallest "
-                             f"local data set ({problem.counts.min()})")
+    def release(self, problem) -> GaussianRelease:
+        """One noisy clipped gradient per agent and round (sensitivity ``2C`` on the sum)."""
+        return self.gradient.release(problem)
 
-    def _paper(self, z: float, delta: float) -> MuffliatoPaperFormula:
-        return MuffliatoPaperFormula(self.weights, self.gossip_steps, self.omega, float(z),
-                                     float(delta))
+    def sigma_unit(self) -> float:
+        """The paper's noise is stated in units of the clip level ``C``."""
+        return self.clip
 
-    def _account(self, problem, rng) -> GaussianAccount | None:
-        cfg = self.noise
-        if cfg.mode is None:
-            return None
-        sizes = problem.counts
-        delta = cfg.resolve_delta(int(sizes.min()))
-        n = problem.n_agents
-        # a clipped sum of per-sample gradients of norm <= C: replace-one sensitivity 2C
-        sens = float(release_sensitivity(2.0 * self.clip, problem.manifold.dim, rng))
-        releases = np.ones(n, dtype=int)
+    def paper_std(self, problem, delta: float) -> float:
+        """The noise std (units of ``C``) of the paper's pairwise bound at ``paper_epsilon``."""
+        epsilon, rounds = self.noise.paper_target()
+        z = muffliato_paper_z(self.weights, self.gossip_steps, self.omega, epsilon, delta,
+                              rounds)
+        return z * self.release(problem).sensitivity / self.clip
 
-        def budget_z():
-            planned = np.full(n, cfg.n_rounds)
-            return gaussian_groups_calibration(sizes, self.batch_size, releases, planned,
-                                               cfg.budget, delta, is_secure(rng))[0]
+    def paper_formula(self, problem, plan) -> MuffliatoPaperFormula:
+        """The paper's pairwise network DP of this run, reported beside the certificate."""
+        return MuffliatoPaperFormula.of(self.weights, self.gossip_steps, self.omega,
+                                        plan.noise_multiplier, plan.delta)
 
-        def paper_std():
-            # z from the paper's pairwise bound, returned as a std of the sum in units of C
-            z = muffliato_paper_z(self.weights, self.gossip_steps, self.omega,
-                                  cfg.paper_epsilon, delta, cfg.n_rounds)
-            return z * sens / self.clip
-
-        z, target = cfg.resolve_noise_multiplier(sens, budget_z, paper_std,
-                                                 sigma_unit=self.clip, comm=self.network.comm)
-        # the paper's pairwise formula serves the account as a PaperFormula does (evaluate)
-        paper: Any = self._paper(z, delta)
-        return GaussianAccount(
-            self.name, sizes, self.batch_size, releases, z, sens, delta, cfg.method,
-            assumptions=[f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; "
-                         "public)",
-                         "one noisy gradient per agent and round (minibatch drawn without "
-                         "replacement, secret); the gossip messages are post-processing",
-                         "local DP against an observer of every message (the paper's "
-                         "pairwise network DP is reported beside it, labelled as the paper's)"],
-            target_epsilon=target, planned_rounds=cfg.n_rounds if target is not None else None,
-            paper=paper, epsilon_paper=cfg.paper_epsilon,
-            secure=is_secure(rng), mode=cfg.mode)
-
-    def privacy(self, state):
-        """The run's privacy report dict (``None`` without noise)."""
-        return privacy_report(state)
+    def assumptions(self, problem) -> list[str]:
+        return [f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; public)",
+                "one noisy gradient per agent and round (minibatch drawn without replacement, "
+                "secret); the gossip messages are post-processing",
+                "local DP against an observer of every message (the paper's pairwise network "
+                "DP is reported beside it, labelled as the paper's)"]
 
     # ------------------------------------------------------------------ run
-    def init(self, problem, x0, rng):
-        self._check(problem)
-        comm = self.network.comm
-        x = np.broadcast_to(x0, (comm.n_local,) + problem.manifold.point_shape).copy()
-        rng = as_generator(rng)
-        seed = run_seed(rng)   # minibatches and noise come from keyed streams
-        account = self._account(problem, rng)
-        std = 0.0 if account is None else account.noise_multiplier * account.sensitivity
-        return MuffliatoState(t=0, x=x, rng=rng, comm=comm, ledger=account,
-                              info={"comm0": comm.total_stats()}, seed=seed, noise_std=std)
-
-    def noisy_gradients(self, problem, state) -> np.ndarray:
-        """The block's noisy clipped mean gradients at its models, ``(n_local, *point_shape)``:
-        ``(sum_b clip_C(g_b) + N(0, noise_std^2)) / b`` (minibatch and noise keyed by
-        ``(seed, agent, round)``)."""
-        manifold = problem.manifold
-        agents = state.comm.agents
-        x = state.x
-        if self.batch_size is None:
-            idx = np.broadcast_to(np.arange(problem.n_max), (agents.size, problem.n_max))
-            size = problem.counts[agents].astype(float)
-            mask = problem.mask[agents]
-        else:
-            idx = sample_without_replacement(
-                problem.counts[agents], self.batch_size,
-                agent_draws(state.rng, state.seed, agents, state.t, "minibatch"))
-            size = np.full(agents.size, float(self.batch_size))
-            mask = None
-        grads = problem.sample_rgrad(x, problem.batch(agents, idx))
-        clipped, _ = clip_by_norm(manifold, x, grads, self.clip)
-        k = len(manifold.point_shape)
-        if mask is not None:
-            clipped = clipped * mask.reshape(mask.shape + (1,) * k)
-        total = clipped.sum(axis=1)
-        if state.noise_std > 0:
-            total = gaussian_mechanism(manifold, x, total, state.noise_std,
-                                       agent_draws(state.rng, state.seed, agents, state.t,
-                                                   "noise"))
-        return total / size.reshape((-1,) + (1,) * k)
-
     def gossip(self, manifold, y0: np.ndarray, comm) -> np.ndarray:
         """``K`` (accelerated) gossip steps from ``y0`` (Muffliato, Algorithm 1)."""
         prev, cur = y0, riemannian_gossip(manifold, y0, self.weights, comm=comm)
@@ -437,17 +365,7 @@ class Muffliato(DecentralizedAlgorithm):
         return cur
 
     def step(self, problem, state):
-        manifold = problem.manifold
-        if state.ledger is not None:
-            state.ledger.check_can_step()
-        g = self.noisy_gradients(problem, state)
-        # the local noisy step, then K gossip steps of the noisy models
-        half = manifold.exp(state.x, -self.lr * g)
-        x_new = self.gossip(manifold, half, state.comm)
-        if state.ledger is not None:
-            charged = np.zeros(problem.n_agents, dtype=bool)
-            charged[state.comm.agents] = True
-            state.ledger.record_round(charged)
-        return MuffliatoState(t=state.t + 1, x=x_new, rng=state.rng, comm=state.comm,
-                              ledger=state.ledger, info=state.info, seed=state.seed,
-                              noise_std=state.noise_std)
+        """One round: the local noisy gradient step, then ``K`` (accelerated) gossip steps."""
+        g = self.gradient(problem, state)                 # noisy clipped mean, charged
+        half = problem.manifold.exp(state.x, -self.lr * g)
+        return state.advance(x=self.gossip(problem.manifold, half, state.comm))

@@ -41,6 +41,8 @@ from typing import Any
 import numpy as np
 
 from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
+from rfed.algorithms.private import PAPER_LABEL
+from rfed.algorithms.private import label as privacy_label
 from rfed.privacy import _rdp
 from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
 from rfed.privacy.budget import Calibration, Certificate, PrivacyBudget, calibrate, certify
@@ -56,7 +58,6 @@ __all__ = [
     "is_secure_rng",
 ]
 
-PAPER_LABEL = "paper's formula, not a guarantee"
 
 #: With ``method='auto'``, PLD is skipped when RDP already certifies more than this (and more
 #: than twice the target): PLD's tightness no longer matters there, and its cost explodes for
@@ -101,7 +102,17 @@ def _certify_uncached(events, delta: float, neighboring: str, method: str,
 
 
 def is_secure_rng(rng: Any) -> bool:
-    """True when ``rng`` is a :class:`rfed.privacy.secure.SecureRandom`."""
+    """True when ``rng`` is a :class:`rfed.privacy.secure.SecureRandom`.
+
+    Parameters
+    ----------
+    rng : object
+        The run's generator.
+
+    Returns
+    -------
+    bool
+    """
     from rfed.privacy.secure import is_secure
 
     return bool(is_secure(rng))
@@ -116,6 +127,17 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
     ``ledger.record(round_index, agents, sigma=plan.sigma[agents], sensitivity=...,
     count=plan.steps, ...)`` charges (the same ledger state, bit for bit), built once per plan
     (:class:`_PlanEvents`) rather than every round.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The run's record-level ledger.
+    round_index : int
+        The round charged.
+    plan : LocalPlan
+        The trainer's plan (noise, sensitivities, sampling, steps per local run).
+    agents : int array, shape ``(A,)``
+        The selected agents, increasing.
     """
     events = _PlanEvents.of(plan)
     if not events.private:
@@ -124,7 +146,7 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
     if not np.all(np.isfinite(plan.sensitivity[agents])):
         return
     charges = [(events.specs, events.ids[agents], plan.steps)]
-    if events.snapshot_specs is not None:
+    if events.snapshot_specs is not None and events.snapshot_ids is not None:  # set together
         charges.append((events.snapshot_specs, events.snapshot_ids[agents], plan.snapshot_steps))
     if agents.ndim != 1 or not agents.size or any(bool(np.any(ids < 0)) for _, ids, _ in charges) \
             or (agents.size > 1 and not bool(np.all(agents[1:] > agents[:-1]))):
@@ -135,8 +157,11 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
     for specs, ids, count in charges:
         first = int(ids[0])
         if ids.size == 1 or bool(np.all(ids == first)):
-            # one event for the whole call (one agent, or equal configurations)
-            ledger.record_event(round_index, specs[first], agents, count=count)
+            # one event for the whole call (one agent, or equal configurations); every id is
+            # >= 0 here (a refused row took the general path), so its event exists
+            spec = specs[first]
+            assert spec is not None
+            ledger.record_event(round_index, spec, agents, count=count)
         else:
             # record()'s order: the distinct events in the order of their sorted values
             for c in np.unique(ids).tolist():
@@ -157,6 +182,7 @@ def _record_general(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
                   sensitivity=plan.sensitivity[agents], count=plan.steps, **kwargs)
     if plan.snapshot_steps:
         # DP-RSVRG with a released snapshot: its full-batch snapshot-gradient releases
+        assert plan.snapshot_sigma is not None and plan.snapshot_sensitivity is not None
         ledger.record(round_index, agents, sigma=plan.snapshot_sigma[agents],
                       sensitivity=plan.snapshot_sensitivity[agents], count=plan.snapshot_steps)
 
@@ -176,6 +202,12 @@ class _PlanEvents:
     """
 
     __slots__ = ("sources", "private", "specs", "ids", "snapshot_specs", "snapshot_ids")
+    sources: tuple[Any, ...]
+    private: bool
+    specs: list[EventSpec | None]
+    ids: np.ndarray
+    snapshot_specs: list[EventSpec | None] | None
+    snapshot_ids: np.ndarray | None
 
     @classmethod
     def of(cls, plan: LocalPlan) -> _PlanEvents:
@@ -264,14 +296,48 @@ def _pld_supports(events, neighboring: str) -> bool:
 
 def certified_epsilon(ledger: PrivacyLedger, delta: float, method: str = "auto",
                       target: float | None = None) -> tuple[float, str, int]:
-    """Epsilon at ``delta`` of the worst-off agent of ``ledger``: ``(eps, method, agent)``."""
+    """Epsilon at ``delta`` of the worst-off agent of ``ledger``: ``(eps, method, agent)``.
+
+    Parameters
+    ----------
+    ledger : PrivacyLedger
+        The run's ledger.
+    delta : float
+        The delta of the guarantee.
+    method : {'auto', 'rdp', 'pld'}
+        The accountant (``'auto'``: the tighter that supports the events).
+    target : float, optional
+        The budget's epsilon: an RDP epsilon far above it is not refined by PLD.
+
+    Returns
+    -------
+    (float, str, int)
+        The epsilon, the accountant used and the worst-off agent.
+    """
     return _worst([ledger.spent(a) for a in range(ledger.n_agents)], delta,
                   ledger.neighboring, method, target)
 
 
 def planned_events(plan: LocalPlan, agent: int, rounds: int,
                    z: float | None = None) -> list[tuple[EventSpec, int]]:
-    """Events of ``agent`` if it trains in each of ``rounds`` rounds (the worst-case selection)."""
+    """Events of ``agent`` if it trains in each of ``rounds`` rounds (the worst-case selection).
+
+    Parameters
+    ----------
+    plan : LocalPlan
+        The trainer's plan.
+    agent : int
+        The agent.
+    rounds : int
+        Rounds it trains in.
+    z : float, optional
+        Noise multiplier (default: the plan's own).
+
+    Returns
+    -------
+    list of (EventSpec, int)
+        The events with their counts over the ``rounds`` rounds.
+    """
     return [(spec, count * rounds) for spec, count in plan.events(agent, z)]
 
 
@@ -283,6 +349,17 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float,
     or, per agent, the rounds the public selection schedule will pick it in (shape
     ``(n_agents,)``). Agents with the same ``(N_i, b_i)`` share one calibration (one bisection of
     :func:`rfed.privacy.calibrate` each), made for the most-selected agent among them.
+
+    Parameters
+    ----------
+    plan : LocalPlan
+        The trainer's plan (public clip levels required).
+    budget : PrivacyBudget
+        The record-level budget of the whole run.
+    delta : float
+        The budget's delta.
+    rounds : int or int array, shape ``(n_agents,)``
+        Rounds each agent trains in (see above).
 
     Returns
     -------
@@ -334,7 +411,10 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float,
                 budget.method == "auto"
                 and _pld_supports(events(cal.noise_multiplier), plan.neighboring)):
             z_rdp = cal.noise_multiplier
-            scaled = calibrate(lambda uu, f=events, zr=z_rdp: f(uu * zr), budget, delta=delta)
+            def scaled_events(uu, f=events, zr=z_rdp):
+                return f(uu * zr)
+
+            scaled = calibrate(scaled_events, budget, delta=delta)
             cal = Calibration(scaled.noise_multiplier * z_rdp, scaled.certificate,
                               budget.epsilon)
         z[u] = cal.noise_multiplier
@@ -434,19 +514,23 @@ def prirfed_privacy_report(
     dict
         ``epsilon_certified``, ``delta``, ``accountant``, ``neighboring``, ``level``,
         ``assumptions``, ``target_epsilon``, ``noise_multiplier``, ``epsilon_paper``, ``paper``,
-        ``secure``, ``replayable_from_seed``, plus ``certified`` (details), ``delta_paper``,
-        ``rounds``, ``planned_rounds``, ``private``, ``sigma`` and ``clip``.
+        ``secure``, ``replayable_from_seed``, ``algorithm``, ``label``, ``calibration``
+        (:data:`rfed.algorithms.private.REPORT_KEYS`, the one report shape), plus ``certified``
+        (details), ``delta_paper``, ``rounds``, ``planned_rounds``, ``private``, ``sigma`` and
+        ``clip``.
     """
     counts = plan.counts
     n_agents = counts.size
     paper = None
     if trainer.paper_epsilon is not None and rounds > 0:
+        assert trainer.paper_delta is not None  # the trainer requires both together
         res = prirfed_privacy(n_agents, n_sampled, trainer.paper_epsilon, trainer.paper_delta,
                               rounds, delta_hat)
         paper = {
             "label": PAPER_LABEL,
             "name": "PriRFed Theorem 4.2 with the sigma formula of "
-                    f"{'HMJG24 Thm 1' if trainer.name == 'DP-RSGD' else 'UHJM23 Claim 5'}",
+                    + ("Han et al. (2024), Thm 1" if trainer.name == "DP-RSGD"
+                       else "Utpala et al. (2023), Claim 5"),
             "epsilon": res.epsilon,
             "delta": res.delta,
             "branch": res.branch,
@@ -482,9 +566,18 @@ def prirfed_privacy_report(
         "snapshot_releases_per_round": plan.snapshot_steps,
         "accountant": accountant,
     }
+    if budget is not None:
+        calibration: str | None = "budget"
+    elif trainer.paper_epsilon is not None:
+        calibration = "paper_epsilon"
+    else:
+        calibration = "paper_sigma" if plan.private else None
     return {
+        "algorithm": f"PriRFed ({trainer.name})",
         "epsilon_certified": eps,
         "delta": delta,
+        "label": privacy_label(eps, delta) if plan.private else "not private (no noise)",
+        "calibration": calibration,
         "accountant": accountant,
         "neighboring": plan.neighboring,
         "level": "record",

@@ -1,8 +1,8 @@
 """Server aggregation of the agents' local parameters (PriRFed eq. 3.1 and 3.2).
 
-Both are post-processing of the agents' outputs and the public ``x^(t)`` (spec section 2.2), so
-they cost no privacy. Weights are data-size weights over the sampled agents,
-``w_i = N_i / sum_{l in S_t} N_l`` (the sizes are treated as public).
+Both are post-processing of the agents' outputs and the public ``x^(t)``
+(:ref:`prirfed-aggregation`), so they cost no privacy. Weights are data-size weights over the
+sampled agents, ``w_i = N_i / sum_{l in S_t} N_l`` (the sizes are treated as public).
 """
 
 from __future__ import annotations
@@ -17,7 +17,18 @@ AGGREGATIONS = ("tangent", "karcher")
 
 
 def data_size_weights(counts: np.ndarray) -> np.ndarray:
-    """``N_i / sum N_l`` over the sampled agents, shape ``(A,)``."""
+    """``N_i / sum N_l`` over the sampled agents, shape ``(A,)``.
+
+    Parameters
+    ----------
+    counts : array, shape ``(A,)``
+        The sampled agents' dataset sizes (public).
+
+    Returns
+    -------
+    ndarray, shape ``(A,)``
+        Weights summing to one.
+    """
     counts = np.asarray(counts, dtype=float)
     if counts.ndim != 1 or counts.size == 0 or not np.all(np.isfinite(counts)) \
             or np.any(counts < 0) or counts.sum() <= 0:
@@ -35,12 +46,19 @@ def tangent_mean(
 
     Parameters
     ----------
+    manifold : Manifold
+        The parameters' manifold.
     x : array, shape ``point_shape``
         The current global parameter :math:`x^{(t)}`.
     points : array, shape ``(A, *point_shape)``
         The received local parameters.
     weights : array, shape ``(A,)``
         Non-negative, summing to one.
+
+    Returns
+    -------
+    ndarray, shape ``point_shape``
+        The aggregated global parameter :math:`x^{(t+1)}`.
     """
     weights = _check_weights(weights, len(points))
     k = len(manifold.point_shape)
@@ -59,7 +77,28 @@ def karcher_aggregate(
     max_iter: int = 200,
 ) -> np.ndarray:
     r"""Exact weighted Karcher mean (3.1): iterate (3.2) from ``x`` until the gradient norm
-    :math:`\|\sum_i w_i \mathrm{Log}_y(x_i)\|_y` is below ``tol``."""
+    :math:`\|\sum_i w_i \mathrm{Log}_y(x_i)\|_y` is below ``tol``.
+
+    Parameters
+    ----------
+    manifold : Manifold
+        The parameters' manifold.
+    x : array, shape ``point_shape``
+        The current global parameter (the iteration's start).
+    points : array, shape ``(A, *point_shape)``
+        The received local parameters.
+    weights : array, shape ``(A,)``
+        Non-negative, summing to one.
+    tol : float
+        Tolerance on the gradient norm.
+    max_iter : int
+        Iteration cap.
+
+    Returns
+    -------
+    ndarray, shape ``point_shape``
+        The weighted Karcher mean.
+    """
     weights = _check_weights(weights, len(points))
     return manifold.mean(points, weights, tol=tol, max_iter=max_iter, init=x)
 

@@ -158,18 +158,52 @@ class ClientLevelDP:
                                  "(one client's whole dataset replaced; s is fixed and public)")
 
     def sensitivity(self, n_sampled: int) -> float:
-        """:math:`2C/s`: replace-one-client sensitivity of the mean of ``s`` clipped updates."""
+        """:math:`2C/s`: replace-one-client sensitivity of the mean of ``s`` clipped updates.
+
+        Parameters
+        ----------
+        n_sampled : int
+            ``s``, clients sampled per round.
+
+        Returns
+        -------
+        float
+        """
         return 2.0 * self.clip / float(n_sampled)
 
     def event(self, z: float, n_agents: int, n_sampled: int) -> EventSpec:
-        """One round's event for one client (amplified only with a hidden selection)."""
+        """One round's event for one client (amplified only with a hidden selection).
+
+        Parameters
+        ----------
+        z : float
+            Noise multiplier.
+        n_agents : int
+            ``N``, the number of clients.
+        n_sampled : int
+            ``s``, clients sampled per round.
+
+        Returns
+        -------
+        EventSpec
+        """
         if self.hidden_selection and n_sampled < n_agents:
             return EventSpec.make("gaussian", z, "without_replacement",
                                   dataset_size=n_agents, sample_size=n_sampled)
         return EventSpec.make("gaussian", z)
 
     def delta(self, n_agents: int) -> float:
-        """The certified delta (the budget's, checked against ``1/n``, or the default)."""
+        """The certified delta (the budget's, checked against ``1/n``, or the default).
+
+        Parameters
+        ----------
+        n_agents : int
+            ``N``, the number of clients.
+
+        Returns
+        -------
+        float
+        """
         if self.budget is not None:
             return self.budget.resolve_delta(n_agents)
         return min(1e-5, 1.0 / (10.0 * n_agents))
@@ -177,7 +211,17 @@ class ClientLevelDP:
     def method(self, secure: bool = False) -> str:
         """The accountant of the client-level certificate: the budget's (``'auto'``: the
         tighter of RDP and PLD, as the record-level paths) or ``'auto'`` without a budget; RDP
-        in secure mode (the discrete Gaussian is certified through Renyi divergences)."""
+        in secure mode (the discrete Gaussian is certified through Renyi divergences).
+
+        Parameters
+        ----------
+        secure : bool
+            Whether the run is in secure mode.
+
+        Returns
+        -------
+        {'auto', 'rdp', 'pld'}
+        """
         if secure:
             return "rdp"
         return "auto" if self.budget is None else self.budget.method
@@ -186,8 +230,26 @@ class ClientLevelDP:
                 secure: bool = False) -> float:
         """``z``: the given one, or the smallest meeting the budget over ``n_rounds`` rounds
         (every client charged every round: the worst case of the selection), calibrated with
-        the accountant that certifies the finished run (:meth:`method`)."""
+        the accountant that certifies the finished run (:meth:`method`).
+
+        Parameters
+        ----------
+        n_agents : int
+            ``N``, the number of clients.
+        n_sampled : int
+            ``s``, clients sampled per round.
+        n_rounds : int or None
+            Planned rounds (required with a budget).
+        secure : bool
+            Whether the run is in secure mode.
+
+        Returns
+        -------
+        float
+            The noise multiplier.
+        """
         if self.budget is None:
+            assert self.noise_multiplier is not None  # exactly one of the two is given
             return float(self.noise_multiplier)
         if n_rounds is None:
             raise ValueError("argument 'n_rounds' is required with a client-level budget")
@@ -199,7 +261,21 @@ class ClientLevelDP:
     def release_sensitivity(self, dim: int, n_sampled: int, rng: Any) -> float:
         """The sensitivity of the release on a manifold of dimension ``dim``: ``2C/s``, plus
         secure mode's grid-rounding term (:func:`rfed.privacy.mechanisms.release_sensitivity`,
-        the rule of every release)."""
+        the rule of every release).
+
+        Parameters
+        ----------
+        dim : int
+            Dimension of the manifold.
+        n_sampled : int
+            ``s``, clients sampled per round.
+        rng : numpy.random.Generator or SecureRandom
+            The release's generator (secure mode adds the grid term).
+
+        Returns
+        -------
+        float
+        """
         return float(release_sensitivity(self.sensitivity(n_sampled), dim, rng))
 
     def release(self, manifold: Manifold, x: np.ndarray, points: np.ndarray, n_sampled: int,
@@ -210,6 +286,26 @@ class ClientLevelDP:
 
         ``points`` has shape ``(*batch, s, *point_shape)``; the result ``(*batch,
         *point_shape)``.
+
+        Parameters
+        ----------
+        manifold : Manifold
+            The parameters' manifold.
+        x : array, shape ``point_shape``
+            The global point.
+        points : array, shape ``(s, *point_shape)``
+            The sampled clients' points.
+        n_sampled : int
+            ``s``, clients sampled per round.
+        z : float
+            Noise multiplier.
+        rng : numpy.random.Generator or SecureRandom
+            The noise's generator.
+
+        Returns
+        -------
+        array, shape ``point_shape``
+            The next global point.
         """
         mean = clipped_update_mean(manifold, x, points, self.clip, n_sampled)
         sigma = z * self.release_sensitivity(manifold.dim, n_sampled, rng)
@@ -217,7 +313,21 @@ class ClientLevelDP:
 
     def record(self, ledger: PrivacyLedger, round: int, agents: np.ndarray, n_sampled: int,
                z: float) -> None:
-        """Charge the round: the selected clients, or every client with a hidden selection."""
+        """Charge the round: the selected clients, or every client with a hidden selection.
+
+        Parameters
+        ----------
+        ledger : PrivacyLedger
+            The client-level ledger.
+        round : int
+            The round charged.
+        agents : int array, shape ``(s,)``
+            The selected clients.
+        n_sampled : int
+            ``s``, clients sampled per round.
+        z : float
+            Noise multiplier.
+        """
         ev = self.event(z, ledger.n_agents, n_sampled)
         kwargs: dict[str, Any] = {}
         who: Any = np.asarray(agents)
@@ -234,6 +344,25 @@ class ClientLevelDP:
         The certified epsilon is that of the worst-off client's recorded events with
         :meth:`method`'s accountant; ``sensitivity`` is the release's (default ``2C/s``; pass
         :meth:`release_sensitivity` in secure mode) and gives the reported ``sigma``.
+
+        Parameters
+        ----------
+        ledger : PrivacyLedger
+            The client-level ledger.
+        n_rounds_done : int
+            Rounds run.
+        z : float
+            Noise multiplier.
+        n_sampled : int
+            ``s``, clients sampled per round.
+        secure : bool
+            Whether the run is in secure mode.
+        sensitivity : float, optional
+            The release's sensitivity when it differs from :meth:`sensitivity` (secure mode).
+
+        Returns
+        -------
+        dict
         """
         from rfed.algorithms.federated.accounting import certified_epsilon
 

@@ -13,8 +13,8 @@ multiplier. ``z`` comes from one of:
   which calibrates ``z`` over the whole planned run (the default way to use the trainers);
 * ``noise_multiplier=`` (research: the certified epsilon is reported for whatever ``z`` is);
 * ``sigma=`` (an explicit noise std, research);
-* ``paper_epsilon=`` / ``paper_delta=``: the paper's formulas (spec section 2.5, constants
-  ``o_i = o~_i = 1`` as in its experiments, L430)
+* ``paper_epsilon=`` / ``paper_delta=``: the paper's formulas (Sec. 5.1 and 5.2 of PriRFed,
+  constants ``o_i = o~_i = 1`` as in its experiments, Sec. 6; :ref:`prirfed-noise-formulas`)
   :math:`\\sigma_i^2 = m K \\log(1/\\delta) \\tau^2 / (N_i^2 \\epsilon^2)` (``m = 1`` for DP-RSGD),
   which are heuristic calibrations and NOT guarantees: the run reports the certified epsilon of
   the noise they give beside the paper's value.
@@ -159,11 +159,12 @@ def paper_sigma(
     inner_steps: int = 1,
     constant: float = 1.0,
 ) -> np.ndarray:
-    r"""Per-agent noise std of PriRFed's local trainers (spec section 2.5).
+    r"""Per-agent noise std of PriRFed's local trainers (Sec. 5.1 and 5.2).
 
     :math:`\sigma_i = \sqrt{o\, m K \log(1/\delta)}\; \tau / (N_i \epsilon)` with ``m = 1`` for
-    DP-RSGD (paper L322, HMJG24 Thm 1) and ``m`` the inner loop length for DP-RSVRG (paper L416,
-    UHJM23 Claim 5, read with variance :math:`\sigma^2`, pitfall 2). Delegates to
+    DP-RSGD (PriRFed Sec. 5.1, after Han et al. 2024, Thm 1) and ``m`` the inner loop length for
+    DP-RSVRG (Sec. 5.2, after Utpala et al. 2023, Claim 5, read with variance :math:`\sigma^2`,
+    :ref:`prirfed-rsvrg-variance`). Delegates to
     :mod:`rfed.privacy.papers` (``dp_rsgd_sigma`` / ``dp_rsvrg_sigma``).
 
     Parameters
@@ -234,9 +235,9 @@ class LocalPlan:
     sigma: np.ndarray
     clip: float | None
     sizes: np.ndarray
+    counts: np.ndarray
+    sensitivity: np.ndarray
     clip_full: float | None = None
-    counts: np.ndarray | None = None
-    sensitivity: np.ndarray | None = None
     neighboring: str = "replace_one"
     sampling: str = "none"
     steps: int = 1
@@ -247,8 +248,10 @@ class LocalPlan:
 
     @property
     def private(self) -> bool:
+        """Whether every agent's releases (and snapshot releases) carry noise."""
         return bool(np.all(self.sigma > 0)) and (
-            self.snapshot_steps == 0 or bool(np.all(self.snapshot_sigma > 0)))
+            self.snapshot_steps == 0
+            or (self.snapshot_sigma is not None and bool(np.all(self.snapshot_sigma > 0))))
 
     @property
     def noise_multiplier(self) -> np.ndarray:
@@ -258,7 +261,17 @@ class LocalPlan:
         return z
 
     def with_noise_multiplier(self, z: np.ndarray | float) -> LocalPlan:
-        """The same plan with ``sigma = z * sensitivity`` (``z`` scalar or per agent)."""
+        """The same plan with ``sigma = z * sensitivity`` (``z`` scalar or per agent).
+
+        Parameters
+        ----------
+        z : float or array, shape ``(n_agents,)``
+            Noise multiplier(s).
+
+        Returns
+        -------
+        LocalPlan
+        """
         if not np.all(np.isfinite(self.sensitivity)):
             raise ValueError("a noise multiplier needs a finite sensitivity: set 'clip' (and "
                              "'clip_full' for DP-RSVRG) to public clipping levels")
@@ -273,6 +286,17 @@ class LocalPlan:
         """The accountant events of ONE local run of ``agent`` (with multiplier ``z``).
 
         ``z`` defaults to the plan's own multiplier. Returns ``[(EventSpec, steps)]``.
+
+        Parameters
+        ----------
+        agent : int
+            The agent.
+        z : float, optional
+            Noise multiplier (default: the plan's own).
+
+        Returns
+        -------
+        list of (EventSpec, int)
         """
         z = float(self.noise_multiplier[agent]) if z is None else float(z)
         n, b = int(self.counts[agent]), self.sizes[agent]
@@ -374,6 +398,11 @@ class LocalTrainer(abc.ABC):
             dataset sizes that replace the private ``N_i`` in every normaliser, sampling rate
             and noise scale (:func:`rfed.privacy.budget.public_counts`); the plan's ``counts``
             are then these sizes. ``None`` under replace-one (the true sizes are public).
+
+        Returns
+        -------
+        LocalPlan
+            Noise, sensitivities, sampling and steps of one local run of every agent.
         """
 
     def _finish_plan(self, plan: LocalPlan, problem: Problem, paper_clip: float | None,
@@ -384,7 +413,8 @@ class LocalTrainer(abc.ABC):
             plan.sensitivity = np.asarray(
                 release_sensitivity(plan.sensitivity, problem.manifold.dim, rng, "l2"),
                 dtype=float)
-        if plan.snapshot_steps and np.all(np.isfinite(plan.snapshot_sensitivity)):
+        if (plan.snapshot_steps and plan.snapshot_sensitivity is not None
+                and np.all(np.isfinite(plan.snapshot_sensitivity))):
             plan.snapshot_sensitivity = np.asarray(
                 release_sensitivity(plan.snapshot_sensitivity, problem.manifold.dim, rng, "l2"),
                 dtype=float)
@@ -398,6 +428,7 @@ class LocalTrainer(abc.ABC):
                 )
         n = problem.n_agents
         if self.paper_epsilon is not None:
+            assert self.paper_delta is not None  # the constructor requires both together
             if paper_clip is None:
                 raise ValueError("the paper's calibration needs clipping levels; set 'clip'"
                                  + (" and 'clip_full'" if isinstance(self, DPRSVRG) else ""))
@@ -508,7 +539,7 @@ _GATHER_BLOCK_BYTES = 4 * 2**20
 
 def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
                           idx: np.ndarray, valid: np.ndarray, clip: float | None,
-                          buffers: dict | None) -> tuple[np.ndarray, np.ndarray, dict]:
+                          buffers: dict | None) -> tuple[np.ndarray, np.ndarray, dict | None]:
     """Clipped per-sample gradient sums of minibatches gathered in row order, block by block.
 
     Each agent's drawn rows are sorted (valid ones first) and gathered for a block of agents at
@@ -530,8 +561,8 @@ def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
     -------
     total : array, shape ``(A, *point_shape)``
     n_clipped : int array, shape ``(A,)``
-    buffers : dict
-        The gather buffers, for the next call.
+    buffers : dict or None
+        The gather buffers, for the next call (``None`` while no agent was drawn).
     """
     n_agents, b = idx.shape
     # the drawn rows in increasing order, the unused slots (past b_i) after them: the sorted
@@ -540,14 +571,16 @@ def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
     rows[~valid] = 0
     total = np.empty(x.shape)
     n_clipped = np.empty(n_agents, dtype=int)
-    if buffers is None and n_agents:
-        # one agent's batch, gathered, sizes the blocks and the reused buffers
-        probe = problem.batch(agents[:1], rows[:1, :1])
-        batch_bytes = b * sum(v.nbytes for v in probe.values())
-        per_block = max(1, _GATHER_BLOCK_BYTES // max(batch_bytes, 1))
-        buffers = {k: np.empty((min(per_block, n_agents) * b,) + v.shape[2:], v.dtype)
-                   for k, v in probe.items()}
-    per_block = next(iter(buffers.values())).shape[0] // b if n_agents else 1
+    per_block = 1
+    if n_agents:
+        if buffers is None:
+            # one agent's batch, gathered, sizes the blocks and the reused buffers
+            probe = problem.batch(agents[:1], rows[:1, :1])
+            batch_bytes = b * sum(v.nbytes for v in probe.values())
+            per_block = max(1, _GATHER_BLOCK_BYTES // max(batch_bytes, 1))
+            buffers = {k: np.empty((min(per_block, n_agents) * b,) + v.shape[2:], v.dtype)
+                       for k, v in probe.items()}
+        per_block = next(iter(buffers.values())).shape[0] // b
     for start in range(0, n_agents, per_block):
         stop = min(n_agents, start + per_block)
         block = problem.batch(agents[start:stop], rows[start:stop], out=buffers)
@@ -579,7 +612,7 @@ def _coupled(problem: Problem, neighboring: str) -> bool:
 class DPRSGD(LocalTrainer):
     r"""DP-RSGD local training (PriRFed Alg. 2), batched over the selected agents.
 
-    For ``k = 0..K-1`` (spec section 2.3):
+    For ``k = 0..K-1`` (PriRFed Algorithm 2):
 
     * line 3: minibatch :math:`B_k`: ``b_i`` records uniformly without replacement (the
       paper's), or Poisson (each record independently with probability ``q_i``);
@@ -760,7 +793,7 @@ class DPRSGD(LocalTrainer):
 class DPRSVRG(LocalTrainer):
     r"""DP-RSVRG local training (PriRFed Alg. 3), batched over the selected agents.
 
-    For ``k = 0..K-1`` (spec section 2.4), from the snapshot :math:`\tilde x_k`:
+    For ``k = 0..K-1`` (PriRFed Algorithm 3), from the snapshot :math:`\tilde x_k`:
 
     * line 4: :math:`g = \frac{1}{N_i} \sum_j \mathrm{clip}_{\tau_0}(\mathrm{grad}
       f_{i,j}(\tilde x_k))` (full clipped gradient);
@@ -768,8 +801,8 @@ class DPRSVRG(LocalTrainer):
       :math:`\eta = \mathrm{clip}_{\tau_1}(\mathrm{grad} f_{i,l_j}(x_j)) -
       \Gamma_{\tilde x_k}^{x_j}(\mathrm{clip}_{\tau_1}(\mathrm{grad} f_{i,l_j}(\tilde x_k)) - g)
       + \epsilon_j` with exact parallel transport and :math:`\epsilon_j \sim N_{x_j}(0,
-      \sigma_i^2)` (variance, pitfall 2), then :math:`x_{j+1} = \mathrm{Exp}_{x_j}(-\alpha
-      \eta)`;
+      \sigma_i^2)` (variance, :ref:`prirfed-rsvrg-variance`), then :math:`x_{j+1} =
+      \mathrm{Exp}_{x_j}(-\alpha \eta)`;
     * line 11: :math:`\tilde x_{k+1} = x_m`;
     * output option 1: :math:`x_{K,m}`; option 2: uniform over the ``m K`` points
       :math:`x_{k+1,j}`, ``j = 0..m-1``.
@@ -793,7 +826,9 @@ class DPRSVRG(LocalTrainer):
         ``m``.
     clip, clip_full : float or None
         Public :math:`\tau_1` (single-sample gradients) and :math:`\tau_0` (full gradient),
-        kept separate (pitfall 23); ``clip_full`` defaults to ``clip``. With
+        kept separate even where the paper's experiments set them equal (a
+        cached single-sample snapshot gradient is clipped by :math:`\tau_1`, never
+        :math:`\tau_0`); ``clip_full`` defaults to ``clip``. With
         ``variant='released_snapshot'``, ``clip`` is :math:`\tau_d`, the joint clip of each
         per-sample difference.
     noise_multiplier, sigma, paper_epsilon, paper_delta, constant
@@ -867,11 +902,12 @@ class DPRSVRG(LocalTrainer):
         tau1, tau0 = self.clip, self.clip_full
         if self.variant == "released_snapshot":
             return self._plan_released(problem, coupled, rng)
+        sens: np.ndarray
         if tau1 is None or tau0 is None:
             sens = np.full(counts.shape, np.inf)
         elif neighboring == "replace_one":
-            sens = 4.0 * tau1 + 2.0 * tau0 / (1.0 if coupled else counts.astype(float))
-            sens = np.broadcast_to(sens, counts.shape).astype(float)
+            per_step = 4.0 * tau1 + 2.0 * tau0 / (1.0 if coupled else counts.astype(float))
+            sens = np.broadcast_to(per_step, counts.shape).astype(float)
         else:
             # g = (1/N^pub) sum_j clip(grad f_j): one summand more or less moves it by
             # tau_0 / N^pub; a step whose pick is the added record moves by at most

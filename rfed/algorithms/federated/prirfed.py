@@ -352,7 +352,22 @@ class PriRFed(Algorithm):
         replayed before the run: calibrating for the most-selected agent spends the budget
         (rather than assuming every agent trains every round). Without a seed (secure mode: the
         selection is OS-random) or with full participation, every agent trains every round.
+
+        Parameters
+        ----------
+        problem : Problem
+            The federated problem.
+        seed : int or None
+            The run's seed (``None``: secure mode).
+
+        Returns
+        -------
+        int or int array, shape ``(n_agents,)``
+            One count for every agent, or each agent's own.
         """
+        if self.n_rounds is None:
+            raise ValueError("argument 'n_rounds' (the planned number of rounds) is required "
+                             "to plan the agents' participation")
         s = self._s(problem)
         if seed is None or s == problem.n_agents:
             return int(self.n_rounds)
@@ -397,6 +412,19 @@ class PriRFed(Algorithm):
         Drawn from the public stream ``public_generator(seed, round, 'agent-sampling')``, so
         the server and every client compute the same set from ``(seed, round)``; secure mode
         draws from the OS.
+
+        Parameters
+        ----------
+        problem : Problem
+            The federated problem.
+        state : PriRFedState
+            The run's state.
+        round : int, optional
+            The round (default ``state.round``).
+
+        Returns
+        -------
+        int array, shape ``(s,)``
         """
         t = state.round if round is None else int(round)
         rng = state.rng if state.seed is None else public_generator(state.seed, t,
@@ -462,10 +490,11 @@ class PriRFed(Algorithm):
             rng = (st.rng if st.seed is None
                    else AgentBlockGenerator(st.seed, blocks[0], t, "local"))
         else:
-            if any(st.seed is None for st in states):
+            seeds = [st.seed for st in states if st.seed is not None]
+            if len(seeds) != len(states):
                 raise ValueError("several runs train together only with seeded runs (secure "
                                  "mode draws from the operating system: run them one by one)")
-            rng = AgentBlockGenerator.stacked([st.seed for st in states], blocks, t, "local")
+            rng = AgentBlockGenerator.stacked(seeds, blocks, t, "local")
         shape = np.shape(states[0].x)
         # C-ordered rows (a concatenation of broadcasts would come out column-ordered, and
         # einsum sums in another order over another layout)
@@ -474,8 +503,12 @@ class PriRFed(Algorithm):
                                   [b.size for b in blocks], axis=0))
         plan = states[0].plan
         sigma = np.concatenate([st.plan.sigma[b] for st, b in zip(states, blocks, strict=True)])
-        snapshot_sigma = (None if plan.snapshot_sigma is None else np.concatenate(
-            [st.plan.snapshot_sigma[b] for st, b in zip(states, blocks, strict=True)]))
+        snapshot_sigma = None
+        if plan.snapshot_sigma is not None:
+            # runs trained together share the trainer: all have a snapshot release or none
+            snapshot_sigma = np.concatenate(
+                [np.asarray(st.plan.snapshot_sigma)[b] for st, b in zip(states, blocks,
+                                                                         strict=True)])
         agents = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
         with np.errstate(over="ignore", invalid="ignore"):
             try:
@@ -506,16 +539,34 @@ class PriRFed(Algorithm):
         (:meth:`ClientLevelDP.release`: clipped mean of :math:`\mathrm{Log}_x x_i` with equal
         weights, tangent Gaussian noise from the stream ``(seed, round, 'client-dp-noise')``,
         mapped back by :math:`\mathrm{Exp}_x`).
+
+        Parameters
+        ----------
+        problem : Problem
+            The federated problem.
+        state : PriRFedState
+            The run's state.
+        agents : int array, shape ``(A,)``
+            The selected agents.
+        received : array, shape ``(A, *point_shape)``
+            Their local points.
+
+        Returns
+        -------
+        array, shape ``point_shape``
+            The next global point.
         """
         agents = np.asarray(agents)
         x = state.x
         if self.client_dp is not None:
             rng = state.rng if state.seed is None else public_generator(
                 state.seed, state.round, "client-dp-noise")
+            assert state.client_noise_multiplier is not None  # init sets it with client_dp
             return self.client_dp.release(problem.manifold, x, received, self._s(problem),
                                           state.client_noise_multiplier, rng)
         if agents.size == 1:
-            # (3.2) with one agent is Exp_x(Log_x(x_1)) = x_1 (spec pitfall 7); skip the round trip
+            # (3.2) with one agent is Exp_x(Log_x(x_1)) = x_1 (docs/papers/prirfed.md,
+            # prirfed-aggregation); skip the round trip
             return np.array(received[0])
         # the plan's sizes: the true N_i under replace-one, the public ones under add/remove
         weights = data_size_weights(np.asarray(state.plan.counts)[agents])
@@ -525,9 +576,28 @@ class PriRFed(Algorithm):
 
     def finish_round(self, state: PriRFedState, agents: np.ndarray, x_next: np.ndarray,
                      n_clipped: int) -> PriRFedState:
-        """Ledger (every selected agent charged its noisy steps), output option 2, next state."""
+        """Ledger (every selected agent charged its noisy steps), output option 2, next state.
+
+        Parameters
+        ----------
+        state : PriRFedState
+            The run's state.
+        agents : int array, shape ``(A,)``
+            The round's agents.
+        x_next : array, shape ``point_shape``
+            The aggregated point.
+        n_clipped : int
+            Per-sample gradients clipped in the round.
+
+        Returns
+        -------
+        PriRFedState
+            The state after the round.
+        """
         record_round(state.ledger, state.round, state.plan, agents)
         if self.client_dp is not None:
+            # init sets the client-level ledger and multiplier whenever client_dp is given
+            assert state.client_ledger is not None and state.client_noise_multiplier is not None
             self.client_dp.record(state.client_ledger, state.round, agents,
                                   state.plan.extra["n_sampled"], state.client_noise_multiplier)
         t = state.round + 1
@@ -542,16 +612,39 @@ class PriRFed(Algorithm):
                        n_clipped=state.n_clipped + int(n_clipped), agents=agents)
 
     def check_round(self, state: PriRFedState) -> None:
-        """Refuse a round past the planned ``n_rounds`` of a budget (record or client level)."""
-        budgeted = self.budget is not None or (self.client_dp is not None
-                                                and self.client_dp.budget is not None)
-        if budgeted:
-            check_planned_round(self.name, state.round, self.n_rounds,
-                                (self.budget or self.client_dp.budget).epsilon)
+        """Refuse a round past the planned ``n_rounds`` of a budget (record or client level).
+
+        Parameters
+        ----------
+        state : PriRFedState
+            The run's state.
+
+        Raises
+        ------
+        RuntimeError
+            The next round is past the planned run of a budget.
+        """
+        budget = self.budget
+        if budget is None and self.client_dp is not None:
+            budget = self.client_dp.budget
+        if budget is not None:
+            check_planned_round(self.name, state.round, self.n_rounds, budget.epsilon)
 
     def step(self, problem: Problem, state: PriRFedState) -> PriRFedState:
         """One round: :meth:`select`, :meth:`train_block` (everyone in one block),
-        :meth:`aggregate`, :meth:`finish_round` (:meth:`step_runs` with one run)."""
+        :meth:`aggregate`, :meth:`finish_round` (:meth:`step_runs` with one run).
+
+        Parameters
+        ----------
+        problem : Problem
+            The federated problem.
+        state : PriRFedState
+            The run's state.
+
+        Returns
+        -------
+        PriRFedState
+        """
         return self.step_runs(problem, [state])[0]
 
     def step_runs(self, problem: Problem, states: list[PriRFedState]) -> list[PriRFedState]:
@@ -561,6 +654,17 @@ class PriRFed(Algorithm):
 
         Raises ``FloatingPointError`` when any run's local training diverges, before any
         state changes (the byte counts included): redo the round run by run to find which.
+
+        Parameters
+        ----------
+        problem : Problem
+            The federated problem.
+        states : list of PriRFedState
+            The runs' states, all at the same round.
+
+        Returns
+        -------
+        list of PriRFedState
         """
         for st in states:
             self.check_round(st)
@@ -606,6 +710,7 @@ class PriRFed(Algorithm):
             if secure and "manifold_dim" in state.plan.extra:
                 sensitivity = self.client_dp.release_sensitivity(
                     state.plan.extra["manifold_dim"], n_sampled, state.rng)
+            assert state.client_ledger is not None and state.client_noise_multiplier is not None
             report["client_level"] = self.client_dp.report(
                 state.client_ledger, state.round, state.client_noise_multiplier, n_sampled,
                 secure=secure, sensitivity=sensitivity)

@@ -137,7 +137,7 @@ class RepeatedRuns(Algorithm):
         recorded = t % self.eval_every == 0 or t == self.n_rounds
         for r, st in new.items():
             reason = st if isinstance(st, str) else alg.divergence(problem, st, recorded)
-            if reason is not None:
+            if reason is not None or isinstance(st, str):  # a str is its own reason
                 group.diverged[r] = alg._diverged(problem, group.states[r],
                                                   list(group.histories[r]), t, reason)
                 continue

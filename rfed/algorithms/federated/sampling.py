@@ -1,8 +1,8 @@
 """Sampling without replacement: the agents of a round and each agent's minibatches.
 
-PriRFed (seed 004) Alg. 1 line 2 draws ``s`` of the ``N`` agents uniformly without replacement,
-afresh every round; Alg. 2 line 3 draws each agent's minibatch ``B_k`` of size ``b_i`` uniformly
-without replacement from its ``N_i`` samples, independently across steps and agents.
+PriRFed (Huang et al. 2024) Alg. 1 line 2 draws ``s`` of the ``N`` agents uniformly without
+replacement, afresh every round; Alg. 2 line 3 draws each agent's minibatch ``B_k`` of size ``b_i``
+uniformly without replacement from its ``N_i`` samples, independently across steps and agents.
 """
 
 from __future__ import annotations
@@ -13,7 +13,21 @@ __all__ = ["sample_agents", "sample_minibatches", "batch_sizes"]
 
 
 def sample_agents(n_agents: int, n_sampled: int, rng: np.random.Generator) -> np.ndarray:
-    """A uniformly random set of ``n_sampled`` distinct agents, sorted, shape ``(n_sampled,)``."""
+    """A uniformly random set of ``n_sampled`` distinct agents, sorted, shape ``(n_sampled,)``.
+
+    Parameters
+    ----------
+    n_agents : int
+        ``N``.
+    n_sampled : int
+        ``s <= N``.
+    rng : numpy.random.Generator
+        The public selection stream.
+
+    Returns
+    -------
+    int array, shape ``(n_sampled,)``
+    """
     if not 1 <= n_sampled <= n_agents:
         raise ValueError(
             f"argument 'n_sampled' must be in [1, n_agents={n_agents}], got {n_sampled}"
@@ -64,6 +78,15 @@ def sample_minibatches(
     Vectorized: i.i.d. uniform keys for the ``(A, max N_i)`` slots, padding slots pushed to the
     end, and the ``sizes[a]`` smallest keys of row ``a`` kept (the prefix of a uniformly random
     permutation is a uniformly random subset).
+
+    Parameters
+    ----------
+    counts : int array, shape ``(A,)``
+        Each agent's dataset size ``N_i``.
+    sizes : int array, shape ``(A,)``
+        Each agent's batch size ``b_i <= N_i``.
+    rng : numpy.random.Generator
+        The agents' stream.
 
     Returns
     -------

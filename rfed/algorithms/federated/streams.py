@@ -71,6 +71,11 @@ class AgentBlockGenerator(np.random.Generator):
         seeds : list of int, length ``R``
         blocks : list of int arrays, length ``R``
             The agents of each run's block, shapes ``(n_r,)``.
+
+        Returns
+        -------
+        AgentBlockGenerator
+            One generator drawing the stacked blocks.
         """
         if len(seeds) != len(blocks) or not seeds:
             raise ValueError(f"arguments 'seeds' and 'blocks' must be non-empty and of the same "
@@ -95,15 +100,67 @@ class AgentBlockGenerator(np.random.Generator):
         self.calls += 1
         return purpose, shape[1:]
 
-    def random(self, size=None, dtype=np.float64, out=None) -> np.ndarray:
+    # The three draws below narrow numpy.random.Generator's: 'size' must name the block's agents
+    # (a scalar draw is refused), so they always return an array and Generator's scalar
+    # overloads do not apply; mypy reports the narrowing as an incompatible override.
+    def random(  # type: ignore[override]
+        self, size=None, dtype=np.float64, out=None
+    ) -> np.ndarray:
+        """Uniform floats on [0, 1), row ``a`` from agent ``agents[a]``'s stream.
+
+        Parameters
+        ----------
+        size : int or tuple of int
+            Shape of the draw; its first entry must be the block's number of agents.
+        dtype, out
+            Accepted for numpy's signature; float64, new array.
+
+        Returns
+        -------
+        ndarray, shape ``size``
+        """
         purpose, rest = self._key(size)
         return self._rows("uniform", purpose, rest)
 
-    def standard_normal(self, size=None, dtype=np.float64, out=None) -> np.ndarray:
+    def standard_normal(  # type: ignore[override]
+        self, size=None, dtype=np.float64, out=None
+    ) -> np.ndarray:
+        """Standard normal floats, row ``a`` from agent ``agents[a]``'s stream.
+
+        Parameters
+        ----------
+        size : int or tuple of int
+            Shape of the draw; its first entry must be the block's number of agents.
+        dtype, out
+            Accepted for numpy's signature; float64, new array.
+
+        Returns
+        -------
+        ndarray, shape ``size``
+        """
         purpose, rest = self._key(size)
         return self._rows("normal", purpose, rest)
 
-    def integers(self, low, high=None, size=None, dtype=np.int64, endpoint=False) -> np.ndarray:
+    def integers(  # type: ignore[override]
+        self, low, high=None, size=None, dtype=np.int64, endpoint=False
+    ) -> np.ndarray:
+        """Uniform integers in ``[low, high)``, row ``a`` from agent ``agents[a]``'s stream.
+
+        Parameters
+        ----------
+        low, high : int or array_like
+            Bounds (``high=None``: ``[0, low)``), broadcast against the draw.
+        size : int or tuple of int
+            Shape of the draw; its first entry must be the block's number of agents.
+        dtype : integer dtype
+            Accepted for numpy's signature.
+        endpoint : bool
+            Include ``high``.
+
+        Returns
+        -------
+        ndarray, shape ``size``
+        """
         if high is None:
             low, high = 0, low
         low = np.asarray(low, dtype=np.int64)
