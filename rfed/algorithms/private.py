@@ -45,10 +45,12 @@ certificate: ``epsilon``, ``delta``, ``accountant``). Algorithms add their own k
 What is certified for a :class:`GaussianRelease`: record-level DP of each agent's local data set,
 replace-one adjacency; each release is a Gaussian mechanism on a value whose sensitivity the
 release states (enforced by clipping to public levels); the minibatch is drawn uniformly without
-replacement, as the algorithms do; ``r`` releases of one minibatch in one round compose to one
-Gaussian mechanism with multiplier ``z / sqrt(r)``, subsampled once; an agent is charged each
-round it released (activation and node sampling are visible on the wire: no amplification by
-them is claimed); everything computed from the noisy releases is post-processing. The accountant
+replacement, as the algorithms do (or, with ``sampling='poisson'``, each record independently
+with probability ``b / q_i`` and the public normaliser ``b``: PLD accountant under replace-one,
+and the relation add/remove accepted with declared public sizes ``q_i``); ``r`` releases of one
+minibatch in one round compose to one Gaussian mechanism with multiplier ``z / sqrt(r)``,
+subsampled once; an agent is charged each round it released (activation and node sampling are
+visible on the wire: no amplification by them is claimed); everything computed from the noisy releases is post-processing. The accountant
 is the tighter of dp-accounting's RDP and PLD among those that support the events (RDP only in
 secure mode, whose discrete Gaussian is covered through Renyi divergences).
 """
@@ -413,8 +415,9 @@ class GaussianRelease(Release):
     Parameters
     ----------
     sensitivity : float
-        Replace-one L2 sensitivity of ONE release, a public number: e.g. ``2 C`` for a clipped
-        sum of per-sample gradients of norm ``<= C``, ``2 C / b`` for their mean over ``b``.
+        L2 sensitivity of ONE release under the relation certified, a public number: e.g.
+        ``2 C`` (replace-one; ``C`` under add/remove) for a clipped sum of per-sample gradients
+        of norm ``<= C``, ``2 C / b`` for their mean over ``b``.
     sample_size : int, optional
         ``b``: records per release, drawn uniformly without replacement from the agent's
         records. ``None``: the whole local data set (no subsampling).
