@@ -45,14 +45,14 @@ certificate: ``epsilon``, ``delta``, ``accountant``). Algorithms add their own k
 What is certified for a :class:`GaussianRelease`: record-level DP of each agent's local data set,
 replace-one adjacency; each release is a Gaussian mechanism on a value whose sensitivity the
 release states (enforced by clipping to public levels); the minibatch is drawn uniformly without
-replacement, as the algorithms do (or, with ``sampling='poisson'``, each record independently
-with probability ``b / q_i`` and the public normaliser ``b``: PLD accountant under replace-one,
-and the relation add/remove accepted with declared public sizes ``q_i``); ``r`` releases of one
-minibatch in one round compose to one Gaussian mechanism with multiplier ``z / sqrt(r)``,
-subsampled once; an agent is charged each round it released (activation and node sampling are
-visible on the wire: no amplification by them is claimed); everything computed from the noisy releases is post-processing. The accountant
-is the tighter of dp-accounting's RDP and PLD among those that support the events (RDP only in
-secure mode, whose discrete Gaussian is covered through Renyi divergences).
+replacement, as the algorithms do (or, with ``sampling='poisson'``, each record independently with
+probability ``b / q_i`` and the public normaliser ``b``: PLD accountant under replace-one, and the
+relation add/remove accepted with declared public sizes ``q_i``); ``r`` releases of one minibatch
+in one round compose to one Gaussian mechanism with multiplier ``z / sqrt(r)``, subsampled once; an
+agent is charged each round it released (activation and node sampling are visible on the wire: no
+amplification by them is claimed); everything computed from the noisy releases is post-processing.
+The accountant is the tighter of dp-accounting's RDP and PLD among those that support the events
+(RDP only in secure mode, whose discrete Gaussian is covered through Renyi divergences).
 """
 
 from __future__ import annotations
