@@ -49,3 +49,12 @@ def results_file(name: str):
             yield path
         finally:
             sys.stdout = real
+
+
+def proc_status_mb(field: str) -> float:
+    """A memory field of ``/proc/self/status`` (``VmRSS``, ``VmHWM``, ...), in MB (Linux)."""
+    with open("/proc/self/status") as fh:
+        for line in fh:
+            if line.startswith(field + ":"):
+                return int(line.split()[1]) / 1024.0
+    raise RuntimeError(f"no {field} in /proc/self/status")

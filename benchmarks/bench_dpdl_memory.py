@@ -34,30 +34,24 @@ import time
 
 import numpy as np
 
+sys.path.insert(0, os.path.dirname(__file__))
+from _timing import proc_status_mb  # noqa: E402
+
 DIM, Q, B = 100, 32, 32
-
-
-def _vm(field: str) -> float:
-    """A ``/proc/self/status`` memory field, in MB."""
-    with open("/proc/self/status") as fh:
-        for line in fh:
-            if line.startswith(field + ":"):
-                return int(line.split()[1]) / 1024.0
-    raise RuntimeError(f"no {field} in /proc/self/status")
 
 
 def measure(n_agents: int, max_chunk_pairs: int) -> dict:
     """One DPDL round at ``n_agents``: peak RSS above the data, and timings."""
     problem, algs = _problem_and_algorithms(n_agents, (max_chunk_pairs,))
     alg = algs[max_chunk_pairs]
-    data_mb = _vm("VmRSS")
+    data_mb = proc_status_mb("VmRSS")
     with open("/proc/self/clear_refs", "w") as fh:
         fh.write("5")  # reset the peak (VmHWM) to the current RSS
     t0 = time.process_time()
     state = alg.init(problem, np.zeros(DIM), np.random.default_rng(1))
     state = alg.step(problem, state)
     cpu = time.process_time() - t0
-    peak = _vm("VmHWM")
+    peak = proc_status_mb("VmHWM")
     return {"n_agents": n_agents, "max_chunk_pairs": max_chunk_pairs,
             "pairs": int(3 * n_agents), "rss_before_round_mb": round(data_mb),
             "peak_rss_mb": round(peak), "round_extra_mb": round(peak - data_mb),

@@ -45,12 +45,14 @@ certificate: ``epsilon``, ``delta``, ``accountant``). Algorithms add their own k
 What is certified for a :class:`GaussianRelease`: record-level DP of each agent's local data set,
 replace-one adjacency; each release is a Gaussian mechanism on a value whose sensitivity the
 release states (enforced by clipping to public levels); the minibatch is drawn uniformly without
-replacement, as the algorithms do; ``r`` releases of one minibatch in one round compose to one
-Gaussian mechanism with multiplier ``z / sqrt(r)``, subsampled once; an agent is charged each
-round it released (activation and node sampling are visible on the wire: no amplification by
-them is claimed); everything computed from the noisy releases is post-processing. The accountant
-is the tighter of dp-accounting's RDP and PLD among those that support the events (RDP only in
-secure mode, whose discrete Gaussian is covered through Renyi divergences).
+replacement, as the algorithms do (or, with ``sampling='poisson'``, each record independently with
+probability ``b / q_i`` and the public normaliser ``b``: PLD accountant under replace-one, and the
+relation add/remove accepted with declared public sizes ``q_i``); ``r`` releases of one minibatch
+in one round compose to one Gaussian mechanism with multiplier ``z / sqrt(r)``, subsampled once; an
+agent is charged each round it released (activation and node sampling are visible on the wire: no
+amplification by them is claimed); everything computed from the noisy releases is post-processing.
+The accountant is the tighter of dp-accounting's RDP and PLD among those that support the events
+(RDP only in secure mode, whose discrete Gaussian is covered through Renyi divergences).
 """
 
 from __future__ import annotations
@@ -91,7 +93,11 @@ __all__ = [
     "REPORT_KEYS",
     "PAPER_LABEL",
     "GAUSSIAN_REPLACE_ONE_ONLY",
+    "SAMPLINGS",
 ]
+
+#: How a :class:`GaussianRelease`'s minibatch is drawn from the agent's records.
+SAMPLINGS = ("without_replacement", "poisson")
 
 #: How every paper's value is labelled in a report.
 PAPER_LABEL = "paper's formula, not a guarantee"
@@ -409,28 +415,46 @@ class GaussianRelease(Release):
     Parameters
     ----------
     sensitivity : float
-        Replace-one L2 sensitivity of ONE release, a public number: e.g. ``2 C`` for a clipped
-        sum of per-sample gradients of norm ``<= C``, ``2 C / b`` for their mean over ``b``.
+        L2 sensitivity of ONE release under the relation certified, a public number: e.g.
+        ``2 C`` (replace-one; ``C`` under add/remove) for a clipped sum of per-sample gradients
+        of norm ``<= C``, ``2 C / b`` for their mean over ``b``.
     sample_size : int, optional
         ``b``: records per release, drawn uniformly without replacement from the agent's
         records. ``None``: the whole local data set (no subsampling).
     per_round : int or int array, shape ``(n_agents,)``
         Releases an active agent makes per round, all on ONE minibatch (e.g. DPDL's
         ``|N_i|``): they compose to one Gaussian of multiplier ``z / sqrt(r)``.
+    sampling : {'without_replacement', 'poisson'}
+        How the minibatch is drawn: ``b`` of the ``q_i`` records uniformly without replacement,
+        or Poisson sampling, each record independently with probability ``b / q_i`` (``b`` the
+        expected size and the PUBLIC normaliser; ``q_i`` the declared public size under
+        add/remove). Poisson events under replace-one are certified by the PLD accountant
+        (dp-accounting's RDP has no such event).
 
     Notes
     -----
     Under add/remove the local size is private, and both ways of reading the records (a draw of
     ``b`` of ``q_i`` without replacement, or a normaliser ``q_i``) depend on it: the release
-    refuses that relation (:data:`GAUSSIAN_REPLACE_ONE_ONLY`).
+    refuses that relation (:data:`GAUSSIAN_REPLACE_ONE_ONLY`), unless it samples by Poisson
+    with the public normaliser ``b`` and the rates of declared public sizes.
     """
 
     sensitivity: float
     sample_size: int | None = None
     per_round: int | np.ndarray = 1
     add_remove_refusal: str | None = GAUSSIAN_REPLACE_ONE_ONLY
+    sampling: str = "without_replacement"
 
     def __post_init__(self) -> None:
+        if self.sampling not in SAMPLINGS:
+            raise ValueError(f"argument 'sampling' must be one of {SAMPLINGS}, got "
+                             f"{self.sampling!r}")
+        if self.sampling == "poisson":
+            if self.sample_size is None:
+                raise ValueError("sampling='poisson' needs a 'sample_size' (the expected "
+                                 "minibatch size and public normaliser)")
+            # rates and normaliser read only public numbers: add/remove can be accounted
+            object.__setattr__(self, "add_remove_refusal", None)
         if not (math.isfinite(float(self.sensitivity)) and float(self.sensitivity) > 0):
             raise ValueError(f"argument 'sensitivity' must be a finite number > 0 (a public "
                              f"bound from clip levels), got {self.sensitivity!r}")
@@ -463,7 +487,7 @@ class GaussianRelease(Release):
         list of (EventSpec, int)
         """
         return _gaussian_events(noise_multiplier, local_size, self.sample_size, per_round,
-                                rounds)
+                                rounds, self.sampling)
 
     def calibrate(self, budget: PrivacyBudget, delta: float, local_sizes: np.ndarray,
                   active_rounds: np.ndarray, rng: Any) -> float:
@@ -474,16 +498,19 @@ class GaussianRelease(Release):
             budget = dataclasses.replace(budget, method="rdp")
         sizes = np.asarray(local_sizes)
         groups = _groups(sizes, self.sample_size, self.releases(sizes.size),
-                         np.asarray(active_rounds))
+                         np.asarray(active_rounds), self.sampling)
         if not groups:
             raise ValueError("the planned run releases nothing: no noise to calibrate")
         return _calibrate_groups(tuple(groups), budget, float(delta))[0]
 
 
-def _gaussian_events(z: float, size: int, sample: int | None, releases: int, count: int):
+def _gaussian_events(z: float, size: int, sample: int | None, releases: int, count: int,
+                     sampling: str = "without_replacement"):
     nm = z / math.sqrt(releases)
     if sample is None or sample >= size:
         spec = EventSpec.make("gaussian", nm)
+    elif sampling == "poisson":
+        spec = EventSpec.make("gaussian", nm, "poisson", sampling_rate=sample / int(size))
     else:
         spec = EventSpec.make("gaussian", nm, "without_replacement", dataset_size=int(size),
                               sample_size=int(sample))
@@ -498,13 +525,15 @@ class _GroupEvents:
     sample: int | None
     releases: int
     count: int
+    sampling: str = "without_replacement"
 
     def __call__(self, z: float):
-        return _gaussian_events(z, self.size, self.sample, self.releases, self.count)
+        return _gaussian_events(z, self.size, self.sample, self.releases, self.count,
+                                self.sampling)
 
 
 def _groups(sizes: np.ndarray, sample: int | None, releases: np.ndarray,
-            counts: np.ndarray) -> list[_GroupEvents]:
+            counts: np.ndarray, sampling: str = "without_replacement") -> list[_GroupEvents]:
     """One group per distinct (local size, releases per round), with its largest count (the
     epsilon of a group grows with the count, so its worst agent is the one with most rounds)."""
     keys = np.stack([sizes, releases], axis=1)
@@ -514,7 +543,7 @@ def _groups(sizes: np.ndarray, sample: int | None, releases: np.ndarray,
     for u, (size, rel) in enumerate(uniq):
         cnt = int(counts[inverse == u].max())
         if cnt > 0:
-            out.append(_GroupEvents(int(size), sample, int(rel), cnt))
+            out.append(_GroupEvents(int(size), sample, int(rel), cnt, sampling))
     # likely worst first: most releases x rounds, smallest data set
     out.sort(key=lambda g: (-g.releases * g.count, g.size))
     return out
@@ -687,7 +716,8 @@ class GaussianAccount:
     release : GaussianRelease
         What an active agent releases per round.
     local_sizes : int array, shape ``(n_agents,)``
-        ``q_i``.
+        ``q_i`` (under add/remove the declared public sizes,
+        :meth:`rfed.privacy.PrivacyBudget.public_counts`).
     algorithm : str
         The name in the report.
     assumptions : sequence of str
@@ -703,6 +733,15 @@ class GaussianAccount:
     def __init__(self, *, plan: NoisePlan, release: GaussianRelease, local_sizes: np.ndarray,
                  algorithm: str, assumptions: Sequence[str] = (), paper: Any = None):
         self.algorithm = algorithm
+        self.neighboring = plan.neighboring
+        self.sampling = release.sampling
+        if self.neighboring != "replace_one" and release.add_remove_refusal is not None:
+            raise ValueError(f"{algorithm} refuses neighboring={self.neighboring!r}: "
+                             f"{release.add_remove_refusal}")
+        if self.sampling == "poisson" and plan.secure and self.neighboring == "replace_one":
+            raise ValueError("secure mode certifies with RDP only, which has no replace-one "
+                             "bound for Poisson sampling: use sampling='without_replacement' "
+                             "in secure mode")
         self.local_sizes = np.asarray(local_sizes, dtype=int)
         self.sample_size = None if release.sample_size is None else int(release.sample_size)
         self.releases = release.releases(self.local_sizes.size)
@@ -719,8 +758,10 @@ class GaussianAccount:
         self.mode = plan.mode
         self.rounds = 0
         self.counts = np.zeros(self.local_sizes.size, dtype=np.int64)
-        self.ledger = PrivacyLedger(self.local_sizes.size, "rdp", "replace_one",
-                                    description=algorithm)
+        # Poisson under replace-one: PLD only (dp-accounting's RDP has no such event)
+        pld = self.sampling == "poisson" and self.neighboring == "replace_one"
+        self.ledger = PrivacyLedger(self.local_sizes.size, "pld" if pld else "rdp",
+                                    self.neighboring, description=algorithm)
         self._distinct_releases = np.unique(self.releases)
         self._equal_sizes = bool(np.all(self.local_sizes == self.local_sizes[0]))
         self._plan = self._event_plan()
@@ -760,9 +801,13 @@ class GaussianAccount:
                 # an earlier whole-data class is active in: it depends on the round
                 return None
             for size in np.unique(sizes):
-                spec = EventSpec.make("gaussian", nm, "without_replacement",
-                                      dataset_size=int(size),
-                                      sample_size=int(min(self.sample_size, size)))
+                if self.sampling == "poisson":
+                    spec = EventSpec.make("gaussian", nm, "poisson",
+                                          sampling_rate=self.sample_size / int(size))
+                else:
+                    spec = EventSpec.make("gaussian", nm, "without_replacement",
+                                          dataset_size=int(size),
+                                          sample_size=int(min(self.sample_size, size)))
                 plan.append((spec, cls & (self.local_sizes == size)))
         return plan
 
@@ -798,13 +843,17 @@ class GaussianAccount:
         rel = (self._distinct_releases if self._distinct_releases.size == 1
                else np.unique(self.releases[active]))
         if active.any():
-            sampling = "none" if self.sample_size is None else "without_replacement"
+            sampling = "none" if self.sample_size is None else self.sampling
             for r in rel:
                 who = active & (self.releases == r)
                 sizes = self.local_sizes[who]
                 if self._equal_sizes:
                     sizes = sizes[:1].reshape(())
                 kw: dict[str, Any] = {}
+                if sampling == "poisson" and self.sample_size is not None:
+                    kw = {"sampling_rate": np.minimum(1.0, self.sample_size / sizes)}
+                    if np.all(kw["sampling_rate"] >= 1.0):
+                        sampling, kw = "none", {}
                 if sampling == "without_replacement" and self.sample_size is not None:
                     kw = {"dataset_size": sizes,
                           "sample_size": np.minimum(self.sample_size, sizes)}
@@ -833,7 +882,8 @@ class GaussianAccount:
         delta = self.delta if delta is None else float(delta)
         key = (self.rounds, delta)
         if key not in self._memo:
-            groups = _groups(self.local_sizes, self.sample_size, self.releases, self.counts)
+            groups = _groups(self.local_sizes, self.sample_size, self.releases, self.counts,
+                             getattr(self, "sampling", "without_replacement"))
             certs = [certify(g(self.noise_multiplier), delta, self.neighboring, self.method)
                      for g in groups]
             self._memo[key] = max(certs, key=lambda c: c.epsilon) if certs else None

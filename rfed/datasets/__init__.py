@@ -10,6 +10,9 @@
   tasks, and a declared public split for choosing hyperparameters.
 * :mod:`rfed.datasets.images`: scikit-learn's digits, MNIST IDX and npz loaders, SPD covariance
   descriptors of real images, geomstats' shipped SPD sets.
+* :mod:`rfed.datasets.scattering` and :mod:`rfed.datasets.features`: the 2-D scattering
+  transform (Bruna and Mallat 2013), per-record GroupNorm, the public-split PCA, and the
+  scattering coefficients of a data set cached on disk with a checksum.
 * :mod:`rfed.datasets.libsvm`: LIBSVM text files.
 * :mod:`rfed.datasets.wordnet`: WordNet mammals (shipped with its license), Laplacian-eigenmap
   features and a Lorentz embedding trained by rfed.
@@ -24,6 +27,13 @@ from rfed.datasets.cached import (
     make_rcv1_like_cached,
 )
 from rfed.datasets.dispatch import EconomicDispatch, dispatch_optimum, ieee14_dispatch
+from rfed.datasets.features import (
+    group_norm,
+    group_norm_bound,
+    public_pca,
+    scattering_cache_entry,
+    scattering_features,
+)
 from rfed.datasets.images import (
     COVARIANCE_FEATURES_GRAY,
     COVARIANCE_FEATURES_RGB,
@@ -62,6 +72,7 @@ from rfed.datasets.preprocess import (
     normalize_l2,
     public_split,
 )
+from rfed.datasets.scattering import Scattering2D
 from rfed.datasets.synthetic import (
     EPSILON_SHAPE,
     RCV1_SHAPE,
@@ -96,6 +107,7 @@ __all__ = [
     "DatasetNotFoundError",
     "EconomicDispatch",
     "PublicSplit",
+    "Scattering2D",
     "WordNetMammals",
     "binary_task",
     "cache_dir",
@@ -107,6 +119,8 @@ __all__ = [
     "fashion_mnist_available",
     "find_mnist_files",
     "flatten_images",
+    "group_norm",
+    "group_norm_bound",
     "haar_orthogonal",
     "ieee14_dispatch",
     "iid_partition",
@@ -135,11 +149,14 @@ __all__ = [
     "normalize_l2",
     "normalize_rows",
     "pca_spectrum",
+    "public_pca",
     "public_split",
     "random_orthonormal_columns",
     "read_idx",
     "reconstruction_metrics",
     "scale_pixels",
+    "scattering_cache_entry",
+    "scattering_features",
     "stack_agents",
     "stack_agents_padded",
     "to_pm1_labels",

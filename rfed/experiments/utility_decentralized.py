@@ -1,61 +1,72 @@
-"""Certified-budget privacy-utility companions of the decentralized papers (issue 9).
+"""Certified-budget privacy-utility companions of the decentralized papers.
 
-Three experiments, each sweeping the certified epsilon (default {0.5, 1, 2, 4, 8}, plus 3 for
-the classification target) at ``delta = min(1e-5, 1 / (10 N))`` for the smallest local data set
-``N``, with non-private and random-start references, repetitions (mean and band), a
-privacy-utility plot and its table:
+Three experiments, each sweeping the certified epsilon at ``delta = min(1e-5, 1 / (10 N))`` for
+the smallest local data set ``N``, with non-private and zero-start references, repetitions
+(mean and band), a privacy-utility plot and its table:
 
-* ``utility-fmnist-classify``: DO-ADP, noisy DSGD, DPDL and DP-DPSGD on Fashion-MNIST
-  (multinomial logistic regression on unit-normalised images, optionally projected on the top
-  principal directions of the PUBLIC split), IID and Dirichlet(0.25) splits over 10-20 agents,
-  test accuracy on the 10,000 test images, beside centralized DP-SGD
-  (:class:`rfed.algorithms.centralized.DPSGD`) on the pooled private data at the same budget;
-  DO-ADP's communication-accuracy trade-off at one certified budget.
+* ``utility-fmnist-classify``: decentralized DP-DPSGD and DPDL (DO-ADP and noisy DSGD on
+  request) on Fashion-MNIST, multinomial logistic regression on public features: the
+  scattering transform with a per-image GroupNorm (Tramer and Boneh, "Differentially Private
+  Learning Needs Better Features (or Much More Data)", ICLR 2021, arXiv:2011.11660), IID and
+  Dirichlet(0.25) splits over 10 agents, beside centralized DP-SGD
+  (:class:`rfed.algorithms.centralized.DPSGD`) on the pooled private data at the same budget,
+  under each neighbouring relation the trainers account; every trainer's step, clip, batch,
+  epochs, momentum, feature dimension and tail averaging are chosen on the declared public
+  split (:mod:`rfed.experiments._classify`). ``features='pixels'`` runs the earlier pipeline on
+  whitened pixels.
 * ``utility-svm``: DP-DDA l1- and l2-SVM on a binary Fashion-MNIST task and on the paper-size
   ``epsilon`` stand-in (cached, memory-mapped float32, decaying spectrum ``eps_spectrum_decay``
   (:func:`rfed.datasets.make_epsilon_like`: the isotropic recipe carries too little signal per
   record for any budget here); a random subsample of ``eps_subsample`` rows, projected on the
-  top ``eps_pca_dim`` directions of its PUBLIC split). A ``checks`` table records the issue's
+  top ``eps_pca_dim`` directions of its PUBLIC split). A ``checks`` table records the
   must-show per panel (beats the start at the largest budget; monotone within the bands).
 * ``utility-dpdgt``: DP-DGT's sweep over the certified epsilon of ITS relation (one generator's
   cost function changes, gradients at most ``adjacency_radius`` apart) on the IEEE-14 dispatch.
 
-Hyperparameters: the step sizes of the private runs are chosen on PUBLIC data only. A declared
-public split of the training set (:func:`rfed.datasets.public_split`, ``public_fraction``) is
-never trained on privately; it gives (a) the feature map (:func:`public_whitening`: centred on
-the public mean, projected on the top eigenvectors of the public covariance, whitened, rows
-bounded to norm 1; or, with ``whiten_radius = 0``, the top eigenvectors of the uncentred public
-second-moment matrix, an orthonormal projection, so ``||P^T a|| <= ||a|| <= 1``) and (b) the
-step size: each algorithm runs on one half of the
-public split, split among the same number of agents, with the noise multiplier its private run
-gets at ``eps_tune`` (the noise std per step depends on the multiplier, the clip and the batch
-size only, not on the data set size), for every step size of its grid; the step size with the
-best accuracy on the other public half is used for every epsilon. Clip levels and batch sizes
-are fixed public numbers of the configuration. The ``tuning`` table records all of it. Every
-classification run outputs the tail average of its per-round outputs
-(:class:`rfed.algorithms.averaging.TailAveraged`, ``tail_average``), pure post-processing.
+Hyperparameters are chosen on PUBLIC data only. A declared public split of the training set
+(:func:`rfed.datasets.public_split`, ``public_fraction``) is never trained on privately; it gives
+the feature maps learned from data (the public PCA of the scattering features; for pixels,
+:func:`public_whitening`: centred on the public mean, projected on the top eigenvectors of the
+public covariance, whitened, rows bounded to norm 1) and the trainers' hyperparameters: a
+configuration runs on one half of the public split, split among the same number of agents, at
+the noise of the private run at ``eps_tune``, and is scored by its accuracy on the other half.
+Every classification run outputs the tail average of its per-round outputs
+(:class:`rfed.algorithms.averaging.TailAveraged`), pure post-processing.
 """
 
 from __future__ import annotations
 
-import dataclasses
+import itertools
 from collections.abc import Callable
+from typing import Any
 
 import numpy as np
 
-from rfed.algorithms.averaging import TailAveraged
-from rfed.algorithms.centralized import DPSGD
-from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, DPDPSGD, NoisyDSGD
+from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT
 from rfed.algorithms.private import certifies
 from rfed.datasets import (
     binary_task,
-    dirichlet_partition,
     iid_partition,
     load_fashion_mnist,
     make_epsilon_like_cached,
     normalize_l2,
     public_split,
     stack_agents_padded,
+)
+from rfed.experiments._classify import (
+    CENTRALIZED,
+    Projections,
+    PublicProxy,
+    at_grid_edge,
+    coordinate_search,
+    local_batch,
+    make_trainer,
+    partition,
+    rounds_for,
+    scattering_data,
+    sizes_problem,
+    softmax_problem,
+    tail_averaged,
 )
 from rfed.experiments.plotting import new_figure
 from rfed.experiments.registry import RunContext, check_setting, register, summary_row
@@ -65,7 +76,6 @@ from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.mechanisms import LaplaceSchedule
 from rfed.problems.dispatch import ieee14_problem
 from rfed.problems.linear import HingeSVM, L1Regularizer, L2Regularizer
-from rfed.problems.softmax import SoftmaxRegression
 
 __all__: list[str] = []
 
@@ -173,7 +183,8 @@ def _fmnist(cfg: dict, rng: np.random.Generator, binary: tuple[int, int] | None 
                                       int(cfg["feature_seed"]))
         x_priv, x_pub, x_te = (random_relu_features(a, weights) for a in (x_priv, x_pub, x_te))
     return {"x_priv": x_priv, "y_priv": y_priv, "x_pub": x_pub, "y_pub": split.y_public,
-            "x_test": x_te, "y_test": y_te, "n_public": len(split.y_public)}
+            "x_test": x_te, "y_test": y_te, "n_public": len(split.y_public),
+            "nominal_private_size": int(cfg.get("n_train") or len(y_tr) - len(split.y_public))}
 
 
 def random_relu_weights(dim: int, n_features: int, scale: float, seed: int) -> np.ndarray:
@@ -201,72 +212,11 @@ def random_relu_features(x: np.ndarray, weights: np.ndarray) -> np.ndarray:
     return h / np.where(norm > 0, norm, 1.0)
 
 
-def _partition(labels: np.ndarray, n_agents: int, kind: str, alpha: float,
-               rng: np.random.Generator) -> list[np.ndarray]:
-    if kind == "iid":
-        return list(iid_partition(len(labels), n_agents, rng))
-    if kind == "dirichlet":
-        return dirichlet_partition(labels, n_agents, alpha, rng)
-    raise ValueError(f"partition must be 'iid' or 'dirichlet', got {kind!r}")
-
-
-def _softmax_problem(x: np.ndarray, y: np.ndarray, parts: list[np.ndarray],
-                     n_classes: int) -> SoftmaxRegression:
-    feats, counts = stack_agents_padded(x, parts)
-    labels, _ = stack_agents_padded(y, parts)
-    return SoftmaxRegression(feats, labels, n_classes=n_classes, counts=counts,
-                             feature_bound=1.0)
-
-
-# ---------------------------------------------------------------------- algorithms
-@dataclasses.dataclass(frozen=True)
-class _Method:
-    """One curve: ``make(lr, noise)`` builds the algorithm (``noise``: ``{}`` non-private,
-    ``{'budget':..., 'n_rounds':...}`` or ``{'noise_multiplier': z}``)."""
-
-    name: str
-    make: Callable[[float, dict], object]
-    lrs: tuple[float, ...]
-    centralized: bool = False
-
-
-def _classify_methods(cfg: dict, n: int) -> list[_Method]:
-    b, clip = cfg["batch_size"], cfg["clip"]
-    graph = circulant(n, cfg["graph_degree"])
-    out = {
-        "DO-ADP": _Method("DO-ADP", lambda lr, noise: DOADP(
-            Network(graph), alpha=lr, beta=cfg["momentum"], gamma=cfg["doadp_gamma"], p=1.0,
-            grad_bound=clip, batch_size=b, **noise), tuple(cfg["lrs_doadp"])),
-        "noisy DSGD": _Method("noisy DSGD", lambda lr, noise: NoisyDSGD(
-            Network(graph), alpha=lr, grad_bound=clip, batch_size=b, **noise),
-            tuple(cfg["lrs_dsgd"])),
-        "DPDL": _Method("DPDL", lambda lr, noise: DPDL(
-            Network(graph), lr=lr, beta=cfg["momentum"], batch_size=b, clip=clip, **noise),
-            tuple(cfg["lrs_dpdl"])),
-        "DP-DPSGD": _Method("DP-DPSGD", lambda lr, noise: DPDPSGD(
-            Network(graph), lr=lr, beta=cfg["momentum"], batch_size=b, clip=clip, **noise),
-            tuple(cfg["lrs_dpdpsgd"])),
-        "DP-SGD (centralized, pooled)": _Method(
-            "DP-SGD (centralized, pooled)", lambda lr, noise: DPSGD(
-                step_size=lr, batch_size=b * n, clip=clip, momentum=cfg["momentum"],
-                sampling="poisson", **noise), tuple(cfg["lrs_dpsgd"]), centralized=True),
-    }
-    unknown = set(cfg["algorithms"]) - set(out)
-    if unknown:
-        raise ValueError(f"argument 'algorithms': unknown {sorted(unknown)}; choose from "
-                         f"{sorted(out)}")
-    return [out[a] for a in cfg["algorithms"]]
-
-
-def _noise_multiplier(alg: object, problem, x0: np.ndarray) -> float:
+def _noise_multiplier(alg: Any, problem, x0: np.ndarray) -> float:
     """The multiplier the budget-first calibration gives ``alg`` on ``problem`` (public facts:
     sizes, rounds, batch; no record is read)."""
     state = alg.init(problem, x0, np.random.default_rng(0))
     return float(state.ledger.noise_multiplier)
-
-
-def _test_accuracy(problem: SoftmaxRegression, x: np.ndarray, xt, yt) -> float:
-    return 100.0 * problem.accuracy(x, xt, yt)
 
 
 # ---------------------------------------------------------------------- plotting helpers
@@ -287,13 +237,27 @@ def _privacy_utility_plot(ctx: RunContext, rows: list[dict], panels: list[str], 
             line, = ax.plot(e, m, "o-", label=alg)
             ax.fill_between(e, lo, hi, color=line.get_color(), alpha=0.2)
         # several non-private references in one panel are told apart by their dash pattern
-        dashes = iter(("--", "-.", (0, (5, 1, 1, 1, 1, 1))))
+        dashes = itertools.cycle(("--", "-.", (0, (5, 1, 1, 1, 1, 1)), (0, (1, 1)),
+                                  (0, (3, 1, 1, 1)), (0, (8, 2))))
+        ticks = sorted({float(r["target_epsilon"]) for r in sub})
+        # one budget: the y axis spans the private points and the non-private references
+        # (a start far below is named in the legend with its value instead of squashing them)
+        zoom = None
+        if len(ticks) == 1 and sub and not logy:
+            near = [r[f"{key}_min"] for r in sub] + [r[f"{key}_max"] for r in sub] + [
+                v for lab, v in refs.get(panel, {}).items() if "non-private" in lab]
+            span = max(near) - min(near)
+            zoom = (min(near) - max(0.5, 0.5 * span), max(near) + max(0.5, 0.3 * span))
         for lab, ref in refs.get(panel, {}).items():
             nonprivate = "non-private" in lab
+            if zoom is not None and not zoom[0] <= ref <= zoom[1]:
+                lab = f"{lab}: {ref:.4g} (off the axis)"
             ax.axhline(ref, ls=next(dashes) if nonprivate else ":",
                        color="k" if nonprivate else "grey", lw=1, label=lab)
         ax.set_xscale("log")
-        ticks = sorted({float(r["target_epsilon"]) for r in sub})
+        if zoom is not None:
+            ax.set_ylim(*zoom)
+            ax.set_xlim(ticks[0] / 1.5, ticks[0] * 1.5)
         ax.set_xticks(ticks, [f"{t:g}" for t in ticks])
         ax.minorticks_off()
         if logy:
@@ -313,254 +277,397 @@ def _summarise(values: list[float]) -> dict:
 
 
 # ---------------------------------------------------------------------- classification
+#: Publicly tuned hyperparameter grids of the trainers (the search starts in their middle).
+_LR_KEYS = {"DP-DPSGD": "lrs_dpdpsgd", "DPDL": "lrs_dpdl", "DO-ADP": "lrs_doadp",
+            "noisy DSGD": "lrs_dsgd", CENTRALIZED: "lrs_dpsgd"}
+_RELATIONS = {"replace_one": "replace-one", "add_remove_one": "add/remove"}
+
+
+def _classify_data(cfg: dict, ctx: RunContext) -> dict:
+    """The features of ``cfg['features']``: ``'scattering'`` (GroupNorm'd scattering
+    coefficients, bound ``sqrt(D)``) or ``'pixels'`` (the unit-normalised images through the
+    public whitening of :func:`_fmnist`, bound 1)."""
+    if cfg["features"] == "scattering":
+        return scattering_data(cfg, ctx.rng(900), progress=ctx.progress)
+    if cfg["features"] == "pixels":
+        data = _fmnist(cfg, ctx.rng(900))
+        data["feature_bound"] = 1.0
+        return data
+    raise ValueError(f"setting 'features' must be 'scattering' or 'pixels', got "
+                     f"{cfg['features']!r}")
+
+
+def _grids(cfg: dict, name: str, dims: list[int]) -> dict[str, list]:
+    """The public search grids of trainer ``name`` (axis order = search order)."""
+    return {"lr": [float(v) for v in cfg[_LR_KEYS[name]]],
+            "clip": [float(v) for v in cfg["clips"]],
+            "batch_fraction": [float(v) for v in cfg["batch_fractions"]],
+            "epochs": [float(v) for v in cfg["epochs_grid"]],
+            "momentum": [float(v) for v in cfg["momenta"]],
+            "dim": dims,
+            "tail_average": [float(v) for v in cfg["tail_averages"]]}
+
+
+def _hp_text(hp: dict) -> str:
+    return ", ".join(f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}"
+                     for k, v in hp.items())
+
+
+def _budget(eps: float, delta: float, relation: str, declared: np.ndarray) -> PrivacyBudget:
+    """The budget of a run under ``relation``; under add/remove with the declared public local
+    sizes ``declared`` (never the true ones)."""
+    if relation == "add_remove_one":
+        return PrivacyBudget(float(eps), delta, neighboring=relation,
+                             public_sizes=tuple(int(v) for v in declared))
+    return PrivacyBudget(float(eps), delta, neighboring=relation)
+
+
+def declared_sizes(nominal_total: int, n_agents: int) -> np.ndarray:
+    """Public nominal local sizes: ``nominal_total`` split as evenly as possible."""
+    base, extra = divmod(int(nominal_total), int(n_agents))
+    return np.array([base + (1 if i < extra else 0) for i in range(int(n_agents))])
+
+
+def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray,
+              cfg: dict) -> str | None:
+    """Why trainer ``name`` cannot run under ``relation`` (None: it can), asked of the trainer
+    itself: its constructor and calibration refuse what they cannot account, and the relation
+    its account certifies must be the one asked."""
+    hp = {"lr": 1.0, "clip": 1.0, "momentum": 0.0}
+    # the probe samples whole local data sets in one round: the same refusals as any batch,
+    # and a calibration that is cheap (a small batch at one round asks the PLD for a tiny
+    # noise multiplier, whose discretisation is slow)
+    batch = int(min(counts.min(), declared.min()))
+    try:
+        alg = make_trainer(name, hp, batch, {"budget": _budget(1.0, 1e-5, relation, declared),
+                                             "n_rounds": 1}, len(counts), cfg)
+        problem = sizes_problem(counts)
+        state = alg.init(problem, np.zeros(problem.n_params), np.random.default_rng(0))
+    except ValueError as exc:
+        return str(exc)
+    accounted = getattr(state.ledger, "neighboring", relation)
+    if accounted != relation:
+        return f"{name} certifies {accounted} only"
+    return None
+
+
 @register(
     "utility-fmnist-classify",
-    paper="DO-ADP, DPDL: certified-budget companion",
-    summary="Fashion-MNIST classification vs certified eps, centralized DP-SGD beside",
+    paper="DO-ADP, DPDL: certified-budget companion; Tramer and Boneh features",
+    summary="Fashion-MNIST on scattering features: decentralized vs centralized DP-SGD",
     requires=("fashion-mnist",),
     description=(
-        "Multinomial logistic regression on unit-normalised Fashion-MNIST (needs the real files: "
-        "apt-get install dataset-fashion-mnist), projected on the top pca_dim principal "
-        "directions of a declared public split (5 % of the training set); the rest is split "
-        "among n_agents agents (IID and Dirichlet(0.25)) on a circulant graph. DO-ADP, noisy "
-        "DSGD, DPDL and DP-DPSGD run budget-first at each certified epsilon (record level, "
-        "replace-one, delta = min(1e-5, 1/(10 N))), beside centralized DP-SGD on the pooled "
-        "private data (Poisson batches of n_agents x batch_size, same clip, epochs and budget). "
-        "Test accuracy on the 10,000 test images; non-private optimum (L-BFGS) and the zero "
-        "start (chance) as references; DO-ADP's communication-accuracy trade-off (p, k/d) at "
-        "eps_comm. Step sizes chosen on the public split (see the 'tuning' table) from the grids "
-        "lrs_doadp, lrs_dsgd, lrs_dpdl, lrs_dpdpsgd and lrs_dpsgd (centralized DP-SGD). "
-        "random_features=D > 0 maps the projected features through D data-independent random "
-        "ReLU features (seeded by feature_seed, rows rescaled to unit norm). Features "
-        "(whiten_radius > 0, the default): the public split's mean is subtracted, the result "
-        "projected on the top pca_dim eigenvectors of the PUBLIC covariance and whitened "
-        "(divided by the square roots of its eigenvalues), scaled to rms norm whiten_radius "
-        "and every row bounded to norm 1 (a per-record map learned on public data only; "
-        "whiten_radius = 0 gives the unwhitened uncentred projection of earlier runs). Output: "
-        "the mean of the outputs of the last tail_average fraction of the rounds (tail "
-        "averaging, post-processing of released iterates: the privacy reports are the "
-        "unaveraged runs'). whiten_radius = 1.28 "
-        "and tail_average = 0.5 were chosen with DP-DPSGD at eps_tune on the public split "
-        "(public validation accuracy, radius from {0.64, 0.96, 1.28, 1.6, 2.0}, pca_dim from "
-        "{64, 128}, tail averaging on/off, batch 64 x 15 epochs against 128 x 30, circulant "
-        "against complete graph), never on "
-        "the private data or the test images."
+        "Multinomial logistic regression on Fashion-MNIST (needs the real files: apt-get "
+        "install dataset-fashion-mnist) through public features: the scattering transform "
+        "(J = 2, L = 8: 81 x 7 x 7 = 3,969 coefficients per image, computed once and cached "
+        "on disk with a checksum) with a per-image GroupNorm of 'groups' groups (Tramer and "
+        "Boneh 2021's ScatterNet features; per-record maps, so they cost no privacy), "
+        "optionally projected on the top 'dim' principal directions of the declared public "
+        "split. features = 'pixels' gives the earlier pipeline (unit-normalised pixels, public "
+        "PCA whitened to pca_dim, whiten_radius). 90 % of the training images are private and "
+        "split among n_agents = 10 agents (IID and Dirichlet(0.25)) on a circulant graph of "
+        "degree graph_degree; the decentralized trainers (DP-DPSGD, DPDL; DO-ADP and noisy "
+        "DSGD on request) add their noise locally, with no trusted aggregator (DP-DPSGD and "
+        "DPDL on Poisson minibatches, decentralized_sampling, certified by PLD); centralized "
+        "DP-SGD on the pooled private data (Poisson batches of n_agents x the local batch) is "
+        "the companion a trusted curator could run. Every private run is budget-first at each "
+        "certified epsilon (record level; relations: replace-one, rfed's default, and "
+        "add/remove where the trainer accounts it), delta = min(1e-5, 1/(10 N)). Test accuracy "
+        "on the 10,000 test images, beside the non-private L-BFGS solution (at most "
+        "reference_maxiter iterations on the pooled private data), each trainer's "
+        "non-private run and the zero start. Hyperparameters (step, clip, batch fraction of "
+        "the smallest local data set, epochs, momentum, feature dimension, tail averaging) are "
+        "chosen per trainer on the PUBLIC split only (10 % of the training images: one half "
+        "trained on by the same number of agents, the other half scores), at the private run's "
+        "noise at eps_tune (same rounds, same noise std on the averaged clipped gradient), by "
+        "coordinate search over the grids (the 'tuning' table lists every configuration and "
+        "flags a choice at a grid's edge); never on the private data or the test images."
     ),
     defaults={
-        "data_path": "", "n_agents": 10, "partitions": ["iid", "dirichlet"],
-        "dirichlet_alpha": 0.25, "epsilons": [0.5, 1.0, 2.0, 3.0, 4.0, 8.0],
-        "repetitions": 2, "pca_dim": 64, "public_fraction": 0.05, "n_train": 0, "n_test": 0,
-        "epochs": 15, "batch_size": 64, "clip": 1.0, "momentum": 0.5, "doadp_gamma": 0.5,
-        "graph_degree": 2,
-        "algorithms": ["DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD",
-                       "DP-SGD (centralized, pooled)"],
+        "data_path": "", "features": "scattering", "n_agents": 10,
+        "partitions": ["iid", "dirichlet"], "dirichlet_alpha": 0.25,
+        "epsilons": [1.0, 3.0, 8.0], "repetitions": 2, "relations": ["replace_one"],
+        "public_fraction": 0.1, "n_train": 0, "n_test": 0,
+        "scatter_J": 2, "scatter_L": 8, "groups": 27, "cache_dir": "",
+        "graph_degree": 2, "doadp_gamma": 0.5, "decentralized_sampling": "poisson",
+        "algorithms": ["DP-DPSGD", CENTRALIZED],
+        "lrs_dpdpsgd": [2.0, 4.0, 8.0, 16.0, 32.0], "lrs_dpdl": [2.0, 4.0, 8.0, 16.0, 32.0],
         "lrs_doadp": [0.25, 0.5, 1.0, 2.0], "lrs_dsgd": [0.25, 0.5, 1.0, 2.0, 4.0],
-        "lrs_dpdl": [0.25, 0.5, 1.0, 2.0], "lrs_dpdpsgd": [0.25, 0.5, 1.0, 2.0],
-        "lrs_dpsgd": [0.5, 1.0, 2.0, 4.0], "eps_tune": 3.0,
+        "lrs_dpsgd": [2.0, 4.0, 8.0, 16.0, 32.0],
+        "clips": [0.1, 0.2, 0.4, 0.8], "batch_fractions": [0.125, 0.25, 0.5, 1.0],
+        "epochs_grid": [40.0, 80.0, 160.0], "momenta": [0.0, 0.5, 0.9],
+        "dims": [512, 1024, 2048, 0], "tail_averages": [0.0, 0.5],
+        "tune_sweeps": 2, "tune_repetitions": 2, "eps_tune": 3.0,
+        "reference_maxiter": 100,
+        "target_epsilon": 3.0, "target_accuracy": 87.0, "centralized_target_accuracy": 88.5,
+        "target_accuracy_add_remove": 88.7, "centralized_target_accuracy_add_remove": 89.5,
+        "pca_dim": 64, "whiten_radius": 1.28, "random_features": 0, "feature_scale": 4.0,
+        "feature_seed": 12345,
         "eps_comm": 3.0,
         "comm_configs": [[1.0, 1.0], [0.8, 1.0], [1.0, 0.3], [0.8, 0.3], [1.0, 0.1]],
-        "target_epsilon": 3.0, "target_accuracy": 80.0,
-        "random_features": 0, "feature_scale": 4.0, "feature_seed": 12345,
-        "whiten_radius": 1.28, "tail_average": 0.5,
     },
 )
 def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
     n = int(cfg["n_agents"])
-    data = _fmnist(cfg, ctx.rng(900))
+    if n < 2:
+        raise ValueError(f"setting 'n_agents' must be an int >= 2, got {n!r}")
+    unknown = set(cfg["algorithms"]) - set(_LR_KEYS)
+    if unknown:
+        raise ValueError(f"setting 'algorithms': unknown {sorted(unknown)}; choose from "
+                         f"{sorted(_LR_KEYS)}")
+    bad = set(cfg["relations"]) - set(_RELATIONS)
+    if bad:
+        raise ValueError(f"setting 'relations' holds 'replace_one' or 'add_remove_one', got "
+                         f"{sorted(bad)}")
+    data = _classify_data(cfg, ctx)
+    bound = float(data["feature_bound"])
+    n_feat = int(data["x_priv"].shape[1])
+    dims = (sorted({n_feat if int(d) <= 0 else min(int(d), n_feat) for d in cfg["dims"]})
+            if cfg["features"] == "scattering" else [n_feat])
+    proj = Projections(data["x_pub"], dims)
     xt, yt = data["x_test"], data["y_test"]
-    methods = _classify_methods(cfg, n)
     eps_list = sorted(float(e) for e in cfg["epsilons"])
     reps = int(cfg["repetitions"])
-    # --- the public problem for the step sizes: half trains (split among n agents), half scores
+    # the private split among the agents: the partition reads labels and the seed only
+    parts = {kind: partition(data["y_priv"], n, kind, float(cfg["dirichlet_alpha"]),
+                             ctx.rng(910 + k))
+             for k, kind in enumerate(cfg["partitions"])}
+    counts = {kind: np.array([len(p) for p in ps]) for kind, ps in parts.items()}
+    relations = list(dict.fromkeys(cfg["relations"]))
+    # under add/remove the true sizes are private: every agent declares the nominal public
+    # size (the benchmark's private image count split evenly, whatever the partition)
+    declared = declared_sizes(data["nominal_private_size"], n)
+    q_min = min(int(c.min()) for c in counts.values())
+    # min(1e-5, 1 / (10 N)) of the sizes each relation may read
+    delta_of = {"replace_one": certified_delta(q_min),
+                "add_remove_one": certified_delta(int(declared.min()))}
+    delta = delta_of[relations[0]]
+    # --- hyperparameters on the public split, at the noise of the first partition's private
+    # run at eps_tune under the first relation
     half = len(data["y_pub"]) // 2
-    pub_parts = _partition(data["y_pub"][:half], n, "iid", 1.0, ctx.rng(901))
-    pub_problem = _softmax_problem(data["x_pub"][:half], data["y_pub"][:half], pub_parts, 10)
-    pub_val = (data["x_pub"][half:], data["y_pub"][half:])
-    problems = {}
-    for k, kind in enumerate(cfg["partitions"]):
-        parts = _partition(data["y_priv"], n, kind, cfg["dirichlet_alpha"], ctx.rng(910 + k))
-        problems[kind] = _softmax_problem(data["x_priv"], data["y_priv"], parts, 10)
-    q_min = min(int(p.counts.min()) for p in problems.values())
-    delta = certified_delta(q_min)
-    d = problems[cfg["partitions"][0]].n_params
-    x0 = np.zeros(d)
-
-    def rounds_of(problem) -> int:
-        # epochs over the average local data set at the local batch size
-        return max(1, int(round(cfg["epochs"] * problem.n_samples / n / cfg["batch_size"])))
-
-    tail = float(cfg["tail_average"])
-    if not 0.0 <= tail <= 1.0:
-        raise ValueError(f"argument 'tail_average' must be in [0, 1], got {tail!r}")
-
-    def averaged(alg, rounds: int):
-        # post-processing of the per-round outputs: the privacy report is the wrapped run's
-        if tail == 0.0:
-            return alg
-        return TailAveraged(alg, average_from=int(round(rounds * (1.0 - tail))))
-
-    # --- step sizes on the public split, at the noise of the private run at eps_tune (IID)
-    tune_problem = problems[cfg["partitions"][0]]
-    t_rounds = rounds_of(tune_problem)
-    tuning, lr_of = [], {}
-    for mi, m in enumerate(methods):
-        z = _noise_multiplier(m.make(m.lrs[0], {"budget": PrivacyBudget(cfg["eps_tune"], delta),
-                                                "n_rounds": t_rounds}), tune_problem, x0)
-        best = None
-        for li, lr in enumerate(m.lrs):
-            res = averaged(m.make(lr, {"noise_multiplier": z}), t_rounds).run(
-                pub_problem, t_rounds, rng=ctx.rng(920, mi, li), x0=x0, eval_every=t_rounds,
-                with_reference=False)
-            acc = (float("nan") if res.diverged
-                   else _test_accuracy(pub_problem, res.x, *pub_val))
-            tuning.append({"algorithm": m.name, "step_size": lr, "noise_multiplier": z,
-                           "eps_tune": cfg["eps_tune"], "rounds": t_rounds,
-                           "public_validation_accuracy": acc,
-                           "chosen_on": f"public split ({data['n_public']} images): "
-                                        f"{half} train / {len(pub_val[1])} validation"})
-            if np.isfinite(acc) and (best is None or acc > best[1]):
-                best = (lr, acc)
-        lr_of[m.name] = m.lrs[0] if best is None else best[0]
-    for row in tuning:
-        row["chosen"] = row["step_size"] == lr_of[row["algorithm"]]
-        # a choice at the end of its grid says the grid should be extended
-        grid = next(m.lrs for m in methods if m.name == row["algorithm"])
-        row["at_grid_edge"] = bool(row["chosen"] and len(grid) > 1
-                                   and row["step_size"] in (min(grid), max(grid)))
+    tune_kind = cfg["partitions"][0]
+    tuning, chosen = [], {}
+    for mi, name in enumerate(cfg["algorithms"]):
+        proxy = PublicProxy(
+            name, data["x_pub"][:half], data["y_pub"][:half], data["x_pub"][half:],
+            data["y_pub"][half:], counts[tune_kind], n, cfg, proj, bound,
+            _budget(cfg["eps_tune"], delta, relations[0], declared),
+            int(cfg["tune_repetitions"]),
+            lambda *s, mi=mi: ctx.rng(920, mi, *s))
+        grids = _grids(cfg, name, dims)
+        best, rows = coordinate_search(proxy.score, grids, int(cfg["tune_sweeps"]))
+        edges = at_grid_edge(best, grids, {"dim": (n_feat,)})
+        chosen[name] = best
+        for row in rows:
+            is_best = all(row[k] == best[k] for k in grids)
+            tuning.append({"algorithm": name, **{k: row[k] for k in grids},
+                           "public_validation_accuracy": row["public_score"],
+                           "rounds": row["rounds"], "local_batch": row["batch"],
+                           "noise_multiplier": row["noise_multiplier"],
+                           "public_batch": row["public_batch"],
+                           "public_noise_multiplier": row["public_noise_multiplier"],
+                           "eps_tune": cfg["eps_tune"], "relation": relations[0],
+                           "chosen": is_best,
+                           "at_grid_edge": ", ".join(edges) if is_best else "",
+                           "chosen_on": f"public split ({data['n_public']} images): {half} "
+                                        f"train / {len(data['y_pub']) - half} validation"})
+        ctx.log(setting=f"tuning {name}", algorithm=name, chosen=_hp_text(best),
+                at_grid_edge=", ".join(edges))
     ctx.save_table("tuning", tuning)
-    # --- references: non-private optimum (L-BFGS on the pooled private data) and the zero start
-    refs, reference_rows = {}, []
-    for kind, problem in problems.items():
-        opt = _test_accuracy(problem, problem.reference_point(), xt, yt)
-        start = _test_accuracy(problem, x0, xt, yt)
-        refs[kind] = {"non-private optimum (L-BFGS)": opt, "zero start (chance)": start}
-        reference_rows.append({"partition": kind, "nonprivate_optimum_test_accuracy": opt,
-                               "zero_start_test_accuracy": start,
-                               "min_local_size": int(problem.counts.min()),
-                               "max_local_size": int(problem.counts.max()), "delta": delta})
-    # --- the sweep
+    # --- the sweep: per partition, per feature dimension in use, per trainer
     rows = []
-    for k, (kind, problem) in enumerate(problems.items()):
-        rounds = rounds_of(problem)
-        for mi, m in enumerate(methods):
-            lr = lr_of[m.name]
-            for ei, eps in enumerate([None] + eps_list):
-                noise = ({} if eps is None else
-                         {"budget": PrivacyBudget(eps, delta), "n_rounds": rounds})
-                accs, reports, diverged = [], [], 0
-                # one non-private repetition: a reference line, not a curve
-                for rep in range(1 if eps is None else reps):
-                    res = averaged(m.make(lr, noise), rounds).run(
-                        problem, rounds, rng=ctx.rng(k, mi, ei, rep), x0=x0, eval_every=rounds,
-                        with_reference=False)
-                    if res.diverged:
-                        diverged += 1
-                        continue
-                    acc = _test_accuracy(problem, res.x, xt, yt)
-                    accs.append(acc)
-                    reports.append(res.privacy)
-                    ctx.log(setting=f"{kind} {m.name} eps={eps}", partition=kind,
-                            algorithm=m.name, repetition=rep, round=rounds,
-                            test_accuracy=acc, epsilon_target=eps)
-                label = (f"{kind} {m.name} non-private" if eps is None
-                         else f"{kind} {m.name} certified eps={eps:g}")
-                if reports and certifies(reports[0]):
-                    ctx.set_privacy(label, reports[0])
-                stats = _summarise(accs) if accs else dict.fromkeys(
-                    ("mean", "std", "min", "max"), float("nan"))
-                eps_cert = (max(r["epsilon_certified"] for r in reports)
-                            if reports and certifies(reports[0]) else None)
-                rows.append({"panel": kind, "partition": kind, "algorithm": m.name,
-                             "step_size": lr, "rounds": rounds, "target_epsilon": eps,
-                             "epsilon_certified": eps_cert, "delta": delta,
-                             "noise_multiplier": (reports[0]["noise_multiplier"]
-                                                  if eps_cert is not None else 0.0),
-                             "accuracy_mean": stats["mean"], "accuracy_std": stats["std"],
-                             "accuracy_min": stats["min"], "accuracy_max": stats["max"],
-                             "repetitions": len(accs), "diverged": diverged})
+    reference_rows: list[dict[str, Any]] = []
+    refs: dict[str, dict[str, float]] = {}
+    x0_of: dict[int, np.ndarray] = {}
+    for k, kind in enumerate(cfg["partitions"]):
+        refs[kind] = {}
+        for dim in sorted({int(chosen[name]["dim"]) for name in cfg["algorithms"]}):
+            problem = softmax_problem(proj.apply(data["x_priv"], dim), data["y_priv"],
+                                      parts[kind], 10, bound)
+            problem.reference_maxiter = int(cfg["reference_maxiter"])
+            xt_d = proj.apply(xt, dim)
+            x0 = x0_of.setdefault(dim, np.zeros(problem.n_params))
+            opt = 100.0 * problem.accuracy(problem.reference_point(), xt_d, yt)
+            start = 100.0 * problem.accuracy(x0, xt_d, yt)
+            refs[kind][f"non-private L-BFGS, dim {dim}"] = opt
+            refs[kind]["zero start (chance)"] = start
+            reference_rows.append({"partition": kind, "dim": dim,
+                                   "nonprivate_optimum_test_accuracy": opt,
+                                   "zero_start_test_accuracy": start,
+                                   "min_local_size": int(problem.counts.min()),
+                                   "max_local_size": int(problem.counts.max()), "delta": delta})
+            for mi, name in enumerate(cfg["algorithms"]):
+                hp = chosen[name]
+                if int(hp["dim"]) != dim:
+                    continue
+                batch = local_batch(hp["batch_fraction"], int(problem.counts.min()))
+                rounds = rounds_for(hp["epochs"], problem.n_samples, n, batch)
+                settings = [(None, None)] + [(rel, eps) for rel in relations for eps in eps_list]
+                refusals = {rel: _supports(name, rel, problem.counts, declared, cfg)
+                            for rel in relations}
+                for si, (rel, eps) in enumerate(settings):
+                    if rel is not None:
+                        why = refusals[rel]
+                        if why is not None:
+                            rows.append({"panel": kind, "partition": kind, "algorithm": name,
+                                         "relation": rel, "target_epsilon": eps,
+                                         "epsilon_certified": None, "refused": why})
+                            continue
+                    noise = ({} if rel is None or eps is None else
+                             {"budget": _budget(eps, delta_of[rel], rel, declared),
+                              "n_rounds": rounds})
+                    accs, reports, diverged = [], [], 0
+                    for rep in range(1 if rel is None else reps):
+                        alg = tail_averaged(make_trainer(name, hp, batch, noise, n, cfg),
+                                            rounds, hp["tail_average"])
+                        res = alg.run(problem, rounds, rng=ctx.rng(k, mi, si, rep), x0=x0,
+                                      eval_every=rounds, with_reference=False)
+                        if res.diverged:
+                            diverged += 1
+                            continue
+                        acc = 100.0 * problem.accuracy(res.x, xt_d, yt)
+                        accs.append(acc)
+                        reports.append(res.privacy)
+                        ctx.log(setting=f"{kind} {name} {rel} eps={eps}", partition=kind,
+                                algorithm=name, relation=rel, repetition=rep, round=rounds,
+                                test_accuracy=acc, epsilon_target=eps)
+                    label = (f"{kind} {name} non-private" if rel is None else
+                             f"{kind} {name} {_RELATIONS[rel]} certified eps={eps:g}")
+                    if reports and certifies(reports[0]):
+                        ctx.set_privacy(label, reports[0])
+                    stats = _summarise(accs) if accs else dict.fromkeys(
+                        ("mean", "std", "min", "max"), float("nan"))
+                    eps_cert = (max(r["epsilon_certified"] for r in reports)
+                                if reports and certifies(reports[0]) else None)
+                    rows.append({
+                        "panel": kind, "partition": kind, "algorithm": name, "relation": rel,
+                        "hyperparameters": _hp_text(hp), "local_batch": batch,
+                        "rounds": rounds, "target_epsilon": eps, "epsilon_certified": eps_cert,
+                        "delta": delta_of[rel] if rel is not None else None,
+                        "noise_multiplier": (reports[0]["noise_multiplier"]
+                                             if eps_cert is not None else 0.0),
+                        "accuracy_mean": stats["mean"], "accuracy_std": stats["std"],
+                        "accuracy_min": stats["min"], "accuracy_max": stats["max"],
+                        "repetitions": len(accs), "diverged": diverged, "refused": ""})
+                    if rel is None:
+                        refs[kind][f"non-private {name}"] = stats["mean"]
+            del problem
     ctx.save_table("privacy_utility", rows)
     ctx.save_table("references", reference_rows)
-    private = [r for r in rows if r["epsilon_certified"] is not None]
-    nonpriv = {(r["partition"], r["algorithm"]): r["accuracy_mean"] for r in rows
-               if r["target_epsilon"] is None}
-    for r in reference_rows:
-        refs[r["partition"]].update({f"non-private {a}": v for (p, a), v in nonpriv.items()
-                                     if p == r["partition"] and a.startswith("DP-SGD")})
+    private = [dict(r, algorithm=f"{r['algorithm']} ({_RELATIONS[r['relation']]})")
+               for r in rows if r.get("epsilon_certified") is not None]
+    feats = (f"scattering J={cfg['scatter_J']} + GroupNorm({cfg['groups']})"
+             if cfg["features"] == "scattering" else f"pixels, whitened pca_dim={cfg['pca_dim']}")
     _privacy_utility_plot(
-        ctx, private, list(problems), "accuracy", "test accuracy (%)",
-        f"Fashion-MNIST softmax regression, {n} agents, pca_dim={cfg['pca_dim']}, "
-        f"delta={delta:g}", "privacy_utility", refs)
-    # --- DO-ADP's communication-accuracy trade-off at eps_comm (first partition)
-    comm_rows = []
-    if "DO-ADP" in cfg["algorithms"]:
-        kind = cfg["partitions"][0]
-        problem = problems[kind]
-        rounds = rounds_of(problem)
-        graph = circulant(n, cfg["graph_degree"])
-        for ci, (p, ratio) in enumerate(cfg["comm_configs"]):
-            accs, sent, eps_c = [], [], None
-            for rep in range(reps):
-                alg = DOADP(Network(graph), alpha=lr_of["DO-ADP"], beta=cfg["momentum"],
-                            gamma=cfg["doadp_gamma"], p=float(p), k_ratio=float(ratio),
-                            grad_bound=cfg["clip"], batch_size=cfg["batch_size"],
-                            budget=PrivacyBudget(cfg["eps_comm"], delta), n_rounds=rounds)
-                res = averaged(alg, rounds).run(problem, rounds, rng=ctx.rng(950, ci, rep),
-                                                x0=x0, eval_every=rounds,
-                                                with_reference=False)
-                if res.diverged:
-                    continue
-                accs.append(_test_accuracy(problem, res.x, xt, yt))
-                sent.append(res.history[-1]["bytes_sent"])
-                eps_c = res.privacy["epsilon_certified"]
-            st = _summarise(accs) if accs else dict.fromkeys(("mean", "std"), float("nan"))
-            comm_rows.append({"partition": kind, "p": p, "k_ratio": ratio,
-                              "comm_rate_pk_over_d": p * ratio,
-                              "bytes_sent_mean": float(np.mean(sent)) if sent else float("nan"),
-                              "accuracy_mean": st["mean"], "accuracy_std": st["std"],
-                              "epsilon_certified": eps_c, "target_epsilon": cfg["eps_comm"],
-                              "delta": delta, "repetitions": len(accs)})
-        ctx.save_table("doadp_communication_accuracy", comm_rows)
-        fig, axes = new_figure(1)
-        axes[0].errorbar([r["bytes_sent_mean"] for r in comm_rows],
-                         [r["accuracy_mean"] for r in comm_rows],
-                         [r["accuracy_std"] for r in comm_rows], fmt="o")
-        # labels alternate above and below their points: neighbours in bytes sit close
-        for i, r in enumerate(sorted(comm_rows, key=lambda r: r["bytes_sent_mean"])):
-            axes[0].annotate(f"p={r['p']:g}, k/d={r['k_ratio']:g}",
-                             (r["bytes_sent_mean"], r["accuracy_mean"]), fontsize=7,
-                             xytext=(0, 8 if i % 2 == 0 else -14), textcoords="offset points",
-                             ha="center")
-        axes[0].set_xscale("log")
-        axes[0].margins(x=0.12, y=0.15)
-        axes[0].set_xlabel("bytes sent (whole run)")
-        axes[0].set_ylabel("test accuracy (%)")
-        axes[0].set_title(f"DO-ADP at certified eps={cfg['eps_comm']:g} ({kind} split)")
-        fig.suptitle("DO-ADP on Fashion-MNIST: test accuracy against communication at one "
-                     "certified budget", fontsize=9)
-        ctx.save_figure(fig, "doadp_communication_accuracy")
-    # --- summary and the target
-    summary_rows = [summary_row(
+        ctx, private, list(cfg["partitions"]), "accuracy", "test accuracy (%)",
+        f"Fashion-MNIST softmax regression on {feats}, {n} agents, delta={delta:g}",
+        "privacy_utility", {kind: {lab: v for lab, v in r.items()
+                                   if "non-private" in lab or "zero" in lab}
+                            for kind, r in refs.items()})
+    comm_rows = _doadp_communication(cfg, ctx, chosen, data, proj, parts, bound, delta) \
+        if "DO-ADP" in cfg["algorithms"] else []
+    ctx.summary_table([summary_row(
         f"{r['partition']} {r['algorithm']} target eps={r['target_epsilon']:g}",
         utility_name="test accuracy (%)", utility=r["accuracy_mean"],
         utility_std=r["accuracy_std"],
-        reference=refs[r["partition"]]["non-private optimum (L-BFGS)"],
-        reference_name="non-private optimum", epsilon=r["epsilon_certified"], delta=delta,
-        accountant="dp-accounting, record-level replace-one", repetitions=r["repetitions"],
-        diverged=r["diverged"]) for r in private]
-    ctx.summary_table(summary_rows)
-    target = None
-    at = [r for r in private if r["partition"] == "iid" and r["target_epsilon"] is not None
-          and abs(r["target_epsilon"] - cfg["target_epsilon"]) < 1e-12
-          and not r["algorithm"].startswith("DP-SGD")]
-    if at:
-        best = max(at, key=lambda r: r["accuracy_mean"])
-        target = {"algorithm": best["algorithm"], "epsilon_certified": best["epsilon_certified"],
-                  "accuracy": best["accuracy_mean"], "target_accuracy": cfg["target_accuracy"],
-                  "reached": bool(best["accuracy_mean"] >= cfg["target_accuracy"]),
-                  "shortfall": max(0.0, cfg["target_accuracy"] - best["accuracy_mean"])}
-    return {"delta": delta, "step_sizes": lr_of, "references": reference_rows,
-            "privacy_utility": rows, "communication": comm_rows, "target": target}
+        reference=max(v for lab, v in refs[r["partition"]].items() if "L-BFGS" in lab),
+        reference_name="non-private optimum", epsilon=r["epsilon_certified"], delta=r["delta"],
+        accountant=f"dp-accounting, record-level {r['relation'].replace('_', '-')}",
+        repetitions=r["repetitions"], diverged=r["diverged"]) for r in rows
+        if r.get("epsilon_certified") is not None])
+    targets = _classify_targets(cfg, rows)
+    return {"delta": delta, "delta_by_relation": {r: delta_of[r] for r in relations},
+            "declared_public_sizes": declared.tolist(),
+            "hyperparameters": {k: _hp_text(v) for k, v in chosen.items()},
+            "references": reference_rows, "privacy_utility": rows, "communication": comm_rows,
+            "targets": targets, "target": targets.get("decentralized replace_one")}
+
+
+def _classify_targets(cfg: dict, rows: list[dict]) -> dict:
+    """The must-show numbers at ``target_epsilon`` on the first partition: the best
+    decentralized trainer and the centralized companion, per relation, against their
+    targets (``target_accuracy``, ``centralized_target_accuracy`` and their ``_add_remove``
+    versions)."""
+    out = {}
+    kind = cfg["partitions"][0]
+    at = [r for r in rows if r.get("epsilon_certified") is not None and r["partition"] == kind
+          and abs(r["target_epsilon"] - float(cfg["target_epsilon"])) < 1e-12]
+    for rel in dict.fromkeys(r["relation"] for r in at):
+        suffix = "" if rel == "replace_one" else "_add_remove"
+        for who, pick, goal in (("decentralized", lambda a: a != CENTRALIZED,
+                                 cfg[f"target_accuracy{suffix}"]),
+                                ("centralized", lambda a: a == CENTRALIZED,
+                                 cfg[f"centralized_target_accuracy{suffix}"])):
+            cand = [r for r in at if r["relation"] == rel and pick(r["algorithm"])]
+            if not cand:
+                continue
+            best = max(cand, key=lambda r: r["accuracy_mean"])
+            out[f"{who} {rel}"] = {
+                "algorithm": best["algorithm"], "partition": kind,
+                "epsilon_certified": best["epsilon_certified"],
+                "accuracy": best["accuracy_mean"], "accuracy_std": best["accuracy_std"],
+                "target_accuracy": float(goal),
+                "reached": bool(best["accuracy_mean"] >= float(goal)),
+                "shortfall": max(0.0, float(goal) - best["accuracy_mean"])}
+    return out
+
+
+def _doadp_communication(cfg, ctx, chosen, data, proj, parts, bound, delta) -> list[dict]:
+    """DO-ADP's communication-accuracy trade-off at ``eps_comm`` (first partition)."""
+    n = int(cfg["n_agents"])
+    kind = cfg["partitions"][0]
+    hp = chosen["DO-ADP"]
+    dim = int(hp["dim"])
+    problem = softmax_problem(proj.apply(data["x_priv"], dim), data["y_priv"], parts[kind], 10,
+                              bound)
+    xt_d = proj.apply(data["x_test"], dim)
+    batch = local_batch(hp["batch_fraction"], int(problem.counts.min()))
+    rounds = rounds_for(hp["epochs"], problem.n_samples, n, batch)
+    graph = circulant(n, cfg["graph_degree"])
+    comm_rows = []
+    for ci, (p, ratio) in enumerate(cfg["comm_configs"]):
+        accs, sent, eps_c = [], [], None
+        for rep in range(int(cfg["repetitions"])):
+            alg = DOADP(Network(graph), alpha=hp["lr"], beta=hp["momentum"],
+                        gamma=cfg["doadp_gamma"], p=float(p), k_ratio=float(ratio),
+                        grad_bound=hp["clip"], batch_size=batch,
+                        budget=PrivacyBudget(cfg["eps_comm"], delta), n_rounds=rounds)
+            res = tail_averaged(alg, rounds, hp["tail_average"]).run(
+                problem, rounds, rng=ctx.rng(950, ci, rep), x0=np.zeros(problem.n_params),
+                eval_every=rounds, with_reference=False)
+            if res.diverged:
+                continue
+            accs.append(100.0 * problem.accuracy(res.x, xt_d, data["y_test"]))
+            sent.append(res.history[-1]["bytes_sent"])
+            eps_c = res.privacy["epsilon_certified"]
+        st = _summarise(accs) if accs else dict.fromkeys(("mean", "std"), float("nan"))
+        comm_rows.append({"partition": kind, "p": p, "k_ratio": ratio,
+                          "comm_rate_pk_over_d": p * ratio,
+                          "bytes_sent_mean": float(np.mean(sent)) if sent else float("nan"),
+                          "accuracy_mean": st["mean"], "accuracy_std": st["std"],
+                          "epsilon_certified": eps_c, "target_epsilon": cfg["eps_comm"],
+                          "delta": delta, "repetitions": len(accs)})
+    ctx.save_table("doadp_communication_accuracy", comm_rows)
+    fig, axes = new_figure(1)
+    axes[0].errorbar([r["bytes_sent_mean"] for r in comm_rows],
+                     [r["accuracy_mean"] for r in comm_rows],
+                     [r["accuracy_std"] for r in comm_rows], fmt="o")
+    # labels alternate above and below their points: neighbours in bytes sit close
+    for i, r in enumerate(sorted(comm_rows, key=lambda r: r["bytes_sent_mean"])):
+        axes[0].annotate(f"p={r['p']:g}, k/d={r['k_ratio']:g}",
+                         (r["bytes_sent_mean"], r["accuracy_mean"]), fontsize=7,
+                         xytext=(0, 8 if i % 2 == 0 else -14), textcoords="offset points",
+                         ha="center")
+    axes[0].set_xscale("log")
+    axes[0].margins(x=0.12, y=0.15)
+    axes[0].set_xlabel("bytes sent (whole run)")
+    axes[0].set_ylabel("test accuracy (%)")
+    axes[0].set_title(f"DO-ADP at certified eps={cfg['eps_comm']:g} ({kind} split)")
+    fig.suptitle("DO-ADP on Fashion-MNIST: test accuracy against communication at one "
+                 "certified budget", fontsize=9)
+    ctx.save_figure(fig, "doadp_communication_accuracy")
+    return comm_rows
 
 
 # ---------------------------------------------------------------------- SVM
@@ -731,7 +838,7 @@ def utility_svm(config: dict, ctx: RunContext) -> dict:
             refs[panel] = {"non-private optimum": 100 * problem.accuracy(
                 problem.reference_point(), xt, yt),
                 "zero start": 100 * problem.accuracy(x0, xt, yt)}
-            for ei, eps in enumerate([None] + eps_list):
+            for ei, eps in enumerate([None, *eps_list]):
                 noise = ({} if eps is None else
                          {"budget": PrivacyBudget(eps, delta), "n_rounds": rounds})
                 accs, risks, reports = [], [], []

@@ -145,3 +145,164 @@ def test_chunks_of_pairs_give_bit_identical_runs(logreg, cls, chunk):
 def test_refuses_bad_chunk_size(bad):
     with pytest.raises(ValueError, match="max_chunk_pairs"):
         DPDL(Network(ring(6), uniform_weights(ring(6))), lr=0.1, max_chunk_pairs=bad)
+
+
+def _softmax_case(dtype=np.float64, n_agents=6, per=40, d_in=12, seed=5):
+    from rfed.problems.softmax import SoftmaxRegression
+
+    rng = np.random.default_rng(seed)
+    feats = rng.standard_normal((n_agents, per, d_in)).astype(dtype)
+    labels = rng.integers(0, 4, (n_agents, per))
+    return SoftmaxRegression(feats, labels, n_classes=4)
+
+
+@pytest.mark.parametrize("cls", [DPDL, DPDPSGD])
+def test_structured_clipped_sum_equals_clipping_the_materialised_gradients(cls, monkeypatch):
+    """The fast path (softmax regression's closed-form clipped sum, no (B, d_in, C) array)
+    and eq. (9)-(10) as written (per-sample gradients materialised, then clipped) give the
+    same run up to float64 rounding; many gradients are clipped (clip 0.5 against norms ~3)."""
+    import rfed.algorithms.decentralized.base as contract
+    import rfed.algorithms.decentralized.dpdl as dpdl_mod
+
+    problem = _softmax_case()
+    assert contract.structured_clipping(problem)
+    calls = []
+    real_sum = type(problem).clipped_grad_sum
+
+    def counted(self, x, batch, bound, mask=None):
+        if bound is not None:   # a clipped sum (the full gradient of the metrics passes None)
+            calls.append(1)
+        return real_sum(self, x, batch, bound, mask)
+
+    monkeypatch.setattr(type(problem), "clipped_grad_sum", counted)
+
+    def run():
+        alg = cls(Network(ring(6), uniform_weights(ring(6))), lr=0.3, batch_size=8, clip=0.5,
+                  noise_multiplier=1.0)
+        return alg.run(problem, 5, rng=4, x0=np.zeros(problem.n_params), with_reference=False)
+
+    fast = run()
+    assert calls   # the fast path ran
+    # the readable path: eq. (9)-(10) as written, chosen where the private gradient chooses
+    for module in (contract, dpdl_mod):
+        monkeypatch.setattr(module, "structured_clipping", lambda problem: False)
+    del calls[:]
+    direct = run()
+    assert not calls
+    np.testing.assert_allclose(fast.state.x, direct.state.x, rtol=1e-12, atol=1e-14)
+    assert np.abs(fast.state.x).max() > 0.05   # moved
+    assert fast.privacy == direct.privacy
+
+
+def test_byte_bounded_chunks_and_float32_features(monkeypatch):
+    """Chunks sized by memory (MAX_CHUNK_BYTES) leave the run bit-identical; float32 features
+    (stored in float32, float32 logits, float64 clipped sums) stay within float32 rounding of
+    the float64 run."""
+    import rfed.algorithms.decentralized.dpdl as dpdl_mod
+
+    problem = _softmax_case()
+
+    def run(prob, **kw):
+        alg = DPDPSGD(Network(ring(6), uniform_weights(ring(6))), lr=0.3, batch_size=8,
+                      clip=0.5, noise_multiplier=1.0, **kw)
+        return alg.run(prob, 5, rng=4, x0=np.zeros(prob.n_params), with_reference=False)
+
+    whole = run(problem)
+    # every pair fits in 256 MB: the max_chunk_pairs cap
+    assert DPDPSGD(Network(ring(6)), lr=0.1, batch_size=8)._chunk_pairs(problem, True) == 2048
+    monkeypatch.setattr(dpdl_mod, "MAX_CHUNK_BYTES", 1)
+    assert DPDPSGD(Network(ring(6)), lr=0.1, batch_size=8)._chunk_pairs(problem, True) == 1
+    np.testing.assert_array_equal(run(problem).state.x, whole.state.x)
+    monkeypatch.undo()
+    single = _softmax_case(np.float32)
+    assert single.data["features"].dtype == np.float32
+    np.testing.assert_allclose(run(single).state.x, whole.state.x, rtol=1e-5, atol=1e-6)
+
+
+def test_poisson_minibatches_rate_and_layout():
+    from rfed.algorithms.decentralized.dpdl import poisson_minibatches
+
+    counts = np.array([40, 25, 40])
+    hits = np.zeros((3, 40))
+    trials = 4000
+    rng = np.random.default_rng(3)
+    for _ in range(trials):
+        idx, mask = poisson_minibatches(counts, 10, rng)
+        assert idx.shape == mask.shape and idx.dtype.kind == "i"
+        for a in range(3):
+            rows = idx[a][mask[a]]
+            assert np.all(np.diff(rows) > 0) and np.all(rows < counts[a])   # distinct, valid
+            assert np.all(idx[a][~mask[a]] == 0)
+            hits[a, rows] += 1
+    # every valid row is drawn with probability B / q_a (binomial, 5 sigma); padding never
+    for a, q in enumerate(counts):
+        p = 10 / q
+        freq = hits[a, :q] / trials
+        assert np.all(np.abs(freq - p) < 5 * np.sqrt(p * (1 - p) / trials))
+        assert np.all(hits[a, q:] == 0)
+
+
+def test_poisson_sampling_accounting_and_full_rate(logreg):
+    from rfed.privacy import PrivacyBudget
+    from rfed.privacy.secure import SecureRandom
+
+    def make(sampling, batch, **kw):
+        return DPDPSGD(Network(ring(6), uniform_weights(ring(6))), lr=0.2, batch_size=batch,
+                       clip=0.5, sampling=sampling, **kw)
+
+    budget = {"budget": PrivacyBudget(2.0, 1e-5), "n_rounds": 30}
+    z = {}
+    for sampling in ("without_replacement", "poisson"):
+        res = make(sampling, 20, **budget).run(logreg, 30, rng=5, x0=np.zeros(6),
+                                               with_reference=False)
+        rep = res.privacy
+        assert 0.9 * 2.0 <= rep["epsilon_certified"] <= 2.0 + 1e-9
+        assert rep["neighboring"] == "replace_one"
+        z[sampling] = rep["noise_multiplier"]
+    # Poisson subsampling is certified by PLD, tighter than the RDP bound of sampling without
+    # replacement at the same rate: less noise for the same certified budget
+    assert z["poisson"] < 0.8 * z["without_replacement"]
+    assert "Poisson" in " ".join(res.privacy["assumptions"])
+    # at rate 1 every record is drawn: the same sums as the whole local data set
+    full = int(logreg.counts.min())
+    a = make("poisson", full, noise_multiplier=1.0).run(logreg, 3, rng=6, x0=np.zeros(6),
+                                                       with_reference=False)
+    b = make("without_replacement", full, noise_multiplier=1.0).run(
+        logreg, 3, rng=6, x0=np.zeros(6), with_reference=False)
+    np.testing.assert_allclose(a.state.x, b.state.x, rtol=1e-12, atol=1e-14)
+    with pytest.raises(ValueError, match="secure mode"):
+        make("poisson", 20, **budget).init(logreg, np.zeros(6), SecureRandom())
+    with pytest.raises(ValueError, match="'sampling'"):
+        make("bernoulli", 20)
+
+
+def test_poisson_under_add_remove_reads_only_the_declared_sizes(logreg):
+    from rfed.privacy import PrivacyBudget
+
+    budget = PrivacyBudget(2.0, 1e-5, neighboring="add_remove_one",
+                           public_sizes=2 * int(logreg.counts.min()))
+
+    def make(sampling="poisson", b=budget):
+        return DPDPSGD(Network(ring(6), uniform_weights(ring(6))), lr=0.2, batch_size=20,
+                       clip=0.5, sampling=sampling, budget=b, n_rounds=30)
+
+    res = make().run(logreg, 30, rng=5, x0=np.zeros(6), with_reference=False)
+    assert res.privacy["neighboring"] == "add_remove_one"
+    assert 0.9 * 2.0 <= res.privacy["epsilon_certified"] <= 2.0 + 1e-9
+    # the rate is B / N^pub (half the true rate here): about 20 * q / N^pub rows per round
+    alg = make()
+    state = alg.init(logreg, np.zeros(6), np.random.default_rng(0))
+    np.testing.assert_array_equal(state.ledger.local_sizes, budget.public_sizes)
+    drawn = []
+    for t in range(200):
+        state.t = t
+        _, mask = alg._round_batches(logreg, state, np.arange(6))
+        drawn.append(mask.sum(axis=1))
+    mean = np.mean(drawn)
+    assert abs(mean - 10.0) < 5 * np.sqrt(10.0 / (6 * 200)), mean
+    # without declared sizes, or with a fixed-size draw, add/remove is refused with the reason
+    with pytest.raises(ValueError, match="public_sizes"):
+        make(b=PrivacyBudget(2.0, 1e-5, neighboring="add_remove_one")).init(
+            logreg, np.zeros(6), np.random.default_rng(0))
+    with pytest.raises(ValueError, match="add_remove_one"):
+        make(sampling="without_replacement")

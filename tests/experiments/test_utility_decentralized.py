@@ -14,6 +14,7 @@ import pytest
 import rfed.datasets.mnist as mnist_mod
 import rfed.experiments.utility_decentralized as ud
 from rfed.datasets import DatasetNotFoundError, fashion_mnist_available
+from rfed.experiments._classify import CENTRALIZED, partition
 from rfed.experiments.registry import get_experiment, run_experiment
 from rfed.experiments.utility_decentralized import (
     certified_delta,
@@ -100,55 +101,111 @@ def test_missing_fashion_mnist_stops_with_how_to_get_it(monkeypatch, tmp_path):
         run_experiment("utility-fmnist-classify", overrides={"data_path": str(tmp_path)})
 
 
-def test_classify_tiny(fake_data, tmp_path):
-    summary, ctx = run_experiment("utility-fmnist-classify", out_dir=tmp_path / "out",
-                                  overrides={
-        "data_path": str(fake_data), "n_agents": 4, "epsilons": [8.0], "repetitions": 1,
-        "pca_dim": 16, "public_fraction": 0.25, "epochs": 2, "batch_size": 16,
-        "lrs_doadp": [1.0], "lrs_dsgd": [1.0], "lrs_dpdl": [1.0], "lrs_dpdpsgd": [1.0],
-        "lrs_dpsgd": [0.5, 1.0],
-        "comm_configs": [[1.0, 1.0], [1.0, 0.25]], "target_epsilon": 8.0, "partitions": ["iid"],
-        # one budget everywhere: the (slow) without-replacement calibrations are cached
-        "eps_tune": 8.0, "eps_comm": 8.0})
+def _tiny_classify(fake_data, tmp_path, **changes):
+    """utility-fmnist-classify at a tiny size on the fake files (scattering cache in tmp)."""
+    overrides = {
+        "data_path": str(fake_data), "cache_dir": str(tmp_path / "cache"), "n_agents": 4,
+        "epsilons": [8.0], "repetitions": 1, "public_fraction": 0.25, "partitions": ["iid"],
+        "lrs_dpdpsgd": [1.0, 2.0], "lrs_dpsgd": [2.0], "clips": [0.1],
+        "batch_fractions": [0.5, 1.0], "epochs_grid": [2.0], "momenta": [0.5],
+        "dims": [16, 0], "tail_averages": [0.5], "tune_sweeps": 1, "tune_repetitions": 1,
+        "eps_tune": 8.0, "target_epsilon": 8.0, "reference_maxiter": 50}
+    overrides.update(changes)
+    return run_experiment("utility-fmnist-classify", out_dir=tmp_path / "out",
+                          overrides=overrides)
+
+
+def test_classify_tiny_on_scattering_features(fake_data, tmp_path):
+    summary, ctx = _tiny_classify(fake_data, tmp_path,
+                                  relations=["replace_one", "add_remove_one"])
     rows = ctx.tables["privacy_utility"]
-    private = [r for r in rows if r["target_epsilon"] is not None]
-    algs = {"DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD", "DP-SGD (centralized, pooled)"}
-    assert {r["algorithm"] for r in private} == algs
-    assert {r["partition"] for r in private} == {"iid"}
+    private = [r for r in rows if r.get("epsilon_certified") is not None]
+    assert {(r["algorithm"], r["relation"]) for r in private} == {
+        (alg, rel) for alg in ("DP-DPSGD", CENTRALIZED)
+        for rel in ("replace_one", "add_remove_one")}
+    # under add/remove every agent declares the nominal public size: 900 private images / 4
+    assert summary["declared_public_sizes"] == [225] * 4
     for r in private:
         # every private run certifies its target (budget-first), noise not wasted
         assert 0.9 * r["target_epsilon"] <= r["epsilon_certified"] <= r["target_epsilon"] + 1e-9
-        assert r["delta"] == summary["delta"]
-        assert 0.0 <= r["accuracy_mean"] <= 100.0
-    delta_rule = certified_delta(min(r["min_local_size"] for r in summary["references"]))
-    assert summary["delta"] == delta_rule
+        assert r["delta"] == summary["delta"] == certified_delta(225)
+    # the reports' relation is the one asked
+    for label, report in ctx.privacy.items():
+        if "certified" in label:
+            assert report["neighboring"] == ("add_remove_one" if "add/remove" in label
+                                             else "replace_one"), label
+    assert not any(r.get("refused") for r in rows)
+    # the hyperparameters come from the public split: one choice per trainer, an edge flagged
+    tuning = ctx.tables["tuning"]
+    for alg in ("DP-DPSGD", CENTRALIZED):
+        mine = [t for t in tuning if t["algorithm"] == alg]
+        chosen = [t for t in mine if t["chosen"]]
+        assert len(chosen) == 1 and "public split" in chosen[0]["chosen_on"]
+        assert chosen[0]["public_validation_accuracy"] == max(
+            t["public_validation_accuracy"] for t in mine)
+        # the public run has the private run's noise std on the averaged clipped gradient
+        for t in mine:
+            assert t["public_noise_multiplier"] / t["public_batch"] == pytest.approx(
+                t["noise_multiplier"] / t["local_batch"])
+        # a two-value grid of the step puts its choice on an edge; full batch and every
+        # feature are the ends of their domains, not grid edges
+        edges = chosen[0]["at_grid_edge"].split(", ") if chosen[0]["at_grid_edge"] else []
+        assert ("lr" in edges) == (alg == "DP-DPSGD")
+        assert "batch_fraction" not in edges
+        assert ("dim" in edges) == (chosen[0]["dim"] == 16)
     refs = {r["partition"]: r for r in summary["references"]}
-    # the zero model predicts class 0 everywhere: its accuracy is the test share of class 0
     x_test_labels = np.frombuffer(gzip.decompress(
         (fake_data / "t10k-labels-idx1-ubyte.gz").read_bytes())[8:], dtype=np.uint8)
     assert refs["iid"]["zero_start_test_accuracy"] == pytest.approx(
         100 * np.mean(x_test_labels == 0))
-    # the fake data is easy: the non-private optimum and the centralized DP-SGD at eps 8 learn
     assert refs["iid"]["nonprivate_optimum_test_accuracy"] > 90
-    cen = [r for r in private if r["algorithm"].startswith("DP-SGD") and r["partition"] == "iid"
-           and r["target_epsilon"] == 8.0]
-    assert cen[0]["accuracy_mean"] > refs["iid"]["zero_start_test_accuracy"] + 20
-    # step sizes chosen on the public split: one chosen per algorithm, among its grid
-    tuning = ctx.tables["tuning"]
-    for alg in algs:
-        chosen = [t for t in tuning if t["algorithm"] == alg and t["chosen"]]
-        assert len(chosen) == 1 and "public split" in chosen[0]["chosen_on"]
-    # a one-point grid has no edge; DP-SGD's two-point grid puts its choice on an edge
-    for t in tuning:
-        two_point = t["algorithm"].startswith("DP-SGD")
-        assert t["at_grid_edge"] == (t["chosen"] and two_point), t
-    comm = ctx.tables["doadp_communication_accuracy"]
-    assert len(comm) == 2
-    assert comm[1]["bytes_sent_mean"] < comm[0]["bytes_sent_mean"]
-    assert summary["target"]["epsilon_certified"] <= 8.0
+    # the fake classes are easy: every private run at eps 8 learns
+    assert all(r["accuracy_mean"] > refs["iid"]["zero_start_test_accuracy"] + 20
+               for r in private)
+    assert set(summary["targets"]) == {f"{who} {rel}" for who in ("decentralized", "centralized")
+                                       for rel in ("replace_one", "add_remove_one")}
+    assert summary["targets"]["decentralized add_remove_one"]["target_accuracy"] == 88.7
     for name in ("privacy_utility.png", "privacy_utility.csv", "tuning.csv",
-                 "doadp_communication_accuracy.png", "summary_table.csv"):
+                 "summary_table.csv", "summary.json"):
         assert (tmp_path / "out" / name).exists()
+
+
+def test_classify_refuses_bad_settings(fake_data, tmp_path):
+    with pytest.raises(ValueError, match="'relations'"):
+        _tiny_classify(fake_data, tmp_path, relations=["neighbour"])
+    with pytest.raises(ValueError, match="'algorithms'"):
+        _tiny_classify(fake_data, tmp_path, algorithms=["Adam"])
+    with pytest.raises(ValueError, match="'features'"):
+        _tiny_classify(fake_data, tmp_path, features="hog")
+    with pytest.raises(ValueError, match="'batch_fractions'"):
+        _tiny_classify(fake_data, tmp_path, batch_fractions=[1.5])
+
+
+def test_classify_tiny_on_pixels_with_every_trainer(fake_data, tmp_path):
+    summary, ctx = _tiny_classify(
+        fake_data, tmp_path, features="pixels", pca_dim=16,
+        algorithms=["DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD", CENTRALIZED],
+        lrs_doadp=[1.0], lrs_dsgd=[1.0], lrs_dpdl=[1.0], lrs_dpdpsgd=[1.0], lrs_dpsgd=[1.0],
+        batch_fractions=[0.25], comm_configs=[[1.0, 1.0], [1.0, 0.25]], eps_comm=8.0,
+        decentralized_sampling="without_replacement",
+        relations=["replace_one", "add_remove_one"])
+    rows = ctx.tables["privacy_utility"]
+    private = [r for r in rows if r.get("epsilon_certified")]
+    assert {r["algorithm"] for r in private} == {"DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD",
+                                                 CENTRALIZED}
+    # fixed-size draws have no add/remove bound: every decentralized trainer refuses it, the
+    # row saying why; the centralized companion (Poisson) runs
+    refused = {r["algorithm"]: r["refused"] for r in rows if r.get("refused")}
+    assert set(refused) == {"DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD"}
+    assert all("add_remove_one" in why for why in refused.values())
+    assert {r["algorithm"] for r in private if r["relation"] == "add_remove_one"} == {
+        CENTRALIZED}
+    # one-point grids: nothing at an edge; the pixel features have one dimension
+    assert not any(t["at_grid_edge"] for t in ctx.tables["tuning"])
+    assert {t["dim"] for t in ctx.tables["tuning"]} == {16}
+    comm = ctx.tables["doadp_communication_accuracy"]
+    assert len(comm) == 2 and comm[1]["bytes_sent_mean"] < comm[0]["bytes_sent_mean"]
+    assert (tmp_path / "out" / "doadp_communication_accuracy.png").exists()
 
 
 def test_random_relu_features_are_public_and_bounded():
@@ -169,29 +226,22 @@ def test_random_relu_features_are_public_and_bounded():
 
 
 def test_classify_tiny_with_random_features(fake_data, tmp_path):
-    summary, ctx = run_experiment("utility-fmnist-classify", out_dir=tmp_path / "rf",
-                                  overrides={
-        "data_path": str(fake_data), "n_agents": 4, "epsilons": [8.0], "repetitions": 1,
-        "pca_dim": 16, "random_features": 48, "public_fraction": 0.25, "epochs": 2,
-        "batch_size": 16, "algorithms": ["DP-SGD (centralized, pooled)"], "lrs_dpsgd": [2.0],
-        "partitions": ["iid"], "eps_tune": 8.0, "target_epsilon": 8.0})
+    summary, ctx = _tiny_classify(
+        fake_data, tmp_path, features="pixels", pca_dim=16, random_features=48,
+        algorithms=[CENTRALIZED], batch_fractions=[0.25])
     refs = {r["partition"]: r for r in summary["references"]}
     # 48 random features of the 16 public directions still separate the easy fake classes
     assert refs["iid"]["nonprivate_optimum_test_accuracy"] > 90
-    private = [r for r in ctx.tables["privacy_utility"] if r["target_epsilon"] == 8.0]
-    assert 0.9 * 8.0 <= private[0]["epsilon_certified"] <= 8.0 + 1e-9
 
 
 def test_dirichlet_partition_is_non_iid_and_covers_the_data():
-    from rfed.experiments.utility_decentralized import _partition
-
     labels = np.random.default_rng(0).integers(0, 10, 2000)
-    parts = _partition(labels, 5, "dirichlet", 0.25, np.random.default_rng(1))
+    parts = partition(labels, 5, "dirichlet", 0.25, np.random.default_rng(1))
     assert sorted(np.concatenate(parts).tolist()) == list(range(2000))
     shares = np.array([np.bincount(labels[p], minlength=10) / len(p) for p in parts])
     assert shares.max() > 0.3  # Dirichlet(0.25): some agent is dominated by a few classes
     with pytest.raises(ValueError, match="partition"):
-        _partition(labels, 5, "shards", 0.25, np.random.default_rng(1))
+        partition(labels, 5, "shards", 0.25, np.random.default_rng(1))
 
 
 def test_svm_tiny_fmnist_binary(fake_data):
@@ -298,16 +348,32 @@ def test_classify_full_size(tmp_path):
     assert summary["target"] is not None
 
 
+#: the documented real-data run (docs/guide/features-and-utility.md): eps 3, both relations,
+#: one repetition, public-split PCA to 256 dimensions, one coordinate sweep
+DOCUMENTED_RUN = {
+    "epsilons": [3.0], "repetitions": 1, "relations": ["replace_one", "add_remove_one"],
+    "lrs_dpdpsgd": [4.0, 8.0, 16.0], "lrs_dpsgd": [4.0, 8.0, 16.0], "clips": [0.1, 0.2, 0.4],
+    "batch_fractions": [0.25, 0.5, 1.0], "epochs_grid": [40.0, 80.0, 120.0], "momenta": [0.5],
+    "tail_averages": [0.0], "dims": [256], "tune_sweeps": 1, "tune_repetitions": 1,
+    "partitions": ["iid"]}
+
+
 @pytest.mark.slow
 @needs_fmnist
-def test_classify_target_80_percent_at_eps_3_iid(tmp_path):
-    # issue 9's target with the default (publicly chosen) configuration: DP-DPSGD, IID split,
-    # certified eps 3, 2 repetitions (about 5 minutes on one free core)
-    summary, _ = run_experiment("utility-fmnist-classify", out_dir=tmp_path, overrides={
-        "algorithms": ["DP-DPSGD"], "partitions": ["iid"], "epsilons": [3.0]})
-    target = summary["target"]
-    assert target["epsilon_certified"] <= 3.0 + 1e-9
-    assert target["reached"], target
+def test_classify_documented_run_iid(tmp_path):
+    # the IID half of the documented run (about 30 CPU-minutes): every private run certifies
+    # its budget under the relation asked and learns far beyond the zero start
+    summary, _ = run_experiment("utility-fmnist-classify", out_dir=tmp_path,
+                                overrides=DOCUMENTED_RUN)
+    ref = summary["references"][0]
+    private = [r for r in summary["privacy_utility"] if r["epsilon_certified"] is not None]
+    assert {(r["algorithm"], r["relation"]) for r in private} == {
+        (a, rel) for a in ("DP-DPSGD", CENTRALIZED) for rel in ("replace_one", "add_remove_one")}
+    for r in private:
+        assert r["epsilon_certified"] <= 3.0 + 1e-9
+        assert r["accuracy_mean"] > ref["zero_start_test_accuracy"] + 50
+    assert set(summary["targets"]) == {f"{who} {rel}" for who in ("decentralized", "centralized")
+                                       for rel in ("replace_one", "add_remove_one")}
 
 
 def _assert_svm_must_show(summary: dict, n_panels: int) -> None:

@@ -265,3 +265,57 @@ def test_spd_descriptors_full_size(tmp_path):
     summary, _ = run_experiment("utility-spd-descriptors", seed=0, out_dir=tmp_path / "desc")
     assert summary["gap_closed"]["PriRFed DP-RSGD"]["8"] > 0.9
     assert all(summary["monotone_within_bands"].values())
+
+
+class _Line:
+    """A stand-in problem: points are floats, cost(x) = x, optimum 0; random starts are the
+    public numbers STARTS in turn (one start near the optimum, one far)."""
+
+    STARTS = [0.1, 10.0]
+
+    def __init__(self):
+        self.calls = 0
+
+        class _M:
+            def random_point(inner, rng):
+                value = self.STARTS[self.calls % 2]
+                self.calls += 1
+                return value
+
+        self.manifold = _M()
+
+    def reference_cost(self):
+        return 0.0
+
+    def cost(self, x):
+        return float(x)
+
+
+def test_tune_score_excess_is_not_decided_by_a_start_near_the_optimum():
+    """Candidate A ends 0.05 and 0.1 above the optimum from the two starts (per-start gaps 0.5
+    and 0.99, mean 0.745; mean excess 0.075); B ends 0 and 5 above (gaps 1.0 and 0.5, mean
+    0.75; mean excess 2.5). The mean of per-start gaps prefers B, the gap of the mean cost A."""
+    from rfed.experiments.registry import RunContext
+    from rfed.experiments.utility_federated import Method, sweep_methods
+
+    ends = {"A": {0.1: 0.05, 10.0: 0.1}, "B": {0.1: 0.0, 10.0: 5.0}}
+
+    def run(problem, budget, hp, x0, rng):
+        return None, ends[hp["name"]][x0], {"epsilon_certified": 1.0, "delta": 1e-5}, False
+
+    chosen = {}
+    for score in ("gap", "excess"):
+        out = sweep_methods(RunContext(seed=0, progress=False), _Line(), _Line(),
+                            [Method("m", run, [{"name": "A"}, {"name": "B"}])],
+                            epsilons=[1.0], delta=1e-5, repetitions=2, tune_repetitions=2,
+                            public_data="stand-in", tune_score=score)
+        chosen[score] = out["chosen"][0]["chosen"]
+        row = out["rows"][0]
+        # the gap of the mean cost beside the mean of the per-repetition gaps
+        mean_end = np.mean([ends[chosen[score][5:]][s] for s in _Line.STARTS])
+        assert row["gap_closed_of_mean_cost"] == pytest.approx(1 - mean_end / 5.05)
+    assert chosen == {"gap": "name=B", "excess": "name=A"}
+    with pytest.raises(ValueError, match="tune_score"):
+        sweep_methods(RunContext(seed=0, progress=False), _Line(), _Line(),
+                      [Method("m", run, [{"name": "A"}])], epsilons=[1.0], delta=1e-5,
+                      repetitions=1, tune_repetitions=1, public_data="", tune_score="best")

@@ -91,11 +91,10 @@ def test_audit_doadp_family(monkeypatch, cls):
 
 
 # ---------------------------------------------------------------------- DPDL, DP-DPSGD
-def _dpdl_scores(cls, monkeypatch):
-    n, q = 2 * TRIALS, 3
-    canary = _halves(n)
-    prob = LogisticRegression(*_canary_data(n, q, canary))
-    released = []
+def _spy_on_releases(monkeypatch) -> list:
+    """Every noisy value the private gradient's Gaussian mechanism releases, appended to the
+    returned list."""
+    released: list = []
     real = contract.gaussian_mechanism
 
     def spy(manifold, x, value, sigma, rng):
@@ -104,6 +103,14 @@ def _dpdl_scores(cls, monkeypatch):
         return out
 
     monkeypatch.setattr(contract, "gaussian_mechanism", spy)
+    return released
+
+
+def _dpdl_scores(cls, monkeypatch):
+    n, q = 2 * TRIALS, 3
+    canary = _halves(n)
+    prob = LogisticRegression(*_canary_data(n, q, canary))
+    released = _spy_on_releases(monkeypatch)
     alg = cls(Network(ring(n)), lr=1.0, batch_size=q, clip=0.5,
               budget=PrivacyBudget(EPS, DELTA), n_rounds=1)
     state = alg.step(prob, alg.init(prob, np.zeros(1), np.random.default_rng(1)))
@@ -128,6 +135,66 @@ def test_audit_dpdl_family(monkeypatch, cls):
     _broken(monkeypatch, contract, "gaussian_mechanism")
     (s0, s1), eps_b = _dpdl_scores(cls, monkeypatch)
     assert eps_b == eps
+    assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
+
+
+def _poisson_scores(monkeypatch):
+    # DP-DPSGD with Poisson minibatches: each agent holds the canary slot and two ordinary
+    # records, B = 2 of 3 (rate 2/3); the released noisy sum shifts by 2c when the canary is
+    # drawn, so the trials are draws of the subsampled mechanism the PLD ledger accounts
+    n, q = 2 * TRIALS, 3
+    canary = _halves(n)
+    prob = LogisticRegression(*_canary_data(n, q, canary))
+    released = _spy_on_releases(monkeypatch)
+    alg = DPDPSGD(Network(ring(n)), lr=1.0, batch_size=2, clip=0.5, sampling="poisson",
+                  budget=PrivacyBudget(EPS, DELTA), n_rounds=1)
+    state = alg.step(prob, alg.init(prob, np.zeros(1), np.random.default_rng(4)))
+    rel = np.concatenate(released)[:, 0]
+    return _scores(rel, canary), alg.privacy(state)
+
+
+def test_audit_dpdpsgd_poisson(monkeypatch):
+    (s0, s1), report = _poisson_scores(monkeypatch)
+    eps = report["epsilon_certified"]
+    assert 0.9 * EPS <= eps <= EPS and "PLD" in report["accountant"]
+    assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower < eps
+    monkeypatch.undo()
+    _broken(monkeypatch, contract, "gaussian_mechanism")
+    (s0, s1), report_b = _poisson_scores(monkeypatch)
+    assert report_b["epsilon_certified"] == eps
+    assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
+
+
+def _poisson_add_remove_scores(monkeypatch):
+    # add/remove: agents of D1 hold one more record, the canary; the ordinary records have
+    # a zero feature (zero gradient), the canary's clipped gradient is c, so the released sum
+    # is c times "the canary was drawn" plus noise; rates B / N^pub from the declared size
+    n, q = 2 * TRIALS, 3
+    canary = _halves(n)
+    feats = np.zeros((n, q + 1, 1))
+    labels = np.ones((n, q + 1))
+    feats[canary, q, 0] = 1.0
+    labels[canary, q] = -1.0
+    counts = np.where(canary, q + 1, q)
+    prob = LogisticRegression(feats, labels, counts=counts)
+    released = _spy_on_releases(monkeypatch)
+    budget = PrivacyBudget(EPS, DELTA, neighboring="add_remove_one", public_sizes=q + 1)
+    alg = DPDPSGD(Network(ring(n)), lr=1.0, batch_size=3, clip=0.5, sampling="poisson",
+                  budget=budget, n_rounds=1)
+    state = alg.step(prob, alg.init(prob, np.zeros(1), np.random.default_rng(5)))
+    rel = np.concatenate(released)[:, 0]
+    return _scores(rel, canary), alg.privacy(state)
+
+
+def test_audit_dpdpsgd_poisson_add_remove(monkeypatch):
+    (s0, s1), report = _poisson_add_remove_scores(monkeypatch)
+    eps = report["epsilon_certified"]
+    assert report["neighboring"] == "add_remove_one" and 0.9 * EPS <= eps <= EPS
+    assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower < eps
+    monkeypatch.undo()
+    _broken(monkeypatch, contract, "gaussian_mechanism")
+    (s0, s1), report_b = _poisson_add_remove_scores(monkeypatch)
+    assert report_b["epsilon_certified"] == eps
     assert epsilon_lower_bound(s0, s1, DELTA).epsilon_lower > eps
 
 

@@ -49,16 +49,35 @@ from rfed.algorithms.private import (
 from rfed.manifolds import Euclidean, Manifold, as_generator
 from rfed.networks.gossip import consensus_error
 from rfed.networks.network import Network
+from rfed.privacy._tangent import scale as scale_tangents
 from rfed.privacy.clipping import clip_by_norm, clip_coordinates
 from rfed.privacy.mechanisms import gaussian_mechanism, gaussian_release
 from rfed.privacy.secure import is_secure
-from rfed.problems.base import sample_without_replacement
+from rfed.problems.base import Problem, sample_without_replacement
 
 __all__ = ["DecentralizedAlgorithm", "PrivateAlgorithm", "PrivateGradient", "PrivateState",
-           "CLIPPINGS", "agents_mean", "merged_report"]
+           "CLIPPINGS", "agents_mean", "merged_report", "structured_clipping"]
 
 #: How :class:`PrivateGradient` enforces its bound (see there).
 CLIPPINGS = ("per_sample", "per_coordinate", "batch_mean")
+
+
+def structured_clipping(problem: Any) -> bool:
+    """Whether ``problem``'s class computes clipped gradient sums its own way.
+
+    Parameters
+    ----------
+    problem : Problem
+
+    Returns
+    -------
+    bool
+        True when the class overrides :meth:`rfed.problems.Problem.clipped_grad_sum` (a closed
+        form that does not materialise the per-sample gradients, e.g. softmax regression's
+        ``A^T (s * (P - Y))``); a :class:`PrivateGradient` with ``structured_sums=True`` then
+        uses it in place of clipping materialised gradients.
+    """
+    return type(problem).clipped_grad_sum is not Problem.clipped_grad_sum
 
 
 def agents_mean(manifold: Manifold, x: np.ndarray) -> np.ndarray:
@@ -230,6 +249,12 @@ class PrivateGradient:
         ``b`` records per release (``None``: the whole local data set; with
         ``'per_coordinate'`` it needs equal local sizes).
     clipping : {'per_sample', 'per_coordinate', 'batch_mean'}
+    structured_sums : bool
+        With ``'per_sample'`` clipping and a minibatch: compute each clipped sum by the
+        problem's own :meth:`~rfed.problems.Problem.clipped_grad_sum` when its class has one
+        (:func:`structured_clipping`, chosen once per problem class), without materialising the
+        per-sample gradients: the fast path beside the readable clip-then-sum, kept equal to it
+        by a test. Default False (the readable path).
 
     Examples
     --------
@@ -241,6 +266,7 @@ class PrivateGradient:
     clip: float | None
     batch_size: int | None = 1
     clipping: str = "per_sample"
+    structured_sums: bool = False
 
     def __post_init__(self) -> None:
         clip = self.clip
@@ -384,7 +410,7 @@ class PrivateGradient:
         return sample_without_replacement(problem.counts[agents], self.batch_size, draws)
 
     def noisy_values(self, problem: Any, x: np.ndarray, owners: np.ndarray, idx: np.ndarray,
-                     std: float, noise: Any) -> np.ndarray:
+                     std: float, noise: Any, mask: np.ndarray | None = None) -> np.ndarray:
         """Clip, average and noise the gradients of records ``idx`` of ``owners`` at ``x``.
 
         Parameters
@@ -399,6 +425,10 @@ class PrivateGradient:
             Noise std of one release (0: no noise).
         noise : keyed draws or Generator
             One noise stream per row.
+        mask : bool array, shape ``(P, b)``, optional
+            The entries of ``idx`` that were drawn (a Poisson minibatch padded to its largest
+            size; ``'per_sample'`` clipping with a minibatch only): the others add nothing to
+            the sum, which is still divided by the public ``b``. Default: every entry.
 
         Returns
         -------
@@ -406,6 +436,18 @@ class PrivateGradient:
             Tangent vectors at ``x``.
         """
         manifold = problem.manifold
+        if mask is not None and (self.clipping != "per_sample" or self.batch_size is None):
+            raise ValueError("argument 'mask' needs per-sample clipping and a minibatch")
+        if (self.structured_sums and self.clipping == "per_sample" and self.clip is not None
+                and self.batch_size is not None and structured_clipping(problem)):
+            # the fast path: the same clipped sum, the per-sample gradients never materialised
+            total, _ = problem.clipped_grad_sum(x, problem.batch(owners, idx), self.clip, mask)
+            if not np.isfinite(total).all():
+                raise ValueError("a clipped gradient sum is not finite (a per-sample gradient "
+                                 "that is not finite cannot be clipped)")
+            if std > 0:
+                total = gaussian_mechanism(manifold, x, total, std, noise)
+            return total / float(self.batch_size)
         grads = problem.per_sample_grad(x, owners, idx)  # (P, b, *point_shape)
         k = len(manifold.point_shape)
         if self.clipping == "per_coordinate":
@@ -436,6 +478,8 @@ class PrivateGradient:
             return mean if std <= 0 else gaussian_mechanism(manifold, x, mean, std, noise)
         clipped = grads if self.clip is None else clip_by_norm(manifold, x, grads, self.clip)[0]
         del grads
+        if mask is not None:
+            clipped = scale_tangents(manifold, clipped, mask.astype(float))
         if self.batch_size is None:
             mask = problem.mask[owners]
             clipped = clipped * mask.reshape(mask.shape + (1,) * k)
@@ -642,6 +686,21 @@ class PrivateAlgorithm(DecentralizedAlgorithm):
         """
         return {}
 
+    def accounted_sizes(self, problem: Any) -> np.ndarray:
+        """The local sizes the plan and the account read (the true ones by default, public
+        under replace-one; an algorithm that accepts add/remove returns the declared public
+        sizes, :meth:`rfed.privacy.PrivacyBudget.public_counts`).
+
+        Parameters
+        ----------
+        problem : Problem
+
+        Returns
+        -------
+        int array, shape ``(n_agents,)``
+        """
+        return problem.counts
+
     def fast_path(self, problem: Any) -> str | None:
         """The name of a faster round for ``problem`` that gives the readable round's bits (e.g.
         ``'euclidean'``), chosen once at :meth:`init` and kept in the state's ``info``
@@ -698,8 +757,9 @@ class PrivateAlgorithm(DecentralizedAlgorithm):
             def paper(delta: float) -> float:
                 return self.paper_std(problem, delta)
         return plan_noise(
-            cfg, self.release(problem), local_sizes=problem.counts, dim=problem.manifold.dim,
-            rng=rng, comm=self.network.comm, sigma_unit=self.sigma_unit(), paper_std=paper,
+            cfg, self.release(problem), local_sizes=self.accounted_sizes(problem),
+            dim=problem.manifold.dim, rng=rng, comm=self.network.comm,
+            sigma_unit=self.sigma_unit(), paper_std=paper,
             active_rounds=lambda: self.active_rounds(seed, n, int(cfg.n_rounds or 0)),
             algorithm=self.name)
 
@@ -721,7 +781,8 @@ class PrivateAlgorithm(DecentralizedAlgorithm):
         if not isinstance(release, GaussianRelease):
             raise TypeError(f"{type(self).__name__}.release returned a {type(release).__name__}"
                             "; its account is the algorithm's own (override account())")
-        return GaussianAccount(plan=plan, release=release, local_sizes=problem.counts,
+        return GaussianAccount(plan=plan, release=release,
+                               local_sizes=self.accounted_sizes(problem),
                                algorithm=self.name, assumptions=self.assumptions(problem),
                                paper=self.paper_formula(problem, plan))
 

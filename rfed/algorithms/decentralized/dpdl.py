@@ -36,6 +36,7 @@ References
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass
 
 import numpy as np
@@ -43,19 +44,66 @@ import numpy as np
 from rfed.algorithms.decentralized._common import check_nonneg
 from rfed.algorithms.decentralized._privacy import PaperFormula
 from rfed.algorithms.decentralized._streams import agent_draws
-from rfed.algorithms.decentralized.base import PrivateAlgorithm, PrivateGradient, PrivateState
-from rfed.algorithms.private import GaussianRelease
+from rfed.algorithms.decentralized.base import (
+    PrivateAlgorithm,
+    PrivateGradient,
+    PrivateState,
+    structured_clipping,
+)
+from rfed.algorithms.private import SAMPLINGS, GaussianRelease
 from rfed.networks.comm import _offdiag_arcs, reverse_arcs, segment_sum
 from rfed.networks.gossip import mix_tangent, riemannian_gossip
 from rfed.networks.network import Network
 from rfed.privacy.budget import PrivacyBudget
+from rfed.privacy.secure import is_secure
 from rfed.problems.base import sample_without_replacement
 
-__all__ = ["DPDL", "DPDPSGD", "calibration_weights", "MAX_CHUNK_PAIRS"]
+__all__ = ["DPDL", "DPDPSGD", "calibration_weights", "MAX_CHUNK_PAIRS", "MAX_CHUNK_BYTES",
+           "poisson_minibatches", "structured_clipping"]
 
 #: Default (model, data owner) pairs per chunk of per-sample gradients (with B = 32 and
 #: dim = 100, about 25 KB per pair for each per-sample array).
 MAX_CHUNK_PAIRS = 2048
+#: Memory a chunk of pairs may take for its minibatch rows and per-sample arrays (256 MB):
+#: fewer pairs per chunk when they are large (e.g. B = 819 records of 3,969 features).
+MAX_CHUNK_BYTES = 1 << 28
+
+
+def poisson_minibatches(counts: np.ndarray, batch_size: int, draws,
+                        rate_sizes: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """Poisson minibatches: row ``j < counts[a]`` of agent ``a`` is drawn when its uniform key
+    is below ``min(1, batch_size / rate_sizes[a])``.
+
+    Parameters
+    ----------
+    counts : int array, shape ``(A,)``
+        Local sizes (each ``>= batch_size``).
+    batch_size : int
+        The expected batch size ``B``.
+    draws : numpy Generator or keyed draws
+        ``draws.random((A, max(counts)))`` gives the keys.
+    rate_sizes : int array, shape ``(A,)``, optional
+        The sizes the rates use (default ``counts``; under add/remove the declared public
+        sizes).
+
+    Returns
+    -------
+    idx : int array, shape ``(A, b)``
+        The drawn rows first, in increasing order, then zeros (``b``: the largest batch drawn,
+        at least 1).
+    mask : bool array, shape ``(A, b)``
+        Which entries of ``idx`` were drawn.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    rate_sizes = counts if rate_sizes is None else np.asarray(rate_sizes, dtype=np.int64)
+    keys = draws.random((counts.size, int(counts.max())))
+    drawn = (keys < (batch_size / rate_sizes)[:, None]) & (np.arange(keys.shape[1])[None, :]
+                                                           < counts[:, None])
+    sizes = drawn.sum(axis=1)
+    width = max(1, int(sizes.max()))
+    order = np.argsort(~drawn, axis=1, kind="stable")[:, :width]
+    mask = np.arange(width)[None, :] < sizes[:, None]
+    return np.where(mask, order, 0), mask
 
 
 def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
@@ -112,7 +160,16 @@ class DPDL(PrivateAlgorithm):
     alpha : float
         Calibration weight (1.5 bipartite/complete, 2 ring).
     batch_size : int
-        ``B`` (216), one minibatch per round reused for all cross-gradients and the self-gradient.
+        ``B`` (216), one minibatch per round reused for all cross-gradients and the self-gradient
+        (with Poisson sampling its expected size and the public normaliser).
+    sampling : {'without_replacement', 'poisson'}
+        How the minibatch is drawn: ``B`` of the ``q_i`` records uniformly without replacement
+        (the paper's draw), or each record independently with probability ``B / q_i``
+        (``B / N_i^pub``, the declared public size, under add/remove), the clipped sum divided
+        by the public ``B``; certified by the PLD accountant under replace-one. Poisson
+        sampling also accepts a budget of relation ``'add_remove_one'`` (with declared
+        ``public_sizes``), whose sensitivity is ``C`` (one summand added or removed) instead
+        of ``2 C``.
     clip : float
         Per-sample clipping norm ``C`` (Riemannian norm; 2 MNIST, 3 CIFAR-10), a PUBLIC number.
     budget : PrivacyBudget, optional
@@ -133,8 +190,9 @@ class DPDL(PrivateAlgorithm):
     delta : float, optional
         Delta of the reports without a budget (default ``min(1e-5, 1/(10 q))``).
     max_chunk_pairs : int
-        (model, data owner) pairs whose per-sample gradients are computed at once: peak memory
-        of a round is ``O(max_chunk_pairs B dim)`` for the per-sample gradients plus
+        (model, data owner) pairs whose per-sample gradients are computed at once (fewer when
+        a chunk would exceed ``MAX_CHUNK_BYTES``): peak memory of a round is
+        ``O(max_chunk_pairs B dim)`` for the per-sample gradients plus
         ``O((arcs + agents) dim)`` for the per-pair results, instead of
         ``O((arcs + agents) B dim)``; the results do not depend on it.
     """
@@ -148,7 +206,15 @@ class DPDL(PrivateAlgorithm):
                  c2: float = 1.0, delta: float | None = None,
                  budget: PrivacyBudget | None = None, n_rounds: int | None = None,
                  noise_multiplier: float | None = None, paper_epsilon: float | None = None,
-                 max_chunk_pairs: int = MAX_CHUNK_PAIRS, **kwargs):
+                 max_chunk_pairs: int = MAX_CHUNK_PAIRS,
+                 sampling: str = "without_replacement", **kwargs):
+        if sampling not in SAMPLINGS:
+            raise ValueError(f"argument 'sampling' must be one of {SAMPLINGS}, got {sampling!r}")
+        self.sampling = sampling
+        if sampling == "poisson":
+            # the rates read declared public sizes and the normaliser is the public B: this
+            # instance accepts add/remove (the class's refusal is for the paper's draw)
+            self.add_remove_refusal = None  # type: ignore[misc]
         super().__init__(network, budget=budget, n_rounds=n_rounds,
                          noise_multiplier=noise_multiplier, sigma=check_nonneg(sigma, "sigma"),
                          paper_epsilon=paper_epsilon, delta=delta, **kwargs)
@@ -221,16 +287,53 @@ class DPDL(PrivateAlgorithm):
 
     # ------------------------------------------------------------------ privacy
     def _private_gradient(self, clip: float, batch_size: int) -> PrivateGradient:
-        """Eqs. (8)-(10): per-sample gradients clipped to ``C``, noise on the sum, then ``/B``."""
-        return PrivateGradient(clip, batch_size)
+        """Eqs. (8)-(10): per-sample gradients clipped to ``C``, noise on the sum, then ``/B``
+        (a problem's structured clipped sum when its class has one: the fast path)."""
+        return PrivateGradient(clip, batch_size, structured_sums=True)
+
+    def accounted_sizes(self, problem) -> np.ndarray:
+        """The local sizes the rates, the delta and the account read: the true ones under
+        replace-one, the declared public ones under add/remove."""
+        budget = self.noise.budget
+        return (problem.counts if budget is None
+                else np.asarray(budget.public_counts(problem.counts)))
+
+    def check_problem(self, problem) -> None:
+        """The network's size, and ``B`` against the smallest local size (the declared public
+        one under add/remove: the true sizes are private there)."""
+        if self.network.n_agents != problem.n_agents:
+            raise ValueError(f"network has {self.network.n_agents} agents, problem has "
+                             f"{problem.n_agents}")
+        if self.noise.neighboring == "replace_one":
+            self.gradient.check(problem)
+            return
+        sizes = self.accounted_sizes(problem)
+        if self.batch_size > int(np.min(sizes)):
+            raise ValueError(f"argument 'batch_size' ({self.batch_size}) exceeds the smallest "
+                             f"declared public size ({int(np.min(sizes))})")
+
+    def plan(self, problem, rng, seed):
+        """:meth:`PrivateAlgorithm.plan`, refusing Poisson sampling under replace-one in secure
+        mode (RDP only, and RDP has no replace-one bound for Poisson sampling)."""
+        if (self.sampling == "poisson" and self.noise.mode is not None and is_secure(rng)
+                and self.noise.neighboring == "replace_one"):
+            raise ValueError(f"{self.name}: secure mode certifies with RDP only, which has no "
+                             "replace-one bound for Poisson sampling; use "
+                             "sampling='without_replacement' in secure mode")
+        return super().plan(problem, rng, seed)
 
     def _releases(self) -> np.ndarray:
         """Gaussian releases per agent and round: ``|N_i|`` (cross-gradients and self)."""
         return self.closed_sizes
 
     def release(self, problem) -> GaussianRelease:
-        """``|N_i|`` noisy clipped sums per agent and round, all on one minibatch of ``B``."""
-        return self.gradient.release(problem, per_round=self._releases())
+        """``|N_i|`` noisy clipped sums per agent and round, all on one minibatch of ``B``
+        (drawn as ``sampling`` says); under add/remove (Poisson only) one record adds or
+        removes one clipped summand: sensitivity ``C``."""
+        release = self.gradient.release(problem, per_round=self._releases())
+        sensitivity = (release.sensitivity if self.noise.neighboring == "replace_one"
+                       else self.clip)
+        return dataclasses.replace(release, sensitivity=sensitivity, sampling=self.sampling)
 
     def sigma_unit(self) -> float:
         """The paper's noise std is ``sigma C`` (eq. (10))."""
@@ -256,35 +359,72 @@ class DPDL(PrivateAlgorithm):
         return self._paper(problem, plan.delta, plan.std / self.clip)
 
     def assumptions(self, problem) -> list[str]:
+        batch = ("one minibatch of B records per round, drawn without replacement, secret; "
+                 "all of the round's releases use it" if self.sampling == "without_replacement"
+                 else f"one Poisson minibatch per round (each record with probability "
+                      f"{self.batch_size} / q_i), secret, its sum divided by the public "
+                      f"B = {self.batch_size}; all of the round's releases use it")
         return [f"per-sample gradients clipped to norm C = {self.clip:g} (enforced; public)",
-                "one minibatch of B records per round, drawn without replacement, secret; all "
-                "of the round's releases use it",
+                batch,
                 "the self-gradient in the model update is the noisy one (every value leaving "
                 "an agent is post-processing of its noisy releases)"]
 
     # ------------------------------------------------------------------ the round's pieces
-    def _noisy_means(self, problem, x_models, data_owner, idx, noise_ids, state):
+    def _noisy_means(self, problem, x_models, data_owner, idx, noise_ids, state, mask=None):
         """Per pair (model, data owner): eq. (10), the noisy clipped mean of the owner's
         minibatch at the model, tangent at ``x_models`` (``noise_ids``: the keyed noise stream
-        of each release).
+        of each release; ``mask`` ``(P, b)``: the drawn rows of a Poisson minibatch, None:
+        every row).
 
-        The pairs go ``max_chunk_pairs`` at a time, so the per-sample gradients (``B`` per
-        pair) never exceed one chunk; every pair's value is the same in any chunk.
+        The pairs go a chunk at a time (:meth:`_chunk_pairs`), so the per-sample values never
+        exceed one chunk; every pair's value is the same in any chunk. A problem with a
+        structured clipped sum takes the private gradient's fast path
+        (:func:`structured_clipping`).
         """
         out = np.empty(x_models.shape)
         n_pairs = data_owner.size
-        for lo in range(0, n_pairs, self.max_chunk_pairs):  # chunks of pairs, not agents
-            sl = slice(lo, min(lo + self.max_chunk_pairs, n_pairs))
+        chunk = self._chunk_pairs(problem, structured_clipping(problem))
+        for lo in range(0, n_pairs, chunk):  # chunks of pairs, not agents
+            sl = slice(lo, min(lo + chunk, n_pairs))
             out[sl] = self.gradient.noisy_values(
                 problem, x_models[sl], data_owner[sl], idx[sl], state.noise_std,
-                agent_draws(state.rng, state.seed, noise_ids[sl], state.t, "noise"))
+                agent_draws(state.rng, state.seed, noise_ids[sl], state.t, "noise"),
+                **({} if mask is None else {"mask": mask[sl]}))
         return out
 
+    def _chunk_pairs(self, problem, structured: bool) -> int:
+        """Pairs per chunk: at most ``max_chunk_pairs``, and few enough that a chunk's gathered
+        minibatch rows and per-sample arrays stay near ``MAX_CHUNK_BYTES`` (at least one)."""
+        # one record's values in float64 (a structured sum may work on a float64 copy)
+        row_values = sum(int(np.prod(v.shape[2:], dtype=np.int64)) for v in problem._data.values())
+        if structured:
+            # the gathered rows and their float64 copy in the products
+            per_record = 2 * 8 * row_values
+        else:
+            # the gathered rows, the per-sample gradients and their clipped copy
+            per_record = 8 * row_values + 2 * 8 * int(np.prod(problem.manifold.point_shape))
+        per_pair = max(1, per_record * self.batch_size)
+        return int(max(1, min(self.max_chunk_pairs, MAX_CHUNK_BYTES // per_pair)))
+
     def _minibatches(self, problem, state, agents):
-        """This round's minibatch rows of ``agents`` (global ids), ``(A, B)``, keyed."""
+        """This round's minibatch rows of ``agents`` (global ids), ``(A, B)``, keyed: ``B`` rows
+        drawn uniformly without replacement (the paper's draw)."""
         return sample_without_replacement(
             problem.counts[agents], self.batch_size,
             agent_draws(state.rng, state.seed, agents, state.t, "minibatch"))
+
+    def _round_batches(self, problem, state, agents):
+        """This round's minibatches of ``agents``: ``(idx, mask)``, ``idx`` ``(A, b)`` and
+        ``mask`` None (:meth:`_minibatches`) or ``(A, b)``, the drawn rows of a Poisson
+        minibatch (``b`` its largest size)."""
+        if self.sampling != "poisson":
+            return self._minibatches(problem, state, agents), None
+        draws = agent_draws(state.rng, state.seed, agents, state.t, "minibatch")
+        # the rate B / N_i of the sizes the account uses (the declared public ones under
+        # add/remove), over the rows the agent holds
+        sizes = self.accounted_sizes(problem)
+        return poisson_minibatches(problem.counts[agents], self.batch_size, draws,
+                                   rate_sizes=sizes[agents])
 
     def _gossip(self, manifold, state, x, vtilde, xtilde):
         """Eqs. (21)-(22): the gossip of model and momentum, through the state's communicator
@@ -299,7 +439,7 @@ class DPDL(PrivateAlgorithm):
         n, agents, x = problem.n_agents, comm.agents, state.x
         if state.ledger is not None:
             state.ledger.check_can_step()
-        idx = self._minibatches(problem, state, agents)   # line 3: one minibatch per round
+        idx, drawn = self._round_batches(problem, state, agents)  # line 3: one per round
         # lines 4-6: every agent sends its model to its neighbours (one dense point per arc)
         nb = comm.gather_from_neighbors(w, x)
         # (8)-(10), lines 7-16: each data owner evaluates the models it received (the m arcs)
@@ -309,7 +449,9 @@ class DPDL(PrivateAlgorithm):
         noisy = self._noisy_means(problem, np.concatenate([nb.values, x]),
                                   np.concatenate([agents[nb.receivers], agents]),
                                   np.concatenate([idx[nb.receivers], idx]),
-                                  np.concatenate([n + nb.arc_ids, agents]), state)
+                                  np.concatenate([n + nb.arc_ids, agents]), state,
+                                  None if drawn is None
+                                  else np.concatenate([drawn[nb.receivers], drawn]))
         # the agent's own NOISY self-gradient gdd^ii: the clean one would leave the agent
         # un-noised inside the model it gossips
         g_self = noisy[m:]
@@ -368,7 +510,7 @@ class DPDPSGD(DPDL):
     aggregation and calibration). ``gdd^{ii} = (sum_b clip(g_b) + N(0, sigma^2 C^2)) / B``: one
     release per agent and round. The same privacy arguments as :class:`DPDL` (``budget=``,
     ``n_rounds=``, ``noise_multiplier=``, ``sigma=``); no paper formula, so ``paper_epsilon=`` is
-    refused.
+    refused. ``sampling='poisson'`` as in :class:`DPDL`.
     """
 
     name = "DP-DPSGD"
@@ -378,11 +520,12 @@ class DPDPSGD(DPDL):
                  clip: float = 2.0, sigma: float = 0.0, delta: float | None = None,
                  budget: PrivacyBudget | None = None, n_rounds: int | None = None,
                  noise_multiplier: float | None = None,
-                 max_chunk_pairs: int = MAX_CHUNK_PAIRS, **kwargs):
+                 max_chunk_pairs: int = MAX_CHUNK_PAIRS,
+                 sampling: str = "without_replacement", **kwargs):
         super().__init__(network, lr=lr, beta=beta, alpha=0.0, batch_size=batch_size,
                          clip=clip, sigma=sigma, delta=delta, budget=budget, n_rounds=n_rounds,
                          noise_multiplier=noise_multiplier, max_chunk_pairs=max_chunk_pairs,
-                         **kwargs)
+                         sampling=sampling, **kwargs)
 
     def _releases(self) -> np.ndarray:
         return np.ones(self.n_agents, dtype=int)
@@ -392,7 +535,13 @@ class DPDPSGD(DPDL):
 
     def step(self, problem, state):
         """One round: the noisy self-gradient, heavy ball, gossip of model and momentum."""
-        g = self.gradient(problem, state)          # gdd^ii, charged
+        if state.ledger is not None:
+            state.ledger.check_can_step()
+        agents = state.comm.agents
+        idx, drawn = self._round_batches(problem, state, agents)
+        # gdd^ii through the chunked pairs (one pair per agent), then charged
+        g = self._noisy_means(problem, state.x, agents, idx, agents, state, drawn)
+        self.gradient.charge(state, agents)
         vtilde = self.beta * state.v + g
         xtilde = problem.manifold.exp(state.x, -self.lr * vtilde)
         x_new, v_new = self._gossip(problem.manifold, state, state.x, vtilde, xtilde)
