@@ -20,6 +20,7 @@ import numpy as np
 from sklearn.datasets import load_breast_cancer
 
 from rfed.algorithms.decentralized import DPDPSGD
+from rfed.algorithms.private import certifies
 from rfed.networks import Network, circulant, metropolis_hastings_weights
 from rfed.privacy import PrivacyBudget
 from rfed.problems import L2Regularizer, LogisticRegression, split_evenly
@@ -63,7 +64,7 @@ for result in results.values():
     accuracy = problem.accuracy(x, features[test], labels[test])
     privacy = result.privacy
     label = (f"certified eps={privacy['epsilon_certified']:.3f} (delta={privacy['delta']:g}, "
-             f"{privacy['neighboring']})" if privacy else "non-private")
+             f"{privacy['neighboring']})" if certifies(privacy) else "non-private")
     print(f"{label}: test accuracy {accuracy:.3f}")
 
 # %%
@@ -75,7 +76,7 @@ fig, ax = plt.subplots(figsize=(6, 3.5))
 for result in results.values():
     privacy = result.privacy
     label = (f"DP-DPSGD, certified eps={privacy['epsilon_certified']:.2g} (replace-one, "
-             f"delta={privacy['delta']:g})" if privacy else "DP-DPSGD without noise")
+             f"delta={privacy['delta']:g})" if certifies(privacy) else "DP-DPSGD without noise")
     ax.plot([h["round"] for h in result.history], [h["cost"] for h in result.history],
             label=label)
 ax.axhline(problem.reference_cost(), color="black", ls="--", label="non-private optimum")
