@@ -388,8 +388,13 @@ class Release:
         return sigma * sigma_unit / sensitivity
 
     def calibrate(self, budget: PrivacyBudget, delta: float, local_sizes: np.ndarray,
-                  active_rounds: np.ndarray, rng: Any) -> float:
+                  active_rounds: np.ndarray, rng: Any) -> float | np.ndarray:
         """The smallest noise level whose planned run certifies ``budget`` for every agent.
+
+        A release whose agents differ in what they release (the federated trainers' local
+        runs: each agent's data set size, batch size and clip level) may return one level per
+        agent, an array of shape ``(n_agents,)``, each group of equal configurations
+        calibrated for its most active agent; the :class:`NoisePlan` then carries the array.
 
         Parameters
         ----------
@@ -403,7 +408,7 @@ class Release:
 
         Returns
         -------
-        float
+        float or array of shape ``(n_agents,)``
         """
         raise NotImplementedError
 
@@ -573,10 +578,12 @@ class NoisePlan:
 
     Attributes
     ----------
-    noise_multiplier : float
+    noise_multiplier : float or array of shape ``(n_agents,)``
         The noise level: ``z``, the noise std over the sensitivity, for a
         :class:`GaussianRelease`; the factor on the unit noise schedule of a release that
-        states a schedule (DP-DGT's, DPDO's).
+        states a schedule (DP-DGT's, DPDO's); one level per agent for a release that
+        calibrates its agents' configurations apart (:meth:`Release.calibrate`, the federated
+        trainers' local runs).
     sensitivity : float
         The sensitivity the ledger records for one release: the release's, plus secure mode's
         grid-rounding term (:meth:`Release.recorded_sensitivity`).
@@ -597,7 +604,7 @@ class NoisePlan:
         Secure mode (OS randomness, discrete noise).
     """
 
-    noise_multiplier: float
+    noise_multiplier: float | np.ndarray
     sensitivity: float
     delta: float
     mode: str
@@ -609,7 +616,7 @@ class NoisePlan:
     secure: bool = False
 
     @property
-    def std(self) -> float:
+    def std(self) -> float | np.ndarray:
         """The noise standard deviation of one release: ``noise_multiplier * sensitivity``."""
         return self.noise_multiplier * self.sensitivity
 
@@ -679,7 +686,7 @@ def plan_noise(config: NoiseConfig, release: Release, *, local_sizes: np.ndarray
         budget = config.budget
         assert budget is not None and config.n_rounds is not None
 
-        def calibrated() -> float:
+        def calibrated() -> float | np.ndarray:
             active = active_rounds() if callable(active_rounds) else active_rounds
             if active is None:
                 active = np.full(1 if sizes is None else sizes.size, config.n_rounds)
@@ -699,7 +706,8 @@ def plan_noise(config: NoiseConfig, release: Release, *, local_sizes: np.ndarray
                              "use budget= or noise_multiplier=")
         z = release.paper_level(once(lambda: paper_std(delta)), sigma_unit, sensitivity)
     return NoisePlan(
-        noise_multiplier=float(z), sensitivity=float(sensitivity), delta=float(delta),
+        noise_multiplier=z if isinstance(z, np.ndarray) else float(z),
+        sensitivity=float(sensitivity), delta=float(delta),
         mode=mode, method="rdp" if secure else config.method, neighboring=config.neighboring,
         target_epsilon=target, planned_rounds=config.planned_rounds,
         epsilon_paper=config.paper_epsilon, secure=secure)

@@ -49,13 +49,14 @@ from typing import Any
 
 import numpy as np
 
+from rfed.algorithms.private import NoiseConfig, Release, plan_noise
 from rfed.manifolds.base import Manifold
 from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
 from rfed.privacy.budget import PrivacyBudget, calibrate
 from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE, PrivacyLedger
 from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 
-__all__ = ["ClientLevelDP", "clip_updates", "clipped_update_mean"]
+__all__ = ["ClientLevelDP", "ClientRelease", "clip_updates", "clipped_update_mean"]
 
 
 def clip_updates(manifold: Manifold, x: np.ndarray, points: np.ndarray, clip: float
@@ -248,15 +249,17 @@ class ClientLevelDP:
         float
             The noise multiplier.
         """
-        if self.budget is None:
-            assert self.noise_multiplier is not None  # exactly one of the two is given
-            return float(self.noise_multiplier)
-        if n_rounds is None:
+        if self.budget is not None and n_rounds is None:
             raise ValueError("argument 'n_rounds' is required with a client-level budget")
-        cal = calibrate(lambda z: [(self.event(z, n_agents, n_sampled), int(n_rounds))],
-                        replace(self.budget, method=self.method(secure)),
-                        delta=self.delta(n_agents))
-        return float(cal.noise_multiplier)
+        # the public contract's path: the server is the one "agent" whose records are the n
+        # clients, its release the clipped mean of s of them
+        config = NoiseConfig(budget=self.budget, n_rounds=n_rounds,
+                             noise_multiplier=self.noise_multiplier)
+        plan = plan_noise(config, ClientRelease(self, n_sampled, secure),
+                          local_sizes=np.array([n_agents]), dim=1, rng=None,
+                          algorithm="client-level DP")
+        assert plan is not None  # exactly one of noise_multiplier and budget is given
+        return float(plan.noise_multiplier)
 
     def release_sensitivity(self, dim: int, n_sampled: int, rng: Any) -> float:
         """The sensitivity of the release on a manifold of dimension ``dim``: ``2C/s``, plus
@@ -399,3 +402,85 @@ class ClientLevelDP:
             "clip": self.clip, "hidden_selection": self.hidden_selection,
             "target_epsilon": planned, "rounds": n_rounds_done, "assumptions": assumptions,
         }
+
+
+class ClientRelease(Release):
+    """One round's release of :class:`ClientLevelDP`, for
+    :func:`~rfed.algorithms.private.plan_noise`: the server is the one "agent" whose records
+    are the ``n`` clients, and it releases the clipped mean of ``s`` of them (sensitivity
+    ``2C/s``), amplified by the sampling only with a hidden selection (:meth:`ClientLevelDP.event`).
+
+    Parameters
+    ----------
+    dp : ClientLevelDP
+    n_sampled : int
+        ``s``, clients per round.
+    secure : bool
+        Secure mode (RDP only).
+    """
+
+    norm = "l2"
+    add_remove_refusal = ("client-level DP replaces one client's whole dataset; s is fixed "
+                          "and public")
+
+    def __init__(self, dp: ClientLevelDP, n_sampled: int, secure: bool = False) -> None:
+        self.dp = dp
+        self.n_sampled = int(n_sampled)
+        self.secure = bool(secure)
+        self.sensitivity = dp.sensitivity(self.n_sampled)
+
+    def recorded_sensitivity(self, dim: int, rng: Any) -> float:
+        """``2C/s`` (secure mode's grid term is added where the release is made,
+        :meth:`ClientLevelDP.release_sensitivity`).
+
+        Parameters
+        ----------
+        dim : int
+        rng : numpy.random.Generator, SecureRandom or None
+
+        Returns
+        -------
+        float
+        """
+        return float(self.sensitivity)
+
+    def events(self, noise_multiplier: float, local_size: int, rounds: int
+               ) -> list[tuple[EventSpec, int]]:
+        """The server's events over ``rounds`` rounds with ``local_size`` clients.
+
+        Parameters
+        ----------
+        noise_multiplier : float
+        local_size : int
+            ``n``, the number of clients.
+        rounds : int
+
+        Returns
+        -------
+        list of (EventSpec, int)
+        """
+        return [(self.dp.event(noise_multiplier, int(local_size), self.n_sampled), int(rounds))]
+
+    def calibrate(self, budget: PrivacyBudget, delta: float, local_sizes: np.ndarray,
+                  active_rounds: np.ndarray, rng: Any) -> float:
+        """The smallest multiplier whose planned rounds certify ``budget`` (with the
+        accountant of :meth:`ClientLevelDP.method`).
+
+        Parameters
+        ----------
+        budget : PrivacyBudget
+        delta : float
+        local_sizes : int array, shape ``(1,)``
+            ``[n]``.
+        active_rounds : int array, shape ``(1,)``
+            ``[n_rounds]``.
+        rng : unused
+
+        Returns
+        -------
+        float
+        """
+        n_agents, rounds = int(local_sizes[0]), int(active_rounds[0])
+        cal = calibrate(lambda z: self.events(z, n_agents, rounds),
+                        replace(budget, method=self.dp.method(self.secure)), delta=delta)
+        return float(cal.noise_multiplier)

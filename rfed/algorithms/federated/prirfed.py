@@ -20,7 +20,7 @@ import numpy as np
 from rfed.algorithms._steps import injectivity_radius
 from rfed.algorithms.base import Algorithm, evaluate_point
 from rfed.algorithms.federated.accounting import (
-    calibrate_plan,
+    LocalRunRelease,
     is_secure_rng,
     prirfed_privacy_report,
     record_round,
@@ -35,6 +35,7 @@ from rfed.algorithms.federated.client_dp import ClientLevelDP
 from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
 from rfed.algorithms.federated.sampling import sample_agents
 from rfed.algorithms.federated.streams import AgentBlockGenerator
+from rfed.algorithms.private import NoiseConfig, plan_noise
 from rfed.networks.comm import InProcessCommunicator
 from rfed.privacy.budget import (
     PrivacyBudget,
@@ -213,15 +214,10 @@ class PriRFed(Algorithm):
                 "delta) with n_rounds=T for a certified budget, or paper_epsilon= on the trainer "
                 "for the paper's calibration (not a guarantee)"
             )
-        if budget is not None and not isinstance(budget, PrivacyBudget):
-            raise TypeError(f"argument 'budget' must be a PrivacyBudget or None, got {budget!r}")
-        if n_rounds is not None and (not isinstance(n_rounds, (int, np.integer))
-                                     or isinstance(n_rounds, bool) or n_rounds < 1):
-            raise ValueError(f"argument 'n_rounds' must be an int >= 1, got {n_rounds!r}")
+        # the public contract's configuration: budget and planned rounds validated once, here
+        # (the trainer carries the research and paper noise settings)
+        self.privacy_config = NoiseConfig(budget=budget, n_rounds=n_rounds)
         if budget is not None:
-            if n_rounds is None:
-                raise ValueError("argument 'n_rounds' (the planned number of rounds) is required "
-                                 "with a budget: the noise is calibrated for the whole run")
             if trainer.private:
                 raise ValueError(
                     "give either a budget or the trainer's own noise (noise_multiplier, sigma, "
@@ -380,13 +376,7 @@ class PriRFed(Algorithm):
     def _make_plan(self, problem: Problem, rng=None, seed: int | None = None):
         public_sizes = self.budget.public_sizes if self.budget is not None else self.public_sizes
         # under add/remove the declared public sizes, never the private counts
-        n_min = int(public_counts(problem.counts, self.neighboring, public_sizes).min())
-        if self.budget is not None:
-            delta = self.budget.resolve_delta(n_min)
-        elif self.privacy_delta is not None:
-            delta = check_delta_for_dataset(self.privacy_delta, n_min, "privacy_delta")
-        else:
-            delta = default_delta(n_min)
+        sizes = public_counts(problem.counts, self.neighboring, public_sizes)
         plan = self.trainer.plan(problem, self.neighboring, rng, public_sizes)
         plan.extra.update(
             n_sampled=self._s(problem),
@@ -394,15 +384,23 @@ class PriRFed(Algorithm):
             coupled_records=bool(getattr(problem, "coupled_records", False)),
             problem_assumptions=list(getattr(problem, "privacy_assumptions", ())),
         )
-        cals: dict = {}
-        if self.budget is not None:
-            budget = self.budget
-            if is_secure_rng(rng) and budget.method != "rdp":
-                # secure (discrete Gaussian) releases are certified through RDP only
-                budget = replace(budget, method="rdp")
-            plan, cals = calibrate_plan(plan, budget, delta,
-                                        self.planned_participation(problem, seed))
-        return plan, delta, cals
+        # the budget's one path to the noise draws: plan_noise calibrates each agent's
+        # multiplier for the replayed public selection, the local plan's sigma draws it
+        release = LocalRunRelease(plan)
+        noise = plan_noise(self.privacy_config, release, local_sizes=sizes,
+                           dim=int(problem.manifold.dim), rng=rng,
+                           active_rounds=lambda: self.planned_participation(problem, seed),
+                           algorithm=self.name)
+        if noise is not None:
+            return plan.with_noise_multiplier(noise.noise_multiplier), noise.delta, \
+                release.calibrations
+        # the trainer's own noise (research or the paper's), read at this delta
+        n_min = int(sizes.min())
+        if self.privacy_delta is not None:
+            delta = check_delta_for_dataset(self.privacy_delta, n_min, "privacy_delta")
+        else:
+            delta = default_delta(n_min)
+        return plan, delta, {}
 
     # ------------------------------------------------------------------ the round's pieces
     def select(self, problem: Problem, state: PriRFedState, round: int | None = None
