@@ -19,7 +19,9 @@ algorithm" builds one in about 50 lines):
    :class:`NoisePlan` once, at the start of a run (on a distributed engine by one process, for
    all): under a budget it calibrates the smallest noise multiplier whose planned run certifies
    the budget for the worst-off agent (the events of every agent over the whole planned run, as
-   a function of the noise multiplier); the plan's ``std`` is what each release adds. The plan
+   a function of the noise multiplier); the plan's ``std`` is what each release adds. A release
+   whose agents release different things (the federated trainers' local runs) may calibrate
+   one level per agent: the plan's ``noise_multiplier`` is then an array. The plan
    goes to the noise draws and to the account; nothing is read back from the account.
 4. **Account and report.** A :class:`GaussianAccount` charges every round's releases to each
    agent's :class:`~rfed.privacy.PrivacyLedger` and certifies the worst-off agent on demand;
