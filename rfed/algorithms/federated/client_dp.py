@@ -49,7 +49,7 @@ from typing import Any
 
 import numpy as np
 
-from rfed.algorithms.private import NoiseConfig, Release, plan_noise
+from rfed.algorithms.private import NoiseConfig, Release, plan_noise, privacy_report
 from rfed.manifolds.base import Manifold
 from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
 from rfed.privacy.budget import PrivacyBudget, calibrate
@@ -341,7 +341,8 @@ class ClientLevelDP:
         ledger.record(round, who, noise_multiplier=z, **kwargs)
 
     def report(self, ledger: PrivacyLedger, n_rounds_done: int, z: float, n_sampled: int,
-               *, secure: bool = False, sensitivity: float | None = None) -> dict[str, Any]:
+               *, secure: bool = False, sensitivity: float | None = None,
+               planned_rounds: int | None = None) -> dict[str, Any]:
         """The client-level privacy report of the rounds done (from the client-level ledger).
 
         The certified epsilon is that of the worst-off client's recorded events with
@@ -362,10 +363,14 @@ class ClientLevelDP:
             Whether the run is in secure mode.
         sensitivity : float, optional
             The release's sensitivity when it differs from :meth:`sensitivity` (secure mode).
+        planned_rounds : int, optional
+            The rounds a budget was planned for.
 
         Returns
         -------
         dict
+            The keys :data:`rfed.algorithms.private.REPORT_KEYS` (``level='client'``), plus
+            ``sigma``, ``sensitivity``, ``clip`` and ``hidden_selection``.
         """
         from rfed.algorithms.federated.accounting import certified_epsilon
 
@@ -393,15 +398,19 @@ class ClientLevelDP:
                                "added to the sensitivity 2C/s, certified with RDP")
         assumptions.append(OUTSIDE_THE_GUARANTEE)
         label = {"auto": "tighter of RDP and PLD", "rdp": "RDP", "pld": "PLD"}[method]
-        return {
-            "epsilon_certified": eps, "delta": delta, "level": "client",
-            "neighboring": "replace_one",
-            "accountant": f"dp-accounting {DP_ACCOUNTING_VERSION} {used.upper()} ({label}), "
-                          "client-level replace_one; per-client ledger, worst client",
-            "noise_multiplier": z, "sigma": z * sensitivity, "sensitivity": sensitivity,
-            "clip": self.clip, "hidden_selection": self.hidden_selection,
-            "target_epsilon": planned, "rounds": n_rounds_done, "assumptions": assumptions,
-        }
+        # the one report shape (REPORT_KEYS) with the client-level release's own values beside
+        report = privacy_report(
+            algorithm="client-level DP (server-side, on the manifold)", rounds=n_rounds_done,
+            epsilon=eps, delta=delta,
+            accountant=f"dp-accounting {DP_ACCOUNTING_VERSION} {used.upper()} ({label}), "
+                       "client-level replace_one; per-client ledger, worst client",
+            neighboring="replace_one", level="client", assumptions=assumptions,
+            target_epsilon=planned, noise_multiplier=z,
+            calibration="noise_multiplier" if self.budget is None else "budget",
+            secure=secure, planned_rounds=planned_rounds)
+        report.update({"sigma": z * sensitivity, "sensitivity": sensitivity, "clip": self.clip,
+                       "hidden_selection": self.hidden_selection})
+        return report
 
 
 class ClientRelease(Release):

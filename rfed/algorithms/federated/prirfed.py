@@ -711,7 +711,8 @@ class PriRFed(Algorithm):
             assert state.client_ledger is not None and state.client_noise_multiplier is not None
             report["client_level"] = self.client_dp.report(
                 state.client_ledger, state.round, state.client_noise_multiplier, n_sampled,
-                secure=secure, sensitivity=sensitivity)
+                secure=secure, sensitivity=sensitivity,
+                planned_rounds=None if self.client_dp.budget is None else self.n_rounds)
         return report
 
     def privacy_after(self, problem: Problem, rounds: int) -> dict[str, Any]:
