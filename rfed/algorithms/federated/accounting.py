@@ -691,8 +691,10 @@ def prirfed_privacy_report(
         calibration: str | None = "budget"
     elif trainer.paper_epsilon is not None:
         calibration = "paper_epsilon"
+    elif not plan.private:
+        calibration = None
     else:
-        calibration = "paper_sigma" if plan.private else None
+        calibration = "noise_multiplier" if trainer.noise_multiplier else "paper_sigma"
     return {
         "algorithm": f"PriRFed ({trainer.name})",
         "epsilon_certified": eps,
