@@ -26,9 +26,21 @@ from typing import Any
 
 import numpy as np
 
-from rfed.algorithms.decentralized import DOADP, DPCGA, DPDDA, DPDL, DPDPSGD, Muffliato, NoisyDSGD
+from rfed.algorithms.decentralized import (
+    DOADP,
+    DPCGA,
+    DPDDA,
+    DPDGT,
+    DPDL,
+    DPDO,
+    DPDPSGD,
+    Muffliato,
+    NoisyDDGT,
+    NoisyDSGD,
+)
 from rfed.datasets.synthetic import make_epsilon_like
 from rfed.networks.graphs import complete, ring
+from rfed.problems.dispatch import QuadraticResourceAllocation
 from rfed.problems.linear import HingeSVM, L2Regularizer, LogisticRegression, split_evenly
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -46,6 +58,15 @@ def svm(n_agents: int, records: int = 20, dim: int = 4) -> HingeSVM:
     """The hinge-loss SVM of the same data (DP-DDA's problem)."""
     p = logreg(n_agents, records, dim)
     return HingeSVM(p.data["features"], p.data["labels"], L2Regularizer(0.1), feature_bound=1.0)
+
+
+def dispatch(n_agents: int, records: int = 20, dim: int = 4) -> QuadraticResourceAllocation:
+    """A tiny resource allocation (DP-DGT's problem): quadratic costs, a wide box, demand 1 at
+    each agent (its data are the cost functions; ``records`` and ``dim`` do not apply)."""
+    rng = np.random.default_rng(0)
+    return QuadraticResourceAllocation(0.03 + 0.02 * rng.random(n_agents),
+                                       2.0 + rng.random(n_agents), np.full(n_agents, -50.0),
+                                       np.full(n_agents, 50.0), np.ones(n_agents))
 
 
 def noisy_gossip_sgd() -> type:
@@ -117,6 +138,19 @@ CASES = [
     AlgorithmCase("DP-DDA", lambda net, batch_size, **kw: DPDDA(net, n_active=2, gamma=1.0,
                                                                 **kw),
                   problem=svm, graph=complete, audit=False),
+    # Laplace releases of the whole local data set (the paper's function-level relation)
+    AlgorithmCase("DPDO", lambda net, batch_size, **kw: DPDO(net, lr=0.3, lr_decay=0.99,
+                                                             noise_decay=0.995, **kw),
+                  audit=False),
+    # Laplace releases; the relation's public bound is the gradient distance, given as "clip"
+    AlgorithmCase("DP-DGT", lambda net, clip, batch_size, **kw: DPDGT(
+        net.graph, adjacency_radius=clip, communicator=lambda n, comm=net.comm: comm, **kw),
+                  clip_name="adjacency_radius",
+                  problem=dispatch, audit=False),
+    AlgorithmCase("noisy DDGT", lambda net, clip, batch_size, **kw: NoisyDDGT(
+        net.graph, adjacency_radius=clip, communicator=lambda n, comm=net.comm: comm, **kw),
+                  clip_name="adjacency_radius",
+                  problem=dispatch, audit=False),
 ]
 
 #: name -> case
