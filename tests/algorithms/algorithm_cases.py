@@ -191,6 +191,9 @@ class AlgorithmCase:
         the scores of ``2 x 1500`` trials on the two neighbours and the certified epsilon of
         one trial at the budget 1.5), e.g. a Laplace release through :func:`laplace_noise`.
         ``False``: audited in ``tests/privacy/`` (the reason beside the case).
+    canary_feature : float
+        The generic audit's canary feature (1: a per-sample clip is attained by the flipped
+        label; batch-level clipping needs a record that turns the clipped batch mean around).
     default : bool
         Its audit and MPI tests run in the default suite.
     whole_batch : bool
@@ -204,6 +207,7 @@ class AlgorithmCase:
     problem: Callable[..., Any] = logreg
     graph: Callable[[int], Any] = ring
     audit: bool | Callable[[float], tuple[np.ndarray, np.ndarray, float]] = True
+    canary_feature: float = 1.0
     default: bool = False
     whole_batch: bool = True
 
@@ -224,10 +228,12 @@ CASES = [
     AlgorithmCase("DPDL", lambda net, **kw: DPDL(net, lr=0.1, **kw), whole_batch=False),
     AlgorithmCase("DP-DPSGD", lambda net, **kw: DPDPSGD(net, lr=0.1, **kw), whole_batch=False),
     AlgorithmCase("MUFFLIATO", lambda net, **kw: Muffliato(net, lr=0.1, gossip_steps=2, **kw)),
-    # batch-level clipping: a record moves the clipped mean by less than the stated 2C
-    AlgorithmCase("DP-CGA", lambda net, **kw: DPCGA(net, lr=0.1, **kw), audit=False,
+    # batch-level clipping: the canary (feature 100, label flipped) turns the clipped batch
+    # mean around (+C for -C), the stated 2C attained
+    AlgorithmCase("DP-CGA", lambda net, **kw: DPCGA(net, lr=0.1, **kw), canary_feature=100.0,
                   whole_batch=False),
-    # its own noise (one record per active round, node sampling) on the SVM
+    # its own noise (one record per active round, node sampling) on the SVM, not through the
+    # PrivateGradient: audited in tests/privacy/test_audit_decentralized.py (test_audit_dpdda)
     AlgorithmCase("DP-DDA", lambda net, batch_size, **kw: DPDDA(net, n_active=2, gamma=1.0,
                                                                 **kw),
                   problem=svm, graph=complete, audit=False),

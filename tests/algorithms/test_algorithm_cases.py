@@ -106,13 +106,17 @@ def test_the_budget_is_certified_between_0_9_and_1_of_the_target(case):
 def _audit_scores(case, noise_factor, n_trials=1500, records=4):
     """One round on ``2 n_trials`` agents, the second half holding a canary (record 0's label
     flipped: at the public start 0 its clipped gradient is the opposite of the others', the
-    worst case of replace-one with clip 1/2); each agent's statistic is the sum of the first
-    coordinates of every release of its data (the optimal test of their composition)."""
+    worst case of replace-one with clip 1/2; with batch-level clipping the canary's feature is
+    the case's ``canary_feature``, large enough for its record to turn the clipped batch mean
+    around); each agent's statistic is the sum of the first coordinates of every release of
+    its data (the optimal test of their composition)."""
     n = 2 * n_trials
     canary = np.arange(n) >= n_trials
     labels = np.ones((n, records))
     labels[canary, 0] = -1.0
-    problem = LogisticRegression(np.ones((n, records, 1)), labels)
+    features = np.ones((n, records, 1))
+    features[canary, 0, 0] = case.canary_feature
+    problem = LogisticRegression(features, labels)
     alg = case.make(Network(ring(n)), clip=0.5, batch_size=case.batch(None, records),
                     budget=PrivacyBudget(1.5, DELTA), n_rounds=1)
     released = []
