@@ -117,6 +117,22 @@ def test_the_steps_are_pymanopts_backtracking_steps():
         previous, x = np.array([f0]), x_theirs
 
 
+def test_a_decrease_without_sufficient_decrease_is_backtracked():
+    """f(x) = (x - 1)^2 from 0 along d = -f'(0) = 2 (slope -4), c = 1/2, first trial
+    alpha = 1.9 / |d| = 0.95: f(1.9) = 0.81 decreases the cost but not by c alpha 4 = 1.9, so
+    the search contracts once, to alpha = 0.475 (f(0.95) = 0.0025 <= 1 - 0.95)."""
+    from rfed.manifolds import Euclidean
+
+    def cost(p, rows):
+        return ((p - 1.0) ** 2)[:, 0]
+
+    step = ArmijoLineSearch(sufficient_decrease=0.5, initial_step=1.9).search(
+        cost, Euclidean(1), np.zeros((1, 1)), np.full((1, 1), 2.0), np.ones(1), np.full(1, -4.0))
+    assert step.alpha[0] == 0.475 and step.evaluations == 2
+    np.testing.assert_allclose(step.x, [[0.95]])
+    np.testing.assert_allclose(step.cost, [0.0025])
+
+
 def test_a_rejected_step_stays_and_the_next_search_restarts():
     """A direction of ascent (a wrong sign) is never accepted: the point stays, alpha 0."""
     sphere = Sphere(3)
