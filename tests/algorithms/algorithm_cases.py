@@ -13,7 +13,10 @@ with ``make(network, *, clip, batch_size, **privacy)`` building the algorithm (`
 public clip level, ``batch_size`` records per release or ``None`` for the whole local data set,
 ``privacy`` the keywords of :class:`~rfed.algorithms.private.NoiseConfig`). Tiny sizes keep the
 default suite fast; ``default=True`` marks the cases whose long shared tests (audit, MPI) run by
-default, the others' run with ``-m slow``.
+default, the others' run with ``-m slow``. A case whose releases are not the private gradient's
+Gaussian ones (DPDO's and DP-DGT's Laplace releases) gives its own audit scorer
+(:func:`dpdo_audit`, :func:`dgt_audit`, both through :func:`laplace_noise`). The federated
+trainers have the parallel registry ``federated_cases.py``.
 """
 
 from __future__ import annotations
