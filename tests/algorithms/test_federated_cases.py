@@ -63,9 +63,9 @@ def test_the_planned_multipliers_are_the_contracts_and_certify_the_budget(case):
     noise = plan_noise(NoiseConfig(budget=budget, n_rounds=ROUNDS), LocalRunRelease(bare),
                        local_sizes=np.full(N_AGENTS, RECORDS), dim=4, rng=None,
                        active_rounds=alg.planned_participation(problem, state.seed))
-    np.testing.assert_array_equal(state.plan.noise_multiplier, noise.noise_multiplier)
+    np.testing.assert_array_equal(state.plan.noise_multiplier, noise.noise_multipliers)
     for agent in range(N_AGENTS):
-        events = LocalRunRelease(state.plan).events(float(noise.noise_multiplier[agent]),
+        events = LocalRunRelease(state.plan).events(float(noise.noise_multipliers[agent]),
                                                     RECORDS, ROUNDS)
         assert certify(events, DELTA, budget.neighboring, "auto").epsilon <= 1.0 + 1e-9
 

@@ -401,7 +401,8 @@ class PriRFed(Algorithm):
                            active_rounds=lambda: self.planned_participation(problem, seed),
                            algorithm=self.name)
         if noise is not None:
-            return plan.with_noise_multiplier(noise.noise_multiplier), noise.delta, \
+            assert noise.noise_multipliers is not None  # a LocalRunRelease's levels, per agent
+            return plan.with_noise_multiplier(noise.noise_multipliers), noise.delta, \
                 release.calibrations
         # the trainer's own noise (research or the paper's), read at this delta
         n_min = int(sizes.min())
