@@ -184,3 +184,11 @@ def test_a_resumed_line_search_run_is_bit_identical():
                       resume_from=loads_state(saved[-1], kind="k"))
     np.testing.assert_array_equal(resumed.x, full.x)
     np.testing.assert_array_equal(resumed.state.line_search_cost, full.state.line_search_cost)
+
+
+def test_a_flower_federation_refuses_it_rather_than_dropping_it():
+    from rfed.engines.flower_config import algorithm_spec
+
+    alg = PriRFed(DPRSGD(steps=1, batch_size=None), None, 0.1, line_search=ArmijoLineSearch())
+    with pytest.raises(ValueError, match="'line_search'"):
+        algorithm_spec(alg)
