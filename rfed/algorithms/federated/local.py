@@ -591,6 +591,68 @@ def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
     return total, n_clipped, buffers
 
 
+def _difference_mean_blocked(difference_mean: Any, problem: Problem, x: np.ndarray,
+                             snapshot: np.ndarray, agents: np.ndarray, idx: np.ndarray,
+                             valid: np.ndarray, sizes: np.ndarray, clip: float | None,
+                             buffers: dict | None
+                             ) -> tuple[np.ndarray, np.ndarray, dict | None]:
+    """``difference_mean`` over blocks of agents, each block's minibatch gathered into reused
+    buffers.
+
+    The per-sample gradients, their transports and differences are ``(A, b, *point_shape)``
+    arrays; formed for all agents at once they are tens of MiB each, which the C allocator
+    maps fresh and the kernel faults in page by page at every inner step. Per block of about
+    :data:`_GATHER_BLOCK_BYTES` of gathered rows they stay small enough to be reused (and to be
+    read from the cache). Every operation of ``difference_mean`` acts on each agent's rows
+    alone, in the same order: the values are those of one call on all agents.
+
+    Parameters
+    ----------
+    difference_mean : callable
+        :meth:`DPRSVRG.difference_mean`'s signature.
+    x, snapshot : arrays, shape ``(A, *point_shape)``
+    agents : int array, shape ``(A,)``
+    idx, valid : arrays, shape ``(A, b)``
+        The minibatch rows (as drawn, not reordered) and which are summands.
+    sizes : array, shape ``(A,)``
+        The public normalisers ``b_i``.
+    clip : float or None
+    buffers : dict or None
+        Gather buffers of an earlier call (reused), or ``None``.
+
+    Returns
+    -------
+    v : array, shape ``(A, *point_shape)``
+    n_clipped : int array, shape ``(A,)``
+    buffers : dict or None
+        The gather buffers, for the next call (``None`` while no agent was drawn).
+    """
+    n_agents, b = idx.shape
+    if n_agents == 0 or b == 0:
+        v, clipped = difference_mean(problem, x, snapshot, problem.batch(agents, idx), valid,
+                                     sizes, clip)
+        return v, _per_row(clipped), buffers
+    if buffers is None or next(iter(buffers.values())).shape[0] % b:
+        probe = problem.batch(agents[:1], idx[:1, :1])
+        batch_bytes = b * sum(v.nbytes for v in probe.values())
+        per_block = min(n_agents, max(1, _GATHER_BLOCK_BYTES // max(batch_bytes, 1)))
+        buffers = {k: np.empty((per_block * b,) + v.shape[2:], v.dtype)
+                   for k, v in probe.items()}
+    per_block = next(iter(buffers.values())).shape[0] // b
+    x = np.asarray(x, dtype=float)
+    snapshot = np.asarray(snapshot, dtype=float)
+    v = np.empty(np.broadcast_shapes(x.shape, snapshot.shape))
+    n_clipped = np.empty(n_agents, dtype=int)
+    for start in range(0, n_agents, per_block):
+        stop = min(n_agents, start + per_block)
+        block = problem.batch(agents[start:stop], idx[start:stop], out=buffers)
+        part, clipped = difference_mean(problem, x[start:stop], snapshot[start:stop], block,
+                                        valid[start:stop], sizes[start:stop], clip)
+        v[start:stop] = part
+        n_clipped[start:stop] = _per_row(clipped)
+    return v, n_clipped, buffers
+
+
 def _check_neighboring(neighboring: str) -> str:
     if neighboring not in ("replace_one", "add_remove_one"):
         raise ValueError(f"argument 'neighboring' must be 'replace_one' or 'add_remove_one', "
@@ -1003,6 +1065,7 @@ class DPRSVRG(LocalTrainer):
         n_clipped = np.zeros(agents.size, dtype=int)
         noisy = bool(np.any(sigma > 0))
         snap = x
+        buffers = None   # the inner steps' gather buffers, reused by every step
         for k in range(self.steps):
             total, clipped = problem.clipped_grad_sum(snap, data, plan.clip_full, mask)
             n_clipped += _per_row(clipped)
@@ -1014,8 +1077,9 @@ class DPRSVRG(LocalTrainer):
                 if option == 2:
                     chosen = np.where((pick == k * m + j).reshape(shape), xj, chosen)
                 idx, valid = sample_minibatches(counts, int_sizes, rng)
-                v, clipped = self.difference_mean(problem, xj, snap, problem.batch(agents, idx),
-                                                  valid, sizes, plan.clip)
+                v, clipped, buffers = _difference_mean_blocked(
+                    self.difference_mean, problem, xj, snap, agents, idx, valid, sizes,
+                    plan.clip, buffers)
                 n_clipped += _per_row(clipped)
                 eta = v + man.transport(snap, xj, g_rel)
                 eta = self._release(problem, xj, eta, sigma, rng, noisy)
