@@ -82,3 +82,39 @@ def test_pca_baselines_per_agent_records_and_sum_are_bit_identical():
     total = baselines_pca.vec_to_sym((local + sigma * noise).sum(axis=0), 12) / counts.sum()
     expected = baselines_pca._top_eigenvector(total)
     assert result.x.tobytes() == expected.tobytes()
+
+
+def test_dprsgd_minibatch_sums_in_blocks_are_bit_identical(monkeypatch):
+    """A DP-RSGD round whose gathered minibatches exceed the stacked limit sums them per block
+    of agents: the run is bit-identical to the stacked one."""
+    from rfed.algorithms.federated import DPRSGD, PriRFed
+    from rfed.problems.linear import L2Regularizer, LogisticRegression
+
+    rng = np.random.default_rng(4)
+    feats = rng.standard_normal((30, 12, 6)) / 3.0
+    labels = np.where(rng.random((30, 12)) < 0.5, -1.0, 1.0)
+    problems = [LogisticRegression(feats, labels, L2Regularizer(0.01), feature_bound=1.0),
+                _problem(rng, shape=(30, 12, 6))]
+    blocked_calls = []
+    blocked = local_module._clipped_sum_blocked
+
+    def counting(*args):
+        blocked_calls.append(1)
+        return blocked(*args)
+
+    monkeypatch.setattr(local_module, "_clipped_sum_blocked", counting)
+    for problem in problems:
+        x0 = _unit_rows(np.ones(problem.manifold.point_shape))
+        runs = []
+        for limit, agents_per_block in ((10**15, 1), (0, 1), (0, 7)):
+            monkeypatch.setattr(local_module, "_STACKED_BYTES", limit)
+            monkeypatch.setattr(local_module, "_GATHER_BLOCK_BYTES",
+                                agents_per_block * 5 * 7 * 8)
+            alg = PriRFed(DPRSGD(steps=2, batch_size=5, clip=0.5, noise_multiplier=1.0),
+                          n_sampled=None, step_size=0.1, n_rounds=3)
+            state = alg.init(problem, x0, np.random.default_rng(9))
+            for _ in range(3):
+                state = alg.step(problem, state)
+            runs.append(state.x.tobytes())
+        assert runs[1] == runs[0] and runs[2] == runs[0]
+    assert blocked_calls   # the logistic problem's steps took the blocked path

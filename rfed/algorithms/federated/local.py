@@ -121,6 +121,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -591,6 +592,50 @@ def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
     return total, n_clipped, buffers
 
 
+#: Gathered minibatch bytes above which a step's clipped sum runs per block of agents
+#: (:func:`_clipped_sum_blocked`): the C allocator maps arrays beyond 32 MiB fresh at every
+#: call and the kernel zeroes their pages again; below, one stacked call is cheaper.
+_STACKED_BYTES = 32 * 2**20
+
+
+def _stacked_bytes(problem: Problem, shape: tuple[int, int]) -> int:
+    """Bytes of ``problem.batch`` of ``shape = (A, b)`` rows."""
+    per_row = sum(v.itemsize * math.prod(v.shape[2:]) for v in problem._data.values())
+    return shape[0] * shape[1] * per_row
+
+
+def _clipped_sum_blocked(problem: Problem, x: np.ndarray, agents: np.ndarray, idx: np.ndarray,
+                         valid: np.ndarray, clip: float | None, buffers: dict | None
+                         ) -> tuple[np.ndarray, np.ndarray, dict | None]:
+    """``problem.clipped_grad_sum`` of the minibatches ``idx`` per block of agents, each block
+    gathered into reused buffers, the rows in their drawn order.
+
+    ``clipped_grad_sum`` acts on each agent's rows alone, so the values are those of one call
+    on every agent's gathered batch, without its stacked temporaries (see
+    :func:`_difference_mean_blocked`).
+
+    Parameters
+    ----------
+    x : array, shape ``(A, *point_shape)``
+    agents : int array, shape ``(A,)``
+    idx, valid : arrays, shape ``(A, b)``
+    clip : float or None
+    buffers : dict or None
+        Gather buffers of an earlier call (reused), or ``None``.
+
+    Returns
+    -------
+    total : array, shape ``(A, *point_shape)``
+    n_clipped : int array, shape ``(A,)``
+    buffers : dict or None
+    """
+    def clipped_sum(problem, x, snapshot, batch, mask, sizes, clip):
+        return problem.clipped_grad_sum(x, batch, clip, mask)
+
+    return _difference_mean_blocked(clipped_sum, problem, x, x, agents, idx, valid,
+                                    np.ones(idx.shape[0]), clip, buffers)
+
+
 def _difference_mean_blocked(difference_mean: Any, problem: Problem, x: np.ndarray,
                              snapshot: np.ndarray, agents: np.ndarray, idx: np.ndarray,
                              valid: np.ndarray, sizes: np.ndarray, clip: float | None,
@@ -827,15 +872,21 @@ class DPRSGD(LocalTrainer):
                 # (N_i the plan's size: the declared public one under add/remove)
                 rate = (sizes / plan.counts[agents])[:, None]
                 mask = full_mask & (rng.random(full_mask.shape) < rate)
-            elif not full:
+            summed = False
+            if not (full or poisson):
                 idx, mask = sample_minibatches(counts, int_sizes, rng)
+                points = np.broadcast_to(x, (agents.size, *man.point_shape))
                 if in_order:
                     total, clipped, buffers = _clipped_sum_in_order(
-                        problem, np.broadcast_to(x, (agents.size, *man.point_shape)), agents,
-                        idx, mask, plan.clip, buffers)
+                        problem, points, agents, idx, mask, plan.clip, buffers)
+                    summed = True
+                elif _stacked_bytes(problem, idx.shape) > _STACKED_BYTES:
+                    total, clipped, buffers = _clipped_sum_blocked(
+                        problem, points, agents, idx, mask, plan.clip, buffers)
+                    summed = True
                 else:
                     data = problem.batch(agents, idx)
-            if not in_order:
+            if not summed:
                 total, clipped = problem.clipped_grad_sum(x, data, plan.clip, mask)
             n_clipped += _per_row(clipped)
             # the PUBLIC normaliser b_i (the expected size under Poisson sampling)
