@@ -1,8 +1,8 @@
 """Speed and accuracy of rfed's batched manifold maps against the peers' batched forms.
 
 Run on demand: ``python benchmarks/bench_manifolds.py [--quick] [--json FILE]`` (the table also
-goes to ``benchmarks/results/bench_manifolds.txt``, ``bench_manifolds_quick.txt`` with
-``--quick``). One BLAS and
+goes to ``benchmarks/results/bench_manifolds.txt``; ``--suites stiefel`` writes
+``bench_manifolds_stiefel.txt``, ``--quick`` adds ``_quick``). One BLAS and
 one torch thread (set here before numpy loads). Each row times one batched call on ``n`` points
 (median CPU time of ``--repeat`` interleaved calls) of
 
@@ -616,7 +616,9 @@ def main(argv=None) -> None:
             print(line)
         return
     # the table also goes to benchmarks/results/bench_manifolds[_quick].txt (the docs' source)
-    with results_file("bench_manifolds_quick" if args.quick else "bench_manifolds"):
+    name = "bench_manifolds" + ("" if list(args.suites) == list(SUITES)
+                                else "_" + "_".join(args.suites))
+    with results_file(name + ("_quick" if args.quick else "")):
         _print_table(args, div, rng)
 
 
