@@ -36,7 +36,7 @@ def test_local_grad_in_blocks_of_agents_is_bit_identical(monkeypatch):
                                 agents_per_block * n_max * dim * 8)
             got = [problem.local_grad(one), problem.local_grad(each), problem.grad(one),
                    problem.local_grad(each[sub], sub)]
-            for a, b in zip(got, ref):
+            for a, b in zip(got, ref, strict=True):
                 assert a.tobytes() == b.tobytes()
 
 
