@@ -565,31 +565,11 @@ def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
     buffers : dict or None
         The gather buffers, for the next call (``None`` while no agent was drawn).
     """
-    n_agents, b = idx.shape
     # the drawn rows in increasing order, the unused slots (past b_i) after them: the sorted
     # valid entries fill the same prefix, and the unused slots point at row 0 (masked out)
     rows = np.sort(np.where(valid, idx, problem.n_max), axis=1)
     rows[~valid] = 0
-    total = np.empty(x.shape)
-    n_clipped = np.empty(n_agents, dtype=int)
-    per_block = 1
-    if n_agents:
-        if buffers is None:
-            # one agent's batch, gathered, sizes the blocks and the reused buffers
-            probe = problem.batch(agents[:1], rows[:1, :1])
-            batch_bytes = b * sum(v.nbytes for v in probe.values())
-            per_block = max(1, _GATHER_BLOCK_BYTES // max(batch_bytes, 1))
-            buffers = {k: np.empty((min(per_block, n_agents) * b,) + v.shape[2:], v.dtype)
-                       for k, v in probe.items()}
-        per_block = next(iter(buffers.values())).shape[0] // b
-    for start in range(0, n_agents, per_block):
-        stop = min(n_agents, start + per_block)
-        block = problem.batch(agents[start:stop], rows[start:stop], out=buffers)
-        part, clipped = problem.clipped_grad_sum(x[start:stop], block, clip,
-                                                 valid[start:stop])
-        total[start:stop] = part
-        n_clipped[start:stop] = _per_row(clipped)
-    return total, n_clipped, buffers
+    return _clipped_sum_blocked(problem, x, agents, rows, valid, clip, buffers)
 
 
 #: Gathered minibatch bytes above which a step's clipped sum runs per block of agents
@@ -673,7 +653,10 @@ def _difference_mean_blocked(difference_mean: Any, problem: Problem, x: np.ndarr
         The gather buffers, for the next call (``None`` while no agent was drawn).
     """
     n_agents, b = idx.shape
-    if n_agents == 0 or b == 0:
+    if n_agents == 0:
+        return (np.empty(np.broadcast_shapes(np.shape(x), np.shape(snapshot))),
+                np.empty(0, dtype=int), buffers)
+    if b == 0:
         v, clipped = difference_mean(problem, x, snapshot, problem.batch(agents, idx), valid,
                                      sizes, clip)
         return v, _per_row(clipped), buffers
