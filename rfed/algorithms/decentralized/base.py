@@ -34,7 +34,7 @@ import numpy as np
 
 from rfed.algorithms.base import Algorithm, evaluate_point
 from rfed.algorithms.decentralized._blocks import BlockStates
-from rfed.algorithms.decentralized._common import check_mixing_matrix
+from rfed.algorithms.decentralized._common import ScratchArrays, check_mixing_matrix
 from rfed.algorithms.decentralized._streams import KeyedDraws, _streams_of, run_seed
 from rfed.algorithms.private import (
     GAUSSIAN_REPLACE_ONE_ONLY,
@@ -346,8 +346,8 @@ class PrivateGradient:
             raise ValueError("batch_size=None (full local gradients) needs equal local sizes")
 
     # ------------------------------------------------------------------ the step
-    def __call__(self, problem: Any, state: PrivateState, rows: np.ndarray | None = None
-                 ) -> np.ndarray:
+    def __call__(self, problem: Any, state: PrivateState, rows: np.ndarray | None = None,
+                 *, scratch: ScratchArrays | None = None) -> np.ndarray:
         """This round's noisy gradients of the block's agents at their iterates, charged.
 
         Parameters
@@ -358,6 +358,9 @@ class PrivateGradient:
         rows : int array, shape ``(A,)``, optional
             The block's rows (local indices) of the agents that release (default: every agent
             of the block, whose iterates are then handed to the problem read-only, not copied).
+        scratch : ScratchArrays, optional
+            The run's reused arrays for the step's temporaries (the same bits; see
+            :meth:`noisy_values`).
 
         Returns
         -------
@@ -386,7 +389,7 @@ class PrivateGradient:
             block = None if is_secure(state.rng) else _streams_of(state.seed).block(ids)
             idx = self.minibatch(problem, ids, _keyed(state, block, "minibatch"))
             out = self.noisy_values(problem, x, ids, idx, state.noise_std,
-                                    _keyed(state, block, "noise"))
+                                    _keyed(state, block, "noise"), scratch=scratch)
         self.charge(state, ids)
         return out
 
@@ -410,7 +413,8 @@ class PrivateGradient:
         return sample_without_replacement(problem.counts[agents], self.batch_size, draws)
 
     def noisy_values(self, problem: Any, x: np.ndarray, owners: np.ndarray, idx: np.ndarray,
-                     std: float, noise: Any, mask: np.ndarray | None = None) -> np.ndarray:
+                     std: float, noise: Any, mask: np.ndarray | None = None, *,
+                     scratch: ScratchArrays | None = None) -> np.ndarray:
         """Clip, average and noise the gradients of records ``idx`` of ``owners`` at ``x``.
 
         Parameters
@@ -429,6 +433,10 @@ class PrivateGradient:
             The entries of ``idx`` that were drawn (a Poisson minibatch padded to its largest
             size; ``'per_sample'`` clipping with a minibatch only): the others add nothing to
             the sum, which is still divided by the public ``b``. Default: every entry.
+        scratch : ScratchArrays, optional
+            The run's reused arrays: ``'per_coordinate'`` clipping on Euclidean space writes its
+            clipped coordinates, and with noise their mean, into them (the same operations, so
+            the same bits); the array returned is still a fresh one.
 
         Returns
         -------
@@ -458,12 +466,17 @@ class PrivateGradient:
                 coords = grads.reshape(grads.shape[:2] + (manifold.dim,))
             else:
                 coords = manifold.to_coords(np.expand_dims(x, 1), grads)   # (P, b, dim)
+            reuse = scratch is not None and coords.dtype == np.float64
             if self.clip is not None:
-                coords, _ = clip_coordinates(coords, self.clip / np.sqrt(manifold.dim),
-                                             count_clipped=False)
+                coords, _ = clip_coordinates(
+                    coords, self.clip / np.sqrt(manifold.dim), count_clipped=False,
+                    out=scratch.take("clipped coordinates", coords.shape) if reuse else None)
             # np.mean's own arithmetic (numpy's _mean: add.reduce, then true_divide by the
-            # count in place) without its argument handling
-            mean = np.add.reduce(coords, axis=1)
+            # count in place) without its argument handling; with noise the mean is read once
+            # by the release (a fresh array), so it may be a reused one
+            mean = np.add.reduce(coords, axis=1, out=scratch.take(
+                "mean coordinates", coords.shape[:1] + coords.shape[2:])
+                if reuse and std > 0 else None)
             np.true_divide(mean, coords.shape[1], out=mean)
             if std > 0:
                 mean = gaussian_release(mean, std, noise)
