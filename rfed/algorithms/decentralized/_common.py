@@ -29,23 +29,24 @@ class ScratchArrays:
     def __init__(self) -> None:
         self._arrays: dict[str, np.ndarray] = {}
 
-    def take(self, name: str, shape: tuple[int, ...]) -> np.ndarray:
-        """The float64 array ``name`` of ``shape``, uninitialised (made on the first call or
-        when the shape changes).
+    def take(self, name: str, shape: tuple[int, ...], dtype: Any = np.float64) -> np.ndarray:
+        """The array ``name`` of ``shape`` and ``dtype``, uninitialised (made on the first call
+        or when the shape or dtype changes).
 
         Parameters
         ----------
         name : str
             The temporary's role (distinct roles of one round must not share a name).
         shape : tuple of int
+        dtype : numpy dtype, default float64
 
         Returns
         -------
         array, shape ``shape``
         """
         a = self._arrays.get(name)
-        if a is None or a.shape != shape:
-            a = self._arrays[name] = np.empty(shape)
+        if a is None or a.shape != shape or a.dtype != dtype:
+            a = self._arrays[name] = np.empty(shape, dtype)
         return a
 
     def __deepcopy__(self, memo: dict) -> ScratchArrays:

@@ -456,7 +456,7 @@ class PrivateGradient:
             if std > 0:
                 total = gaussian_mechanism(manifold, x, total, std, noise)
             return total / float(self.batch_size)
-        grads = problem.per_sample_grad(x, owners, idx)  # (P, b, *point_shape)
+        grads = _per_sample_grads(problem, x, owners, idx, scratch)  # (P, b, *point_shape)
         k = len(manifold.point_shape)
         if self.clipping == "per_coordinate":
             if type(manifold) is Euclidean and type(grads) is np.ndarray \
@@ -519,6 +519,21 @@ class PrivateGradient:
             released = np.zeros(state.ledger.counts.size, dtype=bool)
             released[agents] = True
             state.ledger.record_round(released)
+
+
+def _per_sample_grads(problem: Any, x: np.ndarray, owners: np.ndarray, idx: np.ndarray,
+                      scratch: ScratchArrays | None) -> np.ndarray:
+    """``problem.per_sample_grad(x, owners, idx)``, shape ``(P, b, *point_shape)``; with
+    ``scratch`` and the base class's method, the records are gathered into the run's reused
+    arrays (:meth:`rfed.problems.Problem.batch`'s ``out=``, the same values) and the gradients
+    taken from them by the same :meth:`~rfed.problems.Problem.sample_rgrad`."""
+    if (scratch is None or idx.size == 0
+            or getattr(problem.per_sample_grad, "__func__", None) is not Problem.per_sample_grad):
+        return problem.per_sample_grad(x, owners, idx)
+    probe = problem.batch(owners[:1], idx[:1, :1])
+    buffers = {key: scratch.take(f"records {key}", (idx.size,) + v.shape[2:], v.dtype)
+               for key, v in probe.items()}
+    return problem.sample_rgrad(np.asarray(x), problem.batch(owners, idx, out=buffers))
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
