@@ -9,7 +9,7 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, NoisyDDGT, NoisyDSGD
+from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, NoisyDDGT, NoisyDSGD
 from rfed.algorithms.decentralized._common import ScratchArrays, scratch_of
 from rfed.networks import Network, circulant, digraph_from_edges
 from rfed.privacy.mechanisms import LaplaceSchedule
@@ -45,6 +45,8 @@ def _build(name):
     problem = LogisticRegression(*_linear_data(rng), L2Regularizer(0.01), feature_bound=1.0)
     if name == "DO-ADP":
         return DOADP(net, alpha=0.1, p=1.0, grad_bound=1.0, noise_multiplier=1.0), problem
+    if name == "DPDL":
+        return DPDL(net, lr=0.1, batch_size=3, clip=1.0, noise_multiplier=1.0), problem
     if name == "DO-ADP p=0.5 top-k":
         return DOADP(net, alpha=0.1, p=0.5, k=2, grad_bound=1.0, noise_multiplier=1.0), problem
     return NoisyDSGD(net, alpha=0.1, grad_bound=1.0, noise_multiplier=1.0), problem
@@ -56,7 +58,7 @@ def _arrays(state):
 
 
 @pytest.mark.parametrize("name", ["DO-ADP", "DO-ADP p=0.5 top-k", "noisy DSGD", "DP-DGT",
-                                  "noisy DDGT", "DP-DDA"])
+                                  "noisy DDGT", "DP-DDA", "DPDL"])
 def test_a_returned_state_is_never_written_by_a_later_round(name):
     alg, problem = _build(name)
     state = alg.init(problem, np.zeros(DIM), np.random.default_rng(0))
