@@ -388,8 +388,12 @@ class PrivateGradient:
         else:
             block = None if is_secure(state.rng) else _streams_of(state.seed).block(ids)
             idx = self.minibatch(problem, ids, _keyed(state, block, "minibatch"))
+            # the reused arrays go to this class's own noisy_values only (one a subclass
+            # overrides keeps its signature)
+            reuse = {} if scratch is None or type(self).noisy_values is not \
+                _OWN_NOISY_VALUES else {"scratch": scratch}
             out = self.noisy_values(problem, x, ids, idx, state.noise_std,
-                                    _keyed(state, block, "noise"), scratch=scratch)
+                                    _keyed(state, block, "noise"), **reuse)
         self.charge(state, ids)
         return out
 
@@ -519,6 +523,10 @@ class PrivateGradient:
             released = np.zeros(state.ledger.counts.size, dtype=bool)
             released[agents] = True
             state.ledger.record_round(released)
+
+
+#: The class's own :meth:`PrivateGradient.noisy_values` (the one that takes ``scratch=``).
+_OWN_NOISY_VALUES = PrivateGradient.noisy_values
 
 
 def _per_sample_grads(problem: Any, x: np.ndarray, owners: np.ndarray, idx: np.ndarray,
