@@ -390,10 +390,12 @@ class PrivateGradient:
             idx = self.minibatch(problem, ids, _keyed(state, block, "minibatch"))
             # the reused arrays go to this class's own noisy_values only (one a subclass
             # overrides keeps its signature)
-            reuse = {} if scratch is None or type(self).noisy_values is not \
-                _OWN_NOISY_VALUES else {"scratch": scratch}
-            out = self.noisy_values(problem, x, ids, idx, state.noise_std,
-                                    _keyed(state, block, "noise"), **reuse)
+            noise = _keyed(state, block, "noise")
+            if scratch is not None and type(self).noisy_values is _OWN_NOISY_VALUES:
+                out = self.noisy_values(problem, x, ids, idx, state.noise_std, noise,
+                                        scratch=scratch)
+            else:
+                out = self.noisy_values(problem, x, ids, idx, state.noise_std, noise)
         self.charge(state, ids)
         return out
 
@@ -470,18 +472,19 @@ class PrivateGradient:
                 coords = grads.reshape(grads.shape[:2] + (manifold.dim,))
             else:
                 coords = manifold.to_coords(np.expand_dims(x, 1), grads)   # (P, b, dim)
-            reuse = scratch is not None and coords.dtype == np.float64
+            reuse = scratch if coords.dtype == np.float64 else None
             if self.clip is not None:
                 coords, _ = clip_coordinates(
                     coords, self.clip / np.sqrt(manifold.dim), count_clipped=False,
-                    out=scratch.take("clipped coordinates", coords.shape) if reuse else None)
+                    out=None if reuse is None else reuse.take("clipped coordinates",
+                                                              coords.shape))
             # np.mean's own arithmetic (numpy's _mean: add.reduce, then true_divide by the
             # count in place) without its argument handling; with noise the mean is read once
             # by the release (a fresh array), so it may be a reused one
-            mean = np.add.reduce(coords, axis=1, out=scratch.take(
-                "mean coordinates", coords.shape[:1] + coords.shape[2:])
-                if reuse and std > 0 else None)
-            np.true_divide(mean, coords.shape[1], out=mean)
+            shape: tuple[int, ...] = coords.shape   # (P, b, dim)
+            mean = np.add.reduce(coords, axis=1, out=None if reuse is None or std <= 0
+                                 else reuse.take("mean coordinates", (shape[0], shape[2])))
+            np.true_divide(mean, shape[1], out=mean)
             if std > 0:
                 mean = gaussian_release(mean, std, noise)
             if type(manifold) is Euclidean:
