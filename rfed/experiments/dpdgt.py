@@ -1,7 +1,9 @@
-"""DP-DGT's experiments (spec 003 section 5): IEEE 14-bus economic dispatch, Figs. 2-5.
+"""DP-DGT's experiments (Sec. 6 of the paper, :ref:`dpdgt-experiments`): IEEE 14-bus economic
+dispatch, Figs. 2-5.
 
 Every number is the paper's: 14 agents on the 35-arc digraph (pairs ``(i, j)`` read as
-``j -> i``, spec P7), uniform R and C with self-loops (spec 5.3), ``w~_0 = s_0 = 0`` (P18).
+``j -> i``, :ref:`dpdgt-graph`), uniform R and C with self-loops (:ref:`dpdgt-weights`),
+``w~_0 = s_0 = 0`` (:ref:`dpdgt-limit`).
 Sec. 6.1 (Figs. 2-3): ``alpha_k = 0.015 * 0.991^k``, ``theta_k = 0.01 * 0.995^k``, gamma = 0.8,
 phi = 0.7. Sec. 6.2 (Fig. 4): ``theta_0`` from 0 to 0.1, Monte Carlo mean of
 ``||w_K - w*||^2`` (the paper uses 2,000 runs; the default here is fewer, ``mc_runs``), with
@@ -10,12 +12,12 @@ eps from eq. (38) per unit adjacency radius. Sec. 6.3 (Fig. 5): DP-DGT with
 same noise (diff-DRADT, the paper's third curve, is not built: its update equations are neither
 in the DP-DGT paper nor available to rfed, see ``docs/guide/baselines.md``).
 
-Privacy: the relation is the paper's (spec 003 Def. 2.2), not record-level DP: neighbouring
-problems differ in ONE generator's cost function, with gradients at most ``adjacency_radius``
-apart (l1). Every run reports its certified epsilon for that relation and radius (label
-``'certified eps=X (delta=Y)'``); the paper's noise settings are labelled as the paper's (eq. (38)
-beside them), and one extra setting runs at the certified budget ``epsilon`` (theta0 calibrated
-by DP-DGT's budget-first API).
+Privacy: the relation is the paper's (Definition 2.2, :ref:`dpdgt-relation`), not record-level DP:
+neighbouring problems differ in ONE generator's cost function, with gradients at most
+``adjacency_radius`` apart (l1). Every run reports its certified epsilon for that relation and
+radius (label ``'certified eps=X (delta=Y)'``); the paper's noise settings are labelled as the
+paper's (eq. (38) beside them), and one extra setting runs at the certified budget ``epsilon``
+(theta0 calibrated by DP-DGT's budget-first API).
 """
 
 from __future__ import annotations

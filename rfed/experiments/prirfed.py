@@ -1,4 +1,5 @@
-"""PriRFed's experiments (seed 004, spec section 5) as named runs, plus the fast default.
+"""PriRFed's experiments (Sec. 6 of the paper, :ref:`prirfed-experiments`) as named runs, plus
+the fast default.
 
 Every experiment builds its problems, runs each setting for several repetitions (one generator
 per setting and repetition, the same random start for every setting of a repetition), logs the

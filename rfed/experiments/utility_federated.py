@@ -637,7 +637,7 @@ def make_spread_pca(n_agents: int, per_agent: int, dim: int, top_share: float,
 
 @register(
     "utility-pca-highdim",
-    paper="PriRFed (seed 004), Sec. 6.1, companion",
+    paper="PriRFed, Sec. 6.1, companion",
     summary="PCA in high dimension with a spread spectrum: PriRFed vs Analyze Gauss at "
             "eps <= 1",
     description=(

@@ -21,11 +21,11 @@ Contract for the algorithms: noise a value with :func:`gaussian_mechanism` (tang
 
 Sources of the noise laws:
 
-* Tangent Gaussian ``xi ~ N_x(0, sigma^2)``: PriRFed Def. 2.5 (specs/004_prirfed.md section 1.3),
+* Tangent Gaussian ``xi ~ N_x(0, sigma^2)``: PriRFed Def. 2.5 (:ref:`prirfed-tangent-gaussian`),
   isotropic for the Riemannian metric, ``E ||xi||_x^2 = sigma^2 dim``; sampled by
   ``manifold.tangent_gaussian``.
 * Laplace ``Lap(theta)``, density ``exp(-|x|/theta) / (2 theta)``, i.i.d. per coordinate, scale
-  ``theta`` (DP-DGT Assumption 4, specs/003_dpdgt.md section 2.3), with the geometric schedule
+  ``theta`` (DP-DGT Assumption 4, :ref:`dpdgt-noise`), with the geometric schedule
   ``theta_k = theta_0 q^k`` of Corollary 5.14 (:class:`LaplaceSchedule`).
 
 References
