@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -188,8 +189,8 @@ class AgentBlock:
             np.not_equal(group_of[1:], group_of[:-1], out=first[1:])
             self.groups, self.where = group_of[first].tolist(), np.cumsum(first) - 1
         else:
-            groups, where = np.unique(group_of, return_inverse=True)
-            self.groups, self.where = groups.tolist(), where.reshape(-1)
+            unique, where = np.unique(group_of, return_inverse=True)
+            self.groups, self.where = unique.tolist(), where.reshape(-1)
 
 
 #: Blocks up to this many agents derive their groups with Python sets (a few us), larger ones
@@ -229,7 +230,7 @@ class AgentStreams:
         # arrays as lists of ints: the state setter reads them element by element, and Python
         # ints cost it a quarter of numpy scalars (the same state)
         fresh = bits.state
-        self._fresh = {**fresh, "state": {k: [int(v) for v in fresh["state"][k]]
+        self._fresh: dict[str, Any] = {**fresh, "state": {k: [int(v) for v in fresh["state"][k]]
                                           for k in ("counter", "key")},
                        "buffer": [int(v) for v in fresh["buffer"]]}
 
@@ -258,7 +259,7 @@ class AgentStreams:
         # streams of a run overlap
         state = self._fresh
         state["state"]["counter"] = [0, group, rnd, code]
-        self._bits.state = state
+        self._bits.state = state  # type: ignore[assignment]  # numpy's stubs want its TypedDict
         return self._gen
 
     def _draw(self, agents, round: int, purpose: str | int, shape, sampler) -> np.ndarray:
@@ -337,23 +338,24 @@ class StackedStreams:
         # per run: its rows, and (group, columns) when its block lies in one group (the usual
         # case: one agent per round), so a draw re-keys and samples without re-deriving them; a
         # one-agent block keeps its row and column as ints (a strided copy, no fancy index)
-        self._plan = []
+        self._plan: list[tuple[int | slice, tuple[int, int | np.ndarray] | None]] = []
         start = 0
         for a in self.blocks:
             groups = a // AGENT_GROUP
             one = a.size > 0 and bool(np.all(groups == groups[0]))
             rows = start if a.size == 1 else slice(start, start + a.size)
-            cols = (int(a[0] % AGENT_GROUP) if a.size == 1 else a % AGENT_GROUP) if one else None
+            cols = int(a[0] % AGENT_GROUP) if a.size == 1 else a % AGENT_GROUP
             self._plan.append((rows, (int(groups[0]), cols) if one else None))
             start += a.size
         # every block one agent (one agent per round, the papers' experiments): each run's
-        # group is drawn into one buffer and the agents' columns are read in one gather
-        self._single = [(st, plan[1][0]) for st, plan in zip(self.streams, self._plan,
-                                                              strict=True)
+        # group is drawn into one buffer and the agents' columns are read in one gather (a
+        # one-agent block lies in one group: every plan then carries its (group, column))
+        keyed = [one for _, one in self._plan if one is not None]
+        self._single = [(st, one[0]) for st, one in zip(self.streams, keyed, strict=True)
                         ] if all(a.size == 1 for a in self.blocks) else None
         if self._single is not None:
             self._runs = np.arange(len(self.blocks))
-            self._cols = np.array([plan[1][1] for plan in self._plan], dtype=np.int64)
+            self._cols = np.array([one[1] for one in keyed], dtype=np.int64)
 
     def draw(self, round: int, purpose: str | int, shape=(), kind: str = "normal"
              ) -> np.ndarray:

@@ -375,7 +375,7 @@ class Algorithm(abc.ABC):
         problem: Problem,
         n_rounds: int | None = None,
         *,
-        rng: np.random.Generator | int,
+        rng: np.random.Generator | SecureRandom | int,
         x0: np.ndarray | None = None,
         eval_every: int = 1,
         with_reference: bool = True,
@@ -448,8 +448,9 @@ class Algorithm(abc.ABC):
             raise ValueError(
                 f"argument 'checkpoint_every' must be an int >= 0, got {checkpoint_every!r}"
             )
-        if getattr(self, "step_size", None) is not None:
-            check_step_size(self.step_size)   # e.g. the string "0.1" is refused, not parsed
+        step_size = getattr(self, "step_size", None)
+        if step_size is not None:
+            check_step_size(step_size)   # e.g. the string "0.1" is refused, not parsed
         hook = _HOOK.get()
         if hook is not None and getattr(hook, "secure", False) and not is_secure(rng):
             # an experiment run with --secure: OS randomness and discrete noise for every run

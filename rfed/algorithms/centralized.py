@@ -275,11 +275,12 @@ class DPSGD(Algorithm):
     def _account(self, problem: Problem, rng: Any) -> _PooledAccount | None:
         if not self.private:
             return None
+        assert self.clip is not None   # a private run has one (checked in __init__)
         n = self._pooled_size(problem)
         dim = problem.manifold.dim
         secure = is_secure(rng)
-        sens = release_sensitivity(
-            clipped_mean_sensitivity(self.clip, self.batch_size, self.neighboring), dim, rng)
+        sens = float(release_sensitivity(
+            clipped_mean_sensitivity(self.clip, self.batch_size, self.neighboring), dim, rng))
         unit = self._unit_event(n)
         method = self.budget.method if self.budget is not None else "auto"
         if secure:
@@ -304,6 +305,7 @@ class DPSGD(Algorithm):
             cal = calibrate(events_for, budget, delta=delta, rtol=1e-3)
             z, target, mode = cal.noise_multiplier, self.budget.epsilon, "budget"
         else:
+            assert self.noise_multiplier is not None   # private without a budget: it is given
             delta = default_delta(n) if self.delta is None else check_delta_for_dataset(
                 self.delta, n)
             z, target, mode = self.noise_multiplier, None, "noise_multiplier"

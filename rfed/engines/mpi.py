@@ -612,6 +612,8 @@ def scatter_blocks(algorithm, comm: MPICommunicator, saved: SavedBlocks | None):
     state with ``comm`` attached, and ``comm``'s counters continue the saved ones."""
     parts = None
     if comm.rank == 0:
+        if saved is None:
+            raise ValueError("argument 'saved' (the saved blocks) is required on rank 0")
         states = algorithm.split_state(saved.state, comm.bounds)
         stats = split_stats(saved.stats, comm.bounds)
         engine = [saved.engine_bytes] + [0] * (comm.size - 1)
@@ -692,8 +694,9 @@ class MPIRunHook:
         self.world = _mpi().COMM_WORLD if comm is None else comm
         self.rank = self.world.Get_rank()
         self.secure = bool(getattr(inner, "secure", False))
-        self._algorithm = None
+        self._algorithm: Any = None
         self._has_saver = False
+        self._inner_save: Callable[[dict], None] | None = None
 
     def start_run(self, algorithm, problem, n_rounds: int, eval_every: int):
         """Hook of :meth:`rfed.algorithms.base.Algorithm.run` (see its ``run_hook``)."""
@@ -706,15 +709,16 @@ class MPIRunHook:
         self._inner_save = save
         kind = "done" if done is not None else "resume" if resume is not None else "fresh"
         kind, has_saver, every = self.world.bcast((kind, save is not None, every), root=0)
+        # done, resume and save are rank 0's (None on the other ranks)
         if kind == "done":
             meta = self.world.bcast(
-                dataclasses.replace(done, state=None) if self.rank == 0 else None, root=0)
-            state = self._restore(algorithm, done.state if self.rank == 0 else None)
+                dataclasses.replace(done, state=None) if done is not None else None, root=0)
+            state = self._restore(algorithm, done.state if done is not None else None)
             return dataclasses.replace(meta, state=state), None, None, 0
         if kind == "resume":
             meta = self.world.bcast({k: v for k, v in resume.items() if k != "state"}
-                                    if self.rank == 0 else None, root=0)
-            state = self._restore(algorithm, resume["state"] if self.rank == 0 else None)
+                                    if resume is not None else None, root=0)
+            state = self._restore(algorithm, resume["state"] if resume is not None else None)
             resume = {**meta, "state": state}
         self._has_saver = has_saver
         return None, resume, _CollectiveSave(self) if has_saver else None, every
@@ -740,7 +744,7 @@ class MPIRunHook:
     def save(self, payload: dict) -> None:
         """Collective: the ranks' blocks merged into ``payload['state']``, written by rank 0."""
         saved = self._saved(payload["state"])
-        if self.rank == 0:
+        if self._inner_save is not None:   # rank 0
             self._inner_save({**payload, "state": saved})
         _idle_barrier(self.world)
 
@@ -748,8 +752,7 @@ class MPIRunHook:
     def _saved(self, state) -> Any:
         """Collective: ``state`` as saved on rank 0 (``SavedBlocks`` of a block state)."""
         comm = getattr(state, "comm", None)
-        blocks = isinstance(comm, MPICommunicator) and hasattr(self._algorithm, "merge_blocks")
-        if blocks:
+        if isinstance(comm, MPICommunicator) and hasattr(self._algorithm, "merge_blocks"):
             return gather_blocks(self._algorithm, comm, state)
         return state   # every rank holds the same state: rank 0's is saved
 
@@ -814,7 +817,7 @@ def _load(path: Path, algorithm, comm: MPICommunicator, n_rounds: int) -> tuple[
     error = comm.comm.bcast(error, root=0)
     if error is not None:
         raise ValueError(error)
-    state = scatter_blocks(algorithm, comm, payload["saved"] if comm.rank == 0 else None)
+    state = scatter_blocks(algorithm, comm, payload["saved"] if payload is not None else None)
     return state, int(state.t)
 
 
@@ -878,7 +881,8 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
         state = algorithm.step(problem, state)
         if callback is not None:
             callback(t, state)
-        if checkpoint_every and t % checkpoint_every == 0 and t < n_rounds:
+        if checkpoint is not None and checkpoint_every and t % checkpoint_every == 0 \
+                and t < n_rounds:
             _save(Path(checkpoint), algorithm, comm, state, t, n_rounds)
     x_all = comm.all_rows(algorithm._output_points(state))
     output = algorithm.output(problem, state)

@@ -432,7 +432,8 @@ def doadp_digits(config: dict, ctx: RunContext) -> dict:
         res = run_dec_settings(ctx, settings, rounds=rounds, repetitions=cfg["repetitions"],
                                eval_every=every, with_reference=False)
         all_results.update(res)
-        row = {"privacy": budget_label(eps, cfg["delta"]) if eps > 0 else "non-private"}
+        row: dict[str, str | float | None] = {
+            "privacy": budget_label(eps, cfg["delta"]) if eps > 0 else "non-private"}
         for st in settings:
             accs = [problem.accuracy(run.x, x_te, y_te) for run in res[st.label]
                     if not run.diverged]

@@ -80,6 +80,7 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
     problem = ieee14_problem()
     graph = ieee14_digraph("paper")
     data = problem.data
+    assert data is not None   # ieee14_problem keeps its dispatch data
     gens = np.asarray(data.generators)
     w_star = problem.optimum()
     # on a distributed engine this process keeps only its agents' costs from here on
@@ -140,10 +141,10 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
         st = (budget_setting if theta0 is None else
               DecSetting(f"theta0={theta0:g}", problem, dgt(theta0),
                          tags={"figure": "4", "theta0": theta0}))
-        runs = run_dec_settings(ctx, [st], rounds=k_iter, repetitions=cfg["mc_runs"],
-                                eval_every=k_iter)
-        all_results.update(runs)
-        runs = [r for r in runs[st.label] if not r.diverged] or runs[st.label]
+        by_label = run_dec_settings(ctx, [st], rounds=k_iter, repetitions=cfg["mc_runs"],
+                                    eval_every=k_iter)
+        all_results.update(by_label)
+        runs = [r for r in by_label[st.label] if not r.diverged] or by_label[st.label]
         if theta0 is None:
             theta0 = runs[0].state.theta_xi.theta0
         err = np.array([r.history[-1]["sq_error"] for r in runs])

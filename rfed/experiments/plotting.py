@@ -140,7 +140,7 @@ def aggregate(
     by: str | None = None,
     *,
     band: str = "std",
-    where: Callable[[Mapping[str, Any]], bool] | None = None,
+    where: Callable[..., bool] | None = None,
 ) -> dict[Any, dict[str, np.ndarray]]:
     """Mean and band of ``y`` against ``x`` for every value of ``by``.
 
@@ -212,7 +212,7 @@ def plot_curves(
     by: str | None = None,
     *,
     band: str = "std",
-    where: Callable[[Mapping[str, Any]], bool] | None = None,
+    where: Callable[..., bool] | None = None,
     logy: bool | Sequence[bool] = False,
     hlines: Mapping[str, float] | Sequence[Mapping[str, float] | None] | None = None,
     titles: str | Sequence[str] | None = None,
@@ -550,9 +550,9 @@ def _accuracy_in_percent(ax) -> None:
         ln.set_ydata(np.asarray(ln.get_ydata(), dtype=float) * 100.0)
     for c in scatters:
         c.set_offsets(np.asarray(c.get_offsets(), dtype=float) * [1.0, 100.0])
-    for c in bands:
-        for path in c.get_paths():
-            path.vertices = path.vertices * [1.0, 100.0]
+    for band in bands:
+        for path in band.get_paths():
+            path.vertices = np.asarray(path.vertices, dtype=float) * [1.0, 100.0]
     ax.set_ylabel(f"{label} (%)")
     ax.relim()
     ax.autoscale_view()

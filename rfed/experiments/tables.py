@@ -366,7 +366,7 @@ def csv_text(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
     return buf.getvalue()
 
 
-def format_table(rows: list[Mapping[str, Any]], keys: list[str] | None = None) -> str:
+def format_table(rows: Sequence[Mapping[str, Any]], keys: list[str] | None = None) -> str:
     """A markdown table of ``rows`` (floats with 4 significant digits; every row)."""
     keys = keys or list(dict.fromkeys(k for r in rows for k in r))
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]

@@ -125,7 +125,7 @@ def gaussian_mechanism(
     if getattr(rng, "is_keyed_draws", False):
         # keyed per-agent draws: N(0, sigma^2) in orthonormal tangent coordinates, which is the
         # isotropic tangent Gaussian (the metric is the coordinate L2 norm there)
-        z = rng.standard_normal(batch + (manifold.dim,))
+        z = _draws(rng).standard_normal(batch + (manifold.dim,))
         scale = np.broadcast_to(sigma, batch)[..., None]
         return add(manifold, value, manifold.from_coords(xb, scale * z))
     return add(manifold, value, manifold.tangent_gaussian(xb, sigma, as_generator(rng)))
@@ -227,7 +227,8 @@ def _finite(value: Any, name: str) -> np.ndarray:
 
 
 def laplace_noise(
-    shape: int | tuple[int, ...], scale: float | np.ndarray, rng: np.random.Generator | int
+    shape: int | tuple[int, ...], scale: float | np.ndarray,
+    rng: np.random.Generator | SecureRandom | int,
 ) -> np.ndarray:
     """I.i.d. Laplace noise of the given ``shape`` and ``scale`` (``E x^2 = 2 scale^2``).
 
@@ -237,8 +238,14 @@ def laplace_noise(
     scale : float or array
         ``theta >= 0``; scalar or per-coordinate, broadcastable to ``shape``. Zero gives zeros.
     rng : Generator or int
-        Not a :class:`~rfed.privacy.secure.SecureRandom`: bare noise would be added to a value
-        in floating point by the caller; secure mode needs :func:`laplace_mechanism`.
+        A :class:`~rfed.privacy.secure.SecureRandom` is refused (``SecureModeError``): bare
+        noise would be added to a value in floating point by the caller; secure mode needs
+        :func:`laplace_mechanism`.
+
+    Returns
+    -------
+    ndarray, shape ``shape``
+        ``scale`` times standard Laplace draws.
     """
     if is_secure(rng):
         raise SecureModeError(
@@ -247,7 +254,7 @@ def laplace_noise(
             "LaplaceSchedule.release)"
         )
     scale = check_nonneg_array(scale, "scale")
-    shape = (shape,) if np.isscalar(shape) else tuple(shape)
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
     try:
         fits = np.broadcast_shapes(scale.shape, shape) == shape
     except ValueError:
