@@ -209,7 +209,17 @@ class Scattering2D:
     # ------------------------------------------------------------------ filters
     def angle(self, index: int) -> float:
         """Angle of wavelet ``index`` in ``0 .. L-1``: ``(L/2 - 1 - index) pi / L`` (radians,
-        with ``L/2`` rounded down as kymatio does, ``int(L - L/2 - 1)``)."""
+        with ``L/2`` rounded down as kymatio does, ``int(L - L/2 - 1)``).
+
+        Parameters
+        ----------
+        index : int
+            Wavelet orientation, ``0 .. L-1``.
+
+        Returns
+        -------
+        float
+        """
         return (int(self.L - self.L / 2 - 1) - index) * math.pi / self.L
 
     def _build_filters(self) -> None:
