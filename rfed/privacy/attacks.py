@@ -487,8 +487,8 @@ class MembershipResult:
         Returns
         -------
         dict of str to float
-            The measured advantage, AUC, p-value and true-positive rates, each beside the largest value
-            the certificate allows (``advantage_bound``, ``tpr_bound_at_fpr_F``).
+            The measured advantage, AUC, p-value and true-positive rates, each beside the
+            largest value the certificate allows (``advantage_bound``, ``tpr_bound_at_fpr_F``).
         """
         out: dict[str, Any] = {
             "advantage": self.advantage,

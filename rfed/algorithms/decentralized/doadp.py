@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rfed._docstrings import sections_from
 from rfed.algorithms._steps import injectivity_radius
 from rfed.algorithms.decentralized._common import (
     check_choice,
@@ -230,6 +231,7 @@ class DOADP(PrivateAlgorithm):
             return max(1, int(round(self.k_ratio * dim)))
         return dim
 
+    @sections_from(PrivateAlgorithm.check_problem)
     def check_problem(self, problem) -> None:
         """The network's agents, a step that does not wrap around the manifold, the minibatch
         and the public copies' start (``ValueError`` naming the argument)."""
@@ -246,12 +248,14 @@ class DOADP(PrivateAlgorithm):
         if self.xhat_init == "zero" and not isinstance(manifold, Euclidean):
             raise ValueError("xhat_init='zero' is only defined on Euclidean space; use 'x0'")
 
+    @sections_from(PrivateAlgorithm.start_fields)
     def start_fields(self, problem, x) -> dict:
         """``m = 0`` and the public copies ``xhat = x0`` (or the paper's 0)."""
         return {"m": np.zeros_like(x),
                 "xhat": np.zeros_like(x) if self.xhat_init == "zero" else x.copy()}
 
     # ------------------------------------------------------------------ privacy
+    @sections_from(PrivateAlgorithm.release)
     def release(self, problem) -> GaussianRelease:
         """The mean of ``b`` clipped per-sample gradients of norm ``<= G``: replace-one
         sensitivity ``2 G / b``, one release per active round."""
@@ -267,7 +271,20 @@ class DOADP(PrivateAlgorithm):
 
     def planned_activity(self, seed: int, n: int, n_rounds: int) -> np.ndarray:
         """Rounds each agent will be active in over ``n_rounds`` (the public activation stream
-        is keyed by round: the run draws exactly the same schedule)."""
+        is keyed by round: the run draws exactly the same schedule).
+
+        Parameters
+        ----------
+        seed : int
+            The run's public activation seed.
+        n : int
+            Number of agents.
+        n_rounds : int
+
+        Returns
+        -------
+        ndarray of int, shape ``(n_agents,)``
+        """
         counts = np.zeros(n, dtype=np.int64)
         keep = self._planned.start(seed, n, n_rounds)
         for t in range(n_rounds):  # one vectorized draw per round, as step() does
@@ -277,12 +294,25 @@ class DOADP(PrivateAlgorithm):
                 self._planned.keep(t, eta)
         return counts
 
+    @sections_from(PrivateAlgorithm.active_rounds)
     def active_rounds(self, seed: int, n_agents: int, n_rounds: int) -> np.ndarray:
         """The replayed public activation schedule (:meth:`planned_activity`)."""
         return self.planned_activity(seed, n_agents, n_rounds)
 
     def paper_std(self, problem, delta: float) -> float:
-        """Theorem 1, eq. (7): the noise std of ``paper_epsilon`` (the paper's formula)."""
+        """Theorem 1, eq. (7): the noise std of ``paper_epsilon`` (the paper's formula).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the run is planned on (its public sizes and dimension).
+        delta : float
+            The run's delta.
+
+        Returns
+        -------
+        float
+        """
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
             epsilon, rounds = self.noise.paper_target()
@@ -305,6 +335,7 @@ class DOADP(PrivateAlgorithm):
                 "Top-k/rand-k message: post-processing of the noisy gradient"]
 
     # ------------------------------------------------------------------ one round
+    @sections_from(PrivateAlgorithm.fast_path)
     def fast_path(self, problem) -> str | None:
         """``'euclidean'`` on Euclidean space (:meth:`_step_euclidean`), else ``None``."""
         return "euclidean" if type(problem.manifold) is Euclidean else None
@@ -324,6 +355,7 @@ class DOADP(PrivateAlgorithm):
         k = self.resolved_k(dim)
         return k, dense_payload_bytes(dim) if k >= dim else sparse_payload_bytes(k)
 
+    @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
         """One round of Algorithm 1, eqs. (5a)-(5d), for the block's agents."""
         if state.info.get("fast_path") == "euclidean":

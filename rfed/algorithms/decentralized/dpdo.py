@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from rfed._docstrings import sections_from
 from rfed.algorithms.decentralized._common import check_nonneg, check_probability
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.algorithms.decentralized.base import PrivateAlgorithm, PrivateGradient, PrivateState
@@ -451,6 +452,7 @@ class DPDO(PrivateAlgorithm):
                              f"lr_decay < noise_decay, got {lr_decay} and {noise_decay}")
 
     # ------------------------------------------------------------------ privacy
+    @sections_from(PrivateAlgorithm.release)
     def release(self, problem) -> DPDORelease:
         """Each iteration's Laplace release of the next state (L1 sensitivities
         ``gamma_k 2 C sqrt(d) / q_i``)."""
@@ -458,7 +460,19 @@ class DPDO(PrivateAlgorithm):
                            problem.manifold.dim, int(problem.counts.min()))
 
     def paper_std(self, problem, delta: float) -> float:
-        """The paper's ``c_M = 2 C sqrt(d) c / (epsilon (p - q))``."""
+        """The paper's ``c_M = 2 C sqrt(d) c / (epsilon (p - q))``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the run is planned on (its public sizes and dimension).
+        delta : float
+            The run's delta.
+
+        Returns
+        -------
+        float
+        """
         return paper_noise_scale(self.noise.paper_target()[0], self.lr, self.lr_decay,
                                  self.noise_decay, self.clip, problem.manifold.dim)
 
@@ -508,6 +522,7 @@ class DPDO(PrivateAlgorithm):
                          info={"comm0": comm.total_stats()}, z=x0, seed=seed,
                          noise_scale=0.0 if account is None else account.noise_scale)
 
+    @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
         """One iteration ``k``: average the noisy states received, take the projected gradient
         step from the average and release the next state with Laplace noise ``Lap(M_{k+1})``."""

@@ -57,6 +57,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg
 
+from rfed._docstrings import sections_from
 from rfed.algorithms.decentralized._common import check_nonneg
 from rfed.algorithms.decentralized.base import PrivateAlgorithm, PrivateGradient
 from rfed.algorithms.private import PAPER_LABEL, GaussianRelease
@@ -321,21 +322,36 @@ class Muffliato(PrivateAlgorithm):
         self.omega = omega
 
     # ------------------------------------------------------------------ privacy
+    @sections_from(PrivateAlgorithm.release)
     def release(self, problem) -> GaussianRelease:
         """One noisy clipped gradient per agent and round (sensitivity ``2C`` on the sum)."""
         return self.gradient.release(problem)
 
+    @sections_from(PrivateAlgorithm.sigma_unit)
     def sigma_unit(self) -> float:
         """The paper's noise is stated in units of the clip level ``C``."""
         return self.clip
 
     def paper_std(self, problem, delta: float) -> float:
-        """The noise std (units of ``C``) of the paper's pairwise bound at ``paper_epsilon``."""
+        """The noise std (units of ``C``) of the paper's pairwise bound at ``paper_epsilon``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the run is planned on (its public sizes and dimension).
+        delta : float
+            The run's delta.
+
+        Returns
+        -------
+        float
+        """
         epsilon, rounds = self.noise.paper_target()
         z = muffliato_paper_z(self.weights, self.gossip_steps, self.omega, epsilon, delta,
                               rounds)
         return z * self.release(problem).sensitivity / self.clip
 
+    @sections_from(PrivateAlgorithm.paper_formula)
     def paper_formula(self, problem, plan) -> MuffliatoPaperFormula:
         """The paper's pairwise network DP of this run, reported beside the certificate."""
         return MuffliatoPaperFormula.of(self.weights, self.gossip_steps, self.omega,
@@ -364,6 +380,7 @@ class Muffliato(PrivateAlgorithm):
             prev, cur = cur, nxt
         return cur
 
+    @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
         """One round: the local noisy gradient step, then ``K`` (accelerated) gossip steps."""
         g = self.gradient(problem, state)                 # noisy clipped mean, charged
