@@ -72,7 +72,16 @@ def _uniform_ranks(gen: np.random.Generator, size: tuple[int, ...],
 def ranks_to_uniforms(ranks: np.ndarray) -> np.ndarray:
     """The open uniforms ``(k + 1/2) 2^-53`` of ranks ``k < 2^53`` (uint64), bit for bit as the
     keyed uniform draws give them: the same conversion of ``2k + 1`` to float64 and the same
-    exact scaling by ``2^-54``."""
+    exact scaling by ``2^-54``.
+
+    Parameters
+    ----------
+    ranks : ndarray of uint64, any shape
+
+    Returns
+    -------
+    ndarray of float64, shape of ``ranks``
+    """
     return np.multiply((ranks << np.uint64(1)) | np.uint64(1), 2.0**-54)
 
 
@@ -96,7 +105,17 @@ _PURPOSE_CODES: dict[str, int] = {}
 
 
 def purpose_code(purpose: str | int) -> int:
-    """A stable 32-bit code for a stream's purpose (CRC-32 of the name, or the int itself)."""
+    """A stable 32-bit code for a stream's purpose (CRC-32 of the name, or the int itself).
+
+    Parameters
+    ----------
+    purpose : str or int
+
+    Returns
+    -------
+    int
+        In ``[0, 2**32)``.
+    """
     if type(purpose) is str:
         code = _PURPOSE_CODES.get(purpose)
         if code is not None:
@@ -139,6 +158,10 @@ def public_generator(seed: int, round: int, purpose: str | int) -> np.random.Gen
     round : int
     purpose : str or int
         E.g. ``'agent-sampling'``, ``'activation'``, ``'matching'``.
+
+    Returns
+    -------
+    numpy.random.Generator
     """
     seed = _check_seed(seed)
     words = [seed & 0xFFFFFFFF, seed >> 32, _PUBLIC_TAG, _check_round(round), purpose_code(purpose)]
@@ -161,6 +184,11 @@ class AgentBlock:
         Position of each agent's group in ``groups``.
     cols : ndarray of int64, shape ``(A,)``
         Each agent's column in its group's draws (``agent % AGENT_GROUP``).
+
+    Parameters
+    ----------
+    agents : ndarray of int64, shape ``(A,)``
+        Checked ids.
     """
 
     __slots__ = ("agents", "size", "groups", "where", "cols")
@@ -249,7 +277,16 @@ class AgentStreams:
     def block(self, agents) -> AgentBlock:
         """The checked ids ``agents`` ``(A,)`` and the groups their rows come from, for several
         draws of the same block (e.g. a round's minibatch, noise and compression draws): the
-        ids are checked and the groups derived once."""
+        ids are checked and the groups derived once.
+
+        Parameters
+        ----------
+        agents : array_like of int, shape ``(A,)``
+
+        Returns
+        -------
+        AgentBlock
+        """
         return AgentBlock(self._agents(agents))
 
     def _rekey(self, group: int, rnd: int, code: int) -> np.random.Generator:
@@ -276,7 +313,24 @@ class AgentStreams:
     def block_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler
                    ) -> np.ndarray:
         """The first ``m`` draws of each agent of ``block`` for the checked round ``rnd`` and
-        purpose code ``code``, shape ``(block.size, m)``."""
+        purpose code ``code``, shape ``(block.size, m)``.
+
+        Parameters
+        ----------
+        block : AgentBlock
+        rnd : int
+            A checked round.
+        code : int
+            A purpose code (:func:`purpose_code`).
+        m : int
+            Draws per agent.
+        sampler : callable
+            ``sampler(generator, shape)`` (and ``out=``).
+
+        Returns
+        -------
+        ndarray, shape ``(block.size, m)``
+        """
         groups = block.groups
         if len(groups) == 1:
             # one group (a client, or a small block): no gather over groups
@@ -291,16 +345,63 @@ class AgentStreams:
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
         """Uniforms in the open interval ``(0, 1)`` (53-bit), shape ``(len(agents), *shape)``;
-        ``agents`` are ids or an :class:`AgentBlock` of this instance's :meth:`block`."""
+        ``agents`` are ids or an :class:`AgentBlock` of this instance's :meth:`block`.
+
+        Parameters
+        ----------
+        agents : array_like of int or AgentBlock, shape ``(A,)``
+            Agent ids in ``[0, 2**32)`` (or a block of this instance's :meth:`block`).
+        round : int
+        purpose : str or int
+            The stream's purpose (:func:`purpose_code`).
+        shape : int or tuple of int
+            Per-agent shape.
+
+        Returns
+        -------
+        ndarray of float64, shape ``(len(agents), *shape)``
+        """
         return self._draw(agents, round, purpose, shape, _open_uniform)
 
     def normal(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
         """Standard normals, shape ``(len(agents), *shape)`` (``agents``: ids or an
-        :class:`AgentBlock`)."""
+        :class:`AgentBlock`).
+
+        Parameters
+        ----------
+        agents : array_like of int or AgentBlock, shape ``(A,)``
+            Agent ids in ``[0, 2**32)`` (or a block of this instance's :meth:`block`).
+        round : int
+        purpose : str or int
+            The stream's purpose (:func:`purpose_code`).
+        shape : int or tuple of int
+            Per-agent shape.
+
+        Returns
+        -------
+        ndarray of float64, shape ``(len(agents), *shape)``
+        """
         return self._draw(agents, round, purpose, shape, _standard_normal)
 
     def integers(self, agents, round: int, purpose: str | int, high, shape=()) -> np.ndarray:
-        """Integers in ``[0, high)``; ``high`` broadcasts per agent (shape ``(len(agents),)``)."""
+        """Integers in ``[0, high)``; ``high`` broadcasts per agent (shape ``(len(agents),)``).
+
+        Parameters
+        ----------
+        agents : array_like of int or AgentBlock, shape ``(A,)``
+            Agent ids in ``[0, 2**32)`` (or a block of this instance's :meth:`block`).
+        round : int
+        purpose : str or int
+            The stream's purpose (:func:`purpose_code`).
+        high : int or array_like of int, shape ``(len(agents),)``
+            Exclusive upper bounds, ``>= 1``.
+        shape : int or tuple of int
+            Per-agent shape.
+
+        Returns
+        -------
+        ndarray of int64, shape ``(len(agents), *shape)``
+        """
         u = self.uniform(agents, round, purpose, shape)
         h = np.asarray(high, dtype=np.int64)
         if np.any(h < 1):
@@ -360,7 +461,20 @@ class StackedStreams:
     def draw(self, round: int, purpose: str | int, shape=(), kind: str = "normal"
              ) -> np.ndarray:
         """Standard normals (``kind='normal'``) or open uniforms (``'uniform'``), shape
-        ``(n_0 + ... + n_{R-1}, *shape)``."""
+        ``(n_0 + ... + n_{R-1}, *shape)``.
+
+        Parameters
+        ----------
+        round : int
+        purpose : str or int
+        shape : int or tuple of int
+            Per-agent shape.
+        kind : {'normal', 'uniform'}
+
+        Returns
+        -------
+        ndarray of float64, shape ``(n_0 + ... + n_{R-1}, *shape)``
+        """
         sampler = _SAMPLERS.get(kind)
         if sampler is None:
             raise ValueError(f"argument 'kind' must be one of {sorted(_SAMPLERS)}, got "
