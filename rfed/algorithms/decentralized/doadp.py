@@ -60,6 +60,19 @@ def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
     ``np.partition``. ``'rand_k'``: ``k`` indices uniformly at random per row, drawn from
     ``rng`` independently of the data (the fixed-index sensitivity argument holds); ``rng`` may
     be a Generator or keyed per-agent draws (one row per agent).
+
+    Parameters
+    ----------
+    coords : ndarray, shape ``(A, dim)``
+    k : int
+        Coordinates kept per row, ``1 <= k <= dim``.
+    method : {'top_k', 'rand_k'}
+    rng : numpy.random.Generator, optional
+        Needed by ``'rand_k'``.
+
+    Returns
+    -------
+    ndarray, shape ``(A, dim)``
     """
     coords = np.asarray(coords, dtype=float)
     a, dim = coords.shape
@@ -100,7 +113,15 @@ class DOADPState(PrivateState):
     """DO-ADP state of a block of agents: iterates ``x``, momenta ``m`` (tangent at ``x``),
     public copies ``xhat`` (rows of the block), the active rounds summed over agents, and (from
     :class:`~rfed.algorithms.decentralized.PrivateState`) the seed of the keyed streams and the
-    per-coordinate noise std of this run."""
+    per-coordinate noise std of this run.
+
+    Parameters
+    ----------
+    m, xhat : ndarray, shape ``(n_local, *point_shape)``
+    n_active_total : int
+    **fields
+        Those of :class:`~rfed.algorithms.decentralized.PrivateState`.
+    """
 
     m: np.ndarray = None  # type: ignore[assignment]
     xhat: np.ndarray = None  # type: ignore[assignment]
@@ -222,7 +243,16 @@ class DOADP(PrivateAlgorithm):
         self._planned = PlannedRounds()
 
     def resolved_k(self, dim: int) -> int:
-        """The number of kept coordinates for intrinsic dimension ``dim``."""
+        """The number of kept coordinates for intrinsic dimension ``dim``.
+
+        Parameters
+        ----------
+        dim : int
+
+        Returns
+        -------
+        int
+        """
         if self.k is not None:
             if self.k > dim:
                 raise ValueError(f"argument 'k' ({self.k}) exceeds the dimension {dim}")
@@ -446,6 +476,16 @@ class NoisyDSGD(DOADP):
     dense messages (``k = dim``), no momentum (``beta = 0``) and a full consensus step
     (``gamma = 1``): the public copies then equal the iterates after every round, so the same
     code serves as the baseline and its traffic is one dense vector per arc and round.
+
+    Parameters
+    ----------
+    network : Network
+    alpha : float
+        Step size.
+    sigma, grad_bound, batch_size, delta0, budget, n_rounds, noise_multiplier, paper_epsilon, delta
+        As :class:`DOADP`.
+    **kwargs
+        Passed to :class:`DOADP`.
     """
 
     name = "DSGD"

@@ -169,6 +169,11 @@ class DPCGA(DPDL):
         g_self : array, shape ``(A, *point_shape)``
         self_weights : array, shape ``(A,)``
             ``pi_jj``.
+
+        Returns
+        -------
+        ndarray, shape ``(A, *point_shape)``
+            ``g~_j``, tangent at ``x``.
         """
         k = len(manifold.point_shape)
         shape = (-1,) + (1,) * k

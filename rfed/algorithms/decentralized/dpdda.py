@@ -67,7 +67,18 @@ class DPDDAState(PrivateState):
     """Duals ``z`` (coordinates at the anchor), iterates ``x``, output averages ``xtilde``,
     ``A_t``, the anchor, the last round's active mask and the public Lipschitz bound (and, from
     :class:`~rfed.algorithms.decentralized.PrivateState`, the seed of the keyed streams and
-    the noise std)."""
+    the noise std).
+
+    Parameters
+    ----------
+    z, xtilde : ndarray, shape ``(n_local, ...)``
+    big_a : float
+    anchor : ndarray, shape ``point_shape``
+    active : ndarray of bool, shape ``(n_agents,)``
+    lipschitz : float or None
+    **fields
+        Those of :class:`~rfed.algorithms.decentralized.PrivateState`.
+    """
 
     z: np.ndarray = None  # type: ignore[assignment]
     xtilde: np.ndarray = None  # type: ignore[assignment]
@@ -186,7 +197,25 @@ class DPDDA(PrivateAlgorithm):
     def theorem_sigma(epsilon: float, delta0: float, iterations: int, n_local: int, iota: float,
                       lipschitz: float, constant: str = "paper") -> float:
         """Theorem 1's noise std (constant 32 ``'paper'`` as printed, or 160 ``'corrected'``,
-        the constant the proof's chain needs; see :func:`rfed.privacy.papers.dpdda_sigma`)."""
+        the constant the proof's chain needs; see :func:`rfed.privacy.papers.dpdda_sigma`).
+
+        Parameters
+        ----------
+        epsilon, delta0 : float
+            The paper's target and per-step delta.
+        iterations : int
+        n_local : int
+            Records per node.
+        iota : float
+            Fraction of nodes active per round.
+        lipschitz : float
+            ``L``.
+        constant : {'paper', 'corrected'}
+
+        Returns
+        -------
+        float
+        """
         return papers.dpdda_sigma(epsilon, delta0, iterations, n_local, iota, lipschitz,
                                   constant).sigma
 

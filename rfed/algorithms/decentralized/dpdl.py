@@ -140,7 +140,15 @@ def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
 class DPDLState(PrivateState):
     """Models ``x``, momenta ``v`` (tangent at ``x``), the last aggregate ``gtilde`` (eq. (18),
     tangent at the previous models) and the last calibration weights (one per pair, j = i
-    included)."""
+    included).
+
+    Parameters
+    ----------
+    v, gtilde : ndarray, shape ``(n_local, *point_shape)``
+    last_cal : ndarray
+    **fields
+        Those of :class:`~rfed.algorithms.decentralized.PrivateState`.
+    """
 
     v: np.ndarray = None  # type: ignore[assignment]
     gtilde: np.ndarray = None  # type: ignore[assignment]
@@ -530,6 +538,16 @@ class DPDPSGD(DPDL):
     release per agent and round. The same privacy arguments as :class:`DPDL` (``budget=``,
     ``n_rounds=``, ``noise_multiplier=``, ``sigma=``); no paper formula, so ``paper_epsilon=`` is
     refused. ``sampling='poisson'`` as in :class:`DPDL`.
+
+    Parameters
+    ----------
+    network : Network
+    lr, beta, batch_size, clip, sigma, delta, budget, n_rounds, noise_multiplier
+        As :class:`DPDL` (no calibration weight: ``alpha = 0``).
+    max_chunk_pairs, sampling
+        As :class:`DPDL`.
+    **kwargs
+        Passed to :class:`DPDL`.
     """
 
     name = "DP-DPSGD"
