@@ -324,6 +324,12 @@ def load_checkpoint(source: str | os.PathLike | dict,
     expect : dict, optional
         The binding the file must hold (:func:`checkpoint_binding` of the run resuming).
 
+    Returns
+    -------
+    dict
+        The payload: ``format``, ``algorithm``, ``n_rounds``, ``eval_every``, ``round``,
+        ``state`` (the algorithm's) and ``history``.
+
     Raises
     ------
     rfed.state.StateFileError
