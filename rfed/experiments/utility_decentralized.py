@@ -84,7 +84,16 @@ EPSILONS = [0.5, 1.0, 2.0, 4.0, 8.0]
 
 
 def certified_delta(min_local_size: int) -> float:
-    """``min(1e-5, 1 / (10 N))`` for the smallest local data set ``N``."""
+    """``min(1e-5, 1 / (10 N))`` for the smallest local data set ``N``.
+
+    Parameters
+    ----------
+    min_local_size : int
+
+    Returns
+    -------
+    float
+    """
     return min(1e-5, 1.0 / (10.0 * int(min_local_size)))
 
 

@@ -62,6 +62,11 @@ def gap_closed(f_start: np.ndarray | float, f: np.ndarray | float, f_star: float
         Cost of the private output(s), same shape as ``f_start``.
     f_star : float
         The non-private optimum (``f_star < f_start``).
+
+    Returns
+    -------
+    ndarray
+        Of the broadcast shape of ``f_start`` and ``f``.
     """
     f_start = np.asarray(f_start, dtype=float)
     denom = f_start - float(f_star)
@@ -72,7 +77,16 @@ def gap_closed(f_start: np.ndarray | float, f: np.ndarray | float, f_star: float
 
 
 def sweep_delta(min_dataset_size: int) -> float:
-    """The sweep's delta, ``min(1e-5, 1 / (10 N))`` for the smallest local dataset ``N``."""
+    """The sweep's delta, ``min(1e-5, 1 / (10 N))`` for the smallest local dataset ``N``.
+
+    Parameters
+    ----------
+    min_dataset_size : int
+
+    Returns
+    -------
+    float
+    """
     return min(1e-5, 1.0 / (10.0 * int(min_dataset_size)))
 
 
