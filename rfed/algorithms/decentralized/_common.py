@@ -23,7 +23,9 @@ class ScratchArrays:
     again, a kernel cost that grows faster than the arithmetic. Writing them into these arrays
     (numpy's ``out=``, the same operations in the same order, hence the same bits) pays it once
     per run. Nothing taken from here may be kept past the round (a state's or the user's
-    array is a fresh one); a copy or a pickle of the owner carries no buffer.
+    array is a fresh one), so runs may interleave their rounds on one algorithm, but not run
+    them at the same time from several threads; a copy or a pickle of the owner carries no
+    buffer.
     """
 
     def __init__(self) -> None:
