@@ -109,26 +109,34 @@ def _start(name: str, overrides: list[str], rfed_dir: Path, out: str, rdp_cache:
            else [sys.executable, "-m", "rfed", *args])
     env = dict(os.environ, PYTHONPATH=str(rfed_dir), RFED_CACHE_DIR=rdp_cache)
     proc = subprocess.Popen(cmd, cwd=rfed_dir, env=env, stdout=subprocess.DEVNULL)
+    proc.run_dir = run_dir  # type: ignore[attr-defined]  # where its summary.json goes
     return proc, stats_file, time.perf_counter()
 
 
 def _finish(proc: subprocess.Popen, stats_file: Path, t0: float, checkpoints: bool
-            ) -> tuple[float, float, float, dict | None]:
-    """(CPU seconds, wall seconds, peak RSS in MB, checkpoint stats or None) of a child of
-    :func:`_start`, from its own resource usage (``os.wait4``: that child alone)."""
+            ) -> tuple[float, float, float, dict | None, int | None]:
+    """(CPU seconds, wall seconds, peak RSS in MB, checkpoint stats or None, algorithm runs or
+    None) of a child of :func:`_start`, from its own resource usage (``os.wait4``: that child
+    alone) and its ``summary.json`` (the number of algorithm runs the experiment made)."""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, proc.args)
     stats = json.loads(stats_file.read_text()) if checkpoints else None
+    try:
+        summary = json.loads((Path(proc.run_dir) / "summary.json").read_text())
+        runs = summary.get("algorithm_runs")
+    except (OSError, ValueError, AttributeError):
+        runs = None   # a version of rfed that did not record it
     # ru_maxrss is in KB on Linux
-    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024.0, stats
+    return (usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024.0, stats,
+            runs if isinstance(runs, int) else None)
 
 
 def run_versions(name: str, overrides: list[str], rfed_dirs: list[Path], rdp_cache: str = "",
                  checkpoints: bool = False, concurrent: bool = False, keep: Path | None = None
-                 ) -> list[tuple[float, float, float, dict | None]]:
+                 ) -> list[tuple[float, float, float, dict | None, int | None]]:
     """:func:`_finish`'s numbers of ``rfed run name`` with each of ``rfed_dirs``' rfed: one after
     the other, or all at the same time (``concurrent``: one process per core, so that every
     version sees the same load for the whole run). ``keep``: one version only, its results
@@ -171,8 +179,9 @@ def scale_of(overrides: list[str]) -> str:
 
 
 def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rss: float,
-                  rfed_dir: Path) -> None:
-    """Merge one measured run into the timings file ``path`` (replaced atomically)."""
+                  rfed_dir: Path, runs: int | None = None) -> None:
+    """Merge one measured run into the timings file ``path`` (replaced atomically); ``runs``:
+    the algorithm runs it made (what a run's time estimate multiplies)."""
     data = json.loads(path.read_text()) if path.is_file() else {"format": 1, "experiments": {}}
     try:
         commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=rfed_dir,
@@ -186,7 +195,7 @@ def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rs
     data["experiments"].setdefault(name, {})[scale] = {
         "cpu_seconds": round(cpu, 1), "wall_seconds": round(wall, 1),
         "peak_rss_mb": round(rss), "date": time.strftime("%Y-%m-%d"), "commit": commit,
-        "command": command}
+        "command": command, **({"algorithm_runs": runs} if runs is not None else {})}
     data["experiments"] = dict(sorted(data["experiments"].items()))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
@@ -237,8 +246,9 @@ def main() -> None:
         results = run_versions(name, args.overrides, versions, args.rdp_cache,
                                args.checkpoints, args.concurrent, args.keep)
         if args.record:
-            record_timing(args.record, name, scale, *results[0][:3], args.rfed)
-        for i, (cpu, wall, rss, stats) in enumerate(results):
+            record_timing(args.record, name, scale, *results[0][:3], args.rfed,
+                          runs=results[0][4])
+        for i, (cpu, wall, rss, stats, _) in enumerate(results):
             totals[i] += cpu
             label = name if len(versions) == 1 else f"{name} [{'base' if i == 0 else 'this'}]"
             print(_row(label, cpu, wall, rss, stats), flush=True)

@@ -25,8 +25,10 @@ SMALL = {
     # the defaults when the digest was recorded (the paper's clip, planned eps 1 only)
     "prirfed-fig1": {"rounds": 3, "repetitions": 1, "eval_every": 1, "paper_epsilons": [0.15],
                      "clip": "paper", "epsilons": [1.0]},
+    # the defaults when the digest was recorded (clip 2 B^2, step 0.1, planned eps 1)
     "prirfed-fig2": {"rounds": 2, "repetitions": 1, "eval_every": 1, "agents": [10],
-                     "local_steps": 1},
+                     "local_steps": 1, "clip": "paper", "step_sizes": [0.1],
+                     "epsilons": [1.0]},
     "prirfed-fig3": {"n_samples": 200, "rounds": 2, "repetitions": 1, "eval_every": 1,
                      "agents": [10], "report_rounds": [1], "inner_steps": 2, "local_steps": 2},
     "prirfed-fig4": {"n_samples": 200, "rounds": 2, "repetitions": 1, "eval_every": 1,
