@@ -362,19 +362,6 @@ def _print_divergence(diverged_runs: list[dict]) -> None:
 LEARNED_FRACTION = 0.25
 
 
-def gap_closed(row: dict) -> float | None:
-    """The fraction of the gap from a summary row's start to its non-private reference that its
-    final value closes (1: as good as the reference, 0: no better than the start, negative:
-    worse); ``None`` without finite start, final and reference or when they coincide."""
-    values = [row.get(k) for k in ("start", "utility", "reference")]
-    if any(v is None or not math.isfinite(float(v)) for v in values):
-        return None
-    start, final, ref = (float(v) for v in values)
-    if ref == start:
-        return None
-    return (final - start) / (ref - start)
-
-
 def _print_scale_note(name: str, ctx) -> None:
     """At the quick default size of an experiment with a paper scale: one line saying how to run
     the papers' scale, and, when no private setting of this run learned (closed at least
@@ -392,7 +379,7 @@ def _print_scale_note(name: str, ctx) -> None:
     entry = _timings().get(name, {}).get("paper")
     cost = (f", about {_duration(float(entry['cpu_seconds']))} of CPU"
             if isinstance(entry, dict) and "cpu_seconds" in entry else "")
-    from rfed.experiments.tables import worse_than_start
+    from rfed.experiments.tables import gap_closed, worse_than_start
 
     private = [r for r in ctx.summary_rows if r.get("epsilon") is not None
                and math.isfinite(float(r["epsilon"])) and r.get("start") is not None
