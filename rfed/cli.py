@@ -179,6 +179,10 @@ def _cpu_times(name: str, has_paper_scale: bool) -> str:
     return "; ".join(parts)
 
 
+#: The longest line of ``rfed list`` (the description is shortened to fit).
+LIST_WIDTH = 200
+
+
 def _print_list() -> None:
     from rfed.experiments import list_experiments
 
@@ -188,8 +192,10 @@ def _print_list() -> None:
         tags = (" (default)" if e.name == DEFAULT_EXPERIMENT else "") + (" [slow]" if e.slow
                                                                          else "")
         tags += "".join(f" [needs {d}]" for d in e.requires)
-        print(f"{e.name:<{width}}  {e.short} [{e.paper_label}]{tags} "
-              f"({_cpu_times(e.name, 'paper' in e.scales)})")
+        tail = f" [{e.paper_label}]{tags} ({_cpu_times(e.name, 'paper' in e.scales)})"
+        room = LIST_WIDTH - width - 2 - len(tail)   # one line of at most LIST_WIDTH characters
+        short = e.short if len(e.short) <= room else e.short[:max(room - 3, 20)].rstrip() + "..."
+        print(f"{e.name:<{width}}  {short}{tail}")
     print("\n'rfed show NAME' describes an experiment and its settings. CPU times: measured by "
           "benchmarks/bench_experiments.py --record (rfed/experiments/timings.json; the date "
           "and commit are in 'rfed show NAME').")

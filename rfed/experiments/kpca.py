@@ -82,6 +82,7 @@ def public_clip(config: dict, ctx: RunContext, problem: KPCA) -> float:
     """
     rule = config["clip"]
     if rule == "bound":
+        assert problem.gradient_bound is not None   # KPCA built with the recipe's norm bound
         return float(problem.gradient_bound)
     if rule == "median":
         from rfed.datasets.synthetic import make_pca_synthetic

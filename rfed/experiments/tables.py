@@ -222,10 +222,10 @@ def gap_closed(row: Mapping[str, Any]) -> float | None:
         without a finite start, final value and reference, or when start and reference
         coincide.
     """
-    values = [row.get(k) for k in ("start", "utility", "reference")]
-    if not all(_finite(v) for v in values):
+    start, final, ref = (row.get(k) for k in ("start", "utility", "reference"))
+    if not (_finite(start) and _finite(final) and _finite(ref)):
         return None
-    start, final, ref = (float(v) for v in values)
+    start, final, ref = float(start), float(final), float(ref)  # type: ignore[arg-type]
     if ref == start:
         return None
     return (final - start) / (ref - start)
