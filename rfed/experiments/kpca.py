@@ -112,9 +112,9 @@ def _check_kpca(cfg: dict) -> None:
         "for the whole run). Clip level 'clip': 'median' (default), the median |z|^2 of a "
         "PUBLIC stand-in (the same recipe drawn with its own seed; every per-sample gradient "
         "norm is at most |z|^2), or 'bound', B^2 = 1 (B = 1 bounds every sample norm of the "
-        "recipe). With 'bound' the clip is about 15x the typical per-sample gradient norm and, "
-        "at 70 samples per agent, the noise per round exceeds the mean gradient by two orders "
-        "of magnitude: every private run ends worse than its start. "
+        "recipe). The recipe's rows have norms well below B, so with 'bound' the noise, "
+        "calibrated to the clip level, swamps the mean gradient: at the earlier default of 70 "
+        "samples per agent every private run ended worse than its start. "
         "The step size (20) is a fixed public choice; the reference is the closed form (top-5 "
         "eigenvectors). data: 'synthetic' only for now."
     ),
