@@ -42,6 +42,7 @@ uses (and fills) the cache in ``DIR`` instead.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -114,10 +115,11 @@ def _start(name: str, overrides: list[str], rfed_dir: Path, out: str, rdp_cache:
 
 
 def _finish(proc: subprocess.Popen, stats_file: Path, t0: float, checkpoints: bool
-            ) -> tuple[float, float, float, dict | None, int | None]:
-    """(CPU seconds, wall seconds, peak RSS in MB, checkpoint stats or None, algorithm runs or
-    None) of a child of :func:`_start`, from its own resource usage (``os.wait4``: that child
-    alone) and its ``summary.json`` (the number of algorithm runs the experiment made)."""
+            ) -> tuple[float, float, float, dict | None, tuple[int, str] | None]:
+    """(CPU seconds, wall seconds, peak RSS in MB, checkpoint stats or None, (algorithm runs,
+    SHA-256 of the settings) or None) of a child of :func:`_start`, from its own resource usage
+    (``os.wait4``: that child alone) and its ``summary.json`` (the number of algorithm runs the
+    experiment made, and its settings)."""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -127,16 +129,19 @@ def _finish(proc: subprocess.Popen, stats_file: Path, t0: float, checkpoints: bo
     try:
         summary = json.loads((Path(proc.run_dir) / "summary.json").read_text())
         runs = summary.get("algorithm_runs")
-    except (OSError, ValueError, AttributeError):
+        # the settings it ran, as rfed.experiments.timings.settings_digest hashes them
+        config = json.dumps(summary["config"], sort_keys=True)
+        runs = (runs, hashlib.sha256(config.encode("utf-8")).hexdigest())
+    except (OSError, ValueError, KeyError, AttributeError):
         runs = None   # a version of rfed that did not record it
     # ru_maxrss is in KB on Linux
     return (usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024.0, stats,
-            runs if isinstance(runs, int) else None)
+            runs if runs is not None and isinstance(runs[0], int) else None)
 
 
 def run_versions(name: str, overrides: list[str], rfed_dirs: list[Path], rdp_cache: str = "",
                  checkpoints: bool = False, concurrent: bool = False, keep: Path | None = None
-                 ) -> list[tuple[float, float, float, dict | None, int | None]]:
+                 ) -> list[tuple[float, float, float, dict | None, tuple[int, str] | None]]:
     """:func:`_finish`'s numbers of ``rfed run name`` with each of ``rfed_dirs``' rfed: one after
     the other, or all at the same time (``concurrent``: one process per core, so that every
     version sees the same load for the whole run). ``keep``: one version only, its results
@@ -179,9 +184,10 @@ def scale_of(overrides: list[str]) -> str:
 
 
 def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rss: float,
-                  rfed_dir: Path, runs: int | None = None) -> None:
+                  rfed_dir: Path, runs: tuple[int, str] | None = None) -> None:
     """Merge one measured run into the timings file ``path`` (replaced atomically); ``runs``:
-    the algorithm runs it made (what a run's time estimate multiplies)."""
+    the algorithm runs it made and the SHA-256 of its settings (what a run of the same
+    settings multiplies for its time estimate)."""
     data = json.loads(path.read_text()) if path.is_file() else {"format": 1, "experiments": {}}
     try:
         commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=rfed_dir,
@@ -195,7 +201,8 @@ def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rs
     data["experiments"].setdefault(name, {})[scale] = {
         "cpu_seconds": round(cpu, 1), "wall_seconds": round(wall, 1),
         "peak_rss_mb": round(rss), "date": time.strftime("%Y-%m-%d"), "commit": commit,
-        "command": command, **({"algorithm_runs": runs} if runs is not None else {})}
+        "command": command, **({"algorithm_runs": runs[0], "config_sha256": runs[1]}
+                               if runs is not None else {})}
     data["experiments"] = dict(sorted(data["experiments"].items()))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")

@@ -207,9 +207,7 @@ def run_experiment(
                      progress=progress, mode=mode, checkpoint_every=checkpoint_every,
                      secure=secure, checkpoint_seconds=checkpoint_seconds)
     ctx.title = exp.short
-    scale = str(config.get("scale", "quick"))
-    ctx.estimate = TimeEstimate(recorded_runs(
-        name, config, exp.config({"scale": scale} if scale in exp.scales else None), scale))
+    ctx.estimate = TimeEstimate(recorded_runs(name, config, str(config.get("scale", "quick"))))
     # data standing in for the paper's (a "PUBLIC stand-in" only sets clip levels: not marked)
     ctx.stand_in = re.search(r"(?<!public )stand-in", exp.description.lower()) is not None
     start = time.perf_counter()

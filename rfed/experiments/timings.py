@@ -3,14 +3,15 @@
 ``rfed/experiments/timings.json`` is written by ``benchmarks/bench_experiments.py --record``
 (never typed by hand): per experiment and scale (``quick``: the defaults; ``paper``: ``--set
 scale=paper``) the CPU and wall seconds of one run, its peak RSS, the number of algorithm runs
-it made, the date, the commit and the command. ``rfed list`` and ``rfed show`` print the CPU
-times from it ("not measured" where it has none), and a run of a recorded configuration
-estimates its total time from the number of algorithm runs recorded there and the measured
-time of its own first run (:class:`TimeEstimate`).
+it made and the SHA-256 of its settings, the date, the commit and the command. ``rfed list``
+and ``rfed show`` print the CPU times from it ("not measured" where it has none), and a run of
+recorded settings estimates its total time from the number of algorithm runs recorded there and
+the measured time of its own first run (:class:`TimeEstimate`).
 """
 
 from __future__ import annotations
 
+import hashlib
 import json
 import sys
 import time
@@ -19,7 +20,7 @@ from pathlib import Path
 from typing import Any, TextIO
 
 __all__ = ["TIMINGS", "LONG_RUN_SECONDS", "read_timings", "recorded", "recorded_runs",
-           "TimeEstimate", "duration"]
+           "settings_digest", "TimeEstimate", "duration"]
 
 #: The timings file ``rfed list`` / ``rfed show`` read (``bench_experiments.py --record``'s).
 TIMINGS = Path(__file__).resolve().parent / "timings.json"
@@ -127,12 +128,20 @@ class TimeEstimate:
         return self.line
 
 
-def recorded_runs(name: str, config: Mapping[str, Any], recorded_config: Mapping[str, Any],
-                  scale: str, path: Path | None = None) -> int | None:
-    """The number of algorithm runs recorded for ``name`` at ``scale``, if ``config`` is the
-    recorded configuration ``recorded_config`` (the defaults, or the scale's settings)."""
-    if dict(config) != dict(recorded_config):
-        return None
+def settings_digest(config: Mapping[str, Any]) -> str:
+    """SHA-256 (hex) of a run's settings as ``config.json`` holds them (keys sorted): what a
+    timings entry records (``config_sha256``) so that its number of runs is used for the same
+    settings only."""
+    text = json.dumps(json.loads(json.dumps(dict(config), default=str)), sort_keys=True)
+    return hashlib.sha256(text.encode("utf-8")).hexdigest()
+
+
+def recorded_runs(name: str, config: Mapping[str, Any], scale: str,
+                  path: Path | None = None) -> int | None:
+    """The number of algorithm runs recorded for ``name`` at ``scale``, if the entry was
+    measured with the settings ``config`` (its ``config_sha256``); else ``None``."""
     entry = recorded(name, scale, path)
-    runs = entry.get("algorithm_runs") if entry is not None else None
+    if entry is None or entry.get("config_sha256") != settings_digest(config):
+        return None
+    runs = entry.get("algorithm_runs")
     return int(runs) if isinstance(runs, int) and runs > 0 else None

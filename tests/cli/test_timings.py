@@ -1,6 +1,7 @@
 """The CPU times `rfed list` / `rfed show` print come from the timings file a command writes, and
 a long run prints its estimated total time after its first algorithm run."""
 
+import hashlib
 import json
 import re
 
@@ -79,16 +80,32 @@ def test_estimate_line_from_the_recorded_number_of_runs(monkeypatch, capsys):
     assert short.run_finished(0) is None         # 30 s in all: not a long run
 
 
-def test_recorded_runs_only_for_the_recorded_configuration(timings_file):
-    assert timings.recorded_runs("dpdgt-ieee14", {"a": 1}, {"a": 1}, "quick") == 3
-    assert timings.recorded_runs("dpdgt-ieee14", {"a": 2}, {"a": 1}, "quick") is None
-    assert timings.recorded_runs("doadp-logreg", {}, {}, "quick") is None   # count not recorded
+def test_recorded_runs_only_for_the_recorded_settings(timings_file):
+    data = json.loads(timings_file.read_text())
+    data["experiments"]["dpdgt-ieee14"]["quick"]["config_sha256"] = \
+        timings.settings_digest({"a": 1, "b": [1.0, None]})
+    timings_file.write_text(json.dumps(data))
+    assert timings.recorded_runs("dpdgt-ieee14", {"b": (1.0, None), "a": 1}, "quick") == 3
+    assert timings.recorded_runs("dpdgt-ieee14", {"a": 2, "b": [1.0, None]}, "quick") is None
+    assert timings.recorded_runs("doadp-logreg", {}, "quick") is None   # count not recorded
 
 
-def test_a_run_prints_its_first_runs_time(monkeypatch, capsys):
+def test_a_run_prints_its_first_runs_time(monkeypatch, capsys, tmp_path):
     monkeypatch.setattr(timings, "LONG_RUN_SECONDS", 0.0)
-    run_experiment("pca-synthetic", overrides={"rounds": 2, "repetitions": 2, "eval_every": 1})
+    monkeypatch.setattr(timings, "TIMINGS", tmp_path / "none.json")
+    overrides = {"rounds": 2, "repetitions": 2, "eval_every": 1}
+    summary, ctx = run_experiment("pca-synthetic", overrides=overrides, out_dir=tmp_path / "a")
     err = capsys.readouterr().err
-    # settings other than the recorded defaults: the first run's time only
+    # settings never recorded: the first run's time only
     assert err.count("rfed: the first algorithm run took") == 1
     assert "never recorded" in err
+    # what benchmarks/bench_experiments.py --record hashes (the summary's settings) is what a
+    # run of the same settings looks up
+    saved = json.loads((tmp_path / "a" / "summary.json").read_text())
+    digest = hashlib.sha256(json.dumps(saved["config"], sort_keys=True).encode()).hexdigest()
+    assert digest == timings.settings_digest(ctx.config)
+    _write(timings.TIMINGS, {"pca-synthetic": {"quick": {
+        "cpu_seconds": 1.0, "algorithm_runs": saved["algorithm_runs"], "config_sha256": digest}}})
+    run_experiment("pca-synthetic", overrides=overrides)
+    assert f"rfed: the first of {saved['algorithm_runs']} algorithm runs took" in \
+        capsys.readouterr().err
