@@ -1,6 +1,8 @@
 """Speed and accuracy of rfed's batched manifold maps against the peers' batched forms.
 
-Run on demand: ``python benchmarks/bench_manifolds.py [--quick] [--json FILE]``. One BLAS and
+Run on demand: ``python benchmarks/bench_manifolds.py [--quick] [--json FILE]`` (the table also
+goes to ``benchmarks/results/bench_manifolds.txt``; ``--suites stiefel`` writes
+``bench_manifolds_stiefel.txt``, ``--quick`` adds ``_quick``). One BLAS and
 one torch thread (set here before numpy loads). Each row times one batched call on ``n`` points
 (median CPU time of ``--repeat`` interleaved calls) of
 
@@ -38,6 +40,7 @@ import warnings  # noqa: E402
 
 import mpmath as mp  # noqa: E402
 import numpy as np  # noqa: E402
+from _timing import results_file  # noqa: E402  (benchmarks/ is on the path of a script run)
 
 from rfed.manifolds import SPD, Grassmann, Hyperboloid, Sphere, Stiefel  # noqa: E402
 
@@ -612,6 +615,14 @@ def main(argv=None) -> None:
         for line in spd_floor_table(max(1, SUITES["spd"][1] // div), rng, args.repeat):
             print(line)
         return
+    # the table also goes to benchmarks/results/bench_manifolds[_quick].txt (the docs' source)
+    name = "bench_manifolds" + ("" if list(args.suites) == list(SUITES)
+                                else "_" + "_".join(args.suites))
+    with results_file(name + ("_quick" if args.quick else "")):
+        _print_table(args, div, rng)
+
+
+def _print_table(args, div: int, rng: np.random.Generator) -> None:
     print(f"CPU time, median of {args.repeat} interleaved calls, one thread; err: worst "
           "relative error on the hard cases (40-digit mpmath)"
           + ("" if geoopt is not None else "; geoopt not installed: no geoopt column"))

@@ -44,6 +44,8 @@ _PUBLIC_TAG = 0x5055424C  # "PUBL": keeps public streams apart from the per-agen
 _AGENT_TAG = 0x4147454E  # "AGEN"
 #: Consecutive agent ids that share one generator (fixed: part of every run's definition).
 AGENT_GROUP = 16
+#: Scratch arrays an AgentStreams keeps for its multi-group draws (one per shape and dtype).
+_ROWS_BUFFERS = 4
 
 def _open_uniform(gen: np.random.Generator, size: tuple[int, ...],
                   out: np.ndarray | None = None) -> np.ndarray:
@@ -232,6 +234,14 @@ class AgentStreams:
         self._fresh = {**fresh, "state": {k: [int(v) for v in fresh["state"][k]]
                                           for k in ("counter", "key")},
                        "buffer": [int(v) for v in fresh["buffer"]]}
+        # the groups' draws of multi-group calls, by (shape, dtype), reused by the next call of
+        # the same shape (every element is overwritten; a round draws a few shapes): at 10^6
+        # agents a fresh array of this size is faulted in by the kernel at every draw
+        self._rows_buffers: dict[tuple, np.ndarray] = {}
+
+    def __getstate__(self) -> dict:
+        # a copy or a pickle carries no scratch buffer
+        return {**self.__dict__, "_rows_buffers": {}}
 
     def _agents(self, agents) -> np.ndarray:
         a = np.asarray(agents)
@@ -281,7 +291,13 @@ class AgentStreams:
             # one group (a client, or a small block): no gather over groups
             cols = sampler(self._rekey(groups[0], rnd, code), (m, AGENT_GROUP))
             return cols[:, block.cols].T
-        rows = np.empty((len(groups), m, AGENT_GROUP), _SAMPLER_DTYPES.get(sampler, np.float64))
+        shape = (len(groups), m, AGENT_GROUP)
+        dtype = _SAMPLER_DTYPES.get(sampler, np.float64)
+        rows = self._rows_buffers.get((shape, dtype))
+        if rows is None:
+            if len(self._rows_buffers) >= _ROWS_BUFFERS:
+                self._rows_buffers.clear()
+            rows = self._rows_buffers[(shape, dtype)] = np.empty(shape, dtype)
         for k, g in enumerate(groups):
             # element j of the group's agent r is draw j * 16 + r: it does not depend on how
             # many elements are asked for, so a block padded to another length agrees

@@ -36,6 +36,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import weakref
 from dataclasses import dataclass
 from typing import Any
 
@@ -61,6 +62,41 @@ from rfed.problems.base import Problem
 __all__ = ["DPSGD", "DPSGDState"]
 
 _SAMPLING = ("poisson", "without_replacement")
+
+
+@dataclass(frozen=True)
+class _Pool:
+    """The pooled records of one problem, built once per problem (not once per step).
+
+    Attributes
+    ----------
+    data, mask : the problem's ``data`` dict and ``mask`` this pool was built from (a problem
+        whose arrays were replaced builds a new pool).
+    flat : dict of str to array, each of shape ``(n_agents * n_max, ...)``
+        The data arrays with the agent and row axes merged (a view of contiguous arrays).
+    index : int array, shape ``(N,)``
+        Positions of the ``N`` held records in ``flat``, agent-major (``np.nonzero``'s order).
+    """
+
+    data: dict
+    mask: np.ndarray
+    flat: dict
+    index: np.ndarray
+
+
+# problem -> its pool; weak keys: a pool lives as long as its problem and is never pickled
+_POOLS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _pooled(problem: Problem) -> _Pool:
+    """The pooled records of ``problem`` (cached per problem)."""
+    data, mask = problem.data, problem.mask
+    pool = _POOLS.get(problem)
+    if pool is None or pool.data is not data or pool.mask is not mask:
+        flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in data.items()}
+        pool = _Pool(data=data, mask=mask, flat=flat, index=np.flatnonzero(mask))
+        _POOLS[problem] = pool
+    return pool
 
 
 @dataclass
@@ -278,8 +314,9 @@ class DPSGD(Algorithm):
         n = self._pooled_size(problem)
         dim = problem.manifold.dim
         secure = is_secure(rng)
-        sens = release_sensitivity(
-            clipped_mean_sensitivity(self.clip, self.batch_size, self.neighboring), dim, rng)
+        assert self.clip is not None  # a private run has a clip (checked in __init__)
+        sens = float(release_sensitivity(
+            clipped_mean_sensitivity(self.clip, self.batch_size, self.neighboring), dim, rng))
         unit = self._unit_event(n)
         method = self.budget.method if self.budget is not None else "auto"
         if secure:
@@ -306,6 +343,7 @@ class DPSGD(Algorithm):
         else:
             delta = default_delta(n) if self.delta is None else check_delta_for_dataset(
                 self.delta, n)
+            assert self.noise_multiplier is not None  # private without a budget
             z, target, mode = self.noise_multiplier, None, "noise_multiplier"
         return _PooledAccount(unit, z, sens, delta, self.neighboring, method,
                               self.n_rounds if self.budget is not None else None, target,
@@ -325,10 +363,6 @@ class DPSGD(Algorithm):
         return DPSGDState(t=0, x=x, m=np.zeros_like(x), rng=rng,
                           ledger=self._account(problem, rng))
 
-    def _pooled_index(self, problem: Problem) -> tuple[np.ndarray, np.ndarray]:
-        agent, row = np.nonzero(problem.mask)
-        return agent, row
-
     def _sample(self, n: int, rng: Any, rate: float | None = None) -> np.ndarray:
         """Indices of this round's minibatch among the ``n`` pooled records held (Poisson:
         each with the public ``rate``, default ``B / n``)."""
@@ -341,11 +375,12 @@ class DPSGD(Algorithm):
     def step(self, problem: Problem, state: DPSGDState) -> DPSGDState:
         if state.ledger is not None:
             state.ledger.check_can_step()
-        agent, row = self._pooled_index(problem)
+        pool = _pooled(problem)
         rng = state.rng
         rate = getattr(state.ledger, "sampling_rate", None)
-        sel = self._sample(agent.size, rng, rate)
-        batch = {k: v[agent[sel], row[sel]][None] for k, v in problem.data.items()}
+        sel = self._sample(pool.index.size, rng, rate)
+        rows = pool.index[sel]
+        batch = {k: v[rows][None] for k, v in pool.flat.items()}
         total, _ = problem.clipped_grad_sum(state.x[None], batch, self.clip)
         man = problem.manifold
         # the public normaliser B, not the (secret, varying) Poisson batch size

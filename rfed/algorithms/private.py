@@ -19,7 +19,9 @@ algorithm" builds one in about 50 lines):
    :class:`NoisePlan` once, at the start of a run (on a distributed engine by one process, for
    all): under a budget it calibrates the smallest noise multiplier whose planned run certifies
    the budget for the worst-off agent (the events of every agent over the whole planned run, as
-   a function of the noise multiplier); the plan's ``std`` is what each release adds. The plan
+   a function of the noise multiplier); the plan's ``std`` is what each release adds. A release
+   whose agents release different things (the federated trainers' local runs) may calibrate
+   one level per agent: the plan's ``noise_multipliers`` then holds them. The plan
    goes to the noise draws and to the account; nothing is read back from the account.
 4. **Account and report.** A :class:`GaussianAccount` charges every round's releases to each
    agent's :class:`~rfed.privacy.PrivacyLedger` and certifies the worst-off agent on demand;
@@ -388,8 +390,14 @@ class Release:
         return sigma * sigma_unit / sensitivity
 
     def calibrate(self, budget: PrivacyBudget, delta: float, local_sizes: np.ndarray,
-                  active_rounds: np.ndarray, rng: Any) -> float:
+                  active_rounds: np.ndarray, rng: Any) -> float | np.ndarray:
         """The smallest noise level whose planned run certifies ``budget`` for every agent.
+
+        A release whose agents differ in what they release (the federated trainers' local
+        runs: each agent's data set size, batch size and clip level) may return one level per
+        agent, an array of shape ``(n_agents,)``, each group of equal configurations
+        calibrated for its most active agent; the :class:`NoisePlan` then carries them as
+        ``noise_multipliers``.
 
         Parameters
         ----------
@@ -403,7 +411,7 @@ class Release:
 
         Returns
         -------
-        float
+        float or array of shape ``(n_agents,)``
         """
         raise NotImplementedError
 
@@ -576,7 +584,7 @@ class NoisePlan:
     noise_multiplier : float
         The noise level: ``z``, the noise std over the sensitivity, for a
         :class:`GaussianRelease`; the factor on the unit noise schedule of a release that
-        states a schedule (DP-DGT's, DPDO's).
+        states a schedule (DP-DGT's, DPDO's). With per-agent levels, the smallest of them.
     sensitivity : float
         The sensitivity the ledger records for one release: the release's, plus secure mode's
         grid-rounding term (:meth:`Release.recorded_sensitivity`).
@@ -595,6 +603,10 @@ class NoisePlan:
         The paper's epsilon the noise was set from (``paper_epsilon=``).
     secure : bool
         Secure mode (OS randomness, discrete noise).
+    noise_multipliers : array of shape ``(n_agents,)`` or None
+        One level per agent, for a release that calibrates its agents' configurations apart
+        (:meth:`Release.calibrate` returned an array: the federated trainers' local runs);
+        ``None`` when every agent has ``noise_multiplier``.
     """
 
     noise_multiplier: float
@@ -607,6 +619,7 @@ class NoisePlan:
     planned_rounds: int | None = None
     epsilon_paper: float | None = None
     secure: bool = False
+    noise_multipliers: np.ndarray | None = None
 
     @property
     def std(self) -> float:
@@ -679,7 +692,7 @@ def plan_noise(config: NoiseConfig, release: Release, *, local_sizes: np.ndarray
         budget = config.budget
         assert budget is not None and config.n_rounds is not None
 
-        def calibrated() -> float:
+        def calibrated() -> float | np.ndarray:
             active = active_rounds() if callable(active_rounds) else active_rounds
             if active is None:
                 active = np.full(1 if sizes is None else sizes.size, config.n_rounds)
@@ -698,11 +711,13 @@ def plan_noise(config: NoiseConfig, release: Release, *, local_sizes: np.ndarray
             raise ValueError(f"{algorithm} has no paper formula: 'paper_epsilon=' is refused; "
                              "use budget= or noise_multiplier=")
         z = release.paper_level(once(lambda: paper_std(delta)), sigma_unit, sensitivity)
+    per_agent = z if isinstance(z, np.ndarray) else None
     return NoisePlan(
-        noise_multiplier=float(z), sensitivity=float(sensitivity), delta=float(delta),
+        noise_multiplier=float(np.min(z)) if per_agent is not None else float(z),
+        sensitivity=float(sensitivity), delta=float(delta),
         mode=mode, method="rdp" if secure else config.method, neighboring=config.neighboring,
         target_epsilon=target, planned_rounds=config.planned_rounds,
-        epsilon_paper=config.paper_epsilon, secure=secure)
+        epsilon_paper=config.paper_epsilon, secure=secure, noise_multipliers=per_agent)
 
 
 # ---------------------------------------------------------------------------- the account

@@ -144,6 +144,9 @@ def algorithm_spec(alg: PriRFed) -> dict[str, Any]:
     if callable(alg.step_size):
         raise ValueError(f"{alg.name}: a step-size schedule is a Python callable and cannot "
                          "cross to a Flower federation; give a constant step size")
+    if getattr(alg, "line_search", None) is not None:
+        raise ValueError(f"{alg.name}: argument 'line_search' is not carried to a Flower "
+                         "federation (run it in one process, or give a fixed step size)")
     return {
         "trainer": _dataclass_spec(alg.trainer, "trainer"),
         "n_sampled": _plain(alg.n_sampled, "n_sampled"),

@@ -103,7 +103,18 @@ def _kind(default: Any) -> str:
     return f"{'an' if name[0] in 'aeiou' else 'a'} {name}"
 
 
+# The spellings a shell user types for a boolean ``--set`` value (case-insensitive).
+_BOOLEAN_SPELLINGS = {"true": True, "yes": True, "on": True, "1": True,
+                      "false": False, "no": False, "off": False, "0": False}
+
+
 def _coerce(key: str, value: Any, default: Any) -> Any:
+    if isinstance(default, bool) and isinstance(value, str):
+        spelled = _BOOLEAN_SPELLINGS.get(value.strip().lower())
+        if spelled is None:
+            raise ValueError(f"setting '{key}' must be true or false (also yes/no, on/off, "
+                             f"1/0), got {value!r}")
+        return spelled
     if isinstance(value, str) and not isinstance(default, str):
         try:
             value = ast.literal_eval(value)

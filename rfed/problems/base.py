@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import abc
 import copy
+import math
 from collections.abc import Mapping
 from typing import Any
 
@@ -53,6 +54,11 @@ from rfed.manifolds.base import Manifold, as_generator
 from rfed.randomness import ranks_to_uniforms
 
 __all__ = ["Problem", "sample_without_replacement", "stack_agents"]
+
+#: Bytes of per-sample gradients per block of agents in :meth:`Problem.local_grad`: a few MiB,
+#: which the C allocator reuses from call to call (arrays of tens of MiB and more it maps fresh
+#: and the kernel zeroes page by page at every call).
+_LOCAL_GRAD_BLOCK_BYTES = 4 * 2**20
 
 
 def sample_without_replacement(
@@ -728,7 +734,26 @@ class Problem(abc.ABC):
         array, shape ``(A, *point_shape)``
         """
         agents, data, mask = self._all(agents)
-        x = np.broadcast_to(x, (agents.size,) + self.manifold.point_shape)
+        point_shape = self.manifold.point_shape
+        x = np.broadcast_to(x, (agents.size,) + point_shape)
+        # the per-sample gradients of a block of agents at a time: formed for every agent at
+        # once they are one (A, n_max, *point_shape) array per temporary (hundreds of MiB for
+        # Fashion-MNIST PCA), mapped fresh and faulted in by the kernel at every call; per block
+        # they are reused. Every operation acts on each agent's rows alone: the same values.
+        per_agent = max(1, mask.shape[1] * math.prod(point_shape) * 8)
+        block = max(1, _LOCAL_GRAD_BLOCK_BYTES // per_agent)
+        if block >= agents.size:
+            return self._local_grad_block(x, data, mask, agents)
+        out = np.empty((agents.size,) + point_shape)
+        for start in range(0, agents.size, block):
+            part = slice(start, start + block)
+            out[part] = self._local_grad_block(x[part], {k: v[part] for k, v in data.items()},
+                                               mask[part], agents[part])
+        return out
+
+    def _local_grad_block(self, x: np.ndarray, data: Mapping[str, np.ndarray],
+                          mask: np.ndarray, agents: np.ndarray) -> np.ndarray:
+        """:meth:`local_grad` of some agents, their data and masks given: ``(A, *point_shape)``."""
         g = self.sample_rgrad(x, data)
         # padding rows exist only when the local sizes differ; without them the masked copy is
         # g itself (the same C-ordered values, so the same sum)

@@ -353,6 +353,42 @@ class LinearProblem(Problem):
     def sample_rgrad(self, x, batch):
         return self.sample_data_grad(x, batch) + self.regularizer.subgrad(x)[..., None, :]
 
+    def clipped_grad_sum(self, x, batch, bound, mask=None):
+        """:meth:`Problem.clipped_grad_sum` with the same arithmetic, without its generic
+        bookkeeping (a point of ``R^d`` has one axis; a step of centralized DP-SGD pays a few
+        microseconds per call less).
+
+        Parameters
+        ----------
+        x : array, shape ``(*lead, d)``
+        batch : mapping of str to array
+            ``features`` ``(*lead, b, d)`` and ``labels`` ``(*lead, b)``.
+        bound : float or None
+            Clipping level tau; ``None`` sums the raw gradients.
+        mask : bool array, shape ``(*lead, b)``, optional
+            Samples to include (padding rows are ``False``).
+
+        Returns
+        -------
+        total : array, shape ``(*lead, d)``
+        n_clipped : int array, shape ``lead``
+            How many included samples had ``||g_j|| > bound``.
+        """
+        g = self.sample_rgrad(np.asarray(x, dtype=float), batch)     # (*lead, b, d)
+        scale = None
+        if bound is not None:
+            norms = np.sqrt(np.sum(np.square(g), axis=-1))
+            over = norms > bound
+            scale = np.where(over, bound / np.where(over, norms, 1.0), 1.0)
+            n_clipped = np.sum(over if mask is None else over & mask, axis=-1)
+        else:
+            n_clipped = np.zeros(g.shape[:-2], dtype=int)
+        if mask is not None:
+            scale = np.where(mask, 1.0 if scale is None else scale, 0.0)
+        if scale is not None:
+            g = scale[..., None] * g
+        return np.sum(g, axis=-2), n_clipped
+
     def pooled(self) -> tuple[np.ndarray, np.ndarray]:
         """All valid samples: features ``(N, d)`` and labels ``(N,)``.
 

@@ -90,7 +90,8 @@ def test_released_noise_has_the_calibrated_scale(pca_problem, monkeypatch):
     monkeypatch.setattr(pca_module, "gaussian_release", spy)
     res = AnalyzeGauss(PrivacyBudget(1.0, delta=1e-6)).run(pca_problem, rng=7)
     r = np.concatenate([x.ravel() for x in residuals])
-    assert sigmas == [res.info["sigma"]]
+    # one release per agent (Analyze Gauss releases each agent's matrix once)
+    assert sigmas == [res.info["sigma"]] * pca_problem.n_agents
     # sample variance of n normals: within 6 standard errors of sigma^2
     n = r.size
     assert abs(r.var() / res.info["sigma"] ** 2 - 1.0) < 6.0 * math.sqrt(2.0 / n)
@@ -183,9 +184,10 @@ def _audit_analyze_gauss(monkeypatch, noise_factor: float, n_trials: int = 3000)
         z = np.zeros((n_trials, 2, d))
         z[:, 0] = common
         z[:, 1, canary] = 1.0
+        first = len(captured)
         res = AnalyzeGauss(budget).run(SpherePCA(z), rng=10 + canary)
         local = sym_to_vec(np.einsum("anj,ank->ajk", z, z))
-        released = local + captured[-1]
+        released = local + np.stack(captured[first:])   # one release per agent (trial)
         scores.append(released @ direction / np.linalg.norm(direction))
         certified = res.privacy["epsilon_certified"]
     return epsilon_lower_bound(scores[0], scores[1], 1e-5), certified

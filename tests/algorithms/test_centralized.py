@@ -194,3 +194,39 @@ def test_stepping_past_the_planned_run_raises():
     state = alg.step(prob, alg.step(prob, state))
     with pytest.raises(RuntimeError, match="n_rounds=2"):
         alg.step(prob, state)
+
+
+def test_pooled_batches_are_the_records_np_nonzero_picks_and_follow_replaced_data():
+    """The pooled index is built once per problem; a step draws the same records as indexing
+    with ``np.nonzero(problem.mask)`` (agent-major), padding excluded, and a problem whose
+    data are replaced gets a new pool."""
+    rng = np.random.default_rng(3)
+    counts = np.array([5, 2, 7])
+    feats = rng.normal(size=(3, 7, 2))
+    labels = rng.choice([-1.0, 1.0], size=(3, 7))
+    problem = LogisticRegression(feats, labels, counts=counts)
+    pool = centralized_module._pooled(problem)
+    agent, row = np.nonzero(problem.mask)
+    assert pool.index.size == counts.sum()
+    for key, value in problem.data.items():
+        np.testing.assert_array_equal(pool.flat[key][pool.index], value[agent, row])
+    assert centralized_module._pooled(problem) is pool
+    problem.data = {k: v.copy() for k, v in problem.data.items()}
+    assert centralized_module._pooled(problem) is not pool
+
+
+def test_linear_clipped_sum_fast_path_is_bit_identical_to_the_generic_one():
+    from rfed.problems.base import Problem
+    from rfed.problems.linear import L2Regularizer
+    rng = np.random.default_rng(1)
+    for reg in (None, L2Regularizer(0.3)):
+        problem = LogisticRegression(3 * rng.standard_normal((5, 40, 7)),
+                                     np.where(rng.random((5, 40)) < 0.5, -1.0, 1.0),
+                                     regularizer=reg)
+        x = rng.standard_normal((5, 7))
+        for bound in (None, 0.5, 100.0):
+            for mask in (None, rng.random((5, 40)) < 0.7):
+                fast = problem.clipped_grad_sum(x, problem.data, bound, mask)
+                generic = Problem.clipped_grad_sum(problem, x, problem.data, bound, mask)
+                assert fast[0].tobytes() == generic[0].tobytes()
+                np.testing.assert_array_equal(fast[1], generic[1])

@@ -141,6 +141,8 @@ def test_default_output_folder_is_ignored_by_git_and_named_in_the_readme():
     ("epsilons=[1e999]", "setting 'epsilons' holds numbers (default"),
     ("epsilons=[True]", "setting 'epsilons' holds numbers (default"),
     ("step_size=foo", "setting 'step_size'"),
+    ("non_private=maybe", "setting 'non_private' must be true or false (also yes/no, on/off, "
+                          "1/0), got 'maybe'"),
 ])
 def test_set_typos_and_bad_values_name_the_setting_and_leave_nothing(setting, message,
                                                                      tmp_path, capsys):
@@ -150,6 +152,17 @@ def test_set_typos_and_bad_values_name_the_setting_and_leave_nothing(setting, me
     err = capsys.readouterr().err
     assert message in err and "Traceback" not in err
     assert not out.exists()
+
+
+@pytest.mark.parametrize("spelled, value", [
+    ("false", False), ("False", False), ("no", False), ("off", False), ("0", False),
+    ("true", True), ("TRUE", True), ("yes", True), ("on", True), ("1", True),
+])
+def test_a_boolean_setting_takes_the_usual_spellings(spelled, value):
+    from rfed.experiments.registry import get_experiment
+
+    assert get_experiment("pca-synthetic").config({"non_private": spelled})["non_private"] \
+        is value
 
 
 def test_set_list_settings_of_other_experiments(capsys, tmp_path):

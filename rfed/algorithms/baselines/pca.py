@@ -90,16 +90,39 @@ def _check_bound(norm_bound: Any) -> float:
     return b
 
 
-def _pca_data(problem: Any, budget: PrivacyBudget) -> tuple[np.ndarray, np.ndarray]:
-    """The records (padding zeroed) and the dataset sizes the baseline may use: the true ones
-    under replace-one, the budget's declared public sizes under add/remove."""
+def _clipped_pca_data(problem: Any, budget: PrivacyBudget, bound: float
+                      ) -> tuple[np.ndarray, np.ndarray, int]:
+    """The records (padding zeroed) clipped by :func:`clip_rows`, and the dataset sizes the
+    baseline may use: the true ones under replace-one, the budget's declared public sizes under
+    add/remove. One agent at a time: the same values as the calls on the stacked records,
+    without their stacked temporaries (the masked copy, the squares of the norms, the scaled
+    copy: each hundreds of MiB on Fashion-MNIST, faulted in afresh by the kernel at every run).
+
+    Returns
+    -------
+    z : array, shape ``(n_agents, n_max, d + 1)``
+        The records, padding zeroed, rows clipped to norm ``bound``.
+    counts : int array, shape ``(n_agents,)``
+    n_clipped : int
+        Rows clipped.
+    """
     data = getattr(problem, "data", None)
     if not isinstance(data, dict) or "z" not in data:
         raise TypeError(
             f"argument 'problem' must be a SpherePCA-like problem with data['z'], got {problem!r}"
         )
-    z = np.where(problem.mask[..., None], data["z"], 0.0)
-    return z, budget.public_counts(np.asarray(problem.counts))
+    records, mask = data["z"], problem.mask
+    out: np.ndarray | None = None
+    n_clipped = 0
+    for agent in range(records.shape[0]):
+        rows, clipped = clip_rows(np.where(mask[agent][:, None], records[agent], 0.0), bound)
+        if out is None:
+            out = np.empty(records.shape, dtype=rows.dtype)
+        out[agent] = rows
+        n_clipped += clipped
+    if out is None:
+        out = np.where(mask[..., None], records, 0.0)
+    return out, budget.public_counts(np.asarray(problem.counts)), n_clipped
 
 
 def _sizes_assumption(budget: PrivacyBudget, use: str) -> str:
@@ -145,8 +168,7 @@ class AnalyzeGauss:
 
     def run(self, problem: Any, rng: Any) -> BaselineResult:
         """Release every agent's noisy ``A_i`` and return the top eigenvector of their sum."""
-        z, counts = _pca_data(problem, self.budget)
-        z, n_clipped = clip_rows(z, self.norm_bound)
+        z, counts, n_clipped = _clipped_pca_data(problem, self.budget, self.norm_bound)
         dim = z.shape[-1]
         cal, _ = calibrate_releases(self.budget, 1, int(counts.min()), is_secure(rng))
         # after the arguments' checks (a bad delta is named before a missing seed)
@@ -154,10 +176,19 @@ class AnalyzeGauss:
         n_coords = dim * (dim + 1) // 2
         sens = release_sensitivity(self.sensitivity(), n_coords, rng)
         sigma = cal.noise_multiplier * sens
-        # batched BLAS products (einsum would not use BLAS here: 8x slower at d = 784)
-        local = sym_to_vec(np.swapaxes(z, -1, -2) @ z)
-        released = gaussian_release(local, sigma, rng)
-        total = vec_to_sym(released.sum(axis=0), dim) / counts.sum()
+        # one agent at a time: its (d, d) product by BLAS (einsum would not use BLAS here: 8x
+        # slower at d = 784), its release, added to the sum in agent order (the order of a sum
+        # over the stacked releases). Stacked, the agents' matrices are hundreds of MiB that
+        # the kernel faults in afresh at every run; one agent's are reused.
+        total_vec: np.ndarray | None = None
+        for zi in z:
+            released = gaussian_release(sym_to_vec(zi.T @ zi), sigma, rng)
+            if total_vec is None:
+                total_vec = np.array(released, dtype=float)
+            else:
+                total_vec += released
+        assert total_vec is not None  # a problem has at least one agent
+        total = vec_to_sym(total_vec, dim) / counts.sum()
         x = _top_eigenvector(total)
         assumptions = [
             f"record norms clipped to the public bound {self.norm_bound:g} (enforced)",
@@ -198,8 +229,7 @@ class NoisyPowerMethod:
 
     def run(self, problem: Any, rng: Any, x0: np.ndarray | None = None) -> BaselineResult:
         """Run ``n_iters`` noisy power iterations from ``x0`` (default: a random unit vector)."""
-        z, counts = _pca_data(problem, self.budget)
-        z, n_clipped = clip_rows(z, self.norm_bound)
+        z, counts, n_clipped = _clipped_pca_data(problem, self.budget, self.norm_bound)
         dim = z.shape[-1]
         cal, _ = calibrate_releases(self.budget, self.n_iters, int(counts.min()),
                                     is_secure(rng))

@@ -211,10 +211,11 @@ class _PushPullBase(BlockStates, Algorithm):
         # the MPI engine inside rfed.engines.mpi.mpi_engine())
         self.communicator = default_communicator if communicator is None else communicator
 
-    def run(self, problem, n_rounds, *, rng, x0=None, eval_every=1, with_reference=True,
+    def run(self, problem, n_rounds=None, *, rng, x0=None, eval_every=1, with_reference=True,
             callback=None, **checkpointing):
         """As :meth:`Algorithm.run`; ``x0`` is the initial price ``w~_0`` (shape ``(m,)``,
-        default 0) and the result's ``x`` is the allocation ``(n_agents, m)``;
+        default 0) and the result's ``x`` is the allocation ``(n_agents, m)``; ``n_rounds``
+        defaults to the planned ``n_rounds`` given to the constructor, as for every algorithm;
         ``checkpointing``: ``checkpoint_every``, ``checkpoint``, ``resume_from``."""
         require_euclidean(problem, self.name)
         if x0 is None:

@@ -16,6 +16,8 @@ References
 """
 
 from rfed.algorithms.federated.accounting import (
+    LocalRunRelease,
+    calibrate_multipliers,
     calibrate_plan,
     certified_epsilon,
     planned_events,
@@ -27,7 +29,12 @@ from rfed.algorithms.federated.aggregation import (
     karcher_aggregate,
     tangent_mean,
 )
-from rfed.algorithms.federated.client_dp import ClientLevelDP, clip_updates, clipped_update_mean
+from rfed.algorithms.federated.client_dp import (
+    ClientLevelDP,
+    ClientRelease,
+    clip_updates,
+    clipped_update_mean,
+)
 from rfed.algorithms.federated.local import (
     DPRSGD,
     DPRSVRG,
@@ -44,9 +51,11 @@ from rfed.algorithms.federated.streams import AgentBlockGenerator
 __all__ = [
     "AgentBlockGenerator",
     "ClientLevelDP",
+    "ClientRelease",
     "DPRSGD",
     "DPRSVRG",
     "LocalPlan",
+    "LocalRunRelease",
     "LocalTrainer",
     "PriRFed",
     "PriRFedState",
@@ -55,6 +64,7 @@ __all__ = [
     "SAMPLINGS",
     "batch_sizes",
     "calibrate_plan",
+    "calibrate_multipliers",
     "clip_updates",
     "clipped_update_mean",
     "certified_epsilon",

@@ -41,7 +41,7 @@ from typing import Any
 import numpy as np
 
 from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
-from rfed.algorithms.private import PAPER_LABEL
+from rfed.algorithms.private import PAPER_LABEL, Release
 from rfed.algorithms.private import label as privacy_label
 from rfed.privacy import _rdp
 from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
@@ -54,6 +54,8 @@ __all__ = [
     "certified_epsilon",
     "planned_events",
     "calibrate_plan",
+    "calibrate_multipliers",
+    "LocalRunRelease",
     "prirfed_privacy_report",
     "is_secure_rng",
 ]
@@ -345,6 +347,30 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float,
                    rounds: int | np.ndarray) -> tuple[LocalPlan, dict[int, Calibration]]:
     """Noise multipliers that spend ``budget`` over the planned run, one per configuration.
 
+    :func:`calibrate_multipliers`, applied to the plan.
+
+    Parameters
+    ----------
+    plan : LocalPlan
+    budget : PrivacyBudget
+    delta : float
+    rounds : int or int array, shape ``(n_agents,)``
+
+    Returns
+    -------
+    plan : LocalPlan
+        With ``sigma = z_i * sensitivity_i``.
+    calibrations : dict
+        ``{representative agent: Calibration}``.
+    """
+    z, cals = calibrate_multipliers(plan, budget, delta, rounds)
+    return plan.with_noise_multiplier(z), cals
+
+
+def calibrate_multipliers(plan: LocalPlan, budget: PrivacyBudget, delta: float,
+                          rounds: int | np.ndarray) -> tuple[np.ndarray, dict[int, Calibration]]:
+    """Noise multipliers that spend ``budget`` over the planned run, one per configuration.
+
     ``rounds`` is the number of rounds every agent trains in (the worst case of the selection),
     or, per agent, the rounds the public selection schedule will pick it in (shape
     ``(n_agents,)``). Agents with the same ``(N_i, b_i)`` share one calibration (one bisection of
@@ -363,8 +389,8 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float,
 
     Returns
     -------
-    plan : LocalPlan
-        With ``sigma = z_i * sensitivity_i``.
+    z : array, shape ``(n_agents,)``
+        Each agent's noise multiplier (``sigma_i = z_i * sensitivity_i``).
     calibrations : dict
         ``{representative agent: Calibration}``.
     """
@@ -422,7 +448,102 @@ def calibrate_plan(plan: LocalPlan, budget: PrivacyBudget, delta: float,
         if len(_CALIBRATIONS) >= _CERTIFICATES_MAX:
             _CALIBRATIONS.pop(next(iter(_CALIBRATIONS)))
         _CALIBRATIONS[key] = cal
-    return plan.with_noise_multiplier(z[inverse]), cals
+    return z[inverse], cals
+
+
+class LocalRunRelease(Release):
+    """What one agent releases in a round it trains in: its whole local run, for
+    :func:`~rfed.algorithms.private.plan_noise`.
+
+    A PriRFed agent's round is ``steps`` noisy gradient steps (DP-RSGD), or DP-RSVRG's inner
+    steps and, with a released snapshot, its snapshot releases, each a Gaussian mechanism of
+    the plan's per-agent sensitivity (:meth:`LocalPlan.events`). The agents' configurations
+    (local size ``N_i``, batch size ``b_i``, clip levels) differ, so :meth:`calibrate` returns
+    one noise multiplier per agent (:func:`calibrate_multipliers`: one bisection per distinct
+    configuration, for its most-selected agent). The relation is the plan's: the trainer's
+    plan has already refused what it cannot account (add/remove needs the declared public
+    sizes and Poisson or full-batch steps).
+
+    Parameters
+    ----------
+    plan : LocalPlan
+        The trainer's plan for the problem (clip levels, sizes, sensitivities, sampling).
+
+    Attributes
+    ----------
+    calibrations : dict
+        ``{representative agent: Calibration}`` of the last :meth:`calibrate` (empty before).
+    """
+
+    norm = "l2"
+    add_remove_refusal = None
+
+    def __init__(self, plan: LocalPlan) -> None:
+        self.plan = plan
+        self.calibrations: dict[int, Calibration] = {}
+
+    @property
+    def sensitivity(self) -> float:  # type: ignore[override]
+        """The largest per-agent sensitivity of one noisy step (``inf`` without clipping)."""
+        return float(np.max(self.plan.sensitivity))
+
+    def recorded_sensitivity(self, dim: int, rng: Any) -> float:
+        """:attr:`sensitivity`: the plan's sensitivities already hold secure mode's term
+        (:meth:`LocalTrainer.plan` applies :func:`rfed.privacy.mechanisms.release_sensitivity`).
+
+        Parameters
+        ----------
+        dim : int
+        rng : numpy.random.Generator or SecureRandom
+
+        Returns
+        -------
+        float
+        """
+        return self.sensitivity
+
+    def events(self, noise_multiplier: float, local_size: int, rounds: int
+               ) -> list[tuple[EventSpec, int]]:
+        """The events of the first agent with ``local_size`` records over ``rounds`` rounds.
+
+        Parameters
+        ----------
+        noise_multiplier : float
+        local_size : int
+        rounds : int
+
+        Returns
+        -------
+        list of (EventSpec, int)
+        """
+        agents = np.flatnonzero(np.asarray(self.plan.counts) == local_size)
+        if not agents.size:
+            raise ValueError(f"no agent of the plan has {local_size} records")
+        return planned_events(self.plan, int(agents[0]), rounds, noise_multiplier)
+
+    def calibrate(self, budget: PrivacyBudget, delta: float, local_sizes: np.ndarray,
+                  active_rounds: np.ndarray, rng: Any) -> np.ndarray:
+        """Each agent's noise multiplier (:func:`calibrate_multipliers`); secure mode's
+        discrete Gaussian releases are calibrated with RDP only.
+
+        Parameters
+        ----------
+        budget : PrivacyBudget
+        delta : float
+        local_sizes : int array, shape ``(n_agents,)``
+            The public sizes (the plan's counts; unused beyond them).
+        active_rounds : int array, shape ``(n_agents,)``
+            The rounds each agent trains in over the planned run.
+        rng : numpy.random.Generator or SecureRandom
+
+        Returns
+        -------
+        array, shape ``(n_agents,)``
+        """
+        if is_secure_rng(rng) and budget.method != "rdp":
+            budget = dataclasses.replace(budget, method="rdp")
+        z, self.calibrations = calibrate_multipliers(self.plan, budget, delta, active_rounds)
+        return z
 
 
 def _sizes_text(sizes: np.ndarray) -> str:
@@ -570,8 +691,10 @@ def prirfed_privacy_report(
         calibration: str | None = "budget"
     elif trainer.paper_epsilon is not None:
         calibration = "paper_epsilon"
+    elif not plan.private:
+        calibration = None
     else:
-        calibration = "paper_sigma" if plan.private else None
+        calibration = "noise_multiplier" if trainer.noise_multiplier else "paper_sigma"
     return {
         "algorithm": f"PriRFed ({trainer.name})",
         "epsilon_certified": eps,

@@ -49,13 +49,14 @@ from typing import Any
 
 import numpy as np
 
+from rfed.algorithms.private import NoiseConfig, Release, plan_noise, privacy_report
 from rfed.manifolds.base import Manifold
 from rfed.privacy.accountants import DP_ACCOUNTING_VERSION, EventSpec
 from rfed.privacy.budget import PrivacyBudget, calibrate
 from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE, PrivacyLedger
 from rfed.privacy.mechanisms import gaussian_mechanism, release_sensitivity
 
-__all__ = ["ClientLevelDP", "clip_updates", "clipped_update_mean"]
+__all__ = ["ClientLevelDP", "ClientRelease", "clip_updates", "clipped_update_mean"]
 
 
 def clip_updates(manifold: Manifold, x: np.ndarray, points: np.ndarray, clip: float
@@ -248,15 +249,17 @@ class ClientLevelDP:
         float
             The noise multiplier.
         """
-        if self.budget is None:
-            assert self.noise_multiplier is not None  # exactly one of the two is given
-            return float(self.noise_multiplier)
-        if n_rounds is None:
+        if self.budget is not None and n_rounds is None:
             raise ValueError("argument 'n_rounds' is required with a client-level budget")
-        cal = calibrate(lambda z: [(self.event(z, n_agents, n_sampled), int(n_rounds))],
-                        replace(self.budget, method=self.method(secure)),
-                        delta=self.delta(n_agents))
-        return float(cal.noise_multiplier)
+        # the public contract's path: the server is the one "agent" whose records are the n
+        # clients, its release the clipped mean of s of them
+        config = NoiseConfig(budget=self.budget, n_rounds=n_rounds,
+                             noise_multiplier=self.noise_multiplier)
+        plan = plan_noise(config, ClientRelease(self, n_sampled, secure),
+                          local_sizes=np.array([n_agents]), dim=1, rng=None,
+                          algorithm="client-level DP")
+        assert plan is not None  # exactly one of noise_multiplier and budget is given
+        return float(plan.noise_multiplier)
 
     def release_sensitivity(self, dim: int, n_sampled: int, rng: Any) -> float:
         """The sensitivity of the release on a manifold of dimension ``dim``: ``2C/s``, plus
@@ -338,7 +341,8 @@ class ClientLevelDP:
         ledger.record(round, who, noise_multiplier=z, **kwargs)
 
     def report(self, ledger: PrivacyLedger, n_rounds_done: int, z: float, n_sampled: int,
-               *, secure: bool = False, sensitivity: float | None = None) -> dict[str, Any]:
+               *, secure: bool = False, sensitivity: float | None = None,
+               planned_rounds: int | None = None) -> dict[str, Any]:
         """The client-level privacy report of the rounds done (from the client-level ledger).
 
         The certified epsilon is that of the worst-off client's recorded events with
@@ -359,10 +363,14 @@ class ClientLevelDP:
             Whether the run is in secure mode.
         sensitivity : float, optional
             The release's sensitivity when it differs from :meth:`sensitivity` (secure mode).
+        planned_rounds : int, optional
+            The rounds a budget was planned for.
 
         Returns
         -------
         dict
+            The keys :data:`rfed.algorithms.private.REPORT_KEYS` (``level='client'``), plus
+            ``sigma``, ``sensitivity``, ``clip`` and ``hidden_selection``.
         """
         from rfed.algorithms.federated.accounting import certified_epsilon
 
@@ -390,12 +398,98 @@ class ClientLevelDP:
                                "added to the sensitivity 2C/s, certified with RDP")
         assumptions.append(OUTSIDE_THE_GUARANTEE)
         label = {"auto": "tighter of RDP and PLD", "rdp": "RDP", "pld": "PLD"}[method]
-        return {
-            "epsilon_certified": eps, "delta": delta, "level": "client",
-            "neighboring": "replace_one",
-            "accountant": f"dp-accounting {DP_ACCOUNTING_VERSION} {used.upper()} ({label}), "
-                          "client-level replace_one; per-client ledger, worst client",
-            "noise_multiplier": z, "sigma": z * sensitivity, "sensitivity": sensitivity,
-            "clip": self.clip, "hidden_selection": self.hidden_selection,
-            "target_epsilon": planned, "rounds": n_rounds_done, "assumptions": assumptions,
-        }
+        # the one report shape (REPORT_KEYS) with the client-level release's own values beside
+        report = privacy_report(
+            algorithm="client-level DP (server-side, on the manifold)", rounds=n_rounds_done,
+            epsilon=eps, delta=delta,
+            accountant=f"dp-accounting {DP_ACCOUNTING_VERSION} {used.upper()} ({label}), "
+                       "client-level replace_one; per-client ledger, worst client",
+            neighboring="replace_one", level="client", assumptions=assumptions,
+            target_epsilon=planned, noise_multiplier=z,
+            calibration="noise_multiplier" if self.budget is None else "budget",
+            secure=secure, planned_rounds=planned_rounds)
+        report.update({"sigma": z * sensitivity, "sensitivity": sensitivity, "clip": self.clip,
+                       "hidden_selection": self.hidden_selection})
+        return report
+
+
+class ClientRelease(Release):
+    """One round's release of :class:`ClientLevelDP`, for
+    :func:`~rfed.algorithms.private.plan_noise`: the server is the one "agent" whose records
+    are the ``n`` clients, and it releases the clipped mean of ``s`` of them (sensitivity
+    ``2C/s``), amplified by the sampling only with a hidden selection (:meth:`ClientLevelDP.event`).
+
+    Parameters
+    ----------
+    dp : ClientLevelDP
+    n_sampled : int
+        ``s``, clients per round.
+    secure : bool
+        Secure mode (RDP only).
+    """
+
+    norm = "l2"
+    add_remove_refusal = ("client-level DP replaces one client's whole dataset; s is fixed "
+                          "and public")
+
+    def __init__(self, dp: ClientLevelDP, n_sampled: int, secure: bool = False) -> None:
+        self.dp = dp
+        self.n_sampled = int(n_sampled)
+        self.secure = bool(secure)
+        self.sensitivity = dp.sensitivity(self.n_sampled)
+
+    def recorded_sensitivity(self, dim: int, rng: Any) -> float:
+        """``2C/s`` (secure mode's grid term is added where the release is made,
+        :meth:`ClientLevelDP.release_sensitivity`).
+
+        Parameters
+        ----------
+        dim : int
+        rng : numpy.random.Generator, SecureRandom or None
+
+        Returns
+        -------
+        float
+        """
+        return float(self.sensitivity)
+
+    def events(self, noise_multiplier: float, local_size: int, rounds: int
+               ) -> list[tuple[EventSpec, int]]:
+        """The server's events over ``rounds`` rounds with ``local_size`` clients.
+
+        Parameters
+        ----------
+        noise_multiplier : float
+        local_size : int
+            ``n``, the number of clients.
+        rounds : int
+
+        Returns
+        -------
+        list of (EventSpec, int)
+        """
+        return [(self.dp.event(noise_multiplier, int(local_size), self.n_sampled), int(rounds))]
+
+    def calibrate(self, budget: PrivacyBudget, delta: float, local_sizes: np.ndarray,
+                  active_rounds: np.ndarray, rng: Any) -> float:
+        """The smallest multiplier whose planned rounds certify ``budget`` (with the
+        accountant of :meth:`ClientLevelDP.method`).
+
+        Parameters
+        ----------
+        budget : PrivacyBudget
+        delta : float
+        local_sizes : int array, shape ``(1,)``
+            ``[n]``.
+        active_rounds : int array, shape ``(1,)``
+            ``[n_rounds]``.
+        rng : unused
+
+        Returns
+        -------
+        float
+        """
+        n_agents, rounds = int(local_sizes[0]), int(active_rounds[0])
+        cal = calibrate(lambda z: self.events(z, n_agents, rounds),
+                        replace(budget, method=self.dp.method(self.secure)), delta=delta)
+        return float(cal.noise_multiplier)

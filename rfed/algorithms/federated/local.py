@@ -121,6 +121,7 @@ from __future__ import annotations
 
 import abc
 import dataclasses
+import math
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -564,31 +565,120 @@ def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
     buffers : dict or None
         The gather buffers, for the next call (``None`` while no agent was drawn).
     """
-    n_agents, b = idx.shape
     # the drawn rows in increasing order, the unused slots (past b_i) after them: the sorted
     # valid entries fill the same prefix, and the unused slots point at row 0 (masked out)
     rows = np.sort(np.where(valid, idx, problem.n_max), axis=1)
     rows[~valid] = 0
-    total = np.empty(x.shape)
+    return _clipped_sum_blocked(problem, x, agents, rows, valid, clip, buffers)
+
+
+#: Gathered minibatch bytes above which a step's clipped sum runs per block of agents
+#: (:func:`_clipped_sum_blocked`): the C allocator maps arrays beyond 32 MiB fresh at every
+#: call and the kernel zeroes their pages again; below, one stacked call is cheaper.
+_STACKED_BYTES = 32 * 2**20
+
+
+def _stacked_bytes(problem: Problem, shape: tuple[int, int]) -> int:
+    """Bytes of ``problem.batch`` of ``shape = (A, b)`` rows."""
+    per_row = sum(v.itemsize * math.prod(v.shape[2:]) for v in problem._data.values())
+    return shape[0] * shape[1] * per_row
+
+
+def _clipped_sum_blocked(problem: Problem, x: np.ndarray, agents: np.ndarray, idx: np.ndarray,
+                         valid: np.ndarray, clip: float | None, buffers: dict | None
+                         ) -> tuple[np.ndarray, np.ndarray, dict | None]:
+    """``problem.clipped_grad_sum`` of the minibatches ``idx`` per block of agents, each block
+    gathered into reused buffers, the rows in their drawn order.
+
+    ``clipped_grad_sum`` acts on each agent's rows alone, so the values are those of one call
+    on every agent's gathered batch, without its stacked temporaries (see
+    :func:`_difference_mean_blocked`).
+
+    Parameters
+    ----------
+    x : array, shape ``(A, *point_shape)``
+    agents : int array, shape ``(A,)``
+    idx, valid : arrays, shape ``(A, b)``
+    clip : float or None
+    buffers : dict or None
+        Gather buffers of an earlier call (reused), or ``None``.
+
+    Returns
+    -------
+    total : array, shape ``(A, *point_shape)``
+    n_clipped : int array, shape ``(A,)``
+    buffers : dict or None
+    """
+    def clipped_sum(problem, x, snapshot, batch, mask, sizes, clip):
+        return problem.clipped_grad_sum(x, batch, clip, mask)
+
+    return _difference_mean_blocked(clipped_sum, problem, x, x, agents, idx, valid,
+                                    np.ones(idx.shape[0]), clip, buffers)
+
+
+def _difference_mean_blocked(difference_mean: Any, problem: Problem, x: np.ndarray,
+                             snapshot: np.ndarray, agents: np.ndarray, idx: np.ndarray,
+                             valid: np.ndarray, sizes: np.ndarray, clip: float | None,
+                             buffers: dict | None
+                             ) -> tuple[np.ndarray, np.ndarray, dict | None]:
+    """``difference_mean`` over blocks of agents, each block's minibatch gathered into reused
+    buffers.
+
+    The per-sample gradients, their transports and differences are ``(A, b, *point_shape)``
+    arrays; formed for all agents at once they are tens of MiB each, which the C allocator
+    maps fresh and the kernel faults in page by page at every inner step. Per block of about
+    :data:`_GATHER_BLOCK_BYTES` of gathered rows they stay small enough to be reused (and to be
+    read from the cache). Every operation of ``difference_mean`` acts on each agent's rows
+    alone, in the same order: the values are those of one call on all agents.
+
+    Parameters
+    ----------
+    difference_mean : callable
+        :meth:`DPRSVRG.difference_mean`'s signature.
+    x, snapshot : arrays, shape ``(A, *point_shape)``
+    agents : int array, shape ``(A,)``
+    idx, valid : arrays, shape ``(A, b)``
+        The minibatch rows (as drawn, not reordered) and which are summands.
+    sizes : array, shape ``(A,)``
+        The public normalisers ``b_i``.
+    clip : float or None
+    buffers : dict or None
+        Gather buffers of an earlier call (reused), or ``None``.
+
+    Returns
+    -------
+    v : array, shape ``(A, *point_shape)``
+    n_clipped : int array, shape ``(A,)``
+    buffers : dict or None
+        The gather buffers, for the next call (``None`` while no agent was drawn).
+    """
+    n_agents, b = idx.shape
+    if n_agents == 0:
+        return (np.empty(np.broadcast_shapes(np.shape(x), np.shape(snapshot))),
+                np.empty(0, dtype=int), buffers)
+    if b == 0:
+        v, clipped = difference_mean(problem, x, snapshot, problem.batch(agents, idx), valid,
+                                     sizes, clip)
+        return v, _per_row(clipped), buffers
+    if buffers is None or next(iter(buffers.values())).shape[0] % b:
+        probe = problem.batch(agents[:1], idx[:1, :1])
+        batch_bytes = b * sum(v.nbytes for v in probe.values())
+        per_block = min(n_agents, max(1, _GATHER_BLOCK_BYTES // max(batch_bytes, 1)))
+        buffers = {k: np.empty((per_block * b,) + v.shape[2:], v.dtype)
+                   for k, v in probe.items()}
+    per_block = next(iter(buffers.values())).shape[0] // b
+    x = np.asarray(x, dtype=float)
+    snapshot = np.asarray(snapshot, dtype=float)
+    v = np.empty(np.broadcast_shapes(x.shape, snapshot.shape))
     n_clipped = np.empty(n_agents, dtype=int)
-    per_block = 1
-    if n_agents:
-        if buffers is None:
-            # one agent's batch, gathered, sizes the blocks and the reused buffers
-            probe = problem.batch(agents[:1], rows[:1, :1])
-            batch_bytes = b * sum(v.nbytes for v in probe.values())
-            per_block = max(1, _GATHER_BLOCK_BYTES // max(batch_bytes, 1))
-            buffers = {k: np.empty((min(per_block, n_agents) * b,) + v.shape[2:], v.dtype)
-                       for k, v in probe.items()}
-        per_block = next(iter(buffers.values())).shape[0] // b
     for start in range(0, n_agents, per_block):
         stop = min(n_agents, start + per_block)
-        block = problem.batch(agents[start:stop], rows[start:stop], out=buffers)
-        part, clipped = problem.clipped_grad_sum(x[start:stop], block, clip,
-                                                 valid[start:stop])
-        total[start:stop] = part
+        block = problem.batch(agents[start:stop], idx[start:stop], out=buffers)
+        part, clipped = difference_mean(problem, x[start:stop], snapshot[start:stop], block,
+                                        valid[start:stop], sizes[start:stop], clip)
+        v[start:stop] = part
         n_clipped[start:stop] = _per_row(clipped)
-    return total, n_clipped, buffers
+    return v, n_clipped, buffers
 
 
 def _check_neighboring(neighboring: str) -> str:
@@ -765,15 +855,21 @@ class DPRSGD(LocalTrainer):
                 # (N_i the plan's size: the declared public one under add/remove)
                 rate = (sizes / plan.counts[agents])[:, None]
                 mask = full_mask & (rng.random(full_mask.shape) < rate)
-            elif not full:
+            summed = False
+            if not (full or poisson):
                 idx, mask = sample_minibatches(counts, int_sizes, rng)
+                points = np.broadcast_to(x, (agents.size, *man.point_shape))
                 if in_order:
                     total, clipped, buffers = _clipped_sum_in_order(
-                        problem, np.broadcast_to(x, (agents.size, *man.point_shape)), agents,
-                        idx, mask, plan.clip, buffers)
+                        problem, points, agents, idx, mask, plan.clip, buffers)
+                    summed = True
+                elif _stacked_bytes(problem, idx.shape) > _STACKED_BYTES:
+                    total, clipped, buffers = _clipped_sum_blocked(
+                        problem, points, agents, idx, mask, plan.clip, buffers)
+                    summed = True
                 else:
                     data = problem.batch(agents, idx)
-            if not in_order:
+            if not summed:
                 total, clipped = problem.clipped_grad_sum(x, data, plan.clip, mask)
             n_clipped += _per_row(clipped)
             # the PUBLIC normaliser b_i (the expected size under Poisson sampling)
@@ -1003,6 +1099,7 @@ class DPRSVRG(LocalTrainer):
         n_clipped = np.zeros(agents.size, dtype=int)
         noisy = bool(np.any(sigma > 0))
         snap = x
+        buffers = None   # the inner steps' gather buffers, reused by every step
         for k in range(self.steps):
             total, clipped = problem.clipped_grad_sum(snap, data, plan.clip_full, mask)
             n_clipped += _per_row(clipped)
@@ -1014,8 +1111,9 @@ class DPRSVRG(LocalTrainer):
                 if option == 2:
                     chosen = np.where((pick == k * m + j).reshape(shape), xj, chosen)
                 idx, valid = sample_minibatches(counts, int_sizes, rng)
-                v, clipped = self.difference_mean(problem, xj, snap, problem.batch(agents, idx),
-                                                  valid, sizes, plan.clip)
+                v, clipped, buffers = _difference_mean_blocked(
+                    self.difference_mean, problem, xj, snap, agents, idx, valid, sizes,
+                    plan.clip, buffers)
                 n_clipped += _per_row(clipped)
                 eta = v + man.transport(snap, xj, g_rel)
                 eta = self._release(problem, xj, eta, sigma, rng, noisy)

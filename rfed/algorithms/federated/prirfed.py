@@ -20,7 +20,7 @@ import numpy as np
 from rfed.algorithms._steps import injectivity_radius
 from rfed.algorithms.base import Algorithm, evaluate_point
 from rfed.algorithms.federated.accounting import (
-    calibrate_plan,
+    LocalRunRelease,
     is_secure_rng,
     prirfed_privacy_report,
     record_round,
@@ -35,7 +35,9 @@ from rfed.algorithms.federated.client_dp import ClientLevelDP
 from rfed.algorithms.federated.local import LocalPlan, LocalTrainer
 from rfed.algorithms.federated.sampling import sample_agents
 from rfed.algorithms.federated.streams import AgentBlockGenerator
+from rfed.algorithms.private import NoiseConfig, plan_noise
 from rfed.networks.comm import InProcessCommunicator
+from rfed.optim.linesearch import ArmijoLineSearch
 from rfed.privacy.budget import (
     PrivacyBudget,
     check_delta_for_dataset,
@@ -68,6 +70,9 @@ class PriRFedState:
         With ``client_dp``: the client-level ledger (one event per round per charged client).
     client_noise_multiplier : float or None
         With ``client_dp``: the resolved ``z`` of the server's noise.
+    line_search_cost : array of shape ``(n_agents,)`` or None
+        With ``line_search``: each agent's cost at the start of its last line search (NaN
+        before its first), the memory of the search's first trial.
     seed : int or None
         The run's seed in ``[0, 2**63)``: agent selection comes from the public stream
         ``public_generator(seed, round, 'agent-sampling')``, each agent's minibatches and noise
@@ -106,6 +111,7 @@ class PriRFedState:
     seed: int | None = None
     client_ledger: PrivacyLedger | None = None
     client_noise_multiplier: float | None = None
+    line_search_cost: np.ndarray | None = None
 
 
 class PriRFed(Algorithm):
@@ -205,6 +211,7 @@ class PriRFed(Algorithm):
         neighboring: str | None = None,
         public_sizes: int | tuple[int, ...] | None = None,
         client_dp: ClientLevelDP | None = None,
+        line_search: ArmijoLineSearch | None = None,
         epsilon: None = None,
     ):
         if epsilon is not None:
@@ -213,15 +220,10 @@ class PriRFed(Algorithm):
                 "delta) with n_rounds=T for a certified budget, or paper_epsilon= on the trainer "
                 "for the paper's calibration (not a guarantee)"
             )
-        if budget is not None and not isinstance(budget, PrivacyBudget):
-            raise TypeError(f"argument 'budget' must be a PrivacyBudget or None, got {budget!r}")
-        if n_rounds is not None and (not isinstance(n_rounds, (int, np.integer))
-                                     or isinstance(n_rounds, bool) or n_rounds < 1):
-            raise ValueError(f"argument 'n_rounds' must be an int >= 1, got {n_rounds!r}")
+        # the public contract's configuration: budget and planned rounds validated once, here
+        # (the trainer carries the research and paper noise settings)
+        self.privacy_config = NoiseConfig(budget=budget, n_rounds=n_rounds)
         if budget is not None:
-            if n_rounds is None:
-                raise ValueError("argument 'n_rounds' (the planned number of rounds) is required "
-                                 "with a budget: the noise is calibrated for the whole run")
             if trainer.private:
                 raise ValueError(
                     "give either a budget or the trainer's own noise (noise_multiplier, sigma, "
@@ -259,6 +261,8 @@ class PriRFed(Algorithm):
                                  "mean of Log_x(x_i)); use aggregation='tangent'")
             if client_dp.budget is not None and n_rounds is None:
                 raise ValueError("argument 'n_rounds' is required with a client-level budget")
+        if line_search is not None:
+            _check_line_search(line_search, trainer, budget, client_dp)
         if output_option not in (1, 2):
             raise ValueError(f"argument 'output_option' must be 1 or 2, got {output_option!r}")
         if not 0 < delta_hat < 1:
@@ -273,6 +277,7 @@ class PriRFed(Algorithm):
         self.budget = budget
         self.n_rounds = n_rounds
         self.client_dp = client_dp
+        self.line_search = line_search
         self.neighboring = (budget.neighboring if budget is not None
                             else neighboring or "replace_one")
         self.public_sizes = check_public_sizes(public_sizes)
@@ -380,13 +385,7 @@ class PriRFed(Algorithm):
     def _make_plan(self, problem: Problem, rng=None, seed: int | None = None):
         public_sizes = self.budget.public_sizes if self.budget is not None else self.public_sizes
         # under add/remove the declared public sizes, never the private counts
-        n_min = int(public_counts(problem.counts, self.neighboring, public_sizes).min())
-        if self.budget is not None:
-            delta = self.budget.resolve_delta(n_min)
-        elif self.privacy_delta is not None:
-            delta = check_delta_for_dataset(self.privacy_delta, n_min, "privacy_delta")
-        else:
-            delta = default_delta(n_min)
+        sizes = public_counts(problem.counts, self.neighboring, public_sizes)
         plan = self.trainer.plan(problem, self.neighboring, rng, public_sizes)
         plan.extra.update(
             n_sampled=self._s(problem),
@@ -394,15 +393,24 @@ class PriRFed(Algorithm):
             coupled_records=bool(getattr(problem, "coupled_records", False)),
             problem_assumptions=list(getattr(problem, "privacy_assumptions", ())),
         )
-        cals: dict = {}
-        if self.budget is not None:
-            budget = self.budget
-            if is_secure_rng(rng) and budget.method != "rdp":
-                # secure (discrete Gaussian) releases are certified through RDP only
-                budget = replace(budget, method="rdp")
-            plan, cals = calibrate_plan(plan, budget, delta,
-                                        self.planned_participation(problem, seed))
-        return plan, delta, cals
+        # the budget's one path to the noise draws: plan_noise calibrates each agent's
+        # multiplier for the replayed public selection, the local plan's sigma draws it
+        release = LocalRunRelease(plan)
+        noise = plan_noise(self.privacy_config, release, local_sizes=sizes,
+                           dim=int(problem.manifold.dim), rng=rng,
+                           active_rounds=lambda: self.planned_participation(problem, seed),
+                           algorithm=self.name)
+        if noise is not None:
+            assert noise.noise_multipliers is not None  # a LocalRunRelease's levels, per agent
+            return plan.with_noise_multiplier(noise.noise_multipliers), noise.delta, \
+                release.calibrations
+        # the trainer's own noise (research or the paper's), read at this delta
+        n_min = int(sizes.min())
+        if self.privacy_delta is not None:
+            delta = check_delta_for_dataset(self.privacy_delta, n_min, "privacy_delta")
+        else:
+            delta = default_delta(n_min)
+        return plan, delta, {}
 
     # ------------------------------------------------------------------ the round's pieces
     def select(self, problem: Problem, state: PriRFedState, round: int | None = None
@@ -510,6 +518,11 @@ class PriRFed(Algorithm):
                 [np.asarray(st.plan.snapshot_sigma)[b] for st, b in zip(states, blocks,
                                                                          strict=True)])
         agents = blocks[0] if len(blocks) == 1 else np.concatenate(blocks)
+        if self.line_search is not None:
+            previous = np.concatenate([np.full(b.size, np.nan) if st.line_search_cost is None
+                                       else st.line_search_cost[b]
+                                       for st, b in zip(states, blocks, strict=True)])
+            return self._line_search_runs(problem, x_start, agents, previous, t)
         with np.errstate(over="ignore", invalid="ignore"):
             try:
                 x_new, info = self.trainer.train(
@@ -679,9 +692,70 @@ class PriRFed(Algorithm):
             st.comm.broadcast(st.x, agents)
             received = _gather(st.comm, problem.n_agents, agents, x_new[rows])
             x_next = self.aggregate(problem, st, agents, received)
-            out.append(self.finish_round(st, agents, x_next,
-                                         int(info["n_clipped_rows"][rows].sum())))
+            new = self.finish_round(st, agents, x_next, int(info["n_clipped_rows"][rows].sum()))
+            if "line_search_cost" in info:
+                memory = (np.full(problem.n_agents, np.nan) if st.line_search_cost is None
+                          else st.line_search_cost.copy())
+                memory[agents] = info["line_search_cost"][rows]
+                new = replace(new, line_search_cost=memory)
+            out.append(new)
         return out
+
+    def _line_search_runs(self, problem: Problem, x_start: np.ndarray, agents: np.ndarray,
+                          previous: np.ndarray, round: int) -> tuple[np.ndarray, dict]:
+        """The local runs of a non-private round with ``line_search``: each agent's ``steps``
+        steepest-descent steps on its full local cost, the step of each chosen by Armijo
+        backtracking (:class:`~rfed.optim.ArmijoLineSearch`), every agent on its own.
+
+        Parameters
+        ----------
+        problem : Problem
+        x_start : array, shape ``(A, *point_shape)``
+        agents : int array, shape ``(A,)``
+        previous : array, shape ``(A,)``
+            Each agent's cost at the start of its previous search (NaN: none).
+        round : int
+
+        Returns
+        -------
+        x_local : array, shape ``(A, *point_shape)``
+        info : dict
+            ``n_clipped`` (0), ``n_clipped_rows``, ``grad_evals`` and ``line_search_cost``
+            (each agent's cost at the start of its last search).
+        """
+        assert self.line_search is not None
+        manifold = problem.manifold
+        if not problem.is_shard and np.array_equal(agents, np.arange(problem.n_agents)):
+            data, mask = problem.data, problem.mask   # every agent: the arrays, not a copy
+        else:
+            data, mask = problem.agent_data(agents)
+        counts = problem.counts[agents].astype(float)
+        shape = (-1,) + (1,) * len(manifold.point_shape)
+
+        def local_cost(points: np.ndarray, rows: np.ndarray) -> np.ndarray:
+            batch = data if rows.size == agents.size else {k: v[rows] for k, v in data.items()}
+            losses = problem.sample_loss(points, batch)
+            if not mask.all():
+                losses = np.where(mask[rows], losses, 0.0)
+            return losses.sum(-1) / counts[rows]
+
+        everyone = np.arange(agents.size)
+        x = np.array(x_start, dtype=float)
+        cost = local_cost(x, everyone)
+        for _ in range(self.trainer.steps):
+            # the full local gradient (a problem's structured sum where it has one)
+            grad, _ = problem.clipped_grad_sum(x, data, None, None if mask.all() else mask)
+            grad /= counts.reshape(shape)
+            slope = -np.asarray(manifold.inner(x, grad, grad), dtype=float).reshape(cost.shape)
+            step = self.line_search.search(local_cost, manifold, x, -grad, cost, slope,
+                                           previous)
+            previous, x, cost = cost, step.x, step.cost
+        if not np.all(np.isfinite(x)):
+            raise FloatingPointError(f"{self.name}: a local iterate left the floating-point "
+                                     f"range in round {round + 1} (the run diverged)")
+        return x, {"n_clipped": 0, "n_clipped_rows": np.zeros(agents.size, dtype=int),
+                   "grad_evals": int(self.trainer.steps * counts.sum()),
+                   "line_search_cost": previous}
 
     def output(self, problem: Problem, state: PriRFedState) -> np.ndarray:
         if self.output_option == 2 and state.candidate is not None:
@@ -713,7 +787,8 @@ class PriRFed(Algorithm):
             assert state.client_ledger is not None and state.client_noise_multiplier is not None
             report["client_level"] = self.client_dp.report(
                 state.client_ledger, state.round, state.client_noise_multiplier, n_sampled,
-                secure=secure, sensitivity=sensitivity)
+                secure=secure, sensitivity=sensitivity,
+                planned_rounds=None if self.client_dp.budget is None else self.n_rounds)
         return report
 
     def privacy_after(self, problem: Problem, rounds: int) -> dict[str, Any]:
@@ -742,3 +817,28 @@ def _gather(comm: InProcessCommunicator, n_agents: int, agents: np.ndarray, valu
     full = np.zeros((n_agents,) + values.shape[1:])
     full[agents] = values
     return comm.gather(full, agents)
+
+
+#: Why a private run refuses ``line_search``.
+LINE_SEARCH_IS_A_RELEASE = (
+    "an Armijo line search chooses each step from cost values of the agent's data, so the step "
+    "size (and every point it leads to) is a data-dependent release that no noise covers and "
+    "no sensitivity bounds; use it for non-private runs only (no budget=, no trainer noise, "
+    "no client_dp), or keep a fixed step_size"
+)
+
+
+def _check_line_search(line_search: Any, trainer: LocalTrainer, budget: Any,
+                       client_dp: Any) -> None:
+    """Refuse ``line_search`` on a private run or a trainer it does not apply to."""
+    if not isinstance(line_search, ArmijoLineSearch):
+        raise TypeError(f"argument 'line_search' must be an ArmijoLineSearch or None, got "
+                        f"{line_search!r}")
+    if budget is not None or trainer.private or client_dp is not None:
+        raise ValueError(f"argument 'line_search' is refused on a private run: "
+                         f"{LINE_SEARCH_IS_A_RELEASE}")
+    if trainer.name != "DP-RSGD" or getattr(trainer, "batch_size", None) is not None \
+            or getattr(trainer, "clip", None) is not None:
+        raise ValueError("argument 'line_search' needs the full, unclipped local gradient: "
+                         "a DPRSGD(batch_size=None, clip=None) trainer (the Armijo condition "
+                         "is a statement about the local cost along its gradient)")
