@@ -22,8 +22,9 @@ wall time (a base-against-base comparison of the default experiments so gave rat
 1.00-1.01 on 2 cores). Two processes sharing the caches and memory bandwidth each take more CPU
 time than one alone, so quote totals from a run without ``--concurrent`` on an idle machine.
 
-``--record FILE`` merges each experiment's measured CPU seconds into the timings file FILE
-(default ``rfed/experiments/timings.json``, which ``rfed list`` and ``rfed show`` read), under the
+``--record`` merges each experiment's measured CPU seconds into the timings file
+(``--timings FILE``, default ``rfed/experiments/timings.json``, which ``rfed list`` and ``rfed
+show`` read), under the
 experiment's scale (``quick``, or ``paper`` with ``--set scale=paper``; no other override is
 allowed, so that the file times the configurations users run), with the date, the commit and the
 command. ``--keep DIR`` keeps what each run wrote in ``DIR/NAME`` (e.g. a paper-scale run timed and
@@ -228,9 +229,11 @@ def main() -> None:
                              "run measured ratios of 1.00-1.01 on 2 cores)")
     parser.add_argument("--checkpoints", action="store_true",
                         help="count the checkpoints, their bytes and their CPU / wall seconds")
-    parser.add_argument("--record", nargs="?", type=Path, const=TIMINGS, default=None,
-                        metavar="FILE", help="merge the measured CPU seconds into FILE "
-                        "(default rfed/experiments/timings.json, read by rfed list / show)")
+    parser.add_argument("--record", action="store_true",
+                        help="merge the measured CPU seconds into the timings file (--timings)")
+    parser.add_argument("--timings", type=Path, default=TIMINGS, metavar="FILE",
+                        help="the timings file of --record (default "
+                        "rfed/experiments/timings.json, read by rfed list / show)")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep what each run wrote in DIR/NAME")
     args = parser.parse_args()
@@ -253,7 +256,7 @@ def main() -> None:
         results = run_versions(name, args.overrides, versions, args.rdp_cache,
                                args.checkpoints, args.concurrent, args.keep)
         if args.record:
-            record_timing(args.record, name, scale, *results[0][:3], args.rfed,
+            record_timing(args.timings, name, scale, *results[0][:3], args.rfed,
                           runs=results[0][4])
         for i, (cpu, wall, rss, stats, _) in enumerate(results):
             totals[i] += cpu
