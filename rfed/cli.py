@@ -94,8 +94,14 @@ FLOWER_EXPERIMENTS = ("pca-synthetic", "prirfed-fig1", "prirfed-fig2", "prirfed-
                       "prirfed-fig4", "prirfed-fig5", "prirfed-kpca")
 
 
-def _parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
+class _Parser(argparse.ArgumentParser):
+    """rfed's top-level parser; it keeps its ``run`` subparser for ``rfed run NAME --help``."""
+
+    run_parser: argparse.ArgumentParser
+
+
+def _parser() -> _Parser:
+    parser = _Parser(
         prog="rfed",
         description="Differentially private federated and decentralized optimization on "
         "Riemannian manifolds: run the papers' experiments.",

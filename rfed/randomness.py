@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import math
 import zlib
+from typing import Any
 
 import numpy as np
 
@@ -73,7 +74,16 @@ def _uniform_ranks(gen: np.random.Generator, size: tuple[int, ...],
 def ranks_to_uniforms(ranks: np.ndarray) -> np.ndarray:
     """The open uniforms ``(k + 1/2) 2^-53`` of ranks ``k < 2^53`` (uint64), bit for bit as the
     keyed uniform draws give them: the same conversion of ``2k + 1`` to float64 and the same
-    exact scaling by ``2^-54``."""
+    exact scaling by ``2^-54``.
+
+    Parameters
+    ----------
+    ranks : ndarray of uint64, any shape
+
+    Returns
+    -------
+    ndarray of float64, shape of ``ranks``
+    """
     return np.multiply((ranks << np.uint64(1)) | np.uint64(1), 2.0**-54)
 
 
@@ -97,7 +107,17 @@ _PURPOSE_CODES: dict[str, int] = {}
 
 
 def purpose_code(purpose: str | int) -> int:
-    """A stable 32-bit code for a stream's purpose (CRC-32 of the name, or the int itself)."""
+    """A stable 32-bit code for a stream's purpose (CRC-32 of the name, or the int itself).
+
+    Parameters
+    ----------
+    purpose : str or int
+
+    Returns
+    -------
+    int
+        In ``[0, 2**32)``.
+    """
     if type(purpose) is str:
         code = _PURPOSE_CODES.get(purpose)
         if code is not None:
@@ -140,6 +160,10 @@ def public_generator(seed: int, round: int, purpose: str | int) -> np.random.Gen
     round : int
     purpose : str or int
         E.g. ``'agent-sampling'``, ``'activation'``, ``'matching'``.
+
+    Returns
+    -------
+    numpy.random.Generator
     """
     seed = _check_seed(seed)
     words = [seed & 0xFFFFFFFF, seed >> 32, _PUBLIC_TAG, _check_round(round), purpose_code(purpose)]
@@ -162,6 +186,11 @@ class AgentBlock:
         Position of each agent's group in ``groups``.
     cols : ndarray of int64, shape ``(A,)``
         Each agent's column in its group's draws (``agent % AGENT_GROUP``).
+
+    Parameters
+    ----------
+    agents : ndarray of int64, shape ``(A,)``
+        Checked ids.
     """
 
     __slots__ = ("agents", "size", "groups", "where", "cols")
@@ -190,8 +219,8 @@ class AgentBlock:
             np.not_equal(group_of[1:], group_of[:-1], out=first[1:])
             self.groups, self.where = group_of[first].tolist(), np.cumsum(first) - 1
         else:
-            groups, where = np.unique(group_of, return_inverse=True)
-            self.groups, self.where = groups.tolist(), where.reshape(-1)
+            unique, where = np.unique(group_of, return_inverse=True)
+            self.groups, self.where = unique.tolist(), where.reshape(-1)
 
 
 #: Blocks up to this many agents derive their groups with Python sets (a few us), larger ones
@@ -231,7 +260,7 @@ class AgentStreams:
         # arrays as lists of ints: the state setter reads them element by element, and Python
         # ints cost it a quarter of numpy scalars (the same state)
         fresh = bits.state
-        self._fresh = {**fresh, "state": {k: [int(v) for v in fresh["state"][k]]
+        self._fresh: dict[str, Any] = {**fresh, "state": {k: [int(v) for v in fresh["state"][k]]
                                           for k in ("counter", "key")},
                        "buffer": [int(v) for v in fresh["buffer"]]}
         # the groups' draws of multi-group calls, by (shape, dtype), reused by the next call of
@@ -258,7 +287,16 @@ class AgentStreams:
     def block(self, agents) -> AgentBlock:
         """The checked ids ``agents`` ``(A,)`` and the groups their rows come from, for several
         draws of the same block (e.g. a round's minibatch, noise and compression draws): the
-        ids are checked and the groups derived once."""
+        ids are checked and the groups derived once.
+
+        Parameters
+        ----------
+        agents : array_like of int, shape ``(A,)``
+
+        Returns
+        -------
+        AgentBlock
+        """
         return AgentBlock(self._agents(agents))
 
     def _rekey(self, group: int, rnd: int, code: int) -> np.random.Generator:
@@ -268,7 +306,7 @@ class AgentStreams:
         # streams of a run overlap
         state = self._fresh
         state["state"]["counter"] = [0, group, rnd, code]
-        self._bits.state = state
+        self._bits.state = state  # type: ignore[assignment]  # numpy's stubs want its TypedDict
         return self._gen
 
     def _draw(self, agents, round: int, purpose: str | int, shape, sampler) -> np.ndarray:
@@ -285,7 +323,24 @@ class AgentStreams:
     def block_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler
                    ) -> np.ndarray:
         """The first ``m`` draws of each agent of ``block`` for the checked round ``rnd`` and
-        purpose code ``code``, shape ``(block.size, m)``."""
+        purpose code ``code``, shape ``(block.size, m)``.
+
+        Parameters
+        ----------
+        block : AgentBlock
+        rnd : int
+            A checked round.
+        code : int
+            A purpose code (:func:`purpose_code`).
+        m : int
+            Draws per agent.
+        sampler : callable
+            ``sampler(generator, shape)`` (and ``out=``).
+
+        Returns
+        -------
+        ndarray, shape ``(block.size, m)``
+        """
         groups = block.groups
         if len(groups) == 1:
             # one group (a client, or a small block): no gather over groups
@@ -306,16 +361,63 @@ class AgentStreams:
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
         """Uniforms in the open interval ``(0, 1)`` (53-bit), shape ``(len(agents), *shape)``;
-        ``agents`` are ids or an :class:`AgentBlock` of this instance's :meth:`block`."""
+        ``agents`` are ids or an :class:`AgentBlock` of this instance's :meth:`block`.
+
+        Parameters
+        ----------
+        agents : array_like of int or AgentBlock, shape ``(A,)``
+            Agent ids in ``[0, 2**32)`` (or a block of this instance's :meth:`block`).
+        round : int
+        purpose : str or int
+            The stream's purpose (:func:`purpose_code`).
+        shape : int or tuple of int
+            Per-agent shape.
+
+        Returns
+        -------
+        ndarray of float64, shape ``(len(agents), *shape)``
+        """
         return self._draw(agents, round, purpose, shape, _open_uniform)
 
     def normal(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
         """Standard normals, shape ``(len(agents), *shape)`` (``agents``: ids or an
-        :class:`AgentBlock`)."""
+        :class:`AgentBlock`).
+
+        Parameters
+        ----------
+        agents : array_like of int or AgentBlock, shape ``(A,)``
+            Agent ids in ``[0, 2**32)`` (or a block of this instance's :meth:`block`).
+        round : int
+        purpose : str or int
+            The stream's purpose (:func:`purpose_code`).
+        shape : int or tuple of int
+            Per-agent shape.
+
+        Returns
+        -------
+        ndarray of float64, shape ``(len(agents), *shape)``
+        """
         return self._draw(agents, round, purpose, shape, _standard_normal)
 
     def integers(self, agents, round: int, purpose: str | int, high, shape=()) -> np.ndarray:
-        """Integers in ``[0, high)``; ``high`` broadcasts per agent (shape ``(len(agents),)``)."""
+        """Integers in ``[0, high)``; ``high`` broadcasts per agent (shape ``(len(agents),)``).
+
+        Parameters
+        ----------
+        agents : array_like of int or AgentBlock, shape ``(A,)``
+            Agent ids in ``[0, 2**32)`` (or a block of this instance's :meth:`block`).
+        round : int
+        purpose : str or int
+            The stream's purpose (:func:`purpose_code`).
+        high : int or array_like of int, shape ``(len(agents),)``
+            Exclusive upper bounds, ``>= 1``.
+        shape : int or tuple of int
+            Per-agent shape.
+
+        Returns
+        -------
+        ndarray of int64, shape ``(len(agents), *shape)``
+        """
         u = self.uniform(agents, round, purpose, shape)
         h = np.asarray(high, dtype=np.int64)
         if np.any(h < 1):
@@ -353,28 +455,42 @@ class StackedStreams:
         # per run: its rows, and (group, columns) when its block lies in one group (the usual
         # case: one agent per round), so a draw re-keys and samples without re-deriving them; a
         # one-agent block keeps its row and column as ints (a strided copy, no fancy index)
-        self._plan = []
+        self._plan: list[tuple[int | slice, tuple[int, int | np.ndarray] | None]] = []
         start = 0
         for a in self.blocks:
             groups = a // AGENT_GROUP
             one = a.size > 0 and bool(np.all(groups == groups[0]))
             rows = start if a.size == 1 else slice(start, start + a.size)
-            cols = (int(a[0] % AGENT_GROUP) if a.size == 1 else a % AGENT_GROUP) if one else None
+            cols = int(a[0] % AGENT_GROUP) if a.size == 1 else a % AGENT_GROUP
             self._plan.append((rows, (int(groups[0]), cols) if one else None))
             start += a.size
         # every block one agent (one agent per round, the papers' experiments): each run's
-        # group is drawn into one buffer and the agents' columns are read in one gather
-        self._single = [(st, plan[1][0]) for st, plan in zip(self.streams, self._plan,
-                                                              strict=True)
+        # group is drawn into one buffer and the agents' columns are read in one gather (a
+        # one-agent block lies in one group: every plan then carries its (group, column))
+        keyed = [one for _, one in self._plan if one is not None]
+        self._single = [(st, one[0]) for st, one in zip(self.streams, keyed, strict=True)
                         ] if all(a.size == 1 for a in self.blocks) else None
         if self._single is not None:
             self._runs = np.arange(len(self.blocks))
-            self._cols = np.array([plan[1][1] for plan in self._plan], dtype=np.int64)
+            self._cols = np.array([one[1] for one in keyed], dtype=np.int64)
 
     def draw(self, round: int, purpose: str | int, shape=(), kind: str = "normal"
              ) -> np.ndarray:
         """Standard normals (``kind='normal'``) or open uniforms (``'uniform'``), shape
-        ``(n_0 + ... + n_{R-1}, *shape)``."""
+        ``(n_0 + ... + n_{R-1}, *shape)``.
+
+        Parameters
+        ----------
+        round : int
+        purpose : str or int
+        shape : int or tuple of int
+            Per-agent shape.
+        kind : {'normal', 'uniform'}
+
+        Returns
+        -------
+        ndarray of float64, shape ``(n_0 + ... + n_{R-1}, *shape)``
+        """
         sampler = _SAMPLERS.get(kind)
         if sampler is None:
             raise ValueError(f"argument 'kind' must be one of {sorted(_SAMPLERS)}, got "

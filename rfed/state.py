@@ -157,6 +157,11 @@ class StateFileError(ValueError):
         The file (or ``"<bytes>"`` / a description for in-memory data).
     reason : str
         What is wrong, e.g. ``"is damaged: checksum mismatch (...)"``.
+
+    Parameters
+    ----------
+    path : str
+    reason : str
     """
 
     def __init__(self, path: str, reason: str):
@@ -165,7 +170,16 @@ class StateFileError(ValueError):
         super().__init__(f"'{self.path}' {reason}")
 
     def within(self, context: str) -> StateFileError:
-        """The same error, its message prefixed by ``context`` (e.g. the argument's name)."""
+        """The same error, its message prefixed by ``context`` (e.g. the argument's name).
+
+        Parameters
+        ----------
+        context : str
+
+        Returns
+        -------
+        StateFileError
+        """
         err = type(self).__new__(type(self))
         err.__dict__.update(self.__dict__)
         err.args = (f"{context}: {self.args[0]}",)
@@ -182,6 +196,12 @@ class StateBindingError(StateFileError):
         The first binding key that differs.
     saved, expected : object
         The file's value and the value this run expected.
+
+    Parameters
+    ----------
+    path : str
+    key : str
+    saved, expected : object
     """
 
     def __init__(self, path: str, key: str, saved: Any, expected: Any):
@@ -325,7 +345,16 @@ def _entry_of(cls: type) -> _StateType | None:
 
 
 def describe_kind(kind: str) -> str:
-    """``kind`` in words (e.g. ``"checkpoint of Algorithm.run"``)."""
+    """``kind`` in words (e.g. ``"checkpoint of Algorithm.run"``).
+
+    Parameters
+    ----------
+    kind : str
+
+    Returns
+    -------
+    str
+    """
     return _KINDS.get(kind, f"'{kind}' file")
 
 
@@ -801,13 +830,37 @@ def loads_state(data: bytes, *, kind: str, expect: Mapping[str, Any] | None = No
 
 def save_state(path: str | os.PathLike, tree: Any, *, kind: str,
                bind: Mapping[str, Any] | None = None) -> None:
-    """Write ``tree`` to ``path`` as a state file, atomically (:func:`dumps_state`)."""
+    """Write ``tree`` to ``path`` as a state file, atomically (:func:`dumps_state`).
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    tree : object
+        Of the state types :func:`dumps_state` accepts.
+    kind : str
+        What the file is (:func:`describe_kind`).
+    bind : mapping, optional
+        What the file is bound to (a later :func:`load_state` with ``expect`` compares it).
+    """
     atomic_write_bytes(path, dumps_state(tree, kind=kind, bind=bind))
 
 
 def load_state(path: str | os.PathLike, *, kind: str,
                expect: Mapping[str, Any] | None = None) -> Any:
     """The tree saved in ``path`` by :func:`save_state`, after every check.
+
+    Parameters
+    ----------
+    path : str or os.PathLike
+    kind : str
+        The kind the caller reads; a file of another kind is refused.
+    expect : mapping, optional
+        Binding values the file must hold (as :func:`loads_state`).
+
+    Returns
+    -------
+    object
+        The tree.
 
     Raises
     ------

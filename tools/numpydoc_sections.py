@@ -5,7 +5,10 @@ does not start with ``_``, in a module whose name does not start with ``_`` (``_
 included). Parameters are required when the callable takes an argument (besides ``self`` or
 ``cls``), Returns when it returns a value; properties need neither. A method without a docstring
 that overrides a documented method of an rfed base class counts as documented (Sphinx shows the
-inherited docstring), and a dataclass may document its fields under Attributes. Usage::
+inherited docstring); one decorated with ``@sections_from(Base.method)`` gets that method's
+sections (:mod:`rfed._docstrings`); a ``typing.overload`` signature and a property's setter are
+skipped (Sphinx shows the implementation's, the property's docstring); a dataclass may document
+its fields under Attributes. Usage::
 
     python tools/numpydoc_sections.py rfed/privacy rfed/manifolds ...
 
@@ -39,6 +42,25 @@ def _needs(fn: ast.FunctionDef | ast.AsyncFunctionDef, is_method: bool) -> tuple
     if fn.name == "__init__":
         returns = False
     return bool(args) and not is_property, returns and not is_property
+
+
+def _is_overload(fn: ast.FunctionDef | ast.AsyncFunctionDef) -> bool:
+    """A ``typing.overload`` signature or a property's setter: Sphinx documents the
+    implementation's (the property's) docstring."""
+    return any(ast.unparse(d).split(".")[-1] in ("overload", "setter", "deleter")
+               for d in fn.decorator_list)
+
+
+def _shared_sections(table, fn: ast.FunctionDef | ast.AsyncFunctionDef) -> str | None:
+    """The docstring whose sections ``@sections_from(Class.method)`` appends to ``fn``'s
+    (:func:`rfed._docstrings.sections_from`), looked up like an inherited one."""
+    for dec in fn.decorator_list:
+        if isinstance(dec, ast.Call) and ast.unparse(dec.func).split(".")[-1] == "sections_from" \
+                and dec.args:
+            cls, _, name = ast.unparse(dec.args[0]).rpartition(".")
+            cls = cls.split(".")[-1]
+            return table.get(cls, ([], {}))[1].get(name) or _inherited(table, cls, name)
+    return None
 
 
 def _missing(doc: str | None, want_params: bool, want_returns: bool) -> list[str]:
@@ -79,7 +101,7 @@ def scan(path: Path, table) -> list[tuple[str, list[str], str]]:
     out = []
     for node in ast.parse(path.read_text(encoding="utf-8")).body:
         if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                and not node.name.startswith("_"):
+                and not node.name.startswith("_") and not _is_overload(node):
             missing = _missing(ast.get_docstring(node, clean=True), *_needs(node, False))
             if missing:
                 out.append((f"{path}:{node.lineno} {node.name}", missing, "function"))
@@ -99,9 +121,12 @@ def scan(path: Path, table) -> list[tuple[str, list[str], str]]:
                 out.append((f"{path}:{node.lineno} {node.name}", missing, "class"))
             for sub in node.body:
                 if isinstance(sub, (ast.FunctionDef, ast.AsyncFunctionDef)) \
-                        and not sub.name.startswith("_"):
+                        and not sub.name.startswith("_") and not _is_overload(sub):
                     doc = ast.get_docstring(sub, clean=True) or _inherited(table, node.name,
                                                                            sub.name)
+                    shared = _shared_sections(table, sub)
+                    if shared:
+                        doc = f"{doc or ''}\n{shared}"
                     missing = _missing(doc, *_needs(sub, True))
                     if missing:
                         out.append((f"{path}:{sub.lineno} {node.name}.{sub.name}", missing,

@@ -17,6 +17,7 @@ from typing import Any
 
 import numpy as np
 
+from rfed._docstrings import sections_from
 from rfed.algorithms.base import Algorithm, evaluate_point
 from rfed.problems.base import Problem
 
@@ -117,6 +118,7 @@ class TailAveraged(Algorithm):
     def privacy(self, state: TailAveragedState) -> Any:
         return self.algorithm.privacy(state.inner)
 
+    @sections_from(Algorithm.metrics)
     def metrics(self, problem: Problem, state: TailAveragedState, with_reference: bool) -> dict:
         """The wrapped algorithm's metrics (consensus, traffic), with the cost, gradient norm
         and reference distances of the averaged output."""

@@ -88,6 +88,14 @@ def evaluate_point(problem: Problem, x: np.ndarray, with_reference: bool = True)
     dict with keys ``cost``, ``grad_norm`` (unless the problem's ``evaluate_grad_norm`` is
     False) and (if ``with_reference``) ``excess_risk`` = ``f(x) - f(x*)`` and ``dist_to_ref`` =
     ``d(x, x*)``.
+
+    Parameters
+    ----------
+    problem : Problem
+    x : ndarray, shape ``point_shape``
+        One point of ``problem.manifold``.
+    with_reference : bool
+        Also compare with the problem's reference solution.
     """
     out = {"cost": problem.cost(x)}
     if getattr(problem, "evaluate_grad_norm", True):
@@ -99,7 +107,18 @@ def evaluate_point(problem: Problem, x: np.ndarray, with_reference: bool = True)
 
 
 def check_n_rounds(n_rounds: Any, name: str = "n_rounds") -> int:
-    """``n_rounds`` as an int >= 1; booleans and floats are refused (``True`` is not 1 round)."""
+    """``n_rounds`` as an int >= 1; booleans and floats are refused (``True`` is not 1 round).
+
+    Parameters
+    ----------
+    n_rounds : int
+    name : str
+        The argument's name in the error message.
+
+    Returns
+    -------
+    int
+    """
     if isinstance(n_rounds, bool) or not isinstance(n_rounds, (int, np.integer)) or n_rounds < 1:
         raise ValueError(f"argument '{name}' must be an int >= 1, got {n_rounds!r}")
     return int(n_rounds)
@@ -110,6 +129,16 @@ def check_step_size(step_size: Any, name: str = "step_size") -> float | Callable
 
     A string, a boolean, NaN, infinity or a value <= 0 raises ``ValueError`` naming ``name``.
     A callable is returned as is; :func:`step_size_at` checks each value it returns.
+
+    Parameters
+    ----------
+    step_size : float or callable
+    name : str
+        The argument's name in the error message.
+
+    Returns
+    -------
+    float or callable
     """
     if callable(step_size):
         return step_size
@@ -127,7 +156,21 @@ def check_step_size(step_size: Any, name: str = "step_size") -> float | Callable
 
 def step_size_at(step_size: float | Callable[[int], float], t: int,
                  name: str = "step_size") -> float:
-    """The step size of round ``t``: ``step_size(t)`` for a callable, checked finite and > 0."""
+    """The step size of round ``t``: ``step_size(t)`` for a callable, checked finite and > 0.
+
+    Parameters
+    ----------
+    step_size : float or callable
+        A number, or ``t -> alpha_t``.
+    t : int
+        The round, from 1.
+    name : str
+        The argument's name in the error message.
+
+    Returns
+    -------
+    float
+    """
     value = step_size(t) if callable(step_size) else step_size
     try:
         alpha = float(value)
@@ -177,7 +220,17 @@ class RunResult:
     diverged_reason: str | None = None
 
     def metric(self, key: str) -> np.ndarray:
-        """The history of one metric as an array (NaN where a round did not record it)."""
+        """The history of one metric as an array (NaN where a round did not record it).
+
+        Parameters
+        ----------
+        key : str
+            A key of the history's records, e.g. ``"cost"``.
+
+        Returns
+        -------
+        ndarray of float, shape ``(len(history),)``
+        """
         return np.array([rec.get(key, np.nan) for rec in self.history], dtype=float)
 
 
@@ -211,6 +264,15 @@ def run_hook(hook: Any) -> Iterator[None]:
     the run then does not defer Ctrl-C to save at the end of the round (the processes would
     not all save in the same round); it stops at once and resumes from the last periodic
     checkpoint.
+
+    Parameters
+    ----------
+    hook : object
+        Has ``start_run`` and ``end_run`` as above.
+
+    Yields
+    ------
+    None
     """
     token = _HOOK.set(current_engine().run_hook(hook))
     try:
@@ -228,6 +290,13 @@ def checkpoint_binding(algorithm: Algorithm, problem: Any, n_rounds: int,
     Returns
     -------
     dict of JSON values
+
+    Parameters
+    ----------
+    algorithm : Algorithm
+    problem : Problem
+    n_rounds : int
+    eval_every : int
     """
     manifold = getattr(problem, "manifold", None)
     return {
@@ -254,6 +323,12 @@ def load_checkpoint(source: str | os.PathLike | dict,
         payload already in memory (returned as is, after the format check).
     expect : dict, optional
         The binding the file must hold (:func:`checkpoint_binding` of the run resuming).
+
+    Returns
+    -------
+    dict
+        The payload: ``format``, ``algorithm``, ``n_rounds``, ``eval_every``, ``round``,
+        ``state`` (the algorithm's) and ``history``.
 
     Raises
     ------
@@ -322,22 +397,78 @@ class Algorithm(abc.ABC):
 
     @abc.abstractmethod
     def init(self, problem: Problem, x0: np.ndarray, rng: np.random.Generator) -> Any:
-        """The state before the first round."""
+        """The state before the first round.
+
+        Parameters
+        ----------
+        problem : Problem
+        x0 : ndarray, shape ``point_shape``
+            The start, a point of ``problem.manifold``.
+        rng : numpy.random.Generator or SecureRandom
+            The run's source of randomness.
+
+        Returns
+        -------
+        state
+            The algorithm's state (a dataclass of its own).
+        """
 
     @abc.abstractmethod
     def step(self, problem: Problem, state: Any) -> Any:
-        """Perform one round (one communication round) and return the new state."""
+        """Perform one round (one communication round) and return the new state.
+
+        Parameters
+        ----------
+        problem : Problem
+        state
+            The state after the previous round.
+
+        Returns
+        -------
+        state
+        """
 
     @abc.abstractmethod
     def output(self, problem: Problem, state: Any) -> np.ndarray:
-        """The point the algorithm returns from ``state`` (one point of the manifold)."""
+        """The point the algorithm returns from ``state`` (one point of the manifold).
+
+        Parameters
+        ----------
+        problem : Problem
+        state
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+        """
 
     def metrics(self, problem: Problem, state: Any, with_reference: bool) -> dict:
-        """Metrics recorded in the history; subclasses add their own (consensus, bytes)."""
+        """Metrics recorded in the history; subclasses add their own (consensus, bytes).
+
+        Parameters
+        ----------
+        problem : Problem
+        state
+        with_reference : bool
+            Also the excess risk and the distance to the problem's reference solution.
+
+        Returns
+        -------
+        dict of str to float
+        """
         return evaluate_point(problem, self.output(problem, state), with_reference)
 
     def privacy(self, state: Any) -> Any:
-        """The privacy ledger of ``state`` (``None`` when the algorithm is not private)."""
+        """The privacy ledger of ``state`` (``None`` when the algorithm is not private).
+
+        Parameters
+        ----------
+        state
+
+        Returns
+        -------
+        object or None
+        """
         return getattr(state, "ledger", None)
 
     def iterates(self, state: Any) -> np.ndarray | None:
@@ -345,6 +476,14 @@ class Algorithm(abc.ABC):
 
         Shape ``point_shape`` (one iterate) or ``(n_agents, *point_shape)``; ``None`` skips the
         check.
+
+        Parameters
+        ----------
+        state
+
+        Returns
+        -------
+        ndarray or None
         """
         x = getattr(state, "x", None)
         return None if x is None else np.asarray(x)
@@ -354,6 +493,18 @@ class Algorithm(abc.ABC):
 
         Every round: a non-finite iterate. At recorded rounds (``recorded``), also an iterate
         off the manifold by more than ``OFF_MANIFOLD_ATOL`` (the manifold's ``belongs``).
+
+        Parameters
+        ----------
+        problem : Problem
+        state
+        recorded : bool
+            Whether this round's metrics are recorded.
+
+        Returns
+        -------
+        str or None
+            The reason, in one line.
         """
         x = self.iterates(state)
         if x is None:
@@ -375,7 +526,7 @@ class Algorithm(abc.ABC):
         problem: Problem,
         n_rounds: int | None = None,
         *,
-        rng: np.random.Generator | int,
+        rng: np.random.Generator | SecureRandom | int,
         x0: np.ndarray | None = None,
         eval_every: int = 1,
         with_reference: bool = True,
@@ -448,8 +599,9 @@ class Algorithm(abc.ABC):
             raise ValueError(
                 f"argument 'checkpoint_every' must be an int >= 0, got {checkpoint_every!r}"
             )
-        if getattr(self, "step_size", None) is not None:
-            check_step_size(self.step_size)   # e.g. the string "0.1" is refused, not parsed
+        step_size = getattr(self, "step_size", None)
+        if step_size is not None:
+            check_step_size(step_size)   # e.g. the string "0.1" is refused, not parsed
         hook = _HOOK.get()
         if hook is not None and getattr(hook, "secure", False) and not is_secure(rng):
             # an experiment run with --secure: OS randomness and discrete noise for every run

@@ -476,7 +476,16 @@ class GaussianRelease(Release):
             raise ValueError(f"argument 'per_round' must hold ints >= 1, got {self.per_round!r}")
 
     def releases(self, n_agents: int) -> np.ndarray:
-        """Releases per active round of each agent, int array of shape ``(n_agents,)``."""
+        """Releases per active round of each agent, int array of shape ``(n_agents,)``.
+
+        Parameters
+        ----------
+        n_agents : int
+
+        Returns
+        -------
+        ndarray of int, shape ``(n_agents,)``
+        """
         return np.broadcast_to(np.asarray(self.per_round, dtype=int), (n_agents,)).copy()
 
     def events(self, noise_multiplier: float, local_size: int, rounds: int,
@@ -501,7 +510,26 @@ class GaussianRelease(Release):
                   active_rounds: np.ndarray, rng: Any) -> float:
         """See :meth:`Release.calibrate`: the likely worst group of agents (same local size and
         releases per round) is calibrated first; any group still above the target is calibrated
-        in turn (the multiplier only grows)."""
+        in turn (the multiplier only grows).
+
+        Parameters
+        ----------
+        budget : PrivacyBudget
+            The target ``(epsilon, delta)``, relation and accountant.
+        delta : float
+            The resolved delta.
+        local_sizes : ndarray of int, shape ``(n_agents,)``
+            The agents' (public) local sizes.
+        active_rounds : ndarray of int, shape ``(n_agents,)``
+            The rounds each agent is active in the planned run.
+        rng : numpy.random.Generator or SecureRandom
+            Secure mode restricts the accountant to RDP.
+
+        Returns
+        -------
+        float
+            The noise multiplier.
+        """
         if is_secure(rng):   # discrete Gaussian releases: RDP only
             budget = dataclasses.replace(budget, method="rdp")
         sizes = np.asarray(local_sizes)

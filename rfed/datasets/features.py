@@ -37,6 +37,7 @@ import warnings
 from pathlib import Path
 
 import numpy as np
+from numpy.typing import DTypeLike
 
 from rfed.datasets._validation import check_float, check_int
 from rfed.datasets.cached import _build_atomically, _discard, _sha256
@@ -218,7 +219,7 @@ def scattering_features(
     *,
     J: int = 2,
     L: int = 8,
-    dtype: object = np.float32,
+    dtype: DTypeLike = np.float32,
     cache: bool = True,
     cache_dir: str | os.PathLike | None = None,
     progress: bool = True,
@@ -301,7 +302,7 @@ def scattering_features(
 
 
 def scattering_cache_entry(images: np.ndarray, *, J: int = 2, L: int = 8,
-                           dtype: object = np.float32,
+                           dtype: DTypeLike = np.float32,
                            cache_dir: str | os.PathLike | None = None) -> Path:
     """The cache folder :func:`scattering_features` uses for these images and settings.
 

@@ -11,6 +11,7 @@ takes a few hundredths of a second.
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Literal, overload
 
 import numpy as np
 
@@ -27,6 +28,15 @@ __all__ = [
 ]
 
 
+@overload
+def iid_partition(n_samples: int, n_agents: int, rng: np.random.Generator | int, *,
+                  equal: Literal[True] = ...) -> np.ndarray: ...
+@overload
+def iid_partition(n_samples: int, n_agents: int, rng: np.random.Generator | int, *,
+                  equal: Literal[False]) -> list[np.ndarray]: ...
+@overload
+def iid_partition(n_samples: int, n_agents: int, rng: np.random.Generator | int, *,
+                  equal: bool) -> np.ndarray | list[np.ndarray]: ...
 def iid_partition(
     n_samples: int,
     n_agents: int,

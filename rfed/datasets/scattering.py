@@ -46,6 +46,7 @@ from dataclasses import dataclass
 
 import numpy as np
 import scipy.fft as sfft
+from numpy.typing import DTypeLike
 
 from rfed.datasets._validation import check_float_dtype, check_int
 
@@ -179,7 +180,7 @@ class Scattering2D:
     """
 
     def __init__(self, shape: tuple[int, int] = (28, 28), J: int = 2, L: int = 8, *,
-                 dtype: object = np.float32):
+                 dtype: DTypeLike = np.float32):
         if not (isinstance(shape, (tuple, list)) and len(shape) == 2):
             raise ValueError(f"argument 'shape' must be (M, N), got {shape!r}")
         self.J = check_int(J, "J")
@@ -208,7 +209,17 @@ class Scattering2D:
     # ------------------------------------------------------------------ filters
     def angle(self, index: int) -> float:
         """Angle of wavelet ``index`` in ``0 .. L-1``: ``(L/2 - 1 - index) pi / L`` (radians,
-        with ``L/2`` rounded down as kymatio does, ``int(L - L/2 - 1)``)."""
+        with ``L/2`` rounded down as kymatio does, ``int(L - L/2 - 1)``).
+
+        Parameters
+        ----------
+        index : int
+            Wavelet orientation, ``0 .. L-1``.
+
+        Returns
+        -------
+        float
+        """
         return (int(self.L - self.L / 2 - 1) - index) * math.pi / self.L
 
     def _build_filters(self) -> None:

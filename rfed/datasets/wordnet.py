@@ -33,6 +33,7 @@ from __future__ import annotations
 import os
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TypedDict
 
 import numpy as np
 import scipy.sparse as sp
@@ -410,9 +411,20 @@ def load_wordnet_embedding(path: str | os.PathLike | None = None) -> tuple[np.nd
     return points, info
 
 
+class PredictionData(TypedDict):
+    """What :func:`wordnet_prediction_data` returns (the keys are described there)."""
+
+    features: np.ndarray
+    targets: np.ndarray
+    test_feature: np.ndarray
+    test_target: np.ndarray
+    test_index: int
+    names: tuple[str, ...]
+
+
 def wordnet_prediction_data(
     *, r: int = 3, graph: str = "closure", scale: str = "std"
-) -> dict[str, np.ndarray | int | tuple[str, ...]]:
+) -> PredictionData:
     """The (features, targets) pairs of PriRFed's hyperbolic structured prediction (Sec. 6.3).
 
     Features: :func:`laplacian_eigenmap` with ``r = 3`` of the adjacency formed by the closure

@@ -511,14 +511,29 @@ class FederatedTrace:
     randomness: dict = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able (non-finite entries of an iterate as ``None``)."""
+        """JSON-able (non-finite entries of an iterate as ``None``).
+
+        Returns
+        -------
+        dict
+        """
         return {"agents": self.agents, "x": [_json_point(x) for x in self.x],
                 "refused": self.refused, "diverged": self.diverged,
                 "randomness": {str(k): v for k, v in self.randomness.items()}}
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> FederatedTrace:
-        """Inverse of :meth:`to_dict` (``None`` entries read back as NaN)."""
+        """Inverse of :meth:`to_dict` (``None`` entries read back as NaN).
+
+        Parameters
+        ----------
+        d : dict
+            As :meth:`to_dict` writes it.
+
+        Returns
+        -------
+        FederatedTrace
+        """
         return cls(agents=[list(a) for a in d["agents"]],
                    x=[np.array(x, dtype=float) for x in d["x"]],
                    refused=list(d["refused"]), diverged=d["diverged"],
@@ -1292,6 +1307,21 @@ def run_in_simulation(run_config: dict[str, Any], n_supernodes: int = 2, *,
     virtual SuperNodes whose ClientApps execute in Ray actors, each reading its data from
     ``nodes/node-<partition-id>`` of the work directory (:func:`node_settings`). Same app,
     messages and result as :func:`run_on_deployment`; parameters and return value as there.
+
+    Parameters
+    ----------
+    run_config : dict
+    n_supernodes : int
+    workdir : str or Path
+    data : Problem, optional
+    timeout : float
+        Seconds.
+    port : int, optional
+
+    Returns
+    -------
+    x : ndarray, shape ``point_shape``
+    privacy : dict
     """
     from rfed.engines.flower_launch import LoopbackFederation
 

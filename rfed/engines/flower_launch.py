@@ -122,6 +122,11 @@ def make_loopback_certificates(directory: str | Path, days: int = 7) -> dict[str
 def make_node_key(directory: str | Path, name: str = "node") -> tuple[Path, Path]:
     """A SuperNode's authentication key pair (ECDSA P-384, OpenSSH format, as Flower reads it).
 
+    Parameters
+    ----------
+    directory : str or Path
+    name : str
+
     Returns
     -------
     private, public : paths ``NAME`` (mode 0600) and ``NAME.pub`` in ``directory``.
@@ -159,7 +164,16 @@ def _toml_value(value: Any) -> str:
 @dataclass(frozen=True)
 class FlowerResult:
     """What the ServerApp wrote: the final point, the privacy report (with its
-    ``federation`` section), the trace of the rounds and the number of SuperNodes used."""
+    ``federation`` section), the trace of the rounds and the number of SuperNodes used.
+
+    Parameters
+    ----------
+    x : ndarray, shape ``point_shape``
+    privacy : dict
+    trace : FederatedTrace
+    n_nodes : int
+    run_id : str
+    """
 
     x: np.ndarray
     privacy: dict[str, Any]
@@ -233,7 +247,16 @@ class LoopbackFederation:
 
     # ------------------------------------------------------------------ paths
     def node_dir(self, i: int) -> Path:
-        """SuperNode ``i``'s own data directory."""
+        """SuperNode ``i``'s own data directory.
+
+        Parameters
+        ----------
+        i : int
+
+        Returns
+        -------
+        Path
+        """
         return self.workdir / "nodes" / f"node-{i}"
 
     @property
@@ -243,6 +266,7 @@ class LoopbackFederation:
 
     @property
     def address(self) -> str:
+        """The SuperLink's ``host:port`` on loopback."""
         return f"127.0.0.1:{self.port}"
 
     # ------------------------------------------------------------------ start / stop

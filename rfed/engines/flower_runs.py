@@ -31,6 +31,7 @@ from typing import Any
 
 import numpy as np
 
+from rfed._docstrings import sections_from
 from rfed.algorithms.base import Algorithm, RunResult
 from rfed.algorithms.federated import PriRFed
 from rfed.engines.flower import FederatedTrace, _json_default, charge_round
@@ -114,12 +115,14 @@ class FlowerReplay(Algorithm):
     def output(self, problem: Problem, state: Any) -> np.ndarray:
         return self.alg.output(problem, state)
 
+    @sections_from(Algorithm.metrics)
     def metrics(self, problem: Problem, state: Any, with_reference: bool) -> dict:
         """PriRFed's metrics without ``n_clipped`` (computed on the clients, never sent)."""
         out = self.alg.metrics(problem, state, with_reference)
         out.pop("n_clipped", None)
         return out
 
+    @sections_from(Algorithm.privacy)
     def privacy(self, state: Any) -> dict[str, Any]:
         """PriRFed's report from the rebuilt ledger, equal to the server's (checked), with the
         server's ``federation`` section."""
@@ -153,11 +156,28 @@ class FlowerRunHook:
         self.secure = bool(getattr(inner, "secure", False))
 
     def start_run(self, algorithm, problem, n_rounds: int, eval_every: int):
-        """Hook of :meth:`rfed.algorithms.base.Algorithm.run`: the context's answer."""
+        """Hook of :meth:`rfed.algorithms.base.Algorithm.run`: the context's answer.
+
+        Parameters
+        ----------
+        algorithm : Algorithm
+        problem : Problem
+        n_rounds, eval_every : int
+
+        Returns
+        -------
+        tuple
+            ``(done, resume, save, every)`` as :func:`rfed.algorithms.base.run_hook` describes.
+        """
         return self.inner.start_run(algorithm, problem, n_rounds, eval_every)
 
     def end_run(self, result) -> None:
-        """Hook of :meth:`Algorithm.run`: the context records the finished run."""
+        """Hook of :meth:`Algorithm.run`: the context records the finished run.
+
+        Parameters
+        ----------
+        result : RunResult
+        """
         self.inner.end_run(result)
 
     def run_federated(self, alg: PriRFed, problem: Problem, n_rounds: int, *,
@@ -165,7 +185,24 @@ class FlowerRunHook:
                       callback: Any = None) -> RunResult:
         """``alg.run(problem, n_rounds, rng=rng, x0=x0, ...)`` with the rounds computed by the
         federation (:class:`FlowerReplay`); the same :class:`RunResult`, bit for bit, except
-        ``n_clipped`` absent from the history and a ``federation`` section in the report."""
+        ``n_clipped`` absent from the history and a ``federation`` section in the report.
+
+        Parameters
+        ----------
+        alg : PriRFed
+        problem : Problem
+        n_rounds : int
+        rng : numpy.random.Generator or int
+            Seeded (secure mode is refused).
+        x0 : ndarray, shape ``point_shape``
+        eval_every : int
+        callback : callable, optional
+            As :meth:`~rfed.algorithms.base.Algorithm.run`.
+
+        Returns
+        -------
+        RunResult
+        """
         if self.secure or is_secure(rng):
             raise ValueError("the Flower engine runs seeded (replayable) runs; --secure is not "
                              "available with --engine flower")
@@ -191,6 +228,7 @@ class FlowerEngine(Engine):
     def __init__(self, federation: Any):
         self.federation = federation
 
+    @sections_from(Engine.run_hook)
     def run_hook(self, hook: Any) -> FlowerRunHook:
         """``FlowerRunHook(hook, federation)``."""
         return FlowerRunHook(hook, self.federation)

@@ -97,6 +97,7 @@ from typing import Any
 import numpy as np
 import scipy.sparse as sp
 
+from rfed._docstrings import sections_from
 from rfed.algorithms.decentralized._blocks import merge_accounts
 from rfed.manifolds import as_generator
 from rfed.networks.comm import (
@@ -138,7 +139,17 @@ def _mpi():
 
 def block_bounds(n_agents: int, n_ranks: int) -> np.ndarray:
     """``bounds[r] .. bounds[r + 1] - 1``: the agents of rank ``r`` (contiguous, sizes differing
-    by at most one), shape ``(n_ranks + 1,)``."""
+    by at most one), shape ``(n_ranks + 1,)``.
+
+    Parameters
+    ----------
+    n_agents, n_ranks : int
+        ``1 <= n_ranks <= n_agents``.
+
+    Returns
+    -------
+    ndarray of int64, shape ``(n_ranks + 1,)``
+    """
     if n_ranks < 1 or n_agents < n_ranks:
         raise ValueError(f"need 1 <= n_ranks <= n_agents, got n_ranks={n_ranks}, "
                          f"n_agents={n_agents}")
@@ -367,6 +378,7 @@ class MPICommunicator(Communicator):
         ext = self._extended(plan, v)
         return np.asarray(plan.block @ ext).reshape(v.shape)
 
+    @sections_from(Communicator.gather_from_neighbors)
     def gather_from_neighbors(self, weights, values, *, senders=None, payload_bytes=None,
                               receivers=None, copies=False) -> NeighborValues:
         """As :meth:`Communicator.gather_from_neighbors`; ``receivers`` are local rows.
@@ -410,6 +422,7 @@ class MPICommunicator(Communicator):
         ext = ext.reshape((-1,) + v.shape[1:])
         return NeighborValues(rec, snd, wts, ext[pos].astype(v.dtype, copy=False), ids)
 
+    @sections_from(Communicator.send_along_arcs)
     def send_along_arcs(self, weights, arc_values, *, payload_bytes=None) -> NeighborValues:
         """As :meth:`Communicator.send_along_arcs`, with ``arc_values`` holding one row per arc
         LEAVING this block's agents, in the order of :func:`rfed.networks.comm.arc_list`
@@ -441,6 +454,7 @@ class MPICommunicator(Communicator):
         shape = (self.n_local,) + (1,) * (c.ndim - 1)
         return c + np.where(mask.reshape(shape), d, 0.0)
 
+    @sections_from(Communicator.gather)
     def gather(self, values, agents=None, *, payload_bytes=None) -> np.ndarray:
         """Agents send their rows to the (replicated) server: ``values[agents]`` of every
         agent, on every rank; ``values`` has this rank's rows."""
@@ -450,6 +464,7 @@ class MPICommunicator(Communicator):
         self._count("gather", counts[self.start:self.stop], v, payload_bytes)
         return self.all_rows(v)[idx]
 
+    @sections_from(Communicator.broadcast)
     def broadcast(self, value, agents=None, *, payload_bytes=None) -> np.ndarray:
         """The (replicated) server sends ``value`` to ``agents``; returns ``(len(agents),
         *shape)`` copies on every rank (as in one process); counted by the agents' owners."""
@@ -491,6 +506,7 @@ class MPICommunicator(Communicator):
                 return r if self.size == 1 else f"{r} (rank {rank})"
         return None
 
+    @sections_from(Communicator.root_computes)
     def root_computes(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` called on rank 0 only and broadcast (an exception it raises is raised on
         every rank). The other ranks wait by polling a non-blocking barrier with short sleeps,
@@ -540,7 +556,17 @@ def _idle_barrier(comm: Any) -> None:
 
 def merge_stats(stats: list[CommStats]) -> CommStats:
     """The counters of a run from the ranks' counters: totals and per-agent arrays add up;
-    ``calls`` (every rank makes the same calls) is the first rank's."""
+    ``calls`` (every rank makes the same calls) is the first rank's.
+
+    Parameters
+    ----------
+    stats : list of CommStats
+        One per rank, in rank order.
+
+    Returns
+    -------
+    CommStats
+    """
     out = CommStats(stats[0].n_agents, calls=dict(stats[0].calls))
     for s in stats:
         out.messages += int(s.messages)
@@ -555,7 +581,19 @@ def merge_stats(stats: list[CommStats]) -> CommStats:
 def split_stats(stats: CommStats, bounds: np.ndarray) -> list[CommStats]:
     """Counters of the blocks ``bounds[r] .. bounds[r+1]-1`` whose :func:`merge_stats` is
     ``stats``: each block gets its agents' per-agent counts and their sums; the first block
-    also gets the rest of the totals (the server's traffic); ``calls`` is copied."""
+    also gets the rest of the totals (the server's traffic); ``calls`` is copied.
+
+    Parameters
+    ----------
+    stats : CommStats
+    bounds : ndarray of int, shape ``(n_ranks + 1,)``
+        As :func:`block_bounds`.
+
+    Returns
+    -------
+    list of CommStats
+        One per block.
+    """
     out = []
     for r in range(len(bounds) - 1):
         lo, hi = int(bounds[r]), int(bounds[r + 1])
@@ -597,7 +635,20 @@ class SavedBlocks:
 
 def gather_blocks(algorithm, comm: MPICommunicator, state) -> SavedBlocks | None:
     """Collective: every rank's block state and counters, merged on rank 0 (``None`` on the
-    other ranks)."""
+    other ranks).
+
+    Parameters
+    ----------
+    algorithm : DecentralizedAlgorithm
+        Has ``merge_blocks``.
+    comm : MPICommunicator
+    state
+        This rank's block state.
+
+    Returns
+    -------
+    SavedBlocks or None
+    """
     block = (dataclasses.replace(state, comm=None), comm.stats, comm.engine_bytes)
     blocks = comm.comm.gather(block, root=0)
     if comm.rank != 0:
@@ -609,9 +660,25 @@ def gather_blocks(algorithm, comm: MPICommunicator, state) -> SavedBlocks | None
 
 def scatter_blocks(algorithm, comm: MPICommunicator, saved: SavedBlocks | None):
     """Collective: rank 0 splits ``saved`` into this job's blocks; every rank gets its block
-    state with ``comm`` attached, and ``comm``'s counters continue the saved ones."""
+    state with ``comm`` attached, and ``comm``'s counters continue the saved ones.
+
+    Parameters
+    ----------
+    algorithm : DecentralizedAlgorithm
+        Has ``split_state``.
+    comm : MPICommunicator
+    saved : SavedBlocks or None
+        Rank 0's (``None`` on the other ranks).
+
+    Returns
+    -------
+    state
+        This rank's block state.
+    """
     parts = None
     if comm.rank == 0:
+        if saved is None:
+            raise ValueError("argument 'saved' (the saved blocks) is required on rank 0")
         states = algorithm.split_state(saved.state, comm.bounds)
         stats = split_stats(saved.stats, comm.bounds)
         engine = [saved.engine_bytes] + [0] * (comm.size - 1)
@@ -642,10 +709,12 @@ class MPIEngine(Engine):
     def __init__(self, comm: Any = None):
         self.comm = comm
 
+    @sections_from(Engine.communicator)
     def communicator(self, n_agents: int) -> MPICommunicator:
         """``MPICommunicator(n_agents, comm)``: this rank's block of the agents."""
         return MPICommunicator(n_agents, self.comm)
 
+    @sections_from(Engine.run_hook)
     def run_hook(self, hook: Any) -> MPIRunHook:
         """``MPIRunHook(hook, comm)``: rank 0's context decides and writes, the others follow."""
         return MPIRunHook(hook, self.comm)
@@ -655,7 +724,16 @@ class MPIEngine(Engine):
 def mpi_engine(comm: Any = None) -> Iterator[MPIEngine]:
     """The block runs on the MPI engine (:class:`MPIEngine` on ``comm``, default
     ``COMM_WORLD``): networks built without a communicator get an :class:`MPICommunicator`,
-    and an experiment's runs are checkpointed across the ranks."""
+    and an experiment's runs are checkpointed across the ranks.
+
+    Parameters
+    ----------
+    comm : mpi4py.MPI.Intracomm, optional
+
+    Yields
+    ------
+    MPIEngine
+    """
     with use_engine(MPIEngine(comm)) as engine:
         yield engine
 
@@ -692,11 +770,25 @@ class MPIRunHook:
         self.world = _mpi().COMM_WORLD if comm is None else comm
         self.rank = self.world.Get_rank()
         self.secure = bool(getattr(inner, "secure", False))
-        self._algorithm = None
+        self._algorithm: Any = None
         self._has_saver = False
+        self._inner_save: Callable[[dict], None] | None = None
 
     def start_run(self, algorithm, problem, n_rounds: int, eval_every: int):
-        """Hook of :meth:`rfed.algorithms.base.Algorithm.run` (see its ``run_hook``)."""
+        """Hook of :meth:`rfed.algorithms.base.Algorithm.run` (see its ``run_hook``).
+
+        Parameters
+        ----------
+        algorithm : Algorithm
+        problem : Problem
+        n_rounds, eval_every : int
+
+        Returns
+        -------
+        tuple
+            ``(done, resume, save, every)`` as :func:`rfed.algorithms.base.run_hook` describes, the
+            same on every rank.
+        """
         self._algorithm = algorithm
         done = resume = save = None
         every = 0
@@ -706,22 +798,29 @@ class MPIRunHook:
         self._inner_save = save
         kind = "done" if done is not None else "resume" if resume is not None else "fresh"
         kind, has_saver, every = self.world.bcast((kind, save is not None, every), root=0)
+        # done, resume and save are rank 0's (None on the other ranks)
         if kind == "done":
             meta = self.world.bcast(
-                dataclasses.replace(done, state=None) if self.rank == 0 else None, root=0)
-            state = self._restore(algorithm, done.state if self.rank == 0 else None)
+                dataclasses.replace(done, state=None) if done is not None else None, root=0)
+            state = self._restore(algorithm, done.state if done is not None else None)
             return dataclasses.replace(meta, state=state), None, None, 0
         if kind == "resume":
             meta = self.world.bcast({k: v for k, v in resume.items() if k != "state"}
-                                    if self.rank == 0 else None, root=0)
-            state = self._restore(algorithm, resume["state"] if self.rank == 0 else None)
+                                    if resume is not None else None, root=0)
+            state = self._restore(algorithm, resume["state"] if resume is not None else None)
             resume = {**meta, "state": state}
         self._has_saver = has_saver
         return None, resume, _CollectiveSave(self) if has_saver else None, every
 
     def end_run(self, result) -> None:
         """Hook of :meth:`Algorithm.run`: rank 0's context records the finished run (its state
-        gathered whole, so that a resumed experiment can replay it on any number of ranks)."""
+        gathered whole, so that a resumed experiment can replay it on any number of ranks).
+
+        Parameters
+        ----------
+        result : RunResult
+            This rank's result (its block state).
+        """
         if not self._has_saver:   # nothing is written: no state to gather
             if self.rank == 0:
                 self.inner.end_run(result)
@@ -733,14 +832,25 @@ class MPIRunHook:
 
     def due(self) -> bool:
         """Collective: whether a periodic checkpoint is due, as rank 0's context says (its
-        wall-clock floor), the same answer on every rank."""
+        wall-clock floor), the same answer on every rank.
+
+        Returns
+        -------
+        bool
+        """
         due = getattr(self._inner_save, "due", None) if self.rank == 0 else None
         return bool(self.world.bcast(due() if due is not None else True, root=0))
 
     def save(self, payload: dict) -> None:
-        """Collective: the ranks' blocks merged into ``payload['state']``, written by rank 0."""
+        """Collective: the ranks' blocks merged into ``payload['state']``, written by rank 0.
+
+        Parameters
+        ----------
+        payload : dict
+            The checkpoint payload, this rank's block state in ``payload['state']``.
+        """
         saved = self._saved(payload["state"])
-        if self.rank == 0:
+        if self._inner_save is not None:   # rank 0
             self._inner_save({**payload, "state": saved})
         _idle_barrier(self.world)
 
@@ -748,8 +858,7 @@ class MPIRunHook:
     def _saved(self, state) -> Any:
         """Collective: ``state`` as saved on rank 0 (``SavedBlocks`` of a block state)."""
         comm = getattr(state, "comm", None)
-        blocks = isinstance(comm, MPICommunicator) and hasattr(self._algorithm, "merge_blocks")
-        if blocks:
+        if isinstance(comm, MPICommunicator) and hasattr(self._algorithm, "merge_blocks"):
             return gather_blocks(self._algorithm, comm, state)
         return state   # every rank holds the same state: rank 0's is saved
 
@@ -814,7 +923,7 @@ def _load(path: Path, algorithm, comm: MPICommunicator, n_rounds: int) -> tuple[
     error = comm.comm.bcast(error, root=0)
     if error is not None:
         raise ValueError(error)
-    state = scatter_blocks(algorithm, comm, payload["saved"] if comm.rank == 0 else None)
+    state = scatter_blocks(algorithm, comm, payload["saved"] if payload is not None else None)
     return state, int(state.t)
 
 
@@ -878,7 +987,8 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
         state = algorithm.step(problem, state)
         if callback is not None:
             callback(t, state)
-        if checkpoint_every and t % checkpoint_every == 0 and t < n_rounds:
+        if checkpoint is not None and checkpoint_every and t % checkpoint_every == 0 \
+                and t < n_rounds:
             _save(Path(checkpoint), algorithm, comm, state, t, n_rounds)
     x_all = comm.all_rows(algorithm._output_points(state))
     output = algorithm.output(problem, state)
@@ -902,6 +1012,16 @@ def shard_for_rank(problem: Any, comm: Any) -> Any:
     (checked) and gets a reducer if it has none. The reducer is an :class:`MPICommunicator` on
     the same MPI communicator, so ``cost`` and ``grad`` (hence the algorithms' metrics) are
     reductions with the one-process bits. Anything else is returned as is.
+
+    Parameters
+    ----------
+    problem : Problem or QuadraticResourceAllocation
+    comm : MPICommunicator
+
+    Returns
+    -------
+    Problem
+        The rank's shard.
     """
     from rfed.problems.base import Problem
     from rfed.problems.dispatch import QuadraticResourceAllocation

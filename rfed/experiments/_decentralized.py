@@ -53,11 +53,15 @@ def engine_problem(problem: Any) -> Any:
 
 @dataclass
 class DecSetting:
-    """One curve: ``make()`` builds a fresh algorithm (its network counts traffic per run)."""
+    """One curve: ``make()`` builds a fresh algorithm (its network counts traffic per run).
+
+    ``make`` is called without arguments; ``Callable[..., Any]`` lets the experiments' loops bind
+    their variables as a lambda's default arguments, which mypy cannot type as ``() -> Any``.
+    """
 
     label: str
     problem: Any
-    make: Callable[[], Any]
+    make: Callable[..., Any]
     x0: Callable[[np.random.Generator], np.ndarray] | None = None
     extra: Callable[[Any, Any], dict] | None = None
     tags: dict = field(default_factory=dict)
@@ -71,7 +75,7 @@ def privacy_summary(report: dict | None) -> dict:
     The primary label is the certified ``(epsilon, delta)`` of the whole run; the paper's value
     (if any) sits beside it, marked as the paper's formula.
     """
-    if not certifies(report):
+    if report is None or not certifies(report):
         return {"privacy": "non-private", "epsilon_certified": None}
     out = {"privacy": report["label"], "epsilon_certified": report["epsilon_certified"],
            "delta": report["delta"], "level": report["level"],

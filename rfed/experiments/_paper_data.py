@@ -26,7 +26,8 @@ __all__ = ["load_paper_images", "certified_delta", "public_features", "paper_cla
            "classification_data"]
 
 
-def load_paper_images(data: str, data_path: str = "") -> tuple[str, tuple, tuple]:
+def load_paper_images(data: str, data_path: str = ""
+                      ) -> tuple[str, tuple[np.ndarray, np.ndarray], tuple[np.ndarray, np.ndarray]]:
     """The images of a paper-scale run.
 
     Parameters

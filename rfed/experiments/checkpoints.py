@@ -54,7 +54,20 @@ def _strict_roundtrip(obj: Any) -> Any:
 
 def config_digest(experiment: str, seed: int, config: Mapping[str, Any], secure: bool) -> str:
     """SHA-256 (hex) of a run's settings as ``config.json`` holds them: what a checkpoint is
-    bound to besides the run id (a ``config.json`` edited after the checkpoint is refused)."""
+    bound to besides the run id (a ``config.json`` edited after the checkpoint is refused).
+
+    Parameters
+    ----------
+    experiment : str
+    seed : int
+    config : mapping
+    secure : bool
+
+    Returns
+    -------
+    str
+        64 hexadecimal digits.
+    """
     text = json.dumps(_strict_roundtrip({"experiment": experiment, "seed": int(seed),
                                          "config": dict(config), "secure": bool(secure)}),
                       sort_keys=True, allow_nan=False)
@@ -63,6 +76,11 @@ def config_digest(experiment: str, seed: int, config: Mapping[str, Any], secure:
 
 def read_run_config(out_dir: str | os.PathLike) -> dict[str, Any]:
     """The settings saved in a results folder's ``config.json``, checked.
+
+    Parameters
+    ----------
+    out_dir : str or os.PathLike
+        The results folder.
 
     Returns
     -------

@@ -1,5 +1,6 @@
-"""DO-ADP's experiments (spec 000 section 5): logistic regression on an ``epsilon`` stand-in
-(Fig. 2, Fig. 3, Table I) and the neural-network table on digits (Table II).
+"""DO-ADP's experiments (Sec. VI of the paper, :ref:`doadp-experiments`): logistic regression
+on an ``epsilon`` stand-in (Fig. 2, Fig. 3, Table I) and the neural-network table on digits
+(Table II).
 
 Offline stand-ins, labelled in every description and title: the LIBSVM ``epsilon`` set (400,000 x
 2,000) is replaced by :func:`rfed.datasets.synthetic.make_epsilon_like` (unit-norm rows, +-1
@@ -55,7 +56,8 @@ def _logreg_problem(cfg: dict, rng: np.random.Generator) -> LogisticRegression:
     n, q, d = cfg["n_agents"], cfg["n_per_agent"], cfg["dim"]
     x, y = make_epsilon_like(n * q, d, rng, spectrum_decay=cfg["spectrum_decay"])
     feats, labels = split_evenly(x, y, n, rng)
-    # the paper's local loss: mean logistic loss + ||x||^2 / (2q)  (spec 000 section 5.1)
+    # the paper's local loss: mean logistic loss + ||x||^2 / (2q)  (Sec. VI-A;
+    # docs/papers/doadp.md, doadp-experiments)
     return LogisticRegression(feats, labels, L2Regularizer(1.0 / q), feature_bound=1.0)
 
 
@@ -120,7 +122,7 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
     cfg = dict(config)
     problem = _logreg_problem(cfg, ctx.rng(99))
     n, q, d = problem.n_agents, int(problem.n_max), problem.dim
-    rounds = cfg["epochs"] * q  # one epoch = q iterations (spec P17)
+    rounds = cfg["epochs"] * q  # one epoch = q iterations (docs/papers/doadp.md, doadp-epoch)
     graph = circulant(n, _HOPS)
     f_star = problem.reference_cost()
     tuning: list[dict] = []
@@ -167,7 +169,8 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
                               delta0=cfg["delta0"], **budget(eps)),
             zero, tags=tag(1.0, 1.0, eps), epochs_per_round=1 / q))
         n_act = 4  # iota = 0.2: the paper's 24 % rounded to an even number of nodes
-        dda_rounds = int(round(rounds / (n_act / n)))  # one epoch = q / iota iterations (P7)
+        # one epoch = q / iota iterations (docs/papers/dpdda.md, dpdda-epoch)
+        dda_rounds = int(round(rounds / (n_act / n)))
         settings.append(DecSetting(
             f"DP-DDA iota=0.2 {lab}", problem,
             lambda: DPDDA(Network(complete(n)), n_active=n_act, schedule="general",
@@ -443,7 +446,8 @@ def doadp_digits(config: dict, ctx: RunContext) -> dict:
         res = run_dec_settings(ctx, settings, rounds=rounds, repetitions=cfg["repetitions"],
                                eval_every=every, with_reference=False)
         all_results.update(res)
-        row = {"privacy": budget_label(eps, cfg["delta"]) if eps > 0 else "non-private"}
+        row: dict[str, str | float | None] = {
+            "privacy": budget_label(eps, cfg["delta"]) if eps > 0 else "non-private"}
         for st in settings:
             accs = [problem.accuracy(run.x, x_te, y_te) for run in res[st.label]
                     if not run.diverged]

@@ -1,7 +1,9 @@
-"""DP-DGT's experiments (spec 003 section 5): IEEE 14-bus economic dispatch, Figs. 2-5.
+"""DP-DGT's experiments (Sec. 6 of the paper, :ref:`dpdgt-experiments`): IEEE 14-bus economic
+dispatch, Figs. 2-5.
 
 Every number is the paper's: 14 agents on the 35-arc digraph (pairs ``(i, j)`` read as
-``j -> i``, spec P7), uniform R and C with self-loops (spec 5.3), ``w~_0 = s_0 = 0`` (P18).
+``j -> i``, :ref:`dpdgt-graph`), uniform R and C with self-loops (:ref:`dpdgt-weights`),
+``w~_0 = s_0 = 0`` (:ref:`dpdgt-limit`).
 Sec. 6.1 (Figs. 2-3): ``alpha_k = 0.015 * 0.991^k``, ``theta_k = 0.01 * 0.995^k``, gamma = 0.8,
 phi = 0.7. Sec. 6.2 (Fig. 4): ``theta_0`` from 0 to 0.1, Monte Carlo mean of
 ``||w_K - w*||^2`` (the paper uses 2,000 runs; the default here is fewer, ``mc_runs``), with
@@ -10,12 +12,12 @@ eps from eq. (38) per unit adjacency radius. Sec. 6.3 (Fig. 5): DP-DGT with
 same noise (diff-DRADT, the paper's third curve, is not built: its update equations are neither
 in the DP-DGT paper nor available to rfed, see ``docs/guide/baselines.md``).
 
-Privacy: the relation is the paper's (spec 003 Def. 2.2), not record-level DP: neighbouring
-problems differ in ONE generator's cost function, with gradients at most ``adjacency_radius``
-apart (l1). Every run reports its certified epsilon for that relation and radius (label
-``'certified eps=X (delta=Y)'``); the paper's noise settings are labelled as the paper's (eq. (38)
-beside them), and one extra setting runs at the certified budget ``epsilon`` (theta0 calibrated
-by DP-DGT's budget-first API).
+Privacy: the relation is the paper's (Definition 2.2, :ref:`dpdgt-relation`), not record-level DP:
+neighbouring problems differ in ONE generator's cost function, with gradients at most
+``adjacency_radius`` apart (l1). Every run reports its certified epsilon for that relation and
+radius (label ``'certified eps=X (delta=Y)'``); the paper's noise settings are labelled as the
+paper's (eq. (38) beside them), and one extra setting runs at the certified budget ``epsilon``
+(theta0 calibrated by DP-DGT's budget-first API).
 """
 
 from __future__ import annotations
@@ -78,6 +80,7 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
     problem = ieee14_problem()
     graph = ieee14_digraph("paper")
     data = problem.data
+    assert data is not None   # ieee14_problem keeps its dispatch data
     gens = np.asarray(data.generators)
     w_star = problem.optimum()
     # on a distributed engine this process keeps only its agents' costs from here on
@@ -138,10 +141,10 @@ def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
         st = (budget_setting if theta0 is None else
               DecSetting(f"theta0={theta0:g}", problem, dgt(theta0),
                          tags={"figure": "4", "theta0": theta0}))
-        runs = run_dec_settings(ctx, [st], rounds=k_iter, repetitions=cfg["mc_runs"],
-                                eval_every=k_iter)
-        all_results.update(runs)
-        runs = [r for r in runs[st.label] if not r.diverged] or runs[st.label]
+        by_label = run_dec_settings(ctx, [st], rounds=k_iter, repetitions=cfg["mc_runs"],
+                                    eval_every=k_iter)
+        all_results.update(by_label)
+        runs = [r for r in by_label[st.label] if not r.diverged] or by_label[st.label]
         if theta0 is None:
             theta0 = runs[0].state.theta_xi.theta0
         err = np.array([r.history[-1]["sq_error"] for r in runs])

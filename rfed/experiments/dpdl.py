@@ -1,4 +1,5 @@
-"""DPDL's experiment (spec 001 section 5): DPDL against DP-DPSGD on non-IID data, Table I.
+"""DPDL's experiment (Sec. 6 of the paper, :ref:`dpdl-experiments`): DPDL against DP-DPSGD on
+non-IID data, Table I.
 
 Offline stand-in, labelled: MNIST and LeNet are replaced by scikit-learn's 8x8 digits (1,437
 training images after a 20 % test split) and a one-hidden-layer perceptron; the Dirichlet(0.25)
@@ -6,10 +7,11 @@ label split, the topologies (complete bipartite with self-loops, complete), beta
 C = 2 follow the paper. Both algorithms are run at the **same epsilon**, measured by the same
 certified accountant (dp-accounting RDP, replace-one, minibatches sampled without replacement): DPDL
 releases ``N_i`` noisy gradient sums per round (its cross-gradients and its own noisy self-gradient,
-which rfed uses in place of the paper's clean one, issue 8 defect 3), DP-DPSGD one, and each noise
-multiplier is calibrated to the target by the algorithms' budget-first API. The paper's own Theorem
-1 epsilon for DPDL's noise is reported beside it. The paper's epsilons (0.25-1) are not reachable on
-1,437 images with a certified accountant, so the default grid is larger; the table states it.
+which rfed uses in place of the paper's clean one, :ref:`dpdl-clean-self-gradient`), DP-DPSGD one,
+and each noise multiplier is calibrated to the target by the algorithms' budget-first API. The
+paper's own Theorem 1 epsilon for DPDL's noise is reported beside it. The paper's epsilons (0.25-1)
+are not reachable on 1,437 images with a certified accountant, so the default grid is larger; the
+table states it.
 
 The baselines of the paper's Table I that rfed builds run at the same certified epsilons
 (``baselines``): MUFFLIATO (Cyffers et al., NeurIPS 2022; one noisy clipped gradient, then

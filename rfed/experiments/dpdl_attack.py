@@ -69,7 +69,7 @@ def _best_match(guess: np.ndarray, candidates: np.ndarray) -> np.ndarray:
 
 @register(
     "dpdl-attack",
-    paper="DPDL (seed 001), Sec. 6: Tables III-IV and Figs. 5-6 (gradient inversion)",
+    paper="DPDL, Sec. 6: Tables III-IV and Figs. 5-6 (gradient inversion)",
     description=(
         "Gradient inversion of the messages DPDL agents send, without noise and at a certified "
         "budget, on scikit-learn's digits (stand-in for MNIST; MLP 64-16-10; 10 agents on the "

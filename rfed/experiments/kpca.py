@@ -1,9 +1,9 @@
 """Federated k-PCA (k = 5) with PriRFed on the Grassmann or the Stiefel manifold.
 
 The problem is :class:`rfed.problems.KPCA` on PriRFed's synthetic PCA recipe
-(:func:`rfed.datasets.synthetic.make_pca_synthetic`, spec 004 section 5.1): the recipe's five
-structured singular values make the top-5 subspace the natural target. Non-private PriRFed with
-DP-RSGD, and private runs at certified budgets.
+(:func:`rfed.datasets.synthetic.make_pca_synthetic`, Sec. 6.1 of the paper,
+:ref:`prirfed-synthetic-pca`): the recipe's five structured singular values make the top-5 subspace
+the natural target. Non-private PriRFed with DP-RSGD, and private runs at certified budgets.
 
 Each private setting (:func:`private_settings`) is a certified budget ``epsilon`` (the noise is
 calibrated over the whole planned run) with a **public** clip level, the problem's

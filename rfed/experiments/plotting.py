@@ -71,13 +71,33 @@ _NON_PRIVATE_STYLES = ("-", "--", "-.")
 START_LABEL = "start (round 0)"
 
 def axis_label(key: str) -> str:
-    """``key`` in words with its unit (:data:`AXIS_LABELS`), else the key with spaces."""
+    """``key`` in words with its unit (:data:`AXIS_LABELS`), else the key with spaces.
+
+    Parameters
+    ----------
+    key : str
+        A history key, e.g. ``'excess_risk'``.
+
+    Returns
+    -------
+    str
+    """
     return AXIS_LABELS.get(key, key.replace("_", " "))
 
 
 def as_percent(key: str, values: np.ndarray) -> np.ndarray:
     """Accuracies in percent: a key containing ``accuracy`` whose values are all in [0, 1]
-    is multiplied by 100 (values already in percent are kept)."""
+    is multiplied by 100 (values already in percent are kept).
+
+    Parameters
+    ----------
+    key : str
+    values : array_like
+
+    Returns
+    -------
+    ndarray of float, shape of ``values``
+    """
     values = np.asarray(values, dtype=float)
     finite = values[np.isfinite(values)]
     if "accuracy" in key and finite.size and finite.min() >= 0.0 and finite.max() <= 1.0:
@@ -90,6 +110,14 @@ def certified_epsilon(report: Any) -> float | None:
 
     Looks for ``epsilon_certified`` at the top, then the first ``epsilon*`` number inside
     ``report["certified"]``; ``None`` when there is none.
+
+    Parameters
+    ----------
+    report : mapping or None
+
+    Returns
+    -------
+    float or None
     """
     if not isinstance(report, Mapping):
         return None
@@ -120,6 +148,17 @@ def new_figure(n_panels: int = 1, *, panel_size: tuple[float, float] = (4.6, 3.4
 
     ``axes`` is a flat list of ``n_panels`` axes in reading order (an unused last cell of an
     odd count is removed).
+
+    Parameters
+    ----------
+    n_panels : int
+    panel_size : (float, float)
+        Width and height of one panel, in inches.
+
+    Returns
+    -------
+    fig : matplotlib.figure.Figure
+    axes : list of matplotlib.axes.Axes
     """
     plt = _pyplot()
     cols = min(n_panels, MAX_PANELS_PER_ROW)
@@ -140,7 +179,7 @@ def aggregate(
     by: str | None = None,
     *,
     band: str = "std",
-    where: Callable[[Mapping[str, Any]], bool] | None = None,
+    where: Callable[..., bool] | None = None,
 ) -> dict[Any, dict[str, np.ndarray]]:
     """Mean and band of ``y`` against ``x`` for every value of ``by``.
 
@@ -212,7 +251,7 @@ def plot_curves(
     by: str | None = None,
     *,
     band: str = "std",
-    where: Callable[[Mapping[str, Any]], bool] | None = None,
+    where: Callable[..., bool] | None = None,
     logy: bool | Sequence[bool] = False,
     hlines: Mapping[str, float] | Sequence[Mapping[str, float] | None] | None = None,
     titles: str | Sequence[str] | None = None,
@@ -550,9 +589,9 @@ def _accuracy_in_percent(ax) -> None:
         ln.set_ydata(np.asarray(ln.get_ydata(), dtype=float) * 100.0)
     for c in scatters:
         c.set_offsets(np.asarray(c.get_offsets(), dtype=float) * [1.0, 100.0])
-    for c in bands:
-        for path in c.get_paths():
-            path.vertices = path.vertices * [1.0, 100.0]
+    for band in bands:
+        for path in band.get_paths():
+            path.vertices = np.asarray(path.vertices, dtype=float) * [1.0, 100.0]
     ax.set_ylabel(f"{label} (%)")
     ax.relim()
     ax.autoscale_view()

@@ -1,4 +1,5 @@
-"""PriRFed's experiments (seed 004, spec section 5) as named runs, plus the fast default.
+"""PriRFed's experiments (Sec. 6 of the paper, :ref:`prirfed-experiments`) as named runs, plus
+the fast default.
 
 Every experiment builds its problems, runs each setting for several repetitions (one generator
 per setting and repetition, the same random start for every setting of a repetition), logs the
@@ -20,7 +21,7 @@ drawn from the same recipe with its own seed; never read from the private data.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -467,6 +468,7 @@ def fig1(config: dict, ctx: RunContext) -> dict:
               "paper_delta": config["delta"]}
     settings = []
     references = []
+    trainer: Callable[..., Any]   # each column's trainer, its public constants bound
     for col in config["columns"]:
         if col == 1:
             p, (tau, lg) = problems[70], public[70]
@@ -574,6 +576,9 @@ def _check_fig2(cfg: dict) -> None:
                   "a fraction in (0, 1) of the digits declared public")
     check_setting(cfg, "step_sizes", all(a > 0 for a in cfg["step_sizes"]),
                   "a list of step sizes > 0 (one: no tuning)")
+    check_setting(cfg, "step_sizes", cfg["data"] != "digits" or len(cfg["step_sizes"]) == 1,
+                  "one step size with data='digits' (tuning several needs the public images "
+                  "of 'mnist' or 'fashion-mnist')")
 
 
 def _positive(text: Any) -> bool:
@@ -669,6 +674,7 @@ def fig2(config: dict, ctx: RunContext) -> dict:
         if config["clip"] == "paper":
             tau = p.clip_level("paper")
         elif config["clip"] == "public":
+            assert public is not None   # _check_fig2: clip='public' needs mnist or fashion-mnist
             # the paper's rule 2 |z|^2 at the median of the PUBLIC images' norms
             tau = 2.0 * float(np.median(np.sum(public**2, axis=1)))
         else:
@@ -686,6 +692,7 @@ def fig2(config: dict, ctx: RunContext) -> dict:
 
         step = float(config["step_sizes"][0])
         if len(config["step_sizes"]) > 1:
+            assert public is not None   # _check_fig2: tuning needs mnist or fashion-mnist
             step = _step_on_public(ctx, config, public, n, p.counts[0], rsgd, tuning)
         settings += _private(rsgd, p, 1, step, config["rounds"],
                              prefix=f"N={n} DP-RSGD ", algorithm_name="DP-RSGD", **common)
@@ -1091,7 +1098,7 @@ def fig5(config: dict, ctx: RunContext) -> dict:
         problem.reference_point(), truth)))
 
 
-def _poincare_figure(problem: HyperbolicPrediction, data: dict, truth: np.ndarray,
+def _poincare_figure(problem: HyperbolicPrediction, data: Mapping[str, Any], truth: np.ndarray,
                      results: dict) -> Any:
     """Fig. 6: the embedding on the Poincare disk, the true 'primate', and each method's
     estimate: the Frechet mean of its runs' final points (a large marker) with every run's

@@ -180,13 +180,32 @@ def check_setting(config: Mapping[str, Any], key: str, ok: bool, expected: str) 
 
     For an experiment's ``validate(config)``: the message names the setting by its ``--set``
     key and says what was expected.
+
+    Parameters
+    ----------
+    config : mapping
+        The experiment's settings.
+    key : str
+        The ``--set`` key.
+    ok : bool
+        Whether the value is acceptable.
+    expected : str
+        What the setting must be, in words.
     """
     if not ok:
         raise ValueError(f"setting '{key}' must be {expected}, got {config[key]!r}")
 
 
 def check_choices(config: Mapping[str, Any], key: str, choices: Iterable[str]) -> None:
-    """The setting ``key`` (a name, or a list of names) takes only values in ``choices``."""
+    """The setting ``key`` (a name, or a list of names) takes only values in ``choices``.
+
+    Parameters
+    ----------
+    config : mapping
+    key : str
+        The ``--set`` key.
+    choices : iterable of str
+    """
     value = config[key]
     names = value if isinstance(value, (list, tuple)) else [value]
     allowed = list(choices)
@@ -198,7 +217,17 @@ def check_choices(config: Mapping[str, Any], key: str, choices: Iterable[str]) -
 
 
 def parse_overrides(items: Iterable[str]) -> dict[str, str]:
-    """Parse ``key=value`` strings (from ``--set``) into a dict of raw strings."""
+    """Parse ``key=value`` strings (from ``--set``) into a dict of raw strings.
+
+    Parameters
+    ----------
+    items : iterable of str
+        ``key=value`` strings.
+
+    Returns
+    -------
+    dict of str to str
+    """
     out = {}
     for item in items:
         key, sep, value = item.partition("=")

@@ -43,8 +43,8 @@ __all__ = [
 
 
 _INTERNAL_REFS = [
-    (re.compile(r"\s*\(seed \d{3}\)"), ""),           # "PriRFed (seed 004)": a paper's file id
-    (re.compile(r",?\s*\bL\d+(?:-\d+)?\b"), ""),      # ", L447-460": line numbers of the paper
+    (re.compile(r"\s*\(seed \d{3}\)"), ""),           # a paper's file id in parentheses
+    (re.compile(r",?\s*\bL\d+(?:-\d+)?\b"), ""),      # line numbers of a paper's text
     (re.compile(r"\s*\blines? \d+(?:-\d+)?\b"), ""),
     (re.compile(r"\(\s*[,;]?\s*\)"), ""),
     (re.compile(r"\(\s*,\s*"), "("),
@@ -53,7 +53,7 @@ _INTERNAL_REFS = [
 
 
 def clean_text(text: str) -> str:
-    """``text`` without internal references (``(seed 004)``, line numbers such as ``L447-460``)."""
+    """``text`` without internal references (a paper's file id, line numbers of its text)."""
     for pattern, repl in _INTERNAL_REFS:
         text = pattern.sub(repl, text)
     return re.sub(r"[ \t]{2,}", " ", text).strip()
@@ -392,7 +392,7 @@ def csv_text(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
     return buf.getvalue()
 
 
-def format_table(rows: list[Mapping[str, Any]], keys: list[str] | None = None) -> str:
+def format_table(rows: Sequence[Mapping[str, Any]], keys: list[str] | None = None) -> str:
     """A markdown table of ``rows`` (floats with 4 significant digits; every row)."""
     keys = keys or list(dict.fromkeys(k for r in rows for k in r))
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]

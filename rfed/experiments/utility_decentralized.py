@@ -79,12 +79,21 @@ from rfed.problems.linear import HingeSVM, L1Regularizer, L2Regularizer
 
 __all__: list[str] = []
 
-#: The certified budgets every companion sweeps (issue 9).
+#: The certified budgets every companion sweeps.
 EPSILONS = [0.5, 1.0, 2.0, 4.0, 8.0]
 
 
 def certified_delta(min_local_size: int) -> float:
-    """``min(1e-5, 1 / (10 N))`` for the smallest local data set ``N``."""
+    """``min(1e-5, 1 / (10 N))`` for the smallest local data set ``N``.
+
+    Parameters
+    ----------
+    min_local_size : int
+
+    Returns
+    -------
+    float
+    """
     return min(1e-5, 1.0 / (10.0 * int(min_local_size)))
 
 
@@ -720,7 +729,7 @@ def _svm_problem(x, y, n: int, reg: str, strength: float, rng) -> HingeSVM:
 
 
 def _svm_checks(panel: str, rows: list[dict], refs: dict) -> dict:
-    """Issue 9's must-show for one panel, from its measured rows.
+    """The checks one panel must pass, from its measured rows.
 
     ``accuracy_improves_at_largest_eps``: at the largest budget the mean test accuracy beats the
     zero start's; ``excess_risk_improves_at_largest_eps``: the mean excess risk of the

@@ -62,6 +62,11 @@ def gap_closed(f_start: np.ndarray | float, f: np.ndarray | float, f_star: float
         Cost of the private output(s), same shape as ``f_start``.
     f_star : float
         The non-private optimum (``f_star < f_start``).
+
+    Returns
+    -------
+    ndarray
+        Of the broadcast shape of ``f_start`` and ``f``.
     """
     f_start = np.asarray(f_start, dtype=float)
     denom = f_start - float(f_star)
@@ -72,7 +77,16 @@ def gap_closed(f_start: np.ndarray | float, f: np.ndarray | float, f_star: float
 
 
 def sweep_delta(min_dataset_size: int) -> float:
-    """The sweep's delta, ``min(1e-5, 1 / (10 N))`` for the smallest local dataset ``N``."""
+    """The sweep's delta, ``min(1e-5, 1 / (10 N))`` for the smallest local dataset ``N``.
+
+    Parameters
+    ----------
+    min_dataset_size : int
+
+    Returns
+    -------
+    float
+    """
     return min(1e-5, 1.0 / (10.0 * int(min_dataset_size)))
 
 
@@ -243,7 +257,8 @@ def sweep_methods(
                                                  "gap closed by the mean cost"),
                                 "candidates": len(method.grid), "public_data": public_data})
             # ---- the private runs
-            costs, reports, diverged = [], [], 0
+            private_costs: list[tuple[int, float, float]] = []
+            reports, diverged = [], 0
             for r in range(repetitions):
                 cost, report, div = _run_once(method, problem, budget, hp, starts[r],
                                               ctx.rng(40_000, mi, ei, r))
@@ -256,7 +271,7 @@ def sweep_methods(
                             repetition=r, diverged=True)
                     continue
                 gap = float(gap_closed(f_start[r], cost, f_star))
-                costs.append((r, cost, gap))
+                private_costs.append((r, cost, gap))
                 ctx.log(setting=setting, method=method.name, target_epsilon=float(eps),
                         epsilon_certified=report["epsilon_certified"], delta=report["delta"],
                         repetition=r, cost=cost, excess_risk=cost - f_star, gap_closed=gap,
@@ -264,16 +279,16 @@ def sweep_methods(
             report = max(reports, key=lambda rep: rep["epsilon_certified"]) if reports else {}
             if report:
                 ctx.set_privacy(setting, report)
-            c = np.array([v[1] for v in costs] or [np.nan])
-            g = np.array([v[2] for v in costs] or [np.nan])
+            c = np.array([v[1] for v in private_costs] or [np.nan])
+            g = np.array([v[2] for v in private_costs] or [np.nan])
             rows.append({
                 "method": method.name, "target_epsilon": float(eps),
                 "epsilon_certified": report.get("epsilon_certified"),
                 "delta": report.get("delta"), "accountant": report.get("accountant", ""),
                 "gap_closed_mean": float(g.mean()), "gap_closed_std": float(g.std()),
                 "gap_closed_of_mean_cost": (float(gap_closed(
-                    f_start[[v[0] for v in costs]].mean(), c.mean(), f_star))
-                    if costs else float("nan")),
+                    f_start[[v[0] for v in private_costs]].mean(), c.mean(), f_star))
+                    if private_costs else float("nan")),
                 "cost_mean": float(c.mean()), "cost_std": float(c.std()),
                 "excess_risk_mean": float(c.mean() - f_star),
                 "repetitions": repetitions, "diverged": diverged,
@@ -637,7 +652,7 @@ def make_spread_pca(n_agents: int, per_agent: int, dim: int, top_share: float,
 
 @register(
     "utility-pca-highdim",
-    paper="PriRFed (seed 004), Sec. 6.1, companion",
+    paper="PriRFed, Sec. 6.1, companion",
     summary="PCA in high dimension with a spread spectrum: PriRFed vs Analyze Gauss at "
             "eps <= 1",
     description=(

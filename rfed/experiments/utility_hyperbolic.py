@@ -1,10 +1,10 @@
-"""Privacy-utility companion of PriRFed's hyperbolic prediction (WordNet mammals, issue 9).
+"""Privacy-utility companion of PriRFed's hyperbolic prediction (WordNet mammals).
 
-The PriRFed paper's third experiment (spec 004 section 5.3) predicts the hyperbolic embedding of
-the word "primate" as the kernel-weighted Frechet mean, on :math:`H^2`, of the embeddings of the
-other mammal words, their Laplacian-eigenmap features weighted by their similarity to primate's.
-WordNet's mammal subtree holds 1,181 training words: the data set is small by nature, so privacy
-costs a lot here, and the experiment reports what it measures at that size.
+The PriRFed paper's third experiment (Sec. 6.3, :ref:`prirfed-experiments`) predicts the hyperbolic
+embedding of the word "primate" as the kernel-weighted Frechet mean, on :math:`H^2`, of the
+embeddings of the other mammal words, their Laplacian-eigenmap features weighted by their similarity
+to primate's. WordNet's mammal subtree holds 1,181 training words: the data set is small by nature,
+so privacy costs a lot here, and the experiment reports what it measures at that size.
 
 ``utility-hyperbolic`` sweeps the certified whole-run budget (default {0.5, 1, 2, 4, 8} at
 ``delta = min(1e-5, 1 / (10 N))``) with PriRFed DP-RSGD (and DP-RSVRG), from data-independent

@@ -62,57 +62,217 @@ class PymanoptAdapter(_PymanoptManifold):
 
     @property
     def typical_dist(self) -> float:
+        """pymanopt's scale of distances: pi on the sphere, else ``sqrt(dim)``."""
         if isinstance(self.rfed_manifold, Sphere):
             return float(np.pi)
         return float(np.sqrt(self.rfed_manifold.dim))
 
     def inner_product(self, point, tangent_vector_a, tangent_vector_b):
+        """Riemannian inner product (rfed's :meth:`~rfed.manifolds.Manifold.inner`).
+
+        Parameters
+        ----------
+        point : ndarray, shape ``point_shape``
+        tangent_vector_a, tangent_vector_b : ndarray, shape ``point_shape``
+            Tangent vectors at ``point``.
+
+        Returns
+        -------
+        float
+        """
         return float(self.rfed_manifold.inner(point, tangent_vector_a, tangent_vector_b))
 
     def norm(self, point, tangent_vector):
+        """Riemannian norm (rfed's :meth:`~rfed.manifolds.Manifold.norm`).
+
+        Parameters
+        ----------
+        point : ndarray, shape ``point_shape``
+        tangent_vector : ndarray, shape ``point_shape``
+                    A tangent vector at ``point``.
+
+        Returns
+        -------
+        float
+        """
         return float(self.rfed_manifold.norm(point, tangent_vector))
 
     def dist(self, point_a, point_b):
+        """Geodesic distance (rfed's :meth:`~rfed.manifolds.Manifold.dist`).
+
+        Parameters
+        ----------
+        point_a, point_b : ndarray, shape ``point_shape``
+
+        Returns
+        -------
+        float
+        """
         return float(self.rfed_manifold.dist(point_a, point_b))
 
     def projection(self, point, vector):
+        """Projection of an ambient vector onto the tangent space at ``point`` (rfed's
+        :meth:`~rfed.manifolds.Manifold.proj`).
+
+        Parameters
+        ----------
+        point : ndarray, shape ``point_shape``
+        vector : ndarray, shape ``point_shape``
+            An ambient vector.
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+        """
         return self.rfed_manifold.proj(point, vector)
 
     to_tangent_space = projection
 
     def random_point(self):
+        """A random point, drawn from the adapter's own generator.
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+        """
         return self.rfed_manifold.random_point(self._rng)
 
     def random_tangent_vector(self, point):
+        """A unit-norm random tangent vector at ``point`` (a normalized tangent Gaussian).
+
+        Parameters
+        ----------
+        point : ndarray, shape ``point_shape``
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+        """
         v = self.rfed_manifold.tangent_gaussian(point, 1.0, self._rng)
         return v / self.rfed_manifold.norm(point, v)
 
     def zero_vector(self, point):
+        """The zero tangent vector at ``point``.
+
+        Parameters
+        ----------
+        point : ndarray, shape ``point_shape``
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+        """
         return self.rfed_manifold.zero_vector(point)
 
     def euclidean_to_riemannian_gradient(self, point, euclidean_gradient):
+        """Riemannian gradient from the Euclidean one (rfed's
+        :meth:`~rfed.manifolds.Manifold.egrad2rgrad`).
+
+        Parameters
+        ----------
+        point : ndarray, shape ``point_shape``
+        euclidean_gradient : ndarray, shape ``point_shape``
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+        """
         return self.rfed_manifold.egrad2rgrad(point, euclidean_gradient)
 
     def euclidean_to_riemannian_hessian(
         self, point, euclidean_gradient, euclidean_hessian, tangent_vector
     ):
+        """Riemannian Hessian-vector product from the Euclidean ones (rfed's ``ehess2rhess``).
+
+        Parameters
+        ----------
+        point : ndarray, shape ``point_shape``
+        euclidean_gradient : ndarray, shape ``point_shape``
+        euclidean_hessian : ndarray, shape ``point_shape``
+            The Euclidean Hessian applied to ``tangent_vector``.
+        tangent_vector : ndarray, shape ``point_shape``
+                    A tangent vector at ``point``.
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+        """
         return self.rfed_manifold.ehess2rhess(
             point, euclidean_gradient, euclidean_hessian, tangent_vector
         )
 
     def retraction(self, point, tangent_vector):
+        """The manifold's retraction (rfed's :meth:`~rfed.manifolds.Manifold.retract`).
+
+        Parameters
+        ----------
+        point : ndarray, shape ``point_shape``
+        tangent_vector : ndarray, shape ``point_shape``
+                    A tangent vector at ``point``.
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+        """
         return self.rfed_manifold.retract(point, tangent_vector)
 
     def exp(self, point, tangent_vector):
+        """The exponential map (rfed's :meth:`~rfed.manifolds.Manifold.exp`).
+
+        Parameters
+        ----------
+        point : ndarray, shape ``point_shape``
+        tangent_vector : ndarray, shape ``point_shape``
+                    A tangent vector at ``point``.
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+        """
         return self.rfed_manifold.exp(point, tangent_vector)
 
     def log(self, point_a, point_b):
+        """The logarithm map: the tangent vector at ``point_a`` pointing to ``point_b`` (rfed's
+        :meth:`~rfed.manifolds.Manifold.log`).
+
+        Parameters
+        ----------
+        point_a, point_b : ndarray, shape ``point_shape``
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+        """
         return self.rfed_manifold.log(point_a, point_b)
 
     def transport(self, point_a, point_b, tangent_vector_a):
+        """Vector transport from ``point_a`` to ``point_b`` (rfed's
+        :meth:`~rfed.manifolds.Manifold.transport`).
+
+        Parameters
+        ----------
+        point_a, point_b : ndarray, shape ``point_shape``
+        tangent_vector_a : ndarray, shape ``point_shape``
+            A tangent vector at ``point_a``.
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+            A tangent vector at ``point_b``.
+        """
         return self.rfed_manifold.transport(point_a, point_b, tangent_vector_a)
 
     def pair_mean(self, point_a, point_b):
+        """The geodesic midpoint ``Exp_a(Log_a(b) / 2)``.
+
+        Parameters
+        ----------
+        point_a, point_b : ndarray, shape ``point_shape``
+
+        Returns
+        -------
+        ndarray, shape ``point_shape``
+        """
         return self.rfed_manifold.exp(point_a, 0.5 * self.rfed_manifold.log(point_a, point_b))
 
 

@@ -364,6 +364,7 @@ class FlatProduct(Manifold):
 
     @property
     def point_violation_description(self):
+        """What :meth:`point_violation` measures: the maximum of the blocks' measures."""
         return "maximum over the blocks: " + "; ".join(
             f"block {i} ({m}): {m.point_violation_description}"
             for i, m in enumerate(self.manifolds)
@@ -371,6 +372,7 @@ class FlatProduct(Manifold):
 
     @property
     def tangent_violation_description(self):
+        """What :meth:`tangent_violation` measures: the maximum of the blocks' measures."""
         return "maximum over the blocks: " + "; ".join(
             f"block {i} ({m}): {m.tangent_violation_description}"
             for i, m in enumerate(self.manifolds)

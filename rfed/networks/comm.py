@@ -68,7 +68,18 @@ __all__ = [
 
 
 def dense_payload_bytes(shape: tuple[int, ...] | int, dtype=np.float64) -> int:
-    """Bytes of one dense message of the given per-agent shape: ``prod(shape) * itemsize``."""
+    """Bytes of one dense message of the given per-agent shape: ``prod(shape) * itemsize``.
+
+    Parameters
+    ----------
+    shape : int or tuple of int
+        One agent's message shape.
+    dtype : numpy dtype
+
+    Returns
+    -------
+    int
+    """
     shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
     return int(np.prod(shape, dtype=np.int64)) * np.dtype(dtype).itemsize
 
@@ -77,6 +88,16 @@ def sparse_payload_bytes(k: int, value_dtype=np.float64, index_dtype=np.int32) -
     """Bytes of one sparsified message: ``k`` values and ``k`` indices.
 
     With float64 values and int32 indices (enough for dimensions below 2^31): ``12 k``.
+
+    Parameters
+    ----------
+    k : int
+        Entries sent.
+    value_dtype, index_dtype : numpy dtype
+
+    Returns
+    -------
+    int
     """
     if not isinstance(k, (int, np.integer)) or k < 0:
         raise ValueError(f"argument 'k' must be a non-negative int, got {k!r}")
@@ -124,7 +145,12 @@ class CommStats:
         self.calls.clear()
 
     def snapshot(self) -> dict:
-        """A plain-dict copy of the totals (for histories)."""
+        """A plain-dict copy of the totals (for histories).
+
+        Returns
+        -------
+        dict of str to int
+        """
         return {
             "messages": int(self.messages),
             "bytes": int(self.bytes),
@@ -187,6 +213,16 @@ def as_csr_weights(weights, name: str = "weights") -> sp.csr_matrix:
 
     A float64 CSR matrix is used as is: scipy caches the sorted-indices flag on the object, so a
     matrix reused every round is sorted once.
+
+    Parameters
+    ----------
+    weights : array_like, scipy.sparse matrix or Graph, shape ``(n, n)``
+    name : str
+        The argument's name in the error message.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
     """
     if isinstance(weights, Graph):
         w = weights.adjacency
@@ -231,6 +267,15 @@ def arc_list(weights) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     Arc ``e`` is ``senders[e] -> receivers[e]``; this is the order of
     :meth:`Communicator.gather_from_neighbors` and of ``arc_values`` in
     :meth:`Communicator.send_along_arcs`.
+
+    Parameters
+    ----------
+    weights : array_like, scipy.sparse matrix or Graph, shape ``(n, n)``
+
+    Returns
+    -------
+    receivers, senders : ndarray of int, shape ``(n_arcs,)``
+    weights : ndarray of float, shape ``(n_arcs,)``
     """
     rows, cols, vals, _ = _offdiag_arcs(as_csr_weights(weights))
     return rows, cols, vals
@@ -248,6 +293,15 @@ def reverse_arcs(weights) -> np.ndarray:
     ------
     ValueError
         The off-diagonal pattern is not symmetric (names an arc without its reverse).
+
+    Parameters
+    ----------
+    weights : array_like, scipy.sparse matrix or Graph, shape ``(n, n)``
+        Of symmetric pattern.
+
+    Returns
+    -------
+    ndarray of int, shape ``(n_arcs,)``
     """
     rows, cols, _ = arc_list(weights)
     n = int(max(rows.max(), cols.max())) + 1 if rows.size else 0
@@ -312,6 +366,19 @@ def weights_fact(w: sp.csr_matrix, key: str | tuple, compute):
     A matrix whose arrays are writable, or were replaced since the value was kept, gets
     ``compute(w)`` afresh: a kept value can only be stale if someone makes an array writable,
     writes it and makes it read-only again. Kept arrays are returned read-only.
+
+    Parameters
+    ----------
+    w : scipy.sparse.csr_matrix
+    key : str or tuple
+        Names the value among those kept on ``w``.
+    compute : callable
+        ``compute(w)``.
+
+    Returns
+    -------
+    object
+        ``compute(w)``.
     """
     arrays = (data, indices, indptr) = (w.data, w.indices, w.indptr)
     if data.flags.writeable or indices.flags.writeable or indptr.flags.writeable:
@@ -360,6 +427,11 @@ def csr_product(w: sp.csr_matrix, flat: np.ndarray) -> np.ndarray:
     Returns
     -------
     ndarray, shape ``(n, k)``
+
+    Parameters
+    ----------
+    w : scipy.sparse.csr_matrix, shape ``(n, m)``
+    flat : ndarray, shape ``(m, k)``
     """
     if (_csr_matvecs is None or flat.dtype != np.float64 or w.dtype != np.float64
             or flat.ndim != 2):
@@ -507,6 +579,10 @@ class Communicator(abc.ABC):
     named ``senders`` are boolean masks ``(n_agents,)`` (or index arrays) of the agents that
     transmit in this call; ``payload_bytes`` is the size of one message: an int, or an array
     ``(n_agents,)`` of per-sender sizes; ``None`` means the dense row size.
+
+    Parameters
+    ----------
+    n_agents : int
     """
 
     def __init__(self, n_agents: int):
@@ -529,7 +605,17 @@ class Communicator(abc.ABC):
 
     def all_rows(self, values: np.ndarray) -> np.ndarray:
         """Every agent's row, ``(n_agents, *shape)`` in agent order, from this block's rows
-        (engine bookkeeping for outputs and metrics, not a protocol message: not counted)."""
+        (engine bookkeeping for outputs and metrics, not a protocol message: not counted).
+
+        Parameters
+        ----------
+        values : ndarray, shape ``(n_local, *shape)``
+            This block's rows (every agent's in one process).
+
+        Returns
+        -------
+        ndarray, shape ``(n_agents, *shape)``
+        """
         return np.asarray(values)
 
     def agent_sum(self, values: np.ndarray) -> np.ndarray:
@@ -545,28 +631,68 @@ class Communicator(abc.ABC):
         Returns
         -------
         ndarray, shape ``shape``
+
+        Parameters
+        ----------
+        values : ndarray, shape ``(n_local, *shape)``
+            This block's rows (every agent's in one process).
         """
         return np.sum(self.all_rows(values), axis=0)
 
     def total_stats(self) -> dict:
-        """:meth:`CommStats.snapshot` summed over every process of the engine."""
+        """:meth:`CommStats.snapshot` summed over every process of the engine.
+
+        Returns
+        -------
+        dict of str to int
+        """
         return self.stats.snapshot()
 
     def merge_account(self, account: Any) -> Any:
         """The run's privacy account over every agent, from this process's account (which
         charged the releases of its own agents): the account itself in one process; a
-        distributed engine merges the accounts of all its processes (engine bookkeeping)."""
+        distributed engine merges the accounts of all its processes (engine bookkeeping).
+
+        Parameters
+        ----------
+        account : object
+            This process's privacy account.
+
+        Returns
+        -------
+        object
+        """
         return account
 
     def agree(self, reason: str | None) -> str | None:
         """A stop decision every process shares: ``reason`` (e.g. why this block's iterates
-        diverged) if any process has one, else ``None``; ``reason`` itself in one process."""
+        diverged) if any process has one, else ``None``; ``reason`` itself in one process.
+
+        Parameters
+        ----------
+        reason : str or None
+
+        Returns
+        -------
+        str or None
+        """
         return reason
 
     def root_computes(self, fn: Callable[[], Any]) -> Any:
         """``fn()`` computed once for every process of the engine: one process calls it and the
         others receive its value (or its exception), e.g. a noise calibration that depends only
-        on public numbers; in one process, simply ``fn()``."""
+        on public numbers; in one process, simply ``fn()``.
+
+        Parameters
+        ----------
+        fn : callable
+            Without arguments.
+
+        Returns
+        -------
+        object
+            ``fn()``.
+        """
         return fn()
 
     # ------------------------------------------------------------------ helpers
@@ -706,6 +832,12 @@ class Communicator(abc.ABC):
         receivers : tuple (start, stop), optional
             Only the in-arcs of agents ``start .. stop - 1`` (the in-process engine uses this to
             bound memory; a distributed engine serves its local agents).
+        payload_bytes : int or ndarray, optional
+            As :meth:`mix`.
+
+        Returns
+        -------
+        NeighborValues
         """
 
     @abc.abstractmethod
@@ -733,16 +865,55 @@ class Communicator(abc.ABC):
         """Senders broadcast ``delta`` to their out-neighbours; every holder adds it to its copy.
 
         Returns the updated copies ``copies + delta`` on the sender rows (shape of ``copies``).
+
+        Parameters
+        ----------
+        weights : sparse matrix or Graph
+            Its off-diagonal non-zeros are the arcs.
+        copies : ndarray, shape ``(n_agents, *shape)``
+            The public copies every neighbour holds.
+        delta : ndarray, shape ``(n_agents, *shape)``
+            What each sender adds to its copy.
+        senders, payload_bytes : optional
+            As :meth:`mix`.
+
+        Returns
+        -------
+        ndarray, shape ``(n_agents, *shape)``
         """
 
     @abc.abstractmethod
     def gather(self, values, agents=None, *, payload_bytes=None) -> np.ndarray:
-        """Agents send their rows to the server; returns ``values[agents]``."""
+        """Agents send their rows to the server; returns ``values[agents]``.
+
+        Parameters
+        ----------
+        values : ndarray, shape ``(n_agents, *shape)``
+        agents : ndarray of int or bool mask, optional
+            The agents that send (default all).
+        payload_bytes : int, optional
+
+        Returns
+        -------
+        ndarray, shape ``(len(agents), *shape)``
+        """
 
     @abc.abstractmethod
     def broadcast(self, value, agents=None, *, payload_bytes=None) -> np.ndarray:
         """The server sends ``value`` (shape ``shape``) to ``agents``; returns
-        ``(len(agents), *shape)`` copies."""
+        ``(len(agents), *shape)`` copies.
+
+        Parameters
+        ----------
+        value : ndarray, shape ``shape``
+        agents : ndarray of int or bool mask, optional
+            The receivers (default all).
+        payload_bytes : int, optional
+
+        Returns
+        -------
+        ndarray, shape ``(len(agents), *shape)``
+        """
 
 
 class InProcessCommunicator(Communicator):
@@ -780,6 +951,15 @@ class InProcessCommunicator(Communicator):
         order (the zero start turns ``-0.0`` into ``0.0``), so the bits are those of
         :meth:`mix`. Messages: one per paired agent, as :meth:`mix` counts ``W``'s arcs.
         Values that are not float64 take :meth:`mix` (the product's dtype rules).
+
+        Parameters
+        ----------
+        pairs, values, senders, payload_bytes
+            As :meth:`Communicator.mix_pairs`.
+
+        Returns
+        -------
+        ndarray, shape of ``values``
         """
         v = self._check_values(values)
         p = _check_pairs(pairs, self.n_agents)

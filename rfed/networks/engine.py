@@ -96,7 +96,12 @@ _ENGINE: contextvars.ContextVar[Engine] = contextvars.ContextVar("rfed_engine",
 
 
 def current_engine() -> Engine:
-    """The engine in use: the innermost :func:`use_engine`'s, else :data:`IN_PROCESS`."""
+    """The engine in use: the innermost :func:`use_engine`'s, else :data:`IN_PROCESS`.
+
+    Returns
+    -------
+    Engine
+    """
     return _ENGINE.get()
 
 

@@ -89,6 +89,16 @@ class Graph:
 
         Non-zero entries count as edges (their values are ignored). ``directed=None`` infers it:
         undirected iff the pattern is symmetric. A self-loop raises ``ValueError``.
+
+        Parameters
+        ----------
+        adjacency : array_like or scipy.sparse matrix, shape ``(n, n)``
+        directed : bool, optional
+        name : str
+
+        Returns
+        -------
+        Graph
         """
         a = sp.csr_matrix(adjacency)
         if a.ndim != 2 or a.shape[0] != a.shape[1]:
@@ -150,22 +160,56 @@ class Graph:
         return int(self.in_degree.max()) if self.n_nodes else 0
 
     def in_neighbors(self, i: int) -> np.ndarray:
-        """Nodes that ``i`` receives from, sorted."""
+        """Nodes that ``i`` receives from, sorted.
+
+        Parameters
+        ----------
+        i : int
+            A node, ``0 .. n_nodes - 1``.
+
+        Returns
+        -------
+        ndarray of int, shape ``(degree,)``
+        """
         a = self.adjacency
         return a.indices[a.indptr[i] : a.indptr[i + 1]].copy()
 
     def out_neighbors(self, i: int) -> np.ndarray:
-        """Nodes that ``i`` sends to, sorted."""
+        """Nodes that ``i`` sends to, sorted.
+
+        Parameters
+        ----------
+        i : int
+            A node, ``0 .. n_nodes - 1``.
+
+        Returns
+        -------
+        ndarray of int, shape ``(degree,)``
+        """
         return np.sort(self.adjacency.T.tocsr()[i].indices)
 
     def neighbors(self, i: int) -> np.ndarray:
-        """Neighbours of ``i`` in an undirected graph (in-neighbours if directed)."""
+        """Neighbours of ``i`` in an undirected graph (in-neighbours if directed).
+
+        Parameters
+        ----------
+        i : int
+            A node, ``0 .. n_nodes - 1``.
+
+        Returns
+        -------
+        ndarray of int, shape ``(degree,)``
+        """
         return self.in_neighbors(i)
 
     def edges(self) -> np.ndarray:
         """Edge list ``(source, target)``, shape ``(n_edges, 2)``.
 
         Undirected graphs list each edge once with ``source < target``.
+
+        Returns
+        -------
+        ndarray of int, shape ``(n_edges, 2)``
         """
         coo = self.adjacency.tocoo()
         src, dst = coo.col, coo.row
@@ -176,15 +220,30 @@ class Graph:
         return np.stack([src[order], dst[order]], axis=1).astype(int)
 
     def laplacian(self) -> sp.csr_matrix:
-        """Graph Laplacian ``L = D_in - A`` (``D - A`` when undirected), sparse."""
+        """Graph Laplacian ``L = D_in - A`` (``D - A`` when undirected), sparse.
+
+        Returns
+        -------
+        scipy.sparse.csr_matrix, shape ``(n_nodes, n_nodes)``
+        """
         return (sp.diags(self.in_degree.astype(float)) - self.adjacency).tocsr()
 
     def is_complete(self) -> bool:
-        """Whether every ordered pair of distinct nodes is an arc."""
+        """Whether every ordered pair of distinct nodes is an arc.
+
+        Returns
+        -------
+        bool
+        """
         return self.n_arcs == self.n_nodes * (self.n_nodes - 1)
 
     def is_regular(self) -> bool:
-        """Whether all in-degrees and out-degrees are equal."""
+        """Whether all in-degrees and out-degrees are equal.
+
+        Returns
+        -------
+        bool
+        """
         deg = np.concatenate([self.in_degree, self.out_degree])
         return bool(deg.size == 0 or np.all(deg == deg[0]))
 
@@ -194,7 +253,16 @@ class Graph:
         return self.adjacency.T.tocsr()
 
     def unreachable_from(self, source: int = 0) -> np.ndarray:
-        """Nodes that no directed path from ``source`` reaches, sorted."""
+        """Nodes that no directed path from ``source`` reaches, sorted.
+
+        Parameters
+        ----------
+        source : int
+
+        Returns
+        -------
+        ndarray of int
+        """
         reached = csgraph.breadth_first_order(
             self._forward(), source, directed=True, return_predecessors=False
         )
@@ -203,7 +271,12 @@ class Graph:
         return np.flatnonzero(mask)
 
     def is_connected(self) -> bool:
-        """Connected (undirected) or strongly connected (directed)."""
+        """Connected (undirected) or strongly connected (directed).
+
+        Returns
+        -------
+        bool
+        """
         if self.n_nodes <= 1:
             return True
         n_comp = csgraph.connected_components(
@@ -216,6 +289,10 @@ class Graph:
 
         Undirected: the nodes not reachable from node 0. Directed (strong connectivity): the
         nodes node 0 cannot reach, or else the nodes that cannot reach node 0.
+
+        Returns
+        -------
+        Graph
         """
         if self.n_nodes <= 1:
             return self
@@ -246,6 +323,10 @@ class Graph:
         Empty when no spanning tree exists. All nodes when strongly connected. This is the
         connectivity that DP-DGT's Assumption 2 asks of G_R and G_C' (strong connectivity is
         not required).
+
+        Returns
+        -------
+        ndarray of int
         """
         n_comp, labels = csgraph.connected_components(
             self._forward(), directed=True, connection="strong"
@@ -308,6 +389,19 @@ def graph_from_edges(
     """Graph on ``n`` nodes from ``(source, target)`` pairs (0-based).
 
     Undirected graphs ignore the orientation; duplicates are merged; self-loops raise.
+
+    Parameters
+    ----------
+    n : int
+        Number of nodes.
+    edges : iterable of (int, int)
+        Pairs ``(source, target)``.
+    directed : bool
+    name : str
+
+    Returns
+    -------
+    Graph
     """
     n = _check_n(n)
     e = _validate_edge_array(n, edges)
@@ -315,7 +409,20 @@ def graph_from_edges(
 
 
 def digraph_from_edges(n: int, edges: Iterable[Sequence[int]], name: str = "digraph") -> Graph:
-    """Directed graph on ``n`` nodes from arcs ``(source, target)`` = ``source -> target``."""
+    """Directed graph on ``n`` nodes from arcs ``(source, target)`` = ``source -> target``.
+
+    Parameters
+    ----------
+    n : int
+        Number of nodes.
+    edges : iterable of (int, int)
+        Arcs ``(source, target)``.
+    name : str
+
+    Returns
+    -------
+    Graph
+    """
     return graph_from_edges(n, edges, directed=True, name=name)
 
 
@@ -335,6 +442,10 @@ def circulant(n: int, hops: int | Sequence[int] | np.ndarray) -> Graph:
     -----
     Offsets are taken modulo ``n`` and identified with ``n - s``. The degree is
     ``2 * #offsets``, minus one when ``n`` is even and ``n / 2`` is an offset.
+
+    Returns
+    -------
+    Graph
     """
     n = _check_n(n, minimum=3)
     if isinstance(hops, (int, np.integer)) and not isinstance(hops, bool):
@@ -357,7 +468,16 @@ def circulant(n: int, hops: int | Sequence[int] | np.ndarray) -> Graph:
 
 
 def ring(n: int) -> Graph:
-    """Cycle on ``n >= 3`` nodes: ``n`` edges, degree 2."""
+    """Cycle on ``n >= 3`` nodes: ``n`` edges, degree 2.
+
+    Parameters
+    ----------
+    n : int
+
+    Returns
+    -------
+    Graph
+    """
     g = circulant(n, 1)
     return Graph(g.n_nodes, False, g.adjacency, f"ring(n={n})")
 
@@ -382,6 +502,12 @@ class CompleteGraph(Graph):
     first access and kept. An algorithm that only draws pairs of nodes (DP-DDA's node sampling,
     :class:`rfed.networks.RandomGossip`) or that never reads the matrix runs on it in O(n)
     memory. Build it with :func:`complete`.
+
+    Parameters
+    ----------
+    n_nodes : int
+    name : str, optional
+        Default ``"complete(n=N)"``.
     """
 
     def __init__(self, n_nodes: int, name: str | None = None):
@@ -391,6 +517,7 @@ class CompleteGraph(Graph):
 
     @functools.cached_property
     def adjacency(self) -> sp.csr_matrix:  # type: ignore[override]
+        """The ``n (n - 1)`` arcs as a sparse 0/1 matrix, built on first access."""
         return _complete_adjacency(self.n_nodes)
 
     @property
@@ -435,7 +562,17 @@ class CompleteGraph(Graph):
 
 def complete(n: int) -> CompleteGraph:
     """Complete graph: ``n (n - 1) / 2`` edges, degree ``n - 1`` (its adjacency matrix is built
-    on first use, see :class:`CompleteGraph`)."""
+    on first use, see :class:`CompleteGraph`).
+
+    Parameters
+    ----------
+    n : int
+        Number of nodes, ``>= 2``.
+
+    Returns
+    -------
+    CompleteGraph
+    """
     n = _check_n(n, minimum=2)
     return CompleteGraph(n)
 
@@ -444,6 +581,15 @@ def complete_bipartite(n_left: int, n_right: int) -> Graph:
     """Complete bipartite graph K_{n_left, n_right} (left nodes first).
 
     ``n_left * n_right`` edges; left nodes have degree ``n_right`` and right nodes ``n_left``.
+
+    Parameters
+    ----------
+    n_left, n_right : int
+        Sizes of the two sides.
+
+    Returns
+    -------
+    Graph
     """
     n_left = _check_n(n_left, "n_left")
     n_right = _check_n(n_right, "n_right")
@@ -459,6 +605,15 @@ def two_hub_bipartite(n: int) -> Graph:
 
     Nodes 0 and 1 are hubs, each linked to every other node but not to each other; the
     ``n - 2`` leaves are linked only to the two hubs. ``2 (n - 2)`` edges.
+
+    Parameters
+    ----------
+    n : int
+        Number of nodes, ``>= 3``.
+
+    Returns
+    -------
+    Graph
     """
     n = _check_n(n, minimum=3)
     leaves = np.arange(2, n)
@@ -477,6 +632,10 @@ def dpdl_bipartite(n: int, reading: str = "complete") -> Graph:
         ``"complete"``: K_{n/2, n/2} (use with :func:`rfed.networks.uniform_weights`, giving
         ``w = 1 / (n/2 + 1)`` with self-loops). ``"two_hub"``: the CGA code's two-hub graph
         (use with :func:`rfed.networks.two_hub_weights`).
+
+    Returns
+    -------
+    Graph
     """
     if reading == "complete":
         n = _check_n(n, minimum=2)
@@ -490,7 +649,17 @@ def dpdl_bipartite(n: int, reading: str = "complete") -> Graph:
 
 
 def star(n: int) -> Graph:
-    """Star: node 0 linked to nodes ``1 .. n-1``; ``n - 1`` edges."""
+    """Star: node 0 linked to nodes ``1 .. n-1``; ``n - 1`` edges.
+
+    Parameters
+    ----------
+    n : int
+        Number of nodes, ``>= 2``.
+
+    Returns
+    -------
+    Graph
+    """
     n = _check_n(n, minimum=2)
     return _from_pairs(n, np.zeros(n - 1, dtype=int), np.arange(1, n), False, f"star(n={n})")
 
@@ -500,6 +669,16 @@ def exponential(n: int, directed: bool = False) -> Graph:
 
     Directed: out-degree and in-degree ``floor(log2(n - 1)) + 1`` for every node. Undirected:
     the circulant graph with offsets ``2^k`` (see :func:`circulant` for its degree).
+
+    Parameters
+    ----------
+    n : int
+        Number of nodes, ``>= 3``.
+    directed : bool
+
+    Returns
+    -------
+    Graph
     """
     n = _check_n(n, minimum=3)
     offsets = 2 ** np.arange(int(np.floor(np.log2(n - 1))) + 1)
@@ -538,9 +717,19 @@ def erdos_renyi(
 
     Parameters
     ----------
+    n : int
+        Number of nodes, ``>= 2``.
+    p : float
+        Edge probability in ``[0, 1]``.
+    rng : numpy.random.Generator or int
     connected : bool
         Resample (up to ``max_tries`` times) until the graph is connected, i.e. sample G(n, p)
         conditioned on connectivity; ``ValueError`` if no draw is connected.
+    max_tries : int
+
+    Returns
+    -------
+    Graph
     """
     n = _check_n(n, minimum=2)
     if not 0.0 <= p <= 1.0:
@@ -574,11 +763,16 @@ def random_regular(
     ----------
     n, d : int
         ``0 < d < n`` and ``n d`` even.
+    rng : numpy.random.Generator or int
     connected : bool
         Resample until connected (d >= 3 random regular graphs are connected w.h.p.).
     max_tries : int
         Draws before ``ValueError`` (a draw is also repeated when its repair stalls, which can
         happen for ``d`` close to ``n``).
+
+    Returns
+    -------
+    Graph
     """
     n = _check_n(n, minimum=2)
     d = _check_n(d, "d")
@@ -676,6 +870,10 @@ def ieee14_digraph(convention: str = "paper") -> Graph:
         :ref:`dpdgt-graph`): in-degrees of buses 1..14 are
         ``[3,3,4,3,4,3,2,2,2,2,2,2,2,1]`` and out-degrees ``[2,3,2,2,2,2,3,3,3,3,3,3,2,2]``.
         ``"reversed"`` reads it as ``i -> j`` (the results differ).
+
+    Returns
+    -------
+    Graph
     """
     e = np.array(IEEE14_EDGES) - 1
     if convention == "paper":

@@ -134,6 +134,11 @@ def metropolis_hastings_weights(graph: Graph) -> sp.csr_matrix:
     Returns
     -------
     scipy.sparse.csr_matrix, shape ``(n, n)``
+
+    Parameters
+    ----------
+    graph : Graph
+        Undirected.
     """
     graph = _check_graph(graph)
     _require_undirected(graph, "metropolis_hastings_weights")
@@ -154,10 +159,16 @@ def laplacian_weights(graph: Graph, alpha: float | None = None) -> sp.csr_matrix
 
     Parameters
     ----------
+    graph : Graph
+        Undirected.
     alpha : float, optional
         Default ``1 / (d_max + 1)`` (:math:`\iota = d_{max} + 1`: DO-ADP does not give the W of its
         experiments, :ref:`doadp-mixing-matrix`; on a regular graph this is the uniform weight
         ``1/(d+1)`` on self and each neighbour).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
     """
     graph = _check_graph(graph)
     _require_undirected(graph, "laplacian_weights")
@@ -179,6 +190,15 @@ def uniform_weights(graph: Graph) -> sp.csr_matrix:
     (:ref:`dpdl-topologies`): complete graph ``1/N``, ring ``1/3``,
     K_{N/2,N/2} ``1/(N/2 + 1)``. Only regular graphs make these weights doubly stochastic, so
     an irregular graph raises ``ValueError`` (use :func:`metropolis_hastings_weights`).
+
+    Parameters
+    ----------
+    graph : Graph
+        Undirected and regular.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
     """
     graph = _check_graph(graph)
     _require_undirected(graph, "uniform_weights")
@@ -200,6 +220,16 @@ def lazy_weights(w, mix: float = 0.5) -> sp.csr_matrix:
     (DP-DGT, Sec. 4, defined with the compact form (16)-(17)); ``mix = 1/2`` is the usual lazy
     walk. Keeps row/column stochasticity and the Perron vectors; moves every eigenvalue
     ``lambda`` to ``1 - mix + mix lambda``.
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+    mix : float
+        In ``(0, 1]``.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
     """
     if not 0.0 < mix <= 1.0:
         raise ValueError(f"argument 'mix' must be in (0, 1], got {mix!r}")
@@ -214,6 +244,14 @@ def row_stochastic_weights(graph: Graph) -> sp.csr_matrix:
     DP-DGT's R built from the digraph with self-loops and uniform weights (the paper gives no
     weights for its simulation; :ref:`dpdgt-weights`): the receiver weights what it pulls, so
     it needs only its own in-degree.
+
+    Parameters
+    ----------
+    graph : Graph
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
     """
     graph = _check_graph(graph)
     scale = 1.0 / (1.0 + graph.in_degree)
@@ -226,6 +264,14 @@ def column_stochastic_weights(graph: Graph) -> sp.csr_matrix:
 
     DP-DGT's C (:ref:`dpdgt-weights`): the sender splits its value over itself and its
     out-neighbours, so it needs only its own out-degree.
+
+    Parameters
+    ----------
+    graph : Graph
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
     """
     graph = _check_graph(graph)
     scale = 1.0 / (1.0 + graph.out_degree)
@@ -245,6 +291,10 @@ def two_hub_weights(graph: Graph) -> sp.csr_matrix:
     ----------
     graph : Graph
         Must be :func:`rfed.networks.two_hub_bipartite` (hubs 0 and 1).
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
     """
     graph = _check_graph(graph)
     n = graph.n_nodes
@@ -269,7 +319,18 @@ def _worst(values: np.ndarray, bad: np.ndarray) -> int:
 
 
 def check_nonnegative(w, name: str = "W") -> sp.csr_matrix:
-    """Return ``w`` as CSR, or raise ``ValueError`` naming the most negative entry."""
+    """Return ``w`` as CSR, or raise ``ValueError`` naming the most negative entry.
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+    name : str
+        The matrix's name in the error message.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
+    """
     m = _csr(w, name)
     if m.nnz and m.data.min() < 0:
         coo = m.tocoo()
@@ -282,7 +343,19 @@ def check_nonnegative(w, name: str = "W") -> sp.csr_matrix:
 
 
 def check_symmetric(w, name: str = "W", atol: float = ATOL) -> sp.csr_matrix:
-    """Return ``w`` as CSR, or raise ``ValueError`` naming the most asymmetric pair."""
+    """Return ``w`` as CSR, or raise ``ValueError`` naming the most asymmetric pair.
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+    name : str
+        The matrix's name in the error message.
+    atol : float
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
+    """
     m = _csr(w, name)
     diff = (m - m.T).tocoo()
     if diff.nnz and np.max(np.abs(diff.data)) > atol:
@@ -308,7 +381,20 @@ def _check_sums(m: sp.csr_matrix, axis: int, name: str, atol: float) -> None:
 
 
 def check_row_stochastic(w, name: str = "W", atol: float = ATOL) -> sp.csr_matrix:
-    """Return ``w`` as CSR, or raise ``ValueError``: negative entry, or the row whose sum is off."""
+    """Return ``w`` as CSR, or raise ``ValueError``: negative entry, or the row whose sum is off.
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+    name : str
+        The matrix's name in the error message.
+    atol : float
+        Tolerance on the sums.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
+    """
     m = check_nonnegative(w, name)
     _check_sums(m, 1, name, atol)
     return m
@@ -316,21 +402,59 @@ def check_row_stochastic(w, name: str = "W", atol: float = ATOL) -> sp.csr_matri
 
 def check_column_stochastic(w, name: str = "W", atol: float = ATOL) -> sp.csr_matrix:
     """Return ``w`` as CSR, or raise ``ValueError``: negative entry, or the column whose sum is
-    off."""
+    off.
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+    name : str
+        The matrix's name in the error message.
+    atol : float
+        Tolerance on the sums.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
+    """
     m = check_nonnegative(w, name)
     _check_sums(m, 0, name, atol)
     return m
 
 
 def check_doubly_stochastic(w, name: str = "W", atol: float = ATOL) -> sp.csr_matrix:
-    """Return ``w`` as CSR, or raise ``ValueError`` naming the offending row or column."""
+    """Return ``w`` as CSR, or raise ``ValueError`` naming the offending row or column.
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+    name : str
+        The matrix's name in the error message.
+    atol : float
+        Tolerance on the sums.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
+    """
     m = check_row_stochastic(w, name, atol)
     _check_sums(m, 0, name, atol)
     return m
 
 
 def check_support(w, graph: Graph, name: str = "W") -> sp.csr_matrix:
-    """Raise ``ValueError`` if ``w`` has a non-zero weight off the graph's arcs and diagonal."""
+    """Raise ``ValueError`` if ``w`` has a non-zero weight off the graph's arcs and diagonal.
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+    graph : Graph
+    name : str
+        The matrix's name in the error message.
+
+    Returns
+    -------
+    scipy.sparse.csr_matrix, shape ``(n, n)``
+    """
     m = _csr(w, name)
     graph = _check_graph(graph)
     if m.shape != (graph.n_nodes, graph.n_nodes):
@@ -384,6 +508,14 @@ def lambda2_modulus(w) -> float:
     \max(|\lambda_2|, |\lambda_n|)` (computed by Lanczos on the deflated operator when
     ``n > DENSE_LIMIT``). For a non-symmetric matrix, the second largest modulus of its
     eigenvalues (dense).
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+
+    Returns
+    -------
+    float
     """
     m = _csr(w)
     n = m.shape[0]
@@ -397,7 +529,16 @@ def lambda2_modulus(w) -> float:
 
 
 def spectral_gap(w) -> float:
-    r"""Spectral gap :math:`1 - |\lambda_2(W)|` (DO-ADP's :math:`\rho`, Assumption 3)."""
+    r"""Spectral gap :math:`1 - |\lambda_2(W)|` (DO-ADP's :math:`\rho`, Assumption 3).
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+
+    Returns
+    -------
+    float
+    """
     return 1.0 - lambda2_modulus(w)
 
 
@@ -407,6 +548,14 @@ def second_singular_value(w) -> float:
     For doubly stochastic W the largest is 1 (vector :math:`\mathbf 1`) and
     :math:`\sigma_2 = \|W - 11^T/n\|_2`, the per-round contraction factor of the consensus error
     :math:`\|X - \bar X\|_F`. Equals :math:`|\lambda_2|` for symmetric W.
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+
+    Returns
+    -------
+    float
     """
     m = _csr(w)
     n = m.shape[0]
@@ -422,7 +571,16 @@ def second_singular_value(w) -> float:
 
 def identity_gap_norm(w) -> float:
     r""":math:`\phi = \|I - W\|_2` (DO-ADP, Assumption 3); in [0, 2] for symmetric stochastic
-    W."""
+    W.
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+
+    Returns
+    -------
+    float
+    """
     m = _csr(w)
     d = sp.identity(m.shape[0]) - m
     if m.shape[0] > DENSE_LIMIT and _is_symmetric(m):
@@ -450,7 +608,16 @@ class DOADPConstants:
 
 
 def doadp_constants(w) -> DOADPConstants:
-    """DO-ADP's ``rho`` and ``phi`` for a symmetric doubly stochastic W (checked)."""
+    """DO-ADP's ``rho`` and ``phi`` for a symmetric doubly stochastic W (checked).
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+
+    Returns
+    -------
+    DOADPConstants
+    """
     m = check_symmetric(check_doubly_stochastic(w))
     lam = lambda2_modulus(m)
     return DOADPConstants(lambda_2=lam, rho=1.0 - lam, phi=identity_gap_norm(m))
@@ -477,7 +644,16 @@ class DPDLConstants:
 
 
 def dpdl_constants(w) -> DPDLConstants:
-    """DPDL's ``rho``, ``w_min`` and ``S0`` for a symmetric doubly stochastic W (checked)."""
+    """DPDL's ``rho``, ``w_min`` and ``S0`` for a symmetric doubly stochastic W (checked).
+
+    Parameters
+    ----------
+    w : array_like or scipy.sparse matrix, shape ``(n, n)``
+
+    Returns
+    -------
+    DPDLConstants
+    """
     m = check_symmetric(check_doubly_stochastic(w))
     if np.any(m.diagonal() <= 0):
         i = int(np.flatnonzero(m.diagonal() <= 0)[0])
@@ -507,14 +683,34 @@ def _perron(m: sp.csr_matrix, name: str) -> np.ndarray:
 
 def left_perron_vector(r) -> np.ndarray:
     r"""Left Perron vector of a row-stochastic R: :math:`\pi_R^T R = \pi_R^T`,
-    :math:`\pi_R^T \mathbf 1 = 1` (DP-DGT, Lemma 4.5). Shape ``(n,)``."""
+    :math:`\pi_R^T \mathbf 1 = 1` (DP-DGT, Lemma 4.5). Shape ``(n,)``.
+
+    Parameters
+    ----------
+    r : array_like or scipy.sparse matrix, shape ``(n, n)``
+        Row-stochastic.
+
+    Returns
+    -------
+    ndarray, shape ``(n,)``
+    """
     m = check_row_stochastic(r, "R")
     return _perron(_csr(m.T), "R")
 
 
 def right_perron_vector(c) -> np.ndarray:
     r"""Right Perron vector of a column-stochastic C: :math:`C \pi_C = \pi_C`,
-    :math:`\mathbf 1^T \pi_C = 1` (DP-DGT, Lemma 4.5). Shape ``(n,)``."""
+    :math:`\mathbf 1^T \pi_C = 1` (DP-DGT, Lemma 4.5). Shape ``(n,)``.
+
+    Parameters
+    ----------
+    c : array_like or scipy.sparse matrix, shape ``(n, n)``
+        Column-stochastic.
+
+    Returns
+    -------
+    ndarray, shape ``(n,)``
+    """
     m = check_column_stochastic(c, "C")
     return _perron(m, "C")
 
@@ -584,6 +780,19 @@ def push_pull_constants(r, c, gamma: float, phi: float) -> PushPullConstants:
     converges only when the largest moduli are separated from the rest, which large digraphs
     with little expansion (directed rings) or random digraphs (whose spectrum fills a disk)
     do not give: it then stops after a bounded number of restarts with a ``ValueError``.
+
+    Parameters
+    ----------
+    r : array_like or scipy.sparse matrix, shape ``(n, n)``
+        Row-stochastic R.
+    c : array_like or scipy.sparse matrix, shape ``(n, n)``
+        Column-stochastic C.
+    gamma, phi : float
+        The lazy factors, in ``(0, 1]``.
+
+    Returns
+    -------
+    PushPullConstants
     """
     rm = check_row_stochastic(r, "R")
     cm = check_column_stochastic(c, "C")
@@ -621,6 +830,14 @@ class GossipRound:
     weights : scipy.sparse.csr_matrix, shape ``(n, n)``
         :math:`W^{(t)}`: symmetric, doubly stochastic, identity rows for inactive nodes. A
         matching's is built on first access (a round mixed by ``mix_pairs`` never builds it).
+
+    Parameters
+    ----------
+    active : ndarray of bool, shape ``(n,)``
+    pairs : ndarray of int, shape ``(n_sampled_edges, 2)``
+    weights : scipy.sparse.csr_matrix, optional
+        :math:`W^{(t)}` of sampled edges that are not a matching; ``None`` when ``pairs`` is a
+        matching (its ``W`` is built on first access).
     """
 
     __slots__ = ("_active", "_pairs", "_weights")
@@ -635,18 +852,22 @@ class GossipRound:
 
     @property
     def active(self) -> np.ndarray:
+        """The nodes active this round, shape ``(n,)``."""
         return self._active
 
     @property
     def pairs(self) -> np.ndarray:
+        """The sampled edges, shape ``(n_sampled_edges, 2)``."""
         return self._pairs
 
     @property
     def matching(self) -> bool:
+        """Whether the sampled edges are pairwise disjoint."""
         return self._weights is None
 
     @property
     def weights(self) -> sp.csr_matrix:
+        """:math:`W^{(t)}`, shape ``(n, n)`` (built on first access for a matching)."""
         if self._weights is None:
             self._weights = _matching_weights(self._pairs, self._active.size)
         return self._weights
@@ -776,7 +997,12 @@ class RandomGossip:
 
     # ------------------------------------------------------------------ activation
     def activation_probabilities(self) -> np.ndarray:
-        """Each node's probability of being active in a round, exactly, shape ``(n,)``."""
+        """Each node's probability of being active in a round, exactly, shape ``(n,)``.
+
+        Returns
+        -------
+        ndarray of float, shape ``(n,)``
+        """
         n = self.graph.n_nodes
         if self.mode in ("uniform", "maximal"):
             return np.full(n, self.n_active / n)
@@ -849,7 +1075,16 @@ class RandomGossip:
         return self._draw(rng)[1]
 
     def sample(self, rng: np.random.Generator | int) -> GossipRound:
-        """Draw :math:`W^{(t)}` and the active set for one round."""
+        """Draw :math:`W^{(t)}` and the active set for one round.
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int
+
+        Returns
+        -------
+        GossipRound
+        """
         active, pairs = self._draw(as_generator(rng))
         if self._is_matching(pairs):  # W^(t) built only if asked for (GossipRound.weights)
             return GossipRound(active, pairs)
@@ -916,6 +1151,20 @@ class RandomGossip:
           subset (each is equally likely).
         * Otherwise a Monte Carlo average over ``n_samples`` draws (needs ``rng``). Its noise biases
           :func:`dda_beta` upwards (by about 1e-3 at 80,000 draws on K_20).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int, optional
+            Source of the Monte Carlo estimate (needed only when neither the closed form nor the
+            enumeration applies).
+        n_samples : int
+            Draws of the Monte Carlo estimate.
+        max_enumeration : int
+            Largest number of edge subsets enumerated exactly.
+
+        Returns
+        -------
+        ndarray, shape ``(n, n)``
         """
         n = self.graph.n_nodes
         if self.mode == "uniform" and self.graph.is_complete():
@@ -956,6 +1205,16 @@ class RandomGossip:
         Closed form ``sqrt(1 - k/(n-1))`` for ``"uniform"`` on ``K_n`` (k = n_active // 2
         pairs); exact enumeration for small ``"edges"`` cases; otherwise estimated from
         ``n_samples`` draws (see :meth:`expected_gram`).
+
+        Parameters
+        ----------
+        rng : numpy.random.Generator or int, optional
+        n_samples : int
+            See :meth:`expected_gram`.
+
+        Returns
+        -------
+        float
         """
         return dda_beta(self.expected_gram(rng, n_samples))
 
@@ -1048,6 +1307,10 @@ def dda_beta(expected_gram: np.ndarray) -> float:
     ----------
     expected_gram : array, shape ``(n, n)``
         :math:`E[W^{(t)T} W^{(t)}]` (symmetric).
+
+    Returns
+    -------
+    float
     """
     g = np.asarray(expected_gram, dtype=float)
     if g.ndim != 2 or g.shape[0] != g.shape[1]:

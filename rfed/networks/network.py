@@ -115,6 +115,7 @@ class Network:
 
     @property
     def n_agents(self) -> int:
+        """Number of agents, the graph's nodes."""
         return self.graph.n_nodes
 
     @property
@@ -123,31 +124,120 @@ class Network:
         return self.comm.stats
 
     def mix(self, values: np.ndarray, **kwargs) -> np.ndarray:
-        """``W @ values`` through the communicator (see :meth:`Communicator.mix`)."""
+        """``W @ values`` through the communicator (see :meth:`Communicator.mix`).
+
+        Parameters
+        ----------
+        values : ndarray, shape ``(n_agents, *shape)``
+        **kwargs
+            Passed to the communicator.
+
+        Returns
+        -------
+        ndarray, shape ``(n_agents, *shape)``
+        """
         return self.comm.mix(self.weights, values, **kwargs)
 
     def gather_from_neighbors(self, values: np.ndarray, **kwargs) -> NeighborValues:
-        """In-neighbours' values, one row per arc (:meth:`Communicator.gather_from_neighbors`)."""
+        """In-neighbours' values, one row per arc (:meth:`Communicator.gather_from_neighbors`).
+
+        Parameters
+        ----------
+        values : ndarray, shape ``(n_agents, *shape)``
+        **kwargs
+            Passed to the communicator.
+
+        Returns
+        -------
+        NeighborValues
+        """
         return self.comm.gather_from_neighbors(self.weights, values, **kwargs)
 
     def send_along_arcs(self, arc_values: np.ndarray, **kwargs) -> NeighborValues:
-        """One distinct value per arc (:meth:`Communicator.send_along_arcs`)."""
+        """One distinct value per arc (:meth:`Communicator.send_along_arcs`).
+
+        Parameters
+        ----------
+        arc_values : ndarray, shape ``(n_arcs, *shape)``
+        **kwargs
+            Passed to the communicator.
+
+        Returns
+        -------
+        NeighborValues
+        """
         return self.comm.send_along_arcs(self.weights, arc_values, **kwargs)
 
     def publish(self, copies: np.ndarray, delta: np.ndarray, **kwargs) -> np.ndarray:
-        """Update public copies (see :meth:`Communicator.publish`)."""
+        """Update public copies (see :meth:`Communicator.publish`).
+
+        Parameters
+        ----------
+        copies, delta : ndarray, shape ``(n_agents, *shape)``
+        **kwargs
+            Passed to the communicator.
+
+        Returns
+        -------
+        ndarray, shape ``(n_agents, *shape)``
+        """
         return self.comm.publish(self.weights, copies, delta, **kwargs)
 
     def gossip(self, manifold: Manifold, points: np.ndarray, gamma: float = 1.0, **kwargs):
-        """One Riemannian consensus step (see :func:`rfed.networks.riemannian_gossip`)."""
+        """One Riemannian consensus step (see :func:`rfed.networks.riemannian_gossip`).
+
+        Parameters
+        ----------
+        manifold : Manifold
+        points : ndarray, shape ``(n_agents, *point_shape)``
+        gamma : float
+            Consensus step size.
+        **kwargs
+            Passed to the communicator.
+
+        Returns
+        -------
+        ndarray, shape ``(n_agents, *point_shape)``
+        """
         return riemannian_gossip(manifold, points, self.weights, gamma, comm=self.comm, **kwargs)
 
     def consensus_direction(self, manifold: Manifold, points, base=None, **kwargs):
-        """``sum_j w_ij Log_{base_i}(points_j)`` (see :func:`rfed.networks.consensus_direction`)."""
+        """``sum_j w_ij Log_{base_i}(points_j)`` (see :func:`rfed.networks.consensus_direction`).
+
+        Parameters
+        ----------
+        manifold : Manifold
+        points : ndarray, shape ``(n_agents, *point_shape)``
+        base : ndarray, shape ``(n_agents, *point_shape)``, optional
+            Default ``points``.
+        **kwargs
+            Passed to the communicator.
+
+        Returns
+        -------
+        ndarray, shape ``(n_agents, *point_shape)``
+            Tangent vectors at ``base``.
+        """
         return consensus_direction(manifold, self.weights, points, base, comm=self.comm, **kwargs)
 
     def mix_tangent(self, manifold: Manifold, base_from, tangents, base_to, **kwargs):
-        """Transport-then-mix of tangent vectors (see :func:`rfed.networks.mix_tangent`)."""
+        """Transport-then-mix of tangent vectors (see :func:`rfed.networks.mix_tangent`).
+
+        Parameters
+        ----------
+        manifold : Manifold
+        base_from : ndarray, shape ``(n_agents, *point_shape)``
+        tangents : ndarray, shape ``(n_agents, *point_shape)``
+            Tangent vectors at ``base_from``.
+        base_to : ndarray, shape ``(n_agents, *point_shape)``
+        **kwargs
+            Passed to the communicator.
+
+        Returns
+        -------
+        ndarray, shape ``(n_agents, *point_shape)``
+            Tangent vectors at ``base_to``.
+        """
         return mix_tangent(
             manifold, self.weights, base_from, tangents, base_to, comm=self.comm, **kwargs
         )

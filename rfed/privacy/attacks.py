@@ -229,7 +229,14 @@ class Reconstruction:
     data_range: float
 
     def summary(self) -> dict[str, float]:
-        """Means over the records (PSNR averaged in dB, as DPDL's tables)."""
+        """Means over the records (PSNR averaged in dB, as DPDL's tables).
+
+        Returns
+        -------
+        dict of str to float
+            ``mse``, ``psnr_db``, ``ssim``, ``n`` (records) and ``exact`` (records reconstructed
+            exactly, infinite PSNR).
+        """
         finite = np.where(np.isfinite(self.psnr), self.psnr, np.nan)
         return {"mse": float(np.mean(self.mse)),
                 "psnr_db": (float(np.nanmean(finite)) if np.isfinite(finite).any()
@@ -470,7 +477,19 @@ class MembershipResult:
     n_nonmembers: int
 
     def against(self, epsilon: float, delta: float) -> dict[str, Any]:
-        """This result beside the bounds an ``(epsilon, delta)`` certificate implies."""
+        """This result beside the bounds an ``(epsilon, delta)`` certificate implies.
+
+        Parameters
+        ----------
+        epsilon, delta : float
+            The certificate.
+
+        Returns
+        -------
+        dict of str to float
+            The measured advantage, AUC, p-value and true-positive rates, each beside the
+            largest value the certificate allows (``advantage_bound``, ``tpr_bound_at_fpr_F``).
+        """
         out: dict[str, Any] = {
             "advantage": self.advantage,
             "advantage_bound": dp_membership_bound(epsilon, delta),

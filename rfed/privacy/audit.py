@@ -197,7 +197,12 @@ class AuditResult:
     n_heldout: int
 
     def to_dict(self) -> dict[str, Any]:
-        """Plain JSON-serializable dict of the fields."""
+        """Plain JSON-serializable dict of the fields.
+
+        Returns
+        -------
+        dict of str to JSON values
+        """
         return dataclasses.asdict(self)
 
 

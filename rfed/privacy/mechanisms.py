@@ -21,11 +21,11 @@ Contract for the algorithms: noise a value with :func:`gaussian_mechanism` (tang
 
 Sources of the noise laws:
 
-* Tangent Gaussian ``xi ~ N_x(0, sigma^2)``: PriRFed Def. 2.5 (specs/004_prirfed.md section 1.3),
+* Tangent Gaussian ``xi ~ N_x(0, sigma^2)``: PriRFed Def. 2.5 (:ref:`prirfed-tangent-gaussian`),
   isotropic for the Riemannian metric, ``E ||xi||_x^2 = sigma^2 dim``; sampled by
   ``manifold.tangent_gaussian``.
 * Laplace ``Lap(theta)``, density ``exp(-|x|/theta) / (2 theta)``, i.i.d. per coordinate, scale
-  ``theta`` (DP-DGT Assumption 4, specs/003_dpdgt.md section 2.3), with the geometric schedule
+  ``theta`` (DP-DGT Assumption 4, :ref:`dpdgt-noise`), with the geometric schedule
   ``theta_k = theta_0 q^k`` of Corollary 5.14 (:class:`LaplaceSchedule`).
 
 References
@@ -125,7 +125,7 @@ def gaussian_mechanism(
     if getattr(rng, "is_keyed_draws", False):
         # keyed per-agent draws: N(0, sigma^2) in orthonormal tangent coordinates, which is the
         # isotropic tangent Gaussian (the metric is the coordinate L2 norm there)
-        z = rng.standard_normal(batch + (manifold.dim,))
+        z = _draws(rng).standard_normal(batch + (manifold.dim,))
         scale = np.broadcast_to(sigma, batch)[..., None]
         return add(manifold, value, manifold.from_coords(xb, scale * z))
     return add(manifold, value, manifold.tangent_gaussian(xb, sigma, as_generator(rng)))
@@ -204,6 +204,11 @@ def release_sensitivity(
         The source the release uses.
     norm : {'l2', 'l1'}
         ``'l2'`` for the Gaussian mechanisms, ``'l1'`` for the Laplace mechanism.
+
+    Returns
+    -------
+    float or ndarray
+        The sensitivity to record, of the shape of ``sensitivity`` (a float for a scalar).
     """
     sens = check_nonneg_array(sensitivity, "sensitivity")
     dim = check_int(dim, "dim")
@@ -227,7 +232,8 @@ def _finite(value: Any, name: str) -> np.ndarray:
 
 
 def laplace_noise(
-    shape: int | tuple[int, ...], scale: float | np.ndarray, rng: np.random.Generator | int
+    shape: int | tuple[int, ...], scale: float | np.ndarray,
+    rng: np.random.Generator | SecureRandom | int,
 ) -> np.ndarray:
     """I.i.d. Laplace noise of the given ``shape`` and ``scale`` (``E x^2 = 2 scale^2``).
 
@@ -237,8 +243,14 @@ def laplace_noise(
     scale : float or array
         ``theta >= 0``; scalar or per-coordinate, broadcastable to ``shape``. Zero gives zeros.
     rng : Generator or int
-        Not a :class:`~rfed.privacy.secure.SecureRandom`: bare noise would be added to a value
-        in floating point by the caller; secure mode needs :func:`laplace_mechanism`.
+        A :class:`~rfed.privacy.secure.SecureRandom` is refused (``SecureModeError``): bare
+        noise would be added to a value in floating point by the caller; secure mode needs
+        :func:`laplace_mechanism`.
+
+    Returns
+    -------
+    ndarray, shape ``shape``
+        ``scale`` times standard Laplace draws.
     """
     if is_secure(rng):
         raise SecureModeError(
@@ -247,7 +259,7 @@ def laplace_noise(
             "LaplaceSchedule.release)"
         )
     scale = check_nonneg_array(scale, "scale")
-    shape = (shape,) if np.isscalar(shape) else tuple(shape)
+    shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
     try:
         fits = np.broadcast_shapes(scale.shape, shape) == shape
     except ValueError:
@@ -265,6 +277,20 @@ def laplace_mechanism(
     Secure mode (``rng`` a SecureRandom): ``value`` rounded to ``rng.grid`` plus discrete
     Laplace grid steps of scale ``ceil(scale / grid)`` (at least ``scale``); record
     ``release_sensitivity(sensitivity, value.size_per_agent, rng, norm="l1")``.
+
+    Parameters
+    ----------
+    value : array_like
+        The value to release, any shape; finite.
+    scale : float or ndarray
+        Laplace scale ``theta >= 0``, scalar or broadcastable to ``value.shape``.
+    rng : Generator, int or SecureRandom
+        The noise source; a :class:`~rfed.privacy.secure.SecureRandom` selects secure mode.
+
+    Returns
+    -------
+    ndarray, shape ``value.shape``
+        The released value.
     """
     value = _finite(value, "value")
     if is_secure(rng):
@@ -294,7 +320,18 @@ class LaplaceSchedule:
         check_rate(self.q, "q")
 
     def scale(self, k: int | np.ndarray) -> float | np.ndarray:
-        """``theta0 * q**k`` for iteration(s) ``k >= 0`` (vectorized)."""
+        """``theta0 * q**k`` for iteration(s) ``k >= 0`` (vectorized).
+
+        Parameters
+        ----------
+        k : int or ndarray of int
+            Iteration index (indices) ``>= 0``.
+
+        Returns
+        -------
+        float or ndarray
+            ``theta_k``, of the shape of ``k`` (a float for a scalar).
+        """
         if type(k) is int and k >= 0:
             # one iteration's scale, on a round's path: the arithmetic below, without the checks
             # a non-negative int does not need
@@ -312,13 +349,40 @@ class LaplaceSchedule:
     def noise(
         self, k: int, shape: int | tuple[int, ...], rng: np.random.Generator | int
     ) -> np.ndarray:
-        """Laplace noise of scale ``theta_k`` and the given shape (research mode only)."""
+        """Laplace noise of scale ``theta_k`` and the given shape (research mode only).
+
+        Parameters
+        ----------
+        k : int
+            Iteration index ``>= 0``.
+        shape : int or tuple of int
+            Shape of the noise.
+        rng : Generator or int
+            Not a :class:`~rfed.privacy.secure.SecureRandom` (see :func:`laplace_noise`).
+
+        Returns
+        -------
+        ndarray, shape ``shape``
+        """
         return laplace_noise(shape, self.scale(k), rng)
 
     def release(
         self, k: int, value: np.ndarray, rng: np.random.Generator | SecureRandom | int
     ) -> np.ndarray:
-        """``laplace_mechanism(value, theta_k, rng)``: works in both modes."""
+        """``laplace_mechanism(value, theta_k, rng)``: works in both modes.
+
+        Parameters
+        ----------
+        k : int
+            Iteration index ``>= 0``.
+        value : array_like
+            The value to release, any shape.
+        rng : Generator, int or SecureRandom
+
+        Returns
+        -------
+        ndarray, shape ``value.shape``
+        """
         return laplace_mechanism(value, self.scale(k), rng)
 
 
@@ -328,5 +392,14 @@ def secure_generator(grid: float = 2.0**-40) -> SecureRandom:
     Pass it as ``rng`` to the mechanisms of this module to get discrete noise on ``grid * Z``;
     see :mod:`rfed.privacy.secure`. (It replaces an earlier entropy-seeded PCG64 generator, which
     was neither cryptographic nor protected against floating-point leaks.)
+
+    Parameters
+    ----------
+    grid : float
+        Spacing of the released values' grid, ``> 0``.
+
+    Returns
+    -------
+    SecureRandom
     """
     return SecureRandom(grid)

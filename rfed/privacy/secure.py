@@ -73,7 +73,7 @@ from __future__ import annotations
 import math
 import os
 from fractions import Fraction
-from typing import Any
+from typing import Any, TypeGuard
 
 import numpy as np
 
@@ -423,7 +423,7 @@ class SecureRandom:
     multivariate_normal = standard_cauchy = _refuse
 
 
-def is_secure(rng: Any) -> bool:
+def is_secure(rng: Any) -> TypeGuard[SecureRandom]:
     """True for a :class:`SecureRandom` (secure mode).
 
     Parameters

@@ -231,6 +231,10 @@ class MLPClassifier(Problem):
             Flat parameters.
         features : array, shape ``(*lead, b, n_in)``
             Samples.
+
+        Returns
+        -------
+        ndarray, shape ``(*lead, b, n_classes)``
         """
         w1, b1, w2, b2 = self.unflatten(np.asarray(x, dtype=float))
         hidden = np.tanh(np.einsum("...bi,...ih->...bh", features, w1) + b1[..., None, :])
@@ -258,7 +262,20 @@ class MLPClassifier(Problem):
         """:meth:`Problem.local_grad`, with the padding rows' per-sample gradients set to 0 in
         place: the values of the base class's masked copy (``+0.0`` there), so the same sums,
         without a second array of every per-sample gradient (on dpdl-digits, 10 agents padded
-        to 206 rows: 40 MB per evaluation, mapped and unmapped by the kernel each time)."""
+        to 206 rows: 40 MB per evaluation, mapped and unmapped by the kernel each time).
+
+        Parameters
+        ----------
+        x : ndarray, shape ``(n_agents, d)`` or ``(d,)``
+            One point per agent (or one for all).
+        agents : ndarray of int, optional
+            Global ids (default: every agent held).
+
+        Returns
+        -------
+        ndarray, shape ``(len(agents), d)``
+            Each agent's mean gradient over its records.
+        """
         agents, data, mask = self._all(agents)
         x = np.broadcast_to(x, (agents.size,) + self.manifold.point_shape)
         g = self.sample_rgrad(x, data)  # a new array (sample_rgrad's own): ours to write
@@ -278,6 +295,11 @@ class MLPClassifier(Problem):
             Samples.
         labels : int array, shape ``(N,)``
             Their classes.
+
+        Returns
+        -------
+        ndarray or float
+            The fraction classified correctly, of the batch shape ``lead`` of ``x``.
         """
         x = np.asarray(x, dtype=float)
         lead = x.shape[:-1]

@@ -222,6 +222,18 @@ class SpherePCA(Problem):
 
     @classmethod
     def from_arrays(cls, z: np.ndarray | list, **kwargs) -> SpherePCA:
-        """Build from a list of per-agent arrays ``(N_i, d + 1)`` (padding added)."""
+        """Build from a list of per-agent arrays ``(N_i, d + 1)`` (padding added).
+
+        Parameters
+        ----------
+        z : list of ndarray, shapes ``(N_i, d + 1)``
+            Each agent's records.
+        **kwargs
+            Passed to :class:`SpherePCA`.
+
+        Returns
+        -------
+        SpherePCA
+        """
         z, counts = stack_agents(z, "z")
         return cls(z, counts=counts, **kwargs)

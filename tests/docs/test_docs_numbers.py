@@ -69,7 +69,7 @@ def test_editing_a_quoted_number_by_hand_fails_the_check(tmp_path):
                                                                        "tutorials"))
     page = docs / "guide" / "experiments.md"
     text = page.read_text(encoding="utf-8")
-    original = "{measured}`19.9 <dpdl-digits[DPDL bipartite certified eps=4 ].utility>`"
+    original = "{measured}`19.9 <dpdl-digits[DPDL bipartite planned eps<=4].utility>`"
     assert original in text
     assert measured.check_pages(docs, docs / "results") == []
     page.write_text(text.replace(original, original.replace("19.9", "21.9")), encoding="utf-8")

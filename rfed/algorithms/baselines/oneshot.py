@@ -54,6 +54,20 @@ def calibrate_releases(
     Returns the calibration and the delta it certifies (the user's, or the default for the
     smallest local dataset). A pure function of public numbers, computed in the process and
     kept in memory (repeated runs of one configuration calibrate once).
+
+    Parameters
+    ----------
+    budget : PrivacyBudget
+    n_releases : int
+        Releases per agent.
+    min_dataset_size : int
+        The smallest public local size.
+    secure : bool
+
+    Returns
+    -------
+    calibration : Calibration
+    delta : float
     """
     delta = budget.resolve_delta(min_dataset_size)
     if secure:
@@ -65,7 +79,21 @@ def calibrate_releases(
 def privacy_report(
     cal: Calibration, budget: PrivacyBudget, assumptions: list[str], rng: Any
 ) -> dict[str, Any]:
-    """The report dict every rfed algorithm returns (certified figure first)."""
+    """The report dict every rfed algorithm returns (certified figure first).
+
+    Parameters
+    ----------
+    cal : Calibration
+    budget : PrivacyBudget
+    assumptions : list of str
+        What the certificate assumes, one sentence each.
+    rng : numpy.random.Generator or SecureRandom
+        The run's source (secure mode is reported).
+
+    Returns
+    -------
+    dict
+    """
     secure = is_secure(rng)
     return {
         "private": True,
@@ -85,7 +113,18 @@ def privacy_report(
 
 
 def clip_rows(z: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
-    """Scale every row of ``z`` (last axis) to norm at most ``bound``; count the rows clipped."""
+    """Scale every row of ``z`` (last axis) to norm at most ``bound``; count the rows clipped.
+
+    Parameters
+    ----------
+    z : ndarray, shape ``(..., d)``
+    bound : float
+
+    Returns
+    -------
+    clipped : ndarray, shape ``(..., d)``
+    n_clipped : int
+    """
     norms = np.linalg.norm(z, axis=-1, keepdims=True)
     over = norms > bound
     scale = np.where(over, bound / np.where(over, norms, 1.0), 1.0)
@@ -96,6 +135,23 @@ def finish(
     problem: Any, x: np.ndarray, cal: Calibration, budget: PrivacyBudget,
     assumptions: list[str], rng: Any, **info: Any
 ) -> BaselineResult:
-    """The result of a baseline: its estimate, the cost there, the report and diagnostics."""
+    """The result of a baseline: its estimate, the cost there, the report and diagnostics.
+
+    Parameters
+    ----------
+    problem : Problem
+    x : ndarray, shape ``point_shape``
+        The estimate.
+    cal : Calibration
+    budget : PrivacyBudget
+    assumptions : list of str
+    rng : numpy.random.Generator or SecureRandom
+    **info
+        Diagnostics kept in ``info``.
+
+    Returns
+    -------
+    BaselineResult
+    """
     return BaselineResult(x=x, cost=float(problem.cost(x)),
                           privacy=privacy_report(cal, budget, assumptions, rng), info=info)

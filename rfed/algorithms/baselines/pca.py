@@ -54,6 +54,15 @@ def sym_to_vec(a: np.ndarray) -> np.ndarray:
 
     Diagonal entries, then the upper off-diagonal entries times :math:`\\sqrt 2`, so the vector's
     L2 norm is the matrix's Frobenius norm.
+
+    Parameters
+    ----------
+    a : ndarray, shape ``(..., n, n)``
+        Symmetric.
+
+    Returns
+    -------
+    ndarray, shape ``(..., n (n + 1) / 2)``
     """
     n = a.shape[-1]
     iu = np.triu_indices(n, 1)
@@ -63,7 +72,17 @@ def sym_to_vec(a: np.ndarray) -> np.ndarray:
 
 
 def vec_to_sym(v: np.ndarray, n: int) -> np.ndarray:
-    """Inverse of :func:`sym_to_vec`."""
+    """Inverse of :func:`sym_to_vec`.
+
+    Parameters
+    ----------
+    v : ndarray, shape ``(..., n (n + 1) / 2)``
+    n : int
+
+    Returns
+    -------
+    ndarray, shape ``(..., n, n)``
+    """
     out = np.zeros(v.shape[:-1] + (n, n))
     idx = np.arange(n)
     out[..., idx, idx] = v[..., :n]
@@ -163,11 +182,29 @@ class AnalyzeGauss:
         self.norm_bound = _check_bound(norm_bound)
 
     def sensitivity(self) -> float:
+        """The L2 sensitivity of one agent's release of ``A_i`` under the budget's relation.
+
+        Returns
+        -------
+        float
+        """
         factor = math.sqrt(2.0) if self.budget.neighboring == "replace_one" else 1.0
         return factor * self.norm_bound**2
 
     def run(self, problem: Any, rng: Any) -> BaselineResult:
-        """Release every agent's noisy ``A_i`` and return the top eigenvector of their sum."""
+        """Release every agent's noisy ``A_i`` and return the top eigenvector of their sum.
+
+        Parameters
+        ----------
+        problem : SpherePCA-like
+            Its ``data['z']`` ``(n_agents, n_max, d)``, the records, and its (public) counts.
+        rng : numpy.random.Generator, int or SecureRandom
+
+        Returns
+        -------
+        BaselineResult
+            ``x`` (the estimate, shape ``(d,)``), its ``cost``, the privacy report and diagnostics.
+        """
         z, counts, n_clipped = _clipped_pca_data(problem, self.budget, self.norm_bound)
         dim = z.shape[-1]
         cal, _ = calibrate_releases(self.budget, 1, int(counts.min()), is_secure(rng))
@@ -225,10 +262,29 @@ class NoisyPowerMethod:
         self.norm_bound = _check_bound(norm_bound)
 
     def sensitivity(self) -> float:
+        """The L2 sensitivity of one agent's release of ``A_i x``.
+
+        Returns
+        -------
+        float
+        """
         return self.norm_bound**2
 
     def run(self, problem: Any, rng: Any, x0: np.ndarray | None = None) -> BaselineResult:
-        """Run ``n_iters`` noisy power iterations from ``x0`` (default: a random unit vector)."""
+        """Run ``n_iters`` noisy power iterations from ``x0`` (default: a random unit vector).
+
+        Parameters
+        ----------
+        problem : SpherePCA-like
+            Its ``data['z']`` ``(n_agents, n_max, d)``, the records, and its (public) counts.
+        rng : numpy.random.Generator, int or SecureRandom
+        x0 : ndarray, shape ``(d,)``, optional
+
+        Returns
+        -------
+        BaselineResult
+            ``x`` (the estimate, shape ``(d,)``), its ``cost``, the privacy report and diagnostics.
+        """
         z, counts, n_clipped = _clipped_pca_data(problem, self.budget, self.norm_bound)
         dim = z.shape[-1]
         cal, _ = calibrate_releases(self.budget, self.n_iters, int(counts.min()),

@@ -46,7 +46,17 @@ __all__ = ["LogEuclideanPrivateMean", "spd_log", "spd_exp"]
 
 
 def spd_log(p: np.ndarray) -> np.ndarray:
-    """Matrix logarithm of SPD matrices, batched, by one symmetric eigendecomposition each."""
+    """Matrix logarithm of SPD matrices, batched, by one symmetric eigendecomposition each.
+
+    Parameters
+    ----------
+    p : ndarray, shape ``(..., n, n)``
+        Symmetric positive definite.
+
+    Returns
+    -------
+    ndarray, shape ``(..., n, n)``
+    """
     w, v = np.linalg.eigh(p)
     if np.any(w <= 0):
         raise ValueError("argument 'p' must hold symmetric positive definite matrices")
@@ -54,7 +64,17 @@ def spd_log(p: np.ndarray) -> np.ndarray:
 
 
 def spd_exp(s: np.ndarray) -> np.ndarray:
-    """Matrix exponential of symmetric matrices, batched."""
+    """Matrix exponential of symmetric matrices, batched.
+
+    Parameters
+    ----------
+    s : ndarray, shape ``(..., n, n)``
+        Symmetric.
+
+    Returns
+    -------
+    ndarray, shape ``(..., n, n)``
+    """
     w, v = np.linalg.eigh(s)
     return np.einsum("...ij,...j,...kj->...ik", v, np.exp(w), v)
 
@@ -85,7 +105,20 @@ class LogEuclideanPrivateMean:
         self.log_norm_bound = c
 
     def run(self, problem: Any, rng: Any) -> BaselineResult:
-        """Release every agent's noisy clipped log-mean; return the exponential of their average."""
+        """Release every agent's noisy clipped log-mean; return the exponential of their average.
+
+        Parameters
+        ----------
+        problem : SPDFrechetMean-like
+            Its ``data['a']`` ``(n_agents, n_max, n, n)``, the SPD records, and its counts.
+        rng : numpy.random.Generator, int or SecureRandom
+
+        Returns
+        -------
+        BaselineResult
+            ``x`` (the estimate, shape ``(n, n)``), its ``cost``, the privacy report and
+            diagnostics.
+        """
         data = getattr(problem, "data", None)
         if not isinstance(data, dict) or "a" not in data:
             raise TypeError(

@@ -111,7 +111,7 @@ class PaperFormula:
         return {"label": PAPER_LABEL, **out}
 
 
-def ddgt_sensitivities(alphas: np.ndarray, betas: np.ndarray, iota: float, mu: float,
+def ddgt_sensitivities(alphas: np.ndarray | None, betas: np.ndarray, iota: float, mu: float,
                        radius: float) -> tuple[np.ndarray, np.ndarray]:
     r"""L1 sensitivities of noisy DDGT's two messages under the cost-function adjacency.
 
@@ -126,7 +126,8 @@ def ddgt_sensitivities(alphas: np.ndarray, betas: np.ndarray, iota: float, mu: f
 
     ``u_k`` bounding the price message ``w~_k`` and ``v_k`` the tracker message ``z_k``.
     ``v_k >= 2 iota radius / mu`` never decays: with decaying noise DDGT's epsilon grows without
-    bound (the reason DP-DGT exists). ``alphas`` is unused (same signature as DP-DGT's).
+    bound (the reason DP-DGT exists). ``alphas`` is unused (``None`` will do; same signature as
+    DP-DGT's).
     """
     betas = np.asarray(betas, dtype=float)
     k = betas.size

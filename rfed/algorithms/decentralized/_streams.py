@@ -64,9 +64,10 @@ class KeyedDraws:
         self._round = _check_round(self.round)
         self._code = purpose_code(purpose)
 
-    def _rest(self, size) -> tuple[int, ...]:
+    def _rest(self, size: int | tuple[int, ...]) -> tuple[int, ...]:
         if type(size) is not tuple or not all(type(s) is int for s in size):
-            size = (int(size),) if np.isscalar(size) else tuple(int(s) for s in size)
+            size = ((int(size),) if isinstance(size, (int, np.integer))
+                    else tuple(int(s) for s in size))
         if not size or size[0] != self.block.size:
             raise ValueError(f"keyed draws for {self.block.size} agents need a leading agent "
                              f"axis of that length, got shape {size}")

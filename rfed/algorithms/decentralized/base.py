@@ -190,12 +190,33 @@ class DecentralizedAlgorithm(BlockStates, Algorithm):
         return state.comm.all_rows(self._output_points(state))
 
     def privacy(self, state) -> dict[str, Any]:
-        """The run's privacy report (:func:`merged_report`): the same keys private or not."""
+        """The run's privacy report (:func:`merged_report`): the same keys private or not.
+
+        Parameters
+        ----------
+        state
+
+        Returns
+        -------
+        dict
+        """
         return merged_report(self, state)
 
     def divergence(self, problem, state, recorded: bool) -> str | None:
         """:meth:`Algorithm.divergence` of this block, shared by every process of the engine
-        (so all stop together)."""
+        (so all stop together).
+
+        Parameters
+        ----------
+        problem : Problem
+        state
+        recorded : bool
+            Whether this round's metrics are recorded.
+
+        Returns
+        -------
+        str or None
+        """
         if not recorded:
             # between records only finiteness is checked: finite iterates need no reason
             x = self.iterates(state)

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rfed._docstrings import sections_from
 from rfed.algorithms._steps import injectivity_radius
 from rfed.algorithms.decentralized._common import (
     check_choice,
@@ -59,6 +60,19 @@ def sparsify(coords: np.ndarray, k: int, method: str = "top_k",
     ``np.partition``. ``'rand_k'``: ``k`` indices uniformly at random per row, drawn from
     ``rng`` independently of the data (the fixed-index sensitivity argument holds); ``rng`` may
     be a Generator or keyed per-agent draws (one row per agent).
+
+    Parameters
+    ----------
+    coords : ndarray, shape ``(A, dim)``
+    k : int
+        Coordinates kept per row, ``1 <= k <= dim``.
+    method : {'top_k', 'rand_k'}
+    rng : numpy.random.Generator, optional
+        Needed by ``'rand_k'``.
+
+    Returns
+    -------
+    ndarray, shape ``(A, dim)``
     """
     coords = np.asarray(coords, dtype=float)
     a, dim = coords.shape
@@ -99,7 +113,15 @@ class DOADPState(PrivateState):
     """DO-ADP state of a block of agents: iterates ``x``, momenta ``m`` (tangent at ``x``),
     public copies ``xhat`` (rows of the block), the active rounds summed over agents, and (from
     :class:`~rfed.algorithms.decentralized.PrivateState`) the seed of the keyed streams and the
-    per-coordinate noise std of this run."""
+    per-coordinate noise std of this run.
+
+    Parameters
+    ----------
+    m, xhat : ndarray, shape ``(n_local, *point_shape)``
+    n_active_total : int
+    **fields
+        Those of :class:`~rfed.algorithms.decentralized.PrivateState`.
+    """
 
     m: np.ndarray = None  # type: ignore[assignment]
     xhat: np.ndarray = None  # type: ignore[assignment]
@@ -221,7 +243,16 @@ class DOADP(PrivateAlgorithm):
         self._planned = PlannedRounds()
 
     def resolved_k(self, dim: int) -> int:
-        """The number of kept coordinates for intrinsic dimension ``dim``."""
+        """The number of kept coordinates for intrinsic dimension ``dim``.
+
+        Parameters
+        ----------
+        dim : int
+
+        Returns
+        -------
+        int
+        """
         if self.k is not None:
             if self.k > dim:
                 raise ValueError(f"argument 'k' ({self.k}) exceeds the dimension {dim}")
@@ -230,6 +261,7 @@ class DOADP(PrivateAlgorithm):
             return max(1, int(round(self.k_ratio * dim)))
         return dim
 
+    @sections_from(PrivateAlgorithm.check_problem)
     def check_problem(self, problem) -> None:
         """The network's agents, a step that does not wrap around the manifold, the minibatch
         and the public copies' start (``ValueError`` naming the argument)."""
@@ -246,12 +278,14 @@ class DOADP(PrivateAlgorithm):
         if self.xhat_init == "zero" and not isinstance(manifold, Euclidean):
             raise ValueError("xhat_init='zero' is only defined on Euclidean space; use 'x0'")
 
+    @sections_from(PrivateAlgorithm.start_fields)
     def start_fields(self, problem, x) -> dict:
         """``m = 0`` and the public copies ``xhat = x0`` (or the paper's 0)."""
         return {"m": np.zeros_like(x),
                 "xhat": np.zeros_like(x) if self.xhat_init == "zero" else x.copy()}
 
     # ------------------------------------------------------------------ privacy
+    @sections_from(PrivateAlgorithm.release)
     def release(self, problem) -> GaussianRelease:
         """The mean of ``b`` clipped per-sample gradients of norm ``<= G``: replace-one
         sensitivity ``2 G / b``, one release per active round."""
@@ -267,7 +301,20 @@ class DOADP(PrivateAlgorithm):
 
     def planned_activity(self, seed: int, n: int, n_rounds: int) -> np.ndarray:
         """Rounds each agent will be active in over ``n_rounds`` (the public activation stream
-        is keyed by round: the run draws exactly the same schedule)."""
+        is keyed by round: the run draws exactly the same schedule).
+
+        Parameters
+        ----------
+        seed : int
+            The run's public activation seed.
+        n : int
+            Number of agents.
+        n_rounds : int
+
+        Returns
+        -------
+        ndarray of int, shape ``(n_agents,)``
+        """
         counts = np.zeros(n, dtype=np.int64)
         keep = self._planned.start(seed, n, n_rounds)
         for t in range(n_rounds):  # one vectorized draw per round, as step() does
@@ -277,12 +324,25 @@ class DOADP(PrivateAlgorithm):
                 self._planned.keep(t, eta)
         return counts
 
+    @sections_from(PrivateAlgorithm.active_rounds)
     def active_rounds(self, seed: int, n_agents: int, n_rounds: int) -> np.ndarray:
         """The replayed public activation schedule (:meth:`planned_activity`)."""
         return self.planned_activity(seed, n_agents, n_rounds)
 
     def paper_std(self, problem, delta: float) -> float:
-        """Theorem 1, eq. (7): the noise std of ``paper_epsilon`` (the paper's formula)."""
+        """Theorem 1, eq. (7): the noise std of ``paper_epsilon`` (the paper's formula).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the run is planned on (its public sizes and dimension).
+        delta : float
+            The run's delta.
+
+        Returns
+        -------
+        float
+        """
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
             epsilon, rounds = self.noise.paper_target()
@@ -305,6 +365,7 @@ class DOADP(PrivateAlgorithm):
                 "Top-k/rand-k message: post-processing of the noisy gradient"]
 
     # ------------------------------------------------------------------ one round
+    @sections_from(PrivateAlgorithm.fast_path)
     def fast_path(self, problem) -> str | None:
         """``'euclidean'`` on Euclidean space (:meth:`_step_euclidean`), else ``None``."""
         return "euclidean" if type(problem.manifold) is Euclidean else None
@@ -324,6 +385,7 @@ class DOADP(PrivateAlgorithm):
         k = self.resolved_k(dim)
         return k, dense_payload_bytes(dim) if k >= dim else sparse_payload_bytes(k)
 
+    @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
         """One round of Algorithm 1, eqs. (5a)-(5d), for the block's agents."""
         if state.info.get("fast_path") == "euclidean":
@@ -414,6 +476,16 @@ class NoisyDSGD(DOADP):
     dense messages (``k = dim``), no momentum (``beta = 0``) and a full consensus step
     (``gamma = 1``): the public copies then equal the iterates after every round, so the same
     code serves as the baseline and its traffic is one dense vector per arc and round.
+
+    Parameters
+    ----------
+    network : Network
+    alpha : float
+        Step size.
+    sigma, grad_bound, batch_size, delta0, budget, n_rounds, noise_multiplier, paper_epsilon, delta
+        As :class:`DOADP`.
+    **kwargs
+        Passed to :class:`DOADP`.
     """
 
     name = "DSGD"

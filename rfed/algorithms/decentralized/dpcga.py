@@ -41,8 +41,9 @@ import numpy as np
 import scipy.linalg
 import scipy.optimize
 
+from rfed._docstrings import sections_from
 from rfed.algorithms.decentralized._common import check_nonneg
-from rfed.algorithms.decentralized.base import PrivateGradient
+from rfed.algorithms.decentralized.base import PrivateAlgorithm, PrivateGradient
 from rfed.algorithms.decentralized.dpdl import DPDL, MAX_CHUNK_PAIRS
 from rfed.manifolds import Euclidean
 from rfed.networks.gossip import consensus_direction
@@ -168,6 +169,11 @@ class DPCGA(DPDL):
         g_self : array, shape ``(A, *point_shape)``
         self_weights : array, shape ``(A,)``
             ``pi_jj``.
+
+        Returns
+        -------
+        ndarray, shape ``(A, *point_shape)``
+            ``g~_j``, tangent at ``x``.
         """
         k = len(manifold.point_shape)
         shape = (-1,) + (1,) * k
@@ -192,6 +198,7 @@ class DPCGA(DPDL):
             out[j] = g[j] + np.tensordot(v, rows[mine][keep], axes=1)
         return out
 
+    @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
         """One round of Algorithm 1 (CGA) with batch-level noise, for the block's agents."""
         manifold, comm, w = problem.manifold, state.comm, self.weights

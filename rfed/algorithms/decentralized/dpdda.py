@@ -38,6 +38,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rfed._docstrings import sections_from
 from rfed.algorithms.decentralized._common import (
     check_choice,
     check_nonneg,
@@ -66,7 +67,18 @@ class DPDDAState(PrivateState):
     """Duals ``z`` (coordinates at the anchor), iterates ``x``, output averages ``xtilde``,
     ``A_t``, the anchor, the last round's active mask and the public Lipschitz bound (and, from
     :class:`~rfed.algorithms.decentralized.PrivateState`, the seed of the keyed streams and
-    the noise std)."""
+    the noise std).
+
+    Parameters
+    ----------
+    z, xtilde : ndarray, shape ``(n_local, ...)``
+    big_a : float
+    anchor : ndarray, shape ``point_shape``
+    active : ndarray of bool, shape ``(n_agents,)``
+    lipschitz : float or None
+    **fields
+        Those of :class:`~rfed.algorithms.decentralized.PrivateState`.
+    """
 
     z: np.ndarray = None  # type: ignore[assignment]
     xtilde: np.ndarray = None  # type: ignore[assignment]
@@ -185,7 +197,25 @@ class DPDDA(PrivateAlgorithm):
     def theorem_sigma(epsilon: float, delta0: float, iterations: int, n_local: int, iota: float,
                       lipschitz: float, constant: str = "paper") -> float:
         """Theorem 1's noise std (constant 32 ``'paper'`` as printed, or 160 ``'corrected'``,
-        the constant the proof's chain needs; see :func:`rfed.privacy.papers.dpdda_sigma`)."""
+        the constant the proof's chain needs; see :func:`rfed.privacy.papers.dpdda_sigma`).
+
+        Parameters
+        ----------
+        epsilon, delta0 : float
+            The paper's target and per-step delta.
+        iterations : int
+        n_local : int
+            Records per node.
+        iota : float
+            Fraction of nodes active per round.
+        lipschitz : float
+            ``L``.
+        constant : {'paper', 'corrected'}
+
+        Returns
+        -------
+        float
+        """
         return papers.dpdda_sigma(epsilon, delta0, iterations, n_local, iota, lipschitz,
                                   constant).sigma
 
@@ -242,7 +272,18 @@ class DPDDA(PrivateAlgorithm):
 
     def planned_activity(self, seed: int, n_rounds: int) -> np.ndarray:
         """Rounds each node will be active in over ``n_rounds`` (the public node-sampling
-        stream is keyed by round: the run draws exactly the same schedule)."""
+        stream is keyed by round: the run draws exactly the same schedule).
+
+        Parameters
+        ----------
+        seed : int
+            The run's public activation seed.
+        n_rounds : int
+
+        Returns
+        -------
+        ndarray of int, shape ``(n_agents,)``
+        """
         n = self.gossip.graph.n_nodes
         counts = np.zeros(n, dtype=np.int64)
         keep = self._planned.start(seed, n, n_rounds)
@@ -258,6 +299,7 @@ class DPDDA(PrivateAlgorithm):
         return self.clip if self.clip is not None else getattr(problem, "public_gradient_bound",
                                                                None)
 
+    @sections_from(PrivateAlgorithm.release)
     def release(self, problem) -> GaussianRelease:
         """One record's subgradient clipped to the public ``L`` (replace-one sensitivity
         ``2L``), one release per active round."""
@@ -270,12 +312,25 @@ class DPDDA(PrivateAlgorithm):
                 "computed from the private data would leak through the noise scale")
         return GaussianRelease(2.0 * lip, sample_size=1)
 
+    @sections_from(PrivateAlgorithm.active_rounds)
     def active_rounds(self, seed: int, n_agents: int, n_rounds: int) -> np.ndarray:
         """The replayed public node sampling (:meth:`planned_activity`)."""
         return self.planned_activity(seed, n_rounds)
 
     def paper_std(self, problem, delta: float) -> float:
-        """Theorem 1 (printed constant 32): the noise std of ``paper_epsilon``."""
+        """Theorem 1 (printed constant 32): the noise std of ``paper_epsilon``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the run is planned on (its public sizes and dimension).
+        delta : float
+            The run's delta.
+
+        Returns
+        -------
+        float
+        """
         with warnings.catch_warnings():
             warnings.simplefilter("ignore", papers.PrivacyConditionWarning)
             epsilon, rounds = self.noise.paper_target()
@@ -338,6 +393,7 @@ class DPDDA(PrivateAlgorithm):
             return out
         return manifold.exp(xtilde, weight * manifold.log(xtilde, x))
 
+    @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
         """One iteration ``t`` of Algorithm 1 (lines 5-12, eqs. (5)-(6)) for the block."""
         manifold, n = problem.manifold, problem.n_agents

@@ -68,7 +68,14 @@ __all__ = ["DPDGT", "NoisyDDGT", "require_euclidean"]
 
 
 def require_euclidean(problem, algorithm: str) -> None:
-    """Raise ``ValueError`` unless the problem's communicated variables live in Euclidean space."""
+    """Raise ``ValueError`` unless the problem's communicated variables live in Euclidean space.
+
+    Parameters
+    ----------
+    problem : QuadraticResourceAllocation
+    algorithm : str
+        The algorithm's name, for the message.
+    """
     manifold = getattr(problem, "manifold", None)
     if not isinstance(manifold, Euclidean):
         raise ValueError(
@@ -86,7 +93,18 @@ def require_euclidean(problem, algorithm: str) -> None:
 
 @dataclass
 class DGTState:
-    """Iteration ``k``, prices ``wt``, trackers ``s``, allocations ``w``; all ``(n, m)``."""
+    """Iteration ``k``, prices ``wt``, trackers ``s``, allocations ``w``; all ``(n, m)``.
+
+    Parameters
+    ----------
+    t : int
+    wt, s, w : ndarray, shape ``(n, m)``
+    rng : numpy.random.Generator or SecureRandom
+    comm : Communicator
+    ledger : PrivacyLedger, optional
+    comm0 : dict, optional
+    theta_xi, theta_zeta : LaplaceSchedule, optional
+    """
 
     t: int
     wt: np.ndarray
@@ -339,7 +357,16 @@ class DPDGT(_PushPullBase):
         self._constants: PushPullConstants | None = None
 
     def alpha(self, k: int) -> float:
-        """``alpha_k = alpha0 q^k``."""
+        """``alpha_k = alpha0 q^k``.
+
+        Parameters
+        ----------
+        k : int
+
+        Returns
+        -------
+        float
+        """
         return self.alpha0 * self.q ** k
 
     def _sens_params(self, problem):
@@ -357,6 +384,10 @@ class DPDGT(_PushPullBase):
         ValueError
             The digraph has no spanning tree (the Perron vectors are not unique), or the
             iterative eigensolver did not converge.
+
+        Returns
+        -------
+        PushPullConstants
         """
         if self._constants is None:
             self._constants = push_pull_constants(self.r, self.c, self.gamma, self.phi)
@@ -430,6 +461,23 @@ class NoisyDDGT(_PushPullBase):
     sensitivities of :func:`~rfed.algorithms.decentralized._privacy.ddgt_sensitivities` (the
     tracker's sensitivity never decays, so with decaying noise its epsilon grows quickly with
     the run length); no paper formula.
+
+    Parameters
+    ----------
+    graph : Graph
+        The communication digraph.
+    beta0, q : float
+        ``beta_k = beta0 q^k``.
+    iota : float
+    theta_xi, theta_zeta : LaplaceSchedule, optional
+        The noise of the two messages (research mode).
+    r, c : sparse matrix, optional
+        Row- and column-stochastic weights (default uniform on ``graph``).
+    communicator : Communicator, optional
+    budget, n_rounds, q_theta, adjacency_radius, delta, track_privacy
+        As :class:`DPDGT`.
+    **kwargs
+        As :class:`DPDGT`.
     """
 
     name = "DDGT"

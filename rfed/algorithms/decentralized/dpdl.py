@@ -41,6 +41,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from rfed._docstrings import sections_from
 from rfed.algorithms.decentralized._common import check_nonneg
 from rfed.algorithms.decentralized._privacy import PaperFormula
 from rfed.algorithms.decentralized._streams import agent_draws
@@ -139,7 +140,15 @@ def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
 class DPDLState(PrivateState):
     """Models ``x``, momenta ``v`` (tangent at ``x``), the last aggregate ``gtilde`` (eq. (18),
     tangent at the previous models) and the last calibration weights (one per pair, j = i
-    included)."""
+    included).
+
+    Parameters
+    ----------
+    v, gtilde : ndarray, shape ``(n_local, *point_shape)``
+    last_cal : ndarray
+    **fields
+        Those of :class:`~rfed.algorithms.decentralized.PrivateState`.
+    """
 
     v: np.ndarray = None  # type: ignore[assignment]
     gtilde: np.ndarray = None  # type: ignore[assignment]
@@ -291,6 +300,7 @@ class DPDL(PrivateAlgorithm):
         (a problem's structured clipped sum when its class has one: the fast path)."""
         return PrivateGradient(clip, batch_size, structured_sums=True)
 
+    @sections_from(PrivateAlgorithm.accounted_sizes)
     def accounted_sizes(self, problem) -> np.ndarray:
         """The local sizes the rates, the delta and the account read: the true ones under
         replace-one, the declared public ones under add/remove."""
@@ -298,6 +308,7 @@ class DPDL(PrivateAlgorithm):
         return (problem.counts if budget is None
                 else np.asarray(budget.public_counts(problem.counts)))
 
+    @sections_from(PrivateAlgorithm.check_problem)
     def check_problem(self, problem) -> None:
         """The network's size, and ``B`` against the smallest local size (the declared public
         one under add/remove: the true sizes are private there)."""
@@ -312,6 +323,7 @@ class DPDL(PrivateAlgorithm):
             raise ValueError(f"argument 'batch_size' ({self.batch_size}) exceeds the smallest "
                              f"declared public size ({int(np.min(sizes))})")
 
+    @sections_from(PrivateAlgorithm.plan)
     def plan(self, problem, rng, seed):
         """:meth:`PrivateAlgorithm.plan`, refusing Poisson sampling under replace-one in secure
         mode (RDP only, and RDP has no replace-one bound for Poisson sampling)."""
@@ -326,6 +338,7 @@ class DPDL(PrivateAlgorithm):
         """Gaussian releases per agent and round: ``|N_i|`` (cross-gradients and self)."""
         return self.closed_sizes
 
+    @sections_from(PrivateAlgorithm.release)
     def release(self, problem) -> GaussianRelease:
         """``|N_i|`` noisy clipped sums per agent and round, all on one minibatch of ``B``
         (drawn as ``sampling`` says); under add/remove (Poisson only) one record adds or
@@ -335,6 +348,7 @@ class DPDL(PrivateAlgorithm):
                        else self.clip)
         return dataclasses.replace(release, sensitivity=sensitivity, sampling=self.sampling)
 
+    @sections_from(PrivateAlgorithm.sigma_unit)
     def sigma_unit(self) -> float:
         """The paper's noise std is ``sigma C`` (eq. (10))."""
         return self.clip
@@ -349,7 +363,19 @@ class DPDL(PrivateAlgorithm):
 
     def paper_std(self, problem, delta: float) -> float:
         """Theorem 1, eq. (23) as printed: the ``sigma`` of ``paper_epsilon`` (it scales as
-        ``1 / epsilon``)."""
+        ``1 / epsilon``).
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the run is planned on (its public sizes and dimension).
+        delta : float
+            The run's delta.
+
+        Returns
+        -------
+        float
+        """
         epsilon, rounds = self.noise.paper_target()
         unit = self._paper(problem, delta, 1.0)
         assert unit is not None   # a paper formula at unit noise
@@ -433,6 +459,7 @@ class DPDL(PrivateAlgorithm):
         v_new = mix_tangent(manifold, self.weights, x, vtilde, x_new, comm=state.comm)
         return x_new, v_new
 
+    @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
         """One round of Algorithm 1 (lines 3-29, eqs. (8)-(22)) for the block's agents."""
         manifold, comm, w = problem.manifold, state.comm, self.weights
@@ -511,6 +538,16 @@ class DPDPSGD(DPDL):
     release per agent and round. The same privacy arguments as :class:`DPDL` (``budget=``,
     ``n_rounds=``, ``noise_multiplier=``, ``sigma=``); no paper formula, so ``paper_epsilon=`` is
     refused. ``sampling='poisson'`` as in :class:`DPDL`.
+
+    Parameters
+    ----------
+    network : Network
+    lr, beta, batch_size, clip, sigma, delta, budget, n_rounds, noise_multiplier
+        As :class:`DPDL` (no calibration weight: ``alpha = 0``).
+    max_chunk_pairs, sampling
+        As :class:`DPDL`.
+    **kwargs
+        Passed to :class:`DPDL`.
     """
 
     name = "DP-DPSGD"
@@ -533,6 +570,7 @@ class DPDPSGD(DPDL):
     def paper_formula(self, problem, plan) -> None:
         return None
 
+    @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
         """One round: the noisy self-gradient, heavy ball, gossip of model and momentum."""
         if state.ledger is not None:

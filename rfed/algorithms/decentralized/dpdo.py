@@ -48,6 +48,7 @@ from typing import Any
 
 import numpy as np
 
+from rfed._docstrings import sections_from
 from rfed.algorithms.decentralized._common import check_nonneg, check_probability
 from rfed.algorithms.decentralized._streams import agent_draws, run_seed
 from rfed.algorithms.decentralized.base import PrivateAlgorithm, PrivateGradient, PrivateState
@@ -94,7 +95,17 @@ class DPDOPaperFormula:
     dim: int
 
     def evaluate(self, rounds: int) -> dict:
-        """``{'label', 'formula', 'epsilon', 'epsilon_infinite_run', 'delta'}``."""
+        """``{'label', 'formula', 'epsilon', 'epsilon_infinite_run', 'delta'}``.
+
+        Parameters
+        ----------
+        rounds : int
+            Rounds run.
+
+        Returns
+        -------
+        dict
+        """
         k = np.arange(max(int(rounds), 1))
         unit = 2.0 * self.clip * math.sqrt(self.dim)
         if self.noise_scale <= 0:
@@ -113,7 +124,25 @@ class DPDOPaperFormula:
 
 def paper_noise_scale(epsilon: float, lr: float, lr_decay: float, noise_decay: float,
                       clip: float, dim: int) -> float:
-    """The paper's ``c_M = 2 C sqrt(d) c / (epsilon (p - q))`` (needs ``q < p``)."""
+    """The paper's ``c_M = 2 C sqrt(d) c / (epsilon (p - q))`` (needs ``q < p``).
+
+    Parameters
+    ----------
+    epsilon : float
+        The paper's target.
+    lr : float
+        ``c``, the first step size.
+    lr_decay, noise_decay : float
+        ``q`` and ``p``.
+    clip : float
+        ``C``.
+    dim : int
+        ``d``.
+
+    Returns
+    -------
+    float
+    """
     if not lr_decay < noise_decay:
         raise ValueError(f"the paper's calibration needs lr_decay < noise_decay (q < p), got "
                          f"q = {lr_decay!r}, p = {noise_decay!r}")
@@ -193,14 +222,17 @@ class DPDORelease(Release):
         """``Delta_0`` of the smallest local data set."""
         return float(self.sensitivities(0, self.min_local_size))
 
+    @sections_from(Release.noise_level)
     def noise_level(self, noise_multiplier: float, sensitivity: float) -> float:
         """``c_M`` of a research multiplier ``z = M_1 / Delta_0``: ``z Delta_0 / p``."""
         return noise_multiplier * sensitivity / self.noise_decay
 
+    @sections_from(Release.paper_level)
     def paper_level(self, sigma: float, sigma_unit: float, sensitivity: float) -> float:
         """The paper's parametrisation is ``c_M`` itself."""
         return sigma
 
+    @sections_from(Release.calibrate)
     def calibrate(self, budget: PrivacyBudget, delta: float, local_sizes: np.ndarray,
                   active_rounds: np.ndarray, rng: Any) -> float:
         """Smallest ``c_M`` whose planned run certifies ``budget`` for the smallest local data
@@ -270,13 +302,36 @@ class DPDOAccount:
     # ------------------------------------------------------------------ schedules
     def sensitivity(self, k: int | np.ndarray, sizes: np.ndarray | int) -> np.ndarray:
         """``Delta_{k,i}``: L1 sensitivity of the release of iteration ``k`` (message ``k+1``)
-        for local data sets of ``sizes`` records."""
+        for local data sets of ``sizes`` records.
+
+        Parameters
+        ----------
+        k : int or ndarray of int
+            Iteration(s).
+        sizes : int or ndarray of int
+            Local data set sizes.
+
+        Returns
+        -------
+        ndarray
+            Of the broadcast shape of ``k`` and ``sizes``.
+        """
         gamma = self.lr * np.power(self.lr_decay, k, dtype=float)
         return gamma * 2.0 * self.clip * math.sqrt(self.dim) / np.asarray(sizes, float) \
             + self.grid_term
 
     def scale(self, k: int | np.ndarray) -> np.ndarray:
-        """``M_k = c_M p^k``."""
+        """``M_k = c_M p^k``.
+
+        Parameters
+        ----------
+        k : int or ndarray of int
+
+        Returns
+        -------
+        ndarray
+            Of the shape of ``k``.
+        """
         return self.noise_scale * np.power(self.noise_decay, k, dtype=float)
 
     @property
@@ -292,7 +347,13 @@ class DPDOAccount:
                             self.target_epsilon)
 
     def record_round(self, charged: np.ndarray) -> None:
-        """Charge iteration ``rounds``'s Laplace release to the agents of the mask."""
+        """Charge iteration ``rounds``'s Laplace release to the agents of the mask.
+
+        Parameters
+        ----------
+        charged : ndarray of bool, shape ``(n_agents,)``
+            The agents that released this round.
+        """
         self.check_can_step()
         charged = np.asarray(charged, dtype=bool)
         ids = np.flatnonzero(charged)
@@ -307,7 +368,20 @@ class DPDOAccount:
 
     # ------------------------------------------------------------------ certificates
     def pure_epsilon(self, rounds: int, sizes: np.ndarray, scale: float | None = None) -> float:
-        """Basic composition ``max_q sum_{k<rounds} Delta_k(q) / M_{k+1}`` (pure epsilon)."""
+        """Basic composition ``max_q sum_{k<rounds} Delta_k(q) / M_{k+1}`` (pure epsilon).
+
+        Parameters
+        ----------
+        rounds : int
+        sizes : ndarray of int
+            The local sizes of the agents charged.
+        scale : float, optional
+            ``c_M`` (default the run's).
+
+        Returns
+        -------
+        float
+        """
         if rounds <= 0 or np.size(sizes) == 0:
             return 0.0
         k = np.arange(rounds)
@@ -317,7 +391,18 @@ class DPDOAccount:
                    for q in np.unique(sizes))
 
     def certified(self, delta: float) -> tuple[float, str]:
-        """``(epsilon, how)`` of the rounds charged so far, worst agent."""
+        """``(epsilon, how)`` of the rounds charged so far, worst agent.
+
+        Parameters
+        ----------
+        delta : float
+
+        Returns
+        -------
+        epsilon : float
+        how : str
+            Which composition gave it.
+        """
         key = (self.rounds, delta)
         if key not in self._memo:
             sizes = self.local_sizes[self.counts > 0]
@@ -331,7 +416,18 @@ class DPDOAccount:
         return self._memo[key]
 
     def report(self, delta: float | None = None) -> dict[str, Any]:
-        """The report every private rfed algorithm gives."""
+        """The report every private rfed algorithm gives.
+
+        Parameters
+        ----------
+        delta : float, optional
+            Default the run's.
+
+        Returns
+        -------
+        dict
+            :func:`rfed.algorithms.private.privacy_report`'s keys.
+        """
         delta = self.delta if delta is None else float(delta)
         eps, how = self.certified(delta)
         accountant = (f"{how}: the smaller of basic composition (pure) and dp-accounting RDP "
@@ -351,7 +447,13 @@ class DPDOAccount:
             epsilon_paper=self.epsilon_paper)
 
     def finalize(self):
-        """Store the paper's value for the rounds run in the ledger."""
+        """Store the paper's value for the rounds run in the ledger.
+
+        Returns
+        -------
+        DPDOAccount
+            ``self``.
+        """
         if self.paper is not None and not self.ledger._paper:
             val = self.paper.evaluate(self.rounds)
             self.ledger.add_paper_bound(f"{self.algorithm} (paper)", float(val["epsilon"]),
@@ -359,7 +461,16 @@ class DPDOAccount:
         return self
 
     def text(self, delta: float | None = None) -> str:
-        """A short plain-text report."""
+        """A short plain-text report.
+
+        Parameters
+        ----------
+        delta : float, optional
+
+        Returns
+        -------
+        str
+        """
         rep = self.report(delta)
         return (f"{self.algorithm}: {label(rep['epsilon_certified'], rep['delta'])} over "
                 f"{self.rounds} iterations\naccountant: {rep['accountant']}")
@@ -369,7 +480,15 @@ class DPDOAccount:
 class DPDOState(PrivateState):
     """``x``: the messages ``w_i(k)`` to broadcast this round (noisy states); ``z``: the last
     averaged points ``v_i`` (the output points; ``x_0`` before the first round); ``noise_scale``:
-    ``c_M`` (0 without noise)."""
+    ``c_M`` (0 without noise).
+
+    Parameters
+    ----------
+    z : ndarray, shape ``(n_agents, *point_shape)``
+    noise_scale : float
+    **fields
+        Those of :class:`~rfed.algorithms.decentralized.base.PrivateState`.
+    """
 
     z: np.ndarray = None  # type: ignore[assignment]
     noise_scale: float = 0.0
@@ -451,6 +570,7 @@ class DPDO(PrivateAlgorithm):
                              f"lr_decay < noise_decay, got {lr_decay} and {noise_decay}")
 
     # ------------------------------------------------------------------ privacy
+    @sections_from(PrivateAlgorithm.release)
     def release(self, problem) -> DPDORelease:
         """Each iteration's Laplace release of the next state (L1 sensitivities
         ``gamma_k 2 C sqrt(d) / q_i``)."""
@@ -458,7 +578,19 @@ class DPDO(PrivateAlgorithm):
                            problem.manifold.dim, int(problem.counts.min()))
 
     def paper_std(self, problem, delta: float) -> float:
-        """The paper's ``c_M = 2 C sqrt(d) c / (epsilon (p - q))``."""
+        """The paper's ``c_M = 2 C sqrt(d) c / (epsilon (p - q))``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the run is planned on (its public sizes and dimension).
+        delta : float
+            The run's delta.
+
+        Returns
+        -------
+        float
+        """
         return paper_noise_scale(self.noise.paper_target()[0], self.lr, self.lr_decay,
                                  self.noise_decay, self.clip, problem.manifold.dim)
 
@@ -508,6 +640,7 @@ class DPDO(PrivateAlgorithm):
                          info={"comm0": comm.total_stats()}, z=x0, seed=seed,
                          noise_scale=0.0 if account is None else account.noise_scale)
 
+    @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
         """One iteration ``k``: average the noisy states received, take the projected gradient
         step from the average and release the next state with Laplace noise ``Lap(M_{k+1})``."""

@@ -57,6 +57,7 @@ import numpy as np
 import scipy.sparse as sp
 import scipy.sparse.linalg
 
+from rfed._docstrings import sections_from
 from rfed.algorithms.decentralized._common import check_nonneg
 from rfed.algorithms.decentralized.base import PrivateAlgorithm, PrivateGradient
 from rfed.algorithms.private import PAPER_LABEL, GaussianRelease
@@ -114,6 +115,18 @@ def gossip_polynomials(weights: sp.spmatrix, steps: int, omega: float) -> list[n
 
     ``P_0 = I``, ``P_1 = W``, ``P_{s+1} = omega W P_s + (1 - omega) P_{s-1}`` (Muffliato,
     Algorithm 1). Dense ``(n, n)`` arrays: for the paper's pairwise accounting of small graphs.
+
+    Parameters
+    ----------
+    weights : sparse matrix, shape ``(n, n)``
+    steps : int
+        ``K``.
+    omega : float
+        The acceleration parameter.
+
+    Returns
+    -------
+    list of ndarray, each of shape ``(n, n)``
     """
     n = weights.shape[0]
     w = sp.csr_matrix(weights)
@@ -201,11 +214,25 @@ class MuffliatoPaperFormula:
         return sp.csr_matrix((self.data, self.indices, self.indptr), shape=(n, n))
 
     def factor(self) -> np.ndarray:
-        """``S[u, v]`` of one round (see :func:`_pairwise_sums`)."""
+        """``S[u, v]`` of one round (see :func:`_pairwise_sums`).
+
+        Returns
+        -------
+        ndarray, shape ``(n, n)``
+        """
         return _pairwise_sums(self.weights, self.steps, self.omega)
 
     def evaluate(self, rounds: int) -> dict:
-        """``{'label', 'formula', 'epsilon', 'epsilon_mean_pairs', 'delta'}`` for ``rounds``."""
+        """``{'label', 'formula', 'epsilon', 'epsilon_mean_pairs', 'delta'}`` for ``rounds``.
+
+        Parameters
+        ----------
+        rounds : int
+
+        Returns
+        -------
+        dict
+        """
         formula = ("Muffliato pairwise network DP: Renyi divergence alpha/(2 z^2) "
                    "sum_{s<K} sum_{w in N(v)} (P_s)_wu^2 / ||(P_s)_w||^2 per round, composed "
                    "over the rounds without subsampling amplification, converted to (eps, "
@@ -235,7 +262,21 @@ def muffliato_paper_z(weights, steps: int, omega: float, epsilon: float, delta: 
                       rounds: int) -> float:
     """The noise multiplier whose paper pairwise bound (worst pair) after ``rounds`` rounds is
     ``epsilon``: ``rho = (sqrt(L + eps) - sqrt(L))^2`` with ``L = ln(1/delta)`` inverts
-    :func:`_rdp_to_dp`, and ``rho = rounds S_max / (2 z^2)``."""
+    :func:`_rdp_to_dp`, and ``rho = rounds S_max / (2 z^2)``.
+
+    Parameters
+    ----------
+    weights : sparse matrix, shape ``(n, n)``
+    steps : int
+    omega : float
+    epsilon, delta : float
+        The paper's target.
+    rounds : int
+
+    Returns
+    -------
+    float
+    """
     n = weights.shape[0]
     if n > PAIRWISE_MAX_AGENTS:
         raise ValueError(f"argument 'paper_epsilon': the paper's pairwise accounting is not "
@@ -321,21 +362,36 @@ class Muffliato(PrivateAlgorithm):
         self.omega = omega
 
     # ------------------------------------------------------------------ privacy
+    @sections_from(PrivateAlgorithm.release)
     def release(self, problem) -> GaussianRelease:
         """One noisy clipped gradient per agent and round (sensitivity ``2C`` on the sum)."""
         return self.gradient.release(problem)
 
+    @sections_from(PrivateAlgorithm.sigma_unit)
     def sigma_unit(self) -> float:
         """The paper's noise is stated in units of the clip level ``C``."""
         return self.clip
 
     def paper_std(self, problem, delta: float) -> float:
-        """The noise std (units of ``C``) of the paper's pairwise bound at ``paper_epsilon``."""
+        """The noise std (units of ``C``) of the paper's pairwise bound at ``paper_epsilon``.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem the run is planned on (its public sizes and dimension).
+        delta : float
+            The run's delta.
+
+        Returns
+        -------
+        float
+        """
         epsilon, rounds = self.noise.paper_target()
         z = muffliato_paper_z(self.weights, self.gossip_steps, self.omega, epsilon, delta,
                               rounds)
         return z * self.release(problem).sensitivity / self.clip
 
+    @sections_from(PrivateAlgorithm.paper_formula)
     def paper_formula(self, problem, plan) -> MuffliatoPaperFormula:
         """The paper's pairwise network DP of this run, reported beside the certificate."""
         return MuffliatoPaperFormula.of(self.weights, self.gossip_steps, self.omega,
@@ -350,7 +406,18 @@ class Muffliato(PrivateAlgorithm):
 
     # ------------------------------------------------------------------ run
     def gossip(self, manifold, y0: np.ndarray, comm) -> np.ndarray:
-        """``K`` (accelerated) gossip steps from ``y0`` (Muffliato, Algorithm 1)."""
+        """``K`` (accelerated) gossip steps from ``y0`` (Muffliato, Algorithm 1).
+
+        Parameters
+        ----------
+        manifold : Manifold
+        y0 : ndarray, shape ``(n_local, *point_shape)``
+        comm : Communicator
+
+        Returns
+        -------
+        ndarray, shape ``(n_local, *point_shape)``
+        """
         prev, cur = y0, riemannian_gossip(manifold, y0, self.weights, comm=comm)
         flat = type(manifold) is Euclidean
         for _ in range(self.gossip_steps - 1):
@@ -364,6 +431,7 @@ class Muffliato(PrivateAlgorithm):
             prev, cur = cur, nxt
         return cur
 
+    @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
         """One round: the local noisy gradient step, then ``K`` (accelerated) gossip steps."""
         g = self.gradient(problem, state)                 # noisy clipped mean, charged
