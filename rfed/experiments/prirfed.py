@@ -576,9 +576,6 @@ def _check_fig2(cfg: dict) -> None:
                   "a fraction in (0, 1) of the digits declared public")
     check_setting(cfg, "step_sizes", all(a > 0 for a in cfg["step_sizes"]),
                   "a list of step sizes > 0 (one: no tuning)")
-    check_setting(cfg, "step_sizes", cfg["data"] != "digits" or len(cfg["step_sizes"]) == 1,
-                  "one step size with data='digits' (tuning several needs the public images "
-                  "of 'mnist' or 'fashion-mnist')")
 
 
 def _positive(text: Any) -> bool:

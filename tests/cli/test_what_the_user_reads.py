@@ -177,9 +177,9 @@ def test_set_list_settings_of_other_experiments(capsys, tmp_path):
     with pytest.raises(ValueError, match="'topologies' holds names"):
         get_experiment("dpdl-digits").config({"topologies": "[1]"})
     assert get_experiment("prirfed-fig3").config({"agents": "30"})["agents"] == [30]
-    # step tuning reads public images, which the digits stand-in does not have
-    with pytest.raises(ValueError, match="'step_sizes'.*one step size with data='digits'"):
-        get_experiment("prirfed-fig2").config({"step_sizes": "[0.1, 0.2]"})
+    # step tuning on the digits reads their declared public split, a fraction in (0, 1)
+    with pytest.raises(ValueError, match="'digits_public_fraction' must be a fraction in"):
+        get_experiment("prirfed-fig2").config({"digits_public_fraction": "1.5"})
 
 
 def test_the_quick_size_note_says_private_runs_do_not_learn_only_when_none_did(capsys):
