@@ -22,8 +22,9 @@ wall time (a base-against-base comparison of the default experiments so gave rat
 1.00-1.01 on 2 cores). Two processes sharing the caches and memory bandwidth each take more CPU
 time than one alone, so quote totals from a run without ``--concurrent`` on an idle machine.
 
-``--record FILE`` merges each experiment's measured CPU seconds into the timings file FILE
-(default ``rfed/experiments/timings.json``, which ``rfed list`` and ``rfed show`` read), under the
+``--record`` merges each experiment's measured CPU seconds into the timings file
+(``--timings FILE``, default ``rfed/experiments/timings.json``, which ``rfed list`` and ``rfed
+show`` read), under the
 experiment's scale (``quick``, or ``paper`` with ``--set scale=paper``; no other override is
 allowed, so that the file times the configurations users run), with the date, the commit and the
 command. ``--keep DIR`` keeps what each run wrote in ``DIR/NAME`` (e.g. a paper-scale run timed and
@@ -42,6 +43,7 @@ uses (and fills) the cache in ``DIR`` instead.
 from __future__ import annotations
 
 import argparse
+import hashlib
 import json
 import os
 import subprocess
@@ -109,26 +111,38 @@ def _start(name: str, overrides: list[str], rfed_dir: Path, out: str, rdp_cache:
            else [sys.executable, "-m", "rfed", *args])
     env = dict(os.environ, PYTHONPATH=str(rfed_dir), RFED_CACHE_DIR=rdp_cache)
     proc = subprocess.Popen(cmd, cwd=rfed_dir, env=env, stdout=subprocess.DEVNULL)
+    proc.run_dir = run_dir  # type: ignore[attr-defined]  # where its summary.json goes
     return proc, stats_file, time.perf_counter()
 
 
 def _finish(proc: subprocess.Popen, stats_file: Path, t0: float, checkpoints: bool
-            ) -> tuple[float, float, float, dict | None]:
-    """(CPU seconds, wall seconds, peak RSS in MB, checkpoint stats or None) of a child of
-    :func:`_start`, from its own resource usage (``os.wait4``: that child alone)."""
+            ) -> tuple[float, float, float, dict | None, tuple[int, str] | None]:
+    """(CPU seconds, wall seconds, peak RSS in MB, checkpoint stats or None, (algorithm runs,
+    SHA-256 of the settings) or None) of a child of :func:`_start`, from its own resource usage
+    (``os.wait4``: that child alone) and its ``summary.json`` (the number of algorithm runs the
+    experiment made, and its settings)."""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
     if proc.returncode:
         raise subprocess.CalledProcessError(proc.returncode, proc.args)
     stats = json.loads(stats_file.read_text()) if checkpoints else None
+    try:
+        summary = json.loads((Path(proc.run_dir) / "summary.json").read_text())
+        runs = summary.get("algorithm_runs")
+        # the settings it ran, as rfed.experiments.timings.settings_digest hashes them
+        config = json.dumps(summary["config"], sort_keys=True)
+        runs = (runs, hashlib.sha256(config.encode("utf-8")).hexdigest())
+    except (OSError, ValueError, KeyError, AttributeError):
+        runs = None   # a version of rfed that did not record it
     # ru_maxrss is in KB on Linux
-    return usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024.0, stats
+    return (usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024.0, stats,
+            runs if runs is not None and isinstance(runs[0], int) else None)
 
 
 def run_versions(name: str, overrides: list[str], rfed_dirs: list[Path], rdp_cache: str = "",
                  checkpoints: bool = False, concurrent: bool = False, keep: Path | None = None
-                 ) -> list[tuple[float, float, float, dict | None]]:
+                 ) -> list[tuple[float, float, float, dict | None, tuple[int, str] | None]]:
     """:func:`_finish`'s numbers of ``rfed run name`` with each of ``rfed_dirs``' rfed: one after
     the other, or all at the same time (``concurrent``: one process per core, so that every
     version sees the same load for the whole run). ``keep``: one version only, its results
@@ -171,8 +185,10 @@ def scale_of(overrides: list[str]) -> str:
 
 
 def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rss: float,
-                  rfed_dir: Path) -> None:
-    """Merge one measured run into the timings file ``path`` (replaced atomically)."""
+                  rfed_dir: Path, runs: tuple[int, str] | None = None) -> None:
+    """Merge one measured run into the timings file ``path`` (replaced atomically); ``runs``:
+    the algorithm runs it made and the SHA-256 of its settings (what a run of the same
+    settings multiplies for its time estimate)."""
     data = json.loads(path.read_text()) if path.is_file() else {"format": 1, "experiments": {}}
     try:
         commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=rfed_dir,
@@ -186,7 +202,8 @@ def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rs
     data["experiments"].setdefault(name, {})[scale] = {
         "cpu_seconds": round(cpu, 1), "wall_seconds": round(wall, 1),
         "peak_rss_mb": round(rss), "date": time.strftime("%Y-%m-%d"), "commit": commit,
-        "command": command}
+        "command": command, **({"algorithm_runs": runs[0], "config_sha256": runs[1]}
+                               if runs is not None else {})}
     data["experiments"] = dict(sorted(data["experiments"].items()))
     tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     tmp.write_text(json.dumps(data, indent=1) + "\n")
@@ -212,9 +229,11 @@ def main() -> None:
                              "run measured ratios of 1.00-1.01 on 2 cores)")
     parser.add_argument("--checkpoints", action="store_true",
                         help="count the checkpoints, their bytes and their CPU / wall seconds")
-    parser.add_argument("--record", nargs="?", type=Path, const=TIMINGS, default=None,
-                        metavar="FILE", help="merge the measured CPU seconds into FILE "
-                        "(default rfed/experiments/timings.json, read by rfed list / show)")
+    parser.add_argument("--record", action="store_true",
+                        help="merge the measured CPU seconds into the timings file (--timings)")
+    parser.add_argument("--timings", type=Path, default=TIMINGS, metavar="FILE",
+                        help="the timings file of --record (default "
+                        "rfed/experiments/timings.json, read by rfed list / show)")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep what each run wrote in DIR/NAME")
     args = parser.parse_args()
@@ -237,8 +256,9 @@ def main() -> None:
         results = run_versions(name, args.overrides, versions, args.rdp_cache,
                                args.checkpoints, args.concurrent, args.keep)
         if args.record:
-            record_timing(args.record, name, scale, *results[0][:3], args.rfed)
-        for i, (cpu, wall, rss, stats) in enumerate(results):
+            record_timing(args.timings, name, scale, *results[0][:3], args.rfed,
+                          runs=results[0][4])
+        for i, (cpu, wall, rss, stats, _) in enumerate(results):
             totals[i] += cpu
             label = name if len(versions) == 1 else f"{name} [{'base' if i == 0 else 'this'}]"
             print(_row(label, cpu, wall, rss, stats), flush=True)

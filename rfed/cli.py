@@ -63,8 +63,10 @@ Only the experiments in :data:`FLOWER_EXPERIMENTS` run there; a run on Flower is
 secure-mode (its noise is replayable from the seed, by design of the comparison).
 
 Exit status: 0 done; 2 bad input (unknown experiment, bad ``--set``, unusable ``--out``); 1 the
-run failed (e.g. the disk is full); 130 interrupted (resume with ``--resume``). Errors are one
-line on stderr.
+run failed (e.g. the disk is full); 130 interrupted by Ctrl-C, 143 stopped by SIGTERM (as a batch
+system's time limit stops a job): both save the run's checkpoint and print the "continue with:
+rfed run NAME --resume DIR" line. A long run prints its estimated total time after its first
+algorithm run (:class:`rfed.experiments.timings.TimeEstimate`). Errors are one line on stderr.
 """
 
 from __future__ import annotations
@@ -72,9 +74,12 @@ from __future__ import annotations
 import argparse
 import math
 import os
+import signal
 import sys
+import threading
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from rfed import __version__
 
@@ -153,35 +158,22 @@ def _error(message: str | Exception) -> None:
     print(f"rfed: error: {' '.join(str(message).split())}", file=sys.stderr)
 
 
-#: The measured CPU times of the experiments, written by ``benchmarks/bench_experiments.py
-#: --record`` (never typed by hand).
-TIMINGS = Path(__file__).resolve().parent / "experiments" / "timings.json"
-
-
 def _timings() -> dict:
-    """``{name: {scale: {"cpu_seconds", "date", "commit", "command", ...}}}`` from
-    :data:`TIMINGS` (empty when the file is missing or unreadable: the times are then "not
-    measured")."""
-    import json
+    """The timings file's experiments (:func:`rfed.experiments.timings.read_timings`)."""
+    from rfed.experiments.timings import read_timings
 
-    try:
-        data = json.loads(TIMINGS.read_text(encoding="utf-8"))
-        return dict(data["experiments"])
-    except (OSError, ValueError, KeyError, TypeError):
-        return {}
+    return read_timings()
 
 
 def _duration(seconds: float) -> str:
-    """``"42 s"``, ``"12 min"``, ``"2.5 h"``."""
-    if seconds < 100:
-        return f"{seconds:.0f} s"
-    if seconds < 6000:
-        return f"{seconds / 60:.0f} min"
-    return f"{seconds / 3600:.1f} h"
+    from rfed.experiments.timings import duration
+
+    return duration(seconds)
 
 
 def _cpu_times(name: str, has_paper_scale: bool) -> str:
-    """``"CPU 13 s; paper scale 25 min"``: the measured CPU times of ``name`` at its scales."""
+    """``"CPU 13 s; paper scale 25 min"``: the measured CPU times of ``name`` at its scales
+    ("not measured" where the timings file has none)."""
     times = _timings().get(name, {})
     parts = []
     for scale in ("quick", "paper") if has_paper_scale else ("quick",):
@@ -189,8 +181,12 @@ def _cpu_times(name: str, has_paper_scale: bool) -> str:
         label = "CPU" if scale == "quick" else "paper scale"
         parts.append(f"{label} {_duration(float(entry['cpu_seconds']))}"
                      if isinstance(entry, dict) and "cpu_seconds" in entry
-                     else f"{label} -")
+                     else f"{label} not measured")
     return "; ".join(parts)
+
+
+#: The longest line of ``rfed list`` (the description is shortened to fit).
+LIST_WIDTH = 200
 
 
 def _print_list() -> None:
@@ -202,11 +198,13 @@ def _print_list() -> None:
         tags = (" (default)" if e.name == DEFAULT_EXPERIMENT else "") + (" [slow]" if e.slow
                                                                          else "")
         tags += "".join(f" [needs {d}]" for d in e.requires)
-        print(f"{e.name:<{width}}  {e.short} [{e.paper_label}]{tags} "
-              f"({_cpu_times(e.name, 'paper' in e.scales)})")
+        tail = f" [{e.paper_label}]{tags} ({_cpu_times(e.name, 'paper' in e.scales)})"
+        room = LIST_WIDTH - width - 2 - len(tail)   # one line of at most LIST_WIDTH characters
+        short = e.short if len(e.short) <= room else e.short[:max(room - 3, 20)].rstrip() + "..."
+        print(f"{e.name:<{width}}  {short}{tail}")
     print("\n'rfed show NAME' describes an experiment and its settings. CPU times: measured by "
-          "benchmarks/bench_experiments.py --record on one core of the machine named in "
-          "'rfed show NAME' ('-': not measured yet).")
+          "benchmarks/bench_experiments.py --record (rfed/experiments/timings.json; the date "
+          "and commit are in 'rfed show NAME').")
 
 
 def _print_show(name: str) -> None:
@@ -371,10 +369,17 @@ def _print_divergence(diverged_runs: list[dict]) -> None:
         print(f"  {setting}: {len(runs)} diverged ({which}{first}): {reason}")
 
 
+#: A private setting "learns" when it closes at least this fraction of the gap between its start
+#: and its non-private reference (or, without a reference, when it ends better than its start).
+LEARNED_FRACTION = 0.25
+
+
 def _print_scale_note(name: str, ctx) -> None:
     """At the quick default size of an experiment with a paper scale: one line saying how to run
-    the papers' scale, and, when no private setting of this run ended better than its start,
-    that private settings are not expected to learn at this size."""
+    the papers' scale, and, when no private setting of this run learned (closed at least
+    :data:`LEARNED_FRACTION` of the gap from its start to its non-private reference, or ended
+    better than its start when it has none), that private settings are not expected to learn at
+    this size, with the best private setting's measured fraction."""
     from rfed.experiments import get_experiment
 
     try:
@@ -386,14 +391,22 @@ def _print_scale_note(name: str, ctx) -> None:
     entry = _timings().get(name, {}).get("paper")
     cost = (f", about {_duration(float(entry['cpu_seconds']))} of CPU"
             if isinstance(entry, dict) and "cpu_seconds" in entry else "")
-    from rfed.experiments.tables import worse_than_start
+    from rfed.experiments.tables import gap_closed, worse_than_start
 
     private = [r for r in ctx.summary_rows if r.get("epsilon") is not None
                and math.isfinite(float(r["epsilon"])) and r.get("start") is not None
                and r.get("utility") is not None and math.isfinite(float(r["utility"]))]
-    learned = any(r["utility"] != r["start"] and not worse_than_start(r) for r in private)
-    what = ("" if learned else
-            ": private settings are not expected to learn at this size")
+    closed = [(g, r) for r in private if (g := gap_closed(r)) is not None]
+    if closed:
+        best, row = max(closed, key=lambda item: item[0])
+        learned = best >= LEARNED_FRACTION
+        why = (f" (the best, '{row['setting']}', closes {100 * best:.0f} % of the gap from its "
+               f"start to the non-private reference)")
+    else:
+        learned = any(r["utility"] != r["start"] and not worse_than_start(r) for r in private)
+        why = ""
+    what = ("" if learned or not private else
+            f": private settings are not expected to learn at this size{why}")
     print(f"\nquick default size (small stand-in data){what}; the papers' scale: "
           f"rfed run {name} --set scale=paper{cost}")
 
@@ -646,6 +659,35 @@ def _check_mpi_run(name: str, args) -> None:
                          "same public randomness, which secure mode's OS randomness is not)")
 
 
+class _SigtermAsInterrupt:
+    """While a run is in progress, SIGTERM (what a batch system's time limit sends) acts as
+    Ctrl-C: a checkpointed algorithm run saves its checkpoint at the end of the round and
+    stops (a second signal stops at once), anywhere else ``KeyboardInterrupt`` is raised; the
+    run then ends with the "continue with: rfed run NAME --resume DIR" line and exit status
+    143 (128 + SIGTERM)."""
+
+    def __init__(self) -> None:
+        self.received = False
+        self._previous: Any = None
+
+    def _handler(self, signum: int, frame: Any) -> None:
+        self.received = True
+        on_interrupt = signal.getsignal(signal.SIGINT)
+        if callable(on_interrupt):   # the run's deferred Ctrl-C, or Python's default
+            on_interrupt(signal.SIGINT, frame)
+        else:
+            raise KeyboardInterrupt
+
+    def __enter__(self) -> _SigtermAsInterrupt:
+        if threading.current_thread() is threading.main_thread():
+            self._previous = signal.signal(signal.SIGTERM, self._handler)
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if self._previous is not None:
+            signal.signal(signal.SIGTERM, self._previous)
+
+
 def _run_and_report(args, name: str, seed: int, overrides: dict, out: Path, mode: str) -> int:
     import numpy as np
 
@@ -654,12 +696,14 @@ def _run_and_report(args, name: str, seed: int, overrides: dict, out: Path, mode
 
     verb = "resuming" if mode == "resume" else "rfed run"
     print(f"{verb} {name} (seed {seed}) -> {out}", flush=True)
+    terminated = _SigtermAsInterrupt()
     try:
-        summary, ctx = run_experiment(name, seed=seed, overrides=overrides, out_dir=out,
-                                      progress=not args.no_progress, mode=mode,
-                                      checkpoint_every=args.checkpoint_every,
-                                      checkpoint_seconds=args.checkpoint_seconds,
-                                      secure=args.secure)
+        with terminated:
+            summary, ctx = run_experiment(name, seed=seed, overrides=overrides, out_dir=out,
+                                          progress=not args.no_progress, mode=mode,
+                                          checkpoint_every=args.checkpoint_every,
+                                          checkpoint_seconds=args.checkpoint_seconds,
+                                          secure=args.secure)
     except OutputDirError as exc:
         _error(exc)
         return 2
@@ -679,9 +723,9 @@ def _run_and_report(args, name: str, seed: int, overrides: dict, out: Path, mode
         _error(_name_setting(str(exc), overrides if mode != "resume" else {}))
         return 2
     except KeyboardInterrupt:
-        print(f"\nrfed: interrupted; continue with: rfed run {name} --resume {out}",
-              file=sys.stderr)
-        return 130
+        print(f"\nrfed: {'terminated (SIGTERM)' if terminated.received else 'interrupted'}; "
+              f"continue with: rfed run {name} --resume {out}", file=sys.stderr)
+        return 128 + signal.SIGTERM if terminated.received else 130
     except OSError as exc:
         _error(f"cannot write the results to '{out}': {exc.strerror or exc}"
                + (f" ({exc.filename})" if exc.filename else ""))

@@ -49,6 +49,7 @@ from rfed.experiments.tables import (
     summarise_repetitions,
     summary_row,
 )
+from rfed.experiments.timings import TimeEstimate, recorded_runs
 
 __all__ = [
     "Experiment", "register", "get_experiment", "list_experiments", "run_experiment",
@@ -61,7 +62,7 @@ __all__ = [
 
 #: Modules of this package that register no experiment (not imported by the lookup).
 _NOT_EXPERIMENTS = frozenset({"registry", "settings", "run_context", "checkpoints", "tables",
-                              "plotting", "audits"})
+                              "plotting", "audits", "timings"})
 _REGISTRY: dict[str, Experiment] = {}
 _LOADED = False
 
@@ -206,6 +207,7 @@ def run_experiment(
                      progress=progress, mode=mode, checkpoint_every=checkpoint_every,
                      secure=secure, checkpoint_seconds=checkpoint_seconds)
     ctx.title = exp.short
+    ctx.estimate = TimeEstimate(recorded_runs(name, config, str(config.get("scale", "quick"))))
     # data standing in for the paper's (a "PUBLIC stand-in" only sets clip levels: not marked)
     ctx.stand_in = re.search(r"(?<!public )stand-in", exp.description.lower()) is not None
     start = time.perf_counter()

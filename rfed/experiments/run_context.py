@@ -61,6 +61,7 @@ from rfed.experiments.checkpoints import (
     read_run_config,
 )
 from rfed.experiments.tables import SUMMARY_COLUMNS, csv_text, format_summary_table, format_table
+from rfed.experiments.timings import TimeEstimate
 from rfed.state import UnsupportedStateError
 
 __all__ = ["RunContext"]
@@ -245,6 +246,9 @@ class RunContext:
         self._wrote_config = False
         self._locked = False
         self._bound: dict[str, Any] | None = None
+        #: prints the estimated total time after the first algorithm run (set by
+        #: :func:`rfed.experiments.registry.run_experiment`; None: no estimate)
+        self.estimate: TimeEstimate | None = None
 
     @property
     def config(self) -> dict[str, Any]:
@@ -562,6 +566,8 @@ class RunContext:
                 resume = cur["payload"]
                 self._pos += cur["n_logged"]
         self._current = (index, start)
+        if self.estimate is not None:
+            self.estimate.run_started(index)
         saver = _CheckpointSaver(self) if self.out_dir is not None else None
         return None, resume, saver, self.checkpoint_every
 
@@ -573,6 +579,8 @@ class RunContext:
         :attr:`diverged_runs`, so no experiment can lose it silently.
         """
         assert self._current is not None
+        if self.estimate is not None:
+            self.estimate.run_finished(self._current[0])
         if getattr(result, "diverged", False):
             index, start = self._current
             last = self.records[-1] if len(self.records) > start else {}
@@ -635,6 +643,7 @@ class RunContext:
             atomic_write_text(self.out_dir / "history.csv", csv_text(rows, keys))
         self._write_json("summary.json", {"experiment": self.experiment, "seed": int(self.seed),
                                           "run_id": self.run_id,
+                                          "algorithm_runs": self._run_index,
                                           "config": _jsonable(dict(config)),
                                           "summary": _jsonable(dict(summary)),
                                           "diverged_runs": _jsonable(self.diverged_runs)})

@@ -34,6 +34,7 @@ __all__ = [
     "clean_text",
     "format_summary_table",
     "format_table",
+    "gap_closed",
     "relation_of",
     "summarise_repetitions",
     "summary_row",
@@ -203,6 +204,31 @@ def _private(row: Mapping[str, Any]) -> bool:
 
 def _finite(v: Any) -> bool:
     return v is not None and math.isfinite(float(v))
+
+
+def gap_closed(row: Mapping[str, Any]) -> float | None:
+    """The fraction of the gap from a summary row's start to its non-private reference that its
+    final value closes.
+
+    Parameters
+    ----------
+    row : mapping
+        A :func:`summary_row` (``start``, ``utility``, ``reference``).
+
+    Returns
+    -------
+    float or None
+        1: as good as the reference, 0: no better than the start, negative: worse; ``None``
+        without a finite start, final value and reference, or when start and reference
+        coincide.
+    """
+    start, final, ref = (row.get(k) for k in ("start", "utility", "reference"))
+    if not (_finite(start) and _finite(final) and _finite(ref)):
+        return None
+    start, final, ref = float(start), float(final), float(ref)  # type: ignore[arg-type]
+    if ref == start:
+        return None
+    return (final - start) / (ref - start)
 
 
 def worse_than_start(row: Mapping[str, Any]) -> str:

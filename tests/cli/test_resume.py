@@ -1,5 +1,6 @@
-"""Kill a run (SIGKILL, and Ctrl-C as SIGINT) after its first checkpoint, resume it with
-``rfed run --resume DIR``, and compare bit for bit with an uninterrupted run."""
+"""Kill a run (SIGKILL, Ctrl-C as SIGINT, and SIGTERM as a batch time limit sends it) after its
+first checkpoint, resume it with ``rfed run --resume DIR``, and compare bit for bit with an
+uninterrupted run."""
 
 import json
 import os
@@ -47,7 +48,7 @@ def uninterrupted(tmp_path_factory):
     return folder
 
 
-@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT])
+@pytest.mark.parametrize("sig", [signal.SIGKILL, signal.SIGINT, signal.SIGTERM])
 def test_killed_run_resumes_bit_identical(tmp_path, uninterrupted, sig):
     folder = tmp_path / "run"
     cmd, kw = _rfed("run", *ARGS, "--out", str(folder), stdout=subprocess.DEVNULL,
@@ -61,9 +62,13 @@ def test_killed_run_resumes_bit_identical(tmp_path, uninterrupted, sig):
     code = proc.wait(timeout=120)
     err = proc.stderr.read().decode()
     proc.stderr.close()
-    assert code == (-signal.SIGKILL if sig == signal.SIGKILL else 130), err
-    if sig == signal.SIGINT:
-        assert f"--resume {folder}" in err and "Traceback" not in err
+    assert code == {signal.SIGKILL: -signal.SIGKILL, signal.SIGINT: 130,
+                    signal.SIGTERM: 143}[sig], err
+    if sig != signal.SIGKILL:
+        # Ctrl-C and SIGTERM end with the same line
+        assert f"; continue with: rfed run pca-synthetic --resume {folder}" in err
+        assert "Traceback" not in err
+        assert ("terminated (SIGTERM)" in err) == (sig == signal.SIGTERM)
     # what a kill leaves is whole: every JSON file and history line parses
     for path in folder.glob("*.json"):
         json.loads(path.read_text())

@@ -177,9 +177,9 @@ def test_set_list_settings_of_other_experiments(capsys, tmp_path):
     with pytest.raises(ValueError, match="'topologies' holds names"):
         get_experiment("dpdl-digits").config({"topologies": "[1]"})
     assert get_experiment("prirfed-fig3").config({"agents": "30"})["agents"] == [30]
-    # step tuning reads public images, which the digits stand-in does not have
-    with pytest.raises(ValueError, match="'step_sizes'.*one step size with data='digits'"):
-        get_experiment("prirfed-fig2").config({"step_sizes": "[0.1, 0.2]"})
+    # step tuning on the digits reads their declared public split, a fraction in (0, 1)
+    with pytest.raises(ValueError, match="'digits_public_fraction' must be a fraction in"):
+        get_experiment("prirfed-fig2").config({"digits_public_fraction": "1.5"})
 
 
 def test_the_quick_size_note_says_private_runs_do_not_learn_only_when_none_did(capsys):
@@ -197,3 +197,19 @@ def test_the_quick_size_note_says_private_runs_do_not_learn_only_when_none_did(c
     assert "not expected to learn" not in note(0.1)       # loss below its start: learned
     assert "not expected to learn" in note(0.3)           # worse than its start
     assert "--set scale=paper" in note(0.1)
+
+    def note_with_reference(final, higher=False):
+        start, ref = (10.0, 70.0) if higher else (0.2, 0.01)
+        rows = [{"setting": "p", "utility": final, "start": start, "reference": ref,
+                 "epsilon": 1.0, "higher_is_better": higher}]
+        _print_scale_note("doadp-digits", SimpleNamespace(config={"scale": "quick"},
+                                                          summary_rows=rows))
+        return capsys.readouterr().out
+
+    # a private setting counts as learning when it closes a quarter of the gap to the
+    # non-private reference: (0.2 - 0.18) / (0.2 - 0.01) closes 11 %, (10 -> 16 of 70) 10 %
+    assert "not expected to learn" in note_with_reference(0.18)
+    assert "closes 11 % of the gap" in note_with_reference(0.18)
+    assert "not expected to learn" not in note_with_reference(0.1)
+    assert "closes 10 % of the gap" in note_with_reference(16.0, higher=True)
+    assert "not expected to learn" not in note_with_reference(40.0, higher=True)

@@ -25,8 +25,10 @@ SMALL = {
     # the defaults when the digest was recorded (the paper's clip, planned eps 1 only)
     "prirfed-fig1": {"rounds": 3, "repetitions": 1, "eval_every": 1, "paper_epsilons": [0.15],
                      "clip": "paper", "epsilons": [1.0]},
+    # the defaults when the digest was recorded (clip 2 B^2, step 0.1, planned eps 1)
     "prirfed-fig2": {"rounds": 2, "repetitions": 1, "eval_every": 1, "agents": [10],
-                     "local_steps": 1},
+                     "local_steps": 1, "clip": "paper", "step_sizes": [0.1],
+                     "epsilons": [1.0]},
     "prirfed-fig3": {"n_samples": 200, "rounds": 2, "repetitions": 1, "eval_every": 1,
                      "agents": [10], "report_rounds": [1], "inner_steps": 2, "local_steps": 2},
     "prirfed-fig4": {"n_samples": 200, "rounds": 2, "repetitions": 1, "eval_every": 1,
@@ -34,7 +36,9 @@ SMALL = {
     # the defaults before issue 9's released-snapshot DP-RSVRG (the paper's Alg. 3 throughout)
     "prirfed-fig5": {"rounds": 2, "repetitions": 1, "eval_every": 1, "inner_steps": 2,
                      "local_steps": 2, "epsilons": [1.0], "rsvrg_variant": "paper"},
-    "prirfed-kpca": {"rounds": 4, "repetitions": 1, "eval_every": 2, "epsilons": [8.0]},
+    # the quick defaults when the digest was recorded (70 samples per agent, clip B^2)
+    "prirfed-kpca": {"rounds": 4, "repetitions": 1, "eval_every": 2, "epsilons": [8.0],
+                     "n_per_agent": 70, "clip": "bound"},
     "doadp-digits": {"epochs": 1, "n_agents": 8, "epsilons": [1.0], "hidden": 4},
     # the quick defaults when the digest was recorded (isotropic features, alpha 0.05)
     "doadp-logreg": {"epochs": 1, "n_agents": 8, "n_per_agent": 10, "dim": 5,

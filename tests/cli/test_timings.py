@@ -1,0 +1,111 @@
+"""The CPU times `rfed list` / `rfed show` print come from the timings file a command writes, and
+a long run prints its estimated total time after its first algorithm run."""
+
+import hashlib
+import json
+import re
+
+import pytest
+
+import rfed.experiments.timings as timings
+from rfed.cli import main
+from rfed.experiments import list_experiments, run_experiment
+
+
+def _write(path, experiments):
+    path.write_text(json.dumps({"format": 1, "experiments": experiments}))
+    return path
+
+
+@pytest.fixture
+def timings_file(tmp_path, monkeypatch):
+    path = _write(tmp_path / "timings.json", {
+        "dpdgt-ieee14": {"quick": {"cpu_seconds": 4321.0, "date": "2026-01-02",
+                                   "commit": "abc123", "algorithm_runs": 3}},
+        "doadp-logreg": {"quick": {"cpu_seconds": 12.0}, "paper": {"cpu_seconds": 7.5e3}}})
+    monkeypatch.setattr(timings, "TIMINGS", path)
+    return path
+
+
+def test_list_prints_the_files_times_and_not_measured_elsewhere(timings_file, capsys):
+    assert main(["list"]) == 0
+    lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line}
+    assert lines["dpdgt-ieee14"].endswith("(CPU 72 min)")          # 4321 s
+    assert lines["doadp-logreg"].endswith("(CPU 12 s; paper scale 2.1 h)")
+    assert lines["dpdda-svm"].endswith("(CPU not measured)")
+    assert lines["doadp-digits"].endswith("(CPU not measured; paper scale not measured)")
+    assert main(["show", "dpdgt-ieee14"]) == 0
+    assert "defaults: 72 min of CPU (4321 s; measured 2026-01-02 at commit abc123)" in \
+        capsys.readouterr().out
+    timings_file.write_text("{not json")       # an unreadable file: nothing is measured
+    assert main(["list"]) == 0
+    assert "(CPU 72 min)" not in capsys.readouterr().out
+
+
+def test_the_shipped_timings_file_is_what_list_prints(capsys):
+    """Every time `rfed list` prints is the shipped file's (written by
+    benchmarks/bench_experiments.py --record, with its command), and only those."""
+    shipped = timings.read_timings()
+    assert main(["list"]) == 0
+    out = capsys.readouterr().out
+    for exp in list_experiments():
+        (line,) = [x for x in out.splitlines() if x.startswith(exp.name + " ")]
+        scales = ("quick", "paper") if "paper" in exp.scales else ("quick",)
+        cells = re.search(r"\(([^()]*)\)$", line).group(1).split("; ")
+        for scale, cell in zip(scales, cells, strict=True):
+            entry = shipped.get(exp.name, {}).get(scale)
+            if entry is None:
+                assert cell.endswith("not measured"), line
+            else:
+                assert cell.endswith(timings.duration(entry["cpu_seconds"])), line
+                assert entry["command"].startswith("python benchmarks/bench_experiments.py "
+                                                   "--record"), entry
+                assert exp.name in entry["command"]
+
+
+def test_estimate_line_from_the_recorded_number_of_runs(monkeypatch, capsys):
+    clock = iter([10.0, 14.0])
+    monkeypatch.setattr(timings.time, "perf_counter", lambda: next(clock))
+    est = timings.TimeEstimate(runs=30, min_seconds=60)
+    est.run_started(0)
+    line = est.run_finished(0)
+    # 4 s for the first of 30 runs: about 120 s in all
+    assert line == ("rfed: the first of 30 algorithm runs took 4 s; estimated total about "
+                    "2 min of wall time (the runs differ in cost: a guide)")
+    assert line in capsys.readouterr().err
+    assert est.run_finished(1) is None           # one line per run
+    clock = iter([0.0, 1.0])
+    short = timings.TimeEstimate(runs=30, min_seconds=60)
+    short.run_started(0)
+    assert short.run_finished(0) is None         # 30 s in all: not a long run
+
+
+def test_recorded_runs_only_for_the_recorded_settings(timings_file):
+    data = json.loads(timings_file.read_text())
+    data["experiments"]["dpdgt-ieee14"]["quick"]["config_sha256"] = \
+        timings.settings_digest({"a": 1, "b": [1.0, None]})
+    timings_file.write_text(json.dumps(data))
+    assert timings.recorded_runs("dpdgt-ieee14", {"b": (1.0, None), "a": 1}, "quick") == 3
+    assert timings.recorded_runs("dpdgt-ieee14", {"a": 2, "b": [1.0, None]}, "quick") is None
+    assert timings.recorded_runs("doadp-logreg", {}, "quick") is None   # count not recorded
+
+
+def test_a_run_prints_its_first_runs_time(monkeypatch, capsys, tmp_path):
+    monkeypatch.setattr(timings, "LONG_RUN_SECONDS", 0.0)
+    monkeypatch.setattr(timings, "TIMINGS", tmp_path / "none.json")
+    overrides = {"rounds": 2, "repetitions": 2, "eval_every": 1}
+    summary, ctx = run_experiment("pca-synthetic", overrides=overrides, out_dir=tmp_path / "a")
+    err = capsys.readouterr().err
+    # settings never recorded: the first run's time only
+    assert err.count("rfed: the first algorithm run took") == 1
+    assert "never recorded" in err
+    # what benchmarks/bench_experiments.py --record hashes (the summary's settings) is what a
+    # run of the same settings looks up
+    saved = json.loads((tmp_path / "a" / "summary.json").read_text())
+    digest = hashlib.sha256(json.dumps(saved["config"], sort_keys=True).encode()).hexdigest()
+    assert digest == timings.settings_digest(ctx.config)
+    _write(timings.TIMINGS, {"pca-synthetic": {"quick": {
+        "cpu_seconds": 1.0, "algorithm_runs": saved["algorithm_runs"], "config_sha256": digest}}})
+    run_experiment("pca-synthetic", overrides=overrides)
+    assert f"rfed: the first of {saved['algorithm_runs']} algorithm runs took" in \
+        capsys.readouterr().err
