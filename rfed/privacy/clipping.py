@@ -104,7 +104,8 @@ def clip_by_norm(
 
 
 def clip_coordinates(
-    v: np.ndarray, bound: float | np.ndarray, ndim: int = 1, *, count_clipped: bool = True
+    v: np.ndarray, bound: float | np.ndarray, ndim: int = 1, *, count_clipped: bool = True,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None]:
     """Per-coordinate clipping: clamp each coordinate to ``[-bound, bound]``.
 
@@ -120,6 +121,9 @@ def clip_coordinates(
     count_clipped : bool
         Count the clamped coordinates (``False``: ``n_clipped`` is ``None``, for a caller that
         does not report them).
+    out : float64 array, shape of ``v``, optional
+        Where the clipped values are written (it may be ``v`` itself when the caller owns it
+        and does not count; the same values as a fresh array). Needs a scalar ``bound``.
 
     Returns
     -------
@@ -137,8 +141,12 @@ def clip_coordinates(
         # clip(v, -b, b) = min(max(v, -b), b) for finite v (checked above) and b > 0: the
         # same values without np.clip's argument handling
         b = float(bound)
-        clipped = np.maximum(v, -b)
+        if out is not None and count_clipped and out is v:
+            raise ValueError("argument 'out' cannot be 'v' when the clipped are counted")
+        clipped = np.maximum(v, -b, out=out)
         np.minimum(clipped, b, out=clipped)
+    elif out is not None:
+        raise ValueError("argument 'out' needs a scalar 'bound'")
     else:
         clipped = np.clip(v, -bound, bound)
     if not count_clipped:

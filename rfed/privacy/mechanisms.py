@@ -258,6 +258,13 @@ def laplace_noise(
             "not allowed in secure mode; use laplace_mechanism(value, scale, rng) (or "
             "LaplaceSchedule.release)"
         )
+    draws, scale = _laplace_draws(shape, scale, rng)
+    return draws * scale
+
+
+def _laplace_draws(shape: Any, scale: Any, rng: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Standard Laplace draws of ``shape`` from ``rng`` and the checked ``scale`` (an array
+    that broadcasts to ``shape``); the noise is their product."""
     scale = check_nonneg_array(scale, "scale")
     shape = (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
     try:
@@ -266,7 +273,7 @@ def laplace_noise(
         fits = False
     if not fits:
         raise ValueError(f"argument 'scale' of shape {scale.shape} must broadcast to shape {shape}")
-    return _draws(rng).laplace(0.0, 1.0, size=shape) * scale
+    return _draws(rng).laplace(0.0, 1.0, size=shape), scale
 
 
 def laplace_mechanism(
@@ -296,7 +303,15 @@ def laplace_mechanism(
     if is_secure(rng):
         scale = check_nonneg_array(scale, "scale")
         return grid_release(value, scale, rng, "laplace", name="value")
-    return value + laplace_noise(value.shape, scale, rng)
+    draws, scale = _laplace_draws(value.shape, scale, rng)
+    if (type(draws) is np.ndarray and draws.dtype == np.float64 and draws.flags.writeable
+            and draws.flags.c_contiguous and draws.shape == value.shape
+            and value.dtype == np.float64):
+        # value + draws * scale into the fresh draws' array: the same products and sums,
+        # without two more arrays of the value's size
+        np.multiply(draws, scale, out=draws)
+        return np.add(value, draws, out=draws)
+    return value + draws * scale
 
 
 @dataclasses.dataclass(frozen=True)

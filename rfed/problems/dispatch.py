@@ -210,7 +210,8 @@ class QuadraticResourceAllocation:
         """
         return self._rows_of("demand", np.asarray(agents))
 
-    def primal_rows(self, agents: np.ndarray, price: np.ndarray) -> np.ndarray:
+    def primal_rows(self, agents: np.ndarray, price: np.ndarray, *,
+                    scratch: np.ndarray | None = None) -> np.ndarray:
         """:meth:`primal` of the listed agents only: ``price`` and the result ``(A, m)``.
         Agent-wise, so its rows equal the full call's bit for bit.
 
@@ -220,6 +221,9 @@ class QuadraticResourceAllocation:
             Global agent ids.
         price : array, shape ``(A, m)``
             The listed agents' prices.
+        scratch : float64 array, shape ``(A, m)``, optional
+            Where the clipped unconstrained minimiser is formed (the same operations, so the
+            same bits; its content is left undefined); the result is still a fresh array.
 
         Returns
         -------
@@ -230,7 +234,12 @@ class QuadraticResourceAllocation:
         two_a, b, lo, hi, free = self._rows_for(np.asarray(agents),
                                                 ("two_a", "b", "lo", "hi", "free"))
         # _argmin's arithmetic with its 2 a formed once
-        return np.where(free, np.clip((np.asarray(price, dtype=float) - b) / two_a, lo, hi), lo)
+        price = np.asarray(price, dtype=float)
+        if scratch is None or scratch.shape != price.shape:
+            return np.where(free, np.clip((price - b) / two_a, lo, hi), lo)
+        inner = np.subtract(price, b, out=scratch)
+        np.true_divide(inner, two_a, out=inner)
+        return np.where(free, np.clip(inner, lo, hi, out=inner), lo)
 
     def cost_terms(self, agents: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``a_ik w_ik^2 + b_ik w_ik`` of the listed agents' allocations ``w`` ``(A, m)``;

@@ -351,7 +351,15 @@ class LinearProblem(Problem):
         return self.sample_data_loss(x, batch) + self.regularizer.value(x)[..., None]
 
     def sample_rgrad(self, x, batch):
-        return self.sample_data_grad(x, batch) + self.regularizer.subgrad(x)[..., None, :]
+        data = self.sample_data_grad(x, batch)
+        reg = self.regularizer.subgrad(x)[..., None, :]
+        if (type(self).sample_data_grad is LinearProblem.sample_data_grad
+                and type(data) is np.ndarray and np.result_type(data, reg) == data.dtype
+                and np.broadcast_shapes(data.shape, reg.shape) == data.shape):
+            # the same sum into the fresh product's array (no third array of the batch's size)
+            data += reg
+            return data
+        return data + reg
 
     def clipped_grad_sum(self, x, batch, bound, mask=None):
         """:meth:`Problem.clipped_grad_sum` with the same arithmetic, without its generic

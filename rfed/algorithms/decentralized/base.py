@@ -34,7 +34,7 @@ import numpy as np
 
 from rfed.algorithms.base import Algorithm, evaluate_point
 from rfed.algorithms.decentralized._blocks import BlockStates
-from rfed.algorithms.decentralized._common import check_mixing_matrix
+from rfed.algorithms.decentralized._common import ScratchArrays, check_mixing_matrix
 from rfed.algorithms.decentralized._streams import KeyedDraws, _streams_of, run_seed
 from rfed.algorithms.private import (
     GAUSSIAN_REPLACE_ONE_ONLY,
@@ -367,8 +367,8 @@ class PrivateGradient:
             raise ValueError("batch_size=None (full local gradients) needs equal local sizes")
 
     # ------------------------------------------------------------------ the step
-    def __call__(self, problem: Any, state: PrivateState, rows: np.ndarray | None = None
-                 ) -> np.ndarray:
+    def __call__(self, problem: Any, state: PrivateState, rows: np.ndarray | None = None,
+                 *, scratch: ScratchArrays | None = None) -> np.ndarray:
         """This round's noisy gradients of the block's agents at their iterates, charged.
 
         Parameters
@@ -379,6 +379,9 @@ class PrivateGradient:
         rows : int array, shape ``(A,)``, optional
             The block's rows (local indices) of the agents that release (default: every agent
             of the block, whose iterates are then handed to the problem read-only, not copied).
+        scratch : ScratchArrays, optional
+            The run's reused arrays for the step's temporaries (the same bits; see
+            :meth:`noisy_values`).
 
         Returns
         -------
@@ -406,8 +409,14 @@ class PrivateGradient:
         else:
             block = None if is_secure(state.rng) else _streams_of(state.seed).block(ids)
             idx = self.minibatch(problem, ids, _keyed(state, block, "minibatch"))
-            out = self.noisy_values(problem, x, ids, idx, state.noise_std,
-                                    _keyed(state, block, "noise"))
+            # the reused arrays go to this class's own noisy_values only (one a subclass
+            # overrides keeps its signature)
+            noise = _keyed(state, block, "noise")
+            if scratch is not None and type(self).noisy_values is _OWN_NOISY_VALUES:
+                out = self.noisy_values(problem, x, ids, idx, state.noise_std, noise,
+                                        scratch=scratch)
+            else:
+                out = self.noisy_values(problem, x, ids, idx, state.noise_std, noise)
         self.charge(state, ids)
         return out
 
@@ -431,7 +440,8 @@ class PrivateGradient:
         return sample_without_replacement(problem.counts[agents], self.batch_size, draws)
 
     def noisy_values(self, problem: Any, x: np.ndarray, owners: np.ndarray, idx: np.ndarray,
-                     std: float, noise: Any, mask: np.ndarray | None = None) -> np.ndarray:
+                     std: float, noise: Any, mask: np.ndarray | None = None, *,
+                     scratch: ScratchArrays | None = None) -> np.ndarray:
         """Clip, average and noise the gradients of records ``idx`` of ``owners`` at ``x``.
 
         Parameters
@@ -450,6 +460,10 @@ class PrivateGradient:
             The entries of ``idx`` that were drawn (a Poisson minibatch padded to its largest
             size; ``'per_sample'`` clipping with a minibatch only): the others add nothing to
             the sum, which is still divided by the public ``b``. Default: every entry.
+        scratch : ScratchArrays, optional
+            The run's reused arrays: ``'per_coordinate'`` clipping on Euclidean space writes its
+            clipped coordinates, and with noise their mean, into them (the same operations, so
+            the same bits); the array returned is still a fresh one.
 
         Returns
         -------
@@ -469,7 +483,7 @@ class PrivateGradient:
             if std > 0:
                 total = gaussian_mechanism(manifold, x, total, std, noise)
             return total / float(self.batch_size)
-        grads = problem.per_sample_grad(x, owners, idx)  # (P, b, *point_shape)
+        grads = _per_sample_grads(problem, x, owners, idx, scratch)  # (P, b, *point_shape)
         k = len(manifold.point_shape)
         if self.clipping == "per_coordinate":
             if type(manifold) is Euclidean and type(grads) is np.ndarray \
@@ -479,13 +493,19 @@ class PrivateGradient:
                 coords = grads.reshape(grads.shape[:2] + (manifold.dim,))
             else:
                 coords = manifold.to_coords(np.expand_dims(x, 1), grads)   # (P, b, dim)
+            reuse = scratch if coords.dtype == np.float64 else None
             if self.clip is not None:
-                coords, _ = clip_coordinates(coords, self.clip / np.sqrt(manifold.dim),
-                                             count_clipped=False)
+                coords, _ = clip_coordinates(
+                    coords, self.clip / np.sqrt(manifold.dim), count_clipped=False,
+                    out=None if reuse is None else reuse.take("clipped coordinates",
+                                                              coords.shape))
             # np.mean's own arithmetic (numpy's _mean: add.reduce, then true_divide by the
-            # count in place) without its argument handling
-            mean = np.add.reduce(coords, axis=1)
-            np.true_divide(mean, coords.shape[1], out=mean)
+            # count in place) without its argument handling; with noise the mean is read once
+            # by the release (a fresh array), so it may be a reused one
+            shape: tuple[int, ...] = coords.shape   # (P, b, dim)
+            mean = np.add.reduce(coords, axis=1, out=None if reuse is None or std <= 0
+                                 else reuse.take("mean coordinates", (shape[0], shape[2])))
+            np.true_divide(mean, shape[1], out=mean)
             if std > 0:
                 mean = gaussian_release(mean, std, noise)
             if type(manifold) is Euclidean:
@@ -527,6 +547,25 @@ class PrivateGradient:
             released = np.zeros(state.ledger.counts.size, dtype=bool)
             released[agents] = True
             state.ledger.record_round(released)
+
+
+#: The class's own :meth:`PrivateGradient.noisy_values` (the one that takes ``scratch=``).
+_OWN_NOISY_VALUES = PrivateGradient.noisy_values
+
+
+def _per_sample_grads(problem: Any, x: np.ndarray, owners: np.ndarray, idx: np.ndarray,
+                      scratch: ScratchArrays | None) -> np.ndarray:
+    """``problem.per_sample_grad(x, owners, idx)``, shape ``(P, b, *point_shape)``; with
+    ``scratch`` and the base class's method, the records are gathered into the run's reused
+    arrays (:meth:`rfed.problems.Problem.batch`'s ``out=``, the same values) and the gradients
+    taken from them by the same :meth:`~rfed.problems.Problem.sample_rgrad`."""
+    if (scratch is None or idx.size == 0
+            or getattr(problem.per_sample_grad, "__func__", None) is not Problem.per_sample_grad):
+        return problem.per_sample_grad(x, owners, idx)
+    probe = problem.batch(owners[:1], idx[:1, :1])
+    buffers = {key: scratch.take(f"records {key}", (idx.size,) + v.shape[2:], v.dtype)
+               for key, v in probe.items()}
+    return problem.sample_rgrad(np.asarray(x), problem.batch(owners, idx, out=buffers))
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:

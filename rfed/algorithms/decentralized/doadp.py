@@ -35,6 +35,7 @@ from rfed.algorithms.decentralized._common import (
     check_choice,
     check_nonneg,
     check_probability,
+    scratch_of,
 )
 from rfed.algorithms.decentralized._privacy import PaperFormula
 from rfed.algorithms.decentralized._streams import PlannedRounds, agent_draws
@@ -434,35 +435,44 @@ class DOADP(PrivateAlgorithm):
         transport the identity and the coordinates the entries, so the same arithmetic runs
         on the arrays themselves; with every agent of the block active (``p = 1``: noisy DSGD)
         whole arrays stand for the active rows, updated in place (the same sums and products,
-        no gathers). ``tests/algorithms/test_doadp_round_bits.py`` keeps it equal to
-        :meth:`step` bit for bit."""
+        no gathers), and the temporaries that do not leave the round are written into the run's
+        reused arrays (:class:`~rfed.algorithms.decentralized._common.ScratchArrays`).
+        ``tests/algorithms/test_doadp_round_bits.py`` keeps it equal to :meth:`step` bit for
+        bit."""
         w, dim = self.weights, problem.manifold.dim
         x, xhat = state.x, state.xhat
         eta, mine, act = self._activity(state)
         everyone = act.size == x.shape[0]
+        scratch = scratch_of(self)
         cons = consensus_direction(problem.manifold, w, xhat, comm=state.comm, copies=True)
         u = np.multiply(cons, self.gamma, out=cons)   # gamma cons, in the fresh array
         m = self.beta * state.m
         if everyone:
-            m += self.gradient(problem, state)        # the iterates read-only, not copied
-            u -= self.alpha * m
+            # the iterates read-only, not copied; the noisy gradient and alpha m do not escape
+            m += self.gradient(problem, state, scratch=scratch)
+            u -= np.multiply(self.alpha, m, out=scratch.take("alpha m", m.shape))
         else:
             m_act = m[act] + self.gradient(problem, state, act)
             m[act] = m_act
             u[act] = u[act] - self.alpha * m_act
         x_new = np.add(x, u, out=u)
         k, payload = self._message_size(dim)
-        delta = np.zeros_like(xhat)
-        if act.size:
-            xh, x_act = (xhat, x_new) if everyone else (xhat[act], x_new[act])
-            s = (x_act - xh).reshape(act.size, dim)
+        if everyone:
+            # (x_new - xhat), then (xhat + s) - xhat into reused arrays: publish adds the
+            # result to the copies in a fresh array
+            s = np.subtract(x_new, xhat, out=scratch.take("s", xhat.shape)).reshape(act.size, dim)
             if k < dim:
                 s = sparsify(s, k, self.sparsifier, self._rand_k_draws(state, act))
-            moved = (xh + s.reshape(xh.shape)) - xh
-            if everyone:
-                delta = moved
-            else:
-                delta[act] = moved
+            delta = np.add(xhat, s.reshape(xhat.shape), out=scratch.take("moved", xhat.shape))
+            np.subtract(delta, xhat, out=delta)
+        else:
+            delta = np.zeros_like(xhat)
+            if act.size:
+                xh = xhat[act]
+                s = (x_new[act] - xh).reshape(act.size, dim)
+                if k < dim:
+                    s = sparsify(s, k, self.sparsifier, self._rand_k_draws(state, act))
+                delta[act] = (xh + s.reshape(xh.shape)) - xh
         xhat = state.comm.publish(w, xhat, delta, senders=mine, payload_bytes=payload)
         return state.advance(x=x_new, m=m, xhat=xhat,
                              n_active_total=state.n_active_total + int(np.count_nonzero(eta)))

@@ -43,6 +43,7 @@ from rfed.algorithms.decentralized._common import (
     check_choice,
     check_nonneg,
     check_probability,
+    scratch_of,
 )
 from rfed.algorithms.decentralized._privacy import PaperFormula
 from rfed.algorithms.decentralized._streams import PlannedRounds, agent_draws, run_seed
@@ -393,6 +394,15 @@ class DPDDA(PrivateAlgorithm):
             return out
         return manifold.exp(xtilde, weight * manifold.log(xtilde, x))
 
+    def _message_copy(self, z: np.ndarray) -> np.ndarray:
+        """A copy of ``z`` to build the round's messages in: the run's reused array for float64
+        (the mixing product returns a fresh one, so the message never leaves the round)."""
+        if z.dtype != np.float64:
+            return z.copy()
+        msg = scratch_of(self).take("message", z.shape)
+        np.copyto(msg, z)
+        return msg
+
     @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
         """One iteration ``t`` of Algorithm 1 (lines 5-12, eqs. (5)-(6)) for the block."""
@@ -414,7 +424,7 @@ class DPDDA(PrivateAlgorithm):
         act = np.flatnonzero(active)  # local rows of the block's active agents
         act_ids = act if whole else agents[act]
         # lines 6-8: the message z_i + a_t eta_i (ghat_i + nu_i) of every node
-        msg = state.z.copy()
+        msg = self._message_copy(state.z)
         if act.size:  # a block may hold no active agent this round
             msg[act] += a_t * self._noisy_subgradients(problem, state, act, act_ids)
         # (5), line 9: z^(t+1) = W^(t) msg
@@ -422,6 +432,8 @@ class DPDDA(PrivateAlgorithm):
             z = state.comm.mix_pairs(rnd.pairs, msg, senders=active)
         else:
             z = state.comm.mix(rnd.weights, msg, senders=active)
+        if np.may_share_memory(z, msg):  # an engine that returned the message itself
+            z = z.copy()
         # (6), lines 10-12: the prox step of the active nodes (or of every node, 'recompute')
         big_a_next = big_a + self._a(t + 1)
         x = state.x.copy()

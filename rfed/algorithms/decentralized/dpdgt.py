@@ -37,7 +37,7 @@ import numpy as np
 
 from rfed.algorithms.base import Algorithm
 from rfed.algorithms.decentralized._blocks import BlockStates
-from rfed.algorithms.decentralized._common import check_nonneg, check_probability
+from rfed.algorithms.decentralized._common import check_nonneg, check_probability, scratch_of
 from rfed.algorithms.decentralized._privacy import (
     DGTAccount,
     DGTRelease,
@@ -275,6 +275,16 @@ class _PushPullBase(BlockStates, Algorithm):
                                    agent_draws(rng, state.seed, agents, k, "noise-w"))
         return comm.mix(self.c, sent_s), comm.mix(self.r, sent_w)
 
+    @staticmethod
+    def _primal(problem, agents: np.ndarray, price: np.ndarray, scratch: np.ndarray
+                ) -> np.ndarray:
+        """The agents' primal minimisers at ``price`` (fresh), formed in ``scratch`` when the
+        problem takes one (rfed's dispatch problems; the same bits)."""
+        if (type(problem).primal_rows is QuadraticResourceAllocation.primal_rows
+                and scratch.dtype == np.float64):
+            return problem.primal_rows(agents, price, scratch=scratch)
+        return problem.primal_rows(agents, price)
+
     def metrics(self, problem, state, with_reference):
         w = state.comm.all_rows(state.w)
         wt = state.comm.all_rows(state.wt)
@@ -434,13 +444,15 @@ class DPDGT(_PushPullBase):
         # (13a): s = (1 - gamma) s + gamma C(s + xi) - alpha_k (w - d)
         s = (1 - self.gamma) * state.s
         s += np.multiply(pushed, self.gamma, out=pushed)
-        mismatch = np.subtract(state.w, problem.demand_rows(agents))
+        # the temporaries that do not leave the round in the run's reused array (same bits)
+        mismatch = np.subtract(state.w, problem.demand_rows(agents),
+                               out=scratch_of(self).take("mismatch", state.w.shape))
         s -= np.multiply(mismatch, self.alpha(k), out=mismatch)
         # (13b): w~ = (1 - phi) w~ + phi R(w~ + zeta) + (s_{k+1} - s_k)
         wt = (1 - self.phi) * state.wt
         wt += np.multiply(pulled, self.phi, out=pulled)
         wt += np.subtract(s, state.s, out=mismatch)
-        w = problem.primal_rows(agents, wt)
+        w = self._primal(problem, agents, wt, mismatch)
         return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
                         theta_zeta=state.theta_zeta, seed=state.seed)
@@ -511,7 +523,8 @@ class NoisyDDGT(_PushPullBase):
         k = state.t
         pushed, pulled = self._messages(state, state.comm)
         wt = np.add(pulled, self.beta0 * self.q ** k * state.s, out=pulled)
-        w = problem.primal_rows(state.comm.agents, wt)
+        w = self._primal(problem, state.comm.agents, wt,
+                         scratch_of(self).take("primal", wt.shape))
         change = np.subtract(w, state.w)
         z = np.subtract(pushed, np.multiply(change, self.iota, out=change), out=pushed)
         return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=state.rng, comm=state.comm,

@@ -42,7 +42,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from rfed._docstrings import sections_from
-from rfed.algorithms.decentralized._common import check_nonneg
+from rfed.algorithms.decentralized._common import ScratchArrays, check_nonneg, scratch_of
 from rfed.algorithms.decentralized._privacy import PaperFormula
 from rfed.algorithms.decentralized._streams import agent_draws
 from rfed.algorithms.decentralized.base import (
@@ -134,6 +134,38 @@ def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
     s = np.where(den > 1e-12, num / np.maximum(den, 1e-12), 0.0)
     s = np.clip(s, -1.0, 1.0)
     return s, 1.0 / (1.0 + np.exp(s))
+
+
+class _PairArrays:
+    """A DPDL round's pair arrays (one row per pair) in the run's reused arrays
+    (:class:`~rfed.algorithms.decentralized._common.ScratchArrays`) when the points are
+    float64, else fresh ones: the same copies, gathers and products either way."""
+
+    def __init__(self, scratch: ScratchArrays, x: np.ndarray):
+        self.scratch = scratch if x.dtype == np.float64 else None
+        self.point_shape = x.shape[1:]
+
+    def like(self, name: str, rows: int) -> np.ndarray | None:
+        """The reused array ``name`` of ``rows`` points (``None``: a fresh one is made)."""
+        if self.scratch is None:
+            return None
+        return self.scratch.take(name, (rows,) + self.point_shape)
+
+    def stacked(self, name: str, top: np.ndarray, bottom: np.ndarray) -> np.ndarray:
+        """``np.concatenate([top, bottom])``."""
+        if self.scratch is None or top.dtype != np.float64 or bottom.dtype != np.float64:
+            return np.concatenate([top, bottom])
+        out = self.scratch.take(name, (top.shape[0] + bottom.shape[0],) + self.point_shape)
+        return np.concatenate([top, bottom], out=out)
+
+    def rows(self, name: str, values: np.ndarray, index: np.ndarray) -> np.ndarray:
+        """``values[index]`` (``index`` valid rows)."""
+        if self.scratch is None or values.dtype != np.float64:
+            return values[index]
+        out = self.scratch.take(name, (index.size,) + self.point_shape)
+        # mode 'clip' writes straight into out ('raise' would gather into a temporary first);
+        # the indices are rows of the block
+        return np.take(values, index, axis=0, out=out, mode="clip")
 
 
 @dataclass
@@ -396,18 +428,20 @@ class DPDL(PrivateAlgorithm):
                 "an agent is post-processing of its noisy releases)"]
 
     # ------------------------------------------------------------------ the round's pieces
-    def _noisy_means(self, problem, x_models, data_owner, idx, noise_ids, state, mask=None):
+    def _noisy_means(self, problem, x_models, data_owner, idx, noise_ids, state, mask=None,
+                     out: np.ndarray | None = None):
         """Per pair (model, data owner): eq. (10), the noisy clipped mean of the owner's
         minibatch at the model, tangent at ``x_models`` (``noise_ids``: the keyed noise stream
         of each release; ``mask`` ``(P, b)``: the drawn rows of a Poisson minibatch, None:
-        every row).
+        every row; ``out``: the array to write them into, default a fresh one).
 
         The pairs go a chunk at a time (:meth:`_chunk_pairs`), so the per-sample values never
         exceed one chunk; every pair's value is the same in any chunk. A problem with a
         structured clipped sum takes the private gradient's fast path
         (:func:`structured_clipping`).
         """
-        out = np.empty(x_models.shape)
+        if out is None:
+            out = np.empty(x_models.shape)
         n_pairs = data_owner.size
         chunk = self._chunk_pairs(problem, structured_clipping(problem))
         for lo in range(0, n_pairs, chunk):  # chunks of pairs, not agents
@@ -473,12 +507,16 @@ class DPDL(PrivateAlgorithm):
         # and its own (the self pairs) on its minibatch. Keyed noise per release: the self
         # release of agent i is stream i, the cross release on arc e is stream n + e
         m = nb.senders.size
-        noisy = self._noisy_means(problem, np.concatenate([nb.values, x]),
+        # the round's pair arrays (m + n_local rows) that do not leave it are written into the
+        # run's reused arrays (the same copies and products, so the same bits)
+        scratch, n_local_rows = _PairArrays(scratch_of(self), x), x.shape[0]
+        noisy = self._noisy_means(problem, scratch.stacked("models", nb.values, x),
                                   np.concatenate([agents[nb.receivers], agents]),
                                   np.concatenate([idx[nb.receivers], idx]),
                                   np.concatenate([n + nb.arc_ids, agents]), state,
                                   None if drawn is None
-                                  else np.concatenate([drawn[nb.receivers], drawn]))
+                                  else np.concatenate([drawn[nb.receivers], drawn]),
+                                  out=scratch.like("noisy", m + n_local_rows))
         # the agent's own NOISY self-gradient gdd^ii: the clean one would leave the agent
         # un-noised inside the model it gossips
         g_self = noisy[m:]
@@ -491,16 +529,19 @@ class DPDL(PrivateAlgorithm):
         # (15)-(16), lines 19-20: cosine similarity and Cal at each model owner, j = i included
         n_local = agents.size
         model_owner = np.concatenate([back.receivers, np.arange(n_local)])  # local rows
-        recv_all = np.concatenate([back.values, g_self])
+        recv_all = scratch.stacked("received", back.values, g_self)
         wij = np.concatenate([back.weights, w.diagonal()[agents]])
         # each agent's self-gradient norm once, gathered to its pairs
-        _, cal = calibration_weights(manifold, x[model_owner], recv_all, g_self[model_owner],
+        # (the pair models' array again: the stacked models above are no longer read)
+        _, cal = calibration_weights(manifold, scratch.rows("models", x, model_owner), recv_all,
+                                     scratch.rows("self gradients", g_self, model_owner),
                                      manifold.norm(x, g_self)[model_owner])
         # (17)-(18), lines 21-22:
         # gtilde^i = sum_j gdd^ij / (sqrt(w_ij) N) + alpha (sum_j w_ij Cal^ij) gdd^ii
         coef = 1.0 / (np.sqrt(wij) * n)
         shape = (-1,) + (1,) * len(manifold.point_shape)
-        cross = segment_sum(model_owner, coef.reshape(shape) * recv_all, n_local)
+        cross = segment_sum(model_owner, np.multiply(coef.reshape(shape), recv_all,
+                                                     out=recv_all), n_local)
         self_weight = np.bincount(model_owner, weights=wij * cal, minlength=n_local)
         gtilde = cross + self.alpha * self_weight.reshape(shape) * g_self
         # (19)-(22), lines 24-29: heavy ball, then gossip of momentum and model with W

@@ -1,0 +1,89 @@
+"""The decentralized rounds that write temporaries into per-run reused arrays
+(:class:`rfed.algorithms.decentralized._common.ScratchArrays`) never let one escape: every
+state a round returns keeps its values while later rounds run, and shares no memory with the
+reused arrays. (That the rounds keep their bits is the pinned digests' job.)"""
+
+import copy
+import dataclasses
+
+import numpy as np
+import pytest
+
+from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, NoisyDDGT, NoisyDSGD
+from rfed.algorithms.decentralized._common import ScratchArrays, scratch_of
+from rfed.networks import Network, circulant, digraph_from_edges
+from rfed.privacy.mechanisms import LaplaceSchedule
+from rfed.problems.dispatch import QuadraticResourceAllocation
+from rfed.problems.linear import HingeSVM, L2Regularizer, LogisticRegression
+
+N, DIM, RECORDS = 40, 3, 6
+
+
+def _linear_data(rng):
+    features = rng.standard_normal((N, RECORDS, DIM)) / (2.0 * np.sqrt(DIM))
+    labels = np.where(rng.random((N, RECORDS)) < 0.5, -1.0, 1.0)
+    return features, labels
+
+
+def _build(name):
+    rng = np.random.default_rng(3)
+    if name in ("DP-DGT", "noisy DDGT"):
+        problem = QuadraticResourceAllocation(1.0 + rng.random((N, DIM)),
+                                              rng.standard_normal((N, DIM)), np.zeros((N, DIM)),
+                                              np.full((N, DIM), 10.0), rng.random((N, DIM)))
+        src = np.repeat(np.arange(N), 2)
+        graph = digraph_from_edges(N, np.stack([src, (src + np.tile([1, 2], N)) % N], axis=1))
+        noise = {"theta_xi": LaplaceSchedule(0.01, 0.995),
+                 "theta_zeta": LaplaceSchedule(0.01, 0.995)}
+        alg = DPDGT(graph, **noise) if name == "DP-DGT" else NoisyDDGT(graph, **noise)
+        return alg, problem
+    net = Network(circulant(N, 2))
+    if name == "DP-DDA":
+        problem = HingeSVM(*_linear_data(rng), L2Regularizer(0.1), feature_bound=1.0)
+        return DPDDA(net, n_active=N // 10, sampler="maximal", gamma=1.0,
+                     noise_multiplier=1.0), problem
+    problem = LogisticRegression(*_linear_data(rng), L2Regularizer(0.01), feature_bound=1.0)
+    if name == "DO-ADP":
+        return DOADP(net, alpha=0.1, p=1.0, grad_bound=1.0, noise_multiplier=1.0), problem
+    if name == "DPDL":
+        return DPDL(net, lr=0.1, batch_size=3, clip=1.0, noise_multiplier=1.0), problem
+    if name == "DO-ADP p=0.5 top-k":
+        return DOADP(net, alpha=0.1, p=0.5, k=2, grad_bound=1.0, noise_multiplier=1.0), problem
+    return NoisyDSGD(net, alpha=0.1, grad_bound=1.0, noise_multiplier=1.0), problem
+
+
+def _arrays(state):
+    return {f.name: getattr(state, f.name) for f in dataclasses.fields(state)
+            if type(getattr(state, f.name)) is np.ndarray}
+
+
+@pytest.mark.parametrize("name", ["DO-ADP", "DO-ADP p=0.5 top-k", "noisy DSGD", "DP-DGT",
+                                  "noisy DDGT", "DP-DDA", "DPDL"])
+def test_a_returned_state_is_never_written_by_a_later_round(name):
+    alg, problem = _build(name)
+    state = alg.init(problem, np.zeros(DIM), np.random.default_rng(0))
+    kept, snapshots = [], []
+    for _ in range(4):
+        state = alg.step(problem, state)
+        kept.append(state)
+        snapshots.append({k: v.copy() for k, v in _arrays(state).items()})
+    reused = list(scratch_of(alg)._arrays.values())
+    # partial activation takes the readable gathers, which reuse nothing
+    assert bool(reused) == (name != "DO-ADP p=0.5 top-k")
+    for state, snapshot in zip(kept, snapshots, strict=True):
+        for key, value in _arrays(state).items():
+            assert value.tobytes() == snapshot[key].tobytes(), key
+            assert not any(np.may_share_memory(value, r) for r in reused), key
+
+
+def test_the_reused_arrays_stay_with_their_algorithm():
+    scratch = ScratchArrays()
+    a = scratch.take("x", (3, 2))
+    assert scratch.take("x", (3, 2)) is a
+    assert scratch.take("x", (4, 2)).shape == (4, 2)
+    assert scratch.take("x", (4, 2), np.int64).dtype == np.int64
+    # a copy of an algorithm (e.g. a checkpoint's) carries no buffer
+    alg, problem = _build("DO-ADP")
+    alg.step(problem, alg.init(problem, np.zeros(DIM), np.random.default_rng(0)))
+    assert scratch_of(alg)._arrays
+    assert not scratch_of(copy.deepcopy(alg))._arrays
