@@ -68,6 +68,7 @@ from rfed.experiments._classify import (
     softmax_problem,
     tail_averaged,
 )
+from rfed.experiments._paper_data import certified_delta
 from rfed.experiments.plotting import new_figure
 from rfed.experiments.registry import RunContext, check_setting, register, summary_row
 from rfed.networks.graphs import circulant, complete, ieee14_digraph
@@ -83,18 +84,6 @@ __all__: list[str] = []
 EPSILONS = [0.5, 1.0, 2.0, 4.0, 8.0]
 
 
-def certified_delta(min_local_size: int) -> float:
-    """``min(1e-5, 1 / (10 N))`` for the smallest local data set ``N``.
-
-    Parameters
-    ----------
-    min_local_size : int
-
-    Returns
-    -------
-    float
-    """
-    return min(1e-5, 1.0 / (10.0 * int(min_local_size)))
 
 
 # ---------------------------------------------------------------------- data

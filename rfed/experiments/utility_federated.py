@@ -40,6 +40,7 @@ from rfed.algorithms.baselines import (
     NoisyPowerMethod,
 )
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed
+from rfed.experiments._paper_data import certified_delta
 from rfed.experiments.plotting import new_figure
 from rfed.experiments.registry import RunContext, check_choices, register, summary_row
 from rfed.privacy import PrivacyBudget
@@ -76,18 +77,8 @@ def gap_closed(f_start: np.ndarray | float, f: np.ndarray | float, f_star: float
     return (f_start - np.asarray(f, dtype=float)) / denom
 
 
-def sweep_delta(min_dataset_size: int) -> float:
-    """The sweep's delta, ``min(1e-5, 1 / (10 N))`` for the smallest local dataset ``N``.
-
-    Parameters
-    ----------
-    min_dataset_size : int
-
-    Returns
-    -------
-    float
-    """
-    return min(1e-5, 1.0 / (10.0 * int(min_dataset_size)))
+#: The sweep's delta, ``min(1e-5, 1 / (10 N))`` for the smallest local dataset ``N``.
+sweep_delta = certified_delta
 
 
 class Method:
