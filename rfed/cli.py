@@ -752,7 +752,18 @@ def _run_help_for(argv: list[str]) -> str | None:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Entry point of the ``rfed`` console script; returns the exit status."""
+    """Entry point of the ``rfed`` console script; returns the exit status.
+
+    Parameters
+    ----------
+    argv : sequence of str, optional
+        The command-line arguments without the program name; ``sys.argv[1:]`` when ``None``.
+
+    Returns
+    -------
+    int
+        The exit status (0 on success).
+    """
     argv = list(sys.argv[1:] if argv is None else argv)
     try:
         return _main(argv)

@@ -351,7 +351,19 @@ class DPSGD(Algorithm):
 
     def privacy(self, state: DPSGDState) -> dict:
         """The run's privacy report (:func:`rfed.algorithms.private.privacy_report`; without
-        noise :func:`~rfed.algorithms.private.not_private_report`)."""
+        noise :func:`~rfed.algorithms.private.not_private_report`).
+
+        Parameters
+        ----------
+        state : DPSGDState
+            The state after the steps done.
+
+        Returns
+        -------
+        dict
+            The privacy report: the certified epsilon and delta, the accountant and the neighbouring
+            relation.
+        """
         if state.ledger is None:
             return not_private_report(self.name, state.t, is_secure(state.rng))
         return state.ledger.report()

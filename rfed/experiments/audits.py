@@ -387,6 +387,16 @@ def audit_main(argv: list[str] | None = None) -> int:
     Returns the exit status: 0 when the audit's lower bound stays at or below the certified
     epsilon, 1 when it exceeds it (the claim is refuted at the stated confidence), 2 on bad
     arguments.
+
+    Parameters
+    ----------
+    argv : list of str, optional
+        The arguments after ``rfed audit``; ``sys.argv[1:]`` when ``None``.
+
+    Returns
+    -------
+    int
+        The exit status, 0, 1 or 2 as above.
     """
     parser = argparse.ArgumentParser(
         prog="rfed audit",

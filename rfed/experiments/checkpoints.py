@@ -266,6 +266,17 @@ class CheckpointLog:
         """The folder's checkpoint (:func:`read_checkpoint` with ``expect``), or ``None``;
         later saves append after the log prefix it stands on (a torn tail is overwritten).
 
+        Parameters
+        ----------
+        expect : mapping
+            The binding the checkpoint must hold (``experiment``, ``seed``, ``run_id``,
+            ``config_sha256``), as :func:`read_checkpoint` checks it.
+
+        Returns
+        -------
+        dict or None
+            The checkpoint's contents, or ``None`` when the folder holds none.
+
         Raises
         ------
         OutputDirError

@@ -119,6 +119,28 @@ def _check_doadp(cfg: dict) -> None:
     validate=_check_doadp,
 )
 def doadp_logreg(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``doadp-logreg``: decentralized l2-logistic regression with DO-ADP.
+
+    Reproduces DO-ADP Sec. VI-A (Fig. 2(a)/(b), Fig. 3, Table I) on a synthetic stand-in of
+    LIBSVM 'epsilon': DO-ADP at several (p, k/d) against noisy DSGD, DP-DDA and DPDO at the same
+    certified budget, and the suboptimality against epsilon. See ``docs/guide/experiments.md``
+    and ``docs/papers/doadp.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show doadp-logreg`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     cfg = dict(config)
     problem = _logreg_problem(cfg, ctx.rng(99))
     n, q, d = problem.n_agents, int(problem.n_max), problem.dim
@@ -389,6 +411,27 @@ def _check_digits(cfg: dict) -> None:
     validate=_check_digits,
 )
 def doadp_digits(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``doadp-digits``: DO-ADP training a small perceptron on digit images.
+
+    Stand-in of DO-ADP Sec. VI-B (Table II / Fig. 4): test accuracy of the agents' mean model at
+    each certified budget and (p, k/d), beside the same runs without noise. See
+    ``docs/guide/experiments.md`` and ``docs/papers/doadp.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show doadp-digits`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     cfg = dict(config)
     n = cfg["n_agents"]
     data = classification_data(cfg, ctx)

@@ -206,6 +206,26 @@ def _check_dpdda(cfg: dict) -> None:
     validate=_check_dpdda,
 )
 def dpdda_svm(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``dpdda-svm``: private distributed dual averaging on l2- and l1-SVMs.
+
+    Reproduces DP-DDA Sec. 5.2-5.3 (Figs. 1-4) on a stand-in of LIBSVM 'epsilon'. See
+    ``docs/guide/experiments.md`` and ``docs/papers/dpdda.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show dpdda-svm`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     cfg = dict(config)
     out = {"l2": _run_svm(cfg, ctx, "l2"), "l1": _run_svm(cfg, ctx, "l1")}
     ctx.summary_table(out["l2"].pop("table") + out["l1"].pop("table"))

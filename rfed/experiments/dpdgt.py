@@ -76,6 +76,26 @@ def _check_dpdgt(cfg: dict) -> None:
     validate=_check_dpdgt,
 )
 def dpdgt_ieee14(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``dpdgt-ieee14``: dual gradient tracking with decaying Laplace noise.
+
+    Reproduces DP-DGT Sec. 6 (Figs. 2-5) on the IEEE 14-bus economic dispatch. See
+    ``docs/guide/experiments.md`` and ``docs/papers/dpdgt.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show dpdgt-ieee14`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     cfg = dict(config)
     problem = ieee14_problem()
     graph = ieee14_digraph("paper")

@@ -87,6 +87,27 @@ def _check_dpdl(cfg: dict) -> None:
     validate=_check_dpdl,
 )
 def dpdl_digits(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``dpdl-digits``: DPDL against DP-DPSGD on a non-IID split of digit images.
+
+    Reproduces DPDL Sec. 6 (Table I, Figs. 1-2) with a Dirichlet(0.25) split of
+    scikit-learn's digits standing in for MNIST. See ``docs/guide/experiments.md`` and
+    ``docs/papers/dpdl.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show dpdl-digits`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     cfg = dict(config)
     n = cfg["n_agents"]
     data = classification_data(cfg, ctx)

@@ -84,6 +84,27 @@ def _best_match(guess: np.ndarray, candidates: np.ndarray) -> np.ndarray:
               "lr": 0.05, "beta": 0.7, "alpha": 1.5},
 )
 def dpdl_attack(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``dpdl-attack``: gradient inversion of the messages DPDL agents send.
+
+    Follows DPDL Sec. 6 (Tables III-IV, Figs. 5-6): the attack on messages sent without noise
+    and at a certified budget. See ``docs/guide/attacks.md`` and
+    ``docs/guide/experiments.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show dpdl-attack`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     cfg = dict(config)
     n, q = cfg["n_agents"], cfg["per_agent"]
     x_tr, y_tr, x_te, y_te = load_digits_split(rng=ctx.rng(98))

@@ -38,7 +38,20 @@ _DATA = ("synthetic",)
 
 
 def build_problem(config: dict, rng: np.random.Generator) -> KPCA:
-    """The k-PCA problem of ``config`` (``data``, ``manifold``, ``k`` and the recipe's sizes)."""
+    """The k-PCA problem of ``config`` (``data``, ``manifold``, ``k`` and the recipe's sizes).
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings.
+    rng : numpy.random.Generator
+        The generator the data are drawn from.
+
+    Returns
+    -------
+    KPCA
+        The federated k-PCA problem.
+    """
     if config["data"] not in _DATA:
         raise ValueError(f"setting 'data' must be one of {_DATA}, got {config['data']!r}")
     from rfed.datasets.synthetic import make_pca_synthetic
@@ -56,6 +69,23 @@ def private_settings(problem: KPCA, config: dict, step: float,
     certifies ``(epsilon, delta)``. Clip level: ``clip`` when given (a public level, e.g. chosen
     on a public stand-in by :func:`public_clip`), else the public ``problem.gradient_bound``
     (``B^2``); clipping never reads the data.
+
+    Parameters
+    ----------
+    problem : KPCA
+        The problem the settings run on.
+    config : dict
+        The experiment's settings (``epsilons``, ``delta``, ``rounds``, ``local_steps``,
+        ``batch_fraction``, ``n_sampled``, ...).
+    step : float
+        The local step size.
+    clip : float, optional
+        A public clip level; ``problem.gradient_bound`` when ``None``.
+
+    Returns
+    -------
+    list of Setting
+        One setting per budget, in the order of ``config['epsilons']``.
     """
     clip = problem.gradient_bound if clip is None else float(clip)
     out = []
@@ -79,6 +109,20 @@ def public_clip(config: dict, ctx: RunContext, problem: KPCA) -> float:
     ``'median'``: the median of :math:`\\|z\\|^2` over a PUBLIC stand-in drawn from the same
     recipe with its own seed (every per-sample gradient norm is at most :math:`\\|z\\|^2`, so
     clipping then acts on fewer than half the records); a number: that level.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings (``clip`` and the recipe's sizes).
+    ctx : RunContext
+        The run's context (the public stand-in's generator).
+    problem : KPCA
+        The private problem (its public ``gradient_bound``).
+
+    Returns
+    -------
+    float
+        The clip level.
     """
     rule = config["clip"]
     if rule == "bound":
@@ -128,6 +172,27 @@ def _check_kpca(cfg: dict) -> None:
     validate=_check_kpca,
 )
 def kpca(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``prirfed-kpca``: federated top-k principal subspace with PriRFed.
+
+    The recipe of PriRFed Sec. 6.1 extended from the leading eigenvector to k-PCA on the
+    Stiefel or Grassmann manifold (``k = 5`` by default), at the certified budgets of
+    ``epsilons``. See ``docs/guide/experiments.md`` and ``docs/papers/prirfed.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show prirfed-kpca`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     problem = build_problem(config, ctx.rng(0))
     step = float(config["step_size"])
     if not step > 0:

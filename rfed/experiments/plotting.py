@@ -432,6 +432,17 @@ def finish_figure(
       (an extra grid row of axis-free legend cells, :data:`LEGEND_CELL`, sized to its text);
     * ``stand_in``: a "STAND-IN data" mark in the lower left corner (a string says what
       stands in for what: ``"STAND-IN data: <stand_in>"``).
+
+    Parameters
+    ----------
+    fig : matplotlib.figure.Figure
+        The figure, changed in place.
+    title : str, optional
+        The title given to a figure that has none.
+    privacy : mapping, optional
+        ``{setting label: privacy report}`` of the runs drawn.
+    stand_in : bool or str, default False
+        Whether (or what) stand-in data the figure shows.
     """
     axes = [ax for ax in fig.axes if ax.get_visible() and not _is_legend_cell(ax)]
     entries = []
@@ -611,7 +622,18 @@ def _plain_log_ticks(ax) -> None:
 def epsilon_text(report: Any) -> str | None:
     """``"certified eps 2.36, replace-one, delta=1e-05"``: what a run spent, from its privacy
     report (the ledger's figure), with the neighbouring relation and delta; ``"non-private"``
-    for a run without noise; ``None`` when the report certifies nothing."""
+    for a run without noise; ``None`` when the report certifies nothing.
+
+    Parameters
+    ----------
+    report : mapping or None
+        A run's privacy report.
+
+    Returns
+    -------
+    str or None
+        The legend text, ``"non-private"``, or ``None``.
+    """
     if isinstance(report, Mapping) and report.get("private") is False:
         return "non-private"
     eps = certified_epsilon(report)

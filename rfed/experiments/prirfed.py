@@ -55,6 +55,21 @@ class Setting:
     non-private reference in the summary table is the non-private setting of the same group
     and ``algorithm_name``. ``repetitions`` overrides the experiment's count for this setting
     (its repetitions are the experiment's first ones: same starts, same generators).
+
+    Parameters
+    ----------
+    label : str
+        The curve's label (legend and table).
+    problem : Problem
+        The federated problem it runs on.
+    algorithm : PriRFed
+        The configured algorithm.
+    group : str, default ""
+        The group in which a private setting's non-private reference is looked up.
+    algorithm_name : str, default ""
+        The local trainer's name.
+    repetitions : int, optional
+        This setting's number of repetitions; the experiment's when ``None``.
     """
 
     def __init__(self, label: str, problem: Problem, algorithm: PriRFed, group: str = "",
@@ -90,6 +105,26 @@ def run_settings(
     ``report_rounds`` adds the excess risk (mean and std over repetitions) at those rounds
     (which must be evaluated, i.e. multiples of ``eval_every``) to each row, as
     ``excess_risk_at_<t>_mean`` / ``_std``: a setting may lead early and trail at the end.
+
+    Parameters
+    ----------
+    ctx : RunContext
+        The run's context: generators, log, privacy reports.
+    settings : sequence of Setting
+        The curves to run.
+    rounds : int
+        Rounds per run.
+    repetitions : int
+        Repetitions per setting (unless the setting overrides it).
+    eval_every : int
+        Evaluate and log every ``eval_every`` rounds.
+    start : callable, optional
+        ``start(problem, rng) -> x0``, the starting point (shape: a point of ``problem``'s
+        manifold); a random point of the manifold when ``None``.
+    extra_metrics : callable, optional
+        ``extra_metrics(problem, x) -> dict`` of further values logged at each evaluation.
+    report_rounds : sequence of int, default ()
+        Rounds at which the excess risk is added to the rows.
 
     Returns
     -------
@@ -298,12 +333,34 @@ def _panels(ctx: RunContext, name: str, title: str, reference_cost: float,
 def planned_label(epsilon: float) -> str:
     """``planned eps<=X``: a budget-first setting's label names its budget as the PLANNED
     bound (what the noise was calibrated for, any agent selection); the epsilon the run spent
-    (its ledger) is added to every legend and is the table's epsilon column."""
+    (its ledger) is added to every legend and is the table's epsilon column.
+
+    Parameters
+    ----------
+    epsilon : float
+        The planned budget.
+
+    Returns
+    -------
+    str
+        The label.
+    """
     return f"planned eps<={epsilon:g}"
 
 
 def paper_label(epsilon: float) -> str:
-    """``paper's calibration (local eps=X)``: the paper's noise formula at its epsilon."""
+    """``paper's calibration (local eps=X)``: the paper's noise formula at its epsilon.
+
+    Parameters
+    ----------
+    epsilon : float
+        The paper's local epsilon.
+
+    Returns
+    -------
+    str
+        The label.
+    """
     return f"paper's calibration (local eps={epsilon:g})"
 
 
@@ -351,7 +408,18 @@ def _public_pca_constants(config: dict, ctx: RunContext, n_per_agent: int,
 
 def check_pca_settings(cfg: dict) -> None:
     """The settings of the PCA experiments (pca-synthetic, prirfed-kpca): batch fraction,
-    sampled agents, eigengap."""
+    sampled agents, eigengap.
+
+    Parameters
+    ----------
+    cfg : dict
+        The experiment's settings.
+
+    Raises
+    ------
+    ValueError
+        A setting is out of its range, naming the setting.
+    """
     fraction = cfg["batch_fraction"]
     check_setting(cfg, "batch_fraction", fraction is None or (
         isinstance(fraction, (int, float)) and not isinstance(fraction, bool)
@@ -389,6 +457,26 @@ def check_pca_settings(cfg: dict) -> None:
     validate=check_pca_settings,
 )
 def pca_synthetic(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``pca-synthetic``: leading eigenvector on the sphere with PriRFed.
+
+    The fast default of PriRFed Sec. 6.1 / Fig. 1 (column 1): the paper's synthetic recipe on
+    S^24. See ``docs/guide/experiments.md`` and ``docs/papers/prirfed.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show pca-synthetic`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     from rfed.datasets.synthetic import make_pca_synthetic
 
     z = make_pca_synthetic(config["n_agents"], config["n_per_agent"], config["dim"],
@@ -454,6 +542,25 @@ def pca_synthetic(config: dict, ctx: RunContext) -> dict:
     slow=True,
 )
 def fig1(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``prirfed-fig1``: synthetic PCA on S^24, PriRFed Fig. 1 (Sec. 6.1).
+
+    See ``docs/guide/experiments.md`` and ``docs/papers/prirfed.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show prirfed-fig1`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     from rfed.datasets.synthetic import make_pca_synthetic
 
     n = config["n_agents"]
@@ -643,6 +750,25 @@ def _fig2_problem(images: np.ndarray, n: int, per_agent: int, rng: np.random.Gen
     validate=_check_fig2,
 )
 def fig2(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``prirfed-fig2``: PCA on real images, PriRFed Fig. 2 (Sec. 6.1).
+
+    See ``docs/guide/experiments.md`` and ``docs/papers/prirfed.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show prirfed-fig2`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     from rfed.datasets import load_digits_images
 
     if config["data"] == "digits":
@@ -884,6 +1010,26 @@ _SPD_COMMON = {"non_private": True, "reference_repetitions": 2, "scale": "quick"
     validate=_check_spd,
 )
 def fig3(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``prirfed-fig3``: Frechet mean on SPD(2) of Wishart samples, PriRFed Fig. 3
+    (Sec. 6.2).
+
+    See ``docs/guide/experiments.md`` and ``docs/papers/prirfed.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show prirfed-fig3`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     from rfed.datasets.synthetic import make_wishart_spd
 
     pts = make_wishart_spd(config["n_samples"], 2, ctx.rng(0))
@@ -928,6 +1074,26 @@ def _check_fig4(cfg: dict) -> None:
     validate=_check_fig4,
 )
 def fig4(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``prirfed-fig4``: Frechet mean of covariance descriptors, PriRFed Fig. 4
+    (Sec. 6.2).
+
+    See ``docs/guide/experiments.md`` and ``docs/papers/prirfed.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show prirfed-fig4`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     if config["data"] == "photos":
         from rfed.datasets import load_sample_image_descriptors
 
@@ -1011,6 +1177,27 @@ def _check_fig5(cfg: dict) -> None:
     validate=_check_fig5,
 )
 def fig5(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``prirfed-fig5``: hyperbolic structured prediction on H^2, PriRFed Figs. 5-6
+    (Sec. 6.3).
+
+    Predicts the position of 'primate' from WordNet mammals. See
+    ``docs/guide/experiments.md`` and ``docs/papers/prirfed.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show prirfed-fig5`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     from rfed.datasets import iid_partition
     from rfed.datasets.partition import stack_agents
     from rfed.datasets.wordnet import wordnet_prediction_data

@@ -73,6 +73,29 @@ class Experiment:
 
     ``summary`` is the one line of ``rfed list`` (default: the first sentence of
     ``description``); ``description`` is the long text of ``rfed show NAME``.
+
+    Parameters
+    ----------
+    name : str
+        The name ``rfed run`` takes.
+    paper : str
+        The paper and figure or table reproduced.
+    description : str
+        The long text of ``rfed show NAME``.
+    defaults : mapping
+        The default settings, ``{name: value}``.
+    func : callable
+        ``func(config, ctx) -> summary``, the experiment itself.
+    slow : bool, default False
+        Whether the experiment is slow at its defaults.
+    summary : str, default ""
+        The line of ``rfed list``.
+    requires : tuple of str, default ()
+        The data sets that must be installed.
+    validate : callable, optional
+        ``validate(config)`` checks the settings beyond their types.
+    scales : mapping, optional
+        ``{scale: {setting: value}}``, the settings each value of ``scale`` changes.
     """
 
     name: str
@@ -105,6 +128,16 @@ class Experiment:
 
         ``scale``: an experiment with a ``scale`` setting and ``scales`` (e.g. ``{"paper":
         {...}}``) takes the settings of the named scale first, then the other overrides.
+
+        Parameters
+        ----------
+        overrides : mapping, optional
+            ``{setting: value}`` to change (the ``--set`` keys).
+
+        Returns
+        -------
+        dict
+            The complete, checked configuration.
         """
         cfg = configure(self.name, self.defaults, overrides, scales=self.scales)
         if self.validate is not None:
@@ -133,6 +166,37 @@ def register(
     setting (:func:`check_setting`, :func:`check_choices`). ``scales`` maps a value of the
     experiment's ``scale`` setting (e.g. ``"paper"``) to the settings it changes
     (``--set scale=paper``); every key must be a setting.
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name.
+    paper : str
+        The paper and figure or table it reproduces.
+    description : str
+        The long text.
+    defaults : mapping
+        The default settings.
+    slow : bool, default False
+        Whether it is slow at its defaults.
+    summary : str, default ""
+        The short line.
+    requires : tuple of str, default ()
+        The data sets it needs.
+    validate : callable, optional
+        The settings' own checks.
+    scales : mapping, optional
+        ``{scale: {setting: value}}``.
+
+    Returns
+    -------
+    callable
+        The decorator; it registers the function and returns it unchanged.
+
+    Raises
+    ------
+    ValueError
+        A scale sets an unknown setting, or the name is registered twice.
     """
     scales = {str(k): dict(v) for k, v in (scales or {}).items()}
     for scale, changes in scales.items():
@@ -164,13 +228,33 @@ def _load_all() -> None:
 
 
 def list_experiments() -> list[Experiment]:
-    """All registered experiments, sorted by name."""
+    """All registered experiments, sorted by name.
+
+    Returns
+    -------
+    list of Experiment
+    """
     _load_all()
     return [_REGISTRY[k] for k in sorted(_REGISTRY)]
 
 
 def get_experiment(name: str) -> Experiment:
-    """The experiment registered as ``name``; the error lists the valid names."""
+    """The experiment registered as ``name``; the error lists the valid names.
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name.
+
+    Returns
+    -------
+    Experiment
+
+    Raises
+    ------
+    ValueError
+        No experiment is registered as ``name``.
+    """
     _load_all()
     if name not in _REGISTRY:
         raise ValueError(
@@ -198,6 +282,34 @@ def run_experiment(
     :meth:`Algorithm.run` of the experiment is checkpointed (see the module's docstring and
     :class:`RunContext` for ``checkpoint_every`` and ``checkpoint_seconds``);
     ``mode="resume"`` continues a run from ``out_dir``.
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name.
+    seed : int, default 0
+        The seed of every generator of the run.
+    overrides : mapping, optional
+        ``{setting: value}`` changing the defaults.
+    out_dir : str or Path, optional
+        The output folder; nothing is written when ``None``.
+    progress : bool, default False
+        Show a progress bar.
+    mode : {"new", "overwrite", "resume"}, default "new"
+        How an existing output folder is treated.
+    checkpoint_every : int, default 100
+        Rounds between checkpoints.
+    secure : bool, default False
+        Secure mode: noise from OS randomness (not reproducible).
+    checkpoint_seconds : float, default 5.0
+        The least time between two checkpoints.
+
+    Returns
+    -------
+    summary : dict
+        The experiment's summary.
+    ctx : RunContext
+        The context holding the records, privacy reports and tables.
     """
     from rfed.algorithms.base import run_hook
 

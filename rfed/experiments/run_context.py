@@ -259,6 +259,13 @@ class RunContext:
     def open(self, experiment: str, config: Mapping[str, Any]) -> None:
         """Check and create the output folder, write ``config.json``; load a checkpoint.
 
+        Parameters
+        ----------
+        experiment : str
+            The experiment's name.
+        config : mapping
+            Its complete configuration.
+
         Raises
         ------
         OutputDirError
@@ -427,7 +434,17 @@ class RunContext:
 
     # ------------------------------------------------------------------ writing
     def rng(self, *stream: int) -> np.random.Generator:
-        """An independent generator for ``stream`` (e.g. a repetition index) under this seed."""
+        """An independent generator for ``stream`` (e.g. a repetition index) under this seed.
+
+        Parameters
+        ----------
+        *stream : int
+            The stream's indices.
+
+        Returns
+        -------
+        numpy.random.Generator
+        """
         return np.random.default_rng([int(self.seed), *stream])
 
     def _history_line(self, rec: Mapping[str, Any]) -> str:
@@ -437,6 +454,11 @@ class RunContext:
         """Append one history record (a round of one setting/repetition); written at once.
 
         When resuming, the records the checkpoint already holds are replayed, not repeated.
+
+        Parameters
+        ----------
+        **record
+            The record's values, e.g. ``setting``, ``repetition``, ``round`` and metrics.
         """
         self._pos += 1
         if self._pos <= len(self.records):   # replaying a resumed run: already recorded
@@ -451,13 +473,29 @@ class RunContext:
         self.records.append(rec)
 
     def set_privacy(self, setting: str, report: Mapping[str, Any]) -> None:
-        """Record the privacy report of one setting (written to ``privacy.json`` at once)."""
+        """Record the privacy report of one setting (written to ``privacy.json`` at once).
+
+        Parameters
+        ----------
+        setting : str
+            The setting's label.
+        report : mapping
+            Its privacy report.
+        """
         self.privacy[setting] = _jsonable(report)
         self._write_json("privacy.json", self.privacy)
         self._wrote_result = self._wrote_result or self.out_dir is not None
 
     def save_table(self, name: str, rows: Sequence[Mapping[str, Any]]) -> None:
-        """Write a table as ``NAME.csv`` and ``NAME.md`` (all rows)."""
+        """Write a table as ``NAME.csv`` and ``NAME.md`` (all rows).
+
+        Parameters
+        ----------
+        name : str
+            The file name without extension.
+        rows : sequence of mapping
+            The rows, ``{column: value}``.
+        """
         table = [_jsonable(r) for r in rows]
         self.tables[name] = table
         if self.out_dir is None or not table:
@@ -472,6 +510,16 @@ class RunContext:
         """Record the experiment's summary table (rows from :func:`summary_row`); return its text.
 
         Saved as ``summary_table.csv`` / ``.md`` and printed by ``rfed run`` (every row).
+
+        Parameters
+        ----------
+        rows : sequence of mapping
+            The summary rows.
+
+        Returns
+        -------
+        str
+            The table as text (:func:`rfed.experiments.tables.format_summary_table`).
         """
         clean = []
         for i, r in enumerate(rows):
@@ -491,6 +539,18 @@ class RunContext:
         certified epsilon of every setting in the legend (from :meth:`set_privacy`), one
         legend outside the data, and the "STAND-IN data" mark when the experiment's
         description says it uses a stand-in.
+
+        Parameters
+        ----------
+        fig : matplotlib.figure.Figure
+            The figure.
+        name : str
+            The file name without extension.
+
+        Returns
+        -------
+        Path or None
+            The PNG's path; ``None`` when the context has no output folder.
         """
         from rfed.experiments.plotting import finish_figure
 
@@ -520,6 +580,20 @@ class RunContext:
         setting); records logged with a ``setting`` key relabel it. ``update(n)`` advances it;
         ``close()`` is a no-op (the bar lives until the run ends). ``desc`` is ignored (kept
         for compatibility).
+
+        Parameters
+        ----------
+        total : int
+            The number of steps of the bar.
+        desc : str, default ""
+            Ignored.
+        setting : str, default ""
+            The label shown.
+
+        Returns
+        -------
+        object
+            The shared bar (``update(n)``, ``close()``).
         """
         return self._bar.start(total, setting)
 
@@ -536,7 +610,26 @@ class RunContext:
 
     # ------------------------------------------------------------------ checkpoints
     def start_run(self, algorithm: Any, problem: Any, n_rounds: int, eval_every: int):
-        """Hook of :meth:`rfed.algorithms.base.Algorithm.run` (see :func:`run_hook`)."""
+        """Hook of :meth:`rfed.algorithms.base.Algorithm.run` (see :func:`run_hook`).
+
+        Parameters
+        ----------
+        algorithm : Algorithm
+            The algorithm about to run.
+        problem : Problem
+            Its problem.
+        n_rounds : int
+            The rounds of the run.
+        eval_every : int
+            Its evaluation period.
+
+        Returns
+        -------
+        tuple
+            ``(result, resume, saver, checkpoint_every)``: the completed result replayed from the
+            checkpoint (then nothing else is used) or ``None``; the payload to resume the run from
+            or ``None``; the checkpoint saver or ``None``; the rounds between checkpoints.
+        """
         index = self._run_index
         self._run_index += 1
         ck = self._resume
@@ -577,6 +670,11 @@ class RunContext:
         A diverged run is logged as a record ``{setting, repetition, diverged,
         diverged_round}`` (setting and repetition from the run's last record) and listed in
         :attr:`diverged_runs`, so no experiment can lose it silently.
+
+        Parameters
+        ----------
+        result : RunResult
+            The finished run's result.
         """
         assert self._current is not None
         if self.estimate is not None:
@@ -593,7 +691,17 @@ class RunContext:
     def record_divergence(self, result: Any, where: Mapping[str, Any], run: int) -> None:
         """List a diverged run in :attr:`diverged_runs` and log ``{**where, diverged,
         diverged_round}`` (what :meth:`end_run` does for a run that diverged; a driver running
-        several repetitions in one :meth:`Algorithm.run` calls it for each)."""
+        several repetitions in one :meth:`Algorithm.run` calls it for each).
+
+        Parameters
+        ----------
+        result : RunResult
+            The diverged run's result.
+        where : mapping
+            The record's identifying keys (e.g. ``setting``, ``repetition``).
+        run : int
+            The run's index.
+        """
         self.diverged_runs.append({**where, "run": run, "diverged_round": result.diverged_round,
                                    "reason": result.diverged_reason})
         self.log(**where, diverged=result.diverged_reason, diverged_round=result.diverged_round)
@@ -633,7 +741,15 @@ class RunContext:
 
     # ------------------------------------------------------------------ end
     def finish(self, config: Mapping[str, Any], summary: Mapping[str, Any]) -> None:
-        """Write ``history.csv`` and ``summary.json``; remove the checkpoint; close the bar."""
+        """Write ``history.csv`` and ``summary.json``; remove the checkpoint; close the bar.
+
+        Parameters
+        ----------
+        config : mapping
+            The run's configuration.
+        summary : mapping
+            The experiment's summary.
+        """
         self._bar.shutdown()
         if self.out_dir is None:
             return

@@ -53,7 +53,16 @@ _INTERNAL_REFS = [
 
 
 def clean_text(text: str) -> str:
-    """``text`` without internal references (a paper's file id, line numbers of its text)."""
+    """``text`` without internal references (a paper's file id, line numbers of its text).
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    str
+    """
     for pattern, repl in _INTERNAL_REFS:
         text = pattern.sub(repl, text)
     return re.sub(r"[ \t]{2,}", " ", text).strip()
@@ -64,7 +73,16 @@ _SHORT_MAX = 100
 
 
 def first_sentence(text: str) -> str:
-    """The first sentence of ``text`` up to its first colon, bracket or semicolon, <= 100 chars."""
+    """The first sentence of ``text`` up to its first colon, bracket or semicolon, <= 100 chars.
+
+    Parameters
+    ----------
+    text : str
+
+    Returns
+    -------
+    str
+    """
     text = " ".join(text.split())
     end = len(text)
     for match in re.finditer(r"[.!?](?=\s|$)", text):
@@ -165,7 +183,18 @@ def summary_row(
 
 
 def relation_of(accountant: str) -> str:
-    """The neighbouring relation an accountant's description states (``""`` if none)."""
+    """The neighbouring relation an accountant's description states (``""`` if none).
+
+    Parameters
+    ----------
+    accountant : str
+        The accountant's description in a privacy report.
+
+    Returns
+    -------
+    str
+        The relation, e.g. ``"replace-one"``.
+    """
     text = accountant.lower()
     if "cost function" in text or "cost-function" in text or "adjacency" in text:
         # DP-DGT's relation: one agent's cost function changes, gradients within an l1 radius
@@ -183,7 +212,17 @@ def _num(v: Any) -> float | None:
 
 
 def format_value(v: Any) -> str:
-    """A table cell: ``-`` for ``None``, floats with 4 significant digits (``nan``, ``inf``)."""
+    """A table cell: ``-`` for ``None``, floats with 4 significant digits (``nan``, ``inf``).
+
+    Parameters
+    ----------
+    v : object
+        The value.
+
+    Returns
+    -------
+    str
+    """
     if v is None:
         return "-"
     if isinstance(v, bool):
@@ -235,6 +274,15 @@ def worse_than_start(row: Mapping[str, Any]) -> str:
     """``"much worse"``, ``"worse"`` or ``""``: how a row's final value compares with its start.
 
     Only finite values compare; equal values are not worse.
+
+    Parameters
+    ----------
+    row : mapping
+        A summary row.
+
+    Returns
+    -------
+    str
     """
     if not (_finite(row.get("utility")) and _finite(row.get("start"))):
         return ""
@@ -274,6 +322,15 @@ def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
     with the relation and delta beside it and a footnote naming the accountant; the paper's
     epsilon formula where a row has one; the paper's figure when the rows differ;
     ``diverged/repetitions``; and a note flagging a private row worse than its start.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The summary rows.
+
+    Returns
+    -------
+    str
     """
     if not rows:
         return "(no settings)\n"
@@ -384,7 +441,19 @@ def summarise_repetitions(
 
 
 def csv_text(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
-    """``rows`` as CSV text with the columns ``keys`` (a header line first)."""
+    """``rows`` as CSV text with the columns ``keys`` (a header line first).
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The rows.
+    keys : sequence of str
+        The columns, in order.
+
+    Returns
+    -------
+    str
+    """
     buf = io.StringIO()
     writer = csv.DictWriter(buf, fieldnames=list(keys))
     writer.writeheader()
@@ -393,7 +462,19 @@ def csv_text(rows: Sequence[Mapping[str, Any]], keys: Sequence[str]) -> str:
 
 
 def format_table(rows: Sequence[Mapping[str, Any]], keys: list[str] | None = None) -> str:
-    """A markdown table of ``rows`` (floats with 4 significant digits; every row)."""
+    """A markdown table of ``rows`` (floats with 4 significant digits; every row).
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The rows.
+    keys : list of str, optional
+        The columns; all keys of the rows, in order of appearance, when ``None``.
+
+    Returns
+    -------
+    str
+    """
     keys = keys or list(dict.fromkeys(k for r in rows for k in r))
     lines = ["| " + " | ".join(keys) + " |", "|" + "---|" * len(keys)]
     lines += ["| " + " | ".join(format_value(r.get(k, "")) if r.get(k, "") != "" else ""

@@ -53,14 +53,37 @@ def read_timings(path: Path | None = None) -> dict[str, dict[str, Any]]:
 
 def recorded(name: str, scale: str, path: Path | None = None) -> dict[str, Any] | None:
     """The entry of experiment ``name`` at ``scale`` in the timings file (``None`` if not
-    measured, or if the entry has no CPU time)."""
+    measured, or if the entry has no CPU time).
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name.
+    scale : str
+        The scale measured (e.g. ``"quick"`` or ``"paper"``).
+    path : Path, optional
+        The timings file; the package's when ``None``.
+
+    Returns
+    -------
+    dict or None
+    """
     experiment = read_timings(path).get(name, {})
     entry = experiment.get(scale) if isinstance(experiment, dict) else None
     return entry if isinstance(entry, dict) and "cpu_seconds" in entry else None
 
 
 def duration(seconds: float) -> str:
-    """``"42 s"``, ``"12 min"``, ``"2.5 h"``."""
+    """``"42 s"``, ``"12 min"``, ``"2.5 h"``.
+
+    Parameters
+    ----------
+    seconds : float
+
+    Returns
+    -------
+    str
+    """
     if seconds < 100:
         return f"{seconds:.0f} s"
     if seconds < 6000:
@@ -99,13 +122,30 @@ class TimeEstimate:
         self._done = False
 
     def run_started(self, index: int) -> None:
-        """Algorithm run ``index`` (0-based, counting runs replayed from a checkpoint) starts."""
+        """Algorithm run ``index`` (0-based, counting runs replayed from a checkpoint) starts.
+
+        Parameters
+        ----------
+        index : int
+            The run's index.
+        """
         if self._started is None:
             self._started = (index, time.perf_counter())
 
     def run_finished(self, index: int) -> str | None:
         """Algorithm run ``index`` finished: after the first one timed, print (and return) the
-        estimate's line; otherwise nothing."""
+        estimate's line; otherwise nothing.
+
+        Parameters
+        ----------
+        index : int
+            The run's index.
+
+        Returns
+        -------
+        str or None
+            The estimate's line, or ``None``.
+        """
         if self._done or self._started is None or self._started[0] != index:
             return None
         self._done = True
@@ -131,7 +171,18 @@ class TimeEstimate:
 def settings_digest(config: Mapping[str, Any]) -> str:
     """SHA-256 (hex) of a run's settings as ``config.json`` holds them (keys sorted): what a
     timings entry records (``config_sha256``) so that its number of runs is used for the same
-    settings only."""
+    settings only.
+
+    Parameters
+    ----------
+    config : mapping
+        The run's settings.
+
+    Returns
+    -------
+    str
+        64 hexadecimal digits.
+    """
     text = json.dumps(json.loads(json.dumps(dict(config), default=str)), sort_keys=True)
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
@@ -139,7 +190,23 @@ def settings_digest(config: Mapping[str, Any]) -> str:
 def recorded_runs(name: str, config: Mapping[str, Any], scale: str,
                   path: Path | None = None) -> int | None:
     """The number of algorithm runs recorded for ``name`` at ``scale``, if the entry was
-    measured with the settings ``config`` (its ``config_sha256``); else ``None``."""
+    measured with the settings ``config`` (its ``config_sha256``); else ``None``.
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name.
+    config : mapping
+        The run's settings.
+    scale : str
+        The scale.
+    path : Path, optional
+        The timings file; the package's when ``None``.
+
+    Returns
+    -------
+    int or None
+    """
     entry = recorded(name, scale, path)
     if entry is None or entry.get("config_sha256") != settings_digest(config):
         return None

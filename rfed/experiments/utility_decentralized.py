@@ -190,6 +190,21 @@ def random_relu_weights(dim: int, n_features: int, scale: float, seed: int) -> n
 
     Drawn from ``numpy.random.default_rng(seed)`` alone: no record is read, so the feature map
     is public and costs no privacy.
+
+    Parameters
+    ----------
+    dim : int
+        The input dimension.
+    n_features : int
+        The number of features.
+    scale : float
+        The entries' standard deviation.
+    seed : int
+        The generator's seed.
+
+    Returns
+    -------
+    ndarray, shape ``(dim, n_features)``
     """
     if not (isinstance(n_features, (int, np.integer)) and n_features >= 1):
         raise ValueError(f"argument 'random_features' must be an int >= 1, got {n_features!r}")
@@ -204,6 +219,17 @@ def random_relu_features(x: np.ndarray, weights: np.ndarray) -> np.ndarray:
     Random ReLU features (Rahimi and Recht 2008's random-feature idea with the ReLU), each row
     rescaled to unit norm so that the public feature bound ``||phi(x)|| <= 1`` of the clipped
     gradients still holds (a row whose features are all zero stays zero).
+
+    Parameters
+    ----------
+    x : ndarray, shape ``(n, dim)``
+        The records.
+    weights : ndarray, shape ``(dim, n_features)``
+        From :func:`random_relu_weights`.
+
+    Returns
+    -------
+    ndarray, shape ``(n, n_features)``
     """
     h = np.maximum(x @ weights, 0.0)
     norm = np.linalg.norm(h, axis=1, keepdims=True)
@@ -321,7 +347,19 @@ def _budget(eps: float, delta: float, relation: str, declared: np.ndarray) -> Pr
 
 
 def declared_sizes(nominal_total: int, n_agents: int) -> np.ndarray:
-    """Public nominal local sizes: ``nominal_total`` split as evenly as possible."""
+    """Public nominal local sizes: ``nominal_total`` split as evenly as possible.
+
+    Parameters
+    ----------
+    nominal_total : int
+        The public total number of records.
+    n_agents : int
+        The number of agents.
+
+    Returns
+    -------
+    ndarray of int, shape ``(n_agents,)``
+    """
     base, extra = divmod(int(nominal_total), int(n_agents))
     return np.array([base + (1 if i < extra else 0) for i in range(int(n_agents))])
 
@@ -406,6 +444,27 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
     },
 )
 def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``utility-fmnist-classify``: Fashion-MNIST on scattering features,
+    decentralized against centralized DP-SGD.
+
+    A certified-budget companion of DO-ADP and DPDL (features after Tramer and Boneh). See
+    ``docs/guide/features-and-utility.md`` and ``docs/guide/experiments.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show utility-fmnist-classify`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     cfg = dict(config)
     n = int(cfg["n_agents"])
     if n < 2:
@@ -778,6 +837,26 @@ def _svm_checks(panel: str, rows: list[dict], refs: dict) -> dict:
     },
 )
 def utility_svm(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``utility-svm``: DP-DDA l1/l2-SVM utility against the certified epsilon.
+
+    A certified-budget companion of DP-DDA, on binary Fashion-MNIST and the 'epsilon'
+    stand-in. See ``docs/guide/experiments.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show utility-svm`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     cfg = dict(config)
     n, na = int(cfg["n_agents"]), int(cfg["n_active"])
     eps_list = sorted(float(e) for e in cfg["epsilons"])
@@ -910,6 +989,27 @@ def _check_utility_dpdgt(cfg: dict) -> None:
     validate=_check_utility_dpdgt,
 )
 def utility_dpdgt(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``utility-dpdgt``: DP-DGT on the IEEE-14 dispatch against the certified
+    epsilon of its cost-function relation.
+
+    A certified-budget companion of DP-DGT Sec. 6. See ``docs/guide/experiments.md`` and
+    ``docs/papers/dpdgt.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show utility-dpdgt`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     cfg = dict(config)
     problem = ieee14_problem()
     graph = ieee14_digraph("paper")

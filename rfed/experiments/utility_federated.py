@@ -519,6 +519,26 @@ def _check_rsvrg_variant(cfg: dict) -> None:
     validate=_check_rsvrg_variant,
 )
 def pca_fmnist(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``utility-pca-fmnist``: PCA on Fashion-MNIST, PriRFed against Analyze Gauss
+    and the noisy power method over an epsilon sweep.
+
+    A companion of PriRFed Sec. 6.1. See ``docs/guide/experiments.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show utility-pca-fmnist`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     eps = _check_epsilons(config["epsilons"])
     problem, public = _fmnist_problems(config, ctx)
     delta = sweep_delta(int(problem.counts.min()))
@@ -566,6 +586,26 @@ def pca_fmnist(config: dict, ctx: RunContext) -> dict:
     validate=_check_rsvrg_variant,
 )
 def pca_synthetic(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``utility-pca-synthetic``: synthetic PCA at an affordable size, PriRFed
+    against Analyze Gauss and the noisy power method over an epsilon sweep.
+
+    A companion of PriRFed Sec. 6.1. See ``docs/guide/experiments.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show utility-pca-synthetic`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     from rfed.datasets.synthetic import make_pca_synthetic
 
     eps = _check_epsilons(config["epsilons"])
@@ -629,6 +669,19 @@ def make_spread_pca(n_agents: int, per_agent: int, dim: int, top_share: float,
     ``top_share``; the pooled second moment's top eigenvalue is ``1 / per_agent`` and its gap
     ``(1 - sigma_2^2) / per_agent``.
 
+    Parameters
+    ----------
+    n_agents : int
+        The number of agents.
+    per_agent : int
+        Records per agent (at least ``dim``).
+    dim : int
+        The dimension.
+    top_share : float
+        Each record's expected share of energy along ``V[0]``.
+    rng : numpy.random.Generator
+        The generator of ``U_i`` and ``V``.
+
     Returns
     -------
     ndarray, shape ``(n_agents, per_agent, dim)``
@@ -673,6 +726,26 @@ def make_spread_pca(n_agents: int, per_agent: int, dim: int, top_share: float,
     },
 )
 def pca_highdim(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``utility-pca-highdim``: PCA in high dimension with a spread spectrum
+    (:func:`make_spread_pca`), PriRFed against Analyze Gauss at small epsilon.
+
+    A companion of PriRFed Sec. 6.1. See ``docs/guide/experiments.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show utility-pca-highdim`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     eps = _check_epsilons(config["epsilons"])
     shape = (int(config["n_agents"]), int(config["per_agent"]), int(config["dim"]),
              float(config["top_share"]))
@@ -755,6 +828,26 @@ def _spd_methods(config: dict) -> list[Method]:
     },
 )
 def spd_wishart(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``utility-spd``: SPD Frechet mean of Wishart samples, PriRFed against a
+    log-Euclidean private mean over an epsilon sweep.
+
+    A companion of PriRFed Sec. 6.2. See ``docs/guide/experiments.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show utility-spd`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     from rfed.datasets.synthetic import make_wishart_spd
 
     eps = _check_epsilons(config["epsilons"])
@@ -861,6 +954,26 @@ def _descriptor_problems(config: dict, ctx: RunContext
     requires=("fashion-mnist",),
 )
 def spd_descriptors(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``utility-spd-descriptors``: SPD Frechet mean of Fashion-MNIST covariance
+    descriptors, PriRFed against a log-Euclidean private mean over an epsilon sweep.
+
+    A companion of PriRFed Sec. 6.2. See ``docs/guide/experiments.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show utility-spd-descriptors`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     eps = _check_epsilons(config["epsilons"])
     # the description names the photo option's STAND-IN; only that option is one
     ctx.stand_in = config["data"] == "photos"

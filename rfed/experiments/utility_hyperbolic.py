@@ -58,6 +58,23 @@ def hyperbolic_problems(config: dict, ctx: RunContext) -> tuple[HyperbolicPredic
     The words are split by ``ctx.rng(1)`` into ``round(public_fraction * 1181)`` public words
     and the private rest; ``n_agents`` agents each hold ``per_agent`` private words
     (``per_agent = 0``: as many as the split allows).
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings.
+    ctx : RunContext
+        The run's context (its generators).
+
+    Returns
+    -------
+    private : HyperbolicPrediction
+        The agents' problem.
+    public : HyperbolicPrediction
+        The public words' problem.
+    data : dict
+        The prediction data of ``wordnet_prediction_data`` (``features``, ``targets``,
+        ``test_feature``, ...) with ``n_public`` and ``n_private`` added.
     """
     from rfed.datasets import iid_partition, stack_agents
     from rfed.datasets.wordnet import wordnet_prediction_data
@@ -127,6 +144,26 @@ def _check_utility_hyperbolic(cfg: dict) -> None:
     validate=_check_utility_hyperbolic,
 )
 def utility_hyperbolic(config: dict, ctx: RunContext) -> dict:
+    """Experiment ``utility-hyperbolic``: hyperbolic prediction of 'primate' on WordNet
+    mammals (H^2), PriRFed against the certified epsilon on small data.
+
+    A companion of PriRFed Sec. 6.3. See ``docs/guide/experiments.md``.
+
+    Parameters
+    ----------
+    config : dict
+        The experiment's settings: its registered defaults updated by ``--set`` and validated
+        (:meth:`rfed.experiments.registry.Experiment.config`);
+        ``rfed show utility-hyperbolic`` lists them.
+    ctx : RunContext
+        The run's context: seeded generators, the history log, privacy reports, tables, figures
+        and checkpoints of the output folder.
+
+    Returns
+    -------
+    dict
+        The run's summary (written to ``summary.json`` by :meth:`RunContext.finish`).
+    """
     eps = _check_epsilons(config["epsilons"])
     problem, public, data = hyperbolic_problems(config, ctx)
     delta = sweep_delta(int(problem.counts.min()))

@@ -769,7 +769,19 @@ class PriRFed(Algorithm):
         return out
 
     def privacy(self, state: PriRFedState) -> dict[str, Any]:
-        """The privacy report after the rounds done (certified; the paper's value beside it)."""
+        """The privacy report after the rounds done (certified; the paper's value beside it).
+
+        Parameters
+        ----------
+        state : PriRFedState
+            The state after the rounds done (its ledger charges the agents each round selected).
+
+        Returns
+        -------
+        dict
+            The privacy report: the certified epsilon and delta of the ledger, and the paper's
+            value beside it.
+        """
         secure = is_secure_rng(state.rng)
         report = prirfed_privacy_report(
             self.trainer, state.plan, state.plan.extra["n_sampled"], state.round, state.delta,
@@ -796,6 +808,18 @@ class PriRFed(Algorithm):
 
         Without a run there is no ledger: every agent is charged every round (the worst case of
         the selection), which is what the finished run certifies with full participation.
+
+        Parameters
+        ----------
+        problem : Problem
+            The federated problem the rounds would run on (its agents and their public sizes).
+        rounds : int
+            The number of rounds.
+
+        Returns
+        -------
+        dict
+            The privacy report of :meth:`privacy` for that many rounds.
         """
         plan, delta, _ = self._plan(problem)
         return prirfed_privacy_report(

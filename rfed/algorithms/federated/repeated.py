@@ -158,7 +158,20 @@ class RepeatedRuns(Algorithm):
         return None
 
     def results(self, problem: Problem, group: RepeatedState) -> list[RunResult]:
-        """Each run's :class:`RunResult`, as :meth:`Algorithm.run` of that run alone returns it."""
+        """Each run's :class:`RunResult`, as :meth:`Algorithm.run` of that run alone returns it.
+
+        Parameters
+        ----------
+        problem : Problem
+            The problem every run solves.
+        group : RepeatedState
+            The state of the runs done together.
+
+        Returns
+        -------
+        list of RunResult
+            One per run, in order; a diverged run's result records its divergence.
+        """
         alg = self.algorithm
         return [d if d is not None else RunResult(
                     x=alg.output(problem, st), history=list(hist), privacy=alg.privacy(st),
