@@ -52,6 +52,7 @@ from rfed.algorithms.decentralized.base import (
     structured_clipping,
 )
 from rfed.algorithms.private import SAMPLINGS, GaussianRelease
+from rfed.manifolds import Euclidean
 from rfed.networks.comm import _offdiag_arcs, reverse_arcs, segment_sum
 from rfed.networks.gossip import mix_tangent, riemannian_gossip
 from rfed.networks.network import Network
@@ -166,6 +167,21 @@ class _PairArrays:
         # mode 'clip' writes straight into out ('raise' would gather into a temporary first);
         # the indices are rows of the block
         return np.take(values, index, axis=0, out=out, mode="clip")
+
+
+def _reusable(*arrays: np.ndarray) -> bool:
+    """Whether a round may write these rows' results into reused arrays: C-contiguous float64
+    arrays (what ``out=`` takes with the bits of a fresh result)."""
+    return all(type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous
+               for a in arrays)
+
+
+def _state_array(algorithm, field: str, like: np.ndarray) -> np.ndarray | None:
+    """The array the next state's ``field`` is written into (shape of ``like``): a recycled
+    one (:meth:`ScratchArrays.recycled`) for float64 rows, else ``None`` (a fresh result)."""
+    if not _reusable(like):
+        return None
+    return scratch_of(algorithm).recycled(field, like.shape)
 
 
 @dataclass
@@ -488,10 +504,29 @@ class DPDL(PrivateAlgorithm):
 
     def _gossip(self, manifold, state, x, vtilde, xtilde):
         """Eqs. (21)-(22): the gossip of model and momentum, through the state's communicator
-        (so that a resumed run keeps counting on the counters it saved)."""
-        x_new = riemannian_gossip(manifold, xtilde, self.weights, comm=state.comm)
-        v_new = mix_tangent(manifold, self.weights, x, vtilde, x_new, comm=state.comm)
+        (so that a resumed run keeps counting on the counters it saved), into the arrays of
+        the state two rounds old when nothing else holds them
+        (:meth:`~rfed.algorithms.decentralized._common.ScratchArrays.recycled`)."""
+        x_out = _state_array(self, "x", x)
+        x_new = riemannian_gossip(manifold, xtilde, self.weights, comm=state.comm, out=x_out)
+        v_new = mix_tangent(manifold, self.weights, x, vtilde, x_new, comm=state.comm,
+                            out=_state_array(self, "v", vtilde))
         return x_new, v_new
+
+    def _heavy_ball(self, manifold, x, v, g):
+        """Eqs. (19)-(20): ``vtilde = beta v + g`` and ``xtilde = Exp_x(-eta vtilde)``, in the
+        run's reused arrays when the points are float64 (the same operations, so the same
+        bits; Euclidean ``Exp`` is ``x + u``)."""
+        if not _reusable(x, v, g):
+            vtilde = self.beta * v + g
+            return vtilde, manifold.exp(x, -self.lr * vtilde)
+        scratch = scratch_of(self)
+        vtilde = np.multiply(self.beta, v, out=scratch.take("momentum step", x.shape))
+        vtilde += g
+        step = np.multiply(-self.lr, vtilde, out=scratch.take("model step", x.shape))
+        if type(manifold) is Euclidean:
+            return vtilde, np.add(x, step, out=step)
+        return vtilde, manifold.exp(x, step)
 
     @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
@@ -540,13 +575,15 @@ class DPDL(PrivateAlgorithm):
         # gtilde^i = sum_j gdd^ij / (sqrt(w_ij) N) + alpha (sum_j w_ij Cal^ij) gdd^ii
         coef = 1.0 / (np.sqrt(wij) * n)
         shape = (-1,) + (1,) * len(manifold.point_shape)
+        gtilde = _state_array(self, "gtilde", x)   # the state's field (None: a fresh one)
         cross = segment_sum(model_owner, np.multiply(coef.reshape(shape), recv_all,
-                                                     out=recv_all), n_local)
+                                                     out=recv_all), n_local, out=gtilde)
         self_weight = np.bincount(model_owner, weights=wij * cal, minlength=n_local)
-        gtilde = cross + self.alpha * self_weight.reshape(shape) * g_self
+        self_term = self.alpha * self_weight.reshape(shape)
+        gtilde = np.add(cross, np.multiply(self_term, g_self, out=scratch.like(
+            "self term", n_local_rows)), out=gtilde)
         # (19)-(22), lines 24-29: heavy ball, then gossip of momentum and model with W
-        vtilde = self.beta * state.v + gtilde
-        xtilde = manifold.exp(x, -self.lr * vtilde)
+        vtilde, xtilde = self._heavy_ball(manifold, x, state.v, gtilde)
         x_new, v_new = self._gossip(manifold, state, x, vtilde, xtilde)
         self.gradient.charge(state, agents)
         return state.advance(x=x_new, v=v_new, gtilde=gtilde, last_cal=cal,
@@ -619,9 +656,9 @@ class DPDPSGD(DPDL):
         agents = state.comm.agents
         idx, drawn = self._round_batches(problem, state, agents)
         # gdd^ii through the chunked pairs (one pair per agent), then charged
-        g = self._noisy_means(problem, state.x, agents, idx, agents, state, drawn)
+        g = self._noisy_means(problem, state.x, agents, idx, agents, state, drawn,
+                              out=_state_array(self, "gtilde", state.x))
         self.gradient.charge(state, agents)
-        vtilde = self.beta * state.v + g
-        xtilde = problem.manifold.exp(state.x, -self.lr * vtilde)
+        vtilde, xtilde = self._heavy_ball(problem.manifold, state.x, state.v, g)
         x_new, v_new = self._gossip(problem.manifold, state, state.x, vtilde, xtilde)
         return state.advance(x=x_new, v=v_new, gtilde=g)
