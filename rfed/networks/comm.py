@@ -495,10 +495,12 @@ def check_out(out: np.ndarray, shape: tuple[int, ...], *inputs: np.ndarray,
     """
     if (type(out) is not np.ndarray or out.dtype != np.float64 or out.shape != shape
             or not out.flags.c_contiguous or not out.flags.writeable):
+        got = (type(out).__name__ if not isinstance(out, np.ndarray) else
+               f"{'' if out.flags.writeable else 'read-only '}"
+               f"{'' if out.flags.c_contiguous else 'non-contiguous '}{out.dtype} array of "
+               f"shape {out.shape}")
         raise ValueError(f"argument '{name}' must be a writable C-contiguous float64 array of "
-                         f"shape {shape}, got "
-                         + (f"{out.dtype} array of shape {out.shape}"
-                            if isinstance(out, np.ndarray) else type(out).__name__))
+                         f"shape {shape}, got a {got}")
     for a in inputs:
         if np.may_share_memory(out, a):
             raise ValueError(f"argument '{name}' shares memory with the values it mixes; "

@@ -60,7 +60,8 @@ from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.secure import is_secure
 from rfed.problems.base import sample_without_replacement
 
-__all__ = ["DPDL", "DPDPSGD", "calibration_weights", "MAX_CHUNK_PAIRS", "MAX_CHUNK_BYTES",
+__all__ = ["DPDL", "DPDPSGD", "calibration_weights", "CALIBRATION_CHUNK_ROWS", "MAX_CHUNK_PAIRS",
+           "MAX_CHUNK_BYTES",
            "poisson_minibatches", "structured_clipping"]
 
 #: Default (model, data owner) pairs per chunk of per-sample gradients (with B = 32 and
@@ -108,8 +109,14 @@ def poisson_minibatches(counts: np.ndarray, batch_size: int, draws,
     return np.where(mask, order, 0), mask
 
 
+#: Pairs whose calibration weights are computed at once (:func:`calibration_weights`): the
+#: per-pair temporaries of a chunk stay in the cache and below glibc's mmap threshold.
+CALIBRATION_CHUNK_ROWS = 1 << 16
+
+
 def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
-                        reference: np.ndarray, reference_norm: np.ndarray | None = None
+                        reference: np.ndarray, reference_norm: np.ndarray | None = None, *,
+                        chunk_rows: int = CALIBRATION_CHUNK_ROWS
                         ) -> tuple[np.ndarray, np.ndarray]:
     r"""Cosine similarity ``S`` and DPDL's calibration ``Cal = 1 / (1 + e^S)`` (eqs. 15-16).
 
@@ -123,11 +130,31 @@ def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
     reference_norm : array, shape ``(m,)``, optional
         ``manifold.norm(x, reference)`` if the caller has it (e.g. one norm per agent, gathered
         to its pairs: a row's norm does not depend on the other rows, so the same floats).
+    chunk_rows : int
+        Rows computed at once (each row's values do not depend on the others, so the results
+        do not depend on it); it bounds the temporaries (the manifold's products of two
+        ``(m, *point_shape)`` arrays) to ``chunk_rows`` rows.
 
     Returns
     -------
     (S, Cal) : arrays, shape ``(m,)``; ``S = 0`` (``Cal = 1/2``) when a norm vanishes.
     """
+    if (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer))
+            or chunk_rows < 1):
+        raise ValueError(f"argument 'chunk_rows' must be an int >= 1, got {chunk_rows!r}")
+    m = np.shape(received)[0]
+    if m <= chunk_rows:
+        return _calibration(manifold, x, received, reference, reference_norm)
+    s, cal = np.empty(m), np.empty(m)
+    for lo in range(0, m, chunk_rows):
+        sl = slice(lo, min(lo + chunk_rows, m))
+        s[sl], cal[sl] = _calibration(manifold, x[sl], received[sl], reference[sl],
+                                      None if reference_norm is None else reference_norm[sl])
+    return s, cal
+
+
+def _calibration(manifold, x, received, reference, reference_norm):
+    """:func:`calibration_weights` of one chunk of rows."""
     num = manifold.inner(x, received, reference)
     if reference_norm is None:
         reference_norm = manifold.norm(x, reference)
