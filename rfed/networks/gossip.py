@@ -180,6 +180,7 @@ def consensus_direction(
     payload_bytes=None,
     copies: bool = False,
     max_chunk_arcs: int = MAX_CHUNK_ARCS,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     r"""Tangent consensus direction :math:`v_i = \sum_j w_{ij}\, \mathrm{Log}_{b_i}(x_j)`.
 
@@ -198,10 +199,14 @@ def consensus_direction(
     copies : bool
         ``points`` are public copies every receiver already holds (DO-ADP's :math:`\hat x`, kept
         in sync by :meth:`Communicator.publish`): nothing is sent or counted.
+    out : ndarray, shape ``(n, *point_shape)``, optional
+        The array to write the result into (float64, C-contiguous, sharing no memory with
+        ``points`` or ``base``; as :func:`riemannian_gossip`'s ``out``). Default: a fresh
+        array.
 
     Returns
     -------
-    ndarray, shape ``(n, *point_shape)``, tangent at ``base``.
+    ndarray, shape ``(n, *point_shape)``, tangent at ``base``; ``out`` when given.
     """
     x, w, comm = _setup(manifold, points, weights, comm)
     b = x if base is None else np.asarray(base, dtype=float)
@@ -209,10 +214,19 @@ def consensus_direction(
         raise ValueError(f"argument 'base' has shape {b.shape}; expected {x.shape}")
     n = x.shape[0]
     if _is_euclidean(manifold):
+        if out is not None:
+            check_out(out, x.shape, x, b)
+        rows = _local_rows(w, comm)
+        if (out is not None and rows is w
+                and weights_fact(w, "euclidean_checks", _euclidean_checks).unit_row_sums):
+            # W 1 = 1 exactly: r b is b bit for bit, so wx - b in the product's array
+            wx = comm.mix(w, x, payload_bytes=payload_bytes, copies=copies, out=out)
+            return np.subtract(wx, b, out=wx)
         wx = comm.mix(w, x, payload_bytes=payload_bytes, copies=copies)
-        r = _row_sums(_local_rows(w, comm), x.ndim)
-        out = np.multiply(r, b)
-        return np.subtract(wx, out, out=out)   # wx - r b, into the product's array
+        r = _row_sums(rows, x.ndim)
+        direction = np.multiply(r, b, out=out)
+        return np.subtract(wx, direction, out=direction)   # wx - r b
+    found = out
     rows, diag = _block_rows(w, comm)
     out = np.zeros_like(x)
     for start, stop in _receiver_chunks(rows, max_chunk_arcs):
@@ -226,7 +240,7 @@ def consensus_direction(
     if base is not None:
         # the j = i term: agent i's own point seen from its base, no message
         out = out + diag.reshape((n,) + (1,) * (x.ndim - 1)) * manifold.log(b, x)
-    return out
+    return _into(out, found)
 
 
 def riemannian_gossip(

@@ -71,7 +71,7 @@ def _arrays(state):
 ALGORITHMS = ["DO-ADP", "DO-ADP p=0.5 top-k", "noisy DSGD", "DP-DGT", "noisy DDGT", "DP-DDA",
               "DPDL", "DP-DPSGD"]
 #: Those whose rounds write the next state into the arrays of a state two rounds old.
-RECYCLING = ["DP-DGT", "noisy DDGT", "DPDL", "DP-DPSGD"]
+RECYCLING = ["DP-DGT", "noisy DDGT", "DPDL", "DP-DPSGD", "DP-DDA", "DO-ADP", "noisy DSGD"]
 
 
 @pytest.mark.parametrize("name", ALGORITHMS)
