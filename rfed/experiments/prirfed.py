@@ -877,7 +877,8 @@ def fig2(config: dict, ctx: RunContext) -> dict:
     summary = _summary(ctx, rows, data=data_name,
                        step_chosen_on=("given" if not tuning else "public split (the test "
                                        "images)" if config["data"] != "digits" else
-                                       "declared public split of the digits"))
+                                       "declared public split of the digits"),
+                       **_rsvrg_against_rsgd(rows, ()))
     summary.update(_noise_against_signal(ctx, next(iter(problems.values())).manifold.dim))
     return summary
 
