@@ -407,7 +407,7 @@ def _print_scale_note(name: str, ctx) -> None:
         why = ""
     what = ("" if learned or not private else
             f": private settings are not expected to learn at this size{why}")
-    print(f"\nquick default size (small stand-in data){what}; the papers' scale: "
+    print(f"\nquick default{what}; the papers' scale: "
           f"rfed run {name} --set scale=paper{cost}")
 
 

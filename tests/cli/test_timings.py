@@ -30,16 +30,17 @@ def timings_file(tmp_path, monkeypatch):
 def test_list_prints_the_files_times_and_not_measured_elsewhere(timings_file, capsys):
     assert main(["list"]) == 0
     lines = {line.split()[0]: line for line in capsys.readouterr().out.splitlines() if line}
-    assert lines["dpdgt-ieee14"].endswith("(CPU 72 min)")          # 4321 s
+    assert lines["dpdgt-ieee14"].endswith("(CPU 72 min; paper scale not measured)")  # 4321 s
     assert lines["doadp-logreg"].endswith("(CPU 12 s; paper scale 2.1 h)")
-    assert lines["dpdda-svm"].endswith("(CPU not measured)")
+    assert lines["dpdda-svm"].endswith("(CPU not measured; paper scale not measured)")
+    assert lines["utility-spd"].endswith("(CPU not measured)")     # no paper scale
     assert lines["doadp-digits"].endswith("(CPU not measured; paper scale not measured)")
     assert main(["show", "dpdgt-ieee14"]) == 0
     assert "defaults: 72 min of CPU (4321 s; measured 2026-01-02 at commit abc123)" in \
         capsys.readouterr().out
     timings_file.write_text("{not json")       # an unreadable file: nothing is measured
     assert main(["list"]) == 0
-    assert "(CPU 72 min)" not in capsys.readouterr().out
+    assert "(CPU 72 min" not in capsys.readouterr().out
 
 
 def test_the_shipped_timings_file_is_what_list_prints(capsys):
