@@ -146,13 +146,22 @@ def fragment(name: str) -> str:
            "do not edit -->", ""]
     if rows:
         utility = rows[0]["utility_name"].replace("|", "\\|")
-        out += [f"| setting | {utility} | reference | certified epsilon | delta | relation | "
-                "diverged |", "|---|---|---|---|---|---|---|"]
+        with_start = any(row.get("start") not in ("", None) for row in rows)
+        out += [f"| setting | {'start | ' if with_start else ''}{utility} | reference | "
+                "certified epsilon | delta | relation | diverged |",
+                "|---|" + ("---|" if with_start else "") + "---|---|---|---|---|---|"]
         for row in rows:
             std = row.get("utility_std", "")
             reps = row.get("repetitions", "")
+            div = row.get("diverged", "")
+            # the console's rules (rfed.experiments.tables): a setting whose every repetition
+            # diverged reads "diverged" in the value and epsilon columns, never nan or 0
+            all_diverged = reps not in ("", None) and div not in ("", None) \
+                and int(div) >= int(reps) > 0
             value = _num(row["utility"]) + (f" ± {_num(std)}" if std not in ("", None)
                                             and reps not in ("1", "") else "")
+            if all_diverged:
+                value = "diverged"
             if reps:
                 value += f" (n={reps})"
             ref = f"{_num(row['reference'])} ({row['reference_name']})" \
@@ -161,9 +170,11 @@ def fragment(name: str) -> str:
             eps = _num(row["epsilon"]) if private else "non-private"
             rel = relation(row.get("accountant", "")) if private else "-"
             delta = _num(row["delta"]) if private else "-"
-            div = row.get("diverged", "")
+            if all_diverged:
+                eps, delta, rel = "diverged", "-", "-"
             div = f"{div}/{reps}" if reps and div != "" else (div or "-")
-            cells = [row["setting"], value, ref, eps, delta, rel, div]
+            start = [_num(row.get("start", ""))] if with_start else []
+            cells = [row["setting"], *start, value, ref, eps, delta, rel, div]
             out.append("| " + " | ".join(c.replace("|", "\\|") for c in cells) + " |")
         out.append("")
     pngs = sorted(folder.glob("*.png"))
