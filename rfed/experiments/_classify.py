@@ -18,8 +18,8 @@ local data set, and the noise multiplier scaled so that the noise standard devia
 averaged clipped gradient, ``z * sensitivity / B``, is the private run's. (Only the minibatch
 sampling noise differs: the public batch is smaller.) The search moves one hyperparameter at a
 time over its grid (effective step ``lr * clip``, clip, batch fraction, epochs, momentum,
-feature dimension, tail averaging) from the middle of every grid, keeping a change only if it raises the public score,
-for ``tune_sweeps`` passes; the ``tuning`` table records every configuration tried and whether
+feature dimension, tail averaging) from the middle of every grid, keeping a change only if it
+raises the public score, for ``tune_sweeps`` passes; the ``tuning`` table records every configuration tried and whether
 the choice sits at the edge of a grid that could have gone further (a domain bound, such as the
 whole local data set as batch, is not such an edge).
 """
