@@ -19,9 +19,9 @@ averaged clipped gradient, ``z * sensitivity / B``, is the private run's. (Only 
 sampling noise differs: the public batch is smaller.) The search moves one hyperparameter at a
 time over its grid (effective step ``lr * clip``, clip, batch fraction, epochs, momentum,
 feature dimension, tail averaging) from the middle of every grid, keeping a change only if it
-raises the public score, for ``tune_sweeps`` passes; the ``tuning`` table records every configuration tried and whether
-the choice sits at the edge of a grid that could have gone further (a domain bound, such as the
-whole local data set as batch, is not such an edge).
+raises the public score, for ``tune_sweeps`` passes; the ``tuning`` table records every
+configuration tried and whether the choice sits at the edge of a grid that could have gone
+further (a domain bound, such as the whole local data set as batch, is not such an edge).
 """
 
 from __future__ import annotations
