@@ -106,7 +106,7 @@ def outer_clipped_sum(features: np.ndarray, residuals: np.ndarray, bound: float 
         sq_a = row_sq_norms(features) if feature_sq_norms is None else feature_sq_norms
         r_sq = np.square(r[..., 0]) if k == 1 else np.einsum("...i,...i->...", r, r)
         sq = (sq_a + 1.0) * r_sq if bias else np.multiply(sq_a, r_sq, out=r_sq)
-        if s_w is not None:
+        if shared is not None and s_w is not None:
             wa = shared_dot_features
             if wa is None:
                 wa = np.matmul(features, s_w.astype(features.dtype, copy=False))
