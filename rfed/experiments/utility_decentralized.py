@@ -417,9 +417,9 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "add/remove where the trainer accounts it), delta = min(1e-5, 1/(10 N)). Test accuracy "
         "on the 10,000 test images, beside the non-private L-BFGS solution (at most "
         "reference_maxiter iterations on the pooled private data), each trainer's "
-        "non-private run and the zero start. Hyperparameters (effective step lr x clip, "
-        "clip, batch fraction of "
-        "the smallest local data set, epochs, momentum, feature dimension, tail averaging) are "
+        "non-private run (nonprivate_runs) and the zero start. Hyperparameters (effective "
+        "step lr x clip, clip, batch fraction of the smallest local data set, epochs, "
+        "momentum, feature dimension, tail averaging) are "
         "chosen per trainer on the PUBLIC split only (10 % of the training images: one half "
         "trained on by the same number of agents, the other half scores), at the private run's "
         "noise at eps_tune (same rounds, same noise std on the averaged clipped gradient), by "
@@ -441,7 +441,7 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "epochs_grid": [40.0, 80.0, 160.0], "momenta": [0.0, 0.5, 0.9],
         "dims": [0], "tail_averages": [0.0, 0.5],
         "tune_sweeps": 2, "tune_repetitions": 2, "eps_tune": 3.0,
-        "reference_maxiter": 100,
+        "reference_maxiter": 100, "nonprivate_runs": True,
         "target_epsilon": 3.0, "target_accuracy": 87.0, "centralized_target_accuracy": 88.5,
         "target_accuracy_add_remove": 88.7, "centralized_target_accuracy_add_remove": 89.5,
         "pca_dim": 64, "whiten_radius": 1.28, "random_features": 0, "feature_scale": 4.0,
@@ -567,7 +567,8 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                     continue
                 batch = local_batch(hp["batch_fraction"], int(problem.counts.min()))
                 rounds = rounds_for(hp["epochs"], problem.n_samples, n, batch)
-                settings = [(None, None)] + [(rel, eps) for rel in relations for eps in eps_list]
+                settings = ([(None, None)] if cfg["nonprivate_runs"] else []) + [
+                    (rel, eps) for rel in relations for eps in eps_list]
                 refusals = {rel: _supports(name, rel, problem.counts, declared, cfg)
                             for rel in relations}
                 for si, (rel, eps) in enumerate(settings):
