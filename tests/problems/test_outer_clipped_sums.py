@@ -83,3 +83,20 @@ def test_a_subclass_with_its_own_gradient_gets_the_generic_path():
     fast, _ = problem.clipped_grad_sum(x, problem.data, 0.3)
     slow, _ = Problem.clipped_grad_sum(problem, x, problem.data, 0.3)
     np.testing.assert_array_equal(fast, slow)
+
+
+def test_float32_features_in_blocks_equal_one_float64_product(monkeypatch):
+    """Float32 features are converted to float64 a block of rows at a time: the blocks' sum
+    equals the product of the whole float64 copy to float64 rounding (1e-12 relative)."""
+    import rfed.problems._outer as outer
+
+    rng = np.random.default_rng(4)
+    a = rng.standard_normal((3, 37, 11)).astype(np.float32)
+    r = rng.standard_normal((3, 37, 4))
+    whole = np.matmul(np.swapaxes(a.astype(np.float64), -1, -2), r)
+    monkeypatch.setattr(outer, "CAST_BYTES", 8 * 11 * 5)      # blocks of 5 rows
+    assert outer._block_rows(11) == 5
+    blocks = outer._transposed_product(a, r)
+    assert np.abs(blocks - whole).max() <= RTOL64 * np.abs(whole).max()
+    np.testing.assert_allclose(outer.row_sq_norms(a), np.sum(a.astype(np.float64) ** 2, -1),
+                               rtol=1e-14)
