@@ -30,8 +30,8 @@ import scipy.optimize as sopt
 
 from rfed._checks import numeric_array
 from rfed.manifolds import Euclidean
-from rfed.problems._outer import outer_clipped_sum
 from rfed.problems.base import Problem
+from rfed.problems.outer_gradients import outer_clipped_sum
 
 __all__ = [
     "L1Regularizer",
@@ -374,8 +374,8 @@ class LinearProblem(Problem):
         regularizer's subgradient, shared) has the norm
         ``sqrt(c_j^2 ||a_j||^2 + 2 c_j a_j^T s + ||s||^2)`` and the clipped sum is
         ``A^T (f * c) + (sum f) s`` for the clip factors ``f``
-        (:func:`rfed.problems._outer.outer_clipped_sum`); equal to clipping the materialised
-        gradients (:meth:`Problem.clipped_grad_sum`) up to rounding. A subclass that writes its
+        (:func:`rfed.problems.outer_gradients.outer_clipped_sum`); equal to clipping the
+        materialised gradients (:meth:`Problem.clipped_grad_sum`) up to rounding. A subclass that writes its
         own :meth:`sample_data_grad` or :meth:`sample_rgrad` gets the generic path.
 
         Parameters

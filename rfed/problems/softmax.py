@@ -17,9 +17,9 @@ their own anyway.
 Clipped gradient sums (:meth:`SoftmaxRegression.clipped_grad_sum`) never materialize the
 per-sample gradients: the norms above are closed form, and the clipped sum is
 ``A^T (s * (P - Y))`` for the clip factors ``s`` (with ``lam > 0`` the regularizer's shared term
-is added in closed form too: :mod:`rfed.problems._outer`). A batch of ``B`` records then costs
-``O(B (d_in + C))`` memory beyond its features instead of ``O(B d_in C)`` (at 3,969 scattering
-features, 10 classes and ``B = 819``: 26 MB instead of 260 MB per agent).
+is added in closed form too: :mod:`rfed.problems.outer_gradients`). A batch of ``B`` records
+then costs ``O(B (d_in + C))`` memory beyond its features instead of ``O(B d_in C)`` (at 3,969
+scattering features, 10 classes and ``B = 819``: 26 MB instead of 260 MB per agent).
 
 Precision: features given in float32 are stored in float32 (half the memory of a large feature
 matrix) and the logits are computed in float32 (a relative 1e-7, far below any DP noise); the
@@ -38,8 +38,8 @@ import scipy.optimize as sopt
 
 from rfed._checks import numeric_array
 from rfed.manifolds import Euclidean
-from rfed.problems._outer import outer_clipped_sum, row_sq_norms
 from rfed.problems.base import Problem
+from rfed.problems.outer_gradients import outer_clipped_sum, row_sq_norms
 
 __all__ = ["SoftmaxRegression"]
 
@@ -207,8 +207,8 @@ class SoftmaxRegression(Problem):
 
         The per-sample gradient ``[a (p - e_y)^T + lam W, p - e_y]`` is an outer product plus
         the regularizer's shared term, so its norm and the clipped sum are closed form
-        (:func:`rfed.problems._outer.outer_clipped_sum`); equal to clipping the materialised
-        gradients (:meth:`Problem.clipped_grad_sum`) up to rounding.
+        (:func:`rfed.problems.outer_gradients.outer_clipped_sum`); equal to clipping the
+        materialised gradients (:meth:`Problem.clipped_grad_sum`) up to rounding.
 
         Parameters
         ----------

@@ -8,9 +8,9 @@ features agree to 1e-5 (the generic path's per-sample gradients are float32 prod
 import numpy as np
 import pytest
 
-from rfed.problems._outer import outer_clipped_sum
 from rfed.problems.base import Problem
 from rfed.problems.linear import HingeSVM, L1Regularizer, L2Regularizer, LogisticRegression
+from rfed.problems.outer_gradients import outer_clipped_sum
 from rfed.problems.softmax import SoftmaxRegression
 
 RTOL64 = 1e-12
@@ -88,7 +88,7 @@ def test_a_subclass_with_its_own_gradient_gets_the_generic_path():
 def test_float32_features_in_blocks_equal_one_float64_product(monkeypatch):
     """Float32 features are converted to float64 a block of rows at a time: the blocks' sum
     equals the product of the whole float64 copy to float64 rounding (1e-12 relative)."""
-    import rfed.problems._outer as outer
+    import rfed.problems.outer_gradients as outer
 
     rng = np.random.default_rng(4)
     a = rng.standard_normal((3, 37, 11)).astype(np.float32)

@@ -277,7 +277,7 @@ class PrivateGradient:
         per-sample gradients: the fast path beside the readable clip-then-sum, kept equal to it
         (to rounding) by a test. Default True, so that every trainer clipping per sample through
         this step (DPDL, DP-DPSGD, Muffliato, a trainer of your own) gets the closed form of
-        the linear models (:mod:`rfed.problems._outer`); False: the readable path.
+        the linear models (:mod:`rfed.problems.outer_gradients`); False: the readable path.
 
     Examples
     --------
