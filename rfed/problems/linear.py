@@ -375,8 +375,9 @@ class LinearProblem(Problem):
         ``sqrt(c_j^2 ||a_j||^2 + 2 c_j a_j^T s + ||s||^2)`` and the clipped sum is
         ``A^T (f * c) + (sum f) s`` for the clip factors ``f``
         (:func:`rfed.problems.outer_gradients.outer_clipped_sum`); equal to clipping the
-        materialised gradients (:meth:`Problem.clipped_grad_sum`) up to rounding. A subclass that writes its
-        own :meth:`sample_data_grad` or :meth:`sample_rgrad` gets the generic path.
+        materialised gradients (:meth:`Problem.clipped_grad_sum`) up to rounding. A subclass
+        that writes its own :meth:`sample_data_grad` or :meth:`sample_rgrad` gets the generic
+        path.
 
         Parameters
         ----------
