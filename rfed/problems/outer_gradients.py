@@ -111,8 +111,9 @@ def outer_clipped_sum(features: np.ndarray, residuals: np.ndarray, bound: float 
         s_w = shared[..., :n_w].reshape(shared.shape[:-1] + (d_in, k))
         s_b = shared[..., n_w:] if bias else None
     scale = None
-    n_clipped = np.zeros(r.shape[:-2], dtype=int)
-    if bound is not None:
+    if bound is None:
+        n_clipped = np.zeros(r.shape[:-2], dtype=int)
+    else:
         sq_a = row_sq_norms(features) if feature_sq_norms is None else feature_sq_norms
         r_sq = np.square(r[..., 0]) if k == 1 else np.einsum("...i,...i->...", r, r)
         sq = (sq_a + 1.0) * r_sq if bias else np.multiply(sq_a, r_sq, out=r_sq)
@@ -134,10 +135,9 @@ def outer_clipped_sum(features: np.ndarray, residuals: np.ndarray, bound: float 
         scale = np.where(mask, 1.0 if scale is None else scale, 0.0)
     rs = r if scale is None else r * scale[..., None]
     gw = _transposed_product(features, rs)                      # (*lead, d_in, k), float64
-    parts = [gw.reshape(gw.shape[:-2] + (n_w,))]
+    total = gw.reshape(gw.shape[:-2] + (n_w,))
     if bias:
-        parts.append(rs.sum(axis=-2))
-    total = parts[0] if len(parts) == 1 else np.concatenate(parts, axis=-1)
+        total = np.concatenate([total, rs.sum(axis=-2)], axis=-1)
     if shared is not None:
         weight = (np.full(r.shape[:-2], float(r.shape[-2])) if scale is None
                   else scale.sum(axis=-1))
