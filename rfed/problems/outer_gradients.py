@@ -33,8 +33,8 @@ import numpy as np
 __all__ = ["CAST_BYTES", "outer_clipped_sum", "row_sq_norms"]
 
 #: Largest float64 copy of float32 features made at once (bytes). Blocks of this size stay in
-#: the heap that ``rfed run`` keeps (:mod:`rfed._malloc`) instead of being mapped and unmapped,
-#: with every page faulted in again, at each round.
+#: the heap that ``rfed run`` keeps (its glibc malloc settings) instead of being mapped and
+#: unmapped, with every page faulted in again, at each round.
 CAST_BYTES = 16 * 2**20
 
 
@@ -51,7 +51,7 @@ def row_sq_norms(a: np.ndarray, rows: int | None = None) -> np.ndarray:
     ----------
     a : array, shape ``(*lead, d)``
     rows : int, optional
-        Rows converted at a time (float32 input; default: :data:`CAST_BYTES` of float64).
+        Rows converted at a time (float32 input; default: ``CAST_BYTES`` of float64).
 
     Returns
     -------
@@ -149,7 +149,7 @@ def _transposed_product(features: np.ndarray, rs: np.ndarray) -> np.ndarray:
     """``A^T R`` per leading index, float64: ``(*lead, d_in, k)``.
 
     Float64 features: one batched product. Float32 features are converted to float64 a block
-    of rows at a time (:data:`CAST_BYTES`) and the blocks' products summed, instead of one
+    of rows at a time (``CAST_BYTES``) and the blocks' products summed, instead of one
     float64 copy of the whole batch (260 MB per round at 10 agents x 819 records x 3,969
     features): the same float64 products, summed in another order (rounding only).
     """
