@@ -395,17 +395,24 @@ class DPSGD(Algorithm):
         batch = {k: v[rows][None] for k, v in pool.flat.items()}
         total, _ = problem.clipped_grad_sum(state.x[None], batch, self.clip)
         man = problem.manifold
+        euclidean = type(man) is Euclidean
         # the public normaliser B, not the (secret, varying) Poisson batch size
-        mean = man.to_coords(state.x, total[0] / self.batch_size)
+        mean = total[0] / self.batch_size
+        if not euclidean:   # on Euclidean space the coordinates are the array itself
+            mean = man.to_coords(state.x, mean)
         if state.ledger is not None:
             acc = state.ledger
             mean = gaussian_release(mean, acc.noise_multiplier * acc.sensitivity, rng)
             acc.record_round()
-        g = man.from_coords(state.x, mean)
+        g = mean if euclidean else man.from_coords(state.x, mean)
         m = self.momentum * state.m + g
         alpha = step_size_at(self.step_size, state.t)
-        x_new = man.exp(state.x, -alpha * m)
-        m_new = m if isinstance(man, Euclidean) else man.transport(state.x, x_new, m)
+        if euclidean:       # Exp_x(-alpha m) = x - alpha m, the same floats
+            x_new = state.x - alpha * m
+            m_new = m
+        else:
+            x_new = man.exp(state.x, -alpha * m)
+            m_new = man.transport(state.x, x_new, m)
         return DPSGDState(t=state.t + 1, x=x_new, m=m_new, rng=rng, ledger=state.ledger,
                           batch_sizes=state.batch_sizes + int(sel.size))
 

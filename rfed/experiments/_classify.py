@@ -17,11 +17,11 @@ exactly: the same number of rounds, a batch that is the same fraction of the (sm
 local data set, and the noise multiplier scaled so that the noise standard deviation on the
 averaged clipped gradient, ``z * sensitivity / B``, is the private run's. (Only the minibatch
 sampling noise differs: the public batch is smaller.) The search moves one hyperparameter at a
-time over its grid (step, clip, batch fraction, epochs, momentum, feature dimension, tail
-averaging) from the middle of every grid, keeping a change only if it raises the public score,
-for ``tune_sweeps`` passes; the ``tuning`` table records every configuration tried and whether
-the choice sits at the edge of a grid that could have gone further (a domain bound, such as the
-whole local data set as batch, is not such an edge).
+time over its grid (effective step ``lr * clip``, clip, batch fraction, epochs, momentum,
+feature dimension, tail averaging) from the middle of every grid, keeping a change only if it
+raises the public score, for ``tune_sweeps`` passes; the ``tuning`` table records every
+configuration tried and whether the choice sits at the edge of a grid that could have gone
+further (a domain bound, such as the whole local data set as batch, is not such an edge).
 """
 
 from __future__ import annotations
@@ -180,8 +180,14 @@ def sizes_problem(counts: np.ndarray, n_classes: int = 10) -> SoftmaxRegression:
 def make_trainer(name: str, hp: Mapping[str, Any], batch: int, noise: Mapping[str, Any],
                  n_agents: int, cfg: Mapping[str, Any]):
     """One trainer with hyperparameters ``hp`` and local batch ``batch`` (the centralized
-    companion: Poisson batches of ``n_agents * batch`` on the pooled data)."""
-    lr, clip, mom = float(hp["lr"]), float(hp["clip"]), float(hp["momentum"])
+    companion: Poisson batches of ``n_agents * batch`` on the pooled data).
+
+    ``hp['step']`` is the effective step ``lr * clip`` (the learning rate is ``step / clip``):
+    the update is ``step`` times the mean of the gradients divided by the clip, and the noise
+    too, so a change of clip at a fixed effective step only changes which gradients are
+    shortened."""
+    clip, mom = float(hp["clip"]), float(hp["momentum"])
+    lr = float(hp["step"]) / clip
     graph = circulant(n_agents, int(cfg["graph_degree"]))
     if name == "DP-DPSGD":
         return DPDPSGD(Network(graph), lr=lr, beta=mom, batch_size=batch, clip=clip,

@@ -302,8 +302,9 @@ def _summarise(values: list[float]) -> dict:
 
 # ---------------------------------------------------------------------- classification
 #: Publicly tuned hyperparameter grids of the trainers (the search starts in their middle).
-_LR_KEYS = {"DP-DPSGD": "lrs_dpdpsgd", "DPDL": "lrs_dpdl", "DO-ADP": "lrs_doadp",
-            "noisy DSGD": "lrs_dsgd", CENTRALIZED: "lrs_dpsgd"}
+#: The setting holding each trainer's grid of effective steps ``lr * clip``.
+_STEP_KEYS = {"DP-DPSGD": "steps_dpdpsgd", "DPDL": "steps_dpdl", "DO-ADP": "steps_doadp",
+              "noisy DSGD": "steps_dsgd", CENTRALIZED: "steps_dpsgd"}
 _RELATIONS = {"replace_one": "replace-one", "add_remove_one": "add/remove"}
 
 
@@ -322,8 +323,13 @@ def _classify_data(cfg: dict, ctx: RunContext) -> dict:
 
 
 def _grids(cfg: dict, name: str, dims: list[int]) -> dict[str, list]:
-    """The public search grids of trainer ``name`` (axis order = search order)."""
-    return {"lr": [float(v) for v in cfg[_LR_KEYS[name]]],
+    """The public search grids of trainer ``name`` (axis order = search order).
+
+    The step axis is the effective step ``lr * clip``: the noise is proportional to the clip,
+    so at a fixed effective step the clip only sets which gradients are shortened (every one
+    as it tends to 0), and the step and the clip are not two independent axes (the trainer's
+    learning rate is ``step / clip``, :func:`rfed.experiments._classify.make_trainer`)."""
+    return {"step": [float(v) for v in cfg[_STEP_KEYS[name]]],
             "clip": [float(v) for v in cfg["clips"]],
             "batch_fraction": [float(v) for v in cfg["batch_fractions"]],
             "epochs": [float(v) for v in cfg["epochs_grid"]],
@@ -369,7 +375,7 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
     """Why trainer ``name`` cannot run under ``relation`` (None: it can), asked of the trainer
     itself: its constructor and calibration refuse what they cannot account, and the relation
     its account certifies must be the one asked."""
-    hp = {"lr": 1.0, "clip": 1.0, "momentum": 0.0}
+    hp = {"step": 1.0, "clip": 1.0, "momentum": 0.0}
     # the probe samples whole local data sets in one round: the same refusals as any batch,
     # and a calibration that is cheap (a small batch at one round asks the PLD for a tiny
     # noise multiplier, whose discretisation is slow)
@@ -411,8 +417,9 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "add/remove where the trainer accounts it), delta = min(1e-5, 1/(10 N)). Test accuracy "
         "on the 10,000 test images, beside the non-private L-BFGS solution (at most "
         "reference_maxiter iterations on the pooled private data), each trainer's "
-        "non-private run and the zero start. Hyperparameters (step, clip, batch fraction of "
-        "the smallest local data set, epochs, momentum, feature dimension, tail averaging) are "
+        "non-private run (nonprivate_runs) and the zero start. Hyperparameters (effective "
+        "step lr x clip, clip, batch fraction of the smallest local data set, epochs, "
+        "momentum, feature dimension, tail averaging) are "
         "chosen per trainer on the PUBLIC split only (10 % of the training images: one half "
         "trained on by the same number of agents, the other half scores), at the private run's "
         "noise at eps_tune (same rounds, same noise std on the averaged clipped gradient), by "
@@ -427,14 +434,16 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "scatter_J": 2, "scatter_L": 8, "groups": 27, "cache_dir": "",
         "graph_degree": 2, "doadp_gamma": 0.5, "decentralized_sampling": "poisson",
         "algorithms": ["DP-DPSGD", CENTRALIZED],
-        "lrs_dpdpsgd": [2.0, 4.0, 8.0, 16.0, 32.0], "lrs_dpdl": [2.0, 4.0, 8.0, 16.0, 32.0],
-        "lrs_doadp": [0.25, 0.5, 1.0, 2.0], "lrs_dsgd": [0.25, 0.5, 1.0, 2.0, 4.0],
-        "lrs_dpsgd": [2.0, 4.0, 8.0, 16.0, 32.0],
-        "clips": [0.1, 0.2, 0.4, 0.8], "batch_fractions": [0.125, 0.25, 0.5, 1.0],
-        "epochs_grid": [40.0, 80.0, 160.0], "momenta": [0.0, 0.5, 0.9],
-        "dims": [512, 1024, 2048, 0], "tail_averages": [0.0, 0.5],
+        # the grids of the documented run (docs/guide/features-and-utility.md), the clip's
+        # widened past the value it chose at its edge
+        "steps_dpdpsgd": [1.6, 3.2, 6.4], "steps_dpdl": [1.6, 3.2, 6.4],
+        "steps_doadp": [0.05, 0.1, 0.2, 0.4], "steps_dsgd": [0.05, 0.1, 0.2, 0.4, 0.8],
+        "steps_dpsgd": [1.6, 3.2, 6.4],
+        "clips": [0.05, 0.1, 0.2, 0.4], "batch_fractions": [0.25, 0.5, 1.0],
+        "epochs_grid": [20.0, 40.0, 80.0], "momenta": [0.0, 0.5, 0.9],
+        "dims": [0], "tail_averages": [0.0, 0.5],
         "tune_sweeps": 2, "tune_repetitions": 2, "eps_tune": 3.0,
-        "reference_maxiter": 100,
+        "reference_maxiter": 100, "nonprivate_runs": True,
         "target_epsilon": 3.0, "target_accuracy": 87.0, "centralized_target_accuracy": 88.5,
         "target_accuracy_add_remove": 88.7, "centralized_target_accuracy_add_remove": 89.5,
         "pca_dim": 64, "whiten_radius": 1.28, "random_features": 0, "feature_scale": 4.0,
@@ -469,10 +478,10 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
     n = int(cfg["n_agents"])
     if n < 2:
         raise ValueError(f"setting 'n_agents' must be an int >= 2, got {n!r}")
-    unknown = set(cfg["algorithms"]) - set(_LR_KEYS)
+    unknown = set(cfg["algorithms"]) - set(_STEP_KEYS)
     if unknown:
         raise ValueError(f"setting 'algorithms': unknown {sorted(unknown)}; choose from "
-                         f"{sorted(_LR_KEYS)}")
+                         f"{sorted(_STEP_KEYS)}")
     bad = set(cfg["relations"]) - set(_RELATIONS)
     if bad:
         raise ValueError(f"setting 'relations' holds 'replace_one' or 'add_remove_one', got "
@@ -560,7 +569,8 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                     continue
                 batch = local_batch(hp["batch_fraction"], int(problem.counts.min()))
                 rounds = rounds_for(hp["epochs"], problem.n_samples, n, batch)
-                settings = [(None, None)] + [(rel, eps) for rel in relations for eps in eps_list]
+                settings = ([(None, None)] if cfg["nonprivate_runs"] else []) + [
+                    (rel, eps) for rel in relations for eps in eps_list]
                 refusals = {rel: _supports(name, rel, problem.counts, declared, cfg)
                             for rel in relations}
                 for si, (rel, eps) in enumerate(settings):
@@ -625,12 +635,13 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
     comm_rows = _doadp_communication(cfg, ctx, chosen, data, proj, parts, bound, delta) \
         if "DO-ADP" in cfg["algorithms"] else []
     ctx.summary_table([summary_row(
-        f"{r['partition']} {r['algorithm']} target eps={r['target_epsilon']:g}",
+        f"{r['partition']} {r['algorithm']} {_RELATIONS[r['relation']]} "
+        f"target eps={r['target_epsilon']:g}",
         utility_name="test accuracy (%)", utility=r["accuracy_mean"],
         utility_std=r["accuracy_std"],
         reference=max(v for lab, v in refs[r["partition"]].items() if "L-BFGS" in lab),
         reference_name="non-private optimum", epsilon=r["epsilon_certified"], delta=r["delta"],
-        accountant=f"dp-accounting, record-level {r['relation'].replace('_', '-')}",
+        accountant=f"dp-accounting, record-level; relation: {_RELATIONS[r['relation']]}",
         repetitions=r["repetitions"], diverged=r["diverged"]) for r in rows
         if r.get("epsilon_certified") is not None])
     targets = _classify_targets(cfg, rows)
@@ -686,7 +697,7 @@ def _doadp_communication(cfg, ctx, chosen, data, proj, parts, bound, delta) -> l
     for ci, (p, ratio) in enumerate(cfg["comm_configs"]):
         accs, sent, eps_c = [], [], None
         for rep in range(int(cfg["repetitions"])):
-            alg = DOADP(Network(graph), alpha=hp["lr"], beta=hp["momentum"],
+            alg = DOADP(Network(graph), alpha=hp["step"] / hp["clip"], beta=hp["momentum"],
                         gamma=cfg["doadp_gamma"], p=float(p), k_ratio=float(ratio),
                         grad_bound=hp["clip"], batch_size=batch,
                         budget=PrivacyBudget(cfg["eps_comm"], delta), n_rounds=rounds)

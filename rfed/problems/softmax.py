@@ -16,9 +16,10 @@ their own anyway.
 
 Clipped gradient sums (:meth:`SoftmaxRegression.clipped_grad_sum`) never materialize the
 per-sample gradients: the norms above are closed form, and the clipped sum is
-``A^T (s * (P - Y))`` for the clip factors ``s``. A batch of ``B`` records then costs
-``O(B (d_in + C))`` memory beyond its features instead of ``O(B d_in C)`` (at 3,969 scattering
-features, 10 classes and ``B = 819``: 26 MB instead of 260 MB per agent).
+``A^T (s * (P - Y))`` for the clip factors ``s`` (with ``lam > 0`` the regularizer's shared term
+is added in closed form too: :mod:`rfed.problems.outer_gradients`). A batch of ``B`` records
+then costs ``O(B (d_in + C))`` memory beyond its features instead of ``O(B d_in C)`` (at 3,969
+scattering features, 10 classes and ``B = 819``: 26 MB instead of 260 MB per agent).
 
 Precision: features given in float32 are stored in float32 (half the memory of a large feature
 matrix) and the logits are computed in float32 (a relative 1e-7, far below any DP noise); the
@@ -38,21 +39,9 @@ import scipy.optimize as sopt
 from rfed._checks import numeric_array
 from rfed.manifolds import Euclidean
 from rfed.problems.base import Problem
+from rfed.problems.outer_gradients import outer_clipped_sum, row_sq_norms
 
 __all__ = ["SoftmaxRegression"]
-
-
-def _sq_norms(a: np.ndarray, rows: int = 4096) -> np.ndarray:
-    """Squared norms of the rows (last axis) of ``a``, accumulated in float64 (float32 rows
-    ``rows`` at a time, so that their float64 copy stays small)."""
-    if a.dtype == np.float64:
-        return np.sum(a * a, axis=-1)
-    flat = a.reshape(-1, a.shape[-1])
-    out = np.empty(flat.shape[0])
-    for lo in range(0, flat.shape[0], rows):
-        block = flat[lo:lo + rows].astype(np.float64)
-        out[lo:lo + rows] = np.einsum("ij,ij->i", block, block)
-    return out.reshape(a.shape[:-1])
 
 
 def _as_features(features: np.ndarray) -> np.ndarray:
@@ -61,10 +50,12 @@ def _as_features(features: np.ndarray) -> np.ndarray:
     return a if a.dtype == np.float32 else a.astype(float, copy=False)
 
 
-def _softmax(z: np.ndarray) -> np.ndarray:
-    z = z - z.max(axis=-1, keepdims=True)
-    e = np.exp(z)
-    return e / e.sum(axis=-1, keepdims=True)
+def _softmax(z: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """Softmax over the last axis (``out=z``: computed in place, the same floats)."""
+    e = np.subtract(z, z.max(axis=-1, keepdims=True), out=out)
+    np.exp(e, out=e)
+    e /= e.sum(axis=-1, keepdims=True)
+    return e
 
 
 class SoftmaxRegression(Problem):
@@ -127,7 +118,7 @@ class SoftmaxRegression(Problem):
             else:
                 # float32 rows stay float32; a longer row is scaled a relative 1e-6 inside the
                 # sphere, so that float32 rounding cannot leave it above the bound
-                norms = np.sqrt(_sq_norms(features))[..., None]
+                norms = np.sqrt(row_sq_norms(features))[..., None]
                 longer = norms > bound
                 if longer.any():
                     factor = np.minimum(1.0, bound * (1.0 - 1e-6) / np.maximum(norms, 1e-300))
@@ -212,11 +203,16 @@ class SoftmaxRegression(Problem):
         return g
 
     def clipped_grad_sum(self, x, batch, bound, mask=None):
-        """Closed-form clipped sum (no per-sample gradient is materialized when ``l2 = 0``).
+        """Closed-form clipped sum: no per-sample gradient is materialized.
+
+        The per-sample gradient ``[a (p - e_y)^T + lam W, p - e_y]`` is an outer product plus
+        the regularizer's shared term, so its norm and the clipped sum are closed form
+        (:func:`rfed.problems.outer_gradients.outer_clipped_sum`); equal to clipping the
+        materialised gradients (:meth:`Problem.clipped_grad_sum`) up to rounding.
 
         Parameters
         ----------
-        x : array, shape ``(*lead, *point_shape)``
+        x : array, shape ``(*lead, d)``
         batch : mapping of str to array, each of shape ``(*lead, b, ...)``
         bound : float or None
             Clipping level tau; ``None`` sums the raw gradients.
@@ -225,35 +221,29 @@ class SoftmaxRegression(Problem):
 
         Returns
         -------
-        total : array, shape ``(*lead, *point_shape)``
+        total : array, shape ``(*lead, d)``
         n_clipped : int array, shape ``lead``
             How many included samples had ``||g_j||_x > bound``.
         """
-        if self.l2:
-            return super().clipped_grad_sum(x, batch, bound, mask)
         x = np.asarray(x, dtype=float)
-        r = self._residual(x, batch)                      # (*lead, b, C)
         a = batch["features"]
-        scale = np.ones(r.shape[:-1])
-        n_clipped = np.zeros(r.shape[:-2], dtype=int)
-        if bound is not None:
-            norms = np.linalg.norm(r, axis=-1) * np.sqrt(_sq_norms(a) + 1.0)
-            over = norms > bound
-            scale = np.where(over, bound / np.where(over, norms, 1.0), 1.0)
-            n_clipped = np.sum(over if mask is None else over & mask, axis=-1)
-        if mask is not None:
-            scale = np.where(mask, scale, 0.0)
-        rs = r * scale[..., None]
-        gw = np.matmul(np.swapaxes(a, -1, -2), rs)          # (*lead, d_in, C)
-        total = np.concatenate([gw.reshape(gw.shape[:-2] + (-1,)), rs.sum(axis=-2)], axis=-1)
-        return total, n_clipped
+        z = self.logits(x, a)                              # (*lead, b, C), a fresh array
+        if not self.l2:
+            r = _softmax(z, out=z)
+            r -= batch["onehot"]
+            return outer_clipped_sum(a, r, bound, mask, bias=True)
+        r = _softmax(z) - batch["onehot"]
+        w, b = self.unflatten(x)
+        shared = np.concatenate([self.l2 * w.reshape(w.shape[:-2] + (-1,)),
+                                 np.zeros(w.shape[:-2] + (self.n_classes,))], axis=-1)
+        # S_W^T a_j = lam W^T a_j = lam (z_j - b): the logits already hold the product
+        return outer_clipped_sum(a, r, bound, mask, bias=True, shared=shared,
+                                 shared_dot_features=self.l2 * (z - b[..., None, :]))
 
     def local_grad(self, x, agents=None):
         # the full local gradients without materializing per-sample gradients
         agents, data, mask = self._all(agents)
         x = np.broadcast_to(x, (agents.size,) + self.manifold.point_shape)
-        if self.l2:
-            return super().local_grad(x, agents)
         total, _ = self.clipped_grad_sum(x, data, None, mask)
         return total / self.counts[agents][:, None]
 

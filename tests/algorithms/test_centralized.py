@@ -213,20 +213,3 @@ def test_pooled_batches_are_the_records_np_nonzero_picks_and_follow_replaced_dat
     assert centralized_module._pooled(problem) is pool
     problem.data = {k: v.copy() for k, v in problem.data.items()}
     assert centralized_module._pooled(problem) is not pool
-
-
-def test_linear_clipped_sum_fast_path_is_bit_identical_to_the_generic_one():
-    from rfed.problems.base import Problem
-    from rfed.problems.linear import L2Regularizer
-    rng = np.random.default_rng(1)
-    for reg in (None, L2Regularizer(0.3)):
-        problem = LogisticRegression(3 * rng.standard_normal((5, 40, 7)),
-                                     np.where(rng.random((5, 40)) < 0.5, -1.0, 1.0),
-                                     regularizer=reg)
-        x = rng.standard_normal((5, 7))
-        for bound in (None, 0.5, 100.0):
-            for mask in (None, rng.random((5, 40)) < 0.7):
-                fast = problem.clipped_grad_sum(x, problem.data, bound, mask)
-                generic = Problem.clipped_grad_sum(problem, x, problem.data, bound, mask)
-                assert fast[0].tobytes() == generic[0].tobytes()
-                np.testing.assert_array_equal(fast[1], generic[1])

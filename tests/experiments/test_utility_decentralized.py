@@ -4,6 +4,7 @@ The fake IDX files are written here (class-dependent bright blocks plus noise, s
 can learn them); the real files are used only by the ``slow`` full-size tests.
 """
 
+import csv
 import gzip
 import struct
 from pathlib import Path
@@ -106,7 +107,7 @@ def _tiny_classify(fake_data, tmp_path, **changes):
     overrides = {
         "data_path": str(fake_data), "cache_dir": str(tmp_path / "cache"), "n_agents": 4,
         "epsilons": [8.0], "repetitions": 1, "public_fraction": 0.25, "partitions": ["iid"],
-        "lrs_dpdpsgd": [1.0, 2.0], "lrs_dpsgd": [2.0], "clips": [0.1],
+        "steps_dpdpsgd": [0.1, 0.2], "steps_dpsgd": [0.2], "clips": [0.1],
         "batch_fractions": [0.5, 1.0], "epochs_grid": [2.0], "momenta": [0.5],
         "dims": [16, 0], "tail_averages": [0.5], "tune_sweeps": 1, "tune_repetitions": 1,
         "eps_tune": 8.0, "target_epsilon": 8.0, "reference_maxiter": 50}
@@ -150,7 +151,7 @@ def test_classify_tiny_on_scattering_features(fake_data, tmp_path):
         # a two-value grid of the step puts its choice on an edge; full batch and every
         # feature are the ends of their domains, not grid edges
         edges = chosen[0]["at_grid_edge"].split(", ") if chosen[0]["at_grid_edge"] else []
-        assert ("lr" in edges) == (alg == "DP-DPSGD")
+        assert ("step" in edges) == (alg == "DP-DPSGD")
         assert "batch_fraction" not in edges
         assert ("dim" in edges) == (chosen[0]["dim"] == 16)
     refs = {r["partition"]: r for r in summary["references"]}
@@ -168,6 +169,18 @@ def test_classify_tiny_on_scattering_features(fake_data, tmp_path):
     for name in ("privacy_utility.png", "privacy_utility.csv", "tuning.csv",
                  "summary_table.csv", "summary.json"):
         assert (tmp_path / "out" / name).exists()
+    # every summary row names its relation, in its label and in its accountant (which the
+    # generated results page reads)
+    with open(tmp_path / "out" / "summary_table.csv", newline="") as fh:
+        summary_rows = list(csv.DictReader(fh))
+    assert len(summary_rows) == 4
+    for row in summary_rows:
+        rel = "add/remove" if "add-remove" in row["accountant"] or "add/remove" in row[
+            "accountant"] else "replace-one"
+        assert row["accountant"].endswith(f"relation: {rel}") and rel in row["setting"]
+    assert {r["setting"] for r in summary_rows} == {
+        f"iid {alg} {rel} target eps=8" for alg in ("DP-DPSGD", CENTRALIZED)
+        for rel in ("replace-one", "add/remove")}
 
 
 def test_classify_refuses_bad_settings(fake_data, tmp_path):
@@ -185,7 +198,8 @@ def test_classify_tiny_on_pixels_with_every_trainer(fake_data, tmp_path):
     summary, ctx = _tiny_classify(
         fake_data, tmp_path, features="pixels", pca_dim=16,
         algorithms=["DO-ADP", "noisy DSGD", "DPDL", "DP-DPSGD", CENTRALIZED],
-        lrs_doadp=[1.0], lrs_dsgd=[1.0], lrs_dpdl=[1.0], lrs_dpdpsgd=[1.0], lrs_dpsgd=[1.0],
+        steps_doadp=[0.1], steps_dsgd=[0.1], steps_dpdl=[0.1], steps_dpdpsgd=[0.1],
+        steps_dpsgd=[0.1],
         batch_fractions=[0.25], comm_configs=[[1.0, 1.0], [1.0, 0.25]], eps_comm=8.0,
         decentralized_sampling="without_replacement",
         relations=["replace_one", "add_remove_one"])
@@ -349,26 +363,29 @@ def test_classify_full_size(tmp_path):
 
 
 #: the documented real-data run (docs/guide/features-and-utility.md): eps 3, both relations,
-#: one repetition, public-split PCA to 256 dimensions, one coordinate sweep
+#: both partitions, one repetition, all 3,969 scattering features, one coordinate sweep, no
+#: non-private runs of the trainers
 DOCUMENTED_RUN = {
     "epsilons": [3.0], "repetitions": 1, "relations": ["replace_one", "add_remove_one"],
-    "lrs_dpdpsgd": [4.0, 8.0, 16.0], "lrs_dpsgd": [4.0, 8.0, 16.0], "clips": [0.1, 0.2, 0.4],
-    "batch_fractions": [0.25, 0.5, 1.0], "epochs_grid": [40.0, 80.0, 120.0], "momenta": [0.5],
-    "tail_averages": [0.0], "dims": [256], "tune_sweeps": 1, "tune_repetitions": 1,
-    "partitions": ["iid"]}
+    "tune_sweeps": 1, "tune_repetitions": 1, "nonprivate_runs": False,
+    "partitions": ["iid", "dirichlet"], "steps_dpdpsgd": [1.6, 3.2, 6.4],
+    "steps_dpsgd": [1.6, 3.2, 6.4], "clips": [0.05, 0.1, 0.2],
+    "batch_fractions": [0.25, 0.5, 1.0], "epochs_grid": [20.0, 40.0, 80.0],
+    "momenta": [0.0, 0.5, 0.9], "tail_averages": [0.0, 0.5]}
 
 
 @pytest.mark.slow
 @needs_fmnist
-def test_classify_documented_run_iid(tmp_path):
-    # the IID half of the documented run (about 30 CPU-minutes): every private run certifies
-    # its budget under the relation asked and learns far beyond the zero start
+def test_classify_documented_run(tmp_path):
+    # the documented run (about an hour of CPU): every private run certifies its budget under
+    # the relation asked and learns far beyond the zero start
     summary, _ = run_experiment("utility-fmnist-classify", out_dir=tmp_path,
                                 overrides=DOCUMENTED_RUN)
     ref = summary["references"][0]
     private = [r for r in summary["privacy_utility"] if r["epsilon_certified"] is not None]
     assert {(r["algorithm"], r["relation"]) for r in private} == {
         (a, rel) for a in ("DP-DPSGD", CENTRALIZED) for rel in ("replace_one", "add_remove_one")}
+    assert {r["partition"] for r in private} == {"iid", "dirichlet"}
     for r in private:
         assert r["epsilon_certified"] <= 3.0 + 1e-9
         assert r["accuracy_mean"] > ref["zero_start_test_accuracy"] + 50

@@ -275,7 +275,9 @@ class PrivateGradient:
         problem's own :meth:`~rfed.problems.Problem.clipped_grad_sum` when its class has one
         (:func:`structured_clipping`, chosen once per problem class), without materialising the
         per-sample gradients: the fast path beside the readable clip-then-sum, kept equal to it
-        by a test. Default False (the readable path).
+        (to rounding) by a test. Default True, so that every trainer clipping per sample through
+        this step (DPDL, DP-DPSGD, Muffliato, a trainer of your own) gets the closed form of
+        the linear models (:mod:`rfed.problems.outer_gradients`); False: the readable path.
 
     Examples
     --------
@@ -287,7 +289,7 @@ class PrivateGradient:
     clip: float | None
     batch_size: int | None = 1
     clipping: str = "per_sample"
-    structured_sums: bool = False
+    structured_sums: bool = True
 
     def __post_init__(self) -> None:
         clip = self.clip
