@@ -21,8 +21,8 @@ same keyed streams):
 The baselines keep their :class:`rfed.randomness.AgentStreams` across rounds, as a user would
 (building one costs ~10 us). A row times rfed with the privacy ledger off, and a per-phase
 breakdown of rfed's round shows where the time goes, beside the floor every implementation with
-these keyed draws pays: the Philox draws themselves (the minibatch keys and the noise of the 16
-columns of each group of agents the active ones belong to; ``rfed.randomness``). All rows are
+these keyed draws pays: the Philox draws themselves (the minibatch keys and the noise of each
+active agent from its own stream; ``rfed.randomness``). All rows are
 interleaved in one process, in a new random order every repeat (a call runs on the caches the
 previous call left); the table gives the median CPU time
 (``time.process_time``) and the ratio baseline / rfed.
@@ -53,7 +53,6 @@ from rfed.networks.network import Network
 from rfed.problems.base import sample_without_replacement
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 from rfed.randomness import (
-    AGENT_GROUP,
     AgentStreams,
     _open_uniform,
     _standard_normal,
@@ -119,8 +118,8 @@ def neighbour_loop_round(problem, alg, x, m, xhat, streams, t):
     indptr, indices, data = w.indptr, w.indices, w.data
     eta = public_generator(streams.seed, t, "activation").random(n) < alg.p
     act = np.flatnonzero(eta)
-    # the draws of all active agents at once (a keyed stream serves a group of 16 agents: one
-    # call per agent would draw each group once per agent)
+    # the draws of all active agents at once (one call per agent would pay the call's fixed
+    # cost once per agent)
     samples = np.zeros(n, dtype=np.int64)
     samples[act] = sample_without_replacement(problem.counts[act], 1,
                                               KeyedDraws(streams, act, t, "minibatch"))[:, 0]
@@ -180,13 +179,13 @@ def phase_times(problem, alg, state, repeats: int) -> dict[str, float]:
     k = alg.resolved_k(d)
     coords = state.x[act] - state.xhat[act]
     streams = AgentStreams(state.seed)
-    groups = sorted(set((act // AGENT_GROUP).tolist()))
+    ids = act.tolist()
     n_max = int(problem.n_max)
 
     def floor(sampler, m):
         def draw():
-            for g in groups:
-                sampler(streams._rekey(g, state.t, 7), (m, AGENT_GROUP))
+            for a in ids:
+                sampler(streams._rekey(a, state.t, 7), (m,))
         return draw
 
     phases = {

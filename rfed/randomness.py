@@ -11,17 +11,16 @@ is the state plus ``(seed, round)``:
 * **per-agent** streams, keyed by ``(seed, agent, round, purpose)``, for a block of agents at once
   (minibatches, noise, compression): :class:`AgentStreams`.
 
-Per-agent draws come in fixed groups of :data:`AGENT_GROUP` consecutive agent ids: the group
-``g = agent // AGENT_GROUP`` has its own counter-based generator, numpy's Philox4x64-10 (Salmon,
-Moraes, Dror and Shaw, SC 2011) with key ``(seed, tag)`` and starting counter ``(0, g, round,
-purpose)``, which draws the rows of all the group's agents at once with numpy's fast samplers;
-agent ``r`` of the group takes draws ``r, r + 16, r + 32, ...``, so its first ``m`` values do
-not depend on how many values are asked for (blocks padded to different lengths agree). A block
-therefore loops over the groups it touches (``n_agents / 16`` re-keyings of one cached generator,
-about 0.3 us each), never over agents, and any process computes any agent's draws without the
-others'. A block holding part of a group draws the whole group and keeps its rows (at most 16
-times the work for a one-agent client, and the floor of a draw for a block: e.g. 16 active agents
-of 20 draw two whole groups). A block's ids are checked and its groups derived once
+Every agent has its own stream: agent ``a``'s draws for ``(round, purpose)`` come from numpy's
+counter-based Philox4x64-10 (Salmon, Moraes, Dror and Shaw, SC 2011) with key ``(seed, tag)``
+and starting counter ``(0, a, round, purpose)``, which only ever increments its first word, so no
+two agents', rounds' or purposes' streams overlap. Agent ``a``'s first ``m`` values are the
+first ``m`` values of that stream, so they do not depend on how many values are asked for
+(blocks padded to different lengths agree), on which other agents are in the block, or on the
+process that draws them, and a draw for agent ``a`` costs only agent ``a``'s values. A block
+re-keys one cached generator per agent (a state assignment, under a microsecond) and draws
+each agent's row with numpy's samplers into one array; uniforms are read as raw 64-bit words
+per agent and converted for the whole block at once. A block's ids are checked once
 (:meth:`AgentStreams.block`) for the several draws of a round, and a caller that only compares
 uniforms (the smallest minibatch key) may take their integer ranks instead
 (:func:`ranks_to_uniforms` maps them back bit for bit).
@@ -38,37 +37,39 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AGENT_GROUP", "purpose_code", "public_generator", "ranks_to_uniforms", "AgentBlock",
+__all__ = ["purpose_code", "public_generator", "ranks_to_uniforms", "AgentBlock",
            "AgentStreams", "StackedStreams"]
 
 _PUBLIC_TAG = 0x5055424C  # "PUBL": keeps public streams apart from the per-agent ones
 _AGENT_TAG = 0x4147454E  # "AGEN"
-#: Consecutive agent ids that share one generator (fixed: part of every run's definition).
-AGENT_GROUP = 16
-#: Scratch arrays an AgentStreams keeps for its multi-group draws (one per shape and dtype).
-_ROWS_BUFFERS = 4
 
-def _open_uniform(gen: np.random.Generator, size: tuple[int, ...],
-                  out: np.ndarray | None = None) -> np.ndarray:
-    # (k + 1/2) 2^-53 with k = gen.integers(0, 2**53): never 0 or 1, so inversions (log, ndtri)
-    # stay finite. For the range 2^53, numpy's bounded 64-bit integers (Lemire's method) are
-    # k = raw >> 11 of the raw 64-bit outputs and never reject, so k is read from the bit
-    # generator directly; and (k + 1/2) 2^-53 = fl(2k + 1) 2^-54 exactly (float(k) + 1/2 rounds
-    # the 54-bit odd number 2k + 1 the way its conversion does, and powers of two scale
-    # exactly): one conversion-and-scale pass into ``out``
-    raw = gen.bit_generator.random_raw(size)
+def _uniforms_of_raw(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    # (k + 1/2) 2^-53 with k = raw >> 11 of raw 64-bit Philox outputs: never 0 or 1, so
+    # inversions (log, ndtri) stay finite. For the range 2^53, numpy's bounded 64-bit integers
+    # (Lemire's method) are k = raw >> 11 and never reject, so these are the uniforms of
+    # gen.integers(0, 2**53); and (k + 1/2) 2^-53 = fl(2k + 1) 2^-54 exactly (float(k) + 1/2
+    # rounds the 54-bit odd number 2k + 1 the way its conversion does, and powers of two scale
+    # exactly): one conversion-and-scale pass into ``out``. ``raw`` is overwritten.
     raw >>= np.uint64(10)
     raw |= np.uint64(1)
     return np.multiply(raw, 2.0**-54, out=out)
 
 
+def _ranks_of_raw(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    # the k of the open uniforms (k + 1/2) 2^-53 that _uniforms_of_raw makes of the same raw
+    # words (k = raw >> 11), as uint64: a strictly increasing map, so the ranks order and tie
+    # exactly as those uniforms do, one pass cheaper (for a caller that only compares them)
+    return np.right_shift(raw, np.uint64(11), out=raw if out is None else out)
+
+
+def _open_uniform(gen: np.random.Generator, size: tuple[int, ...],
+                  out: np.ndarray | None = None) -> np.ndarray:
+    return _uniforms_of_raw(gen.bit_generator.random_raw(size), out)
+
+
 def _uniform_ranks(gen: np.random.Generator, size: tuple[int, ...],
                    out: np.ndarray | None = None) -> np.ndarray:
-    # the k of the open uniforms (k + 1/2) 2^-53 that _open_uniform draws from the same state
-    # (k = raw >> 11), as uint64: a strictly increasing map, so the ranks order and tie
-    # exactly as those uniforms do, one pass cheaper (for a caller that only compares them)
-    raw = gen.bit_generator.random_raw(size)
-    return np.right_shift(raw, np.uint64(11), out=raw if out is None else out)
+    return _ranks_of_raw(gen.bit_generator.random_raw(size), out)
 
 
 def ranks_to_uniforms(ranks: np.ndarray) -> np.ndarray:
@@ -98,8 +99,9 @@ def _standard_normal(gen: np.random.Generator, size: tuple[int, ...],
 
 #: The samplers of :meth:`AgentStreams.uniform` and :meth:`AgentStreams.normal`, by name.
 _SAMPLERS = {"uniform": _open_uniform, "normal": _standard_normal}
-#: The dtype of each sampler's draws (float64 unless listed).
-_SAMPLER_DTYPES = {_uniform_ranks: np.uint64}
+#: The samplers that read raw 64-bit words, and the conversion of a block's words (``(A, m)``
+#: uint64, overwritten) into their values: a block reads each agent's words and converts once.
+_OF_RAW = {_open_uniform: _uniforms_of_raw, _uniform_ranks: _ranks_of_raw}
 
 
 #: CRC-32 codes of the purpose names met so far (a handful per run, looked up every draw)
@@ -171,7 +173,7 @@ def public_generator(seed: int, round: int, purpose: str | int) -> np.random.Gen
 
 
 class AgentBlock:
-    """Checked agent ids of a block and the groups of :data:`AGENT_GROUP` their draws come from.
+    """Checked agent ids of a block, for several draws of the same agents.
 
     Built by :meth:`AgentStreams.block` (ids already checked: 1-d int64 in ``[0, 2**32)``).
 
@@ -180,12 +182,8 @@ class AgentBlock:
     agents : ndarray of int64, shape ``(A,)``
     size : int
         ``A``.
-    groups : list of int
-        The groups the block touches, in the order of their first agent.
-    where : ndarray of int, shape ``(A,)``
-        Position of each agent's group in ``groups``.
-    cols : ndarray of int64, shape ``(A,)``
-        Each agent's column in its group's draws (``agent % AGENT_GROUP``).
+    ids : list of int
+        The ids as Python ints (the per-agent loop re-keys with them).
 
     Parameters
     ----------
@@ -193,38 +191,15 @@ class AgentBlock:
         Checked ids.
     """
 
-    __slots__ = ("agents", "size", "groups", "where", "cols")
+    __slots__ = ("agents", "size", "ids")
 
     def __init__(self, agents: np.ndarray):
-        a = agents
-        self.agents, self.size = a, a.size
-        group_of = a // AGENT_GROUP
-        self.cols = a % AGENT_GROUP
-        if a.size <= _FEW_AGENTS:
-            # a round's block: Python's set and sort of a few ints cost less than the array
-            # calls; the groups come out increasing, as np.unique gives them
-            groups = sorted(set(group_of.tolist()))
-            if len(groups) <= 1:
-                where = None if groups else np.zeros(0, dtype=np.int64)
-            elif groups[-1] - groups[0] + 1 == len(groups):  # consecutive groups
-                where = group_of - groups[0]
-            else:
-                where = np.searchsorted(np.array(groups), group_of)
-            self.groups, self.where = groups, where
-        elif bool(np.all(group_of[1:] >= group_of[:-1])):
-            # increasing ids (every block the algorithms draw for): the groups in order
-            # without np.unique's sort
-            first = np.empty(a.size, dtype=bool)
-            first[0] = True
-            np.not_equal(group_of[1:], group_of[:-1], out=first[1:])
-            self.groups, self.where = group_of[first].tolist(), np.cumsum(first) - 1
-        else:
-            unique, where = np.unique(group_of, return_inverse=True)
-            self.groups, self.where = unique.tolist(), where.reshape(-1)
+        self.agents, self.size = agents, agents.size
+        self.ids = agents.tolist()
 
 
-#: Blocks up to this many agents derive their groups with Python sets (a few us), larger ones
-#: with array operations.
+#: Blocks up to this many agents are range-checked with Python's min and max (a few us),
+#: larger ones with array reductions.
 _FEW_AGENTS = 512
 
 
@@ -263,14 +238,6 @@ class AgentStreams:
         self._fresh: dict[str, Any] = {**fresh, "state": {k: [int(v) for v in fresh["state"][k]]
                                           for k in ("counter", "key")},
                        "buffer": [int(v) for v in fresh["buffer"]]}
-        # the groups' draws of multi-group calls, by (shape, dtype), reused by the next call of
-        # the same shape (every element is overwritten; a round draws a few shapes): at 10^6
-        # agents a fresh array of this size is faulted in by the kernel at every draw
-        self._rows_buffers: dict[tuple, np.ndarray] = {}
-
-    def __getstate__(self) -> dict:
-        # a copy or a pickle carries no scratch buffer
-        return {**self.__dict__, "_rows_buffers": {}}
 
     def _agents(self, agents) -> np.ndarray:
         a = np.asarray(agents)
@@ -285,9 +252,8 @@ class AgentStreams:
         return a.astype(np.int64, copy=False)
 
     def block(self, agents) -> AgentBlock:
-        """The checked ids ``agents`` ``(A,)`` and the groups their rows come from, for several
-        draws of the same block (e.g. a round's minibatch, noise and compression draws): the
-        ids are checked and the groups derived once.
+        """The checked ids ``agents`` ``(A,)``, for several draws of the same block (e.g. a
+        round's minibatch, noise and compression draws): the ids are checked once.
 
         Parameters
         ----------
@@ -299,13 +265,13 @@ class AgentStreams:
         """
         return AgentBlock(self._agents(agents))
 
-    def _rekey(self, group: int, rnd: int, code: int) -> np.random.Generator:
-        """The instance's generator at the start of the stream of ``(group, round, purpose)``."""
-        # Philox4x64-10: the stream of (round, purpose, group) starts at counter
-        # (0, group, round, purpose) and only ever increments the first word, so no two
+    def _rekey(self, agent: int, rnd: int, code: int) -> np.random.Generator:
+        """The instance's generator at the start of the stream of ``(agent, round, purpose)``."""
+        # Philox4x64-10: the stream of (agent, round, purpose) starts at counter
+        # (0, agent, round, purpose) and only ever increments the first word, so no two
         # streams of a run overlap
         state = self._fresh
-        state["state"]["counter"] = [0, group, rnd, code]
+        state["state"]["counter"] = [0, agent, rnd, code]
         self._bits.state = state  # type: ignore[assignment]  # numpy's stubs want its TypedDict
         return self._gen
 
@@ -315,10 +281,6 @@ class AgentStreams:
         rnd, code = _check_round(round), purpose_code(purpose)
         m = math.prod(shape)
         return self.block_rows(block, rnd, code, m, sampler).reshape((block.size, *shape))
-
-    def _rows(self, a: np.ndarray, rnd: int, code: int, m: int, sampler) -> np.ndarray:
-        """The first ``m`` draws of each agent of the checked ids ``a``, shape ``(a.size, m)``."""
-        return self.block_rows(AgentBlock(a), rnd, code, m, sampler)
 
     def block_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler
                    ) -> np.ndarray:
@@ -341,23 +303,26 @@ class AgentStreams:
         -------
         ndarray, shape ``(block.size, m)``
         """
-        groups = block.groups
-        if len(groups) == 1:
-            # one group (a client, or a small block): no gather over groups
-            cols = sampler(self._rekey(groups[0], rnd, code), (m, AGENT_GROUP))
-            return cols[:, block.cols].T
-        shape = (len(groups), m, AGENT_GROUP)
-        dtype = _SAMPLER_DTYPES.get(sampler, np.float64)
-        rows = self._rows_buffers.get((shape, dtype))
-        if rows is None:
-            if len(self._rows_buffers) >= _ROWS_BUFFERS:
-                self._rows_buffers.clear()
-            rows = self._rows_buffers[(shape, dtype)] = np.empty(shape, dtype)
-        for k, g in enumerate(groups):
-            # element j of the group's agent r is draw j * 16 + r: it does not depend on how
-            # many elements are asked for, so a block padded to another length agrees
-            sampler(self._rekey(g, rnd, code), (m, AGENT_GROUP), out=rows[k])
-        return rows[block.where, :, block.cols]  # (n_agents, m)
+        # one re-keying of the cached generator per agent (the state assignment of _rekey,
+        # inlined: this loop is the per-agent cost of every draw)
+        state, bits = self._fresh, self._bits
+        inner = state["state"]
+        of_raw = _OF_RAW.get(sampler)
+        if of_raw is None:
+            out: np.ndarray = np.empty((block.size, m))
+            gen = self._gen
+            for row, agent in zip(out, block.ids, strict=True):
+                inner["counter"] = [0, agent, rnd, code]
+                bits.state = state  # type: ignore[assignment]  # numpy's stubs: a TypedDict
+                sampler(gen, (m,), out=row)
+            return out
+        # raw words agent by agent, converted for the whole block at once
+        raw: np.ndarray = np.empty((block.size, m), dtype=np.uint64)
+        for row, agent in zip(raw, block.ids, strict=True):
+            inner["counter"] = [0, agent, rnd, code]
+            bits.state = state  # type: ignore[assignment]
+            row[...] = bits.random_raw(m)
+        return of_raw(raw)
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
         """Uniforms in the open interval ``(0, 1)`` (53-bit), shape ``(len(agents), *shape)``;
@@ -452,27 +417,7 @@ class StackedStreams:
         self.streams = [AgentStreams(seed) for seed in seeds]
         self.blocks = [st._agents(a) for st, a in zip(self.streams, blocks, strict=True)]
         self.size = sum(a.size for a in self.blocks)
-        # per run: its rows, and (group, columns) when its block lies in one group (the usual
-        # case: one agent per round), so a draw re-keys and samples without re-deriving them; a
-        # one-agent block keeps its row and column as ints (a strided copy, no fancy index)
-        self._plan: list[tuple[int | slice, tuple[int, int | np.ndarray] | None]] = []
-        start = 0
-        for a in self.blocks:
-            groups = a // AGENT_GROUP
-            one = a.size > 0 and bool(np.all(groups == groups[0]))
-            rows = start if a.size == 1 else slice(start, start + a.size)
-            cols = int(a[0] % AGENT_GROUP) if a.size == 1 else a % AGENT_GROUP
-            self._plan.append((rows, (int(groups[0]), cols) if one else None))
-            start += a.size
-        # every block one agent (one agent per round, the papers' experiments): each run's
-        # group is drawn into one buffer and the agents' columns are read in one gather (a
-        # one-agent block lies in one group: every plan then carries its (group, column))
-        keyed = [one for _, one in self._plan if one is not None]
-        self._single = [(st, one[0]) for st, one in zip(self.streams, keyed, strict=True)
-                        ] if all(a.size == 1 for a in self.blocks) else None
-        if self._single is not None:
-            self._runs = np.arange(len(self.blocks))
-            self._cols = np.array([one[1] for one in keyed], dtype=np.int64)
+        self._agent_blocks = [AgentBlock(a) for a in self.blocks]
 
     def draw(self, round: int, purpose: str | int, shape=(), kind: str = "normal"
              ) -> np.ndarray:
@@ -498,17 +443,9 @@ class StackedStreams:
         shape = _check_shape(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
         m = math.prod(shape)
-        if self._single is not None:
-            groups = np.empty((len(self._single), m, AGENT_GROUP))
-            for k, (st, g) in enumerate(self._single):
-                sampler(st._rekey(g, rnd, code), (m, AGENT_GROUP), out=groups[k])
-            return groups[self._runs, :, self._cols].reshape((self.size, *shape))
-        out = np.empty((self.size, m))
-        for st, a, (rows, one) in zip(self.streams, self.blocks, self._plan, strict=True):
-            if one is None:
-                out[rows] = st._rows(a, rnd, code, m, sampler)
-            else:
-                # AgentStreams._rows' one-group case (the same copy of the same draws)
-                cols = sampler(st._rekey(one[0], rnd, code), (m, AGENT_GROUP))
-                out[rows] = cols[:, one[1]].T
-        return out.reshape((self.size, *shape))
+        if len(self.blocks) == 1:
+            rows = self.streams[0].block_rows(self._agent_blocks[0], rnd, code, m, sampler)
+        else:
+            rows = np.concatenate([st.block_rows(block, rnd, code, m, sampler) for st, block
+                                   in zip(self.streams, self._agent_blocks, strict=True)])
+        return rows.reshape((self.size, *shape))

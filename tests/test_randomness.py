@@ -4,7 +4,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from rfed.randomness import AGENT_GROUP, AgentStreams, public_generator, purpose_code
+from rfed.randomness import AgentStreams, public_generator, purpose_code
 
 
 def test_an_agents_draws_do_not_depend_on_its_block():
@@ -76,9 +76,9 @@ def test_bad_keys_are_refused_with_the_argument_named():
         AgentStreams(1).integers([0], 0, "x", 0, 2)
 
 
-def test_agents_of_different_groups_and_far_ids_are_served_in_one_call():
+def test_near_and_far_ids_are_served_in_one_call():
     s = AgentStreams(seed=5)
-    agents = np.array([3, AGENT_GROUP + 1, 10 * AGENT_GROUP + 7, 2**31 + 3])
+    agents = np.array([3, 17, 167, 2**31 + 3])
     together = s.uniform(agents, 2, "batch", (2, 3))
     assert together.shape == (4, 2, 3)
     for i, a in enumerate(agents):
@@ -110,25 +110,40 @@ def _digest_of_many_draws() -> str:
 
 
 def test_draws_are_bit_identical_to_the_recorded_definition():
-    # SHA-256 of these draws, recorded from main (be015c8) before the keyed draw was made
-    # faster: a run's randomness is part of its definition and must never change (seeds below
-    # 2**63; larger seeds were mapped through a float and collided, see the test below)
+    # SHA-256 of these draws: a run's randomness is part of its definition and must not change
+    # by accident (seeds below 2**63; larger seeds were mapped through a float and collided, see
+    # the test below). Re-recorded once when every agent got its own Philox stream (one key per
+    # agent instead of groups of 16 agents sharing one): the previous definition's digest was
+    # e2f1b19df870ba1c539076b8f08cba22423a5ed3faf202a371d83a5a8e2f7d9c.
     assert _digest_of_many_draws() == (
-        "e2f1b19df870ba1c539076b8f08cba22423a5ed3faf202a371d83a5a8e2f7d9c")
+        "f8a127ceb44622ec8b40cdcd593225b55f520a2da863e93c280c06422983723b")
 
 
 @pytest.mark.parametrize("agent", [0, 21, 2**32 - 1])
 def test_an_agents_draws_follow_the_documented_philox_construction(agent):
-    # independent re-derivation from the module docstring: group g = agent // 16 draws from
-    # Philox4x64 with key (seed, "AGEN") and counter (0, g, round, purpose); agent r of the group
-    # takes draws r, r + 16, ...
+    # independent re-derivation from the module docstring: agent a draws from Philox4x64 with
+    # key (seed, "AGEN") and counter (0, a, round, purpose), its first m values, alone or in a
+    # block with other agents
     seed, rnd, code, m = 11, 4, purpose_code("noise"), 9
-    g, r = divmod(agent, AGENT_GROUP)
-    gen = np.random.Generator(np.random.Philox(counter=[0, g, rnd, code],
-                                               key=[seed, 0x4147454E]))
-    expected = gen.standard_normal(m * AGENT_GROUP)[r::AGENT_GROUP]
+    bits = np.random.Philox(counter=[0, agent, rnd, code], key=[seed, 0x4147454E])
+    expected = np.random.Generator(bits).standard_normal(m)
     got = AgentStreams(seed).normal([agent], rnd, "noise", (m,))[0]
     np.testing.assert_array_equal(got, expected)
+    in_block = AgentStreams(seed).normal([5, agent, 2**31], rnd, "noise", (m,))[1]
+    np.testing.assert_array_equal(in_block, expected)
+    raw = np.random.Philox(counter=[0, agent, rnd, code], key=[seed, 0x4147454E]).random_raw(m)
+    uniforms = AgentStreams(seed).uniform([agent, 3], rnd, "noise", (m,))[0]
+    np.testing.assert_array_equal(uniforms, ((raw >> np.uint64(11)) + 0.5) * 2.0**-53)
+
+
+def test_a_draw_for_one_agent_costs_only_its_own_values():
+    # the stream of agent a is consumed by a's draw only: the generator's counter after a
+    # one-agent draw of m normals is what drawing m normals from a's own stream leaves
+    s, m = AgentStreams(seed=3), 40
+    s.normal([21], 0, "noise", (m,))
+    alone = np.random.Philox(counter=[0, 21, 0, purpose_code("noise")], key=[3, 0x4147454E])
+    np.random.Generator(alone).standard_normal(m)
+    assert s._bits.state["state"]["counter"].tolist() == alone.state["state"]["counter"].tolist()
 
 
 @pytest.mark.parametrize("seed", [2**63 + 1, 2**64 - 2, 2**64 - 1])
@@ -139,8 +154,7 @@ def test_seeds_above_2_63_have_their_own_streams(seed):
         assert not np.any(draws == AgentStreams(other).normal([0], 0, "noise", (8,)))
 
 
-def test_increasing_and_unordered_blocks_over_several_groups_agree_with_single_agents():
-    # increasing ids take the path without np.unique; unordered (and repeated) ids the other
+def test_increasing_and_unordered_blocks_agree_with_single_agents():
     s = AgentStreams(seed=9)
     for agents in (np.array([1, 2, 17, 18, 40]), np.array([40, 2, 17, 2, 1, 18])):
         together = s.normal(agents, 3, "noise", (4,))

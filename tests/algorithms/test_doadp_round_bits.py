@@ -31,7 +31,7 @@ from rfed.privacy.clipping import clip_coordinates
 from rfed.problems import SpherePCA
 from rfed.problems.base import sample_without_replacement
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
-from rfed.randomness import AGENT_GROUP, AgentStreams, ranks_to_uniforms
+from rfed.randomness import AgentStreams, ranks_to_uniforms
 
 
 def _logreg(n, q, d, counts=None, seed=0):
@@ -294,13 +294,13 @@ def test_a_tied_smallest_key_goes_to_the_partition_on_both_paths():
                                  [19, 3, 40, 16, 0], [], list(range(0, 700, 3))])
 @pytest.mark.parametrize("few", [randomness._FEW_AGENTS, 0])
 def test_an_agent_block_draws_each_agents_own_rows(ids, few, monkeypatch):
-    # both ways of deriving the groups (Python sets for a round's block, arrays for a large
-    # one) against each agent drawn alone
+    # both ways of checking the ids (Python's min and max for a round's block, array
+    # reductions for a large one) against each agent drawn alone
     monkeypatch.setattr(randomness, "_FEW_AGENTS", few)
     streams = AgentStreams(7)
     ids = np.array(ids, dtype=np.int64)
     block = streams.block(ids)
-    assert block.groups == sorted(set((ids // AGENT_GROUP).tolist()))
+    assert block.ids == ids.tolist()
     for purpose, method in (("noise", "normal"), ("minibatch", "uniform")):
         got = getattr(streams, method)(block, 4, purpose, (3,))
         assert got.shape == (ids.size, 3)
