@@ -54,18 +54,29 @@ SMALL = {
 }
 
 EXPECTED = {
-    "doadp-digits": "8639e543209e4dd0670b4f7b226149059200a2d066c7b7b6b0edb3351f97862c",
-    "dpdgt-ieee14": "9356a49e37c9165dcc4ba55e0f9877c7f358991202e6bfad1d61666d7472718c",
-    "dpdl-digits": "7bb4f9e2d2a01f5beac55585e56f0b6ca73492c8c0f0e180e742d45b58c3fe79",
+    # Every digest re-pinned once more when (a) the per-agent keyed streams gave each agent its
+    # own Philox stream (counter (0, agent, round, purpose)) instead of 16 consecutive agents
+    # sharing one (rfed.randomness): every run's minibatches and noise changed, by design; and
+    # (b) Sphere.exp took sin(t)/t for np.sinc(t/pi) and renormalizes only a result whose
+    # squared norm strays more than 8 eps from 1 (sphere runs' last bits). The earlier digest
+    # of each is named below as "before".
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 8639e543...
+    "doadp-digits": "dd82c8d6b362396b348078fc633f96c647c104031411647b1154e9e991a3751f",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 9356a49e...
+    "dpdgt-ieee14": "d59e4669de95f21d4849ff2fb0a42b71b7a935d6d8c8603cb3c28ceeb9ed316b",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 7bb4f9e2...
+    "dpdl-digits": "0ec4c2a5ffc37790964ba7957ca366e4af2b891412fc933013fb8b74225fe89d",
     # Re-pinned when Sphere.dist took arccos<x, y> where |<x, y>| < 1/2 (well conditioned
     # there; one dot product instead of a chord) and Sphere.exp renormalized by the
     # reciprocal norm (one division per point): records moved by <= 9e-16 relative.
     # Before: b8c6f525...
-    "pca-synthetic": "1777c8e195f7652caff2639f3b481882ee1fd279e8f580ec5ae416e6c9b04bc5",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 1777c8e1...
+    "pca-synthetic": "e030c438ec0a7941cfe1c5d8e60baa094857ad19c4362f961048116904547d0e",
     # Re-pinned when Grassmann principal angles above pi/4 moved to the singular vectors of
     # X^T Y (accurate near pi/2, where the sines all round to 1): the records moved by at most
     # 1.1e-15 relative (excess risk; cost 7e-16). Before: 0709bd1b...
-    "prirfed-kpca": "f6aac7a9e2b78e28fd7a877d82d8441af84d3fa8a0065e05b41f0b1b5383367d",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before f6aac7a9...
+    "prirfed-kpca": "da8baef4974158f00adb42a4f8c37f0c1a455a716a2587b749c56e7b769f926b",
     # Re-pinned by issue 13's RDP accountant (rfed.privacy._rdp replaces dp-accounting's
     # Python loops for the Gaussian curves). The digests change because calibrated noise
     # multipliers and certified epsilons change, for two reasons, both measured against
@@ -88,17 +99,20 @@ EXPECTED = {
     # own runs instead of a second run of the same four settings: the records of the sweep at
     # eps_fig2a are gone, and the others are unchanged (the digest of the records of 393bcf13...
     # without those 8 is this one; measured on main at 80ac783).
-    "doadp-logreg": "65237d5df3336dbbb1269af008a5602ac71ae0ae069db2aee57c0b5f4c8aa52e",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 65237d5d...
+    "doadp-logreg": "0853c7272962d729fb24287941af5d04923b6cce541ebdf942f85950082b5f37",
     # dpdda-svm re-pinned again by issue 9's l2-SVM reference solver (smoothed primal with a
     # certified duality gap <= 1e-9, replacing the dual L-BFGS-B): only the metrics measured
     # against the reference move, excess_risk by <= 2.9e-9 and dist_to_ref by <= 1.1e-8
     # relative; the iterates are unchanged.
-    "dpdda-svm": "a4f76cb1cc48061a2f29c36e3f52d56b7419e8ed9da7dda6629e2e9d1af349a1",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before a4f76cb1...
+    "dpdda-svm": "628b9507c74844aaa59f94845ff7506310a0710049b27aa234afc16c86c72bd5",
     # Re-pinned when Sphere.dist took arccos<x, y> where |<x, y>| < 1/2 (well conditioned
     # there; one dot product instead of a chord) and Sphere.exp renormalized by the
     # reciprocal norm (one division per point): records moved by <= 9e-16 relative.
     # Before: a7675719...
-    "prirfed-fig1": "39df25c2f3e30cc3d9baeece601d505c0b257cf521e2b4f212366023ca5f4684",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 39df25c2...
+    "prirfed-fig1": "46de7f77cddab55d39400532df178cd02f6546d9b272c6b127007055792305e5",
     # Re-pinned when Sphere.dist took arccos<x, y> where |<x, y>| < 1/2 (well conditioned
     # there; one dot product instead of a chord) and Sphere.exp renormalized by the
     # reciprocal norm (one division per point): records moved by <= 9e-16 relative.
@@ -106,7 +120,8 @@ EXPECTED = {
     # noise, tangent at the iterate, amplifies a 1-ulp change by about |u| per step):
     # its noise-dominated records moved arbitrarily.
     # Before: b5e50b16...
-    "prirfed-fig2": "02d798e56d338caf7d095f161a861f8e3ecc4ef4ad9a101bf756a1b19842ffc0",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 02d798e5...
+    "prirfed-fig2": "969e51d3f960d271fcbc653a728758fd9aa4cab7975c56830bddd59e2b9f3f64",
     # fig3, fig4: re-pinned once more because the EVALUATION of the SPD Frechet cost and
     # gradient norm at the recorded rounds moved from the pencil (Cholesky + SVD per pair,
     # SPD.log_dist) to one eigh per pair (SPD.log_dist_eigh, 1.4x faster per evaluation):
@@ -121,21 +136,25 @@ EXPECTED = {
     # stay within 1e-10 relative of the pencil's and their clip counts and privacy are
     # identical (the test below). With eigh evaluation and pencil training the digests were
     # 2a1fa57a... (fig3), 6d0f13fa... (fig4).
-    "prirfed-fig3": "89f4358ad0a55d0ad7395d20674d94d56781a1adf38d5e0c96b57ab52d30cfdb",
-    "prirfed-fig4": "228555801023d84c23567790a5d6b5b9ed15a0833bab3cc6593bebc5c0a0e1cf",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 89f4358a...
+    "prirfed-fig3": "53d0c48f876408eb8f9250192379231e70f6757e3e567ba0c2c1102a8bcd6ee5",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 22855580...
+    "prirfed-fig4": "fad8d0079a0f96caa40c29dff688b67019eed5221f2f5dcea4a8e2fed04993ce",
     # Re-pinned when the hyperboloid's distance below 1 moved to the cancellation-free Lorentz
     # chord and its log to (y - x) - (cosh d - 1) x with the time part from tangency (the
     # former formulas lost up to 1e-4 relative at d = 1e-12): the records moved by at most
     # 8.7e-10 relative (excess risk; cost 1.8e-10). Before: 538e1583...
-    "prirfed-fig5": "0481f564bef00361fd8d8409a6c7337b22c987d2be71a46a3a639f36c52481ca",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 0481f564...
+    "prirfed-fig5": "35e4fd526856a8893a77850a032810097e37b9df445a79733c017be58b2b7c19",
 }
 
 #: fig3 and fig4 with the pencil throughout (evaluations, per-sample gradients, reference), with
 #: the accountant's re-pinning (the pencil digests recorded on main at be015c8 were
 #: 4e7c978e... and 28bf4d32... with dp-accounting's curves)
 EXPECTED_PENCIL = {
-    "prirfed-fig3": "5068c82b0d980e52325ee90e368dd0b8c929ce39de4dadec81c7556ee5260870",
-    "prirfed-fig4": "72f7264a94772581a21154e6a8707101f59f8781e7f7c01a5117116ea9d1e06c",
+    # re-pinned with the per-agent keyed streams (before: 5068c82b..., 72f7264a...)
+    "prirfed-fig3": "1083cbb1b12bfcf2b0e98ea17b2c7bb93fa69bb0b01965e713ef3e6bd9e9ce41",
+    "prirfed-fig4": "fae956da3f7bf12d9ac62474d98fc26541a194054b50a447b36dee6840e3575e",
 }
 
 _SLOW = {"doadp-digits", "doadp-logreg", "dpdda-svm", "dpdl-digits"}
