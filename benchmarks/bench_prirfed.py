@@ -29,27 +29,20 @@ local steps with clipping and tangent noise, full batch or the paper's ``b = N_i
   ``floor: same, in 4 MiB blocks``, the same reads a block of agents at a time so that the
   second pass reads the cache (what rfed does, with rfed's block size). "Best floor" is the
   fastest of these;
-* ``part: K keyed noise draws``: not a data read but the K tangent-noise draws of the round
-  (``A x d`` standard normals per step from rfed's per-agent keyed streams), which no data
-  floor counts; the closing line also prints rfed minus it over the best floor, and rfed over
-  the best floor plus it.
+* ``one-read floor (blocked) + noise``: the one-read-per-step floor, what a competent user's
+  loop pays for a private round's data and noise: per block of agents holding about 4 MiB of
+  records, ``Z x`` then ``Z^T w`` while the block is cached (for ``b = N_i / 2`` a random half
+  of each agent's rows weighted 1, the others 0), plus the step's ``A x d`` normals from one
+  sequential numpy Generator; for ``b = N_i / 2`` also ``one-read floor (blocked gather) +
+  noise`` (the half gathered per block). The line ``rfed / best one-read floor (with noise)``
+  is the ratio the performance guide quotes;
+* ``part: K keyed noise draws``: the K tangent-noise draws of the round (``A x d`` standard
+  normals per step from rfed's per-agent keyed streams), which no data floor counts; the
+  closing line also prints rfed minus it over the best floor, and rfed over the best floor
+  plus it.
 
-The last column is time / rfed; the closing lines print rfed / floor.
-
-Measured (``python benchmarks/bench_prirfed.py --repeat 11``, median CPU time of 11
-interleaved calls, on the project's shared 2-core machine under a load of about 4.5; issue 13's
-target is 1.5x the best floor):
-
-* 100 x 600: full batch 1.16x its floor; ``N_i / 2`` 1.34x the best floor of a random half
-  (the blocked gather), 1.14x the masked floor over all rows, 0.98x the one-shot gather;
-* 1,000 x 50: full batch 2.10x its floor; ``N_i / 2`` 2.40x the best floor (1.76x without the
-  noise draws, 1.47x the best floor plus the noise draws). The data floor alone is not
-  reachable at 1,000 agents: a round draws 1,000 x 783 keyed normals per step (16 ns each
-  from the Philox streams, against about 0.13 ns per byte of the blocked floor), 0.64x the
-  best floor by themselves, and runs exp, the tangent projection and the aggregation on
-  (1,000, 784) arrays.
-* ``--quick``: 10 x 600 ``N_i / 2`` at 1.45x its best floor, 100 x 50 at 2.41x (1.83x
-  without the noise draws): a round's fixed Python cost (a few ms) weighs more there.
+The last column is time / rfed; the closing lines print rfed / floor. The last measured table
+is ``benchmarks/results/bench_prirfed.txt`` (imported into ``docs/results/benchmarks/``).
 
 ``--rsvrg-step``: CPU time of ONE DP-RSVRG inner step (the paper's Alg. 3) in prirfed-fig2's
 setting (digits on S^63, 10 agents of 179-180 records, K = 3, m = 33, one agent per run),
@@ -57,15 +50,9 @@ for ``R`` runs stacked as :class:`RepeatedRuns` stacks them (R = 1, 2, 10; fig2 
 Rows: ``DPRSVRG.train`` divided by its ``K m`` inner steps; ``lean loop``: the same local run
 with the inner step written as plain numpy calls in one function (no manifold, problem or
 mechanism objects; the same keyed draws), checked to give rfed's output bit for bit; and
-``part: keyed noise draws``: the step's ``R`` draws of a 16-agent group of 64 normals each
-(the noise layout fixes them: 16 x 64 Philox normals per run and step), the floor of any
-implementation with these streams. Compare checkouts with
+``part: keyed noise draws``: the step's ``R`` draws of 64 normals each from the agents' own
+streams, the floor of any implementation with these streams. Compare checkouts with
 ``PYTHONPATH=/path/to/checkout python benchmarks/bench_prirfed.py --rsvrg-step``.
-Measured (``--repeat 5``, two alternating runs per checkout, shared 2-core machine, load
-about 3.5): R = 1: 79 us per step (main before issue 13's step work: 117 us), the lean loop
-69-71 us, the noise draws 18 us; R = 10: 249-257 us (main: 311 us), lean 233-249 us, noise
-draws 143-144 us (56 % of the step: the 16-agent layout draws 16 x 64 normals per run and
-step, of which 64 are used).
 """
 
 from __future__ import annotations
