@@ -253,14 +253,16 @@ def lean_rsvrg(problem, trainer, plan, x, agents, sigma, step, seeds, blocks, rn
             noise -= einsum("...i,...i->...", xj, noise)[..., None] * xj
             noise *= sigma[..., None]
             eta = eta + noise
-            # exp (Sphere.exp, with np.sinc's operations)
+            # exp (Sphere.exp's operations)
             s = -step * eta
-            t = np.sqrt(einsum("...i,...i->...", s, s))[..., None]
-            y = np.cos(t) * xj
-            r = np.pi * (t / np.pi)
-            r = np.where(r, r, np.finfo(float).eps)
-            y += (np.sin(r) / r) * s
-            y /= np.sqrt(einsum("...i,...i->...", y, y))[..., None]
+            t = np.sqrt(einsum("...i,...i->...", s, s))
+            sinc_t = np.divide(np.sin(t), t, out=np.ones_like(t), where=t > 0)
+            y = s * sinc_t[..., None]
+            y += np.cos(t)[..., None] * xj
+            norm_sq = einsum("...i,...i->...", y, y)
+            strayed = np.abs(norm_sq - 1.0) > 8 * np.finfo(float).eps
+            if np.any(strayed):
+                y *= np.where(strayed, 1.0 / np.sqrt(norm_sq), 1.0)[..., None]
             xj = y
         snap = xj
     return snap
