@@ -7,7 +7,9 @@ Every (algorithm, size) runs in a fresh child process with one BLAS thread and a
 cap (``resource.setrlimit(RLIMIT_AS)``, 8 GiB by default): the child builds the problem (``d =
 10``, 10 records per agent, synthetic), the network and the algorithm, times ``init``, one
 first round and then ``--rounds`` more (CPU time, ``time.process_time``), and reads its peak
-resident set (``VmHWM`` of ``/proc/self/status``, Linux) at the end. The table prints the
+resident set (``VmHWM`` of ``/proc/self/status``, Linux) at the end, and the median minor page
+faults and system CPU seconds of the timed rounds (``getrusage``; the records'
+``page_faults_per_round`` and ``system_s_per_round``). The table prints the
 median CPU seconds of the timed rounds, the peak RSS and, per algorithm, the growth exponent
 ``log10(t(10^6) / t(10^5))`` of the time per round (1 = linear); the records and the table go to
 ``benchmarks/results/bench_scale.json`` and ``.txt`` (``--out``).
@@ -158,14 +160,20 @@ def child(name: str, n: int, rounds: int) -> dict:
     t0 = time.process_time()
     state = init()
     init_s = time.process_time() - t0
-    times = []
+    times, faults, system = [], [], []
     for _ in range(rounds + 1):
+        before = resource.getrusage(resource.RUSAGE_SELF)
         t0 = time.process_time()
         state = step(state)
         times.append(time.process_time() - t0)
+        after = resource.getrusage(resource.RUSAGE_SELF)
+        faults.append(after.ru_minflt - before.ru_minflt)
+        system.append(after.ru_stime - before.ru_stime)
     return {"algorithm": name, "n_agents": n, "status": "ok", "build_s": build_s,
             "init_s": init_s, "first_round_s": times[0],
             "round_s": float(np.median(times[1:])), "rounds_s": times[1:],
+            "page_faults_per_round": float(np.median(faults[1:])),
+            "system_s_per_round": float(np.median(system[1:])),
             "rss_after_build_mib": rss_built, "peak_rss_mib": _status_mib("VmHWM")}
 
 
@@ -267,7 +275,9 @@ def main() -> None:
             rec = run_one(name, n, args.rounds, args.cap_gib, args.timeout, args.malloc)
             records.append(rec)
             shown = (f"{rec['round_s']:.4g} s/round, peak {rec['peak_rss_mib']:.0f} MiB, init "
-                     f"{rec['init_s']:.3g} s" if rec["status"] == "ok" else rec["status"])
+                     f"{rec['init_s']:.3g} s, {rec['page_faults_per_round']:,.0f} page faults "
+                     f"and {rec['system_s_per_round']:.3g} s system time per round"
+                     if rec["status"] == "ok" else rec["status"])
             print(f"{name:<12} n = {n:>9,}: {shown}", flush=True)
     allocator = ("glibc malloc as is" if args.malloc == "default" else
                  "glibc malloc keeping freed blocks (" + KEEP_FREED["GLIBC_TUNABLES"].format(

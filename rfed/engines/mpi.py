@@ -106,6 +106,8 @@ from rfed.networks.comm import (
     NeighborValues,
     _offdiag_arcs,
     _pattern,
+    check_out,
+    csr_product,
 )
 from rfed.networks.engine import Engine, use_engine
 from rfed.state import StateFileError, load_state, save_state
@@ -368,15 +370,22 @@ class MPICommunicator(Communicator):
         self._record(kind, counts, self._per_message_bytes(v, payload_bytes))
 
     # ------------------------------------------------------------------ operations
-    def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False):
+    def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False,
+            out: np.ndarray | None = None):
         v = self._local_values(values)
+        if out is not None:
+            check_out(out, v.shape, v)
         mask = self._local_mask(senders)
         w, plan = self._plan(weights)
         self._check_senders("mix", w, plan, mask)
         if not copies:
             self._count("mix", plan.outdeg, v, payload_bytes)
         ext = self._extended(plan, v)
-        return np.asarray(plan.block @ ext).reshape(v.shape)
+        if out is None:
+            return np.asarray(plan.block @ ext).reshape(v.shape)
+        # scipy's kernel into ``out`` (zeroed first), as the operator computes into zeros
+        csr_product(plan.block, ext.reshape(ext.shape[0], -1), out.reshape(self.n_local, -1))
+        return out
 
     @sections_from(Communicator.gather_from_neighbors)
     def gather_from_neighbors(self, weights, values, *, senders=None, payload_bytes=None,

@@ -59,6 +59,7 @@ __all__ = [
     "sparse_payload_bytes",
     "segment_sum",
     "csr_product",
+    "check_out",
     "mix_product",
     "arc_list",
     "reverse_arcs",
@@ -184,7 +185,8 @@ class NeighborValues:
 
 
 def segment_sum(
-    receivers: np.ndarray, arc_values: np.ndarray, n_agents: int, weights: np.ndarray | None = None
+    receivers: np.ndarray, arc_values: np.ndarray, n_agents: int, weights: np.ndarray | None = None,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """Agent-local reduction :math:`out_i = \\sum_{e: receivers_e = i} w_e\\, arc\\_values_e`.
 
@@ -195,17 +197,27 @@ def segment_sum(
     receivers : ndarray of int, shape ``(m,)``
     arc_values : ndarray, shape ``(m, *shape)``
     weights : ndarray, shape ``(m,)``, optional (ones)
+    out : ndarray, shape ``(n_agents, *shape)``, optional
+        The array to write the sums into (float64, C-contiguous, sharing no memory with
+        ``arc_values``): the product's kernel computes into it as into a fresh array (see
+        :func:`csr_product`), so the same bits. Default: a fresh array.
 
     Returns
     -------
     ndarray, shape ``(n_agents, *shape)``
+        ``out`` when given.
     """
     arc_values = np.asarray(arc_values)
     m = arc_values.shape[0]
     w = np.ones(m) if weights is None else np.asarray(weights, dtype=float)
     sel = sp.csr_matrix((w, (np.asarray(receivers), np.arange(m))), shape=(n_agents, m))
-    out = sel @ arc_values.reshape(m, -1)
-    return np.asarray(out).reshape((n_agents,) + arc_values.shape[1:])
+    shape = (n_agents,) + arc_values.shape[1:]
+    if out is not None:
+        check_out(out, shape, arc_values)
+        csr_product(sel, arc_values.reshape(m, -1), out.reshape(n_agents, -1))
+        return out
+    sums = sel @ arc_values.reshape(m, -1)
+    return np.asarray(sums).reshape(shape)
 
 
 def as_csr_weights(weights, name: str = "weights") -> sp.csr_matrix:
@@ -418,31 +430,81 @@ DENSE_MIX_MIN_AGENTS = 256
 DENSE_MIX_MAX_AGENTS = 8192
 
 
-def csr_product(w: sp.csr_matrix, flat: np.ndarray) -> np.ndarray:
+def csr_product(w: sp.csr_matrix, flat: np.ndarray, out: np.ndarray | None = None
+                ) -> np.ndarray:
     """``w @ flat`` for a float64 CSR ``w`` ``(n, m)`` and a float64 ``flat`` ``(m, k)``: the
     same kernel scipy's operator calls (``csr_matvec`` for one column, ``csr_matvecs``
     otherwise, into zeros), so the same bits, without the operator's dispatch, which costs
     as much as the product of a thousand agents' small rows.
 
-    Returns
-    -------
-    ndarray, shape ``(n, k)``
-
     Parameters
     ----------
     w : scipy.sparse.csr_matrix, shape ``(n, m)``
     flat : ndarray, shape ``(m, k)``
+    out : ndarray, shape ``(n, k)``, optional
+        The array to write the product into (see :func:`check_out`), e.g. one reused from
+        round to round: the kernel zeroes it and accumulates as into a fresh array, so the
+        same bits. Default: a fresh array.
+
+    Returns
+    -------
+    ndarray, shape ``(n, k)``
+        ``out`` when given.
     """
     if (_csr_matvecs is None or flat.dtype != np.float64 or w.dtype != np.float64
             or flat.ndim != 2):
-        return np.asarray(w @ flat)
+        product = np.asarray(w @ flat)
+        if out is None:
+            return product
+        out[...] = product
+        return out
     n, m = w.shape
     k = flat.shape[1]
-    out = np.zeros((n, k))
+    if out is None:
+        out = np.zeros((n, k))
+    else:
+        check_out(out, (n, k), flat)
+        out.fill(0.0)
     if k == 1:
         _csr_matvec(n, m, w.indptr, w.indices, w.data, flat.ravel(), out.ravel())
     else:
         _csr_matvecs(n, m, k, w.indptr, w.indices, w.data, flat.ravel(), out.ravel())
+    return out
+
+
+def check_out(out: np.ndarray, shape: tuple[int, ...], *inputs: np.ndarray,
+              name: str = "out") -> np.ndarray:
+    """``out`` if it can take a product's result of ``shape`` in place: a writable C-contiguous
+    float64 array of that shape sharing no memory with ``inputs`` (a product that wrote into
+    what it reads would read its own partial sums); ``ValueError`` naming ``name`` otherwise.
+
+    Parameters
+    ----------
+    out : ndarray
+    shape : tuple of int
+        The result's shape.
+    *inputs : ndarray
+        What the product reads.
+    name : str
+        The argument's name in the error message.
+
+    Returns
+    -------
+    ndarray
+        ``out``.
+    """
+    if (type(out) is not np.ndarray or out.dtype != np.float64 or out.shape != shape
+            or not out.flags.c_contiguous or not out.flags.writeable):
+        got = (type(out).__name__ if not isinstance(out, np.ndarray) else
+               f"{'' if out.flags.writeable else 'read-only '}"
+               f"{'' if out.flags.c_contiguous else 'non-contiguous '}{out.dtype} array of "
+               f"shape {out.shape}")
+        raise ValueError(f"argument '{name}' must be a writable C-contiguous float64 array of "
+                         f"shape {shape}, got a {got}")
+    for a in inputs:
+        if np.may_share_memory(out, a):
+            raise ValueError(f"argument '{name}' shares memory with the values it mixes; "
+                             f"give a separate array")
     return out
 
 
@@ -474,7 +536,8 @@ def _plan_product(w: sp.csr_matrix) -> _ProductPlan:
     return _ProductPlan("csr")
 
 
-def mix_product(w: sp.csr_matrix, flat: np.ndarray) -> np.ndarray:
+def mix_product(w: sp.csr_matrix, flat: np.ndarray, out: np.ndarray | None = None
+                ) -> np.ndarray:
     """``W @ flat`` by the fastest of three forms, chosen once per frozen ``w``.
 
     A frozen matrix (:func:`freeze_weights`) with :data:`DENSE_MIX_MIN_AGENTS` agents or
@@ -495,25 +558,33 @@ def mix_product(w: sp.csr_matrix, flat: np.ndarray) -> np.ndarray:
     ----------
     w : scipy.sparse.csr_matrix, shape ``(n, m)``
     flat : ndarray, shape ``(m, k)``
+    out : ndarray, shape ``(n, k)``, optional
+        The array to write the product into (float64, C-contiguous, not sharing memory with
+        ``flat``; see :func:`check_out`): each form computes into it what it computes into a
+        fresh array, so the same bits. Default: a fresh array.
 
     Returns
     -------
     ndarray, shape ``(n, k)``
+        ``out`` when given.
     """
     if flat.dtype == np.float64 and not w.data.flags.writeable:
         plan = weights_fact(w, "product_plan", _plan_product)
+        if plan.kind != "csr" and out is not None:
+            check_out(out, (w.shape[0],) + flat.shape[1:], flat)
         if plan.kind == "complete":
             mean_part = plan.offdiag * np.add.reduce(flat, axis=0)
             if plan.shift is None:  # every weight equal: each row is c 1^T V
-                out = np.empty_like(flat)
+                if out is None:
+                    out = np.empty_like(flat)
                 out[...] = mean_part
                 return out
-            out = plan.shift[:, None] * flat
+            out = np.multiply(plan.shift[:, None], flat, out=out)
             out += mean_part
             return out
         if plan.kind == "dense":
-            return plan.dense @ flat
-    return csr_product(w, flat)
+            return np.matmul(plan.dense, flat, out=out)
+    return csr_product(w, flat, out)
 
 
 def _read_only(a: np.ndarray) -> np.ndarray:
@@ -769,7 +840,8 @@ class Communicator(abc.ABC):
 
     # ------------------------------------------------------------------ operations
     @abc.abstractmethod
-    def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False):
+    def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False,
+            out: np.ndarray | None = None):
         """Every agent ``i`` obtains :math:`\\sum_j W_{ij} v_j`.
 
         Parameters
@@ -783,13 +855,20 @@ class Communicator(abc.ABC):
         copies : bool
             ``values`` are public copies already held by every out-neighbour (kept in sync with
             :meth:`publish`): nothing is sent or counted.
+        out : ndarray, shape of ``values``, optional
+            The array to write the result into (float64, C-contiguous, sharing no memory with
+            ``values``; :func:`check_out`), e.g. one a run reuses from round to round so that
+            no fresh array is faulted in: the same bits as a fresh result. Default: a fresh
+            array.
 
         Returns
         -------
         ndarray, shape ``(n_agents, *shape)``
+            ``out`` when given.
         """
 
-    def mix_pairs(self, pairs, values, *, senders=None, payload_bytes=None) -> np.ndarray:
+    def mix_pairs(self, pairs, values, *, senders=None, payload_bytes=None,
+                  out: np.ndarray | None = None) -> np.ndarray:
         """:meth:`mix` with the weights of a matching (e.g. DP-DDA's random gossip round): every
         agent ``i`` of a pair ``(i, j)`` obtains ``w_ii v_i + w_ij v_j`` with
         ``w_ii = w_ij = 1/2``, every other agent keeps ``v_i``.
@@ -803,16 +882,17 @@ class Communicator(abc.ABC):
         pairs : ndarray of int, shape ``(k, 2)``
             Pairwise-disjoint pairs of distinct agents (global ids); each pair's agents send
             their value to each other (one message each).
-        values, senders, payload_bytes
+        values, senders, payload_bytes, out
             As :meth:`mix`.
 
         Returns
         -------
         ndarray, shape of ``values``
+            ``out`` when given.
         """
         pairs = _check_pairs(pairs, self.n_agents)
         return self.mix(_matching_weights(pairs, self.n_agents), values, senders=senders,
-                        payload_bytes=payload_bytes)
+                        payload_bytes=payload_bytes, out=out)
 
     @abc.abstractmethod
     def gather_from_neighbors(
@@ -935,14 +1015,20 @@ class InProcessCommunicator(Communicator):
                 )
         self._record(kind, _out_degrees(w), self._per_message_bytes(v, payload_bytes), w)
 
-    def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False):
+    def mix(self, weights, values, *, senders=None, payload_bytes=None, copies: bool = False,
+            out: np.ndarray | None = None):
         v = self._check_values(values)
         w = _pattern(weights, self.n_agents)
+        if out is not None:
+            check_out(out, v.shape, v)
         if not copies:
             self._count_arcs("mix", w, v, senders, payload_bytes)
-        return mix_product(w, v.reshape(self.n_agents, -1)).reshape(v.shape)
+        n = self.n_agents
+        product = mix_product(w, v.reshape(n, -1), None if out is None else out.reshape(n, -1))
+        return product.reshape(v.shape) if out is None else out
 
-    def mix_pairs(self, pairs, values, *, senders=None, payload_bytes=None) -> np.ndarray:
+    def mix_pairs(self, pairs, values, *, senders=None, payload_bytes=None,
+                  out: np.ndarray | None = None) -> np.ndarray:
         """:meth:`Communicator.mix_pairs` from the pairs, without building ``W``.
 
         scipy's CSR product accumulates each row into a zero in column order, so row ``i``
@@ -954,17 +1040,21 @@ class InProcessCommunicator(Communicator):
 
         Parameters
         ----------
-        pairs, values, senders, payload_bytes
+        pairs, values, senders, payload_bytes, out
             As :meth:`Communicator.mix_pairs`.
 
         Returns
         -------
         ndarray, shape of ``values``
+            ``out`` when given.
         """
         v = self._check_values(values)
         p = _check_pairs(pairs, self.n_agents)
         if v.dtype != np.float64:
-            return super().mix_pairs(p, v, senders=senders, payload_bytes=payload_bytes)
+            return super().mix_pairs(p, v, senders=senders, payload_bytes=payload_bytes,
+                                     out=out)
+        if out is not None:
+            check_out(out, v.shape, v)
         n = self.n_agents
         lo, hi = np.minimum(p[:, 0], p[:, 1]), np.maximum(p[:, 0], p[:, 1])
         if senders is not None:
@@ -980,15 +1070,16 @@ class InProcessCommunicator(Communicator):
         counts[hi] = 1
         self._record("mix", counts, self._per_message_bytes(v, payload_bytes))
         flat = v.reshape(n, -1)
-        out = flat + 0.0  # rows off the pairs: 0 + 1 * v_i
+        # rows off the pairs: 0 + 1 * v_i
+        mixed = np.add(flat, 0.0, out=None if out is None else out.reshape(n, -1))
         pair_rows = np.zeros((lo.size, flat.shape[1]))  # a pair's common row, from zero
         # silent on inf - inf, as mix's sparse product is (values are checked where released)
         with np.errstate(invalid="ignore"):
             pair_rows += 0.5 * flat[lo]
             pair_rows += 0.5 * flat[hi]
-        out[lo] = pair_rows
-        out[hi] = pair_rows
-        return out.reshape(v.shape)
+        mixed[lo] = pair_rows
+        mixed[hi] = pair_rows
+        return mixed.reshape(v.shape) if out is None else out
 
     def gather_from_neighbors(
         self, weights, values, *, senders=None, payload_bytes=None, receivers=None, copies=False

@@ -31,6 +31,7 @@ from rfed.networks.comm import (
     Communicator,
     InProcessCommunicator,
     _pattern,
+    check_out,
     mix_product,
     segment_sum,
     weights_fact,
@@ -179,6 +180,7 @@ def consensus_direction(
     payload_bytes=None,
     copies: bool = False,
     max_chunk_arcs: int = MAX_CHUNK_ARCS,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     r"""Tangent consensus direction :math:`v_i = \sum_j w_{ij}\, \mathrm{Log}_{b_i}(x_j)`.
 
@@ -197,10 +199,14 @@ def consensus_direction(
     copies : bool
         ``points`` are public copies every receiver already holds (DO-ADP's :math:`\hat x`, kept
         in sync by :meth:`Communicator.publish`): nothing is sent or counted.
+    out : ndarray, shape ``(n, *point_shape)``, optional
+        The array to write the result into (float64, C-contiguous, sharing no memory with
+        ``points`` or ``base``; as :func:`riemannian_gossip`'s ``out``). Default: a fresh
+        array.
 
     Returns
     -------
-    ndarray, shape ``(n, *point_shape)``, tangent at ``base``.
+    ndarray, shape ``(n, *point_shape)``, tangent at ``base``; ``out`` when given.
     """
     x, w, comm = _setup(manifold, points, weights, comm)
     b = x if base is None else np.asarray(base, dtype=float)
@@ -208,10 +214,19 @@ def consensus_direction(
         raise ValueError(f"argument 'base' has shape {b.shape}; expected {x.shape}")
     n = x.shape[0]
     if _is_euclidean(manifold):
+        if out is not None:
+            check_out(out, x.shape, x, b)
+        rows = _local_rows(w, comm)
+        if (out is not None and rows is w
+                and weights_fact(w, "euclidean_checks", _euclidean_checks).unit_row_sums):
+            # W 1 = 1 exactly: r b is b bit for bit, so wx - b in the product's array
+            wx = comm.mix(w, x, payload_bytes=payload_bytes, copies=copies, out=out)
+            return np.subtract(wx, b, out=wx)
         wx = comm.mix(w, x, payload_bytes=payload_bytes, copies=copies)
-        r = _row_sums(_local_rows(w, comm), x.ndim)
-        out = np.multiply(r, b)
-        return np.subtract(wx, out, out=out)   # wx - r b, into the product's array
+        r = _row_sums(rows, x.ndim)
+        direction = np.multiply(r, b, out=out)
+        return np.subtract(wx, direction, out=direction)   # wx - r b
+    found = out
     rows, diag = _block_rows(w, comm)
     out = np.zeros_like(x)
     for start, stop in _receiver_chunks(rows, max_chunk_arcs):
@@ -225,7 +240,7 @@ def consensus_direction(
     if base is not None:
         # the j = i term: agent i's own point seen from its base, no message
         out = out + diag.reshape((n,) + (1,) * (x.ndim - 1)) * manifold.log(b, x)
-    return out
+    return _into(out, found)
 
 
 def riemannian_gossip(
@@ -237,6 +252,7 @@ def riemannian_gossip(
     comm: Communicator | None = None,
     payload_bytes=None,
     max_chunk_arcs: int = MAX_CHUNK_ARCS,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     r"""One consensus step :math:`x_i \leftarrow \mathrm{Exp}_{x_i}(\gamma \sum_j w_{ij}
     \mathrm{Log}_{x_i}(x_j))` for all agents at once.
@@ -251,10 +267,16 @@ def riemannian_gossip(
     gamma : float
         Consensus step size (DO-ADP's :math:`\gamma`; 1 for plain gossip).
     comm : Communicator, optional
+    out : ndarray, shape ``(n, *point_shape)``, optional
+        The array to write the new points into (float64, C-contiguous, sharing no memory with
+        ``points``; see :func:`rfed.networks.comm.check_out`), e.g. the points of a state
+        two rounds old that a run reuses: on Euclidean space the product is computed into it,
+        with the bits of a fresh result. Default: a fresh array.
 
     Returns
     -------
     ndarray, shape ``(n, *point_shape)``
+        ``out`` when given.
 
     Raises
     ------
@@ -284,15 +306,24 @@ def riemannian_gossip(
         if block or not checks.row_stochastic:
             check_row_stochastic(w, "weights")
         if comm is None:
-            wx = mix_product(w, x.reshape(x.shape[0], -1)).reshape(x.shape)
+            n = x.shape[0]
+            if out is not None:
+                check_out(out, x.shape, x)
+            wx = mix_product(w, x.reshape(n, -1),
+                             None if out is None else out.reshape(n, -1)).reshape(x.shape)
         else:
-            wx = comm.mix(w, x, payload_bytes=payload_bytes)
+            wx = comm.mix(w, x, payload_bytes=payload_bytes, out=out)
         if gamma == 1.0 and not block and checks.unit_row_sums:
             # X + (WX - diag(W 1) X) with W 1 = 1 exactly: WX itself (the closed form adds
             # 0 * x_i to a product that is never -0.0, which changes no bit)
-            return wx
+            return wx if out is None else out
         r = _row_sums(w if comm is None else _local_rows(w, comm), x.ndim)
-        return gamma * wx + (1.0 - gamma * r) * x
+        if out is None:
+            return gamma * wx + (1.0 - gamma * r) * x
+        # the same two products and their sum, the first one in place
+        np.multiply(gamma, wx, out=wx)
+        wx += (1.0 - gamma * r) * x
+        return out
     x, w, comm = _setup(manifold, points, weights, comm)
     manifold.check_point(x, "points")
     if comm.n_local < comm.n_agents or not weights_fact(w, "row_stochastic", _row_stochastic):
@@ -300,7 +331,16 @@ def riemannian_gossip(
     v = consensus_direction(
         manifold, w, x, comm=comm, payload_bytes=payload_bytes, max_chunk_arcs=max_chunk_arcs
     )
-    return manifold.exp(x, gamma * v)
+    return _into(manifold.exp(x, gamma * v), out)
+
+
+def _into(result: np.ndarray, out: np.ndarray | None) -> np.ndarray:
+    """``result``, copied into ``out`` when given (the paths that compute elsewhere)."""
+    if out is None:
+        return result
+    check_out(out, result.shape, result)
+    out[...] = result
+    return out
 
 
 def mix_tangent(
@@ -313,6 +353,7 @@ def mix_tangent(
     comm: Communicator | None = None,
     payload_bytes=None,
     max_chunk_arcs: int = MAX_CHUNK_ARCS,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     r"""Mix tangent vectors living at different points:
     :math:`v_i = \sum_j w_{ij}\, P_{y_j \to z_i}(u_j)`.
@@ -330,11 +371,14 @@ def mix_tangent(
     base_to : ndarray, shape ``(n, *point_shape)``
     payload_bytes : optional
         Size of one message; default: the point and the vector, dense.
+    out : ndarray, shape ``(n, *point_shape)``, optional
+        The array to write the result into (as :func:`riemannian_gossip`'s ``out``; on
+        Euclidean space the product is computed into it). Default: a fresh array.
 
     Returns
     -------
     ndarray, shape ``(n, *point_shape)``, tangent at ``base_to``. On Euclidean space exactly
-    ``W @ tangents``.
+    ``W @ tangents``; ``out`` when given.
     """
     y, w, comm = _setup(manifold, base_from, weights, comm, "base_from")
     u = np.asarray(tangents, dtype=float)
@@ -344,10 +388,10 @@ def mix_tangent(
             raise ValueError(f"argument '{nm}' has shape {arr.shape}; expected {y.shape}")
     n = y.shape[0]
     if _is_euclidean(manifold):
-        return comm.mix(w, u, payload_bytes=payload_bytes)
+        return comm.mix(w, u, payload_bytes=payload_bytes, out=out)
     packed = np.stack([y, u], axis=1)  # one message carries the point and the vector
     rows, diag = _block_rows(w, comm)
-    out = np.zeros_like(u)
+    mixed = np.zeros_like(u)
     for start, stop in _receiver_chunks(rows, max_chunk_arcs):
         nb = comm.gather_from_neighbors(
             w, packed, receivers=(start, stop), payload_bytes=payload_bytes
@@ -355,8 +399,9 @@ def mix_tangent(
         if nb.receivers.size == 0:
             continue
         moved = manifold.transport(nb.values[:, 0], z[nb.receivers], nb.values[:, 1])
-        out[start:stop] = segment_sum(nb.receivers - start, moved, stop - start, nb.weights)
-    return out + diag.reshape((n,) + (1,) * (y.ndim - 1)) * manifold.transport(y, z, u)
+        mixed[start:stop] = segment_sum(nb.receivers - start, moved, stop - start, nb.weights)
+    own = diag.reshape((n,) + (1,) * (y.ndim - 1)) * manifold.transport(y, z, u)
+    return _into(mixed + own, out)
 
 
 def consensus_error(

@@ -9,7 +9,16 @@ import dataclasses
 import numpy as np
 import pytest
 
-from rfed.algorithms.decentralized import DOADP, DPDDA, DPDGT, DPDL, NoisyDDGT, NoisyDSGD
+from rfed.algorithms.decentralized import (
+    DOADP,
+    DPDDA,
+    DPDGT,
+    DPDL,
+    DPDPSGD,
+    NoisyDDGT,
+    NoisyDSGD,
+    calibration_weights,
+)
 from rfed.algorithms.decentralized._common import ScratchArrays, scratch_of
 from rfed.networks import Network, circulant, digraph_from_edges
 from rfed.privacy.mechanisms import LaplaceSchedule
@@ -47,6 +56,8 @@ def _build(name):
         return DOADP(net, alpha=0.1, p=1.0, grad_bound=1.0, noise_multiplier=1.0), problem
     if name == "DPDL":
         return DPDL(net, lr=0.1, batch_size=3, clip=1.0, noise_multiplier=1.0), problem
+    if name == "DP-DPSGD":
+        return DPDPSGD(net, lr=0.1, batch_size=3, clip=1.0, noise_multiplier=1.0), problem
     if name == "DO-ADP p=0.5 top-k":
         return DOADP(net, alpha=0.1, p=0.5, k=2, grad_bound=1.0, noise_multiplier=1.0), problem
     return NoisyDSGD(net, alpha=0.1, grad_bound=1.0, noise_multiplier=1.0), problem
@@ -57,8 +68,13 @@ def _arrays(state):
             if type(getattr(state, f.name)) is np.ndarray}
 
 
-@pytest.mark.parametrize("name", ["DO-ADP", "DO-ADP p=0.5 top-k", "noisy DSGD", "DP-DGT",
-                                  "noisy DDGT", "DP-DDA", "DPDL"])
+ALGORITHMS = ["DO-ADP", "DO-ADP p=0.5 top-k", "noisy DSGD", "DP-DGT", "noisy DDGT", "DP-DDA",
+              "DPDL", "DP-DPSGD"]
+#: Those whose rounds write the next state into the arrays of a state two rounds old.
+RECYCLING = ["DP-DGT", "noisy DDGT", "DPDL", "DP-DPSGD", "DP-DDA", "DO-ADP", "noisy DSGD"]
+
+
+@pytest.mark.parametrize("name", ALGORITHMS)
 def test_a_returned_state_is_never_written_by_a_later_round(name):
     alg, problem = _build(name)
     state = alg.init(problem, np.zeros(DIM), np.random.default_rng(0))
@@ -68,6 +84,10 @@ def test_a_returned_state_is_never_written_by_a_later_round(name):
         kept.append(state)
         snapshots.append({k: v.copy() for k, v in _arrays(state).items()})
     reused = list(scratch_of(alg)._arrays.values())
+    # every state was kept: no array was taken back for a later state
+    for key in scratch_of(alg)._recycled:
+        held = [id(_arrays(st)[key]) for st in kept]
+        assert len(held) == len(set(held)), key
     # partial activation takes the readable gathers, which reuse nothing
     assert bool(reused) == (name != "DO-ADP p=0.5 top-k")
     for state, snapshot in zip(kept, snapshots, strict=True):
@@ -87,3 +107,63 @@ def test_the_reused_arrays_stay_with_their_algorithm():
     alg.step(problem, alg.init(problem, np.zeros(DIM), np.random.default_rng(0)))
     assert scratch_of(alg)._arrays
     assert not scratch_of(copy.deepcopy(alg))._arrays
+
+
+@pytest.mark.parametrize("name", RECYCLING)
+def test_a_dropped_state_lends_its_arrays_to_a_later_round_with_the_same_bits(name):
+    """A loop that drops each state writes round t + 2 into round t's arrays (double
+    buffering), and ends with the bits of a run that kept every state (fresh arrays)."""
+    alg, problem = _build(name)
+    kept = [alg.init(problem, np.zeros(DIM), np.random.default_rng(0))]
+    for _ in range(5):
+        kept.append(alg.step(problem, kept[-1]))
+    alg, problem = _build(name)
+    state = alg.init(problem, np.zeros(DIM), np.random.default_rng(0))
+    addresses = []
+    for _ in range(5):
+        state = alg.step(problem, state)
+        addresses.append({k: v.__array_interface__["data"][0]
+                          for k, v in _arrays(state).items()})
+    for key, value in _arrays(kept[-1]).items():
+        assert _arrays(state)[key].tobytes() == value.tobytes(), key
+    recycled = set(scratch_of(alg)._recycled)
+    assert recycled and recycled <= set(addresses[0])
+    for key in recycled:
+        assert addresses[4][key] == addresses[2][key] != addresses[3][key], key
+
+
+def test_a_recycled_array_held_by_a_view_is_not_taken_back():
+    scratch = ScratchArrays()
+    first = scratch.recycled("x", (4, 2))
+    second = scratch.recycled("x", (4, 2))
+    assert second is not first
+    view = first[1:]
+    del first
+    third = scratch.recycled("x", (4, 2))   # the first is held by the view, the second by us
+    assert not np.may_share_memory(third, view) and third is not second
+    del view
+    assert scratch.recycled("x", (4, 2)).shape == (4, 2)
+
+
+def test_calibration_weights_do_not_depend_on_the_chunk():
+    from rfed.manifolds import Euclidean, Sphere
+
+    rng = np.random.default_rng(5)
+    for manifold in (Euclidean(4), Sphere(4)):
+        shape = (37,) + manifold.point_shape
+        x = manifold.random_point(rng, 37) if isinstance(manifold, Sphere) else \
+            rng.standard_normal(shape)
+        received = manifold.proj(x, rng.standard_normal(shape))
+        reference = manifold.proj(x, rng.standard_normal(shape))
+        reference[3] = 0.0
+        whole = calibration_weights(manifold, x, received, reference)
+        norms = manifold.norm(x, reference)
+        for chunk in (1, 5, 36):
+            for got, want in zip(calibration_weights(manifold, x, received, reference,
+                                                     chunk_rows=chunk),
+                                 whole, strict=True):
+                assert got.tobytes() == want.tobytes()
+            got = calibration_weights(manifold, x, received, reference, norms, chunk_rows=chunk)
+            assert got[1].tobytes() == whole[1].tobytes()
+    with pytest.raises(ValueError, match="chunk_rows"):
+        calibration_weights(manifold, x, received, reference, chunk_rows=0)

@@ -444,9 +444,15 @@ class DOADP(PrivateAlgorithm):
         eta, mine, act = self._activity(state)
         everyone = act.size == x.shape[0]
         scratch = scratch_of(self)
-        cons = consensus_direction(problem.manifold, w, xhat, comm=state.comm, copies=True)
+        # the new iterates and momenta in the arrays of the state two rounds old when nothing
+        # else holds them (ScratchArrays.recycled; the same bits)
+        reuse = all(type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous
+                    for a in (x, xhat, state.m))
+        cons = consensus_direction(problem.manifold, w, xhat, comm=state.comm, copies=True,
+                                   out=scratch.recycled("x", x.shape) if reuse else None)
         u = np.multiply(cons, self.gamma, out=cons)   # gamma cons, in the fresh array
-        m = self.beta * state.m
+        m = np.multiply(self.beta, state.m,
+                        out=scratch.recycled("m", state.m.shape) if reuse else None)
         if everyone:
             # the iterates read-only, not copied; the noisy gradient and alpha m do not escape
             m += self.gradient(problem, state, scratch=scratch)

@@ -384,15 +384,27 @@ class DPDDA(PrivateAlgorithm):
         return zeta
 
     @staticmethod
-    def _output_average(manifold, xtilde, x, weight: float) -> np.ndarray:
+    def _output_average(manifold, xtilde, x, weight: float,
+                        out: np.ndarray | None = None) -> np.ndarray:
         """``Exp_xtilde(weight Log_xtilde(x))``; on Euclidean space ``xtilde + weight (x -
-        xtilde)`` in one array (Exp and Log's arithmetic, the same bits)."""
+        xtilde)`` in one array (Exp and Log's arithmetic, the same bits), ``out`` when given
+        (a recycled array, sharing no memory with ``x`` or ``xtilde``)."""
         if type(manifold) is Euclidean:
-            out = np.subtract(x, xtilde)
+            out = np.subtract(x, xtilde, out=out)
             out *= weight
             out += xtilde
             return out
         return manifold.exp(xtilde, weight * manifold.log(xtilde, x))
+
+    def _recycled(self, field: str, like: np.ndarray) -> np.ndarray | None:
+        """The array the next state's ``field`` is written into: the one of the state two
+        rounds old when nothing else holds it
+        (:meth:`~rfed.algorithms.decentralized._common.ScratchArrays.recycled`), for
+        C-contiguous float64 rows; else ``None`` (a fresh one)."""
+        if (type(like) is not np.ndarray or like.dtype != np.float64
+                or not like.flags.c_contiguous):
+            return None
+        return scratch_of(self).recycled(field, like.shape)
 
     def _message_copy(self, z: np.ndarray) -> np.ndarray:
         """A copy of ``z`` to build the round's messages in: the run's reused array for float64
@@ -411,7 +423,8 @@ class DPDDA(PrivateAlgorithm):
         a_t = self._a(t)
         big_a = state.big_a + a_t
         # line 2: the output average over x^(1..t) with weights a_tau
-        xtilde = self._output_average(manifold, state.xtilde, state.x, a_t / big_a)
+        xtilde = self._output_average(manifold, state.xtilde, state.x, a_t / big_a,
+                                      self._recycled("xtilde", state.xtilde))
         if state.ledger is not None:
             state.ledger.check_can_step()
         # Definition 2: the active nodes N^(t) and W^(t), from the public stream (seed, t)
@@ -428,15 +441,22 @@ class DPDDA(PrivateAlgorithm):
         if act.size:  # a block may hold no active agent this round
             msg[act] += a_t * self._noisy_subgradients(problem, state, act, act_ids)
         # (5), line 9: z^(t+1) = W^(t) msg
+        # into the array of the state two rounds old when nothing else holds it (same bits)
+        z_out = self._recycled("z", state.z)
         if rnd.matching:   # from the matching's pairs: the CSR product's bits
-            z = state.comm.mix_pairs(rnd.pairs, msg, senders=active)
+            z = state.comm.mix_pairs(rnd.pairs, msg, senders=active, out=z_out)
         else:
-            z = state.comm.mix(rnd.weights, msg, senders=active)
+            z = state.comm.mix(rnd.weights, msg, senders=active, out=z_out)
         if np.may_share_memory(z, msg):  # an engine that returned the message itself
             z = z.copy()
         # (6), lines 10-12: the prox step of the active nodes (or of every node, 'recompute')
         big_a_next = big_a + self._a(t + 1)
-        x = state.x.copy()
+        x_out = self._recycled("x", state.x)
+        if x_out is None:
+            x = state.x.copy()
+        else:
+            x = x_out
+            np.copyto(x, state.x)
         update = act if self.inactive_x == "freeze" else np.arange(agents.size)
         if update.size:
             x[update] = self._primal(problem, self._anchors(state.anchor, update.size),

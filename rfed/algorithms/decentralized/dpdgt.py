@@ -263,8 +263,9 @@ class _PushPullBase(BlockStates, Algorithm):
             return untracked_report(self.name, int(state.t), is_secure(state.rng))
         return merged_report(self, state)
 
-    def _messages(self, state, comm):
-        """Release ``s + xi`` (pushed through C) and ``w~ + zeta`` (pulled through R)."""
+    def _messages(self, state, comm, out_s=None, out_w=None):
+        """Release ``s + xi`` (pushed through C) and ``w~ + zeta`` (pulled through R); the
+        products are written into ``out_s`` and ``out_w`` when given (the same bits)."""
         k, rng = state.t, state.rng
         if state.ledger is not None:
             state.ledger.record_round()
@@ -273,7 +274,19 @@ class _PushPullBase(BlockStates, Algorithm):
                                    agent_draws(rng, state.seed, agents, k, "noise-s"))
         sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k),
                                    agent_draws(rng, state.seed, agents, k, "noise-w"))
-        return comm.mix(self.c, sent_s), comm.mix(self.r, sent_w)
+        return comm.mix(self.c, sent_s, out=out_s), comm.mix(self.r, sent_w, out=out_w)
+
+    def _arrays(self, state):
+        """``(scratch, recycled)``: the run's reused arrays for the round's temporaries
+        (``scratch(name)``) and for the next state's fields (``recycled(name)``,
+        :meth:`~rfed.algorithms.decentralized._common.ScratchArrays.recycled`); both give
+        ``None`` (a fresh array) unless the rows are C-contiguous float64."""
+        arrays, shape = scratch_of(self), state.wt.shape
+        if not all(type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous
+                   for a in (state.wt, state.s, state.w)):
+            return (lambda name: None), (lambda name: None)
+        return (lambda name: arrays.take(name, shape)), (lambda name: arrays.recycled(name,
+                                                                                      shape))
 
     @staticmethod
     def _primal(problem, agents: np.ndarray, price: np.ndarray, scratch: np.ndarray
@@ -440,16 +453,18 @@ class DPDGT(_PushPullBase):
     def step(self, problem, state):
         k = state.t
         agents = state.comm.agents
-        pushed, pulled = self._messages(state, state.comm)
+        # the temporaries that do not leave the round in the run's reused arrays, the new
+        # fields in those of the state two rounds old (same bits)
+        scratch, recycled = self._arrays(state)
+        pushed, pulled = self._messages(state, state.comm, scratch("pushed"), scratch("pulled"))
         # (13a): s = (1 - gamma) s + gamma C(s + xi) - alpha_k (w - d)
-        s = (1 - self.gamma) * state.s
+        s = np.multiply(1 - self.gamma, state.s, out=recycled("s"))
         s += np.multiply(pushed, self.gamma, out=pushed)
-        # the temporaries that do not leave the round in the run's reused array (same bits)
         mismatch = np.subtract(state.w, problem.demand_rows(agents),
                                out=scratch_of(self).take("mismatch", state.w.shape))
         s -= np.multiply(mismatch, self.alpha(k), out=mismatch)
         # (13b): w~ = (1 - phi) w~ + phi R(w~ + zeta) + (s_{k+1} - s_k)
-        wt = (1 - self.phi) * state.wt
+        wt = np.multiply(1 - self.phi, state.wt, out=recycled("wt"))
         wt += np.multiply(pulled, self.phi, out=pulled)
         wt += np.subtract(s, state.s, out=mismatch)
         w = self._primal(problem, agents, wt, mismatch)
@@ -521,11 +536,15 @@ class NoisyDDGT(_PushPullBase):
 
     def step(self, problem, state):
         k = state.t
-        pushed, pulled = self._messages(state, state.comm)
-        wt = np.add(pulled, self.beta0 * self.q ** k * state.s, out=pulled)
+        # the products straight into the next state's fields (the arrays of the state two
+        # rounds old when nothing else holds them), the temporaries into reused arrays
+        scratch, recycled = self._arrays(state)
+        pushed, pulled = self._messages(state, state.comm, recycled("s"), recycled("wt"))
+        tracked = np.multiply(self.beta0 * self.q ** k, state.s, out=scratch("tracked"))
+        wt = np.add(pulled, tracked, out=pulled)
         w = self._primal(problem, state.comm.agents, wt,
                          scratch_of(self).take("primal", wt.shape))
-        change = np.subtract(w, state.w)
+        change = np.subtract(w, state.w, out=tracked)
         z = np.subtract(pushed, np.multiply(change, self.iota, out=change), out=pushed)
         return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,

@@ -52,6 +52,7 @@ from rfed.algorithms.decentralized.base import (
     structured_clipping,
 )
 from rfed.algorithms.private import SAMPLINGS, GaussianRelease
+from rfed.manifolds import Euclidean
 from rfed.networks.comm import _offdiag_arcs, reverse_arcs, segment_sum
 from rfed.networks.gossip import mix_tangent, riemannian_gossip
 from rfed.networks.network import Network
@@ -59,7 +60,8 @@ from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.secure import is_secure
 from rfed.problems.base import sample_without_replacement
 
-__all__ = ["DPDL", "DPDPSGD", "calibration_weights", "MAX_CHUNK_PAIRS", "MAX_CHUNK_BYTES",
+__all__ = ["DPDL", "DPDPSGD", "calibration_weights", "CALIBRATION_CHUNK_ROWS", "MAX_CHUNK_PAIRS",
+           "MAX_CHUNK_BYTES",
            "poisson_minibatches", "structured_clipping"]
 
 #: Default (model, data owner) pairs per chunk of per-sample gradients (with B = 32 and
@@ -107,8 +109,14 @@ def poisson_minibatches(counts: np.ndarray, batch_size: int, draws,
     return np.where(mask, order, 0), mask
 
 
+#: Pairs whose calibration weights are computed at once (:func:`calibration_weights`): the
+#: per-pair temporaries of a chunk stay in the cache and below glibc's mmap threshold.
+CALIBRATION_CHUNK_ROWS = 1 << 16
+
+
 def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
-                        reference: np.ndarray, reference_norm: np.ndarray | None = None
+                        reference: np.ndarray, reference_norm: np.ndarray | None = None, *,
+                        chunk_rows: int = CALIBRATION_CHUNK_ROWS
                         ) -> tuple[np.ndarray, np.ndarray]:
     r"""Cosine similarity ``S`` and DPDL's calibration ``Cal = 1 / (1 + e^S)`` (eqs. 15-16).
 
@@ -122,11 +130,31 @@ def calibration_weights(manifold, x: np.ndarray, received: np.ndarray,
     reference_norm : array, shape ``(m,)``, optional
         ``manifold.norm(x, reference)`` if the caller has it (e.g. one norm per agent, gathered
         to its pairs: a row's norm does not depend on the other rows, so the same floats).
+    chunk_rows : int
+        Rows computed at once (each row's values do not depend on the others, so the results
+        do not depend on it); it bounds the temporaries (the manifold's products of two
+        ``(m, *point_shape)`` arrays) to ``chunk_rows`` rows.
 
     Returns
     -------
     (S, Cal) : arrays, shape ``(m,)``; ``S = 0`` (``Cal = 1/2``) when a norm vanishes.
     """
+    if (isinstance(chunk_rows, bool) or not isinstance(chunk_rows, (int, np.integer))
+            or chunk_rows < 1):
+        raise ValueError(f"argument 'chunk_rows' must be an int >= 1, got {chunk_rows!r}")
+    m = np.shape(received)[0]
+    if m <= chunk_rows:
+        return _calibration(manifold, x, received, reference, reference_norm)
+    s, cal = np.empty(m), np.empty(m)
+    for lo in range(0, m, chunk_rows):
+        sl = slice(lo, min(lo + chunk_rows, m))
+        s[sl], cal[sl] = _calibration(manifold, x[sl], received[sl], reference[sl],
+                                      None if reference_norm is None else reference_norm[sl])
+    return s, cal
+
+
+def _calibration(manifold, x, received, reference, reference_norm):
+    """:func:`calibration_weights` of one chunk of rows."""
     num = manifold.inner(x, received, reference)
     if reference_norm is None:
         reference_norm = manifold.norm(x, reference)
@@ -166,6 +194,21 @@ class _PairArrays:
         # mode 'clip' writes straight into out ('raise' would gather into a temporary first);
         # the indices are rows of the block
         return np.take(values, index, axis=0, out=out, mode="clip")
+
+
+def _reusable(*arrays: np.ndarray) -> bool:
+    """Whether a round may write these rows' results into reused arrays: C-contiguous float64
+    arrays (what ``out=`` takes with the bits of a fresh result)."""
+    return all(type(a) is np.ndarray and a.dtype == np.float64 and a.flags.c_contiguous
+               for a in arrays)
+
+
+def _state_array(algorithm, field: str, like: np.ndarray) -> np.ndarray | None:
+    """The array the next state's ``field`` is written into (shape of ``like``): a recycled
+    one (:meth:`ScratchArrays.recycled`) for float64 rows, else ``None`` (a fresh result)."""
+    if not _reusable(like):
+        return None
+    return scratch_of(algorithm).recycled(field, like.shape)
 
 
 @dataclass
@@ -488,10 +531,29 @@ class DPDL(PrivateAlgorithm):
 
     def _gossip(self, manifold, state, x, vtilde, xtilde):
         """Eqs. (21)-(22): the gossip of model and momentum, through the state's communicator
-        (so that a resumed run keeps counting on the counters it saved)."""
-        x_new = riemannian_gossip(manifold, xtilde, self.weights, comm=state.comm)
-        v_new = mix_tangent(manifold, self.weights, x, vtilde, x_new, comm=state.comm)
+        (so that a resumed run keeps counting on the counters it saved), into the arrays of
+        the state two rounds old when nothing else holds them
+        (:meth:`~rfed.algorithms.decentralized._common.ScratchArrays.recycled`)."""
+        x_out = _state_array(self, "x", x)
+        x_new = riemannian_gossip(manifold, xtilde, self.weights, comm=state.comm, out=x_out)
+        v_new = mix_tangent(manifold, self.weights, x, vtilde, x_new, comm=state.comm,
+                            out=_state_array(self, "v", vtilde))
         return x_new, v_new
+
+    def _heavy_ball(self, manifold, x, v, g):
+        """Eqs. (19)-(20): ``vtilde = beta v + g`` and ``xtilde = Exp_x(-eta vtilde)``, in the
+        run's reused arrays when the points are float64 (the same operations, so the same
+        bits; Euclidean ``Exp`` is ``x + u``)."""
+        if not _reusable(x, v, g):
+            vtilde = self.beta * v + g
+            return vtilde, manifold.exp(x, -self.lr * vtilde)
+        scratch = scratch_of(self)
+        vtilde = np.multiply(self.beta, v, out=scratch.take("momentum step", x.shape))
+        vtilde += g
+        step = np.multiply(-self.lr, vtilde, out=scratch.take("model step", x.shape))
+        if type(manifold) is Euclidean:
+            return vtilde, np.add(x, step, out=step)
+        return vtilde, manifold.exp(x, step)
 
     @sections_from(PrivateAlgorithm.step)
     def step(self, problem, state):
@@ -540,13 +602,15 @@ class DPDL(PrivateAlgorithm):
         # gtilde^i = sum_j gdd^ij / (sqrt(w_ij) N) + alpha (sum_j w_ij Cal^ij) gdd^ii
         coef = 1.0 / (np.sqrt(wij) * n)
         shape = (-1,) + (1,) * len(manifold.point_shape)
+        gtilde = _state_array(self, "gtilde", x)   # the state's field (None: a fresh one)
         cross = segment_sum(model_owner, np.multiply(coef.reshape(shape), recv_all,
-                                                     out=recv_all), n_local)
+                                                     out=recv_all), n_local, out=gtilde)
         self_weight = np.bincount(model_owner, weights=wij * cal, minlength=n_local)
-        gtilde = cross + self.alpha * self_weight.reshape(shape) * g_self
+        self_term = self.alpha * self_weight.reshape(shape)
+        gtilde = np.add(cross, np.multiply(self_term, g_self, out=scratch.like(
+            "self term", n_local_rows)), out=gtilde)
         # (19)-(22), lines 24-29: heavy ball, then gossip of momentum and model with W
-        vtilde = self.beta * state.v + gtilde
-        xtilde = manifold.exp(x, -self.lr * vtilde)
+        vtilde, xtilde = self._heavy_ball(manifold, x, state.v, gtilde)
         x_new, v_new = self._gossip(manifold, state, x, vtilde, xtilde)
         self.gradient.charge(state, agents)
         return state.advance(x=x_new, v=v_new, gtilde=gtilde, last_cal=cal,
@@ -619,9 +683,9 @@ class DPDPSGD(DPDL):
         agents = state.comm.agents
         idx, drawn = self._round_batches(problem, state, agents)
         # gdd^ii through the chunked pairs (one pair per agent), then charged
-        g = self._noisy_means(problem, state.x, agents, idx, agents, state, drawn)
+        g = self._noisy_means(problem, state.x, agents, idx, agents, state, drawn,
+                              out=_state_array(self, "gtilde", state.x))
         self.gradient.charge(state, agents)
-        vtilde = self.beta * state.v + g
-        xtilde = problem.manifold.exp(state.x, -self.lr * vtilde)
+        vtilde, xtilde = self._heavy_ball(problem.manifold, state.x, state.v, g)
         x_new, v_new = self._gossip(problem.manifold, state, state.x, vtilde, xtilde)
         return state.advance(x=x_new, v=v_new, gtilde=g)
