@@ -11,18 +11,28 @@ is the state plus ``(seed, round)``:
 * **per-agent** streams, keyed by ``(seed, agent, round, purpose)``, for a block of agents at once
   (minibatches, noise, compression): :class:`AgentStreams`.
 
-Every agent has its own stream: agent ``a``'s draws for ``(round, purpose)`` come from numpy's
+A run's per-agent streams have a layout, the number ``P`` of consecutive agent ids that share
+one Philox stream (``agents_per_stream``, a power of two chosen once per run by the algorithm's
+access pattern and part of the run's definition). The stream ``g = agent // P`` is numpy's
 counter-based Philox4x64-10 (Salmon, Moraes, Dror and Shaw, SC 2011) with key ``(seed, tag)``
-and starting counter ``(0, a, round, purpose)``, which only ever increments its first word, so no
-two agents', rounds' or purposes' streams overlap. Agent ``a``'s first ``m`` values are the
-first ``m`` values of that stream, so they do not depend on how many values are asked for
-(blocks padded to different lengths agree), on which other agents are in the block, or on the
-process that draws them, and a draw for agent ``a`` costs only agent ``a``'s values. A block
-re-keys one cached generator per agent (a state assignment, under a microsecond) and draws
-each agent's row with numpy's samplers into one array; uniforms are read as raw 64-bit words
-per agent and converted for the whole block at once. A block's ids are checked once
-(:meth:`AgentStreams.block`) for the several draws of a round, and a caller that only compares
-uniforms (the smallest minibatch key) may take their integer ranks instead
+and starting counter ``(0, g, round, purpose)``, which only ever increments its first word, so no
+two streams of a run overlap. Agent ``r = agent % P`` of the stream takes its draws ``r, r + P,
+r + 2P, ...``, so its first ``m`` values do not depend on how many values are asked for (blocks
+padded to different lengths agree), on which other agents are in the block, or on the process
+that draws them. The two layouts rfed uses:
+
+* ``P = 1``, one stream per agent: a draw for an agent costs only that agent's values, but a
+  block pays a Python-level re-keying and a sampler call per agent (about a microsecond each).
+  The federated trainers use it: their draws are per selected client, often one agent alone.
+* ``P = 16``, groups of 16 agents: a block loops over the groups it touches (``A / 16``
+  re-keyings), never over agents, but a block holding part of a group draws the whole group
+  (16 times the values an isolated agent uses). The decentralized algorithms use it: every
+  round draws for blocks of up to 10^6 agents with consecutive ids.
+
+``benchmarks/bench_streams.py`` measures both layouts on both access patterns (its last table:
+``benchmarks/results/bench_streams.txt``; the performance guide quotes it). A block's ids are
+checked once (:meth:`AgentStreams.block`) for the several draws of a round, and a caller that
+only compares uniforms (the smallest minibatch key) may take their integer ranks instead
 (:func:`ranks_to_uniforms` maps them back bit for bit).
 
 Secure mode does not use these streams: its randomness comes from the operating system and is not
@@ -37,11 +47,15 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["purpose_code", "public_generator", "ranks_to_uniforms", "AgentBlock",
-           "AgentStreams", "StackedStreams"]
+__all__ = ["check_agents_per_stream", "purpose_code", "public_generator", "ranks_to_uniforms",
+           "AgentBlock", "AgentStreams", "StackedStreams"]
 
 _PUBLIC_TAG = 0x5055424C  # "PUBL": keeps public streams apart from the per-agent ones
 _AGENT_TAG = 0x4147454E  # "AGEN"
+#: Largest number of agents per stream (a group's draws are ``(m, P)`` arrays).
+_MAX_AGENTS_PER_STREAM = 2**16
+#: Scratch arrays an AgentStreams keeps for its multi-group draws (one per shape and dtype).
+_ROWS_BUFFERS = 4
 
 def _uniforms_of_raw(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     # (k + 1/2) 2^-53 with k = raw >> 11 of raw 64-bit Philox outputs: never 0 or 1, so
@@ -99,6 +113,8 @@ def _standard_normal(gen: np.random.Generator, size: tuple[int, ...],
 
 #: The samplers of :meth:`AgentStreams.uniform` and :meth:`AgentStreams.normal`, by name.
 _SAMPLERS = {"uniform": _open_uniform, "normal": _standard_normal}
+#: The dtype of each sampler's draws (float64 unless listed).
+_SAMPLER_DTYPES = {_uniform_ranks: np.uint64}
 #: The samplers that read raw 64-bit words, and the conversion of a block's words (``(A, m)``
 #: uint64, overwritten) into their values: a block reads each agent's words and converts once.
 _OF_RAW = {_open_uniform: _uniforms_of_raw, _uniform_ranks: _ranks_of_raw}
@@ -172,8 +188,30 @@ def public_generator(seed: int, round: int, purpose: str | int) -> np.random.Gen
     return np.random.default_rng(np.random.SeedSequence(words))
 
 
+def check_agents_per_stream(agents_per_stream) -> int:
+    """The checked layout ``agents_per_stream``: a power of two in ``[1, 2**16]``.
+
+    Parameters
+    ----------
+    agents_per_stream : int
+        Consecutive agent ids sharing one Philox stream (1: one stream per agent).
+
+    Returns
+    -------
+    int
+    """
+    p = agents_per_stream
+    if (isinstance(p, bool) or not isinstance(p, (int, np.integer)) or not 1 <= p
+            <= _MAX_AGENTS_PER_STREAM or p & (p - 1)):
+        raise ValueError(f"argument 'agents_per_stream' must be a power of two in [1, "
+                         f"{_MAX_AGENTS_PER_STREAM}] (1: one stream per agent; 16: groups of "
+                         f"16 agents), got {agents_per_stream!r}")
+    return int(p)
+
+
 class AgentBlock:
-    """Checked agent ids of a block, for several draws of the same agents.
+    """Checked agent ids of a block and the streams their draws come from, for several draws
+    of the same agents.
 
     Built by :meth:`AgentStreams.block` (ids already checked: 1-d int64 in ``[0, 2**32)``).
 
@@ -182,24 +220,64 @@ class AgentBlock:
     agents : ndarray of int64, shape ``(A,)``
     size : int
         ``A``.
-    ids : list of int
-        The ids as Python ints (the per-agent loop re-keys with them).
+    agents_per_stream : int
+        The layout ``P`` the block was planned for.
+    ids : list of int or None
+        The ids as Python ints (``P = 1``: the per-agent loop re-keys with them), else None.
+    groups : list of int or None
+        ``P > 1``: the streams the block touches, in the order of their first agent.
+    where : ndarray of int, shape ``(A,)``, or None
+        ``P > 1``: position of each agent's stream in ``groups`` (None for one stream).
+    cols : ndarray of int64, shape ``(A,)``, or None
+        ``P > 1``: each agent's column in its stream's draws (``agent % P``).
 
     Parameters
     ----------
     agents : ndarray of int64, shape ``(A,)``
         Checked ids.
+    agents_per_stream : int
+        A checked layout (:func:`check_agents_per_stream`).
     """
 
-    __slots__ = ("agents", "size", "ids")
+    __slots__ = ("agents", "size", "agents_per_stream", "ids", "groups", "where", "cols")
 
-    def __init__(self, agents: np.ndarray):
-        self.agents, self.size = agents, agents.size
-        self.ids = agents.tolist()
+    def __init__(self, agents: np.ndarray, agents_per_stream: int):
+        a = agents
+        self.agents, self.size, self.agents_per_stream = a, a.size, agents_per_stream
+        self.ids: list[int] | None = None
+        self.groups: list[int] | None = None
+        self.where: np.ndarray | None = None
+        self.cols: np.ndarray | None = None
+        if agents_per_stream == 1:
+            self.ids = a.tolist()
+            return
+        group_of = a // agents_per_stream
+        self.cols = a % agents_per_stream
+        if a.size <= _FEW_AGENTS:
+            # a round's block: Python's set and sort of a few ints cost less than the array
+            # calls; the groups come out increasing, as np.unique gives them
+            groups = sorted(set(group_of.tolist()))
+            if len(groups) <= 1:
+                where = None if groups else np.zeros(0, dtype=np.int64)
+            elif groups[-1] - groups[0] + 1 == len(groups):  # consecutive groups
+                where = group_of - groups[0]
+            else:
+                where = np.searchsorted(np.array(groups), group_of)
+            self.groups, self.where = groups, where
+        elif bool(np.all(group_of[1:] >= group_of[:-1])):
+            # increasing ids (every block the algorithms draw for): the groups in order
+            # without np.unique's sort
+            first = np.empty(a.size, dtype=bool)
+            first[0] = True
+            np.not_equal(group_of[1:], group_of[:-1], out=first[1:])
+            self.groups, self.where = group_of[first].tolist(), np.cumsum(first) - 1
+        else:
+            unique, where = np.unique(group_of, return_inverse=True)
+            self.groups, self.where = unique.tolist(), where.reshape(-1)
 
 
-#: Blocks up to this many agents are range-checked with Python's min and max (a few us),
-#: larger ones with array reductions.
+#: Blocks up to this many agents are range-checked with Python's min and max and their groups
+#: derived with Python sets (a few us), larger ones with array operations.
 _FEW_AGENTS = 512
 
 
@@ -210,6 +288,11 @@ class AgentStreams:
     ----------
     seed : int
         The run's seed, in ``[0, 2**64)``.
+    agents_per_stream : int
+        The layout: consecutive agent ids sharing one Philox stream, a power of two in
+        ``[1, 2**16]`` (1: one stream per agent, cheapest for a few scattered agents; 16:
+        groups of 16, cheapest for large blocks; see the module docstring). Part of the run's
+        definition: the two layouts draw different values.
 
     Notes
     -----
@@ -218,14 +301,15 @@ class AgentStreams:
 
     Examples
     --------
-    >>> streams = AgentStreams(seed=7)
+    >>> streams = AgentStreams(seed=7, agents_per_stream=16)
     >>> noise = streams.normal([3, 5, 9], round=0, purpose="noise", shape=(4,))  # (3, 4)
     >>> np.array_equal(noise[1], streams.normal([5], 0, "noise", (4,))[0])
     True
     """
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, *, agents_per_stream: int):
         self.seed = _check_seed(seed)
+        self.agents_per_stream = check_agents_per_stream(agents_per_stream)
         # one bit generator per instance, re-keyed in place for each group: constructing a
         # Philox and a Generator costs ~7 us, which dominated draws for many agents with few
         # values each; setting its state (counter, empty buffer) gives the same bits as a new one
@@ -238,6 +322,14 @@ class AgentStreams:
         self._fresh: dict[str, Any] = {**fresh, "state": {k: [int(v) for v in fresh["state"][k]]
                                           for k in ("counter", "key")},
                        "buffer": [int(v) for v in fresh["buffer"]]}
+        # the groups' draws of multi-group calls (P > 1), by (shape, dtype), reused by the next
+        # call of the same shape (every element is overwritten; a round draws a few shapes): at
+        # 10^6 agents a fresh array of this size is faulted in by the kernel at every draw
+        self._rows_buffers: dict[tuple, np.ndarray] = {}
+
+    def __getstate__(self) -> dict:
+        # a copy or a pickle carries no scratch buffer
+        return {**self.__dict__, "_rows_buffers": {}}
 
     def _agents(self, agents) -> np.ndarray:
         a = np.asarray(agents)
@@ -252,8 +344,9 @@ class AgentStreams:
         return a.astype(np.int64, copy=False)
 
     def block(self, agents) -> AgentBlock:
-        """The checked ids ``agents`` ``(A,)``, for several draws of the same block (e.g. a
-        round's minibatch, noise and compression draws): the ids are checked once.
+        """The checked ids ``agents`` ``(A,)`` and the streams their rows come from, for several
+        draws of the same block (e.g. a round's minibatch, noise and compression draws): the
+        ids are checked and the streams derived once.
 
         Parameters
         ----------
@@ -263,20 +356,22 @@ class AgentStreams:
         -------
         AgentBlock
         """
-        return AgentBlock(self._agents(agents))
+        return AgentBlock(self._agents(agents), self.agents_per_stream)
 
-    def _rekey(self, agent: int, rnd: int, code: int) -> np.random.Generator:
-        """The instance's generator at the start of the stream of ``(agent, round, purpose)``."""
-        # Philox4x64-10: the stream of (agent, round, purpose) starts at counter
-        # (0, agent, round, purpose) and only ever increments the first word, so no two
+    def _rekey(self, stream: int, rnd: int, code: int) -> np.random.Generator:
+        """The instance's generator at the start of the stream of ``(stream, round, purpose)``
+        (``stream = agent // agents_per_stream``)."""
+        # Philox4x64-10: the stream of (stream, round, purpose) starts at counter
+        # (0, stream, round, purpose) and only ever increments the first word, so no two
         # streams of a run overlap
         state = self._fresh
-        state["state"]["counter"] = [0, agent, rnd, code]
+        state["state"]["counter"] = [0, stream, rnd, code]
         self._bits.state = state  # type: ignore[assignment]  # numpy's stubs want its TypedDict
         return self._gen
 
     def _draw(self, agents, round: int, purpose: str | int, shape, sampler) -> np.ndarray:
-        block = agents if type(agents) is AgentBlock else AgentBlock(self._agents(agents))
+        block = (agents if type(agents) is AgentBlock
+                 else AgentBlock(self._agents(agents), self.agents_per_stream))
         shape = _check_shape(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
         m = math.prod(shape)
@@ -303,26 +398,55 @@ class AgentStreams:
         -------
         ndarray, shape ``(block.size, m)``
         """
+        p = self.agents_per_stream
+        if block.agents_per_stream != p:
+            raise ValueError(f"argument 'block' was planned for agents_per_stream="
+                             f"{block.agents_per_stream}, these streams use {p}")
+        if p > 1:
+            return self._group_rows(block, rnd, code, m, sampler)
         # one re-keying of the cached generator per agent (the state assignment of _rekey,
         # inlined: this loop is the per-agent cost of every draw)
-        state, bits = self._fresh, self._bits
+        state, bits, ids = self._fresh, self._bits, block.ids
+        assert ids is not None
         inner = state["state"]
         of_raw = _OF_RAW.get(sampler)
         if of_raw is None:
             out: np.ndarray = np.empty((block.size, m))
             gen = self._gen
-            for row, agent in zip(out, block.ids, strict=True):
+            for row, agent in zip(out, ids, strict=True):
                 inner["counter"] = [0, agent, rnd, code]
                 bits.state = state  # type: ignore[assignment]  # numpy's stubs: a TypedDict
                 sampler(gen, (m,), out=row)
             return out
         # raw words agent by agent, converted for the whole block at once
         raw: np.ndarray = np.empty((block.size, m), dtype=np.uint64)
-        for row, agent in zip(raw, block.ids, strict=True):
+        for row, agent in zip(raw, ids, strict=True):
             inner["counter"] = [0, agent, rnd, code]
             bits.state = state  # type: ignore[assignment]
             row[...] = bits.random_raw(m)
         return of_raw(raw)
+
+    def _group_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler
+                    ) -> np.ndarray:
+        """:meth:`block_rows` for ``P > 1``: one re-keying per stream the block touches."""
+        p, groups = self.agents_per_stream, block.groups
+        assert groups is not None and block.cols is not None
+        if len(groups) == 1:
+            # one group (a client, or a small block): no gather over groups
+            cols = sampler(self._rekey(groups[0], rnd, code), (m, p))
+            return cols[:, block.cols].T
+        shape = (len(groups), m, p)
+        dtype = _SAMPLER_DTYPES.get(sampler, np.float64)
+        rows = self._rows_buffers.get((shape, dtype))
+        if rows is None:
+            if len(self._rows_buffers) >= _ROWS_BUFFERS:
+                self._rows_buffers.clear()
+            rows = self._rows_buffers[(shape, dtype)] = np.empty(shape, dtype)
+        for k, g in enumerate(groups):
+            # element j of the group's agent r is draw j * P + r: it does not depend on how
+            # many elements are asked for, so a block padded to another length agrees
+            sampler(self._rekey(g, rnd, code), (m, p), out=rows[k])
+        return rows[block.where, :, block.cols]  # (n_agents, m)
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
         """Uniforms in the open interval ``(0, 1)`` (53-bit), shape ``(len(agents), *shape)``;
@@ -391,7 +515,7 @@ class AgentStreams:
         return np.minimum(np.floor(u * h).astype(np.int64), h - 1)
 
     def __repr__(self) -> str:
-        return f"AgentStreams(seed={self.seed})"
+        return f"AgentStreams(seed={self.seed}, agents_per_stream={self.agents_per_stream})"
 
 
 
@@ -399,25 +523,29 @@ class StackedStreams:
     """Several runs' blocks of agents (one seed each), drawn from as one stacked block.
 
     Rows ``[n_0 + ... + n_{r-1}, n_0 + ... + n_r)`` of :meth:`draw` are exactly what
-    ``AgentStreams(seeds[r])`` draws for ``blocks[r]``; the ids are checked once here and the
-    round, purpose and shape once per draw, for all runs (a multi-run driver draws at every
-    local step).
+    ``AgentStreams(seeds[r], agents_per_stream=agents_per_stream)`` draws for ``blocks[r]``;
+    the ids are checked once here and the round, purpose and shape once per draw, for all runs
+    (a multi-run driver draws at every local step).
 
     Parameters
     ----------
     seeds : list of int, length ``R``
     blocks : list of int arrays, length ``R``
         Each run's agent ids, shape ``(n_r,)``.
+    agents_per_stream : int
+        The runs' layout (:class:`AgentStreams`).
     """
 
-    def __init__(self, seeds: list[int], blocks: list[np.ndarray]):
+    def __init__(self, seeds: list[int], blocks: list[np.ndarray], *, agents_per_stream: int):
         if len(seeds) != len(blocks) or not len(seeds):
             raise ValueError(f"arguments 'seeds' and 'blocks' must be non-empty and of the same "
                              f"length (one per run), got {len(seeds)} and {len(blocks)}")
-        self.streams = [AgentStreams(seed) for seed in seeds]
+        self.streams = [AgentStreams(seed, agents_per_stream=agents_per_stream)
+                        for seed in seeds]
         self.blocks = [st._agents(a) for st, a in zip(self.streams, blocks, strict=True)]
         self.size = sum(a.size for a in self.blocks)
-        self._agent_blocks = [AgentBlock(a) for a in self.blocks]
+        self._agent_blocks = [AgentBlock(a, self.streams[0].agents_per_stream)
+                              for a in self.blocks]
 
     def draw(self, round: int, purpose: str | int, shape=(), kind: str = "normal"
              ) -> np.ndarray:
