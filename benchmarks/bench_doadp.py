@@ -21,8 +21,8 @@ same keyed streams):
 The baselines keep their :class:`rfed.randomness.AgentStreams` across rounds, as a user would
 (building one costs ~10 us). A row times rfed with the privacy ledger off, and a per-phase
 breakdown of rfed's round shows where the time goes, beside the floor every implementation with
-these keyed draws pays: the Philox draws themselves (the minibatch keys and the noise of each
-active agent from its own stream; ``rfed.randomness``). All rows are
+these keyed draws pays: the Philox draws themselves (the minibatch keys and the noise of the 16
+columns of each group of agents the active ones belong to; ``rfed.randomness``). All rows are
 interleaved in one process, in a new random order every repeat (a call runs on the caches the
 previous call left); the table gives the median CPU time
 (``time.process_time``) and the ratio baseline / rfed.
@@ -45,7 +45,7 @@ import time
 import numpy as np
 
 from rfed.algorithms.decentralized import DOADP, sparsify
-from rfed.algorithms.decentralized._streams import KeyedDraws
+from rfed.algorithms.decentralized._streams import AGENTS_PER_STREAM, KeyedDraws
 from rfed.datasets.synthetic import make_epsilon_like
 from rfed.networks.gossip import consensus_direction
 from rfed.networks.graphs import circulant
@@ -118,8 +118,8 @@ def neighbour_loop_round(problem, alg, x, m, xhat, streams, t):
     indptr, indices, data = w.indptr, w.indices, w.data
     eta = public_generator(streams.seed, t, "activation").random(n) < alg.p
     act = np.flatnonzero(eta)
-    # the draws of all active agents at once (one call per agent would pay the call's fixed
-    # cost once per agent)
+    # the draws of all active agents at once (a keyed stream serves a group of 16 agents: one
+    # call per agent would draw each group once per agent)
     samples = np.zeros(n, dtype=np.int64)
     samples[act] = sample_without_replacement(problem.counts[act], 1,
                                               KeyedDraws(streams, act, t, "minibatch"))[:, 0]
@@ -178,14 +178,14 @@ def phase_times(problem, alg, state, repeats: int) -> dict[str, float]:
     act = np.flatnonzero(eta)
     k = alg.resolved_k(d)
     coords = state.x[act] - state.xhat[act]
-    streams = AgentStreams(state.seed)
-    ids = act.tolist()
+    streams = AgentStreams(state.seed, agents_per_stream=AGENTS_PER_STREAM)
+    groups = sorted(set((act // AGENTS_PER_STREAM).tolist()))
     n_max = int(problem.n_max)
 
     def floor(sampler, m):
         def draw():
-            for a in ids:
-                sampler(streams._rekey(a, state.t, 7), (m,))
+            for g in groups:
+                sampler(streams._rekey(g, state.t, 7), (m, AGENTS_PER_STREAM))
         return draw
 
     phases = {
@@ -255,7 +255,8 @@ def main(repeats: int = 40, n: int = 20, d: int = 2000, q: int = 50) -> None:
         return alg.step(problem, no_ledger)
 
     # the baselines keep their streams across rounds, as a user's loop would
-    args = (problem, alg, state.x, state.m, state.xhat, AgentStreams(state.seed), state.t)
+    streams = AgentStreams(state.seed, agents_per_stream=AGENTS_PER_STREAM)
+    args = (problem, alg, state.x, state.m, state.xhat, streams, state.t)
     user_rng = np.random.default_rng(5)
     fns = {
         "rfed (DOADP.step)": batched,

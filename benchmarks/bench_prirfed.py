@@ -65,6 +65,7 @@ from _timing import interleaved_medians
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed, tangent_mean
 from rfed.algorithms.federated.local import _GATHER_BLOCK_BYTES
 from rfed.algorithms.federated.sampling import sample_minibatches
+from rfed.algorithms.federated.streams import AGENTS_PER_STREAM
 from rfed.problems import Problem, SpherePCA
 from rfed.randomness import AgentStreams, StackedStreams
 
@@ -186,7 +187,7 @@ def floor_random_batch(z: np.ndarray, x: np.ndarray, k_steps: int,
 def noise_draws(n_agents: int, dim: int, k_steps: int) -> None:
     """K keyed tangent-noise draws of the round, ``(A, dim - 1)`` standard normals each, from the
     per-agent streams rfed uses (not data reads: the part of a round no data floor counts)."""
-    streams = AgentStreams(1)
+    streams = AgentStreams(1, agents_per_stream=AGENTS_PER_STREAM)
     agents = np.arange(n_agents)
     for k in range(k_steps):
         streams.normal(agents, 0, f"local#{k}", (dim - 1,))
@@ -206,7 +207,7 @@ def lean_rsvrg(problem, trainer, plan, x, agents, sigma, step, seeds, blocks, rn
     keyed noise from the same streams in the same order (so the output is rfed's, bit for bit).
     The outer work per snapshot (full clipped gradient, the picks and their snapshot terms) is
     rfed's own (not per-step)."""
-    streams = StackedStreams(seeds, blocks)
+    streams = StackedStreams(seeds, blocks, agents_per_stream=AGENTS_PER_STREAM)
     einsum = np.einsum
     counts = problem.counts[agents]
     data, mask = problem.agent_data(agents)
@@ -297,7 +298,7 @@ def rsvrg_step(repeat: int) -> None:
             return lean_rsvrg(problem, trainer, plan, x, agents, sigma, 0.1, seeds, blocks, 5)
 
         def draws(seeds=seeds, blocks=blocks):
-            streams = StackedStreams(seeds, blocks)
+            streams = StackedStreams(seeds, blocks, agents_per_stream=AGENTS_PER_STREAM)
             for c in range(steps):
                 streams.draw(5, f"local#{c}", (problem.manifold.dim + 1,), "normal")
 

@@ -120,24 +120,24 @@ def _cases():
 #: Recorded with tests/algorithms/test_doadp_round_bits.py's _digest on main at 80ac783 (the
 #: round before issue 13's changes), PYTHONPATH=/work/main.
 PINNED = {
-    # every case re-pinned when each agent got its own keyed Philox stream instead of a group of
-    # 16 agents sharing one (rfed.randomness; minibatches and noise changed by design), and the
-    # sphere case also for Sphere.exp's sin(t)/t and conditional renormalization. Before:
-    # 45339b8b, 32bbd9ed, f211d031, d69fd4a7, cb05e033, bd853c01, a7a85368, f1326f90, 1a6ecacb,
-    # ad80abe8 (in this order).
-    "budget p=0.8 top-k": "04f688813e85f48d5a1fcb9ee7e4c0801863fdf1bac310ac8c5a86a788a31c02",
-    "budget p=1 dense": "b78fb46d4e43ab6c11d755c4f9c7be2d0497549fc698f9f0f9b87fc2a0867392",
-    "paper sigma": "2c508bd59b707e5d47dbe3e1fc5e90b8c0d5fc6ef9e182e7c83fa5c6b76a4edc",
-    "no noise, no clip": "02584d968ba9fc4c8dca0316f012110d8e592aa1739ce850e5928309821999b2",
-    "DSGD budget": "d7d316dcd826826a2d52537994243fc775f18994c926484a1ea305506b4bb7c8",
-    "rand-k": "b26374e3dcdef1b2cb141d9f0e57a640b52f69bd8580213a111785bb8f90d1db",
-    "unequal sizes, b=3": "8a218664c2cc04da3ebd2fe06fab298645130f820b6e30a537da25fac86c4dc4",
-    "full local gradients": "ec30e290e520fbc2cb9ca6ee9f46e55d587ae4d6677e031638478d7e10098761",
-    "40 agents, 3 groups": "acd7994e9d53ae5b131f559bc8127fbc21e4480ddf135df73fa0db8803c56dcc",
+    # back to main's pins (8799f6e): the decentralized algorithms draw from the group layout
+    # again (agents_per_stream=16), so these rounds are main's bit for bit (an intermediate
+    # per-agent layout had re-pinned them)
+    "budget p=0.8 top-k": "45339b8b2c6d4d8ba35dc5ebeaf4c952e937b28e9e5e1c3472e1afb82ee3cfd4",
+    "budget p=1 dense": "32bbd9ed64298e5e5d2416148f318ddb378a4361c28b47866eb6eb1bc43d6d57",
+    "paper sigma": "f211d031a66fe412b9eeea37a6271391ab5212864fff12c683cae4cb7d1aa653",
+    "no noise, no clip": "d69fd4a7f107f218cd4e8880db97b79cb003db502cad1aedbc7e4479f319afce",
+    "DSGD budget": "cb05e03334a6ffd18b5d0ab0c61bf3eb234ce7f587e7c3365694791ec8a6818a",
+    "rand-k": "bd853c01a7e8bc52b14fab3b7595922df7196aa3b000a11c658236f9db17fbe6",
+    "unequal sizes, b=3": "a7a8536868090c617f58eb3add96014d791c9a19dc9b1f5e1d207f32201b56dc",
+    "full local gradients": "f1326f90968a5a4490e73beb76d2c86255c4ce9a60ab12c2d05f864470ffcaf5",
+    "40 agents, 3 groups": "1a6ecacb6e99f21a14026c8b3c77f60b5ac58f890bc42ded19446cb242956a5f",
     # re-pinned when Sphere.exp renormalized by the reciprocal norm and Sphere.log took one
     # dot product where |<x, y>| < 1/2: iterates and momenta moved by <= 6.2e-16 relative
-    # (against ff6b9a0a..., this run on main before that change)
-    "sphere": "d2a29aa32961bf133cbf7ab5909b213cb561f23a2bfc990b52d48f4681521473",
+    # (against ff6b9a0a..., this run on main before that change); re-pinned again (main's
+    # ad80abe8... before) when Sphere.exp took sin(t)/t for np.sinc(t/pi) and renormalizes only
+    # a result whose squared norm strays more than 8 eps from 1; its streams are main's
+    "sphere": "16608239d0d4f7575dbe667f93d0db4f0d1af131a0a781800c491b4b27777785",
 }
 
 
@@ -245,7 +245,7 @@ def test_minibatches_from_integer_ranks_are_those_of_the_uniform_keys(counts, ba
     counts = np.array(counts)
     if batch > counts.min():
         pytest.skip("batch above the smallest local size")
-    streams = AgentStreams(11)
+    streams = AgentStreams(11, agents_per_stream=16)
     agents = np.arange(counts.size) * 3   # several groups
     for rnd in range(20):
         keyed = KeyedDraws(streams, agents, rnd, "minibatch")
@@ -255,7 +255,8 @@ def test_minibatches_from_integer_ranks_are_those_of_the_uniform_keys(counts, ba
 
 
 def test_ranks_map_to_the_uniforms_bit_for_bit():
-    keyed = KeyedDraws(AgentStreams(2**63 + 5), np.array([0, 3, 17, 40]), 9, "minibatch")
+    keyed = KeyedDraws(AgentStreams(2**63 + 5, agents_per_stream=16), np.array([0, 3, 17, 40]),
+                       9, "minibatch")
     ranks = keyed.uniform_ranks((4, 333))
     assert ranks.dtype == np.uint64 and int(ranks.max()) < 2**53
     uniforms = keyed.random((4, 333))
@@ -298,14 +299,19 @@ def test_a_tied_smallest_key_goes_to_the_partition_on_both_paths():
 @pytest.mark.parametrize("ids", [[0], [3, 5, 15], [0, 1, 2, 16, 17, 19], [2, 40, 41, 90],
                                  [19, 3, 40, 16, 0], [], list(range(0, 700, 3))])
 @pytest.mark.parametrize("few", [randomness._FEW_AGENTS, 0])
-def test_an_agent_block_draws_each_agents_own_rows(ids, few, monkeypatch):
-    # both ways of checking the ids (Python's min and max for a round's block, array
-    # reductions for a large one) against each agent drawn alone
+@pytest.mark.parametrize("per", [16, 1])
+def test_an_agent_block_draws_each_agents_own_rows(ids, few, per, monkeypatch):
+    # both ways of checking the ids and deriving the groups (Python's min, max and sets for a
+    # round's block, array operations for a large one) against each agent drawn alone, for the
+    # decentralized algorithms' group layout and the per-agent one
     monkeypatch.setattr(randomness, "_FEW_AGENTS", few)
-    streams = AgentStreams(7)
+    streams = AgentStreams(7, agents_per_stream=per)
     ids = np.array(ids, dtype=np.int64)
     block = streams.block(ids)
-    assert block.ids == ids.tolist()
+    if per == 1:
+        assert block.ids == ids.tolist()
+    else:
+        assert block.groups == sorted(set((ids // per).tolist()))
     for purpose, method in (("noise", "normal"), ("minibatch", "uniform")):
         got = getattr(streams, method)(block, 4, purpose, (3,))
         assert got.shape == (ids.size, 3)
@@ -315,7 +321,7 @@ def test_an_agent_block_draws_each_agents_own_rows(ids, few, monkeypatch):
 
 
 def test_a_block_refuses_bad_ids_whatever_its_size():
-    streams = AgentStreams(1)
+    streams = AgentStreams(1, agents_per_stream=16)
     for bad in ([-1, 2], [0, 2**32], np.arange(1000) - 1, [[1, 2]], [0.5, 1.0]):
         with pytest.raises(ValueError, match="'agents'"):
             streams.block(np.asarray(bad))

@@ -22,7 +22,7 @@ def test_block_generator_rows_are_each_agents_own_stream():
     u = g.random((3, 10))
     z = g.standard_normal((3, 2, 2))
     k = g.integers(0, np.array([[5], [7], [2]]), size=(3, 6))
-    s = AgentStreams(7)
+    s = AgentStreams(7, agents_per_stream=1)
     np.testing.assert_array_equal(u, s.uniform(agents, 4, "local#0", (10,)))
     np.testing.assert_array_equal(z, s.normal(agents, 4, "local#1", (2, 2)))
     # agent 11 alone, in a block of its own: the same first draw (a prefix of a longer one)

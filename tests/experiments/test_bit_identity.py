@@ -54,18 +54,23 @@ SMALL = {
 }
 
 EXPECTED = {
-    # Every digest re-pinned once more when (a) the per-agent keyed streams gave each agent its
-    # own Philox stream (counter (0, agent, round, purpose)) instead of 16 consecutive agents
-    # sharing one (rfed.randomness): every run's minibatches and noise changed, by design; and
-    # (b) Sphere.exp took sin(t)/t for np.sinc(t/pi) and renormalizes only a result whose
-    # squared norm strays more than 8 eps from 1 (sphere runs' last bits). The earlier digest
-    # of each is named below as "before".
-    # keyed streams (one Philox stream per agent) and Sphere.exp: before 8639e543...
-    "doadp-digits": "dd82c8d6b362396b348078fc633f96c647c104031411647b1154e9e991a3751f",
-    # keyed streams (one Philox stream per agent) and Sphere.exp: before 9356a49e...
-    "dpdgt-ieee14": "d59e4669de95f21d4849ff2fb0a42b71b7a935d6d8c8603cb3c28ceeb9ed316b",
-    # keyed streams (one Philox stream per agent) and Sphere.exp: before 7bb4f9e2...
-    "dpdl-digits": "0ec4c2a5ffc37790964ba7957ca366e4af2b891412fc933013fb8b74225fe89d",
+    # The federated (PriRFed) digests re-pinned once more when (a) the federated trainers'
+    # keyed streams gave each agent its own Philox stream (agents_per_stream=1, counter (0,
+    # agent, round, purpose)) instead of 16 consecutive agents sharing one (rfed.randomness):
+    # their minibatches and noise changed, by design; and (b) Sphere.exp took sin(t)/t for
+    # np.sinc(t/pi) and renormalizes only a result whose squared norm strays more than 8 eps
+    # from 1 (sphere runs' last bits). The earlier digest of each is named below as "before".
+    # The decentralized experiments keep the group layout (agents_per_stream=16) and are back
+    # to main's pins.
+    # back to its pin of main at 8799f6e: the decentralized algorithms draw from the group
+    # layout again (16 agents per Philox stream): its bits had changed only through them
+    "doadp-digits": "8639e543209e4dd0670b4f7b226149059200a2d066c7b7b6b0edb3351f97862c",
+    # back to its pin of main at 8799f6e: the decentralized algorithms draw from the group
+    # layout again (16 agents per Philox stream): its bits had changed only through them
+    "dpdgt-ieee14": "9356a49e37c9165dcc4ba55e0f9877c7f358991202e6bfad1d61666d7472718c",
+    # back to its pin of main at 8799f6e: the decentralized algorithms draw from the group
+    # layout again (16 agents per Philox stream): its bits had changed only through them
+    "dpdl-digits": "7bb4f9e2d2a01f5beac55585e56f0b6ca73492c8c0f0e180e742d45b58c3fe79",
     # Re-pinned when Sphere.dist took arccos<x, y> where |<x, y>| < 1/2 (well conditioned
     # there; one dot product instead of a chord) and Sphere.exp renormalized by the
     # reciprocal norm (one division per point): records moved by <= 9e-16 relative.
@@ -99,14 +104,16 @@ EXPECTED = {
     # own runs instead of a second run of the same four settings: the records of the sweep at
     # eps_fig2a are gone, and the others are unchanged (the digest of the records of 393bcf13...
     # without those 8 is this one; measured on main at 80ac783).
-    # keyed streams (one Philox stream per agent) and Sphere.exp: before 65237d5d...
-    "doadp-logreg": "4925f6d6f01516315ea9564b8376cc6c31962ca5e35a911f528bec1775f62f6e",
+    # back to its pin of main at 8799f6e: the decentralized algorithms draw from the group
+    # layout again (16 agents per Philox stream): its bits had changed only through them
+    "doadp-logreg": "65237d5df3336dbbb1269af008a5602ac71ae0ae069db2aee57c0b5f4c8aa52e",
     # dpdda-svm re-pinned again by issue 9's l2-SVM reference solver (smoothed primal with a
     # certified duality gap <= 1e-9, replacing the dual L-BFGS-B): only the metrics measured
     # against the reference move, excess_risk by <= 2.9e-9 and dist_to_ref by <= 1.1e-8
     # relative; the iterates are unchanged.
-    # keyed streams (one Philox stream per agent) and Sphere.exp: before a4f76cb1...
-    "dpdda-svm": "56763b0e3d0ba005683421f9b5035cd41645e2a218147fab8aff0128ed2aac96",
+    # back to its pin of main at 8799f6e: the decentralized algorithms draw from the group
+    # layout again (16 agents per Philox stream): its bits had changed only through them
+    "dpdda-svm": "a4f76cb1cc48061a2f29c36e3f52d56b7419e8ed9da7dda6629e2e9d1af349a1",
     # Re-pinned when Sphere.dist took arccos<x, y> where |<x, y>| < 1/2 (well conditioned
     # there; one dot product instead of a chord) and Sphere.exp renormalized by the
     # reciprocal norm (one division per point): records moved by <= 9e-16 relative.
