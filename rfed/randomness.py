@@ -22,7 +22,7 @@ padded to different lengths agree), on which other agents are in the block, or o
 that draws them. The two layouts rfed uses:
 
 * ``P = 1``, one stream per agent: a draw for an agent costs only that agent's values, but a
-  block pays a Python-level re-keying and a sampler call per agent (about a microsecond each).
+  block pays a Python-level re-keying and a sampler call per agent.
   The federated trainers use it: their draws are per selected client, often one agent alone.
 * ``P = 16``, groups of 16 agents: a block loops over the groups it touches (``A / 16``
   re-keyings), never over agents, but a block holding part of a group draws the whole group
