@@ -239,3 +239,22 @@ def test_open_uniforms_are_the_bounded_integer_formula_bit_for_bit():
         got = _open_uniform(gen, (257, 16), out=out)
         assert got is out and np.array_equal(got, expected)
         assert np.any(k >= 2**52) and np.all((got > 0) & (got < 1))
+
+
+def test_each_algorithm_family_draws_from_its_layout():
+    # the decentralized algorithms' keyed draws come from the 16-agent groups, the federated
+    # trainers' from one stream per agent; the streams cache is keyed by (seed, layout)
+    from rfed.algorithms.decentralized._streams import _streams_of, agent_draws
+    from rfed.algorithms.federated.streams import AgentBlockGenerator
+
+    ids = np.array([3, 40])
+    decentralized = agent_draws(np.random.default_rng(0), 5, ids, 2, "noise")
+    np.testing.assert_array_equal(
+        decentralized.standard_normal((2, 4)),
+        AgentStreams(5, agents_per_stream=16).normal(ids, 2, "noise", (4,)))
+    federated = AgentBlockGenerator(5, ids, 2, "local")
+    np.testing.assert_array_equal(
+        federated.standard_normal((2, 4)),
+        AgentStreams(5, agents_per_stream=1).normal(ids, 2, "local#0", (4,)))
+    assert _streams_of(5).agents_per_stream == 16
+    assert _streams_of(5, 1).agents_per_stream == 1 and _streams_of(5, 1) is not _streams_of(5)
