@@ -45,7 +45,7 @@ import time
 import numpy as np
 
 from rfed.algorithms.decentralized import DOADP, sparsify
-from rfed.algorithms.decentralized._streams import KeyedDraws
+from rfed.algorithms.decentralized._streams import AGENTS_PER_STREAM, KeyedDraws
 from rfed.datasets.synthetic import make_epsilon_like
 from rfed.networks.gossip import consensus_direction
 from rfed.networks.graphs import circulant
@@ -53,7 +53,6 @@ from rfed.networks.network import Network
 from rfed.problems.base import sample_without_replacement
 from rfed.problems.linear import L2Regularizer, LogisticRegression, split_evenly
 from rfed.randomness import (
-    AGENT_GROUP,
     AgentStreams,
     _open_uniform,
     _standard_normal,
@@ -179,14 +178,14 @@ def phase_times(problem, alg, state, repeats: int) -> dict[str, float]:
     act = np.flatnonzero(eta)
     k = alg.resolved_k(d)
     coords = state.x[act] - state.xhat[act]
-    streams = AgentStreams(state.seed)
-    groups = sorted(set((act // AGENT_GROUP).tolist()))
+    streams = AgentStreams(state.seed, agents_per_stream=AGENTS_PER_STREAM)
+    groups = sorted(set((act // AGENTS_PER_STREAM).tolist()))
     n_max = int(problem.n_max)
 
     def floor(sampler, m):
         def draw():
             for g in groups:
-                sampler(streams._rekey(g, state.t, 7), (m, AGENT_GROUP))
+                sampler(streams._rekey(g, state.t, 7), (m, AGENTS_PER_STREAM))
         return draw
 
     phases = {
@@ -256,7 +255,8 @@ def main(repeats: int = 40, n: int = 20, d: int = 2000, q: int = 50) -> None:
         return alg.step(problem, no_ledger)
 
     # the baselines keep their streams across rounds, as a user's loop would
-    args = (problem, alg, state.x, state.m, state.xhat, AgentStreams(state.seed), state.t)
+    streams = AgentStreams(state.seed, agents_per_stream=AGENTS_PER_STREAM)
+    args = (problem, alg, state.x, state.m, state.xhat, streams, state.t)
     user_rng = np.random.default_rng(5)
     fns = {
         "rfed (DOADP.step)": batched,

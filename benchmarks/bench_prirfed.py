@@ -29,27 +29,20 @@ local steps with clipping and tangent noise, full batch or the paper's ``b = N_i
   ``floor: same, in 4 MiB blocks``, the same reads a block of agents at a time so that the
   second pass reads the cache (what rfed does, with rfed's block size). "Best floor" is the
   fastest of these;
-* ``part: K keyed noise draws``: not a data read but the K tangent-noise draws of the round
-  (``A x d`` standard normals per step from rfed's per-agent keyed streams), which no data
-  floor counts; the closing line also prints rfed minus it over the best floor, and rfed over
-  the best floor plus it.
+* ``one-read floor (blocked) + noise``: the one-read-per-step floor, what a competent user's
+  loop pays for a private round's data and noise: per block of agents holding about 4 MiB of
+  records, ``Z x`` then ``Z^T w`` while the block is cached (for ``b = N_i / 2`` a random half
+  of each agent's rows weighted 1, the others 0), plus the step's ``A x d`` normals from one
+  sequential numpy Generator; for ``b = N_i / 2`` also ``one-read floor (blocked gather) +
+  noise`` (the half gathered per block). The line ``rfed / best one-read floor (with noise)``
+  is the ratio the performance guide quotes;
+* ``part: K keyed noise draws``: the K tangent-noise draws of the round (``A x d`` standard
+  normals per step from rfed's per-agent keyed streams), which no data floor counts; the
+  closing line also prints rfed minus it over the best floor, and rfed over the best floor
+  plus it.
 
-The last column is time / rfed; the closing lines print rfed / floor.
-
-Measured (``python benchmarks/bench_prirfed.py --repeat 11``, median CPU time of 11
-interleaved calls, on the project's shared 2-core machine under a load of about 4.5; issue 13's
-target is 1.5x the best floor):
-
-* 100 x 600: full batch 1.16x its floor; ``N_i / 2`` 1.34x the best floor of a random half
-  (the blocked gather), 1.14x the masked floor over all rows, 0.98x the one-shot gather;
-* 1,000 x 50: full batch 2.10x its floor; ``N_i / 2`` 2.40x the best floor (1.76x without the
-  noise draws, 1.47x the best floor plus the noise draws). The data floor alone is not
-  reachable at 1,000 agents: a round draws 1,000 x 783 keyed normals per step (16 ns each
-  from the Philox streams, against about 0.13 ns per byte of the blocked floor), 0.64x the
-  best floor by themselves, and runs exp, the tangent projection and the aggregation on
-  (1,000, 784) arrays.
-* ``--quick``: 10 x 600 ``N_i / 2`` at 1.45x its best floor, 100 x 50 at 2.41x (1.83x
-  without the noise draws): a round's fixed Python cost (a few ms) weighs more there.
+The last column is time / rfed; the closing lines print rfed / floor. The last measured table
+is ``benchmarks/results/bench_prirfed.txt`` (imported into ``docs/results/benchmarks/``).
 
 ``--rsvrg-step``: CPU time of ONE DP-RSVRG inner step (the paper's Alg. 3) in prirfed-fig2's
 setting (digits on S^63, 10 agents of 179-180 records, K = 3, m = 33, one agent per run),
@@ -57,15 +50,9 @@ for ``R`` runs stacked as :class:`RepeatedRuns` stacks them (R = 1, 2, 10; fig2 
 Rows: ``DPRSVRG.train`` divided by its ``K m`` inner steps; ``lean loop``: the same local run
 with the inner step written as plain numpy calls in one function (no manifold, problem or
 mechanism objects; the same keyed draws), checked to give rfed's output bit for bit; and
-``part: keyed noise draws``: the step's ``R`` draws of a 16-agent group of 64 normals each
-(the noise layout fixes them: 16 x 64 Philox normals per run and step), the floor of any
-implementation with these streams. Compare checkouts with
+``part: keyed noise draws``: the step's ``R`` draws of 64 normals each from the agents' own
+streams, the floor of any implementation with these streams. Compare checkouts with
 ``PYTHONPATH=/path/to/checkout python benchmarks/bench_prirfed.py --rsvrg-step``.
-Measured (``--repeat 5``, two alternating runs per checkout, shared 2-core machine, load
-about 3.5): R = 1: 79 us per step (main before issue 13's step work: 117 us), the lean loop
-69-71 us, the noise draws 18 us; R = 10: 249-257 us (main: 311 us), lean 233-249 us, noise
-draws 143-144 us (56 % of the step: the 16-agent layout draws 16 x 64 normals per run and
-step, of which 64 are used).
 """
 
 from __future__ import annotations
@@ -78,8 +65,9 @@ from _timing import interleaved_medians
 from rfed.algorithms.federated import DPRSGD, DPRSVRG, PriRFed, tangent_mean
 from rfed.algorithms.federated.local import _GATHER_BLOCK_BYTES
 from rfed.algorithms.federated.sampling import sample_minibatches
+from rfed.algorithms.federated.streams import AGENTS_PER_STREAM
 from rfed.problems import Problem, SpherePCA
-from rfed.randomness import AGENT_GROUP, AgentStreams, StackedStreams
+from rfed.randomness import AgentStreams, StackedStreams
 
 
 class GenericPCA(SpherePCA):
@@ -128,6 +116,40 @@ def floor_passes(z: np.ndarray, x: np.ndarray, k_steps: int, half: bool) -> None
         np.einsum("and,an->ad", zz, w)
 
 
+def floor_one_read(z: np.ndarray, x: np.ndarray, k_steps: int, half: bool,
+                   rng: np.random.Generator, block_bytes: int) -> None:
+    """The one-read-per-step floor: what a competent user's loop pays for a private round's
+    data and noise. K times: per block of agents holding about ``block_bytes`` of records,
+    ``Z x`` then ``Z^T w`` while the block is in the cache (each record read from memory once
+    per step; for ``half``, a uniformly random half of each agent's rows weighted 1, the others
+    0), and the step's ``A x d`` Gaussian noise from one sequential numpy Generator (the
+    cheapest normals numpy draws)."""
+    n_agents, n_per, dim = z.shape
+    per_block = max(1, block_bytes // (n_per * dim * 8))
+    counts = np.full(n_agents, n_per)
+    for _ in range(k_steps):
+        weights = None
+        if half:
+            weights = np.zeros((n_agents, n_per))
+            np.put_along_axis(weights, _sorted_half(counts, rng), 1.0, axis=1)
+        for start in range(0, n_agents, per_block):
+            zb = z[start:start + per_block]
+            w = np.einsum("and,d->an", zb, x)
+            if weights is not None:
+                w *= weights[start:start + per_block]
+            np.einsum("and,an->ad", zb, w)
+        rng.standard_normal((n_agents, dim))
+
+
+def floor_one_read_gather(z: np.ndarray, x: np.ndarray, k_steps: int,
+                          rng: np.random.Generator, block_bytes: int) -> None:
+    """The one-read floor of a random half by gathering (``floor_random_batch`` in blocks)
+    plus the step's ``A x d`` normals from one sequential numpy Generator."""
+    for _ in range(k_steps):
+        floor_random_batch(z, x, 1, rng, block_bytes)
+        rng.standard_normal(z.shape[::2])
+
+
 def _sorted_half(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
     """A uniformly random half of each agent's rows, drawn as rfed draws them
     (:func:`sample_minibatches`), each row of the result sorted, shape ``(A, N / 2)``."""
@@ -165,7 +187,7 @@ def floor_random_batch(z: np.ndarray, x: np.ndarray, k_steps: int,
 def noise_draws(n_agents: int, dim: int, k_steps: int) -> None:
     """K keyed tangent-noise draws of the round, ``(A, dim - 1)`` standard normals each, from the
     per-agent streams rfed uses (not data reads: the part of a round no data floor counts)."""
-    streams = AgentStreams(1)
+    streams = AgentStreams(1, agents_per_stream=AGENTS_PER_STREAM)
     agents = np.arange(n_agents)
     for k in range(k_steps):
         streams.normal(agents, 0, f"local#{k}", (dim - 1,))
@@ -185,7 +207,7 @@ def lean_rsvrg(problem, trainer, plan, x, agents, sigma, step, seeds, blocks, rn
     keyed noise from the same streams in the same order (so the output is rfed's, bit for bit).
     The outer work per snapshot (full clipped gradient, the picks and their snapshot terms) is
     rfed's own (not per-step)."""
-    streams = StackedStreams(seeds, blocks)
+    streams = StackedStreams(seeds, blocks, agents_per_stream=AGENTS_PER_STREAM)
     einsum = np.einsum
     counts = problem.counts[agents]
     data, mask = problem.agent_data(agents)
@@ -232,14 +254,16 @@ def lean_rsvrg(problem, trainer, plan, x, agents, sigma, step, seeds, blocks, rn
             noise -= einsum("...i,...i->...", xj, noise)[..., None] * xj
             noise *= sigma[..., None]
             eta = eta + noise
-            # exp (Sphere.exp, with np.sinc's operations)
+            # exp (Sphere.exp's operations)
             s = -step * eta
-            t = np.sqrt(einsum("...i,...i->...", s, s))[..., None]
-            y = np.cos(t) * xj
-            r = np.pi * (t / np.pi)
-            r = np.where(r, r, np.finfo(float).eps)
-            y += (np.sin(r) / r) * s
-            y /= np.sqrt(einsum("...i,...i->...", y, y))[..., None]
+            t = np.sqrt(einsum("...i,...i->...", s, s))
+            sinc_t = np.divide(np.sin(t), t, out=np.ones_like(t), where=t > 0)
+            y = s * sinc_t[..., None]
+            y += np.cos(t)[..., None] * xj
+            norm_sq = einsum("...i,...i->...", y, y)
+            strayed = np.abs(norm_sq - 1.0) > 8 * np.finfo(float).eps
+            if np.any(strayed):
+                y *= np.where(strayed, 1.0 / np.sqrt(norm_sq), 1.0)[..., None]
             xj = y
         snap = xj
     return snap
@@ -274,7 +298,7 @@ def rsvrg_step(repeat: int) -> None:
             return lean_rsvrg(problem, trainer, plan, x, agents, sigma, 0.1, seeds, blocks, 5)
 
         def draws(seeds=seeds, blocks=blocks):
-            streams = StackedStreams(seeds, blocks)
+            streams = StackedStreams(seeds, blocks, agents_per_stream=AGENTS_PER_STREAM)
             for c in range(steps):
                 streams.draw(5, f"local#{c}", (problem.manifold.dim + 1,), "normal")
 
@@ -285,7 +309,7 @@ def rsvrg_step(repeat: int) -> None:
         ref = times["rfed DPRSVRG.train"]
         for label, t in times.items():
             print(f"{n_runs:<7} {label:<34} {t / steps * 1e6:>10.1f} {t / ref:>12.2f}")
-    print(f"(a noise draw is {AGENT_GROUP} x 64 normals per run: the agent group's layout)")
+    print("(a noise draw is 64 normals per run, from the agent's own stream)")
 
 
 def main() -> None:
@@ -340,6 +364,13 @@ def main() -> None:
                     lambda z=z, x=x0: floor_random_batch(z, x, k_steps,
                                                          np.random.default_rng(3),
                                                          _GATHER_BLOCK_BYTES))
+            fns["one-read floor (blocked) + noise"] = (
+                lambda half=batch is not None, z=z, x=x0: floor_one_read(
+                    z, x, k_steps, half, np.random.default_rng(4), _GATHER_BLOCK_BYTES))
+            if batch is not None:
+                fns["one-read floor (blocked gather) + noise"] = (
+                    lambda z=z, x=x0: floor_one_read_gather(
+                        z, x, k_steps, np.random.default_rng(4), _GATHER_BLOCK_BYTES))
             fns["part: K keyed noise draws"] = (
                 lambda n=n_agents: noise_draws(n, dim, k_steps))
             times = interleaved_medians(fns, args.repeat)
@@ -353,6 +384,9 @@ def main() -> None:
             # the floors a random minibatch can reach (the contiguous half is no random subset)
             reachable = [t for label, t in times.items() if label.startswith("floor")
                          and (batch is None or label != "floor: K x (Z x, Z^T w)")]
+            one_read = min(t for label, t in times.items() if label.startswith("one-read"))
+            print(f"{'':<18} {batch_label:<10} rfed / best one-read floor (with noise) = "
+                  f"{ref / one_read:.2f}")
             noise = times["part: K keyed noise draws"]
             print(f"{'':<18} {batch_label:<10} rfed / best floor = {ref / min(reachable):.2f}; "
                   f"(rfed - noise draws) / best floor = {(ref - noise) / min(reachable):.2f}; "

@@ -11,19 +11,28 @@ is the state plus ``(seed, round)``:
 * **per-agent** streams, keyed by ``(seed, agent, round, purpose)``, for a block of agents at once
   (minibatches, noise, compression): :class:`AgentStreams`.
 
-Per-agent draws come in fixed groups of :data:`AGENT_GROUP` consecutive agent ids: the group
-``g = agent // AGENT_GROUP`` has its own counter-based generator, numpy's Philox4x64-10 (Salmon,
-Moraes, Dror and Shaw, SC 2011) with key ``(seed, tag)`` and starting counter ``(0, g, round,
-purpose)``, which draws the rows of all the group's agents at once with numpy's fast samplers;
-agent ``r`` of the group takes draws ``r, r + 16, r + 32, ...``, so its first ``m`` values do
-not depend on how many values are asked for (blocks padded to different lengths agree). A block
-therefore loops over the groups it touches (``n_agents / 16`` re-keyings of one cached generator,
-about 0.3 us each), never over agents, and any process computes any agent's draws without the
-others'. A block holding part of a group draws the whole group and keeps its rows (at most 16
-times the work for a one-agent client, and the floor of a draw for a block: e.g. 16 active agents
-of 20 draw two whole groups). A block's ids are checked and its groups derived once
-(:meth:`AgentStreams.block`) for the several draws of a round, and a caller that only compares
-uniforms (the smallest minibatch key) may take their integer ranks instead
+A run's per-agent streams have a layout, the number ``P`` of consecutive agent ids that share
+one Philox stream (``agents_per_stream``, a power of two chosen once per run by the algorithm's
+access pattern and part of the run's definition). The stream ``g = agent // P`` is numpy's
+counter-based Philox4x64-10 (Salmon, Moraes, Dror and Shaw, SC 2011) with key ``(seed, tag)``
+and starting counter ``(0, g, round, purpose)``, which only ever increments its first word, so no
+two streams of a run overlap. Agent ``r = agent % P`` of the stream takes its draws ``r, r + P,
+r + 2P, ...``, so its first ``m`` values do not depend on how many values are asked for (blocks
+padded to different lengths agree), on which other agents are in the block, or on the process
+that draws them. The two layouts rfed uses:
+
+* ``P = 1``, one stream per agent: a draw for an agent costs only that agent's values, but a
+  block pays a Python-level re-keying and a sampler call per agent.
+  The federated trainers use it: their draws are per selected client, often one agent alone.
+* ``P = 16``, groups of 16 agents: a block loops over the groups it touches (``A / 16``
+  re-keyings), never over agents, but a block holding part of a group draws the whole group
+  (16 times the values an isolated agent uses). The decentralized algorithms use it: every
+  round draws for blocks of up to 10^6 agents with consecutive ids.
+
+``benchmarks/bench_streams.py`` measures both layouts on both access patterns (its last table:
+``benchmarks/results/bench_streams.txt``; the performance guide quotes it). A block's ids are
+checked once (:meth:`AgentStreams.block`) for the several draws of a round, and a caller that
+only compares uniforms (the smallest minibatch key) may take their integer ranks instead
 (:func:`ranks_to_uniforms` maps them back bit for bit).
 
 Secure mode does not use these streams: its randomness comes from the operating system and is not
@@ -38,37 +47,43 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["AGENT_GROUP", "purpose_code", "public_generator", "ranks_to_uniforms", "AgentBlock",
-           "AgentStreams", "StackedStreams"]
+__all__ = ["check_agents_per_stream", "purpose_code", "public_generator", "ranks_to_uniforms",
+           "AgentBlock", "AgentStreams", "StackedStreams"]
 
 _PUBLIC_TAG = 0x5055424C  # "PUBL": keeps public streams apart from the per-agent ones
 _AGENT_TAG = 0x4147454E  # "AGEN"
-#: Consecutive agent ids that share one generator (fixed: part of every run's definition).
-AGENT_GROUP = 16
+#: Largest number of agents per stream (a group's draws are ``(m, P)`` arrays).
+_MAX_AGENTS_PER_STREAM = 2**16
 #: Scratch arrays an AgentStreams keeps for its multi-group draws (one per shape and dtype).
 _ROWS_BUFFERS = 4
 
-def _open_uniform(gen: np.random.Generator, size: tuple[int, ...],
-                  out: np.ndarray | None = None) -> np.ndarray:
-    # (k + 1/2) 2^-53 with k = gen.integers(0, 2**53): never 0 or 1, so inversions (log, ndtri)
-    # stay finite. For the range 2^53, numpy's bounded 64-bit integers (Lemire's method) are
-    # k = raw >> 11 of the raw 64-bit outputs and never reject, so k is read from the bit
-    # generator directly; and (k + 1/2) 2^-53 = fl(2k + 1) 2^-54 exactly (float(k) + 1/2 rounds
-    # the 54-bit odd number 2k + 1 the way its conversion does, and powers of two scale
-    # exactly): one conversion-and-scale pass into ``out``
-    raw = gen.bit_generator.random_raw(size)
+def _uniforms_of_raw(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    # (k + 1/2) 2^-53 with k = raw >> 11 of raw 64-bit Philox outputs: never 0 or 1, so
+    # inversions (log, ndtri) stay finite. For the range 2^53, numpy's bounded 64-bit integers
+    # (Lemire's method) are k = raw >> 11 and never reject, so these are the uniforms of
+    # gen.integers(0, 2**53); and (k + 1/2) 2^-53 = fl(2k + 1) 2^-54 exactly (float(k) + 1/2
+    # rounds the 54-bit odd number 2k + 1 the way its conversion does, and powers of two scale
+    # exactly): one conversion-and-scale pass into ``out``. ``raw`` is overwritten.
     raw >>= np.uint64(10)
     raw |= np.uint64(1)
     return np.multiply(raw, 2.0**-54, out=out)
 
 
+def _ranks_of_raw(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    # the k of the open uniforms (k + 1/2) 2^-53 that _uniforms_of_raw makes of the same raw
+    # words (k = raw >> 11), as uint64: a strictly increasing map, so the ranks order and tie
+    # exactly as those uniforms do, one pass cheaper (for a caller that only compares them)
+    return np.right_shift(raw, np.uint64(11), out=raw if out is None else out)
+
+
+def _open_uniform(gen: np.random.Generator, size: tuple[int, ...],
+                  out: np.ndarray | None = None) -> np.ndarray:
+    return _uniforms_of_raw(gen.bit_generator.random_raw(size), out)
+
+
 def _uniform_ranks(gen: np.random.Generator, size: tuple[int, ...],
                    out: np.ndarray | None = None) -> np.ndarray:
-    # the k of the open uniforms (k + 1/2) 2^-53 that _open_uniform draws from the same state
-    # (k = raw >> 11), as uint64: a strictly increasing map, so the ranks order and tie
-    # exactly as those uniforms do, one pass cheaper (for a caller that only compares them)
-    raw = gen.bit_generator.random_raw(size)
-    return np.right_shift(raw, np.uint64(11), out=raw if out is None else out)
+    return _ranks_of_raw(gen.bit_generator.random_raw(size), out)
 
 
 def ranks_to_uniforms(ranks: np.ndarray) -> np.ndarray:
@@ -100,6 +115,9 @@ def _standard_normal(gen: np.random.Generator, size: tuple[int, ...],
 _SAMPLERS = {"uniform": _open_uniform, "normal": _standard_normal}
 #: The dtype of each sampler's draws (float64 unless listed).
 _SAMPLER_DTYPES = {_uniform_ranks: np.uint64}
+#: The samplers that read raw 64-bit words, and the conversion of a block's words (``(A, m)``
+#: uint64, overwritten) into their values: a block reads each agent's words and converts once.
+_OF_RAW = {_open_uniform: _uniforms_of_raw, _uniform_ranks: _ranks_of_raw}
 
 
 #: CRC-32 codes of the purpose names met so far (a handful per run, looked up every draw)
@@ -170,8 +188,30 @@ def public_generator(seed: int, round: int, purpose: str | int) -> np.random.Gen
     return np.random.default_rng(np.random.SeedSequence(words))
 
 
+def check_agents_per_stream(agents_per_stream) -> int:
+    """The checked layout ``agents_per_stream``: a power of two in ``[1, 2**16]``.
+
+    Parameters
+    ----------
+    agents_per_stream : int
+        Consecutive agent ids sharing one Philox stream (1: one stream per agent).
+
+    Returns
+    -------
+    int
+    """
+    p = agents_per_stream
+    if (isinstance(p, bool) or not isinstance(p, (int, np.integer)) or not 1 <= p
+            <= _MAX_AGENTS_PER_STREAM or p & (p - 1)):
+        raise ValueError(f"argument 'agents_per_stream' must be a power of two in [1, "
+                         f"{_MAX_AGENTS_PER_STREAM}] (1: one stream per agent; 16: groups of "
+                         f"16 agents), got {agents_per_stream!r}")
+    return int(p)
+
+
 class AgentBlock:
-    """Checked agent ids of a block and the groups of :data:`AGENT_GROUP` their draws come from.
+    """Checked agent ids of a block and the streams their draws come from, for several draws
+    of the same agents.
 
     Built by :meth:`AgentStreams.block` (ids already checked: 1-d int64 in ``[0, 2**32)``).
 
@@ -180,26 +220,39 @@ class AgentBlock:
     agents : ndarray of int64, shape ``(A,)``
     size : int
         ``A``.
-    groups : list of int
-        The groups the block touches, in the order of their first agent.
-    where : ndarray of int, shape ``(A,)``
-        Position of each agent's group in ``groups``.
-    cols : ndarray of int64, shape ``(A,)``
-        Each agent's column in its group's draws (``agent % AGENT_GROUP``).
+    agents_per_stream : int
+        The layout ``P`` the block was planned for.
+    ids : list of int or None
+        The ids as Python ints (``P = 1``: the per-agent loop re-keys with them), else None.
+    groups : list of int or None
+        ``P > 1``: the streams the block touches, in the order of their first agent.
+    where : ndarray of int, shape ``(A,)``, or None
+        ``P > 1``: position of each agent's stream in ``groups`` (None for one stream).
+    cols : ndarray of int64, shape ``(A,)``, or None
+        ``P > 1``: each agent's column in its stream's draws (``agent % P``).
 
     Parameters
     ----------
     agents : ndarray of int64, shape ``(A,)``
         Checked ids.
+    agents_per_stream : int
+        A checked layout (:func:`check_agents_per_stream`).
     """
 
-    __slots__ = ("agents", "size", "groups", "where", "cols")
+    __slots__ = ("agents", "size", "agents_per_stream", "ids", "groups", "where", "cols")
 
-    def __init__(self, agents: np.ndarray):
+    def __init__(self, agents: np.ndarray, agents_per_stream: int):
         a = agents
-        self.agents, self.size = a, a.size
-        group_of = a // AGENT_GROUP
-        self.cols = a % AGENT_GROUP
+        self.agents, self.size, self.agents_per_stream = a, a.size, agents_per_stream
+        self.ids: list[int] | None = None
+        self.groups: list[int] | None = None
+        self.where: np.ndarray | None = None
+        self.cols: np.ndarray | None = None
+        if agents_per_stream == 1:
+            self.ids = a.tolist()
+            return
+        group_of = a // agents_per_stream
+        self.cols = a % agents_per_stream
         if a.size <= _FEW_AGENTS:
             # a round's block: Python's set and sort of a few ints cost less than the array
             # calls; the groups come out increasing, as np.unique gives them
@@ -223,8 +276,8 @@ class AgentBlock:
             self.groups, self.where = unique.tolist(), where.reshape(-1)
 
 
-#: Blocks up to this many agents derive their groups with Python sets (a few us), larger ones
-#: with array operations.
+#: Blocks up to this many agents are range-checked with Python's min and max and their groups
+#: derived with Python sets (a few us), larger ones with array operations.
 _FEW_AGENTS = 512
 
 
@@ -235,6 +288,11 @@ class AgentStreams:
     ----------
     seed : int
         The run's seed, in ``[0, 2**64)``.
+    agents_per_stream : int
+        The layout: consecutive agent ids sharing one Philox stream, a power of two in
+        ``[1, 2**16]`` (1: one stream per agent, cheapest for a few scattered agents; 16:
+        groups of 16, cheapest for large blocks; see the module docstring). Part of the run's
+        definition: the two layouts draw different values.
 
     Notes
     -----
@@ -243,14 +301,15 @@ class AgentStreams:
 
     Examples
     --------
-    >>> streams = AgentStreams(seed=7)
+    >>> streams = AgentStreams(seed=7, agents_per_stream=16)
     >>> noise = streams.normal([3, 5, 9], round=0, purpose="noise", shape=(4,))  # (3, 4)
     >>> np.array_equal(noise[1], streams.normal([5], 0, "noise", (4,))[0])
     True
     """
 
-    def __init__(self, seed: int):
+    def __init__(self, seed: int, *, agents_per_stream: int):
         self.seed = _check_seed(seed)
+        self.agents_per_stream = check_agents_per_stream(agents_per_stream)
         # one bit generator per instance, re-keyed in place for each group: constructing a
         # Philox and a Generator costs ~7 us, which dominated draws for many agents with few
         # values each; setting its state (counter, empty buffer) gives the same bits as a new one
@@ -263,9 +322,9 @@ class AgentStreams:
         self._fresh: dict[str, Any] = {**fresh, "state": {k: [int(v) for v in fresh["state"][k]]
                                           for k in ("counter", "key")},
                        "buffer": [int(v) for v in fresh["buffer"]]}
-        # the groups' draws of multi-group calls, by (shape, dtype), reused by the next call of
-        # the same shape (every element is overwritten; a round draws a few shapes): at 10^6
-        # agents a fresh array of this size is faulted in by the kernel at every draw
+        # the groups' draws of multi-group calls (P > 1), by (shape, dtype), reused by the next
+        # call of the same shape (every element is overwritten; a round draws a few shapes): at
+        # 10^6 agents a fresh array of this size is faulted in by the kernel at every draw
         self._rows_buffers: dict[tuple, np.ndarray] = {}
 
     def __getstate__(self) -> dict:
@@ -285,9 +344,9 @@ class AgentStreams:
         return a.astype(np.int64, copy=False)
 
     def block(self, agents) -> AgentBlock:
-        """The checked ids ``agents`` ``(A,)`` and the groups their rows come from, for several
+        """The checked ids ``agents`` ``(A,)`` and the streams their rows come from, for several
         draws of the same block (e.g. a round's minibatch, noise and compression draws): the
-        ids are checked and the groups derived once.
+        ids are checked and the streams derived once.
 
         Parameters
         ----------
@@ -297,28 +356,26 @@ class AgentStreams:
         -------
         AgentBlock
         """
-        return AgentBlock(self._agents(agents))
+        return AgentBlock(self._agents(agents), self.agents_per_stream)
 
-    def _rekey(self, group: int, rnd: int, code: int) -> np.random.Generator:
-        """The instance's generator at the start of the stream of ``(group, round, purpose)``."""
-        # Philox4x64-10: the stream of (round, purpose, group) starts at counter
-        # (0, group, round, purpose) and only ever increments the first word, so no two
+    def _rekey(self, stream: int, rnd: int, code: int) -> np.random.Generator:
+        """The instance's generator at the start of the stream of ``(stream, round, purpose)``
+        (``stream = agent // agents_per_stream``)."""
+        # Philox4x64-10: the stream of (stream, round, purpose) starts at counter
+        # (0, stream, round, purpose) and only ever increments the first word, so no two
         # streams of a run overlap
         state = self._fresh
-        state["state"]["counter"] = [0, group, rnd, code]
+        state["state"]["counter"] = [0, stream, rnd, code]
         self._bits.state = state  # type: ignore[assignment]  # numpy's stubs want its TypedDict
         return self._gen
 
     def _draw(self, agents, round: int, purpose: str | int, shape, sampler) -> np.ndarray:
-        block = agents if type(agents) is AgentBlock else AgentBlock(self._agents(agents))
+        block = (agents if type(agents) is AgentBlock
+                 else AgentBlock(self._agents(agents), self.agents_per_stream))
         shape = _check_shape(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
         m = math.prod(shape)
         return self.block_rows(block, rnd, code, m, sampler).reshape((block.size, *shape))
-
-    def _rows(self, a: np.ndarray, rnd: int, code: int, m: int, sampler) -> np.ndarray:
-        """The first ``m`` draws of each agent of the checked ids ``a``, shape ``(a.size, m)``."""
-        return self.block_rows(AgentBlock(a), rnd, code, m, sampler)
 
     def block_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler
                    ) -> np.ndarray:
@@ -341,12 +398,44 @@ class AgentStreams:
         -------
         ndarray, shape ``(block.size, m)``
         """
-        groups = block.groups
+        p = self.agents_per_stream
+        if block.agents_per_stream != p:
+            raise ValueError(f"argument 'block' was planned for agents_per_stream="
+                             f"{block.agents_per_stream}, these streams use {p}")
+        if p > 1:
+            return self._group_rows(block, rnd, code, m, sampler)
+        # one re-keying of the cached generator per agent (the state assignment of _rekey,
+        # inlined: this loop is the per-agent cost of every draw)
+        state, bits, ids = self._fresh, self._bits, block.ids
+        assert ids is not None
+        inner = state["state"]
+        of_raw = _OF_RAW.get(sampler)
+        if of_raw is None:
+            out: np.ndarray = np.empty((block.size, m))
+            gen = self._gen
+            for row, agent in zip(out, ids, strict=True):
+                inner["counter"] = [0, agent, rnd, code]
+                bits.state = state  # type: ignore[assignment]  # numpy's stubs: a TypedDict
+                sampler(gen, (m,), out=row)
+            return out
+        # raw words agent by agent, converted for the whole block at once
+        raw: np.ndarray = np.empty((block.size, m), dtype=np.uint64)
+        for row, agent in zip(raw, ids, strict=True):
+            inner["counter"] = [0, agent, rnd, code]
+            bits.state = state  # type: ignore[assignment]
+            row[...] = bits.random_raw(m)
+        return of_raw(raw)
+
+    def _group_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler
+                    ) -> np.ndarray:
+        """:meth:`block_rows` for ``P > 1``: one re-keying per stream the block touches."""
+        p, groups = self.agents_per_stream, block.groups
+        assert groups is not None and block.cols is not None
         if len(groups) == 1:
             # one group (a client, or a small block): no gather over groups
-            cols = sampler(self._rekey(groups[0], rnd, code), (m, AGENT_GROUP))
+            cols = sampler(self._rekey(groups[0], rnd, code), (m, p))
             return cols[:, block.cols].T
-        shape = (len(groups), m, AGENT_GROUP)
+        shape = (len(groups), m, p)
         dtype = _SAMPLER_DTYPES.get(sampler, np.float64)
         rows = self._rows_buffers.get((shape, dtype))
         if rows is None:
@@ -354,9 +443,9 @@ class AgentStreams:
                 self._rows_buffers.clear()
             rows = self._rows_buffers[(shape, dtype)] = np.empty(shape, dtype)
         for k, g in enumerate(groups):
-            # element j of the group's agent r is draw j * 16 + r: it does not depend on how
+            # element j of the group's agent r is draw j * P + r: it does not depend on how
             # many elements are asked for, so a block padded to another length agrees
-            sampler(self._rekey(g, rnd, code), (m, AGENT_GROUP), out=rows[k])
+            sampler(self._rekey(g, rnd, code), (m, p), out=rows[k])
         return rows[block.where, :, block.cols]  # (n_agents, m)
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:
@@ -426,7 +515,7 @@ class AgentStreams:
         return np.minimum(np.floor(u * h).astype(np.int64), h - 1)
 
     def __repr__(self) -> str:
-        return f"AgentStreams(seed={self.seed})"
+        return f"AgentStreams(seed={self.seed}, agents_per_stream={self.agents_per_stream})"
 
 
 
@@ -434,45 +523,29 @@ class StackedStreams:
     """Several runs' blocks of agents (one seed each), drawn from as one stacked block.
 
     Rows ``[n_0 + ... + n_{r-1}, n_0 + ... + n_r)`` of :meth:`draw` are exactly what
-    ``AgentStreams(seeds[r])`` draws for ``blocks[r]``; the ids are checked once here and the
-    round, purpose and shape once per draw, for all runs (a multi-run driver draws at every
-    local step).
+    ``AgentStreams(seeds[r], agents_per_stream=agents_per_stream)`` draws for ``blocks[r]``;
+    the ids are checked once here and the round, purpose and shape once per draw, for all runs
+    (a multi-run driver draws at every local step).
 
     Parameters
     ----------
     seeds : list of int, length ``R``
     blocks : list of int arrays, length ``R``
         Each run's agent ids, shape ``(n_r,)``.
+    agents_per_stream : int
+        The runs' layout (:class:`AgentStreams`).
     """
 
-    def __init__(self, seeds: list[int], blocks: list[np.ndarray]):
+    def __init__(self, seeds: list[int], blocks: list[np.ndarray], *, agents_per_stream: int):
         if len(seeds) != len(blocks) or not len(seeds):
             raise ValueError(f"arguments 'seeds' and 'blocks' must be non-empty and of the same "
                              f"length (one per run), got {len(seeds)} and {len(blocks)}")
-        self.streams = [AgentStreams(seed) for seed in seeds]
+        self.streams = [AgentStreams(seed, agents_per_stream=agents_per_stream)
+                        for seed in seeds]
         self.blocks = [st._agents(a) for st, a in zip(self.streams, blocks, strict=True)]
         self.size = sum(a.size for a in self.blocks)
-        # per run: its rows, and (group, columns) when its block lies in one group (the usual
-        # case: one agent per round), so a draw re-keys and samples without re-deriving them; a
-        # one-agent block keeps its row and column as ints (a strided copy, no fancy index)
-        self._plan: list[tuple[int | slice, tuple[int, int | np.ndarray] | None]] = []
-        start = 0
-        for a in self.blocks:
-            groups = a // AGENT_GROUP
-            one = a.size > 0 and bool(np.all(groups == groups[0]))
-            rows = start if a.size == 1 else slice(start, start + a.size)
-            cols = int(a[0] % AGENT_GROUP) if a.size == 1 else a % AGENT_GROUP
-            self._plan.append((rows, (int(groups[0]), cols) if one else None))
-            start += a.size
-        # every block one agent (one agent per round, the papers' experiments): each run's
-        # group is drawn into one buffer and the agents' columns are read in one gather (a
-        # one-agent block lies in one group: every plan then carries its (group, column))
-        keyed = [one for _, one in self._plan if one is not None]
-        self._single = [(st, one[0]) for st, one in zip(self.streams, keyed, strict=True)
-                        ] if all(a.size == 1 for a in self.blocks) else None
-        if self._single is not None:
-            self._runs = np.arange(len(self.blocks))
-            self._cols = np.array([one[1] for one in keyed], dtype=np.int64)
+        self._agent_blocks = [AgentBlock(a, self.streams[0].agents_per_stream)
+                              for a in self.blocks]
 
     def draw(self, round: int, purpose: str | int, shape=(), kind: str = "normal"
              ) -> np.ndarray:
@@ -498,17 +571,9 @@ class StackedStreams:
         shape = _check_shape(shape)
         rnd, code = _check_round(round), purpose_code(purpose)
         m = math.prod(shape)
-        if self._single is not None:
-            groups = np.empty((len(self._single), m, AGENT_GROUP))
-            for k, (st, g) in enumerate(self._single):
-                sampler(st._rekey(g, rnd, code), (m, AGENT_GROUP), out=groups[k])
-            return groups[self._runs, :, self._cols].reshape((self.size, *shape))
-        out = np.empty((self.size, m))
-        for st, a, (rows, one) in zip(self.streams, self.blocks, self._plan, strict=True):
-            if one is None:
-                out[rows] = st._rows(a, rnd, code, m, sampler)
-            else:
-                # AgentStreams._rows' one-group case (the same copy of the same draws)
-                cols = sampler(st._rekey(one[0], rnd, code), (m, AGENT_GROUP))
-                out[rows] = cols[:, one[1]].T
-        return out.reshape((self.size, *shape))
+        if len(self.blocks) == 1:
+            rows = self.streams[0].block_rows(self._agent_blocks[0], rnd, code, m, sampler)
+        else:
+            rows = np.concatenate([st.block_rows(block, rnd, code, m, sampler) for st, block
+                                   in zip(self.streams, self._agent_blocks, strict=True)])
+        return rows.reshape((self.size, *shape))

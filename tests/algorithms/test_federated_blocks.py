@@ -22,7 +22,7 @@ def test_block_generator_rows_are_each_agents_own_stream():
     u = g.random((3, 10))
     z = g.standard_normal((3, 2, 2))
     k = g.integers(0, np.array([[5], [7], [2]]), size=(3, 6))
-    s = AgentStreams(7)
+    s = AgentStreams(7, agents_per_stream=1)
     np.testing.assert_array_equal(u, s.uniform(agents, 4, "local#0", (10,)))
     np.testing.assert_array_equal(z, s.normal(agents, 4, "local#1", (2, 2)))
     # agent 11 alone, in a block of its own: the same first draw (a prefix of a longer one)
@@ -95,3 +95,46 @@ def test_selection_is_the_public_stream_of_seed_and_round():
     np.testing.assert_array_equal(alg.select(prob, s1, 4), alg.select(prob, s2, 4))
     picks = {tuple(alg.select(prob, s1, t)) for t in range(20)}
     assert len(picks) > 5
+
+
+@pytest.mark.parametrize("poisson", [False, True], ids=["full-batch", "poisson"])
+@pytest.mark.parametrize("make", ["pca", "kpca"])
+def test_fused_full_batch_step_equals_one_call(make, poisson, monkeypatch):
+    # the fused local step (a cache-sized block of agents' records read once per step, both
+    # products of the clipped sum taken while cached) against the paper's step as written
+    # (one clipped_grad_sum over every agent): equal bit for bit, for blocks of 1, 2 and 3
+    # agents and a ragged last block; then a whole local run through each path
+    from rfed.algorithms.federated import local
+    from rfed.problems import KPCA
+
+    data = make_pca_synthetic(7, 30, 6, 0.3, 0)
+    prob = SpherePCA(data) if make == "pca" else KPCA(data, 2)
+    x = np.repeat(prob.manifold.random_point(np.random.default_rng(1))[None], 7, axis=0)
+    x = prob.manifold.exp(x, prob.manifold.tangent_gaussian(x, 0.3, np.random.default_rng(2)))
+    agents = np.arange(7)
+    records, mask = local._agent_data(prob, agents)
+    if poisson:
+        mask = mask & (np.random.default_rng(4).random(mask.shape) < 0.5)
+    whole, clipped = prob.clipped_grad_sum(x, records, 2.0, mask)
+    for per_block in (1, 2, 3):
+        fused, n_clipped = local._clipped_sum_by_blocks(prob, x, records, mask, 2.0, per_block)
+        np.testing.assert_array_equal(fused, whole)
+        np.testing.assert_array_equal(n_clipped, local._per_row(clipped))
+    trainer = (DPRSGD(steps=3, batch_size=0.5, sampling="poisson", clip=2.0,
+                      noise_multiplier=1.0) if poisson
+               else DPRSGD(steps=3, clip=2.0, noise_multiplier=1.0))
+    plan = (trainer.plan(prob, "add_remove_one", public_sizes=30) if poisson
+            else trainer.plan(prob))
+
+    def run():
+        rng = AgentBlockGenerator(5, agents, round=2)
+        return trainer.train(prob, plan, x, agents, 0.05, rng)
+
+    one_call, one_info = run()
+    # blocks of 2 agents' records
+    monkeypatch.setattr(local, "_GATHER_BLOCK_BYTES", 2 * sum(
+        v[0].nbytes for v in records.values()))
+    assert local._agents_per_block(records, 7) == 2
+    fused_run, fused_info = run()
+    np.testing.assert_array_equal(fused_run, one_call)
+    assert fused_info["n_clipped"] == one_info["n_clipped"]

@@ -25,10 +25,11 @@ def test_stacked_streams_give_each_run_its_own_rows():
     seeds = [5, 2**40 + 3, 11]
     # one agent, one group, and a block over two groups (ids 3 and 17)
     blocks = [np.array([7]), np.array([0, 1, 15]), np.array([3, 17])]
-    stacked = StackedStreams(seeds, blocks)
+    stacked = StackedStreams(seeds, blocks, agents_per_stream=1)
     for kind in ("normal", "uniform"):
         got = stacked.draw(4, "local#2", (2, 3), kind)
-        want = np.concatenate([getattr(AgentStreams(s), kind)(b, 4, "local#2", (2, 3))
+        want = np.concatenate([getattr(AgentStreams(s, agents_per_stream=1), kind)(
+            b, 4, "local#2", (2, 3))
                                for s, b in zip(seeds, blocks, strict=True)])
         np.testing.assert_array_equal(got, want)
     gen = AgentBlockGenerator.stacked(seeds, blocks, 4)
@@ -39,7 +40,7 @@ def test_stacked_streams_give_each_run_its_own_rows():
         [g.integers(0, h, size=(b.size, 5)) for g, b, h in
          zip(alone, blocks, (high[:1], high[1:4], high[4:]), strict=True)]))
     with pytest.raises(ValueError, match="same length"):
-        StackedStreams([1, 2], blocks)
+        StackedStreams([1, 2], blocks, agents_per_stream=1)
 
 
 def _trainers():

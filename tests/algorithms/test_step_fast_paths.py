@@ -15,19 +15,20 @@ from rfed.manifolds.sphere import AntipodalError
 from rfed.privacy._checks import _FEW, check_nonneg_array
 from rfed.privacy.mechanisms import gaussian_mechanism
 from rfed.problems import SpherePCA
-from rfed.randomness import AGENT_GROUP, AgentStreams, StackedStreams
+from rfed.randomness import AgentStreams, StackedStreams
 
 
 def test_stacked_draws_of_one_agent_blocks_are_each_runs_own_rows():
-    # every block one agent (the gather over one buffer): agents in several groups, one agent
-    # twice under two seeds, and a seed above 2**63
+    # every block one agent: several agents, one agent twice under two seeds, and a seed above
+    # 2**63
     seeds = [5, 9, 2**63 + 1, 5]
-    blocks = [np.array([3]), np.array([3]), np.array([AGENT_GROUP + 7]), np.array([40])]
-    stacked = StackedStreams(seeds, blocks)
+    blocks = [np.array([3]), np.array([3]), np.array([23]), np.array([40])]
+    stacked = StackedStreams(seeds, blocks, agents_per_stream=1)
     for kind in ("normal", "uniform"):
         for shape in ((), (4,), (2, 3)):
             got = stacked.draw(6, "local#5", shape, kind)
-            want = np.concatenate([getattr(AgentStreams(s), kind)(b, 6, "local#5", shape)
+            want = np.concatenate([getattr(AgentStreams(s, agents_per_stream=1), kind)(
+                b, 6, "local#5", shape)
                                    for s, b in zip(seeds, blocks, strict=True)])
             assert got.shape == (4, *shape)
             np.testing.assert_array_equal(got, want)
@@ -35,7 +36,8 @@ def test_stacked_draws_of_one_agent_blocks_are_each_runs_own_rows():
     gen = AgentBlockGenerator(9, np.array([3]), 6, "local")
     gen.calls = 5
     np.testing.assert_array_equal(gen.standard_normal((1, 4)),
-                                  AgentStreams(9).normal([3], 6, "local#5", (4,)))
+                                  AgentStreams(9, agents_per_stream=1).normal(
+                                      [3], 6, "local#5", (4,)))
 
 
 def _general_path(manifold, x, value, sigma, seed):

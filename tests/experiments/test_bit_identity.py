@@ -54,18 +54,34 @@ SMALL = {
 }
 
 EXPECTED = {
+    # The federated (PriRFed) digests re-pinned once more when (a) the federated trainers'
+    # keyed streams gave each agent its own Philox stream (agents_per_stream=1, counter (0,
+    # agent, round, purpose)) instead of 16 consecutive agents sharing one (rfed.randomness):
+    # their minibatches and noise changed, by design; and (b) Sphere.exp took sin(t)/t for
+    # np.sinc(t/pi) and renormalizes only a result whose squared norm strays more than 8 eps
+    # from 1 (sphere runs' last bits). The earlier digest of each is named below as "before".
+    # The decentralized experiments keep the group layout (agents_per_stream=16) and are back
+    # to main's pins.
+    # back to its pin of main at 8799f6e: the decentralized algorithms draw from the group
+    # layout again (16 agents per Philox stream): its bits had changed only through them
     "doadp-digits": "8639e543209e4dd0670b4f7b226149059200a2d066c7b7b6b0edb3351f97862c",
+    # back to its pin of main at 8799f6e: the decentralized algorithms draw from the group
+    # layout again (16 agents per Philox stream): its bits had changed only through them
     "dpdgt-ieee14": "9356a49e37c9165dcc4ba55e0f9877c7f358991202e6bfad1d61666d7472718c",
+    # back to its pin of main at 8799f6e: the decentralized algorithms draw from the group
+    # layout again (16 agents per Philox stream): its bits had changed only through them
     "dpdl-digits": "7bb4f9e2d2a01f5beac55585e56f0b6ca73492c8c0f0e180e742d45b58c3fe79",
     # Re-pinned when Sphere.dist took arccos<x, y> where |<x, y>| < 1/2 (well conditioned
     # there; one dot product instead of a chord) and Sphere.exp renormalized by the
     # reciprocal norm (one division per point): records moved by <= 9e-16 relative.
     # Before: b8c6f525...
-    "pca-synthetic": "1777c8e195f7652caff2639f3b481882ee1fd279e8f580ec5ae416e6c9b04bc5",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 1777c8e1...
+    "pca-synthetic": "ae10974cbc5623fe9d117f30f765afe8b99133f193a0182ed3c130952c68cd02",
     # Re-pinned when Grassmann principal angles above pi/4 moved to the singular vectors of
     # X^T Y (accurate near pi/2, where the sines all round to 1): the records moved by at most
     # 1.1e-15 relative (excess risk; cost 7e-16). Before: 0709bd1b...
-    "prirfed-kpca": "f6aac7a9e2b78e28fd7a877d82d8441af84d3fa8a0065e05b41f0b1b5383367d",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before f6aac7a9...
+    "prirfed-kpca": "ea59f003ed9a72ab49b4a3e682019975276281b417384d7ecac295718f7de38b",
     # Re-pinned by issue 13's RDP accountant (rfed.privacy._rdp replaces dp-accounting's
     # Python loops for the Gaussian curves). The digests change because calibrated noise
     # multipliers and certified epsilons change, for two reasons, both measured against
@@ -88,17 +104,22 @@ EXPECTED = {
     # own runs instead of a second run of the same four settings: the records of the sweep at
     # eps_fig2a are gone, and the others are unchanged (the digest of the records of 393bcf13...
     # without those 8 is this one; measured on main at 80ac783).
+    # back to its pin of main at 8799f6e: the decentralized algorithms draw from the group
+    # layout again (16 agents per Philox stream): its bits had changed only through them
     "doadp-logreg": "65237d5df3336dbbb1269af008a5602ac71ae0ae069db2aee57c0b5f4c8aa52e",
     # dpdda-svm re-pinned again by issue 9's l2-SVM reference solver (smoothed primal with a
     # certified duality gap <= 1e-9, replacing the dual L-BFGS-B): only the metrics measured
     # against the reference move, excess_risk by <= 2.9e-9 and dist_to_ref by <= 1.1e-8
     # relative; the iterates are unchanged.
+    # back to its pin of main at 8799f6e: the decentralized algorithms draw from the group
+    # layout again (16 agents per Philox stream): its bits had changed only through them
     "dpdda-svm": "a4f76cb1cc48061a2f29c36e3f52d56b7419e8ed9da7dda6629e2e9d1af349a1",
     # Re-pinned when Sphere.dist took arccos<x, y> where |<x, y>| < 1/2 (well conditioned
     # there; one dot product instead of a chord) and Sphere.exp renormalized by the
     # reciprocal norm (one division per point): records moved by <= 9e-16 relative.
     # Before: a7675719...
-    "prirfed-fig1": "39df25c2f3e30cc3d9baeece601d505c0b257cf521e2b4f212366023ca5f4684",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 39df25c2...
+    "prirfed-fig1": "9aa2e28a19f9b66346ec018efd62f2d718daf0a2487d9b9c7b5520dd2ea90ed9",
     # Re-pinned when Sphere.dist took arccos<x, y> where |<x, y>| < 1/2 (well conditioned
     # there; one dot product instead of a chord) and Sphere.exp renormalized by the
     # reciprocal norm (one division per point): records moved by <= 9e-16 relative.
@@ -106,7 +127,8 @@ EXPECTED = {
     # noise, tangent at the iterate, amplifies a 1-ulp change by about |u| per step):
     # its noise-dominated records moved arbitrarily.
     # Before: b5e50b16...
-    "prirfed-fig2": "02d798e56d338caf7d095f161a861f8e3ecc4ef4ad9a101bf756a1b19842ffc0",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 02d798e5...
+    "prirfed-fig2": "0ee7a34001c2877a8b15bbfc2cc787b8fc7dae5f0797bf59df8c2fc2cd2e6116",
     # fig3, fig4: re-pinned once more because the EVALUATION of the SPD Frechet cost and
     # gradient norm at the recorded rounds moved from the pencil (Cholesky + SVD per pair,
     # SPD.log_dist) to one eigh per pair (SPD.log_dist_eigh, 1.4x faster per evaluation):
@@ -121,21 +143,25 @@ EXPECTED = {
     # stay within 1e-10 relative of the pencil's and their clip counts and privacy are
     # identical (the test below). With eigh evaluation and pencil training the digests were
     # 2a1fa57a... (fig3), 6d0f13fa... (fig4).
-    "prirfed-fig3": "89f4358ad0a55d0ad7395d20674d94d56781a1adf38d5e0c96b57ab52d30cfdb",
-    "prirfed-fig4": "228555801023d84c23567790a5d6b5b9ed15a0833bab3cc6593bebc5c0a0e1cf",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 89f4358a...
+    "prirfed-fig3": "3e69b619af747e794537578c2fa6cecf87fd6ad453359f752fd5438494b64395",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 22855580...
+    "prirfed-fig4": "6fccbf3ab56903bfb453181bbcf05bc0ccc5a4d7fc62ad88835b4099c5a7e260",
     # Re-pinned when the hyperboloid's distance below 1 moved to the cancellation-free Lorentz
     # chord and its log to (y - x) - (cosh d - 1) x with the time part from tangency (the
     # former formulas lost up to 1e-4 relative at d = 1e-12): the records moved by at most
     # 8.7e-10 relative (excess risk; cost 1.8e-10). Before: 538e1583...
-    "prirfed-fig5": "0481f564bef00361fd8d8409a6c7337b22c987d2be71a46a3a639f36c52481ca",
+    # keyed streams (one Philox stream per agent) and Sphere.exp: before 0481f564...
+    "prirfed-fig5": "1d42089635df8f2e99f2a8f9171fc02362a1a119d8d3afbf880876c75552c9e2",
 }
 
 #: fig3 and fig4 with the pencil throughout (evaluations, per-sample gradients, reference), with
 #: the accountant's re-pinning (the pencil digests recorded on main at be015c8 were
 #: 4e7c978e... and 28bf4d32... with dp-accounting's curves)
 EXPECTED_PENCIL = {
-    "prirfed-fig3": "5068c82b0d980e52325ee90e368dd0b8c929ce39de4dadec81c7556ee5260870",
-    "prirfed-fig4": "72f7264a94772581a21154e6a8707101f59f8781e7f7c01a5117116ea9d1e06c",
+    # re-pinned with the per-agent keyed streams (before: 5068c82b..., 72f7264a...)
+    "prirfed-fig3": "9fb960978ae235135d97eaa50fbf6554fabc32f0cfcc3ae9f3424dae3cd875a9",
+    "prirfed-fig4": "98cc8a5eb8f810cad2c1672f2b4c9b9755729f4d77bf921c5357ce74f4f41105",
 }
 
 _SLOW = {"doadp-digits", "doadp-logreg", "dpdda-svm", "dpdl-digits"}

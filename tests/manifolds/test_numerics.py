@@ -26,6 +26,25 @@ def test_sphere_close_points_keep_their_distance():
     np.testing.assert_allclose(s.norm(x, s.log(x, y)), 1e-9, rtol=1e-6)
 
 
+def test_sphere_exp_renormalizes_a_drifted_point_and_iterates_stay_on_the_sphere():
+    # Sphere.exp renormalizes only a result whose squared norm is more than 8 eps from 1: a
+    # base point drifted by 1e-9 comes back to the sphere, and 2,000 iterated noisy steps
+    # (each result the next base point) never drift past the tolerance (plus the rounding of
+    # the squared norm itself)
+    m, rng, eps = Sphere(24), np.random.default_rng(5), np.finfo(float).eps
+    x = m.random_point(rng, (50,))
+    u = m.tangent_gaussian(x, 0.5, rng)
+    y = m.exp(x * (1.0 + 1e-9), u)
+    assert np.max(np.abs(np.einsum("ij,ij->i", y, y) - 1.0)) <= 10 * eps
+    # and within the base point's drift of the closed form at the normalized base point
+    np.testing.assert_allclose(y, m.exp(x, u), rtol=0, atol=1e-9)
+    worst = 0.0
+    for _ in range(2000):
+        x = m.exp(x, m.tangent_gaussian(x, 0.3, rng))
+        worst = max(worst, float(np.max(np.abs(np.einsum("ij,ij->i", x, x) - 1.0))))
+    assert worst <= 10 * eps
+
+
 def test_sphere_near_antipodal_distance():
     s = Sphere(2)
     x = np.array([1.0, 0.0, 0.0])

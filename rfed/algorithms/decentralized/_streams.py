@@ -30,7 +30,15 @@ from rfed.randomness import (
     purpose_code,
 )
 
-__all__ = ["KeyedDraws", "PlannedRounds", "agent_draws", "run_seed"]
+__all__ = ["AGENTS_PER_STREAM", "KeyedDraws", "PlannedRounds", "agent_draws", "run_seed"]
+
+#: The keyed streams' layout of every decentralized algorithm (:class:`AgentStreams`' argument
+#: ``agents_per_stream``): groups of 16 consecutive agents share one Philox stream. A round
+#: draws for whole blocks of agents with consecutive ids (up to 10^6), which the group layout
+#: serves with one re-keying per 16 agents; one stream per agent would pay a Python-level
+#: re-keying per agent and make a 10^5-agent round several times slower
+#: (``benchmarks/bench_streams.py``). Part of every decentralized run's definition.
+AGENTS_PER_STREAM = 16
 
 
 class KeyedDraws:
@@ -128,18 +136,23 @@ def agent_draws(rng: Any, seed: int, agents: np.ndarray, round: int, purpose: st
 _THREAD = threading.local()
 
 
-def _streams_of(seed: int) -> AgentStreams:
-    """The :class:`AgentStreams` of ``seed``, reused across rounds: building one costs more
-    than a small block's draw, and every draw re-keys it from scratch, so reuse changes no bit.
-    One cache per thread (an instance re-keys its generator in place)."""
+def _streams_of(seed: int, agents_per_stream: int | None = None) -> AgentStreams:
+    """The :class:`AgentStreams` of ``seed`` and layout ``agents_per_stream`` (None: the
+    module's :data:`AGENTS_PER_STREAM`, read at the call, so a benchmark may time the other
+    layout), reused across rounds: building one costs more than a small block's draw, and
+    every draw re-keys it from scratch, so reuse changes no bit. One cache per thread (an
+    instance re-keys its generator in place), keyed by ``(seed, agents_per_stream)``."""
+    if agents_per_stream is None:
+        agents_per_stream = AGENTS_PER_STREAM
     cache = getattr(_THREAD, "streams", None)
     if cache is None:
         cache = _THREAD.streams = {}
-    streams = cache.get(seed)
+    key = (seed, agents_per_stream)
+    streams = cache.get(key)
     if streams is None:
         if len(cache) >= 64:   # runs of one process rarely interleave more seeds
             cache.clear()
-        streams = cache[seed] = AgentStreams(seed)
+        streams = cache[key] = AgentStreams(seed, agents_per_stream=agents_per_stream)
     return streams
 
 

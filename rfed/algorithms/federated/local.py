@@ -572,6 +572,53 @@ def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
     return _clipped_sum_blocked(problem, x, agents, rows, valid, clip, buffers)
 
 
+def _agents_per_block(data: dict, n_agents: int) -> int | None:
+    """Agents whose records (``data``'s rows, shapes ``(A, N, ...)``) fill about
+    :data:`_GATHER_BLOCK_BYTES`, or ``None`` when all ``n_agents`` fit in one block."""
+    per_agent = sum(v[0].nbytes for v in data.values()) if n_agents else 0
+    per_block = max(1, _GATHER_BLOCK_BYTES // max(per_agent, 1))
+    return per_block if per_block < n_agents else None
+
+
+def _clipped_sum_by_blocks(problem: Problem, x: np.ndarray, data: dict, mask: np.ndarray,
+                           clip: float | None, per_block: int
+                           ) -> tuple[np.ndarray, np.ndarray]:
+    """``problem.clipped_grad_sum(x, data, clip, mask)`` taken ``per_block`` agents at a time.
+
+    The fused local step: a problem whose clipped sum reads each record twice (``Z x``, then
+    ``Z^T w``) reads a cache-sized block of agents' records from memory once, the second product
+    reading it from the cache. ``clipped_grad_sum`` acts on each agent's rows alone, with the
+    same operations per agent, so the values are those of one call on every agent (the test
+    ``test_fused_full_batch_step_equals_one_call`` keeps them equal bit for bit).
+
+    Parameters
+    ----------
+    x : array, shape ``(A, *point_shape)``
+    data : mapping of str to array, each of shape ``(A, N, ...)``
+        Every agent's records (views: nothing is copied).
+    mask : bool array, shape ``(A, N)``
+        The records summed (held, and drawn under Poisson sampling).
+    clip : float or None
+    per_block : int
+        Agents per block (:func:`_agents_per_block`).
+
+    Returns
+    -------
+    total : array, shape ``(A, *point_shape)``
+    n_clipped : int array, shape ``(A,)``
+    """
+    n_agents = x.shape[0]
+    total = np.empty_like(x, dtype=float)
+    n_clipped = np.empty(n_agents, dtype=int)
+    for start in range(0, n_agents, per_block):
+        rows = slice(start, min(n_agents, start + per_block))
+        part, clipped = problem.clipped_grad_sum(x[rows], {k: v[rows] for k, v in data.items()},
+                                                 clip, mask[rows])
+        total[rows] = part
+        n_clipped[rows] = _per_row(clipped)
+    return total, n_clipped
+
+
 #: Gathered minibatch bytes above which a step's clipped sum runs per block of agents
 #: (:func:`_clipped_sum_blocked`): the C allocator maps arrays beyond 32 MiB fresh at every
 #: call and the kernel zeroes their pages again; below, one stacked call is cheaper.
@@ -836,9 +883,14 @@ class DPRSGD(LocalTrainer):
         full = not poisson and (plan.neighboring == "add_remove_one"
                                 or bool(np.all(sizes == counts)))
         in_order = not full and not poisson and problem.sorted_batches
+        per_block = None
         if full or poisson:
             data, full_mask = _agent_data(problem, agents)
             mask = full_mask
+            if problem.sorted_batches:
+                # the fused step (chosen once): per cache-sized block of agents, each record
+                # read once per step (_clipped_sum_by_blocks)
+                per_block = _agents_per_block(data, agents.size)
         buffers = None
         chosen = x
         pick = rng.integers(0, self.steps + 1, size=agents.size) if option == 2 else None
@@ -869,7 +921,10 @@ class DPRSGD(LocalTrainer):
                     summed = True
                 else:
                     data = problem.batch(agents, idx)
-            if not summed:
+            if per_block is not None:
+                total, clipped = _clipped_sum_by_blocks(problem, x, data, mask, plan.clip,
+                                                        per_block)
+            elif not summed:
                 total, clipped = problem.clipped_grad_sum(x, data, plan.clip, mask)
             n_clipped += _per_row(clipped)
             # the PUBLIC normaliser b_i (the expected size under Poisson sampling)

@@ -19,7 +19,14 @@ import numpy as np
 
 from rfed.randomness import StackedStreams
 
-__all__ = ["AgentBlockGenerator"]
+__all__ = ["AGENTS_PER_STREAM", "AgentBlockGenerator"]
+
+#: The keyed streams' layout of the federated trainers (:class:`rfed.randomness.AgentStreams`'
+#: argument ``agents_per_stream``): one Philox stream per agent. Their draws are per selected
+#: client, often one agent alone (PriRFed's experiments: one agent per round), and a group
+#: layout would draw 16 times the values such a draw uses (``benchmarks/bench_streams.py``).
+#: Part of every federated run's definition.
+AGENTS_PER_STREAM = 1
 
 
 class AgentBlockGenerator(np.random.Generator):
@@ -39,12 +46,16 @@ class AgentBlockGenerator(np.random.Generator):
         The federated round (0-based).
     purpose : str
         Prefix of the purposes (e.g. ``'local'``).
+    agents_per_stream : int, default :data:`AGENTS_PER_STREAM`
+        The streams' layout (:class:`rfed.randomness.AgentStreams`).
     """
 
-    def __init__(self, seed: int, agents: np.ndarray, round: int, purpose: str = "local"):
+    def __init__(self, seed: int, agents: np.ndarray, round: int, purpose: str = "local", *,
+                 agents_per_stream: int = AGENTS_PER_STREAM):
         # one block is the one-run case of the stacked draws (the same rows): the ids, the
         # round and the block's group layout are checked and planned once here, not per draw
-        self._setup(StackedStreams([seed], [np.asarray(agents)]), round, purpose)
+        self._setup(StackedStreams([seed], [np.asarray(agents)],
+                                   agents_per_stream=agents_per_stream), round, purpose)
 
     def _setup(self, stacked: StackedStreams, round: int, purpose: str) -> None:
         # the base bit generator is never drawn from (every drawing method is overridden)
@@ -59,7 +70,8 @@ class AgentBlockGenerator(np.random.Generator):
 
     @classmethod
     def stacked(cls, seeds: list[int], blocks: list[np.ndarray], round: int,
-                purpose: str = "local") -> AgentBlockGenerator:
+                purpose: str = "local", *, agents_per_stream: int = AGENTS_PER_STREAM
+                ) -> AgentBlockGenerator:
         """The blocks of several runs (one seed each) stacked on the agent axis.
 
         Rows ``[n_0 + ... + n_{r-1}, n_0 + ... + n_r)`` of every draw are what
@@ -71,6 +83,10 @@ class AgentBlockGenerator(np.random.Generator):
         seeds : list of int, length ``R``
         blocks : list of int arrays, length ``R``
             The agents of each run's block, shapes ``(n_r,)``.
+        round : int
+        purpose : str
+        agents_per_stream : int, default :data:`AGENTS_PER_STREAM`
+            The runs' layout.
 
         Returns
         -------
@@ -81,7 +97,8 @@ class AgentBlockGenerator(np.random.Generator):
             raise ValueError(f"arguments 'seeds' and 'blocks' must be non-empty and of the same "
                              f"length, got {len(seeds)} and {len(blocks)}")
         gen = cls.__new__(cls)
-        gen._setup(StackedStreams(seeds, blocks), round, purpose)
+        gen._setup(StackedStreams(seeds, blocks, agents_per_stream=agents_per_stream), round,
+                   purpose)
         return gen
 
     def _rows(self, kind: str, purpose: str, rest: tuple[int, ...]) -> np.ndarray:
@@ -185,4 +202,5 @@ class AgentBlockGenerator(np.random.Generator):
 
     def __repr__(self) -> str:
         return (f"AgentBlockGenerator(seed={self.streams.seed}, agents={self.agents.size}, "
-                f"round={self.round}, purpose={self.purpose!r})")
+                f"round={self.round}, purpose={self.purpose!r}, "
+                f"agents_per_stream={self.streams.agents_per_stream})")
