@@ -35,7 +35,8 @@ ROOT = Path(__file__).resolve().parents[2]
      "nearest on each side), got 4"),
     ("doadp-digits", "n_agents=0", "setting 'n_agents' must be an int >= 1, got 0"),
     ("dpdl-digits", "topologies=['bogus']",
-     "setting 'topologies' must be a list of names among 'bipartite', 'complete', 'ring'; got 'bogus'"),
+     "setting 'topologies' must be a list of names among 'bipartite', 'complete', 'ring'; "
+     "got 'bogus'"),
     ("dpdl-digits", "hidden=0", "setting 'hidden' must be an int >= 1, got 0"),
     ("prirfed-fig2", "local_steps=0", "setting 'local_steps' must be an int >= 1, got 0"),
     ("prirfed-fig3", "clip=-1.0", "setting 'clip' must be a public clip level > 0, got -1.0"),
