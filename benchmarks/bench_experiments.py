@@ -244,6 +244,24 @@ def main() -> None:
                              "the load in its header")
     args = parser.parse_args()
     lines: list[str] = []
+    load_before = os.getloadavg()[0]
+
+    def write_out(done: int) -> None:
+        """The table so far to --out (after every experiment: a stopped run keeps its rows)."""
+        if args.out is None:
+            return
+        commits = ", ".join(f"{'base' if len(versions) == 2 and i == 0 else 'this'} = "
+                            f"{_commit(d)}" for i, d in enumerate(versions))
+        header = ["$ python " + " ".join(sys.argv),
+                  f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {commits}; "
+                  f"1-min load {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} now; "
+                  f"python {sys.version.split()[0]}"]
+        if done < len(args.names):
+            header.append(f"# PARTIAL: {done} of {len(args.names)} experiments done")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
+        tmp.write_text("\n".join(header + lines) + "\n")
+        os.replace(tmp, args.out)
 
     def emit(line: str) -> None:
         print(line, flush=True)
@@ -257,14 +275,14 @@ def main() -> None:
     totals = [0.0] * len(versions)
     order = " and ".join(map(str, versions)) if args.concurrent else " then ".join(
         map(str, versions))
-    load_before = os.getloadavg()[0]
     emit(f"rfed from {order}{' (concurrently)' if args.concurrent else ''}; overrides "
          f"{args.overrides or 'none'}; RDP disk cache {args.rdp_cache or 'off'}")
     head = f"{'experiment':<24} {'CPU s':>8} {'wall s':>8} {'peak RSS MB':>12}"
     if args.checkpoints:
         head += f" {'ckpts':>6} {'ckpt MB':>10} {'ckpt CPU':>9} {'ckpt wall':>9}"
     emit(head)
-    for name in args.names:
+    write_out(0)
+    for done, name in enumerate(args.names):
         results = run_versions(name, args.overrides, versions, args.rdp_cache,
                                args.checkpoints, args.concurrent, args.keep)
         if args.record:
@@ -276,20 +294,22 @@ def main() -> None:
             emit(_row(label, cpu, wall, rss, stats))
         if len(versions) == 2:
             emit(f"{name + ' this/base':<24} {results[1][0] / results[0][0]:8.3f}")
+        if done + 1 < len(args.names):
+            # the totals of the experiments done so far, in the file only until the next row
+            tags = [""] if len(versions) == 1 else [" [base]", " [this]"]
+            so_far = [f"{'total so far' + tag:<24} {t:8.1f}"
+                      for tag, t in zip(tags, totals, strict=True)]
+            if len(versions) == 2:
+                so_far.append(f"{'total so far this/base':<24} {totals[1] / totals[0]:8.3f}")
+            lines.extend(so_far)
+            write_out(done + 1)
+            del lines[-len(so_far):]
     for i, total in enumerate(totals):
         label = "total" if len(versions) == 1 else f"total [{'base' if i == 0 else 'this'}]"
         emit(f"{label:<24} {total:8.1f}")
     if len(versions) == 2:
         emit(f"{'total this/base':<24} {totals[1] / totals[0]:8.3f}")
-    if args.out is not None:
-        commits = ", ".join(f"{'base' if len(versions) == 2 and i == 0 else 'this'} = "
-                            f"{_commit(d)}" for i, d in enumerate(versions))
-        header = ["$ python " + " ".join(sys.argv),
-                  f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {commits}; "
-                  f"1-min load {load_before:.1f} before, {os.getloadavg()[0]:.1f} after; "
-                  f"python {sys.version.split()[0]}"]
-        args.out.parent.mkdir(parents=True, exist_ok=True)
-        args.out.write_text("\n".join(header + lines) + "\n")
+    write_out(len(args.names))
 
 
 def _commit(rfed_dir: Path) -> str:
