@@ -172,7 +172,8 @@ class _PooledAccount:
         check_planned_round("DP-SGD", self.rounds, self.planned_rounds, self.target_epsilon)
 
     def record_round(self) -> None:
-        self.check_can_step()
+        if self.planned_rounds is not None:   # (no plan: nothing to check)
+            self.check_can_step()
         self.rounds += 1
 
     def certificate(self, delta: float | None = None) -> Certificate | None:
@@ -405,7 +406,7 @@ class DPSGD(Algorithm):
 
     def step(self, problem: Problem, state: DPSGDState) -> DPSGDState:
         acc = state.ledger
-        if acc is not None:
+        if acc is not None and acc.planned_rounds is not None:
             acc.check_can_step()
         pool = _pooled(problem)
         rng = state.rng

@@ -221,7 +221,8 @@ class GaussianNoise:
         """
         if (type(rng) is np.random.Generator and type(value) is np.ndarray
                 and value.dtype == np.float64 and value.ndim):
-            if not np.isfinite(value).all():
+            # (counting the finite entries: np.all's fixed cost is several times the count's)
+            if np.count_nonzero(np.isfinite(value)) != value.size:
                 raise ValueError("argument 'value' contains NaN or inf")
             # gaussian_release's research path: the same draws, products and sums (in place)
             noise = rng.standard_normal(value.shape)
