@@ -163,13 +163,15 @@ class Sphere(Manifold):
         ndarray, shape ``(*batch, *point_shape)``
             Tangent vectors at ``x``.
         """
-        x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
         c = _dot(x, y)
         careful = np.abs(c) >= _ARCCOS_SAFE
         if careful.all():
             # near pairs only (the points an average's log takes, near its base point): the
-            # careful form alone, on every row (the same floats as on the rows taken out)
+            # careful form alone, on every row (the same floats as on the rows taken out; its
+            # operations broadcast x and y as broadcast_arrays would)
             return self._log_careful(x, y)
+        x, y = np.broadcast_arrays(x, y)
         w = np.multiply(x, c[..., None])
         np.subtract(y, w, out=w)
         with np.errstate(invalid="ignore", divide="ignore"):
