@@ -395,7 +395,7 @@ class LinearProblem(Problem):
         feature_sq_norms : array, shape ``(*lead, b)``, optional
             ``||a_j||^2`` of the batch's rows (:func:`~rfed.problems.outer_gradients.row_sq_norms`
             of ``batch['features']``, e.g. gathered from the data set's, computed once);
-            computed here otherwise. Used when :attr:`takes_feature_sq_norms` is true.
+            computed here otherwise. Used when ``takes_feature_sq_norms`` is true.
 
         Returns
         -------

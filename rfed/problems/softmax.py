@@ -203,7 +203,7 @@ class SoftmaxRegression(Problem):
         return g
 
     #: :meth:`clipped_grad_sum` takes the rows' squared norms from its caller
-    #: (``feature_sq_norms=``; see :attr:`rfed.problems.LinearProblem.takes_feature_sq_norms`).
+    #: (``feature_sq_norms=``; as ``LinearProblem.takes_feature_sq_norms``).
     takes_feature_sq_norms = True
 
     def clipped_grad_sum(self, x, batch, bound, mask=None, *, feature_sq_norms=None):
