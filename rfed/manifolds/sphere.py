@@ -76,6 +76,8 @@ class Sphere(Manifold):
     -----
     * :math:`\mathrm{Exp}_x u = \cos(\|u\|) x + \mathrm{sinc}(\|u\|) u`, renormalized where its
       squared norm is more than ``8 eps`` from 1 (so iterated steps do not drift off the sphere).
+      A batch of more than 4,096 points is computed in row blocks that stay in cache, every
+      row bit for bit as alone.
     * :math:`\mathrm{Log}_x y = \frac{\theta}{\|w\|} w` with :math:`w = y - \langle x, y\rangle x`
       and :math:`\theta = \mathrm{atan2}(\|w\|, \langle x, y\rangle)`; ``w`` is formed as
       :math:`(y - x) - \langle x, y - x\rangle x` so that nearby points keep their digits.
