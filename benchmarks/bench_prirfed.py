@@ -246,11 +246,11 @@ def lean_rsvrg(problem, trainer, plan, x, agents, sigma, step, seeds, blocks, rn
         for j in range(m):
             # clipped single-record gradient at xj (SpherePCA.clipped_grad_sum's formula)
             z = z_all[:, j : j + 1]
-            a = einsum("...bd,...d->...b", z, xj)
+            a = np.matmul(z, xj[..., None])[..., 0]
             norms = 2.0 * np.abs(a) * np.sqrt(np.maximum(sq_all[:, j : j + 1] - a * a, 0.0))
             over = norms > tau1
             ca = np.where(over, tau1 / np.where(over, norms, 1.0), 1.0) * a
-            g1 = einsum("...bd,...b->...d", z, ca)
+            g1 = np.matmul(ca[..., None, :], z)[..., 0, :]
             g1 -= (ca * a).sum(-1)[..., None] * xj
             g1 *= -2.0
             # parallel transport of the snapshot term from snap to xj (Sphere.transport)
