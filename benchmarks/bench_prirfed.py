@@ -34,8 +34,11 @@ local steps with clipping and tangent noise, full batch or the paper's ``b = N_i
   records, ``Z x`` then ``Z^T w`` while the block is cached (for ``b = N_i / 2`` a random half
   of each agent's rows weighted 1, the others 0), plus the step's ``A x d`` normals from one
   sequential numpy Generator; for ``b = N_i / 2`` also ``one-read floor (blocked gather) +
-  noise`` (the half gathered per block). The line ``rfed / best one-read floor (with noise)``
-  is the ratio the performance guide quotes;
+  noise`` (the half gathered per block). These take the two products with ``np.einsum``; the
+  rows ``... , BLAS) + noise`` take them with ``np.matmul`` (OpenBLAS's ``gemv`` per agent:
+  faster on cached blocks, different last bits), the strongest floor a competent user writes.
+  The line ``rfed / best one-read floor (with noise)`` (the fastest of these rows) is the ratio
+  the performance guide quotes;
 * ``part: K keyed noise draws``: the K tangent-noise draws of the round (``A x d`` standard
   normals per step from rfed's per-agent keyed streams), which no data floor counts; the
   closing line also prints rfed minus it over the best floor, and rfed over the best floor
@@ -116,14 +119,29 @@ def floor_passes(z: np.ndarray, x: np.ndarray, k_steps: int, half: bool) -> None
         np.einsum("and,an->ad", zz, w)
 
 
+def _products(zb: np.ndarray, x: np.ndarray, weights: np.ndarray | None, blas: bool) -> None:
+    """``w = Z x`` (times ``weights``) then ``Z^T w`` for a block ``zb`` ``(A, n, d)``:
+    ``np.einsum``, or ``np.matmul`` (BLAS) when ``blas``."""
+    if blas:
+        w = zb @ x
+        if weights is not None:
+            w *= weights
+        np.matmul(w[:, None, :], zb)
+        return
+    w = np.einsum("and,d->an", zb, x)
+    if weights is not None:
+        w *= weights
+    np.einsum("and,an->ad", zb, w)
+
+
 def floor_one_read(z: np.ndarray, x: np.ndarray, k_steps: int, half: bool,
-                   rng: np.random.Generator, block_bytes: int) -> None:
+                   rng: np.random.Generator, block_bytes: int, blas: bool = False) -> None:
     """The one-read-per-step floor: what a competent user's loop pays for a private round's
     data and noise. K times: per block of agents holding about ``block_bytes`` of records,
     ``Z x`` then ``Z^T w`` while the block is in the cache (each record read from memory once
     per step; for ``half``, a uniformly random half of each agent's rows weighted 1, the others
     0), and the step's ``A x d`` Gaussian noise from one sequential numpy Generator (the
-    cheapest normals numpy draws)."""
+    cheapest normals numpy draws). ``blas``: the products by ``np.matmul``."""
     n_agents, n_per, dim = z.shape
     per_block = max(1, block_bytes // (n_per * dim * 8))
     counts = np.full(n_agents, n_per)
@@ -133,20 +151,19 @@ def floor_one_read(z: np.ndarray, x: np.ndarray, k_steps: int, half: bool,
             weights = np.zeros((n_agents, n_per))
             np.put_along_axis(weights, _sorted_half(counts, rng), 1.0, axis=1)
         for start in range(0, n_agents, per_block):
-            zb = z[start:start + per_block]
-            w = np.einsum("and,d->an", zb, x)
-            if weights is not None:
-                w *= weights[start:start + per_block]
-            np.einsum("and,an->ad", zb, w)
+            _products(z[start:start + per_block], x,
+                      None if weights is None else weights[start:start + per_block], blas)
         rng.standard_normal((n_agents, dim))
 
 
 def floor_one_read_gather(z: np.ndarray, x: np.ndarray, k_steps: int,
-                          rng: np.random.Generator, block_bytes: int) -> None:
+                          rng: np.random.Generator, block_bytes: int, blas: bool = False
+                          ) -> None:
     """The one-read floor of a random half by gathering (``floor_random_batch`` in blocks)
-    plus the step's ``A x d`` normals from one sequential numpy Generator."""
+    plus the step's ``A x d`` normals from one sequential numpy Generator (``blas``: the
+    products by ``np.matmul``)."""
     for _ in range(k_steps):
-        floor_random_batch(z, x, 1, rng, block_bytes)
+        floor_random_batch(z, x, 1, rng, block_bytes, blas)
         rng.standard_normal(z.shape[::2])
 
 
@@ -158,13 +175,15 @@ def _sorted_half(counts: np.ndarray, rng: np.random.Generator) -> np.ndarray:
 
 
 def floor_random_batch(z: np.ndarray, x: np.ndarray, k_steps: int,
-                       rng: np.random.Generator, block_bytes: int | None) -> None:
+                       rng: np.random.Generator, block_bytes: int | None,
+                       blas: bool = False) -> None:
     """K times: a uniformly random half of each agent's rows, gathered in row order by one flat
     ``np.take`` into a buffer reused across the steps, then ``Z_B x`` and ``Z_B^T w``.
 
     ``block_bytes=None`` gathers every agent's half at once; otherwise a block of agents
     holding about ``block_bytes`` of gathered rows at a time, so that the two products read the
-    block from the cache (rfed's rule, ``rfed.algorithms.federated.local``).
+    block from the cache (rfed's rule, ``rfed.algorithms.federated.local``). ``blas``: the
+    products by ``np.matmul``.
     """
     n_agents, n_per, dim = z.shape
     b = n_per // 2
@@ -179,9 +198,7 @@ def floor_random_batch(z: np.ndarray, x: np.ndarray, k_steps: int,
             rows = flat[start:stop].reshape(-1)
             # mode 'clip' writes into buf directly (the indices are valid); 'raise' buffers
             zb = np.take(flat_rows, rows, axis=0, out=buf[: rows.size], mode="clip")
-            zb = zb.reshape(stop - start, b, dim)
-            w = np.einsum("and,d->an", zb, x)
-            np.einsum("and,an->ad", zb, w)
+            _products(zb.reshape(stop - start, b, dim), x, None, blas)
 
 
 def noise_draws(n_agents: int, dim: int, k_steps: int) -> None:
@@ -229,11 +246,11 @@ def lean_rsvrg(problem, trainer, plan, x, agents, sigma, step, seeds, blocks, rn
         for j in range(m):
             # clipped single-record gradient at xj (SpherePCA.clipped_grad_sum's formula)
             z = z_all[:, j : j + 1]
-            a = einsum("...bd,...d->...b", z, xj)
+            a = np.matmul(z, xj[..., None])[..., 0]
             norms = 2.0 * np.abs(a) * np.sqrt(np.maximum(sq_all[:, j : j + 1] - a * a, 0.0))
             over = norms > tau1
             ca = np.where(over, tau1 / np.where(over, norms, 1.0), 1.0) * a
-            g1 = einsum("...bd,...b->...d", z, ca)
+            g1 = np.matmul(ca[..., None, :], z)[..., 0, :]
             g1 -= (ca * a).sum(-1)[..., None] * xj
             g1 *= -2.0
             # parallel transport of the snapshot term from snap to xj (Sphere.transport)
@@ -327,7 +344,7 @@ def main() -> None:
     shapes = [(10, 600), (100, 50)] if args.quick else [(100, 600), (1000, 50)]
     print(f"PriRFed round, Sphere({dim - 1}) PCA, K = {k_steps} DP-RSGD steps (eps 0.15, "
           f"delta 1e-4); median CPU time of {args.repeat} interleaved calls")
-    print(f"{'agents x samples':<18} {'batch':<10} {'method':<34} {'seconds':>9} "
+    print(f"{'agents x samples':<18} {'batch':<10} {'method':<46} {'seconds':>9} "
           f"{'time / rfed':>12}")
     for n_agents, n_per in shapes:
         rng = np.random.default_rng(0)
@@ -364,19 +381,22 @@ def main() -> None:
                     lambda z=z, x=x0: floor_random_batch(z, x, k_steps,
                                                          np.random.default_rng(3),
                                                          _GATHER_BLOCK_BYTES))
-            fns["one-read floor (blocked) + noise"] = (
-                lambda half=batch is not None, z=z, x=x0: floor_one_read(
-                    z, x, k_steps, half, np.random.default_rng(4), _GATHER_BLOCK_BYTES))
-            if batch is not None:
-                fns["one-read floor (blocked gather) + noise"] = (
-                    lambda z=z, x=x0: floor_one_read_gather(
-                        z, x, k_steps, np.random.default_rng(4), _GATHER_BLOCK_BYTES))
+            for blas, tag in ((False, ""), (True, ", BLAS")):
+                fns[f"one-read floor (blocked{tag}) + noise"] = (
+                    lambda half=batch is not None, z=z, x=x0, blas=blas: floor_one_read(
+                        z, x, k_steps, half, np.random.default_rng(4), _GATHER_BLOCK_BYTES,
+                        blas))
+                if batch is not None:
+                    fns[f"one-read floor (blocked gather{tag}) + noise"] = (
+                        lambda z=z, x=x0, blas=blas: floor_one_read_gather(
+                            z, x, k_steps, np.random.default_rng(4), _GATHER_BLOCK_BYTES,
+                            blas))
             fns["part: K keyed noise draws"] = (
                 lambda n=n_agents: noise_draws(n, dim, k_steps))
             times = interleaved_medians(fns, args.repeat)
             ref = times["rfed batched"]
             for label, t in times.items():
-                print(f"{f'{n_agents} x {n_per}':<18} {batch_label:<10} {label:<40} {t:>9.4f} "
+                print(f"{f'{n_agents} x {n_per}':<18} {batch_label:<10} {label:<46} {t:>9.4f} "
                       f"{t / ref:>12.2f}")
             for label, t in times.items():
                 if label.startswith("floor"):

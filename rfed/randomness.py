@@ -239,7 +239,8 @@ class AgentBlock:
         A checked layout (:func:`check_agents_per_stream`).
     """
 
-    __slots__ = ("agents", "size", "agents_per_stream", "ids", "groups", "where", "cols")
+    __slots__ = ("agents", "size", "agents_per_stream", "ids", "groups", "where", "cols",
+                 "_consecutive")
 
     def __init__(self, agents: np.ndarray, agents_per_stream: int):
         a = agents
@@ -248,6 +249,7 @@ class AgentBlock:
         self.groups: list[int] | None = None
         self.where: np.ndarray | None = None
         self.cols: np.ndarray | None = None
+        self._consecutive: bool | None = None
         if agents_per_stream == 1:
             self.ids = a.tolist()
             return
@@ -274,6 +276,46 @@ class AgentBlock:
         else:
             unique, where = np.unique(group_of, return_inverse=True)
             self.groups, self.where = unique.tolist(), where.reshape(-1)
+
+    @property
+    def consecutive(self) -> bool:
+        """Whether the ids are ``agents[0], agents[0] + 1, ...`` (computed on first use)."""
+        if self._consecutive is None:
+            a = self.agents
+            self._consecutive = bool(a.size < 2 or (int(a[-1]) - int(a[0]) == a.size - 1
+                                                    and np.all(a[1:] > a[:-1])))
+        return self._consecutive
+
+
+def _copy_consecutive(rows: np.ndarray, offset: int, out: np.ndarray) -> np.ndarray:
+    """``out[i] = rows[(offset + i) // P, :, (offset + i) % P]``: the rows of consecutive ids
+    (the first at column ``offset`` of the first group) from the groups' draws ``(G, m, P)``,
+    as ``rows[block.where, :, block.cols]`` gives them, without its fresh array.
+
+    Parameters
+    ----------
+    rows : ndarray, shape ``(G, m, P)``
+    offset : int
+        ``agents[0] % P``.
+    out : ndarray, shape ``(n, m)``, C-contiguous
+
+    Returns
+    -------
+    ndarray
+        ``out``.
+    """
+    n, (_, m, p) = out.shape[0], rows.shape
+    i = g = 0
+    if offset:
+        i, g = min(p - offset, n), 1
+        out[:i] = rows[0, :, offset:offset + i].T
+    full = (n - i) // p
+    if full:
+        np.copyto(out[i:i + full * p].reshape(full, p, m), rows[g:g + full].transpose(0, 2, 1))
+        i, g = i + full * p, g + full
+    if i < n:
+        out[i:] = rows[g, :, : n - i].T
+    return out
 
 
 #: Blocks up to this many agents are range-checked with Python's min and max and their groups
@@ -377,8 +419,8 @@ class AgentStreams:
         m = math.prod(shape)
         return self.block_rows(block, rnd, code, m, sampler).reshape((block.size, *shape))
 
-    def block_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler
-                   ) -> np.ndarray:
+    def block_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler,
+                   out: np.ndarray | None = None) -> np.ndarray:
         """The first ``m`` draws of each agent of ``block`` for the checked round ``rnd`` and
         purpose code ``code``, shape ``(block.size, m)``.
 
@@ -393,17 +435,32 @@ class AgentStreams:
             Draws per agent.
         sampler : callable
             ``sampler(generator, shape)`` (and ``out=``).
+        out : ndarray, shape ``(block.size, m)``, optional
+            A C-contiguous array of the sampler's dtype to write the draws into (e.g. one a
+            run reuses from round to round, so that no fresh array is faulted in): the same
+            values. Default: a fresh array.
 
         Returns
         -------
         ndarray, shape ``(block.size, m)``
+            ``out`` when given.
         """
         p = self.agents_per_stream
         if block.agents_per_stream != p:
             raise ValueError(f"argument 'block' was planned for agents_per_stream="
                              f"{block.agents_per_stream}, these streams use {p}")
+        if out is not None and (out.shape != (block.size, m) or not out.flags.c_contiguous
+                                or out.dtype != _SAMPLER_DTYPES.get(sampler, np.float64)):
+            raise ValueError(f"argument 'out' must be a C-contiguous array of shape "
+                             f"{(block.size, m)} and dtype "
+                             f"{np.dtype(_SAMPLER_DTYPES.get(sampler, np.float64))}, got "
+                             f"{out.shape} {out.dtype}")
         if p > 1:
-            return self._group_rows(block, rnd, code, m, sampler)
+            rows = self._group_rows(block, rnd, code, m, sampler, out)
+            if out is None or rows is out:
+                return rows
+            np.copyto(out, rows)
+            return out
         # one re-keying of the cached generator per agent (the state assignment of _rekey,
         # inlined: this loop is the per-agent cost of every draw)
         state, bits, ids = self._fresh, self._bits, block.ids
@@ -411,7 +468,8 @@ class AgentStreams:
         inner = state["state"]
         of_raw = _OF_RAW.get(sampler)
         if of_raw is None:
-            out: np.ndarray = np.empty((block.size, m))
+            if out is None:
+                out = np.empty((block.size, m))
             gen = self._gen
             for row, agent in zip(out, ids, strict=True):
                 inner["counter"] = [0, agent, rnd, code]
@@ -424,11 +482,13 @@ class AgentStreams:
             inner["counter"] = [0, agent, rnd, code]
             bits.state = state  # type: ignore[assignment]
             row[...] = bits.random_raw(m)
-        return of_raw(raw)
+        return of_raw(raw, out)
 
-    def _group_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler
-                    ) -> np.ndarray:
-        """:meth:`block_rows` for ``P > 1``: one re-keying per stream the block touches."""
+    def _group_rows(self, block: AgentBlock, rnd: int, code: int, m: int, sampler,
+                    out: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`block_rows` for ``P > 1``: one re-keying per stream the block touches; the
+        rows of a block of consecutive ids are copied into ``out`` when given (any other
+        block's come fresh, for the caller to copy)."""
         p, groups = self.agents_per_stream, block.groups
         assert groups is not None and block.cols is not None
         if len(groups) == 1:
@@ -446,6 +506,8 @@ class AgentStreams:
             # element j of the group's agent r is draw j * P + r: it does not depend on how
             # many elements are asked for, so a block padded to another length agrees
             sampler(self._rekey(g, rnd, code), (m, p), out=rows[k])
+        if out is not None and block.consecutive:
+            return _copy_consecutive(rows, int(block.agents[0]) % p, out)
         return rows[block.where, :, block.cols]  # (n_agents, m)
 
     def uniform(self, agents, round: int, purpose: str | int, shape=()) -> np.ndarray:

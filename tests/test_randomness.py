@@ -258,3 +258,26 @@ def test_each_algorithm_family_draws_from_its_layout():
         AgentStreams(5, agents_per_stream=1).normal(ids, 2, "local#0", (4,)))
     assert _streams_of(5).agents_per_stream == 16
     assert _streams_of(5, 1).agents_per_stream == 1 and _streams_of(5, 1) is not _streams_of(5)
+
+
+@pytest.mark.parametrize("per", [1, 16])
+@pytest.mark.parametrize("start, size", [(0, 1), (0, 16), (0, 40), (5, 3), (5, 11), (7, 60),
+                                         (32, 600)])
+@pytest.mark.parametrize("kind", ["uniform", "normal"])
+def test_draws_written_into_a_given_array_are_the_fresh_draws(per, start, size, kind):
+    """``block_rows(..., out=)`` (a run's reused array) gives the fresh call's values, for
+    consecutive blocks starting anywhere in a group (the copy of the groups' columns) and for
+    a scattered block, whose rows are copied."""
+    from rfed.randomness import _SAMPLERS
+
+    streams = AgentStreams(11, agents_per_stream=per)
+    sampler = _SAMPLERS[kind]
+    for agents in (np.arange(start, start + size), np.arange(start, start + 3 * size, 3)):
+        block = streams.block(agents)
+        fresh = streams.block_rows(block, 2, purpose_code("noise"), 7, sampler)
+        out = np.full((agents.size, 7), np.nan)
+        got = streams.block_rows(block, 2, purpose_code("noise"), 7, sampler, out=out)
+        assert got is out
+        assert got.tobytes() == fresh.tobytes()
+    with pytest.raises(ValueError, match="argument 'out'"):
+        streams.block_rows(block, 2, 0, 7, sampler, out=np.empty((agents.size, 6)))

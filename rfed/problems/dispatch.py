@@ -211,7 +211,8 @@ class QuadraticResourceAllocation:
         return self._rows_of("demand", np.asarray(agents))
 
     def primal_rows(self, agents: np.ndarray, price: np.ndarray, *,
-                    scratch: np.ndarray | None = None) -> np.ndarray:
+                    scratch: np.ndarray | None = None,
+                    out: np.ndarray | None = None) -> np.ndarray:
         """:meth:`primal` of the listed agents only: ``price`` and the result ``(A, m)``.
         Agent-wise, so its rows equal the full call's bit for bit.
 
@@ -223,11 +224,16 @@ class QuadraticResourceAllocation:
             The listed agents' prices.
         scratch : float64 array, shape ``(A, m)``, optional
             Where the clipped unconstrained minimiser is formed (the same operations, so the
-            same bits; its content is left undefined); the result is still a fresh array.
+            same bits; its content is left undefined).
+        out : float64 array, shape ``(A, m)``, optional
+            With ``scratch``: the array the result is written into (C-contiguous, sharing no
+            memory with ``price`` or ``scratch``; e.g. one a run reuses from round to round),
+            the same bits. Default: a fresh array.
 
         Returns
         -------
         array, shape ``(A, m)``
+            ``out`` when given with ``scratch``.
         """
         if "two_a" not in self._rows:  # an instance pickled before it was kept
             self._rows["two_a"] = 2 * np.where(self._rows["free"], self._rows["a"], 1.0)
@@ -239,7 +245,13 @@ class QuadraticResourceAllocation:
             return np.where(free, np.clip((price - b) / two_a, lo, hi), lo)
         inner = np.subtract(price, b, out=scratch)
         np.true_divide(inner, two_a, out=inner)
-        return np.where(free, np.clip(inner, lo, hi, out=inner), lo)
+        np.clip(inner, lo, hi, out=inner)
+        if out is None or out.shape != price.shape:
+            return np.where(free, inner, lo)
+        # np.where's selection without its fresh array (copies only: the same bits)
+        np.copyto(out, lo)
+        np.copyto(out, inner, where=free)
+        return out
 
     def cost_terms(self, agents: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``a_ik w_ik^2 + b_ik w_ik`` of the listed agents' allocations ``w`` ``(A, m)``;

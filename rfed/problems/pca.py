@@ -126,7 +126,9 @@ class SpherePCA(Problem):
         """
         x = np.asarray(x, dtype=float)
         z = batch["z"]
-        a = np.einsum("...bd,...d->...b", z, x)
+        # the two products by BLAS (one gemv per agent: 2-3x np.einsum's time on a cached
+        # block, and each agent's values do not depend on the other agents of the call)
+        a = np.matmul(z, x[..., None])[..., 0]
         # c: the weight of each summand; without a mask it is 1, and 1 * s is s exactly, so the
         # scales are used as they are
         c = None if mask is None else mask.astype(float)
@@ -143,7 +145,7 @@ class SpherePCA(Problem):
             n_clipped = np.zeros(a.shape[:-1], dtype=int)
         ca = a if c is None else c * a
         # -2 (Z^T (c a) - (sum c a^2) x), in place: the same roundings, two fewer temporaries
-        total = np.einsum("...bd,...b->...d", z, ca)
+        total = np.matmul(ca[..., None, :], z)[..., 0, :]
         total -= (ca * a).sum(-1)[..., None] * x
         total *= -2.0
         return total, n_clipped

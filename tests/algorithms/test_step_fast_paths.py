@@ -116,10 +116,11 @@ def test_sphere_tangent_gaussian_per_row_sigma_is_the_broadcast_draw():
         man.tangent_gaussian(np.ones((3, 6)), sigma, np.random.default_rng(8))
 
 
-def _former_clipped_grad_sum(x, batch, bound, mask=None):
-    """SpherePCA.clipped_grad_sum as it was before issue 13 (np.einsum, explicit ones)."""
+def _former_clipped_grad_sum(x, batch, bound, mask=None, blas=True):
+    """SpherePCA.clipped_grad_sum as it was before issue 13 (explicit ones), with its two
+    products by np.matmul as today (``blas=False``: by np.einsum, as then)."""
     z = batch["z"]
-    a = np.einsum("...bd,...d->...b", z, x)
+    a = np.matmul(z, x[..., None])[..., 0] if blas else np.einsum("...bd,...d->...b", z, x)
     c = np.ones_like(a) if mask is None else mask.astype(float)
     n_clipped = np.zeros(a.shape[:-1], dtype=int)
     if bound is not None:
@@ -130,7 +131,8 @@ def _former_clipped_grad_sum(x, batch, bound, mask=None):
         c = c * np.where(over, bound / np.where(over, norms, 1.0), 1.0)
         n_clipped = np.sum(over if mask is None else over & mask, axis=-1)
     ca = c * a
-    total = np.einsum("...bd,...b->...d", z, ca)
+    total = (np.matmul(ca[..., None, :], z)[..., 0, :] if blas
+             else np.einsum("...bd,...b->...d", z, ca))
     total -= np.sum(ca * a, -1)[..., None] * x
     total *= -2.0
     return total, n_clipped
@@ -152,3 +154,7 @@ def test_pca_clipped_grad_sum_gives_the_former_bits(bound, masked, b):
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])
     assert got[1].dtype == want[1].dtype
+    # the products by BLAS moved only the last bits of the einsum sums
+    np.testing.assert_allclose(got[0], _former_clipped_grad_sum(x, batch, bound, mask,
+                                                                blas=False)[0],
+                               rtol=1e-13, atol=1e-13)

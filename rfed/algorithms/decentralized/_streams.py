@@ -56,12 +56,18 @@ class KeyedDraws:
         Global ids of the rows.
     round : int
     purpose : str
+    out, work : float64 arrays, optional
+        Arrays reused from round to round (C-contiguous): a draw whose shape is ``out``'s is
+        written into ``out`` (and returned), and :meth:`laplace` forms its second array in
+        ``work``, so that no fresh array is faulted in; the same values. A caller must not
+        keep a draw made into ``out`` past the next one.
     """
 
     is_keyed_draws = True
 
     def __init__(self, streams: AgentStreams, agents: np.ndarray | AgentBlock, round: int,
-                 purpose: str):
+                 purpose: str, *, out: np.ndarray | None = None,
+                 work: np.ndarray | None = None):
         self.streams = streams
         # the ids checked and their groups derived once (a block is shared by a round's draws)
         self.block = agents if type(agents) is AgentBlock else streams.block(
@@ -71,6 +77,7 @@ class KeyedDraws:
         self.purpose = purpose
         self._round = _check_round(self.round)
         self._code = purpose_code(purpose)
+        self.out, self.work = out, work
 
     def _rest(self, size: int | tuple[int, ...]) -> tuple[int, ...]:
         if type(size) is not tuple or not all(type(s) is int for s in size):
@@ -83,8 +90,11 @@ class KeyedDraws:
 
     def _sample(self, size, sampler) -> np.ndarray:
         rest = self._rest(size)
-        rows = self.streams.block_rows(self.block, self._round, self._code, math.prod(rest),
-                                       sampler)
+        m = math.prod(rest)
+        out = (_fits(self.out, (self.block.size, *rest)) if sampler is not _uniform_ranks
+               else None)
+        rows = self.streams.block_rows(self.block, self._round, self._code, m, sampler,
+                                       None if out is None else out.reshape(self.block.size, m))
         return rows if len(rest) == 1 else rows.reshape((self.block.size, *rest))
 
     def standard_normal(self, size) -> np.ndarray:
@@ -107,7 +117,7 @@ class KeyedDraws:
         (evaluated in that order, in place: two arrays the size of the draw, not eight)."""
         c = self.random(size)
         c -= 0.5
-        tail = np.abs(c)
+        tail = np.abs(c, out=_fits(self.work, c.shape))
         tail *= -2.0
         np.log1p(tail, out=tail)
         out = np.sign(c, out=c)
@@ -120,17 +130,28 @@ class KeyedDraws:
                 f"round={self.round}, purpose={self.purpose!r})")
 
 
+def _fits(a: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
+    """``a`` when it is a C-contiguous float64 array of ``shape``, else None (a fresh array)."""
+    if (a is not None and a.shape == shape and a.dtype == np.float64
+            and a.flags.c_contiguous):
+        return a
+    return None
+
+
 def run_seed(rng: Any) -> int:
     """The seed of the run's keyed streams, drawn once from the run's generator."""
     return int(rng.integers(0, 2**62))
 
 
-def agent_draws(rng: Any, seed: int, agents: np.ndarray, round: int, purpose: str) -> Any:
-    """Per-agent draws of ``agents`` for ``(round, purpose)``: keyed, or the OS source in
-    secure mode."""
+def agent_draws(rng: Any, seed: int, agents: np.ndarray | AgentBlock, round: int,
+                purpose: str, *, out: np.ndarray | None = None,
+                work: np.ndarray | None = None) -> Any:
+    """Per-agent draws of ``agents`` (ids, or a block of the run's streams) for ``(round,
+    purpose)``: keyed (into ``out`` and ``work`` when they fit, :class:`KeyedDraws`), or the
+    OS source in secure mode."""
     if is_secure(rng):
         return rng
-    return KeyedDraws(_streams_of(seed), agents, round, purpose)
+    return KeyedDraws(_streams_of(seed), agents, round, purpose, out=out, work=work)
 
 
 _THREAD = threading.local()

@@ -43,7 +43,7 @@ from rfed.algorithms.decentralized._privacy import (
     DGTRelease,
     PaperFormula,
 )
-from rfed.algorithms.decentralized._streams import agent_draws, run_seed
+from rfed.algorithms.decentralized._streams import _streams_of, agent_draws, run_seed
 from rfed.algorithms.decentralized.base import merged_report
 from rfed.algorithms.private import NoiseConfig, plan_noise, untracked_report
 from rfed.manifolds import Euclidean, as_generator
@@ -89,6 +89,11 @@ def require_euclidean(problem, algorithm: str) -> None:
     if not isinstance(problem, QuadraticResourceAllocation):
         raise TypeError(f"{algorithm} solves a QuadraticResourceAllocation, got "
                         f"{type(problem).__name__}")
+
+
+def _no_scratch(name: str) -> None:
+    """No reused array (every temporary fresh)."""
+    return None
 
 
 @dataclass
@@ -263,17 +268,23 @@ class _PushPullBase(BlockStates, Algorithm):
             return untracked_report(self.name, int(state.t), is_secure(state.rng))
         return merged_report(self, state)
 
-    def _messages(self, state, comm, out_s=None, out_w=None):
+    def _messages(self, state, comm, out_s=None, out_w=None, scratch=None):
         """Release ``s + xi`` (pushed through C) and ``w~ + zeta`` (pulled through R); the
-        products are written into ``out_s`` and ``out_w`` when given (the same bits)."""
+        products are written into ``out_s`` and ``out_w`` when given, the noisy messages and
+        the draws' temporaries into ``scratch(name)``'s arrays (:meth:`_arrays`; the same
+        bits)."""
         k, rng = state.t, state.rng
         if state.ledger is not None:
             state.ledger.record_round()
-        agents = comm.agents  # per-agent keyed noise streams of this block
-        sent_s = laplace_mechanism(state.s, state.theta_xi.scale(k),
-                                   agent_draws(rng, state.seed, agents, k, "noise-s"))
-        sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k),
-                                   agent_draws(rng, state.seed, agents, k, "noise-w"))
+        if scratch is None:
+            scratch = _no_scratch
+        # per-agent keyed noise streams of this block (its ids checked once for both draws)
+        agents = comm.agents if is_secure(rng) else _streams_of(state.seed).block(comm.agents)
+        work = scratch("laplace-work")
+        sent_s = laplace_mechanism(state.s, state.theta_xi.scale(k), agent_draws(
+            rng, state.seed, agents, k, "noise-s", out=scratch("sent-s"), work=work))
+        sent_w = laplace_mechanism(state.wt, state.theta_zeta.scale(k), agent_draws(
+            rng, state.seed, agents, k, "noise-w", out=scratch("sent-w"), work=work))
         return comm.mix(self.c, sent_s, out=out_s), comm.mix(self.r, sent_w, out=out_w)
 
     def _arrays(self, state):
@@ -289,13 +300,14 @@ class _PushPullBase(BlockStates, Algorithm):
                                                                                       shape))
 
     @staticmethod
-    def _primal(problem, agents: np.ndarray, price: np.ndarray, scratch: np.ndarray
-                ) -> np.ndarray:
-        """The agents' primal minimisers at ``price`` (fresh), formed in ``scratch`` when the
-        problem takes one (rfed's dispatch problems; the same bits)."""
+    def _primal(problem, agents: np.ndarray, price: np.ndarray, scratch: np.ndarray,
+                out: np.ndarray | None = None) -> np.ndarray:
+        """The agents' primal minimisers at ``price``, formed in ``scratch`` and written into
+        ``out`` when the problem takes them (rfed's dispatch problems; the same bits), else
+        fresh."""
         if (type(problem).primal_rows is QuadraticResourceAllocation.primal_rows
                 and scratch.dtype == np.float64):
-            return problem.primal_rows(agents, price, scratch=scratch)
+            return problem.primal_rows(agents, price, scratch=scratch, out=out)
         return problem.primal_rows(agents, price)
 
     def metrics(self, problem, state, with_reference):
@@ -456,7 +468,8 @@ class DPDGT(_PushPullBase):
         # the temporaries that do not leave the round in the run's reused arrays, the new
         # fields in those of the state two rounds old (same bits)
         scratch, recycled = self._arrays(state)
-        pushed, pulled = self._messages(state, state.comm, scratch("pushed"), scratch("pulled"))
+        pushed, pulled = self._messages(state, state.comm, scratch("pushed"), scratch("pulled"),
+                                        scratch)
         # (13a): s = (1 - gamma) s + gamma C(s + xi) - alpha_k (w - d)
         s = np.multiply(1 - self.gamma, state.s, out=recycled("s"))
         s += np.multiply(pushed, self.gamma, out=pushed)
@@ -467,7 +480,7 @@ class DPDGT(_PushPullBase):
         wt = np.multiply(1 - self.phi, state.wt, out=recycled("wt"))
         wt += np.multiply(pulled, self.phi, out=pulled)
         wt += np.subtract(s, state.s, out=mismatch)
-        w = self._primal(problem, agents, wt, mismatch)
+        w = self._primal(problem, agents, wt, mismatch, recycled("w"))
         return DGTState(t=k + 1, wt=wt, s=s, w=w, rng=state.rng, comm=state.comm,
                         ledger=state.ledger, theta_xi=state.theta_xi,
                         theta_zeta=state.theta_zeta, seed=state.seed)
@@ -539,11 +552,12 @@ class NoisyDDGT(_PushPullBase):
         # the products straight into the next state's fields (the arrays of the state two
         # rounds old when nothing else holds them), the temporaries into reused arrays
         scratch, recycled = self._arrays(state)
-        pushed, pulled = self._messages(state, state.comm, recycled("s"), recycled("wt"))
+        pushed, pulled = self._messages(state, state.comm, recycled("s"), recycled("wt"),
+                                        scratch)
         tracked = np.multiply(self.beta0 * self.q ** k, state.s, out=scratch("tracked"))
         wt = np.add(pulled, tracked, out=pulled)
         w = self._primal(problem, state.comm.agents, wt,
-                         scratch_of(self).take("primal", wt.shape))
+                         scratch_of(self).take("primal", wt.shape), recycled("w"))
         change = np.subtract(w, state.w, out=tracked)
         z = np.subtract(pushed, np.multiply(change, self.iota, out=change), out=pushed)
         return DGTState(t=k + 1, wt=wt, s=z, w=w, rng=state.rng, comm=state.comm,

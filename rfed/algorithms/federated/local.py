@@ -540,7 +540,8 @@ _GATHER_BLOCK_BYTES = 4 * 2**20
 
 def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
                           idx: np.ndarray, valid: np.ndarray, clip: float | None,
-                          buffers: dict | None) -> tuple[np.ndarray, np.ndarray, dict | None]:
+                          buffers: dict | None, out: np.ndarray | None = None
+                          ) -> tuple[np.ndarray, np.ndarray, dict | None]:
     """Clipped per-sample gradient sums of minibatches gathered in row order, block by block.
 
     Each agent's drawn rows are sorted (valid ones first) and gathered for a block of agents at
@@ -557,10 +558,14 @@ def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
         prefix of each row).
     buffers : dict or None
         Gather buffers of an earlier call (reused), or ``None``.
+    out : float array, shape ``(A, *point_shape)``, optional
+        Where ``total`` is written (e.g. the array of the previous step's sum, which a
+        trainer no longer reads); default a fresh array. The same values.
 
     Returns
     -------
     total : array, shape ``(A, *point_shape)``
+        ``out`` when given with that shape.
     n_clipped : int array, shape ``(A,)``
     buffers : dict or None
         The gather buffers, for the next call (``None`` while no agent was drawn).
@@ -569,7 +574,7 @@ def _clipped_sum_in_order(problem: Problem, x: np.ndarray, agents: np.ndarray,
     # valid entries fill the same prefix, and the unused slots point at row 0 (masked out)
     rows = np.sort(np.where(valid, idx, problem.n_max), axis=1)
     rows[~valid] = 0
-    return _clipped_sum_blocked(problem, x, agents, rows, valid, clip, buffers)
+    return _clipped_sum_blocked(problem, x, agents, rows, valid, clip, buffers, out)
 
 
 def _agents_per_block(data: dict, n_agents: int) -> int | None:
@@ -581,7 +586,7 @@ def _agents_per_block(data: dict, n_agents: int) -> int | None:
 
 
 def _clipped_sum_by_blocks(problem: Problem, x: np.ndarray, data: dict, mask: np.ndarray,
-                           clip: float | None, per_block: int
+                           clip: float | None, per_block: int, out: np.ndarray | None = None
                            ) -> tuple[np.ndarray, np.ndarray]:
     """``problem.clipped_grad_sum(x, data, clip, mask)`` taken ``per_block`` agents at a time.
 
@@ -601,14 +606,17 @@ def _clipped_sum_by_blocks(problem: Problem, x: np.ndarray, data: dict, mask: np
     clip : float or None
     per_block : int
         Agents per block (:func:`_agents_per_block`).
+    out : float array, shape ``(A, *point_shape)``, optional
+        Where ``total`` is written (:func:`_clipped_sum_in_order`); default a fresh array.
 
     Returns
     -------
     total : array, shape ``(A, *point_shape)``
+        ``out`` when given with that shape.
     n_clipped : int array, shape ``(A,)``
     """
     n_agents = x.shape[0]
-    total = np.empty_like(x, dtype=float)
+    total = _out_or_empty(out, x.shape)
     n_clipped = np.empty(n_agents, dtype=int)
     for start in range(0, n_agents, per_block):
         rows = slice(start, min(n_agents, start + per_block))
@@ -632,7 +640,8 @@ def _stacked_bytes(problem: Problem, shape: tuple[int, int]) -> int:
 
 
 def _clipped_sum_blocked(problem: Problem, x: np.ndarray, agents: np.ndarray, idx: np.ndarray,
-                         valid: np.ndarray, clip: float | None, buffers: dict | None
+                         valid: np.ndarray, clip: float | None, buffers: dict | None,
+                         out: np.ndarray | None = None
                          ) -> tuple[np.ndarray, np.ndarray, dict | None]:
     """``problem.clipped_grad_sum`` of the minibatches ``idx`` per block of agents, each block
     gathered into reused buffers, the rows in their drawn order.
@@ -649,6 +658,8 @@ def _clipped_sum_blocked(problem: Problem, x: np.ndarray, agents: np.ndarray, id
     clip : float or None
     buffers : dict or None
         Gather buffers of an earlier call (reused), or ``None``.
+    out : float array, shape ``(A, *point_shape)``, optional
+        Where ``total`` is written (:func:`_clipped_sum_in_order`); default a fresh array.
 
     Returns
     -------
@@ -660,13 +671,13 @@ def _clipped_sum_blocked(problem: Problem, x: np.ndarray, agents: np.ndarray, id
         return problem.clipped_grad_sum(x, batch, clip, mask)
 
     return _difference_mean_blocked(clipped_sum, problem, x, x, agents, idx, valid,
-                                    np.ones(idx.shape[0]), clip, buffers)
+                                    np.ones(idx.shape[0]), clip, buffers, out)
 
 
 def _difference_mean_blocked(difference_mean: Any, problem: Problem, x: np.ndarray,
                              snapshot: np.ndarray, agents: np.ndarray, idx: np.ndarray,
                              valid: np.ndarray, sizes: np.ndarray, clip: float | None,
-                             buffers: dict | None
+                             buffers: dict | None, out: np.ndarray | None = None
                              ) -> tuple[np.ndarray, np.ndarray, dict | None]:
     """``difference_mean`` over blocks of agents, each block's minibatch gathered into reused
     buffers.
@@ -691,6 +702,9 @@ def _difference_mean_blocked(difference_mean: Any, problem: Problem, x: np.ndarr
     clip : float or None
     buffers : dict or None
         Gather buffers of an earlier call (reused), or ``None``.
+    out : float array, optional
+        Where ``v`` is written when it has ``v``'s shape (:func:`_clipped_sum_in_order`);
+        default a fresh array.
 
     Returns
     -------
@@ -716,7 +730,7 @@ def _difference_mean_blocked(difference_mean: Any, problem: Problem, x: np.ndarr
     per_block = next(iter(buffers.values())).shape[0] // b
     x = np.asarray(x, dtype=float)
     snapshot = np.asarray(snapshot, dtype=float)
-    v = np.empty(np.broadcast_shapes(x.shape, snapshot.shape))
+    v = _out_or_empty(out, np.broadcast_shapes(x.shape, snapshot.shape))
     n_clipped = np.empty(n_agents, dtype=int)
     for start in range(0, n_agents, per_block):
         stop = min(n_agents, start + per_block)
@@ -726,6 +740,23 @@ def _difference_mean_blocked(difference_mean: Any, problem: Problem, x: np.ndarr
         v[start:stop] = part
         n_clipped[start:stop] = _per_row(clipped)
     return v, n_clipped, buffers
+
+
+def _owned(eta: Any, mean: np.ndarray, total: np.ndarray) -> bool:
+    """Whether a step may overwrite its released ``eta``: the step's own sum (``mean`` formed
+    in place in ``total``), or a fresh float64 array the release made (not ``mean`` itself)."""
+    if type(eta) is not np.ndarray or eta.dtype != np.float64 or not eta.flags.writeable:
+        return False
+    if eta is mean:
+        return mean is total
+    return eta.base is None
+
+
+def _out_or_empty(out: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray:
+    """``out`` when it is a float64 array of ``shape``, else a fresh one."""
+    if out is not None and out.shape == shape and out.dtype == np.float64:
+        return out
+    return np.empty(shape)
 
 
 def _check_neighboring(neighboring: str) -> str:
@@ -899,6 +930,9 @@ class DPRSGD(LocalTrainer):
         noisy = bool(np.any(sigma > 0))
         rule = self.local_optimizer
         rule_state = None if rule is None else rule.init(man, x)
+        # the array of the previous step's clipped sum, which nothing reads once the step has
+        # moved (a local optimizer may keep its eta: then every sum is fresh)
+        spent = None
         for k in range(self.steps):
             if option == 2:
                 chosen = np.where((pick == k).reshape((-1,) + (1,) * k_pts), x, chosen)
@@ -913,25 +947,36 @@ class DPRSGD(LocalTrainer):
                 points = np.broadcast_to(x, (agents.size, *man.point_shape))
                 if in_order:
                     total, clipped, buffers = _clipped_sum_in_order(
-                        problem, points, agents, idx, mask, plan.clip, buffers)
+                        problem, points, agents, idx, mask, plan.clip, buffers, spent)
                     summed = True
                 elif _stacked_bytes(problem, idx.shape) > _STACKED_BYTES:
                     total, clipped, buffers = _clipped_sum_blocked(
-                        problem, points, agents, idx, mask, plan.clip, buffers)
+                        problem, points, agents, idx, mask, plan.clip, buffers, spent)
                     summed = True
                 else:
                     data = problem.batch(agents, idx)
             if per_block is not None:
                 total, clipped = _clipped_sum_by_blocks(problem, x, data, mask, plan.clip,
-                                                        per_block)
+                                                        per_block, spent)
+                summed = True
             elif not summed:
                 total, clipped = problem.clipped_grad_sum(x, data, plan.clip, mask)
             n_clipped += _per_row(clipped)
-            # the PUBLIC normaliser b_i (the expected size under Poisson sampling)
-            mean = total / sizes.reshape((-1,) + (1,) * k_pts)
+            # the PUBLIC normaliser b_i (the expected size under Poisson sampling); in place
+            # in an array of this function's own (the same quotients)
+            normaliser = sizes.reshape((-1,) + (1,) * k_pts)
+            mean = (np.divide(total, normaliser, out=total) if summed
+                    and total.dtype == np.float64 else total / normaliser)
             eta = self._release(problem, x, mean, sigma, rng, noisy)
             if rule is None:
-                x = man.exp(x, -step_size * eta)
+                # -alpha eta in the released array when it is this function's own (this
+                # step's sum, or a fresh release): the same products as -alpha * eta
+                if summed and _owned(eta, mean, total):
+                    x = man.exp(x, np.multiply(eta, -step_size, out=eta))
+                else:
+                    x = man.exp(x, -step_size * eta)
+                if mean is total and not np.may_share_memory(x, total):
+                    spent = total
             else:  # post-processing of the released eta (and of the earlier ones)
                 x, rule_state = rule.step(man, x, eta, rule_state, step_size)
         if option == 2:
