@@ -18,8 +18,9 @@ batch 512: the shape of the private Fashion-MNIST experiments' centralized compa
 Both draw from their own generator with the same seed, so they take the same minibatches and the
 same noise: the column ``max |diff|`` is the largest difference of the final iterates (rounding
 only). The steps are timed apart from the run's setup (rfed's ``DPSGD.init``, which builds the
-privacy account, once per run; numpy's generator): the last column is the CPU seconds of
-``init``, paid once per run however many steps follow.
+privacy account once per run, and the pooled index and the records' squared norms once per
+problem; numpy's generator, its pooled arrays and norms being built once before): the last
+column is the CPU seconds of ``init``, paid once per run however many steps follow.
 
 One BLAS thread (set before numpy loads). The two methods are interleaved in one process (one
 sample of each in turn, ``repeat`` times), so load on a shared machine affects both alike; the

@@ -30,6 +30,9 @@ allowed, so that the file times the configurations users run), with the date, th
 command. ``--keep DIR`` keeps what each run wrote in ``DIR/NAME`` (e.g. a paper-scale run timed and
 then imported into the documentation with ``docs/generate_results.py import``).
 
+``--out FILE`` also writes the printed table to ``FILE``, under a header that holds the command,
+the commit of each version compared, the date and the 1-minute load before and after.
+
 ``--checkpoints`` also counts, in the child, the checkpoints written (``checkpoint.npz``
 replacements; ``checkpoint.pkl`` in releases that pickled), the bytes written to checkpoint
 files (those and, from format 2 on, ``checkpoint.log``) and the CPU and wall seconds spent in
@@ -236,7 +239,33 @@ def main() -> None:
                         "rfed/experiments/timings.json, read by rfed list / show)")
     parser.add_argument("--keep", type=Path, default=None, metavar="DIR",
                         help="keep what each run wrote in DIR/NAME")
+    parser.add_argument("--out", type=Path, default=None, metavar="FILE",
+                        help="also write the table to FILE, with the command, the commits and "
+                             "the load in its header")
     args = parser.parse_args()
+    lines: list[str] = []
+    load_before = os.getloadavg()[0]
+
+    def write_out(done: int) -> None:
+        """The table so far to --out (after every experiment: a stopped run keeps its rows)."""
+        if args.out is None:
+            return
+        commits = ", ".join(f"{'base' if len(versions) == 2 and i == 0 else 'this'} = "
+                            f"{_commit(d)}" for i, d in enumerate(versions))
+        header = ["$ python " + " ".join(sys.argv),
+                  f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {commits}; "
+                  f"1-min load {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} now; "
+                  f"python {sys.version.split()[0]}"]
+        if done < len(args.names):
+            header.append(f"# PARTIAL: {done} of {len(args.names)} experiments done")
+        args.out.parent.mkdir(parents=True, exist_ok=True)
+        tmp = args.out.with_name(f".{args.out.name}.{os.getpid()}.tmp")
+        tmp.write_text("\n".join(header + lines) + "\n")
+        os.replace(tmp, args.out)
+
+    def emit(line: str) -> None:
+        print(line, flush=True)
+        lines.append(line)
     versions = [args.rfed] if args.compare is None else [args.compare, args.rfed]
     if (args.record or args.keep) and args.compare is not None:
         parser.error("--record and --keep measure one version (not with --compare)")
@@ -246,13 +275,14 @@ def main() -> None:
     totals = [0.0] * len(versions)
     order = " and ".join(map(str, versions)) if args.concurrent else " then ".join(
         map(str, versions))
-    print(f"rfed from {order}{' (concurrently)' if args.concurrent else ''}; overrides "
-          f"{args.overrides or 'none'}; RDP disk cache {args.rdp_cache or 'off'}")
+    emit(f"rfed from {order}{' (concurrently)' if args.concurrent else ''}; overrides "
+         f"{args.overrides or 'none'}; RDP disk cache {args.rdp_cache or 'off'}")
     head = f"{'experiment':<24} {'CPU s':>8} {'wall s':>8} {'peak RSS MB':>12}"
     if args.checkpoints:
         head += f" {'ckpts':>6} {'ckpt MB':>10} {'ckpt CPU':>9} {'ckpt wall':>9}"
-    print(head)
-    for name in args.names:
+    emit(head)
+    write_out(0)
+    for done, name in enumerate(args.names):
         results = run_versions(name, args.overrides, versions, args.rdp_cache,
                                args.checkpoints, args.concurrent, args.keep)
         if args.record:
@@ -261,12 +291,39 @@ def main() -> None:
         for i, (cpu, wall, rss, stats, _) in enumerate(results):
             totals[i] += cpu
             label = name if len(versions) == 1 else f"{name} [{'base' if i == 0 else 'this'}]"
-            print(_row(label, cpu, wall, rss, stats), flush=True)
+            emit(_row(label, cpu, wall, rss, stats))
         if len(versions) == 2:
-            print(f"{name + ' this/base':<24} {results[1][0] / results[0][0]:8.3f}", flush=True)
+            emit(f"{name + ' this/base':<24} {results[1][0] / results[0][0]:8.3f}")
+        if done + 1 < len(args.names):
+            # the totals of the experiments done so far, in the file only until the next row
+            tags = [""] if len(versions) == 1 else [" [base]", " [this]"]
+            so_far = [f"{'total so far' + tag:<24} {t:8.1f}"
+                      for tag, t in zip(tags, totals, strict=True)]
+            if len(versions) == 2:
+                so_far.append(f"{'total so far this/base':<24} {totals[1] / totals[0]:8.3f}")
+            lines.extend(so_far)
+            write_out(done + 1)
+            del lines[-len(so_far):]
     for i, total in enumerate(totals):
         label = "total" if len(versions) == 1 else f"total [{'base' if i == 0 else 'this'}]"
-        print(f"{label:<24} {total:8.1f}")
+        emit(f"{label:<24} {total:8.1f}")
+    if len(versions) == 2:
+        emit(f"{'total this/base':<24} {totals[1] / totals[0]:8.3f}")
+    write_out(len(args.names))
+
+
+def _commit(rfed_dir: Path) -> str:
+    """The short commit of the checkout ``rfed_dir`` (``unknown`` outside git), ``+`` when its
+    tracked files differ from it."""
+    try:
+        commit = subprocess.run(["git", "rev-parse", "--short=12", "HEAD"], cwd=rfed_dir,
+                                capture_output=True, text=True, check=True).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--untracked-files=no"],
+                               cwd=rfed_dir, capture_output=True, text=True,
+                               check=True).stdout.strip()
+    except (OSError, subprocess.CalledProcessError):
+        return "unknown"
+    return commit + ("+" if dirty else "")
 
 
 if __name__ == "__main__":

@@ -114,6 +114,7 @@ STATE_TYPES: dict[str, str] = {
     "Certificate": "rfed.privacy.budget:Certificate",
     "Calibration": "rfed.privacy.budget:Calibration",
     "LaplaceSchedule": "rfed.privacy.mechanisms:LaplaceSchedule",
+    "GaussianNoise": "rfed.privacy.mechanisms:GaussianNoise",
     "SecureRandom": "rfed.privacy.secure:SecureRandom",
     # networks
     "InProcessCommunicator": "rfed.networks.comm:InProcessCommunicator",

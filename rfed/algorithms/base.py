@@ -171,6 +171,8 @@ def step_size_at(step_size: float | Callable[[int], float], t: int,
     -------
     float
     """
+    if type(step_size) is float and 0.0 < step_size < math.inf:
+        return step_size    # a constant checked the same way at every round: nothing to do
     value = step_size(t) if callable(step_size) else step_size
     try:
         alpha = float(value)

@@ -55,9 +55,10 @@ from rfed.privacy.budget import (
     check_planned_round,
     default_delta,
 )
-from rfed.privacy.mechanisms import gaussian_release, release_sensitivity
+from rfed.privacy.mechanisms import GaussianNoise, release_sensitivity
 from rfed.privacy.secure import is_secure
 from rfed.problems.base import Problem
+from rfed.problems.outer_gradients import row_sq_norms
 
 __all__ = ["DPSGD", "DPSGDState"]
 
@@ -76,12 +77,22 @@ class _Pool:
         The data arrays with the agent and row axes merged (a view of contiguous arrays).
     index : int array, shape ``(N,)``
         Positions of the ``N`` held records in ``flat``, agent-major (``np.nonzero``'s order).
+    every_row : bool
+        Whether every row of ``flat`` is held (no padding): ``index`` is then ``arange(N)``
+        and a batch's positions are its rows.
+    sq_norms : float array, shape ``(n_agents * n_max,)``, or None
+        ``||a_j||^2`` of every row of ``flat['features']``
+        (:func:`~rfed.problems.outer_gradients.row_sq_norms`, the values the problem's clipped
+        sum would compute for a batch) when the problem's ``clipped_grad_sum`` takes them
+        (``takes_feature_sq_norms``); ``None`` otherwise.
     """
 
     data: dict
     mask: np.ndarray
     flat: dict
     index: np.ndarray
+    every_row: bool
+    sq_norms: np.ndarray | None
 
 
 # problem -> its pool; weak keys: a pool lives as long as its problem and is never pickled
@@ -94,7 +105,12 @@ def _pooled(problem: Problem) -> _Pool:
     pool = _POOLS.get(problem)
     if pool is None or pool.data is not data or pool.mask is not mask:
         flat = {k: v.reshape((-1,) + v.shape[2:]) for k, v in data.items()}
-        pool = _Pool(data=data, mask=mask, flat=flat, index=np.flatnonzero(mask))
+        sq_norms = None
+        if getattr(problem, "takes_feature_sq_norms", False) and "features" in flat:
+            sq_norms = row_sq_norms(flat["features"])
+        index = np.flatnonzero(mask)
+        pool = _Pool(data=data, mask=mask, flat=flat, index=index,
+                     every_row=index.size == mask.size, sq_norms=sq_norms)
         _POOLS[problem] = pool
     return pool
 
@@ -147,6 +163,8 @@ class _PooledAccount:
         self.mode = mode
         #: Poisson inclusion probability ``B / N`` from the public pooled size.
         self.sampling_rate = sampling_rate
+        #: The release of every round, its std ``z * sens`` checked here, once per run.
+        self.noise = GaussianNoise(self.noise_multiplier * self.sensitivity)
         self.rounds = 0
         self._memo: dict[tuple[int, float], Certificate] = {}
 
@@ -154,7 +172,8 @@ class _PooledAccount:
         check_planned_round("DP-SGD", self.rounds, self.planned_rounds, self.target_epsilon)
 
     def record_round(self) -> None:
-        self.check_can_step()
+        if self.planned_rounds is not None:   # (no plan: nothing to check)
+            self.check_can_step()
         self.rounds += 1
 
     def certificate(self, delta: float | None = None) -> Certificate | None:
@@ -372,6 +391,7 @@ class DPSGD(Algorithm):
     def init(self, problem: Problem, x0: np.ndarray, rng: Any) -> DPSGDState:
         rng = rng if is_secure(rng) else as_generator(rng)
         x = np.array(x0, dtype=float)
+        _pooled(problem)   # the pooled index (and row norms) built at the start, not in a step
         return DPSGDState(t=0, x=x, m=np.zeros_like(x), rng=rng,
                           ledger=self._account(problem, rng))
 
@@ -385,24 +405,35 @@ class DPSGD(Algorithm):
         return np.argpartition(rng.random(n), self.batch_size - 1)[: self.batch_size]
 
     def step(self, problem: Problem, state: DPSGDState) -> DPSGDState:
-        if state.ledger is not None:
-            state.ledger.check_can_step()
+        acc = state.ledger
+        if acc is not None and acc.planned_rounds is not None:
+            acc.check_can_step()
         pool = _pooled(problem)
         rng = state.rng
-        rate = getattr(state.ledger, "sampling_rate", None)
+        rate = getattr(acc, "sampling_rate", None)
         sel = self._sample(pool.index.size, rng, rate)
-        rows = pool.index[sel]
-        batch = {k: v[rows][None] for k, v in pool.flat.items()}
-        total, _ = problem.clipped_grad_sum(state.x[None], batch, self.clip)
+        rows = sel if pool.every_row else pool.index[sel]
+        if pool.sq_norms is None:
+            batch = {k: v[rows][None] for k, v in pool.flat.items()}
+            total = problem.clipped_grad_sum(state.x[None], batch, self.clip)[0][0]
+        else:
+            # a closed-form clipped sum (linear models) takes one point and its batch without
+            # a leading agent axis (two-dimensional products, the same floats) and the rows'
+            # squared norms gathered from the pool's
+            batch = {k: v[rows] for k, v in pool.flat.items()}
+            total = problem.clipped_grad_sum(  # type: ignore[call-arg]
+                state.x, batch, self.clip, feature_sq_norms=pool.sq_norms[rows])[0]
         man = problem.manifold
         euclidean = type(man) is Euclidean
         # the public normaliser B, not the (secret, varying) Poisson batch size
-        mean = total[0] / self.batch_size
+        mean = total / self.batch_size
         if not euclidean:   # on Euclidean space the coordinates are the array itself
             mean = man.to_coords(state.x, mean)
-        if state.ledger is not None:
-            acc = state.ledger
-            mean = gaussian_release(mean, acc.noise_multiplier * acc.sensitivity, rng)
+        if acc is not None:
+            noise = getattr(acc, "noise", None)
+            if noise is None:   # an account saved before it kept its release
+                noise = acc.noise = GaussianNoise(acc.noise_multiplier * acc.sensitivity)
+            mean = noise.release(mean, rng)
             acc.record_round()
         g = mean if euclidean else man.from_coords(state.x, mean)
         m = self.momentum * state.m + g

@@ -212,15 +212,21 @@ class Sphere(Manifold):
         ndarray, shape ``(*batch, *point_shape)``
             Tangent vectors at ``x``.
         """
-        x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
+        x, y = np.asarray(x, dtype=float), np.asarray(y, dtype=float)
         c = _dot(x, y)
+        careful = np.abs(c) >= _ARCCOS_SAFE
+        if careful.all():
+            # near pairs only (the points an average's log takes, near its base point): the
+            # careful form alone, on every row (the same floats as on the rows taken out; its
+            # operations broadcast x and y as broadcast_arrays would)
+            return self._log_careful(x, y)
+        x, y = np.broadcast_arrays(x, y)
         w = np.multiply(x, c[..., None])
         np.subtract(y, w, out=w)
         with np.errstate(invalid="ignore", divide="ignore"):
             # rows at |c| >= 1/2 (where sin may vanish) are recomputed below
             sin = np.sqrt(1.0 - np.square(c))
             w *= (np.arccos(np.clip(c, -1.0, 1.0)) / sin)[..., None]
-        careful = np.abs(c) >= _ARCCOS_SAFE
         if np.any(careful):
             w[careful] = self._log_careful(x[careful], y[careful])
         return w

@@ -116,6 +116,7 @@ from rfed.privacy.calibration import (
 from rfed.privacy.clipping import clip_by_norm, clip_coordinates
 from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE, PrivacyLedger
 from rfed.privacy.mechanisms import (
+    GaussianNoise,
     LaplaceSchedule,
     gaussian_mechanism,
     gaussian_release,
@@ -134,6 +135,7 @@ __all__ = [
     "Certificate",
     "CertifiedAccountant",
     "EventSpec",
+    "GaussianNoise",
     "LaplaceSchedule",
     "PrivacyBudget",
     "PrivacyConditionWarning",

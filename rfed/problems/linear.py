@@ -310,6 +310,10 @@ class LinearProblem(Problem):
         cls = type(self)
         self._outer_gradients = (cls.sample_data_grad is LinearProblem.sample_data_grad
                                  and cls.sample_rgrad is LinearProblem.sample_rgrad)
+        #: Whether :meth:`clipped_grad_sum` takes the rows' squared norms from its caller
+        #: (``feature_sq_norms=``): a caller that keeps them for a fixed data set (centralized
+        #: DP-SGD's pooled records) computes them once instead of once per batch.
+        self.takes_feature_sq_norms = self._outer_gradients
 
     # data term ---------------------------------------------------------------
 
@@ -367,7 +371,7 @@ class LinearProblem(Problem):
             return data
         return data + reg
 
-    def clipped_grad_sum(self, x, batch, bound, mask=None):
+    def clipped_grad_sum(self, x, batch, bound, mask=None, *, feature_sq_norms=None):
         """Closed-form clipped sum: no per-sample gradient is materialized.
 
         The per-sample gradient ``c_j a_j + s`` (``c_j = l'(b_j a_j^T x) b_j``, ``s`` the
@@ -388,6 +392,10 @@ class LinearProblem(Problem):
             Clipping level tau; ``None`` sums the raw gradients.
         mask : bool array, shape ``(*lead, b)``, optional
             Samples to include (padding rows are ``False``).
+        feature_sq_norms : array, shape ``(*lead, b)``, optional
+            ``||a_j||^2`` of the batch's rows (:func:`~rfed.problems.outer_gradients.row_sq_norms`
+            of ``batch['features']``, e.g. gathered from the data set's, computed once);
+            computed here otherwise. Used when ``takes_feature_sq_norms`` is true.
 
         Returns
         -------
@@ -399,12 +407,15 @@ class LinearProblem(Problem):
             return super().clipped_grad_sum(x, batch, bound, mask)
         x = np.asarray(x, dtype=float)
         a = batch["features"]
-        margins = batch["labels"] * np.matmul(a, x[..., None])[..., 0]
+        # one point: the matrix-vector product the stacked form takes per point
+        ax = a @ x if x.ndim == 1 else np.matmul(a, x[..., None])[..., 0]
+        margins = batch["labels"] * ax
         coef = self._dloss_dmargin(margins) * batch["labels"]          # (*lead, b)
         shared = None
         if self.regularizer.strength:
             shared = np.broadcast_to(self.regularizer.subgrad(x), x.shape)
-        return outer_clipped_sum(a, coef[..., None], bound, mask, shared=shared)
+        return outer_clipped_sum(a, coef[..., None], bound, mask, shared=shared,
+                                 feature_sq_norms=feature_sq_norms)
 
     def pooled(self) -> tuple[np.ndarray, np.ndarray]:
         """All valid samples: features ``(N, d)`` and labels ``(N,)``.

@@ -28,6 +28,8 @@ logits are; the residuals, the norms, the clip factors and the clipped sum are f
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 
 __all__ = ["CAST_BYTES", "outer_clipped_sum", "row_sq_norms"]
@@ -111,6 +113,7 @@ def outer_clipped_sum(features: np.ndarray, residuals: np.ndarray, bound: float 
         s_w = shared[..., :n_w].reshape(shared.shape[:-1] + (d_in, k))
         s_b = shared[..., n_w:] if bias else None
     scale = None
+    n_clipped: Any   # an intp array; a numpy intp scalar for one batch without an axis
     if bound is None:
         n_clipped = np.zeros(r.shape[:-2], dtype=int)
     else:
@@ -130,12 +133,23 @@ def outer_clipped_sum(features: np.ndarray, residuals: np.ndarray, bound: float 
         over = norms > bound
         # C / max(||g||, C): exactly 1 where ||g|| <= C, C / ||g|| elsewhere
         scale = bound / np.maximum(norms, bound, out=norms)
-        n_clipped = np.count_nonzero(over if mask is None else over & mask, axis=-1)
+        counted = over if mask is None else over & mask
+        # the counts of np.count_nonzero(counted, axis=-1) (intp), without its fixed cost
+        # of several microseconds a call on a small batch
+        n_clipped = (np.intp(np.count_nonzero(counted)) if counted.ndim == 1
+                     else counted.sum(axis=-1))
     if mask is not None:
         scale = np.where(mask, 1.0 if scale is None else scale, 0.0)
-    rs = r if scale is None else r * scale[..., None]
-    gw = _transposed_product(features, rs)                      # (*lead, d_in, k), float64
-    total = gw.reshape(gw.shape[:-2] + (n_w,))
+    if k == 1 and features.ndim == 2 and features.dtype == np.float64:
+        # one batch of a binary linear model: A^T (c * r), the matrix-vector product that the
+        # general form below takes as a one-column matrix (the same floats)
+        rs = r[:, 0] if scale is None else r[:, 0] * scale
+        total = features.T @ rs
+        rs = rs[:, None]   # (b, 1), for the bias block below
+    else:
+        rs = r if scale is None else r * scale[..., None]
+        gw = _transposed_product(features, rs)                  # (*lead, d_in, k), float64
+        total = gw.reshape(gw.shape[:-2] + (n_w,))
     if bias:
         total = np.concatenate([total, rs.sum(axis=-2)], axis=-1)
     if shared is not None:

@@ -202,7 +202,11 @@ class SoftmaxRegression(Problem):
             g = g + reg[..., None, :]
         return g
 
-    def clipped_grad_sum(self, x, batch, bound, mask=None):
+    #: :meth:`clipped_grad_sum` takes the rows' squared norms from its caller
+    #: (``feature_sq_norms=``; as ``LinearProblem.takes_feature_sq_norms``).
+    takes_feature_sq_norms = True
+
+    def clipped_grad_sum(self, x, batch, bound, mask=None, *, feature_sq_norms=None):
         """Closed-form clipped sum: no per-sample gradient is materialized.
 
         The per-sample gradient ``[a (p - e_y)^T + lam W, p - e_y]`` is an outer product plus
@@ -218,6 +222,10 @@ class SoftmaxRegression(Problem):
             Clipping level tau; ``None`` sums the raw gradients.
         mask : bool array, shape ``(*lead, b)``, optional
             Samples to include (padding rows are ``False``).
+        feature_sq_norms : array, shape ``(*lead, b)``, optional
+            ``||a_j||^2`` of the batch's rows (:func:`~rfed.problems.outer_gradients.row_sq_norms`
+            of ``batch['features']``, e.g. gathered from the data set's, computed once);
+            computed here otherwise.
 
         Returns
         -------
@@ -231,13 +239,15 @@ class SoftmaxRegression(Problem):
         if not self.l2:
             r = _softmax(z, out=z)
             r -= batch["onehot"]
-            return outer_clipped_sum(a, r, bound, mask, bias=True)
+            return outer_clipped_sum(a, r, bound, mask, bias=True,
+                                     feature_sq_norms=feature_sq_norms)
         r = _softmax(z) - batch["onehot"]
         w, b = self.unflatten(x)
         shared = np.concatenate([self.l2 * w.reshape(w.shape[:-2] + (-1,)),
                                  np.zeros(w.shape[:-2] + (self.n_classes,))], axis=-1)
         # S_W^T a_j = lam W^T a_j = lam (z_j - b): the logits already hold the product
         return outer_clipped_sum(a, r, bound, mask, bias=True, shared=shared,
+                                 feature_sq_norms=feature_sq_norms,
                                  shared_dot_features=self.l2 * (z - b[..., None, :]))
 
     def local_grad(self, x, agents=None):

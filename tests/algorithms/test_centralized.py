@@ -84,9 +84,10 @@ def _audit_scores(monkeypatch=None, factor=1.0, trials=3000, eps=1.5):
     (1, -1)): the logistic gradients are -1/2 and +1/2, clipped at C = 1/2, so the replace-one
     sensitivity 2C/B the account assumes is attained; the statistic is the released x_1."""
     if factor != 1.0:
-        real = centralized_module.gaussian_release
-        monkeypatch.setattr(centralized_module, "gaussian_release",
-                            lambda value, sigma, rng: real(value, sigma / factor, rng))
+        # the run's release draws `factor` times smaller noise than the account records
+        real = centralized_module.GaussianNoise
+        monkeypatch.setattr(centralized_module, "GaussianNoise",
+                            lambda sigma: real(sigma / factor))
     q = 4
     scores = []
     certified = None
@@ -177,6 +178,9 @@ def test_bad_arguments_are_refused_with_the_argument_named():
         DPSGD(step_size=0.1, batch_size=0)
     with pytest.raises(ValueError, match="momentum"):
         DPSGD(step_size=0.1, batch_size=4, momentum=1.0)
+    for bad in (-1.0, 0.0, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="noise_multiplier"):
+            DPSGD(step_size=0.1, batch_size=4, clip=1.0, noise_multiplier=bad)
     prob = _toy(n_agents=1, q=10)
     with pytest.raises(ValueError, match="batch_size"):
         DPSGD(step_size=0.1, batch_size=11, clip=1.0, budget=PrivacyBudget(1.0, 1e-3),
@@ -213,3 +217,35 @@ def test_pooled_batches_are_the_records_np_nonzero_picks_and_follow_replaced_dat
     assert centralized_module._pooled(problem) is pool
     problem.data = {k: v.copy() for k, v in problem.data.items()}
     assert centralized_module._pooled(problem) is not pool
+
+
+@pytest.mark.parametrize("model", ["logistic", "softmax"])
+def test_pooled_row_norms_give_the_same_run_as_norms_per_batch(model):
+    """The closed-form clipped sum takes the rows' squared norms from the pool (computed once
+    per problem) instead of once per batch: the same iterates, bit for bit, as a run whose
+    problem computes them per batch (the generic gathering path, with the agent axis)."""
+    rng = np.random.default_rng(2)
+    counts = np.array([30, 12, 25])
+    feats = rng.normal(size=(3, 30, 4))
+
+    def problem():
+        if model == "logistic":
+            return LogisticRegression(feats, rng.choice([-1.0, 1.0], size=(3, 30)),
+                                      counts=counts)
+        return SoftmaxRegression(feats, rng.integers(0, 3, (3, 30)), 3, counts=counts)
+
+    fast, slow = problem(), problem()
+    slow.data = {k: v.copy() for k, v in fast.data.items()}
+    slow.takes_feature_sq_norms = False
+    alg = DPSGD(step_size=0.3, batch_size=15, clip=0.5, momentum=0.5, noise_multiplier=1.0)
+    runs = []
+    for prob in (fast, slow):
+        state = alg.init(prob, np.zeros(prob.manifold.dim), 4)
+        for _ in range(12):
+            state = alg.step(prob, state)
+        runs.append(state)
+    assert centralized_module._pooled(fast).sq_norms is not None
+    assert centralized_module._pooled(slow).sq_norms is None
+    np.testing.assert_array_equal(runs[0].x, runs[1].x)
+    np.testing.assert_array_equal(runs[0].m, runs[1].m)
+    assert runs[0].batch_sizes == runs[1].batch_sizes

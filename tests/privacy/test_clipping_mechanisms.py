@@ -241,3 +241,30 @@ def test_mechanisms_refuse_nonfinite_values(secure):
         gaussian_release(np.array([np.inf]), 1.0, rng)
     with pytest.raises(ValueError, match="'value' contains NaN or inf"):
         laplace_mechanism(np.array([np.nan]), 1.0, rng)
+
+
+def test_gaussian_noise_checks_sigma_once_and_releases_the_same_floats():
+    """GaussianNoise(sigma).release(value, rng) is gaussian_release(value, sigma, rng) from
+    the same generator (bit for bit); a bad sigma is refused when it is made, naming 'sigma';
+    a non-finite value at every release, naming 'value'; secure mode goes through
+    gaussian_release's discrete release."""
+    from rfed.privacy import GaussianNoise, gaussian_release
+
+    value = np.random.default_rng(1).standard_normal(7)
+    noise = GaussianNoise(0.3)
+    np.testing.assert_array_equal(noise.release(value, np.random.default_rng(2)),
+                                  gaussian_release(value, 0.3, np.random.default_rng(2)))
+    for shaped in (value.reshape(7, 1), np.float64(0.5)):   # the general path's shapes
+        np.testing.assert_array_equal(noise.release(shaped, np.random.default_rng(2)),
+                                      gaussian_release(shaped, 0.3, np.random.default_rng(2)))
+    for bad in (-0.1, float("nan"), float("inf")):
+        with pytest.raises(ValueError, match="'sigma'"):
+            GaussianNoise(bad)
+    with pytest.raises(TypeError, match="'sigma'"):
+        GaussianNoise("0.3")
+    for rng in (np.random.default_rng(0), SecureRandom()):
+        with pytest.raises(ValueError, match="'value' contains NaN or inf"):
+            noise.release(np.array([0.0, np.nan]), rng)
+    grid = 2.0 ** -20
+    out = GaussianNoise(0.3).release(value, SecureRandom(grid))
+    np.testing.assert_array_equal(out, np.round(out / grid) * grid)   # on the secure grid

@@ -100,3 +100,43 @@ def test_float32_features_in_blocks_equal_one_float64_product(monkeypatch):
     assert np.abs(blocks - whole).max() <= RTOL64 * np.abs(whole).max()
     np.testing.assert_allclose(outer.row_sq_norms(a), np.sum(a.astype(np.float64) ** 2, -1),
                                rtol=1e-14)
+
+
+@pytest.mark.parametrize("model", ["logistic", "logistic-l2", "softmax", "softmax-l2"])
+def test_one_batch_without_a_leading_axis_equals_the_stacked_form(model):
+    """Centralized DP-SGD passes one point and one batch without the agent axis, with the rows'
+    squared norms from its pool: the same floats as the stacked form (one agent) that
+    computes the norms itself, and the same clip counts (0-d)."""
+    rng = np.random.default_rng(5)
+    a = 2.0 * rng.standard_normal((1, 40, 6))
+    if model.startswith("logistic"):
+        reg = L2Regularizer(0.3) if model.endswith("l2") else None
+        problem = LogisticRegression(a, np.where(rng.random((1, 40)) < 0.5, -1.0, 1.0), reg)
+        x = rng.standard_normal(6)
+    else:
+        problem = SoftmaxRegression(a, rng.integers(0, 3, (1, 40)), 3,
+                                    l2=0.2 if model.endswith("l2") else 0.0)
+        x = rng.standard_normal(problem.n_params)
+    assert problem.takes_feature_sq_norms
+    batch = {k: v[0] for k, v in problem.data.items()}
+    norms = np.einsum("ij,ij->i", batch["features"], batch["features"])
+    partial = False
+    for bound in (None, 0.5, 3.0, 10.0):
+        one, n_one = problem.clipped_grad_sum(x, batch, bound, feature_sq_norms=norms)
+        stacked, n_stacked = problem.clipped_grad_sum(x[None], problem.data, bound)
+        np.testing.assert_array_equal(one, stacked[0])
+        assert np.ndim(n_one) == 0 and n_one == n_stacked[0]
+        partial |= bool(0 < n_one < 40)   # some rows clipped, some not
+    assert partial
+
+
+def test_the_one_batch_binary_product_with_a_mask_equals_the_stacked_form():
+    rng = np.random.default_rng(6)
+    a = rng.standard_normal((30, 5))
+    r = rng.standard_normal((30, 1))
+    mask = rng.random(30) < 0.6
+    for bound in (None, 0.4):
+        one, n_one = outer_clipped_sum(a, r, bound, mask)
+        stacked, n_stacked = outer_clipped_sum(a[None], r[None], bound, mask[None])
+        np.testing.assert_array_equal(one, stacked[0])
+        assert n_one == n_stacked[0]
