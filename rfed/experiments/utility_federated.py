@@ -276,6 +276,7 @@ def sweep_methods(
                 "method": method.name, "target_epsilon": float(eps),
                 "epsilon_certified": report.get("epsilon_certified"),
                 "delta": report.get("delta"), "accountant": report.get("accountant", ""),
+                "neighboring": report.get("neighboring"),
                 "gap_closed_mean": float(g.mean()), "gap_closed_std": float(g.std()),
                 "gap_closed_of_mean_cost": (float(gap_closed(
                     f_start[[v[0] for v in private_costs]].mean(), c.mean(), f_star))
@@ -319,7 +320,8 @@ def _finish(ctx: RunContext, out: dict, title: str, *, extra: Mapping[str, Any])
          "delta": None, "gap_closed_mean": 1.0, "gap_closed_std": 0.0, "cost_mean": f_star,
          "cost_std": 0.0, "excess_risk_mean": 0.0, "repetitions": None, "diverged": 0,
          "hyperparameters": "pooled data, no noise"},
-        *[{k: v for k, v in r.items() if k != "accountant"} for r in rows],
+        *[{k: v for k, v in r.items() if k not in ("accountant", "neighboring")}
+          for r in rows],
     ]
     ctx.save_table("utility", table)
     ctx.summary_table([
@@ -387,12 +389,38 @@ def _privacy_utility_figure(rows, f_start, f_star, title):
         ax.xaxis.set_major_formatter(_tick_labels(ticks))
         ax.xaxis.set_minor_locator(NullLocator())
         ax.xaxis.set_minor_formatter(NullFormatter())
-        ax.set_xlabel("certified epsilon (whole run)")
+        ax.set_xlabel(_epsilon_axis_label(rows))
         ax.set_ylabel(ylab)
         ax.legend()
     ax_risk.set_yscale("log")
     fig.suptitle(title, fontsize=11, y=1.04)
     return fig
+
+
+#: The neighbouring relations of the privacy ledger as the figures name them.
+_RELATION_NAMES = {"replace_one": "replace-one", "add_remove_one": "add/remove-one"}
+
+
+def _epsilon_axis_label(rows: Sequence[Mapping[str, Any]]) -> str:
+    """The x-axis label naming the relation and delta of the certified runs' privacy reports.
+
+    Parameters
+    ----------
+    rows : sequence of mapping
+        The sweep's rows (``epsilon_certified``, ``neighboring`` and ``delta`` from each
+        budget's privacy report; rows without a certified epsilon are skipped).
+
+    Returns
+    -------
+    str
+        ``"certified epsilon, replace-one, delta = 1e-05 (whole run)"``, or one such
+        relation-and-delta part per distinct pair, joined by ``"; "``.
+    """
+    pairs = dict.fromkeys(
+        (_RELATION_NAMES.get(r["neighboring"], str(r["neighboring"])), r["delta"])
+        for r in rows if r["epsilon_certified"] is not None)
+    named = "; ".join(f"{relation}, delta = {delta:g}" for relation, delta in pairs)
+    return f"certified epsilon, {named} (whole run)" if named else "certified epsilon (whole run)"
 
 
 def _tick_labels(ticks: Sequence[float]):

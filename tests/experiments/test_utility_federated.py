@@ -319,3 +319,17 @@ def test_tune_score_excess_is_not_decided_by_a_start_near_the_optimum():
         sweep_methods(RunContext(seed=0, progress=False), _Line(), _Line(),
                       [Method("m", run, [{"name": "A"}])], epsilons=[1.0], delta=1e-5,
                       repetitions=1, tune_repetitions=1, public_data="", tune_score="best")
+
+
+def test_epsilon_axis_names_the_relation_and_delta_of_the_reports():
+    from rfed.experiments.utility_federated import _epsilon_axis_label
+
+    rows = [{"epsilon_certified": 0.99, "neighboring": "replace_one", "delta": 1e-5},
+            {"epsilon_certified": 1.98, "neighboring": "replace_one", "delta": 1e-5},
+            {"epsilon_certified": None, "neighboring": None, "delta": None}]
+    assert _epsilon_axis_label(rows) == \
+        "certified epsilon, replace-one, delta = 1e-05 (whole run)"
+    rows.append({"epsilon_certified": 0.5, "neighboring": "add_remove_one", "delta": 2e-6})
+    assert _epsilon_axis_label(rows) == ("certified epsilon, replace-one, delta = 1e-05; "
+                                         "add/remove-one, delta = 2e-06 (whole run)")
+    assert _epsilon_axis_label(rows[2:3]) == "certified epsilon (whole run)"

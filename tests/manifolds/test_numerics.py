@@ -45,6 +45,25 @@ def test_sphere_exp_renormalizes_a_drifted_point_and_iterates_stay_on_the_sphere
     assert worst <= 10 * eps
 
 
+def test_sphere_exp_in_row_blocks_equals_the_exp_of_each_row():
+    # a batch of more than _EXP_BLOCK_ROWS rows is computed in cache-sized row blocks: every
+    # row, the last partial block's too, is bit for bit the exp of that row alone (the plain
+    # closed form), zero and tiny steps and a renormalized drifted base point included
+    from rfed.manifolds.sphere import _EXP_BLOCK_ROWS
+
+    m, rng = Sphere(2), np.random.default_rng(11)
+    x = m.random_point(rng, (2 * _EXP_BLOCK_ROWS + 5,))
+    u = m.tangent_gaussian(x, 2.0, rng)
+    u[0] = 0.0
+    u[1] *= 1e-200
+    x[-1] *= 1.0 + 1e-9
+    y = m.exp(x, u)
+    rows = np.array([m.exp(xi, ui) for xi, ui in zip(x, u, strict=True)])
+    assert np.array_equal(y, rows)
+    np.testing.assert_array_equal(y[0], x[0])
+    assert abs(float(y[-1] @ y[-1]) - 1.0) <= 10 * np.finfo(float).eps
+
+
 def test_sphere_near_antipodal_distance():
     s = Sphere(2)
     x = np.array([1.0, 0.0, 0.0])
