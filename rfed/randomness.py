@@ -717,8 +717,12 @@ class StackedStreams:
         rnd, code = _check_round(round), purpose_code(purpose)
         m = math.prod(shape)
         if len(self.blocks) == 1:
-            rows = self.streams[0].block_rows(self._agent_blocks[0], rnd, code, m, sampler)
-        else:
-            rows = np.concatenate([st.block_rows(block, rnd, code, m, sampler) for st, block
-                                   in zip(self.streams, self._agent_blocks, strict=True)])
+            # written into an array of the draw's own shape: the caller gets an array that owns
+            # its memory (no view of a 2-d buffer), which it may overwrite in place
+            drawn = np.empty((self.size, *shape), _SAMPLER_DTYPES.get(sampler, np.float64))
+            self.streams[0].block_rows(self._agent_blocks[0], rnd, code, m, sampler,
+                                       out=drawn.reshape(self.size, m))
+            return drawn
+        rows = np.concatenate([st.block_rows(block, rnd, code, m, sampler) for st, block
+                               in zip(self.streams, self._agent_blocks, strict=True)])
         return rows.reshape((self.size, *shape))
