@@ -546,10 +546,16 @@ class AgentStreams:
             if direct is not None:
                 counter, pos, half = direct.counter, direct.buffer_pos, direct.has_uint32
                 counter[2], counter[3] = rnd, code
+                # normals straight from the generator's method (the sampler's call, one frame
+                # less per agent)
+                fill = gen.standard_normal if sampler is _standard_normal else None
                 for row, agent in zip(out, ids, strict=True):
                     counter[0], counter[1] = 0, agent
                     pos.value, half.value = 4, 0
-                    sampler(gen, (m,), out=row)
+                    if fill is not None:
+                        fill(out=row)
+                    else:
+                        sampler(gen, (m,), out=row)
                 return out
             for row, agent in zip(out, ids, strict=True):
                 inner["counter"] = [0, agent, rnd, code]
