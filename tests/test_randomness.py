@@ -310,3 +310,17 @@ def test_direct_counter_writes_draw_what_the_state_setter_draws(monkeypatch, per
             assert np.array_equal(a, b)
     for a, b in zip(got, want, strict=True):
         assert np.array_equal(a, b)
+
+
+def test_stacked_streams_reuse_the_threads_instances_with_the_same_draws():
+    from rfed.randomness import shared_streams
+
+    ids = np.array([4, 9, 2])
+    first = StackedStreams([3], [ids], agents_per_stream=1)
+    again = StackedStreams([3], [ids], agents_per_stream=1)
+    assert first.streams[0] is again.streams[0] is shared_streams(3, 1)
+    fresh = AgentStreams(3, agents_per_stream=1)
+    for _ in range(2):
+        assert np.array_equal(first.draw(2, "noise", (5,)), fresh.normal(ids, 2, "noise", (5,)))
+    assert np.array_equal(again.draw(2, "keys", (3,), "uniform"),
+                          fresh.uniform(ids, 2, "keys", (3,)))
