@@ -434,14 +434,14 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "scatter_J": 2, "scatter_L": 8, "groups": 27, "cache_dir": "",
         "graph_degree": 2, "doadp_gamma": 0.5, "decentralized_sampling": "poisson",
         "algorithms": ["DP-DPSGD", CENTRALIZED],
-        # the grids of the documented run (docs/guide/features-and-utility.md), the clip's
-        # widened past the value it chose at its edge
-        "steps_dpdpsgd": [1.6, 3.2, 6.4], "steps_dpdl": [1.6, 3.2, 6.4],
+        # the grids of the documented runs (docs/guide/features-and-utility.md), wide enough
+        # that every choice they made is interior or the end of its domain
+        "steps_dpdpsgd": [0.8, 1.6, 3.2, 6.4, 12.8], "steps_dpdl": [1.6, 3.2, 6.4],
         "steps_doadp": [0.05, 0.1, 0.2, 0.4], "steps_dsgd": [0.05, 0.1, 0.2, 0.4, 0.8],
-        "steps_dpsgd": [1.6, 3.2, 6.4],
-        "clips": [0.05, 0.1, 0.2, 0.4], "batch_fractions": [0.25, 0.5, 1.0],
-        "epochs_grid": [20.0, 40.0, 80.0], "momenta": [0.0, 0.5, 0.9],
-        "dims": [0], "tail_averages": [0.0, 0.5],
+        "steps_dpsgd": [0.8, 1.6, 3.2, 6.4, 12.8],
+        "clips": [0.05, 0.2, 0.8, 3.2], "batch_fractions": [0.125, 0.25, 0.5, 1.0],
+        "epochs_grid": [20.0, 40.0, 80.0, 160.0], "momenta": [0.0, 0.5, 0.75, 0.9],
+        "dims": [0], "tail_averages": [0.0, 0.25, 0.5, 0.75],
         "tune_sweeps": 2, "tune_repetitions": 2, "eps_tune": 3.0,
         "reference_maxiter": 100, "nonprivate_runs": True,
         "target_epsilon": 3.0, "target_accuracy": 87.0, "centralized_target_accuracy": 88.5,

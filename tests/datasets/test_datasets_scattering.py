@@ -218,6 +218,31 @@ def test_group_norm_equals_torch_when_installed():
     np.testing.assert_allclose(group_norm(x, 27), ref.reshape(4, -1), rtol=1e-10, atol=1e-12)
 
 
+def test_features_equal_tramer_and_boneh_pipeline_when_installed():
+    # the features rfed trains on against an independent reference: Tramer and Boneh's
+    # ScatterNet features are kymatio's Scattering2D(J=2, shape=(28, 28)) of the images in
+    # [0, 1], viewed as (n, 81, 7, 7), then torch.nn.GroupNorm(27, 81, affine=False); the
+    # groups are 3 consecutive channels in kymatio's order (order 0, order 1, order 2)
+    torch = pytest.importorskip("torch")
+    frontend = pytest.importorskip("kymatio.scattering2d.frontend.numpy_frontend")
+    x = _images(6).astype(np.float64)
+    transform = Scattering2D((28, 28), J=2, L=8, dtype=np.float64)
+    ref = frontend.ScatteringNumPy2D(J=2, shape=(28, 28)).scattering(x)
+    # kymatio's filter normalisation 2 * 3.1415 sigma^2 (rfed: 2 pi sigma^2), per order
+    orders = np.array([p.order for p in transform.paths])
+    ref = ref / ((math.pi / 3.1415) ** (orders + 1))[None, :, None, None]
+    norm = torch.nn.GroupNorm(27, 81, affine=False, eps=1e-5)
+    expected = norm(torch.from_numpy(ref).reshape(-1, 81, 7, 7)).numpy().reshape(6, -1)
+    coeffs = transform(x)
+    got = group_norm(coeffs, 27)
+    # kymatio computes in float32
+    np.testing.assert_allclose(got, expected, atol=1e-4)
+    # the comparison tells groupings apart: strided groups (channel k in group k mod 27)
+    strided = group_norm(coeffs.reshape(6, 3, 27, 7, 7).swapaxes(1, 2), 27)
+    strided = strided.reshape(6, 27, 3, 49).swapaxes(1, 2).reshape(6, -1)
+    assert np.abs(strided - expected).max() > 0.5
+
+
 def test_public_pca_is_orthonormal_and_never_lengthens_a_row():
     rng = np.random.default_rng(4)
     pub = rng.standard_normal((200, 10)) * np.geomspace(5, 0.1, 10)
