@@ -41,14 +41,16 @@ replayable by design.
 
 from __future__ import annotations
 
+import ctypes
 import math
+import threading
 import zlib
 from typing import Any
 
 import numpy as np
 
 __all__ = ["check_agents_per_stream", "purpose_code", "public_generator", "ranks_to_uniforms",
-           "AgentBlock", "AgentStreams", "StackedStreams"]
+           "AgentBlock", "AgentStreams", "StackedStreams", "shared_streams"]
 
 _PUBLIC_TAG = 0x5055424C  # "PUBL": keeps public streams apart from the per-agent ones
 _AGENT_TAG = 0x4147454E  # "AGEN"
@@ -322,6 +324,61 @@ def _copy_consecutive(rows: np.ndarray, offset: int, out: np.ndarray) -> np.ndar
 #: derived with Python sets (a few us), larger ones with array operations.
 _FEW_AGENTS = 512
 
+class _PhiloxCounter:
+    """Direct writes of a numpy Philox's counter and buffer state: a re-keying in about 0.3 us
+    instead of the state setter's 3-5 us (which parses a dict).
+
+    numpy's ``philox_state`` (behind ``Philox.ctypes.state_address``) starts with pointers to
+    the counter (4 x uint64) and key (2 x uint64), then ``int buffer_pos``, ``uint64
+    buffer[4]``, ``int has_uint32`` and ``uint32 uinteger``. A re-keying writes the counter,
+    sets ``buffer_pos = 4`` (buffer empty) and ``has_uint32 = 0``: the state the setter leaves
+    from :attr:`AgentStreams._fresh`. :func:`_philox_counter` checks that layout once per
+    process against the setter's draws and returns ``None`` (the setter is used) when it
+    differs.
+    """
+
+    __slots__ = ("bits", "counter", "buffer_pos", "has_uint32")
+
+    def __init__(self, bits: np.random.Philox):
+        addr = int(bits.ctypes.state_address)
+        ctr_addr, _ = (ctypes.c_uint64 * 2).from_address(addr)
+        self.bits = bits  # the views below read its memory: keep it alive with them
+        self.counter = (ctypes.c_uint64 * 4).from_address(ctr_addr)
+        self.buffer_pos = ctypes.c_int.from_address(addr + 16)
+        self.has_uint32 = ctypes.c_int.from_address(addr + 16 + 8 + 32)
+
+    def set(self, counter: list[int]) -> None:
+        """Counter ``(c0, c1, c2, c3)``, buffer empty, no cached 32-bit half."""
+        c = self.counter
+        c[0], c[1], c[2], c[3] = counter
+        self.buffer_pos.value = 4
+        self.has_uint32.value = 0
+
+
+#: Whether :class:`_PhiloxCounter` matches this numpy's Philox (checked on first use).
+_PHILOX_LAYOUT_OK: bool | None = None
+
+
+def _philox_counter(bits: np.random.Philox) -> _PhiloxCounter | None:
+    """A :class:`_PhiloxCounter` for ``bits`` when the layout check passes, else ``None``."""
+    global _PHILOX_LAYOUT_OK
+    if _PHILOX_LAYOUT_OK is None:
+        key = np.array([0x9E3779B97F4A7C15, _AGENT_TAG], dtype=np.uint64)
+        probe = np.random.Philox(counter=0, key=key)
+        gen = np.random.Generator(probe)
+        gen.standard_normal(3)  # a partly used buffer and, below, a cached 32-bit half
+        gen.integers(0, 2**32, size=1, dtype=np.uint32)
+        try:
+            _PhiloxCounter(probe).set([0, 2**40 + 3, 7, 2**31 + 5])
+            direct = (gen.standard_normal(9), probe.random_raw(5))
+        except (ValueError, TypeError, AttributeError):
+            direct = None
+        ref_bits = np.random.Philox(counter=[0, 2**40 + 3, 7, 2**31 + 5], key=key)
+        ref = (np.random.Generator(ref_bits).standard_normal(9), ref_bits.random_raw(5))
+        _PHILOX_LAYOUT_OK = direct is not None and all(
+            np.array_equal(a, b) for a, b in zip(direct, ref, strict=True))
+    return _PhiloxCounter(bits) if _PHILOX_LAYOUT_OK else None
+
 
 class AgentStreams:
     """Per-agent keyed streams of one run: draws for a block of agents in one call.
@@ -368,10 +425,21 @@ class AgentStreams:
         # call of the same shape (every element is overwritten; a round draws a few shapes): at
         # 10^6 agents a fresh array of this size is faulted in by the kernel at every draw
         self._rows_buffers: dict[tuple, np.ndarray] = {}
+        self._direct: _PhiloxCounter | None = _philox_counter(bits)
 
     def __getstate__(self) -> dict:
-        # a copy or a pickle carries no scratch buffer
-        return {**self.__dict__, "_rows_buffers": {}}
+        # a copy or a pickle carries no scratch buffer and no view of this instance's memory
+        state = {**self.__dict__, "_rows_buffers": {}}
+        state.pop("_direct", None)
+        return state
+
+    def _counter_writer(self) -> _PhiloxCounter | None:
+        """The direct counter writes of this instance's Philox (rebuilt after a copy or a
+        load, which carry none), or ``None`` when the state setter must be used."""
+        direct = self.__dict__.get("_direct")
+        if direct is None or direct.bits is not self._bits:
+            direct = self._direct = _philox_counter(self._bits)
+        return direct
 
     def _agents(self, agents) -> np.ndarray:
         a = np.asarray(agents)
@@ -406,6 +474,10 @@ class AgentStreams:
         # Philox4x64-10: the stream of (stream, round, purpose) starts at counter
         # (0, stream, round, purpose) and only ever increments the first word, so no two
         # streams of a run overlap
+        direct = self._counter_writer()
+        if direct is not None:
+            direct.set([0, stream, rnd, code])
+            return self._gen
         state = self._fresh
         state["state"]["counter"] = [0, stream, rnd, code]
         self._bits.state = state  # type: ignore[assignment]  # numpy's stubs want its TypedDict
@@ -466,11 +538,26 @@ class AgentStreams:
         state, bits, ids = self._fresh, self._bits, block.ids
         assert ids is not None
         inner = state["state"]
+        direct = self._counter_writer()
         of_raw = _OF_RAW.get(sampler)
         if of_raw is None:
             if out is None:
                 out = np.empty((block.size, m))
             gen = self._gen
+            if direct is not None:
+                counter, pos, half = direct.counter, direct.buffer_pos, direct.has_uint32
+                counter[2], counter[3] = rnd, code
+                # normals straight from the generator's method (the sampler's call, one frame
+                # less per agent)
+                fill = gen.standard_normal if sampler is _standard_normal else None
+                for row, agent in zip(out, ids, strict=True):
+                    counter[0], counter[1] = 0, agent
+                    pos.value, half.value = 4, 0
+                    if fill is not None:
+                        fill(out=row)
+                    else:
+                        sampler(gen, (m,), out=row)
+                return out
             for row, agent in zip(out, ids, strict=True):
                 inner["counter"] = [0, agent, rnd, code]
                 bits.state = state  # type: ignore[assignment]  # numpy's stubs: a TypedDict
@@ -479,8 +566,11 @@ class AgentStreams:
         # raw words agent by agent, converted for the whole block at once
         raw: np.ndarray = np.empty((block.size, m), dtype=np.uint64)
         for row, agent in zip(raw, ids, strict=True):
-            inner["counter"] = [0, agent, rnd, code]
-            bits.state = state  # type: ignore[assignment]
+            if direct is not None:
+                direct.set([0, agent, rnd, code])
+            else:
+                inner["counter"] = [0, agent, rnd, code]
+                bits.state = state  # type: ignore[assignment]
             row[...] = bits.random_raw(m)
         return of_raw(raw, out)
 
@@ -581,6 +671,37 @@ class AgentStreams:
 
 
 
+_SHARED = threading.local()
+
+
+def shared_streams(seed: int, agents_per_stream: int) -> AgentStreams:
+    """The :class:`AgentStreams` of ``(seed, agents_per_stream)`` kept for reuse by this thread.
+
+    Building one costs tens of microseconds (a Philox, a Generator and their state), more than a
+    small block's draw, and every draw re-keys it from scratch, so reusing it across rounds and
+    callers changes no bit. One cache per thread (an instance re-keys its generator in place).
+
+    Parameters
+    ----------
+    seed : int
+    agents_per_stream : int
+
+    Returns
+    -------
+    AgentStreams
+    """
+    cache = getattr(_SHARED, "streams", None)
+    if cache is None:
+        cache = _SHARED.streams = {}
+    key = (seed, agents_per_stream)
+    streams = cache.get(key)
+    if streams is None:
+        if len(cache) >= 64:   # runs of one process rarely interleave more seeds
+            cache.clear()
+        streams = cache[key] = AgentStreams(seed, agents_per_stream=agents_per_stream)
+    return streams
+
+
 class StackedStreams:
     """Several runs' blocks of agents (one seed each), drawn from as one stacked block.
 
@@ -602,8 +723,9 @@ class StackedStreams:
         if len(seeds) != len(blocks) or not len(seeds):
             raise ValueError(f"arguments 'seeds' and 'blocks' must be non-empty and of the same "
                              f"length (one per run), got {len(seeds)} and {len(blocks)}")
-        self.streams = [AgentStreams(seed, agents_per_stream=agents_per_stream)
-                        for seed in seeds]
+        # the thread's instances, reused across rounds (a round builds one of these per draw
+        # site; the same draws)
+        self.streams = [shared_streams(seed, agents_per_stream) for seed in seeds]
         self.blocks = [st._agents(a) for st, a in zip(self.streams, blocks, strict=True)]
         self.size = sum(a.size for a in self.blocks)
         self._agent_blocks = [AgentBlock(a, self.streams[0].agents_per_stream)
@@ -634,8 +756,12 @@ class StackedStreams:
         rnd, code = _check_round(round), purpose_code(purpose)
         m = math.prod(shape)
         if len(self.blocks) == 1:
-            rows = self.streams[0].block_rows(self._agent_blocks[0], rnd, code, m, sampler)
-        else:
-            rows = np.concatenate([st.block_rows(block, rnd, code, m, sampler) for st, block
-                                   in zip(self.streams, self._agent_blocks, strict=True)])
+            # written into an array of the draw's own shape: the caller gets an array that owns
+            # its memory (no view of a 2-d buffer), which it may overwrite in place
+            drawn = np.empty((self.size, *shape), _SAMPLER_DTYPES.get(sampler, np.float64))
+            self.streams[0].block_rows(self._agent_blocks[0], rnd, code, m, sampler,
+                                       out=drawn.reshape(self.size, m))
+            return drawn
+        rows = np.concatenate([st.block_rows(block, rnd, code, m, sampler) for st, block
+                               in zip(self.streams, self._agent_blocks, strict=True)])
         return rows.reshape((self.size, *shape))

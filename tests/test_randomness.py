@@ -281,3 +281,46 @@ def test_draws_written_into_a_given_array_are_the_fresh_draws(per, start, size, 
         assert got.tobytes() == fresh.tobytes()
     with pytest.raises(ValueError, match="argument 'out'"):
         streams.block_rows(block, 2, 0, 7, sampler, out=np.empty((agents.size, 6)))
+
+
+@pytest.mark.parametrize("per_stream", [1, 16])
+def test_direct_counter_writes_draw_what_the_state_setter_draws(monkeypatch, per_stream):
+    """The re-keying by direct counter writes (chosen once per process after a layout check)
+    gives the bits of numpy's state setter, for every sampler, after copies and pickles."""
+    import copy
+    import pickle
+
+    import rfed.randomness as randomness
+    ids = np.array([0, 3, 17, 2**32 - 1, 5])
+
+    def draws(streams):
+        return (streams.normal(ids, 4, "noise", (7,)), streams.uniform(ids, 4, "keys", (3,)),
+                streams.normal(ids[:1], 2**31, 2**32 - 1, (5,)))
+
+    fast = AgentStreams(11, agents_per_stream=per_stream)
+    assert fast._counter_writer() is not None
+    got = draws(fast)
+    monkeypatch.setattr(randomness, "_PHILOX_LAYOUT_OK", False)
+    slow = AgentStreams(11, agents_per_stream=per_stream)
+    assert slow._counter_writer() is None
+    want = draws(slow)
+    monkeypatch.undo()
+    for streams in (fast, copy.deepcopy(fast), pickle.loads(pickle.dumps(fast))):
+        for a, b in zip(draws(streams), want, strict=True):
+            assert np.array_equal(a, b)
+    for a, b in zip(got, want, strict=True):
+        assert np.array_equal(a, b)
+
+
+def test_stacked_streams_reuse_the_threads_instances_with_the_same_draws():
+    from rfed.randomness import shared_streams
+
+    ids = np.array([4, 9, 2])
+    first = StackedStreams([3], [ids], agents_per_stream=1)
+    again = StackedStreams([3], [ids], agents_per_stream=1)
+    assert first.streams[0] is again.streams[0] is shared_streams(3, 1)
+    fresh = AgentStreams(3, agents_per_stream=1)
+    for _ in range(2):
+        assert np.array_equal(first.draw(2, "noise", (5,)), fresh.normal(ids, 2, "noise", (5,)))
+    assert np.array_equal(again.draw(2, "keys", (3,), "uniform"),
+                          fresh.uniform(ids, 2, "keys", (3,)))

@@ -28,10 +28,17 @@ _ARCCOS_SAFE = 0.5
 #: roundings of the closed form stay below it; a drifted base point or a non-tangent u do not)
 _EXP_NORM_TOL = 8 * np.finfo(float).eps
 
-#: Sphere.exp works on a batch in blocks of this many rows: a block of a few hundred kB and its
-#: scratch stay in cache across the block's passes (fewer, cheaper passes over memory; the
-#: arithmetic of every row is the unblocked one)
+#: Sphere.exp and tangent_gaussian work on a batch in blocks of at least this many rows: a
+#: block of a few hundred kB and its scratch stay in cache across the block's passes (fewer,
+#: cheaper passes over memory; the arithmetic of every row is the unblocked one)
 _EXP_BLOCK_ROWS = 4096
+#: ... and of at most about this many elements (long rows: fewer rows per block)
+_BLOCK_ELEMENTS = 4096 * 16
+
+
+def _block_rows(row_length: int) -> int:
+    """Rows per cache-sized block of rows of ``row_length`` elements."""
+    return max(16, min(_EXP_BLOCK_ROWS, _BLOCK_ELEMENTS // max(row_length, 1)))
 
 
 def _exp_closed_form(x, u, out=None, scratch=None):
@@ -51,8 +58,12 @@ def _exp_closed_form(x, u, out=None, scratch=None):
         ``out``, or a new array.
     """
     t = np.sqrt(_dot(u, u))
-    # sin(t) / t, 1 at t = 0 (np.sinc(t / pi) rounds t / pi and pi (t / pi) on the way)
-    sinc_t = np.divide(np.sin(t), t, out=np.ones_like(t), where=t > 0)
+    # sin(t) / t, 1 at t = 0 (np.sinc(t / pi) rounds t / pi and pi (t / pi) on the way); the
+    # mask only where some t is 0 (a NaN t gives a NaN row either way: cos(t) multiplies x)
+    if t.all():
+        sinc_t = np.sin(t) / t
+    else:
+        sinc_t = np.divide(np.sin(t), t, out=np.ones_like(t), where=t > 0)
     if out is None:
         out = np.multiply(u, sinc_t[..., None])
         out += np.cos(t)[..., None] * x
@@ -147,7 +158,8 @@ class Sphere(Manifold):
     def exp(self, x, u):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
-        if (x.shape == u.shape and x.size > _EXP_BLOCK_ROWS * x.shape[-1]
+        per_block = _block_rows(x.shape[-1]) if x.ndim else 0
+        if (x.shape == u.shape and x.ndim > 1 and x.size > per_block * x.shape[-1]
                 and x.flags.c_contiguous and u.flags.c_contiguous):
             # a large batch: row blocks that stay in cache, the same arithmetic row by row
             y = np.empty_like(u)
@@ -156,9 +168,9 @@ class Sphere(Manifold):
             rows_u = u.reshape(-1, u.shape[-1])
             rows_y = y.reshape(-1, y.shape[-1])
             rows_norm_sq = norm_sq.reshape(-1)
-            scratch = np.empty((_EXP_BLOCK_ROWS, rows_y.shape[-1]))
-            for start in range(0, len(rows_y), _EXP_BLOCK_ROWS):
-                stop = min(start + _EXP_BLOCK_ROWS, len(rows_y))
+            scratch = np.empty((per_block, rows_y.shape[-1]))
+            for start in range(0, len(rows_y), per_block):
+                stop = min(start + per_block, len(rows_y))
                 block = rows_y[start:stop]
                 _exp_closed_form(rows_x[start:stop], rows_u[start:stop], block,
                                  scratch[: stop - start])
@@ -326,6 +338,19 @@ class Sphere(Manifold):
                             and x.shape[-1:] == self.point_shape) else (
             np.broadcast_shapes(x.shape[:-1], sigma.shape) + self.point_shape)
         z = as_generator(rng).standard_normal(shape)
+        per_block = _block_rows(shape[-1])
+        if (z.shape == x.shape and z.ndim == 2 and len(z) > per_block
+                and x.flags.c_contiguous and z.flags.c_contiguous):
+            # a large batch: row blocks that stay in cache (no batch-sized temporary), the same
+            # arithmetic row by row
+            scale = np.broadcast_to(sigma, z.shape[:1])
+            scratch = np.empty((per_block, z.shape[1]))
+            for start in range(0, len(z), per_block):
+                stop = min(start + per_block, len(z))
+                zb, xb, sb = z[start:stop], x[start:stop], scratch[: stop - start]
+                zb -= np.multiply(_dot(xb, zb)[:, None], xb, out=sb)
+                zb *= scale[start:stop, None]
+            return z
         z -= _dot(x, z)[..., None] * x
         z *= sigma[..., None]
         return z

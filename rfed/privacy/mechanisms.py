@@ -110,7 +110,15 @@ def gaussian_mechanism(
         # general path below without its conversions and broadcasts, the same checks first
         if not np.isfinite(value).all():
             _check_finite(manifold, value, "value")
-        return value + manifold.tangent_gaussian(x, sigma, rng)
+        noise = manifold.tangent_gaussian(x, sigma, rng)
+        if (type(noise) is np.ndarray and noise.base is None and noise.flags.writeable
+                and noise.shape == value.shape and noise.dtype == np.float64
+                and not np.may_share_memory(noise, value)
+                and not np.may_share_memory(noise, x)):
+            # the noise array is the release's own: the sum written into it (addition
+            # commutes exactly, so these are the bits of value + noise) spares a fresh array
+            return np.add(noise, value, out=noise)
+        return value + noise
     value = as_array(manifold, value, "value")
     x = as_array(manifold, x, "x")
     _check_finite(manifold, value, "value")

@@ -167,10 +167,10 @@ def test_every_release_on_a_sparse_graph_is_charged_to_its_agent(monkeypatch, sa
     released = np.zeros(n, dtype=np.int64)
     real = dpdda_module.agent_draws
 
-    def spy(rng, seed, agents, round, purpose):
+    def spy(rng, seed, agents, round, purpose, **kwargs):
         if purpose == "noise":
             np.add.at(released, np.asarray(agents), 1)
-        return real(rng, seed, agents, round, purpose)
+        return real(rng, seed, agents, round, purpose, **kwargs)
 
     monkeypatch.setattr(dpdda_module, "agent_draws", spy)
     alg = DPDDA(Network(circulant(n, 2)), sampler=sampler, gamma=1.0, noise_multiplier=1.0,

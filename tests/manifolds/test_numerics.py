@@ -45,14 +45,16 @@ def test_sphere_exp_renormalizes_a_drifted_point_and_iterates_stay_on_the_sphere
     assert worst <= 10 * eps
 
 
-def test_sphere_exp_in_row_blocks_equals_the_exp_of_each_row():
-    # a batch of more than _EXP_BLOCK_ROWS rows is computed in cache-sized row blocks: every
-    # row, the last partial block's too, is bit for bit the exp of that row alone (the plain
-    # closed form), zero and tiny steps and a renormalized drifted base point included
-    from rfed.manifolds.sphere import _EXP_BLOCK_ROWS
+@pytest.mark.parametrize("dim", [2, 200])
+def test_sphere_exp_in_row_blocks_equals_the_exp_of_each_row(dim):
+    # a batch of more rows than a cache-sized block holds (4096 short rows, fewer long ones)
+    # is computed in row blocks: every row, the last partial block's too, is bit for bit the
+    # exp of that row alone (the plain closed form), zero and tiny steps and a renormalized
+    # drifted base point included
+    from rfed.manifolds.sphere import _block_rows
 
-    m, rng = Sphere(2), np.random.default_rng(11)
-    x = m.random_point(rng, (2 * _EXP_BLOCK_ROWS + 5,))
+    m, rng = Sphere(dim), np.random.default_rng(11)
+    x = m.random_point(rng, (2 * _block_rows(dim + 1) + 5,))
     u = m.tangent_gaussian(x, 2.0, rng)
     u[0] = 0.0
     u[1] *= 1e-200
@@ -62,6 +64,21 @@ def test_sphere_exp_in_row_blocks_equals_the_exp_of_each_row():
     assert np.array_equal(y, rows)
     np.testing.assert_array_equal(y[0], x[0])
     assert abs(float(y[-1] @ y[-1]) - 1.0) <= 10 * np.finfo(float).eps
+
+
+@pytest.mark.parametrize("sigma", [0.7, "per row"])
+def test_sphere_tangent_gaussian_in_row_blocks_equals_the_batch_formula(sigma):
+    # a large batch projects its normals in cache-sized row blocks: the bits of the batch
+    # formula z - <x, z> x, times sigma (one per row or one for all)
+    from rfed.manifolds.sphere import _block_rows
+
+    m, rng = Sphere(300), np.random.default_rng(3)
+    x = m.random_point(rng, (3 * _block_rows(301) + 7,))
+    scale = rng.random(len(x)) if sigma == "per row" else np.asarray(sigma)
+    got = m.tangent_gaussian(x, scale, np.random.default_rng(5))
+    z = np.random.default_rng(5).standard_normal(x.shape)
+    want = (z - np.einsum("ij,ij->i", x, z)[:, None] * x) * scale[..., None]
+    assert np.array_equal(got, want)
 
 
 def test_sphere_near_antipodal_distance():

@@ -211,7 +211,7 @@ def _dpdda_scores(monkeypatch, z: float):
 
     def spy(value, sigma, rng):
         out = real(value, sigma, rng)
-        released.append(out[:, 0])
+        released.append(out[:, 0].copy())  # the round reuses the release's array
         return out
 
     monkeypatch.setattr(dpdda_module, "gaussian_release", spy)

@@ -14,7 +14,6 @@ Secure mode (a :class:`rfed.privacy.secure.SecureRandom` run generator) keeps th
 from __future__ import annotations
 
 import math
-import threading
 from typing import Any
 
 import numpy as np
@@ -28,6 +27,7 @@ from rfed.randomness import (
     _standard_normal,
     _uniform_ranks,
     purpose_code,
+    shared_streams,
 )
 
 __all__ = ["AGENTS_PER_STREAM", "KeyedDraws", "PlannedRounds", "agent_draws", "run_seed"]
@@ -154,27 +154,12 @@ def agent_draws(rng: Any, seed: int, agents: np.ndarray | AgentBlock, round: int
     return KeyedDraws(_streams_of(seed), agents, round, purpose, out=out, work=work)
 
 
-_THREAD = threading.local()
-
-
 def _streams_of(seed: int, agents_per_stream: int | None = None) -> AgentStreams:
-    """The :class:`AgentStreams` of ``seed`` and layout ``agents_per_stream`` (None: the
-    module's :data:`AGENTS_PER_STREAM`, read at the call, so a benchmark may time the other
-    layout), reused across rounds: building one costs more than a small block's draw, and
-    every draw re-keys it from scratch, so reuse changes no bit. One cache per thread (an
-    instance re-keys its generator in place), keyed by ``(seed, agents_per_stream)``."""
-    if agents_per_stream is None:
-        agents_per_stream = AGENTS_PER_STREAM
-    cache = getattr(_THREAD, "streams", None)
-    if cache is None:
-        cache = _THREAD.streams = {}
-    key = (seed, agents_per_stream)
-    streams = cache.get(key)
-    if streams is None:
-        if len(cache) >= 64:   # runs of one process rarely interleave more seeds
-            cache.clear()
-        streams = cache[key] = AgentStreams(seed, agents_per_stream=agents_per_stream)
-    return streams
+    """The thread's reused :class:`AgentStreams` of ``seed`` and layout ``agents_per_stream``
+    (:func:`rfed.randomness.shared_streams`; None: the module's :data:`AGENTS_PER_STREAM`,
+    read at the call, so a benchmark may time the other layout)."""
+    return shared_streams(seed, AGENTS_PER_STREAM if agents_per_stream is None
+                          else agents_per_stream)
 
 
 #: Largest schedule (agents x rounds of public draws) a :class:`PlannedRounds` keeps.

@@ -379,8 +379,12 @@ class DPDDA(PrivateAlgorithm):
             anchor = self._anchors(state.anchor, rows.size)
             zeta = manifold.to_coords(anchor, manifold.transport(x_act, anchor, g[:, 0]))
         if state.noise_std > 0:
-            zeta = gaussian_release(zeta, state.noise_std,
-                                    agent_draws(state.rng, state.seed, ids, state.t, "noise"))
+            # the draws (and the release, formed in their array) in the run's reused array,
+            # the same values: the caller reads the released zeta once, in this round's
+            # message, and a round's active rows are a prefix of the block's
+            noise = scratch_of(self).take("noise", (state.x.shape[0], manifold.dim))
+            return gaussian_release(zeta, state.noise_std, agent_draws(
+                state.rng, state.seed, ids, state.t, "noise", out=noise[: rows.size]))
         return zeta
 
     @staticmethod
@@ -439,7 +443,12 @@ class DPDDA(PrivateAlgorithm):
         # lines 6-8: the message z_i + a_t eta_i (ghat_i + nu_i) of every node
         msg = self._message_copy(state.z)
         if act.size:  # a block may hold no active agent this round
-            msg[act] += a_t * self._noisy_subgradients(problem, state, act, act_ids)
+            zeta = self._noisy_subgradients(problem, state, act, act_ids)
+            # a_t zeta in the release's own array when it is the run's (the same products)
+            msg[act] += (np.multiply(zeta, a_t, out=zeta) if state.noise_std > 0
+                         and zeta.base is scratch_of(self).take(
+                             "noise", (state.x.shape[0], zeta.shape[1]))
+                         else a_t * zeta)
         # (5), line 9: z^(t+1) = W^(t) msg
         # into the array of the state two rounds old when nothing else holds it (same bits)
         z_out = self._recycled("z", state.z)
