@@ -359,9 +359,24 @@ class _PhiloxCounter:
 _PHILOX_LAYOUT_OK: bool | None = None
 
 
+#: numpy versions whose ``philox_state`` layout :class:`_PhiloxCounter` was verified on (the
+#: struct is unchanged from 1.17 through 2.3; pyproject pins ``numpy<2.4``).
+_VERIFIED_NUMPY = ((1, 26), (2, 3))
+
+
+def _numpy_layout_known() -> bool:
+    """Whether this numpy's version lies in :data:`_VERIFIED_NUMPY` (inclusive, major.minor)."""
+    major, minor = (int(part) for part in np.__version__.split(".")[:2])
+    return _VERIFIED_NUMPY[0] <= (major, minor) <= _VERIFIED_NUMPY[1]
+
+
 def _philox_counter(bits: np.random.Philox) -> _PhiloxCounter | None:
     """A :class:`_PhiloxCounter` for ``bits`` when the layout check passes, else ``None``."""
     global _PHILOX_LAYOUT_OK
+    if _PHILOX_LAYOUT_OK is None and not _numpy_layout_known():
+        # an unverified numpy: do not even probe (a write through a misread pointer could
+        # crash before the comparison below catches it); the state setter gives the same bits
+        _PHILOX_LAYOUT_OK = False
     if _PHILOX_LAYOUT_OK is None:
         key = np.array([0x9E3779B97F4A7C15, _AGENT_TAG], dtype=np.uint64)
         probe = np.random.Philox(counter=0, key=key)

@@ -324,3 +324,20 @@ def test_stacked_streams_reuse_the_threads_instances_with_the_same_draws():
         assert np.array_equal(first.draw(2, "noise", (5,)), fresh.normal(ids, 2, "noise", (5,)))
     assert np.array_equal(again.draw(2, "keys", (3,), "uniform"),
                           fresh.uniform(ids, 2, "keys", (3,)))
+
+
+
+@pytest.mark.parametrize("per", [1, 16])
+def test_unverified_numpy_uses_the_state_setter_with_the_same_draws(monkeypatch, per):
+    """On a numpy outside the verified range the direct counter writes are not even probed,
+    and the per-agent draws are those of the state setter (the same bits)."""
+    import rfed.randomness as randomness
+
+    agents = np.arange(20)
+    reference = AgentStreams(seed=11, agents_per_stream=per).normal(agents, 3, "noise", (2, 7))
+    monkeypatch.setattr(randomness, "_PHILOX_LAYOUT_OK", None)
+    monkeypatch.setattr(randomness.np, "__version__", "9.9.0")
+    assert not randomness._numpy_layout_known()
+    again = AgentStreams(seed=11, agents_per_stream=per).normal(agents, 3, "noise", (2, 7))
+    assert randomness._PHILOX_LAYOUT_OK is False
+    np.testing.assert_array_equal(again, reference)
