@@ -387,8 +387,12 @@ class DPDDA(PrivateAlgorithm):
         ``'minibatch'`` stream), clipped to the public ``L``, in the coordinates of the anchor's
         tangent space, plus ``N(0, sigma^2 I)`` (keyed ``'noise'`` stream): ``(A, dim)``."""
         manifold = problem.manifold
+        # the record keys' ranks in the run's reused array (the same draws)
+        n_max = int(problem.n_max)
+        keys = scratch_of(self).take("minibatch keys", (state.x.shape[0] * n_max,), np.uint64)
         idx = sample_without_replacement(problem.counts[ids], 1, agent_draws(
-            state.rng, state.seed, ids, state.t, "minibatch"))
+            state.rng, state.seed, ids, state.t, "minibatch",
+            out=keys[: rows.size * n_max].reshape(rows.size, n_max)))
         # the records and the active rows of x in the run's reused arrays (same values)
         batch = self._batch(problem, ids, idx)
         x_act = self._gather("active rows", state.x, rows)
