@@ -362,14 +362,18 @@ class DPDDA(PrivateAlgorithm):
     def _output_points(self, state):
         return state.xtilde
 
-    def _gather(self, name: str, source: np.ndarray, rows: np.ndarray) -> np.ndarray:
-        """``source[rows]``: into a prefix of the run's reused array ``name`` (of ``source``'s
-        shape) for C-contiguous float64 rows, the same values; a fresh array otherwise. The
-        result is overwritten by the next gather of ``name``."""
+    def _gather(self, source: np.ndarray, rows: np.ndarray,
+                avoid: np.ndarray | None = None) -> np.ndarray:
+        """``source[rows]``: into a prefix of the run's reused array of ``source``'s shape for
+        C-contiguous float64 rows, the same values (a fresh array otherwise, or when that
+        array shares memory with ``avoid``). The result is overwritten by the next gather of
+        rows of that shape."""
         if (type(source) is not np.ndarray or source.dtype != np.float64
                 or not source.flags.c_contiguous):
             return source[rows]
-        buffer = scratch_of(self).take(name, source.shape)
+        buffer = scratch_of(self).take(f"gathered rows {source.shape[1:]}", source.shape)
+        if avoid is not None and np.may_share_memory(buffer, avoid):
+            return source[rows]
         return np.take(source, rows, axis=0, out=buffer[: rows.size])
 
     def _batch(self, problem, ids: np.ndarray, idx: np.ndarray):
@@ -395,7 +399,7 @@ class DPDDA(PrivateAlgorithm):
             out=keys[: rows.size * n_max].reshape(rows.size, n_max)))
         # the records and the active rows of x in the run's reused arrays (same values)
         batch = self._batch(problem, ids, idx)
-        x_act = self._gather("active rows", state.x, rows)
+        x_act = self._gather(state.x, rows)
         if hasattr(problem, "sample_data_grad"):   # the data term: h is the prox's (eq. (6))
             g = problem.sample_data_grad(x_act, batch)
             # a linear problem's gradients are a fresh product: clipped in their own array
@@ -486,7 +490,7 @@ class DPDDA(PrivateAlgorithm):
             if msg.dtype == np.float64 and step.dtype == np.float64:
                 # msg[act] += step, with the gathered rows in the run's reused array (the
                 # active rows of x are no longer read): the same sums
-                gathered = self._gather("active rows", msg, act)
+                gathered = self._gather(msg, act, avoid=step)
                 gathered += step
                 msg[act] = gathered
             else:
@@ -511,7 +515,7 @@ class DPDDA(PrivateAlgorithm):
         update = act if self.inactive_x == "freeze" else np.arange(agents.size)
         if update.size:
             x[update] = self._primal(problem, self._anchors(state.anchor, update.size),
-                                     self._gather("active rows", z, update), t + 1,
+                                     self._gather(z, update), t + 1,
                                      big_a_next)
         if state.ledger is not None:
             # this block's releases (one block: every active agent's); blocks' ledgers merge
