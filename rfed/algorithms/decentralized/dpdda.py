@@ -62,6 +62,10 @@ from rfed.randomness import public_generator
 
 __all__ = ["DPDDA"]
 
+#: Active nodes from which a round gathers their rows and records into arrays kept for the
+#: run: below, fresh arrays (served from malloc's free lists) cost less than the bookkeeping.
+REUSE_MIN_ROWS = 4096
+
 
 @dataclass
 class DPDDAState(PrivateState):
@@ -368,8 +372,8 @@ class DPDDA(PrivateAlgorithm):
         C-contiguous float64 rows, the same values (a fresh array otherwise, or when that
         array shares memory with ``avoid``). The result is overwritten by the next gather of
         rows of that shape."""
-        if (type(source) is not np.ndarray or source.dtype != np.float64
-                or not source.flags.c_contiguous):
+        if (rows.size < REUSE_MIN_ROWS or type(source) is not np.ndarray
+                or source.dtype != np.float64 or not source.flags.c_contiguous):
             return source[rows]
         buffer = scratch_of(self).take(f"gathered rows {source.shape[1:]}", source.shape)
         if avoid is not None and np.may_share_memory(buffer, avoid):
@@ -379,7 +383,9 @@ class DPDDA(PrivateAlgorithm):
     def _batch(self, problem, ids: np.ndarray, idx: np.ndarray):
         """``problem.batch(ids, idx)``, gathered into the run's reused arrays (one per data key,
         room for one record of every agent of the block; ``Problem.batch``'s ``out=``, the same
-        values)."""
+        values); below :data:`REUSE_MIN_ROWS` agents, fresh arrays."""
+        if ids.size < REUSE_MIN_ROWS:
+            return problem.batch(ids, idx)
         probe = problem.batch(ids[:1], idx[:1])
         n_local = self.network.comm.n_local * idx.shape[1]
         buffers = {key: scratch_of(self).take(f"records {key}", (n_local,) + v.shape[2:],
@@ -392,11 +398,13 @@ class DPDDA(PrivateAlgorithm):
         tangent space, plus ``N(0, sigma^2 I)`` (keyed ``'noise'`` stream): ``(A, dim)``."""
         manifold = problem.manifold
         # the record keys' ranks in the run's reused array (the same draws)
-        n_max = int(problem.n_max)
-        keys = scratch_of(self).take("minibatch keys", (state.x.shape[0] * n_max,), np.uint64)
+        keys = None
+        if rows.size >= REUSE_MIN_ROWS:
+            n_max = int(problem.n_max)
+            keys = scratch_of(self).take("minibatch keys", (state.x.shape[0] * n_max,),
+                                         np.uint64)[: rows.size * n_max].reshape(rows.size, n_max)
         idx = sample_without_replacement(problem.counts[ids], 1, agent_draws(
-            state.rng, state.seed, ids, state.t, "minibatch",
-            out=keys[: rows.size * n_max].reshape(rows.size, n_max)))
+            state.rng, state.seed, ids, state.t, "minibatch", out=keys))
         # the records and the active rows of x in the run's reused arrays (same values)
         batch = self._batch(problem, ids, idx)
         x_act = self._gather(state.x, rows)
