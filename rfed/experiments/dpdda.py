@@ -112,7 +112,8 @@ def _run_svm(cfg: dict, ctx: RunContext, reg: str) -> dict:
             name = f"{label} {budget_label(eps, cfg['delta'])}"
         return DecSetting(name, problem,
                           lambda: DPDDA(Network(complete(n)), n_active=na, schedule=schedule,
-                                        gamma=gamma, delta0=cfg["delta0"], clip=lip, **noise),
+                                        gamma=gamma, delta0=cfg["delta0"], clip=lip,
+                                        agents_per_stream=cfg["agents_per_stream"], **noise),
                           zero, acc, tags={"reg": reg, "eps": eps, "iota": iota, "kind": tag,
                                            "calibration": "paper" if paper else "budget"},
                           rounds=rounds, epochs_per_round=iota / q)
@@ -244,6 +245,7 @@ def _gamma_on_public(ctx: RunContext, cfg: dict, reg: str, schedule: str, eps: f
     for i, gamma in enumerate(cfg[f"gammas_{reg}"]):
         alg = DPDDA(Network(complete(n)), n_active=na, schedule=schedule, gamma=float(gamma),
                     delta0=cfg["delta0"], clip=public.public_gradient_bound,
+                    agents_per_stream=cfg["agents_per_stream"],
                     budget=PrivacyBudget(eps, cfg["delta"]), n_rounds=rounds)
         res = alg.run(public, rounds, rng=ctx.rng(7_778, i), x0=np.zeros(d),
                       eval_every=rounds, with_reference=False)
@@ -266,7 +268,7 @@ _DEFAULTS = {"n_agents": 20, "n_per_agent": 100, "dim": 50, "spectrum_decay": 1.
              "gamma_l2": 1e4, "gamma_l1": 1.0, "eps_l2": 0.8, "eps_l1": 0.4,
              "eps_sweep": [0.2, 0.6, 1.0],
              "repetitions": 1, "eval_every": 50, "baseline": True, "grad_norm": True,
-             "gammas_l2": [], "gammas_l1": [], "scale": "quick"}
+             "gammas_l2": [], "gammas_l1": [], "agents_per_stream": 16, "scale": "quick"}
 
 
 def _check_dpdda(cfg: dict) -> None:
@@ -276,6 +278,10 @@ def _check_dpdda(cfg: dict) -> None:
         check_setting(cfg, key, cfg[key] >= 0, "a number >= 0")
     check_setting(cfg, "n_active", max(cfg["n_active"]) <= cfg["n_agents"],
                   f"active agents per round, at most n_agents = {cfg['n_agents']}")
+    layout = cfg["agents_per_stream"]
+    check_setting(cfg, "agents_per_stream", isinstance(layout, int) and not isinstance(
+        layout, bool) and 1 <= layout <= 2**16 and layout & (layout - 1) == 0,
+        "a power of two (16: the decentralized algorithms' streams; 1: one per agent)")
     for key in ("gammas_l2", "gammas_l1"):
         check_setting(cfg, key, all(g > 0 for g in cfg[key]),
                       "a list of proximal weights > 0 to choose from on public data ([]: take "
@@ -304,7 +310,7 @@ def _check_dpdda(cfg: dict) -> None:
     ),
     defaults=_DEFAULTS,
     scales={"paper": {"n_per_agent": 5000, "dim": 2000, "eval_every": 2500,
-                      "eps_sweep": [0.4, 0.8, 8.0], "grad_norm": False,
+                      "eps_sweep": [0.4, 0.8, 8.0], "grad_norm": False, "agents_per_stream": 1,
                       "gammas_l2": [20.0, 1e4, 1e5, 1e6], "gammas_l1": [0.01, 0.1, 1.0, 10.0]}},
     validate=_check_dpdda,
 )
