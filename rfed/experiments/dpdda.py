@@ -205,12 +205,12 @@ def _run_svm(cfg: dict, ctx: RunContext, reg: str) -> dict:
     final = {lab: float(np.mean([r.history[-1]["excess_risk"] for r in runs
                                  if not r.diverged] or [np.nan]))
              for lab, runs in res.items()}
-    out = {"f_star": f_star, "final_suboptimality": final, "sweep": rows, "table": table,
-           f"gamma_{reg}": gamma}
+    summary: dict = {"f_star": f_star, "final_suboptimality": final, "sweep": rows,
+                     "table": table, f"gamma_{reg}": gamma}
     if tuning:
-        out["gamma_chosen_on"] = "public stand-in (same recipe, own seed)"
-        out["tuning"] = tuning
-    return out
+        summary["gamma_chosen_on"] = "public stand-in (same recipe, own seed)"
+        summary["tuning"] = tuning
+    return summary
 
 
 def _gamma_on_public(ctx: RunContext, cfg: dict, reg: str, schedule: str, eps: float,
