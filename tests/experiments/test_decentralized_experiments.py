@@ -91,7 +91,7 @@ def test_dpdda_svm_public_gamma_and_reused_sweep():
     # not chosen, is an extra labelled curve; the sweep's point at the figure's epsilon is the
     # convergence curve's end (not a second run)
     summary, ctx = run_experiment("dpdda-svm", overrides={
-        "n_per_agent": 20, "dim": 10, "epochs": 1, "eps_sweep": [0.8, 1.0], "eval_every": 40,
+        "n_per_agent": 10, "dim": 5, "epochs": 1, "eps_sweep": [0.8, 1.0], "eval_every": 40,
         "n_active": [4], "baseline": False, "gammas_l2": [20.0, 1e3], "gammas_l1": [1.0],
         "gamma_l1": 0.01, "spectrum_decay": 1.0})
     for reg in ("l2", "l1"):
