@@ -319,7 +319,7 @@ def _check_dpdda(cfg: dict) -> None:
     defaults=_DEFAULTS,
     scales={"paper": {"n_per_agent": 5000, "dim": 2000, "eval_every": 2500,
                       "eps_sweep": [0.4, 0.8, 8.0], "grad_norm": False, "agents_per_stream": 1,
-                      "gammas_l2": [20.0, 1e4, 1e5, 1e6, 1e7],
+                      "gammas_l2": [20.0, 1e4, 1e5, 1e6, 1e7, 1e8],
                       "gammas_l1": [0.01, 0.1, 1.0, 10.0]}},
     validate=_check_dpdda,
 )
