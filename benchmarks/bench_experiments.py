@@ -33,6 +33,10 @@ then imported into the documentation with ``docs/generate_results.py import``).
 ``--out FILE`` also writes the printed table to ``FILE``, under a header that holds the command,
 the commit of each version compared, the date and the 1-minute load before and after.
 
+``--rusage`` adds each run's user and system CPU seconds, the system share of its CPU time and
+its minor page faults (the same ``os.wait4`` usage): what a run spends in the kernel faulting
+in large temporaries.
+
 ``--checkpoints`` also counts, in the child, the checkpoints written (``checkpoint.npz``
 replacements; ``checkpoint.pkl`` in releases that pickled), the bytes written to checkpoint
 files (those and, from format 2 on, ``checkpoint.log``) and the CPU and wall seconds spent in
@@ -119,11 +123,12 @@ def _start(name: str, overrides: list[str], rfed_dir: Path, out: str, rdp_cache:
 
 
 def _finish(proc: subprocess.Popen, stats_file: Path, t0: float, checkpoints: bool
-            ) -> tuple[float, float, float, dict | None, tuple[int, str] | None]:
+            ) -> tuple[float, float, float, dict | None, tuple[int, str] | None, dict]:
     """(CPU seconds, wall seconds, peak RSS in MB, checkpoint stats or None, (algorithm runs,
-    SHA-256 of the settings) or None) of a child of :func:`_start`, from its own resource usage
-    (``os.wait4``: that child alone) and its ``summary.json`` (the number of algorithm runs the
-    experiment made, and its settings)."""
+    SHA-256 of the settings) or None, ``{"user", "system", "minor_faults", "major_faults"}``)
+    of a child of :func:`_start`, from its own resource usage (``os.wait4``: that child alone)
+    and its ``summary.json`` (the number of algorithm runs the experiment made, and its
+    settings)."""
     _, status, usage = os.wait4(proc.pid, 0)
     wall = time.perf_counter() - t0
     proc.returncode = os.waitstatus_to_exitcode(status)
@@ -139,13 +144,16 @@ def _finish(proc: subprocess.Popen, stats_file: Path, t0: float, checkpoints: bo
     except (OSError, ValueError, KeyError, AttributeError):
         runs = None   # a version of rfed that did not record it
     # ru_maxrss is in KB on Linux
+    kernel = {"user": usage.ru_utime, "system": usage.ru_stime,
+              "minor_faults": usage.ru_minflt, "major_faults": usage.ru_majflt}
     return (usage.ru_utime + usage.ru_stime, wall, usage.ru_maxrss / 1024.0, stats,
-            runs if runs is not None and isinstance(runs[0], int) else None)
+            runs if runs is not None and isinstance(runs[0], int) else None, kernel)
 
 
 def run_versions(name: str, overrides: list[str], rfed_dirs: list[Path], rdp_cache: str = "",
                  checkpoints: bool = False, concurrent: bool = False, keep: Path | None = None
-                 ) -> list[tuple[float, float, float, dict | None, tuple[int, str] | None]]:
+                 ) -> list[tuple[float, float, float, dict | None, tuple[int, str] | None,
+                                 dict]]:
     """:func:`_finish`'s numbers of ``rfed run name`` with each of ``rfed_dirs``' rfed: one after
     the other, or all at the same time (``concurrent``: one process per core, so that every
     version sees the same load for the whole run). ``keep``: one version only, its results
@@ -169,8 +177,13 @@ def run_versions(name: str, overrides: list[str], rfed_dirs: list[Path], rdp_cac
                     proc.wait()
 
 
-def _row(label: str, cpu: float, wall: float, rss: float, stats: dict | None) -> str:
+def _row(label: str, cpu: float, wall: float, rss: float, stats: dict | None,
+         kernel: dict | None = None) -> str:
     row = f"{label:<24} {cpu:8.1f} {wall:8.1f} {rss:12.0f}"
+    if kernel is not None:
+        share = 100.0 * kernel["system"] / cpu if cpu > 0 else 0.0
+        row += (f" {kernel['user']:8.1f} {kernel['system']:8.1f} {share:6.1f}"
+                f" {kernel['minor_faults']:12,d}")
     if stats is not None:
         row += (f" {stats['checkpoints']:6d} {stats['bytes'] / 1e6:10.1f} "
                 f"{stats['cpu']:9.2f} {stats['wall']:9.2f}")
@@ -230,6 +243,9 @@ def main() -> None:
                         help="with --compare: run the two versions at the same time, one "
                              "process per core (both see the same load; a base-against-base "
                              "run measured ratios of 1.00-1.01 on 2 cores)")
+    parser.add_argument("--rusage", action="store_true",
+                        help="also print each run's user and system CPU seconds, the system "
+                             "share and its minor page faults")
     parser.add_argument("--checkpoints", action="store_true",
                         help="count the checkpoints, their bytes and their CPU / wall seconds")
     parser.add_argument("--record", action="store_true",
@@ -278,6 +294,8 @@ def main() -> None:
     emit(f"rfed from {order}{' (concurrently)' if args.concurrent else ''}; overrides "
          f"{args.overrides or 'none'}; RDP disk cache {args.rdp_cache or 'off'}")
     head = f"{'experiment':<24} {'CPU s':>8} {'wall s':>8} {'peak RSS MB':>12}"
+    if args.rusage:
+        head += f" {'user s':>8} {'sys s':>8} {'sys %':>6} {'minor faults':>12}"
     if args.checkpoints:
         head += f" {'ckpts':>6} {'ckpt MB':>10} {'ckpt CPU':>9} {'ckpt wall':>9}"
     emit(head)
@@ -288,10 +306,10 @@ def main() -> None:
         if args.record:
             record_timing(args.timings, name, scale, *results[0][:3], args.rfed,
                           runs=results[0][4])
-        for i, (cpu, wall, rss, stats, _) in enumerate(results):
+        for i, (cpu, wall, rss, stats, _, kernel) in enumerate(results):
             totals[i] += cpu
             label = name if len(versions) == 1 else f"{name} [{'base' if i == 0 else 'this'}]"
-            emit(_row(label, cpu, wall, rss, stats))
+            emit(_row(label, cpu, wall, rss, stats, kernel if args.rusage else None))
         if len(versions) == 2:
             emit(f"{name + ' this/base':<24} {results[1][0] / results[0][0]:8.3f}")
         if done + 1 < len(args.names):
@@ -322,7 +340,9 @@ def _commit(rfed_dir: Path) -> str:
                                cwd=rfed_dir, capture_output=True, text=True,
                                check=True).stdout.strip()
     except (OSError, subprocess.CalledProcessError):
-        return "unknown"
+        # an exported snapshot (git archive) names its commit in COMMIT
+        stamp = rfed_dir / "COMMIT"
+        return stamp.read_text().strip()[:12] if stamp.is_file() else "unknown"
     return commit + ("+" if dirty else "")
 
 

@@ -12,7 +12,8 @@ faults and system CPU seconds of the timed rounds (``getrusage``; the records'
 ``page_faults_per_round`` and ``system_s_per_round``). The table prints the
 median CPU seconds of the timed rounds, the peak RSS and, per algorithm, the growth exponent
 ``log10(t(10^6) / t(10^5))`` of the time per round (1 = linear); the records and the table go to
-``benchmarks/results/bench_scale.json`` and ``.txt`` (``--out``).
+``benchmarks/results/bench_scale.json`` and ``.txt`` (``--out``); ``--update`` replaces only the
+cells measured (each record then names its command, commit and load) and redraws the table.
 
 CPU time counts the kernel's too: with glibc's defaults every array above 32 MiB (an ``n x 10``
 float array from about 420,000 agents on) is mapped fresh and unmapped on release, so each
@@ -248,6 +249,17 @@ def table(records: list[dict], algorithms, sizes) -> str:
     return "\n".join(lines)
 
 
+def _commit() -> str:
+    """The checkout's commit (``+dirty`` with uncommitted changes under ``rfed/``)."""
+    repo = Path(__file__).resolve().parents[1]
+
+    def git(*cmd: str) -> str:
+        return subprocess.run(["git", *cmd], cwd=repo, capture_output=True, text=True).stdout
+
+    dirty = bool(git("status", "--porcelain", "--", "rfed").strip())
+    return git("rev-parse", "--short=12", "HEAD").strip() + ("+dirty" if dirty else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--sizes", type=int, nargs="+", default=list(SIZES))
@@ -260,6 +272,9 @@ def main() -> None:
     parser.add_argument("--out", default=None,
                         help="results path without suffix (.json and .txt are written; "
                              "default benchmarks/results/bench_scale[_malloc_keep])")
+    parser.add_argument("--update", action="store_true",
+                        help="replace the measured (algorithm, size) cells in the existing "
+                             "results (--out's .json) and rewrite its table, keeping the rest")
     parser.add_argument("--child", nargs=2, metavar=("ALGORITHM", "N"), help=argparse.SUPPRESS)
     args = parser.parse_args()
     if args.child:
@@ -269,6 +284,8 @@ def main() -> None:
     if unknown:
         parser.error(f"argument --algorithms: unknown {unknown}; choose from {list(ALGORITHMS)}")
     sizes = sorted(args.sizes)
+    out = Path(args.out or RESULTS / ("bench_scale" if args.malloc == "default"
+                                      else "bench_scale_malloc_keep"))
     records = []
     for name in args.algorithms:
         for n in sizes:
@@ -279,6 +296,41 @@ def main() -> None:
                      f"and {rec['system_s_per_round']:.3g} s system time per round"
                      if rec["status"] == "ok" else rec["status"])
             print(f"{name:<12} n = {n:>9,}: {shown}", flush=True)
+    command = " ".join([Path(sys.executable).name] + sys.argv)
+    meta = {"command": command,
+            "machine": platform.platform(), "cpus": os.cpu_count(),
+            "load_average": os.getloadavg(), "rounds": args.rounds, "cap_gib": args.cap_gib,
+            "malloc": args.malloc,
+            "dim": DIM, "records_per_agent": RECORDS, "sizes": sizes}
+    updated = ""
+    if args.update:
+        # the cells measured now replace theirs in the earlier results, each record naming
+        # the command, commit and load it was measured with; the table is redrawn from all
+        kept = json.loads(out.with_suffix(".json").read_text())
+        if kept["meta"]["rounds"] != args.rounds or kept["meta"]["malloc"] != args.malloc:
+            parser.error(f"argument --update: {out.with_suffix('.json')} was measured with "
+                         f"--rounds {kept['meta']['rounds']} --malloc {kept['meta']['malloc']}; "
+                         f"re-measure its cells with the same")
+        stamp = {"command": command, "commit": _commit(), "date": time.strftime(
+            "%Y-%m-%d %H:%M UTC", time.gmtime()), "load_average": meta["load_average"]}
+        fresh = {(r["algorithm"], r["n_agents"]) for r in records}
+        records = [r for r in kept["records"]
+                   if (r["algorithm"], r["n_agents"]) not in fresh] + [
+            dict(r, measured=stamp) for r in records]
+        meta = dict(kept["meta"], updates=kept["meta"].get("updates", []) + [stamp])
+        names = list(dict.fromkeys([*kept["meta"].get("algorithms", ALGORITHMS),
+                                    *args.algorithms]))
+        order = {name: k for k, name in enumerate(names)}
+        records.sort(key=lambda r: (order.get(r["algorithm"], len(order)), r["n_agents"]))
+        args.algorithms = [a for a in names if any(r["algorithm"] == a for r in records)]
+        sizes = sorted({r["n_agents"] for r in records})
+        for stamp_k in meta["updates"]:
+            rows = sorted({r["algorithm"] for r in records if r.get("measured") == stamp_k})
+            if rows:
+                updated += (f"row(s) {', '.join(rows)} re-measured {stamp_k['date']} at "
+                            f"{stamp_k['commit']} (1-min load "
+                            f"{stamp_k['load_average'][0]:.1f}): {stamp_k['command']}\n")
+    meta["algorithms"] = list(args.algorithms)
     allocator = ("glibc malloc as is" if args.malloc == "default" else
                  "glibc malloc keeping freed blocks (" + KEEP_FREED["GLIBC_TUNABLES"].format(
                      cap=int(args.cap_gib * 2**30)) + ")")
@@ -287,19 +339,12 @@ def main() -> None:
             f"{allocator}; "
             f"d = {DIM}, {RECORDS} records per agent; exponent = growth of the time per round "
             f"from {sizes[-2]:,} to {sizes[-1]:,} agents\n" if len(sizes) > 1 else "\n")
-    text += table(records, args.algorithms, sizes)
+    text += table(records, args.algorithms, sizes) + ("\n" + updated if updated else "")
     print()
     print(text)
-    out = Path(args.out or RESULTS / ("bench_scale" if args.malloc == "default"
-                                      else "bench_scale_malloc_keep"))
     out.parent.mkdir(parents=True, exist_ok=True)
     summary = {name: exponent(records, name, sizes[-2], sizes[-1]) if len(sizes) > 1 else None
                for name in args.algorithms}
-    meta = {"command": " ".join([Path(sys.executable).name] + sys.argv),
-            "machine": platform.platform(), "cpus": os.cpu_count(),
-            "load_average": os.getloadavg(), "rounds": args.rounds, "cap_gib": args.cap_gib,
-            "malloc": args.malloc,
-            "dim": DIM, "records_per_agent": RECORDS, "sizes": sizes}
     out.with_suffix(".json").write_text(json.dumps(
         {"meta": meta, "records": records, "exponent_time": summary}, indent=1) + "\n")
     out.with_suffix(".txt").write_text(text + "\n")

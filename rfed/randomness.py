@@ -56,7 +56,8 @@ _PUBLIC_TAG = 0x5055424C  # "PUBL": keeps public streams apart from the per-agen
 _AGENT_TAG = 0x4147454E  # "AGEN"
 #: Largest number of agents per stream (a group's draws are ``(m, P)`` arrays).
 _MAX_AGENTS_PER_STREAM = 2**16
-#: Scratch arrays an AgentStreams keeps for its multi-group draws (one per shape and dtype).
+#: Scratch arrays an AgentStreams keeps for its multi-group draws (one per draws per group and
+#: dtype, sliced to the groups of each draw).
 _ROWS_BUFFERS = 4
 
 def _uniforms_of_raw(raw: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
@@ -578,8 +579,10 @@ class AgentStreams:
                 bits.state = state  # type: ignore[assignment]  # numpy's stubs: a TypedDict
                 sampler(gen, (m,), out=row)
             return out
-        # raw words agent by agent, converted for the whole block at once
-        raw: np.ndarray = np.empty((block.size, m), dtype=np.uint64)
+        # raw words agent by agent, converted for the whole block at once (ranks in place of
+        # their raw words: in ``out`` when given)
+        raw: np.ndarray = (out if out is not None and of_raw is _ranks_of_raw
+                           else np.empty((block.size, m), dtype=np.uint64))
         for row, agent in zip(raw, ids, strict=True):
             if direct is not None:
                 direct.set([0, agent, rnd, code])
@@ -600,13 +603,17 @@ class AgentStreams:
             # one group (a client, or a small block): no gather over groups
             cols = sampler(self._rekey(groups[0], rnd, code), (m, p))
             return cols[:, block.cols].T
-        shape = (len(groups), m, p)
         dtype = _SAMPLER_DTYPES.get(sampler, np.float64)
-        rows = self._rows_buffers.get((shape, dtype))
-        if rows is None:
+        # one buffer per (draws, dtype), grown with some room and sliced to the groups: a
+        # round whose active agents touch another number of groups reuses it (no fresh
+        # array faulted in every round); each group's rows are written whole, the same values
+        kept = self._rows_buffers.get(((m, p), dtype))
+        if kept is None or kept.shape[0] < len(groups):
             if len(self._rows_buffers) >= _ROWS_BUFFERS:
                 self._rows_buffers.clear()
-            rows = self._rows_buffers[(shape, dtype)] = np.empty(shape, dtype)
+            kept = self._rows_buffers[((m, p), dtype)] = np.empty(
+                (len(groups) + len(groups) // 8, m, p), dtype)
+        rows = kept[: len(groups)]
         for k, g in enumerate(groups):
             # element j of the group's agent r is draw j * P + r: it does not depend on how
             # many elements are asked for, so a block padded to another length agrees

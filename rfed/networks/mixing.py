@@ -1060,8 +1060,8 @@ class RandomGossip:
         else:
             edges = self._edge_list
             u, v = edges[:, 0], edges[:, 1]
-            chosen = greedy_matching(u, v, rng.permutation(u.size), n)
-            matching = edges[np.sort(chosen)]
+            # greedy_matching returns the taken edges' indices sorted
+            matching = edges[greedy_matching(u, v, rng.permutation(u.size), n)]
         pairs = matching[rng.random(matching.shape[0]) < p]
         matched = np.zeros(n, dtype=bool)
         matched[matching.ravel()] = True
@@ -1279,22 +1279,33 @@ def greedy_matching(u: np.ndarray, v: np.ndarray, rank: np.ndarray, n: int) -> n
     ndarray of int, shape ``(k,)``
         Indices of the taken edges, increasing.
     """
-    alive = np.arange(u.size)
     matched = np.zeros(n, dtype=bool)
     smallest = np.empty(n, dtype=rank.dtype)
     taken = []
-    while alive.size:
-        r, a, b = rank[alive], u[alive], v[alive]
+    # the first round reads the edges themselves (every edge is alive: no gathered copies of
+    # the three arrays); later rounds the survivors, ``alive`` their indices (None: all)
+    alive: np.ndarray | None = None
+    r, a, b = rank, u, v
+    while r.size:
         top = r.max() + 1
-        smallest[a] = top
-        smallest[b] = top
+        if alive is None:  # only the entries at the edges' ends are read
+            smallest.fill(top)
+        else:
+            smallest[a] = top
+            smallest[b] = top
         np.minimum.at(smallest, a, r)
         np.minimum.at(smallest, b, r)
-        win = (smallest[a] == r) & (smallest[b] == r)
-        taken.append(alive[win])
-        matched[a[win]] = True
-        matched[b[win]] = True
-        alive = alive[~(matched[a] | matched[b])]
+        win = smallest[a] == r
+        win &= smallest[b] == r
+        won = np.flatnonzero(win)
+        taken.append(won if alive is None else alive[won])
+        matched[a[won]] = True
+        matched[b[won]] = True
+        done = matched[a]
+        done |= matched[b]
+        left = np.flatnonzero(np.logical_not(done, out=done))
+        alive = left if alive is None else alive[left]
+        r, a, b = r[left], a[left], b[left]
     return np.sort(np.concatenate(taken)) if taken else np.zeros(0, dtype=np.int64)
 
 

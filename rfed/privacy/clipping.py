@@ -65,7 +65,8 @@ def _check_finite(manifold: Manifold | None, a, name: str) -> None:
 
 
 def clip_by_norm(
-    manifold: Manifold, x: np.ndarray, g: np.ndarray, bound: float | np.ndarray
+    manifold: Manifold, x: np.ndarray, g: np.ndarray, bound: float | np.ndarray, *,
+    out: np.ndarray | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     r"""Per-sample clipping of tangent vectors by their Riemannian norm.
 
@@ -83,6 +84,9 @@ def clip_by_norm(
     bound : float or array
         Clipping level ``tau > 0``, finite; an array must broadcast against
         ``(*batch, n_samples)`` (pass ``tau[:, None]`` for one level per agent).
+    out : ndarray, optional
+        An array of ``g``'s shape to write the clipped vectors into (``g`` itself clips in
+        place), for a manifold of one block; the same values. Ignored for a ``Product``.
 
     Returns
     -------
@@ -98,7 +102,12 @@ def clip_by_norm(
     _check_finite(manifold, x, "x")
     norms = manifold.norm(expand_batch(manifold, x, -1), g)
     factor = clip_factors(norms, bound)
-    clipped = scale(manifold, g, factor)
+    if out is not None and blocks(manifold) is None:
+        # scale()'s product, into ``out``
+        clipped = np.multiply(g, factor.reshape(factor.shape + (1,) * len(manifold.point_shape)),
+                              out=out)
+    else:
+        clipped = scale(manifold, g, factor)
     n_clipped = np.sum(factor < 1.0, axis=-1)
     return clipped, n_clipped
 

@@ -167,3 +167,28 @@ def test_calibration_weights_do_not_depend_on_the_chunk():
             assert got[1].tobytes() == whole[1].tobytes()
     with pytest.raises(ValueError, match="chunk_rows"):
         calibration_weights(manifold, x, received, reference, chunk_rows=0)
+
+
+@pytest.mark.parametrize("sampler", ["maximal", "uniform"])
+def test_dpdda_gathers_into_reused_arrays_with_the_same_bits(monkeypatch, sampler):
+    """DP-DDA gathers its active rows and records into arrays kept for the run from
+    ``REUSE_MIN_ROWS`` active nodes on (fresh arrays below): both ways give the same bits."""
+    import rfed.algorithms.decentralized.dpdda as dpdda_module
+
+    def run():
+        rng = np.random.default_rng(3)
+        problem = HingeSVM(*_linear_data(rng), L2Regularizer(0.1), feature_bound=1.0)
+        alg = DPDDA(Network(circulant(N, 2)), n_active=N // 4, sampler=sampler, gamma=1.0,
+                    noise_multiplier=1.0)
+        state = alg.init(problem, np.zeros(DIM), np.random.default_rng(0))
+        for _ in range(6):
+            state = alg.step(problem, state)
+        return _arrays(state), alg
+
+    fresh, _ = run()
+    monkeypatch.setattr(dpdda_module, "REUSE_MIN_ROWS", 1)
+    reused, alg = run()
+    assert any(k.startswith("gathered rows") for k in scratch_of(alg)._arrays)
+    assert "minibatch keys" in scratch_of(alg)._arrays
+    for key, value in fresh.items():
+        assert reused[key].tobytes() == value.tobytes(), key

@@ -268,3 +268,21 @@ def test_gaussian_noise_checks_sigma_once_and_releases_the_same_floats():
     grid = 2.0 ** -20
     out = GaussianNoise(0.3).release(value, SecureRandom(grid))
     np.testing.assert_array_equal(out, np.round(out / grid) * grid)   # on the secure grid
+
+
+def test_clip_by_norm_into_out_gives_the_same_values_and_count():
+    from rfed.manifolds import Euclidean, Sphere
+    from rfed.privacy.clipping import clip_by_norm
+
+    rng = np.random.default_rng(5)
+    for manifold, x in ((Euclidean(4), rng.standard_normal((6, 4))),
+                        (Sphere(3), Sphere(3).random_point(rng, size=6))):
+        g = 3.0 * rng.standard_normal((6, 2, 4))
+        if isinstance(manifold, Sphere):
+            g = manifold.proj(x[:, None], g)
+        want, n_want = clip_by_norm(manifold, x, g, 1.0)
+        into = g.copy()
+        got, n_got = clip_by_norm(manifold, x, into, 1.0, out=into)
+        assert got is into
+        assert got.tobytes() == want.tobytes()
+        assert np.array_equal(n_got, n_want) and n_want.sum() > 0

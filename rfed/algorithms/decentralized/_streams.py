@@ -56,10 +56,10 @@ class KeyedDraws:
         Global ids of the rows.
     round : int
     purpose : str
-    out, work : float64 arrays, optional
-        Arrays reused from round to round (C-contiguous): a draw whose shape is ``out``'s is
-        written into ``out`` (and returned), and :meth:`laplace` forms its second array in
-        ``work``, so that no fresh array is faulted in; the same values. A caller must not
+    out, work : float64 arrays (``out`` uint64 for :meth:`uniform_ranks`), optional
+        Arrays reused from round to round (C-contiguous): a draw whose shape and dtype are
+        ``out``'s is written into ``out`` (and returned), and :meth:`laplace` forms its second
+        array in ``work``, so that no fresh array is faulted in; the same values. A caller must not
         keep a draw made into ``out`` past the next one.
     """
 
@@ -91,8 +91,9 @@ class KeyedDraws:
     def _sample(self, size, sampler) -> np.ndarray:
         rest = self._rest(size)
         m = math.prod(rest)
-        out = (_fits(self.out, (self.block.size, *rest)) if sampler is not _uniform_ranks
-               else None)
+        # ranks are uint64: an ``out`` of that dtype takes them (a float64 one does not)
+        out = _fits(self.out, (self.block.size, *rest),
+                    np.uint64 if sampler is _uniform_ranks else np.float64)
         rows = self.streams.block_rows(self.block, self._round, self._code, m, sampler,
                                        None if out is None else out.reshape(self.block.size, m))
         return rows if len(rest) == 1 else rows.reshape((self.block.size, *rest))
@@ -130,9 +131,11 @@ class KeyedDraws:
                 f"round={self.round}, purpose={self.purpose!r})")
 
 
-def _fits(a: np.ndarray | None, shape: tuple[int, ...]) -> np.ndarray | None:
-    """``a`` when it is a C-contiguous float64 array of ``shape``, else None (a fresh array)."""
-    if (a is not None and a.shape == shape and a.dtype == np.float64
+def _fits(a: np.ndarray | None, shape: tuple[int, ...],
+          dtype: type = np.float64) -> np.ndarray | None:
+    """``a`` when it is a C-contiguous array of ``shape`` and ``dtype``, else None (a fresh
+    array)."""
+    if (a is not None and a.shape == shape and a.dtype == dtype
             and a.flags.c_contiguous):
         return a
     return None

@@ -57,10 +57,14 @@ from rfed.privacy.budget import PrivacyBudget
 from rfed.privacy.clipping import clip_by_norm
 from rfed.privacy.mechanisms import gaussian_release
 from rfed.problems.base import sample_without_replacement
-from rfed.problems.linear import L2Regularizer
+from rfed.problems.linear import L2Regularizer, LinearProblem
 from rfed.randomness import check_agents_per_stream, public_generator
 
 __all__ = ["DPDDA"]
+
+#: Active nodes from which a round gathers their rows and records into arrays kept for the
+#: run: below, fresh arrays (served from malloc's free lists) cost less than the bookkeeping.
+REUSE_MIN_ROWS = 4096
 
 
 @dataclass
@@ -252,6 +256,12 @@ class DPDDA(PrivateAlgorithm):
         v = self._regularizer(problem).dual_averaging_step(
             z, self.iota * big_a_next, self._gamma(t_next))
         manifold = problem.manifold
+        if (type(manifold) is Euclidean and len(manifold.point_shape) == 1
+                and type(v) is np.ndarray and v.dtype == np.float64 and v.flags.writeable
+                and not np.may_share_memory(v, z)):
+            # coordinates are the entries (from_coords is a copy) and Exp_anchor(v) is
+            # anchor + v: the same sum, into the prox step's fresh array
+            return np.add(anchor, v, out=v)
         return manifold.exp(anchor, manifold.from_coords(anchor, v))
 
     def init(self, problem, x0, rng):
@@ -364,22 +374,59 @@ class DPDDA(PrivateAlgorithm):
     def _output_points(self, state):
         return state.xtilde
 
+    def _gather(self, source: np.ndarray, rows: np.ndarray,
+                avoid: np.ndarray | None = None) -> np.ndarray:
+        """``source[rows]``: into a prefix of the run's reused array of ``source``'s shape for
+        C-contiguous float64 rows, the same values (a fresh array otherwise, or when that
+        array shares memory with ``avoid``). The result is overwritten by the next gather of
+        rows of that shape."""
+        if (rows.size < REUSE_MIN_ROWS or type(source) is not np.ndarray
+                or source.dtype != np.float64 or not source.flags.c_contiguous):
+            return source[rows]
+        buffer = scratch_of(self).take(f"gathered rows {source.shape[1:]}", source.shape)
+        if avoid is not None and np.may_share_memory(buffer, avoid):
+            return source[rows]
+        return np.take(source, rows, axis=0, out=buffer[: rows.size])
+
+    def _batch(self, problem, ids: np.ndarray, idx: np.ndarray):
+        """``problem.batch(ids, idx)``, gathered into the run's reused arrays (one per data key,
+        room for one record of every agent of the block; ``Problem.batch``'s ``out=``, the same
+        values); below :data:`REUSE_MIN_ROWS` agents, fresh arrays."""
+        if ids.size < REUSE_MIN_ROWS:
+            return problem.batch(ids, idx)
+        probe = problem.batch(ids[:1], idx[:1])
+        n_local = self.network.comm.n_local * idx.shape[1]
+        buffers = {key: scratch_of(self).take(f"records {key}", (n_local,) + v.shape[2:],
+                                              v.dtype) for key, v in probe.items()}
+        return problem.batch(ids, idx, out=buffers)
+
     def _noisy_subgradients(self, problem, state, rows: np.ndarray, ids: np.ndarray):
         """Lines 6-7: each active agent's subgradient at one record drawn uniformly (keyed
         ``'minibatch'`` stream), clipped to the public ``L``, in the coordinates of the anchor's
         tangent space, plus ``N(0, sigma^2 I)`` (keyed ``'noise'`` stream): ``(A, dim)``."""
         manifold = problem.manifold
+        # the record keys' ranks in the run's reused array (the same draws)
+        keys = None
+        if rows.size >= REUSE_MIN_ROWS:
+            n_max = int(problem.n_max)
+            keys = scratch_of(self).take("minibatch keys", (state.x.shape[0] * n_max,),
+                                         np.uint64)[: rows.size * n_max].reshape(rows.size, n_max)
         idx = sample_without_replacement(problem.counts[ids], 1, agent_draws(
-            state.rng, state.seed, ids, state.t, "minibatch",
+            state.rng, state.seed, ids, state.t, "minibatch", out=keys,
             agents_per_stream=self.agents_per_stream))
-        batch = problem.batch(ids, idx)
-        x_act = state.x[rows]
+        # the records and the active rows of x in the run's reused arrays (same values)
+        batch = self._batch(problem, ids, idx)
+        x_act = self._gather(state.x, rows)
         if hasattr(problem, "sample_data_grad"):   # the data term: h is the prox's (eq. (6))
             g = problem.sample_data_grad(x_act, batch)
+            # a linear problem's gradients are a fresh product: clipped in their own array
+            fresh = type(problem).sample_data_grad is LinearProblem.sample_data_grad
         else:
             g = problem.sample_rgrad(x_act, batch)
+            fresh = False
         if state.lipschitz is not None:
-            g, _ = clip_by_norm(manifold, x_act, g, state.lipschitz)
+            g, _ = clip_by_norm(manifold, x_act, g, state.lipschitz,
+                                out=g if fresh and type(g) is np.ndarray else None)
         if type(manifold) is Euclidean:
             # transport is the identity and the coordinates are the entries: the same values
             # as transport + to_coords, without their two copies
@@ -455,10 +502,17 @@ class DPDDA(PrivateAlgorithm):
         if act.size:  # a block may hold no active agent this round
             zeta = self._noisy_subgradients(problem, state, act, act_ids)
             # a_t zeta in the release's own array when it is the run's (the same products)
-            msg[act] += (np.multiply(zeta, a_t, out=zeta) if state.noise_std > 0
-                         and zeta.base is scratch_of(self).take(
-                             "noise", (state.x.shape[0], zeta.shape[1]))
-                         else a_t * zeta)
+            own = state.noise_std > 0 and zeta.base is scratch_of(self).take(
+                "noise", (state.x.shape[0], zeta.shape[1]))
+            step = np.multiply(zeta, a_t, out=zeta) if own else a_t * zeta
+            if msg.dtype == np.float64 and step.dtype == np.float64:
+                # msg[act] += step, with the gathered rows in the run's reused array (the
+                # active rows of x are no longer read): the same sums
+                gathered = self._gather(msg, act, avoid=step)
+                gathered += step
+                msg[act] = gathered
+            else:
+                msg[act] += step
         # (5), line 9: z^(t+1) = W^(t) msg
         # into the array of the state two rounds old when nothing else holds it (same bits)
         z_out = self._recycled("z", state.z)
@@ -479,7 +533,8 @@ class DPDDA(PrivateAlgorithm):
         update = act if self.inactive_x == "freeze" else np.arange(agents.size)
         if update.size:
             x[update] = self._primal(problem, self._anchors(state.anchor, update.size),
-                                     z[update], t + 1, big_a_next)
+                                     self._gather(z, update), t + 1,
+                                     big_a_next)
         if state.ledger is not None:
             # this block's releases (one block: every active agent's); blocks' ledgers merge
             charged = rnd.active if whole else np.isin(np.arange(n), act_ids)
