@@ -192,6 +192,31 @@ def test_classify_refuses_bad_settings(fake_data, tmp_path):
         _tiny_classify(fake_data, tmp_path, features="hog")
     with pytest.raises(ValueError, match="'batch_fractions'"):
         _tiny_classify(fake_data, tmp_path, batch_fractions=[1.5])
+    with pytest.raises(ValueError, match="'tune_folds'"):
+        _tiny_classify(fake_data, tmp_path, tune_folds=3)
+    with pytest.raises(ValueError, match="'ema_decays'"):
+        _tiny_classify(fake_data, tmp_path, ema_decays=[1.0])
+
+
+def test_classify_two_fold_tuning_averages_both_ways(fake_data, tmp_path):
+    """With tune_folds=2 a configuration's public score is the mean of the first fold's score
+    (the one-fold run's, same streams) and of the swapped fold's: twice the two-fold score less
+    the one-fold score is an accuracy on the other half, a multiple of 100 / its size."""
+    grids = {"algorithms": ["DP-DPSGD"], "steps_dpdpsgd": [0.2], "batch_fractions": [1.0],
+             "dims": [0], "ema_decays": [0.0, 0.5], "cache_dir": str(tmp_path / "cache")}
+    _, one = _tiny_classify(fake_data, tmp_path / "one", **grids)
+    summary, two = _tiny_classify(fake_data, tmp_path / "two", tune_folds=2, **grids)
+    first = {t["ema_decay"]: t["public_validation_accuracy"] for t in one.tables["tuning"]}
+    both = {t["ema_decay"]: t for t in two.tables["tuning"]}
+    assert set(first) == set(both) == {0.0, 0.5}
+    n_val = int(both[0.0]["chosen_on"].split("(")[1].split()[0]) // 2   # the public half
+    for decay, row in both.items():
+        assert "2 folds" in row["chosen_on"]
+        other = 2 * row["public_validation_accuracy"] - first[decay]
+        assert 0.0 <= other <= 100.0
+        assert other * n_val / 100 == pytest.approx(round(other * n_val / 100), abs=1e-6)
+    # the decay is one of the hyperparameters the private run reports
+    assert "ema_decay=" in summary["hyperparameters"]["DP-DPSGD"]
 
 
 def test_classify_tiny_on_pixels_with_every_trainer(fake_data, tmp_path):
