@@ -455,3 +455,16 @@ def test_dpdgt_full_size(tmp_path):
     means = [r["sq_error_mean"] for r in sorted(rows, key=lambda r: r["target_epsilon"])]
     assert all(b <= a for a, b in zip(means, means[1:], strict=False)), means
     assert means[-1] < 1e-2 * summary["start_sq_error"]
+
+
+def test_epsilon_axis_names_relation_and_delta():
+    rows = [{"relation": "replace_one", "delta": 1e-5, "epsilon_certified": 2.9},
+            {"relation": "add_remove_one", "delta": 2e-6, "epsilon_certified": 3.0},
+            {"relation": "replace_one", "delta": 1e-5, "epsilon_certified": 0.9}]
+    name = lambda r: ud._RELATIONS[r["relation"]]  # noqa: E731
+    assert ud._epsilon_axis_label(rows[:1], name) == (
+        "certified epsilon, replace-one, delta = 1e-05 (whole run)")
+    assert ud._epsilon_axis_label(rows, name) == (
+        "certified epsilon, replace-one, delta = 1e-05; add/remove, delta = 2e-06 (whole run)")
+    assert ud._epsilon_axis_label([dict(rows[0], epsilon_certified=None)], name) == (
+        "certified epsilon (whole run)")
