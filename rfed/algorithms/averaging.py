@@ -11,11 +11,12 @@ reduces the variance the noise and the minibatches leave in the last iterate.
 
 With ``ema_decay = beta > 0`` the tail is averaged with exponentially decaying weights instead,
 the iterate averaging of De, Berrada, Hayes, Smith and Balle ("Unlocking High-Accuracy
-Differentially Private Image Classification through Scale", arXiv:2204.13650, 2022, Section
-3.2): the ``k``-th averaged output enters with weight ``w_k = max(1/k, 1 - beta)``,
+Differentially Private Image Classification through Scale", arXiv:2204.13650, 2022): the
+``k``-th averaged output enters with weight ``w_k = max(1/k, 1 - beta)``,
 ``xbar_k = Exp_{xbar_{k-1}}(w_k Log_{xbar_{k-1}}(x_t))``, i.e. the plain mean while fewer than
-``1 / (1 - beta)`` outputs are averaged (a warm-up, as their decay schedule does), then an
-exponential moving average of decay ``beta``. It is the same post-processing of the same
+``1 / (1 - beta)`` outputs are averaged (a warm-up: the first averaged output does not keep
+the weight ``beta`` of a start that is not an output), then an exponential moving average of
+decay ``beta``. It is the same post-processing of the same
 outputs, so the privacy argument is unchanged. On Euclidean space both averages are linear in
 the outputs: for a decentralized trainer whose output is the mean of the agents' models, the
 average of the network means is the network mean of the agents' own averages, each a function
