@@ -23,6 +23,17 @@ outputs in the Frobenius (or absolute, for distances) norm relative to the refer
 peer at least as accurate as rfed (within 10x, or below 1e-13); a peer faster only by being
 less accurate shows both numbers and rfed keeps the accurate map.
 
+Memory: at start the script asks glibc's ``malloc`` to keep freed memory in the process
+(``mallopt``: blocks up to 32 MiB come from the heap, and the heap is trimmed only past 1 GiB
+free). Without it, what a row costs depends on what ran before in the same process: glibc
+raises its mmap threshold only after a large block has been freed, so in a fresh process every
+large temporary is a new ``mmap`` whose pages fault on first touch on each call, and after the
+sphere suite's 20 MB arrays they come from the heap without a fault (Stiefel(100,5) exp alone:
+rfed about 400 and geoopt about 3500 minor faults per call; after the earlier suites neither
+faults). The setting applies to every library of the table alike (numpy, torch and geoopt all
+allocate through the same ``malloc``), so a row no longer depends on the suites run before it;
+the header line says whether it was applied (on another C library it is not).
+
 ``--spd-floor``: SPD(9)'s maps against the bare LAPACK calls they are built from.
 """
 
@@ -34,6 +45,8 @@ for _var in ("OPENBLAS_NUM_THREADS", "OMP_NUM_THREADS", "MKL_NUM_THREADS"):
     os.environ[_var] = "1"
 
 import argparse  # noqa: E402
+import ctypes  # noqa: E402
+import ctypes.util  # noqa: E402
 import json  # noqa: E402
 import time  # noqa: E402
 import warnings  # noqa: E402
@@ -53,6 +66,23 @@ except ImportError:  # geoopt is an optional peer
     torch = geoopt = None
 
 mp.mp.dps = 40
+
+_M_TRIM_THRESHOLD, _M_MMAP_THRESHOLD = -1, -3  # glibc's mallopt parameters (malloc.h)
+
+
+def keep_freed_memory() -> bool:
+    """Ask glibc's malloc to serve blocks up to 32 MiB (its largest mmap threshold) from the heap
+    and to keep up to 1 GiB of freed heap, for every library of the process alike (see the module
+    docstring). Returns False where the C library has no ``mallopt`` or refuses."""
+    try:
+        mallopt = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6").mallopt
+    except (OSError, AttributeError):
+        return False
+    mallopt.argtypes = [ctypes.c_int, ctypes.c_int]
+    return bool(mallopt(_M_MMAP_THRESHOLD, 32 << 20)) and bool(mallopt(_M_TRIM_THRESHOLD, 1 << 30))
+
+
+KEPT_FREED_MEMORY = keep_freed_memory()
 
 
 def best_times(fns, repeat: int) -> list[float]:
@@ -623,8 +653,10 @@ def main(argv=None) -> None:
 
 
 def _print_table(args, div: int, rng: np.random.Generator) -> None:
-    print(f"CPU time, median of {args.repeat} interleaved calls, one thread; err: worst "
-          "relative error on the hard cases (40-digit mpmath)"
+    print(f"CPU time, median of {args.repeat} interleaved calls, one thread"
+          + ("; malloc keeps freed memory (every library)" if KEPT_FREED_MEMORY
+             else "; malloc defaults (mallopt unavailable)")
+          + "; err: worst relative error on the hard cases (40-digit mpmath)"
           + ("" if geoopt is not None else "; geoopt not installed: no geoopt column"))
     print_header()
     rows = run_table(args.suites, div, args.repeat, rng)

@@ -19,6 +19,8 @@ functions and saving through :meth:`RunContext.save_figure`, which calls :func:`
   percent (:func:`as_percent`);
 * on log axes the band is drawn symmetric in log space where ``mean - std`` is not positive,
   and the axis is limited to the curves (no bands falling to 1e-6);
+* every private curve has its own look: beyond ten curves a setting's colour says its family
+  and its marker its budget (:func:`curve_styles`);
 * the non-private curve is black (several: solid, dashed, dash-dot), the random start (the
   round-0 mean) a dotted grey line;
 * one legend outside the data (below the panels), with the certified epsilon in each private
@@ -28,6 +30,7 @@ functions and saving through :meth:`RunContext.save_figure`, which calls :func:`
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -35,7 +38,7 @@ import numpy as np
 
 __all__ = ["aggregate", "plot_curves", "new_figure", "finish_figure", "axis_label",
            "as_percent", "certified_epsilon", "epsilon_text", "AXIS_LABELS", "MAX_PANELS_PER_ROW",
-           "START_LABEL", "LEGEND_CELL"]
+           "START_LABEL", "LEGEND_CELL", "curve_styles"]
 
 #: Panels per row of :func:`new_figure` (a paper's column fits two).
 MAX_PANELS_PER_ROW = 2
@@ -66,6 +69,15 @@ _START_KEYS = ("cost", "excess_risk", "dist_to_ref", "grad_norm", "dist_to_prima
 
 
 _NON_PRIVATE_STYLES = ("-", "--", "-.")
+
+#: Distinct colours of matplotlib's default cycle (``tab10``).
+_CYCLE_LENGTH = 10
+
+#: Markers telling apart the budgets of one family when colours go by family.
+_BUDGET_MARKERS = ("o", "s", "^", "D", "v", "P", "X", "*")
+
+# a setting's budget inside its label: "planned eps<=8", "eps=0.5", "eps 2"
+_BUDGET = re.compile(r"\s*\b(?:planned\s+)?eps\s*(?:<=|=|\s)\s*[0-9][0-9.e+-]*")
 
 #: Label of the start reference line (the round-0 mean: a random start, or the papers' x_0).
 START_LABEL = "start (round 0)"
@@ -244,6 +256,49 @@ def aggregate(
     return out
 
 
+def curve_styles(labels: Sequence[str]) -> dict[str, dict[str, Any]]:
+    """Colours and markers of the private curves of one panel, distinct for every curve.
+
+    Up to ten private curves take matplotlib's default colour cycle, one colour each (an empty
+    style here). Beyond ten the cycle would repeat, so two settings would look alike: then a
+    curve's *family* (its label without the budget, e.g. ``"DPDL bipartite"`` of ``"DPDL
+    bipartite planned eps<=8"``) sets its colour and its budget (its rank among the family's
+    budgets, in order of appearance) sets its marker.
+
+    Parameters
+    ----------
+    labels : sequence of str
+        The private curves' labels, in drawing order (non-private curves excluded).
+
+    Returns
+    -------
+    dict
+        ``{label: matplotlib line keywords}``; empty dicts when ten colours suffice.
+
+    Notes
+    -----
+    Where the families are more than ten, or one family has more budgets than there are
+    markers, the curves instead take the colours in turn and the next marker after every ten,
+    so each curve still has its own (colour, marker) pair.
+    """
+    labels = list(labels)
+    if len(labels) <= _CYCLE_LENGTH:
+        return {label: {} for label in labels}
+    families: dict[str, list[str]] = {}
+    for label in labels:
+        families.setdefault(_BUDGET.sub("", label).strip(), []).append(label)
+    widest = max(len(members) for members in families.values())
+    if len(families) > _CYCLE_LENGTH or widest > len(_BUDGET_MARKERS):
+        return {label: {"color": f"C{i % _CYCLE_LENGTH}", "ms": 4,
+                        "marker": _BUDGET_MARKERS[i // _CYCLE_LENGTH % len(_BUDGET_MARKERS)]}
+                for i, label in enumerate(labels)}
+    styles = {}
+    for colour, members in enumerate(families.values()):
+        for rank, label in enumerate(members):
+            styles[label] = {"color": f"C{colour}", "marker": _BUDGET_MARKERS[rank], "ms": 4}
+    return styles
+
+
 def plot_curves(
     records: Sequence[Mapping[str, Any]],
     x: str,
@@ -336,6 +391,9 @@ def plot_curves(
             names = [k for k in order if k in curves] + [k for k in names if k not in order]
         shown_lo, shown_hi, starts = [], [], []
         n_non_private = 0
+        private_styles = curve_styles(
+            [str(name) for name in names
+             if name is not None and "non-private" not in str(name).lower()])
         for name in names:
             c = curves[name]
             xs = c["x"]
@@ -357,11 +415,11 @@ def plot_curves(
                          "ls": _NON_PRIVATE_STYLES[n_non_private % len(_NON_PRIVATE_STYLES)]}
                 n_non_private += 1
             else:
-                style = {"lw": 1.5}
+                style = {"lw": 1.5, **private_styles.get(str(name), {})}
             raw = mean
             if smooth > 1 and xs.size > smooth:
                 mean, lo, hi = (_moving_average(v, smooth) for v in (mean, lo, hi))
-            elif xs.size <= 12:
+            elif xs.size <= 12 and "marker" not in style:
                 style["marker"] = "o"
                 style["ms"] = 3
             (line,) = ax.plot(xs, mean, label=label, **style)

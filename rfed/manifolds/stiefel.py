@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 
 import numpy as np
@@ -110,6 +111,64 @@ def skew_expm(k: np.ndarray) -> np.ndarray:
     return np.eye(k.shape[-1]) + dev + ks @ sinc
 
 
+#: 1/j! for the Taylor polynomial of degree 16 of :func:`_expm_minus_identity`
+_INV_FACTORIAL = tuple(1.0 / math.factorial(j) for j in range(17))
+#: the 1-norm the argument is scaled below: the Taylor remainder of degree 16 is then at most
+#: 0.75^17 / 17! e^0.75 < 5e-17, below half a unit in the last place of 1
+_TAYLOR_NORM = 0.75
+
+
+def _expm_minus_identity(k: np.ndarray) -> np.ndarray:
+    r""":math:`e^K - I` of small square matrices, batched, shape ``(..., m, m)``.
+
+    Scaling and squaring of the Taylor polynomial of degree 16 (Higham 2005, SIAM J. Matrix
+    Anal. Appl. 26(4), 1179-1193, section 2; Paterson and Stockmeyer's evaluation, seven
+    products): each matrix is scaled by :math:`2^{-s}` to a 1-norm of at most 0.75, where the
+    truncation error is below the rounding of 1, and squared back s times in the deviation
+    form :math:`D \leftarrow 2D + D^2` (:math:`(I + D)^2 = I + 2D + D^2`), so the deviation from
+    I keeps its relative accuracy for tiny K. Batched matrix products only: for the 2p x 2p
+    blocks of :meth:`Stiefel.exp` about three times faster than an ``eigh`` per matrix, and
+    more accurate for long tangent vectors (no eigenvalues of :math:`K^2`, whose rounding grows
+    with :math:`\|K\|^2`).
+
+    Parameters
+    ----------
+    k : ndarray, shape ``(..., m, m)``
+        Real square matrices with finite entries.
+
+    Returns
+    -------
+    ndarray, shape ``(..., m, m)``
+        :math:`e^K - I`.
+    """
+    norm = np.max(np.sum(np.abs(k), axis=-2), axis=-1)
+    ratio = np.where(np.isfinite(norm), norm, 0.0) / _TAYLOR_NORM
+    squarings = np.ceil(np.log2(np.maximum(ratio, 1.0))).astype(np.int64)
+    ks = k * np.ldexp(1.0, -squarings)[..., None, None]
+    c = _INV_FACTORIAL
+    eye = np.eye(k.shape[-1])
+    k2 = ks @ ks
+    k3 = k2 @ ks
+    k4 = k2 @ k2
+
+    def chunk(j: int) -> np.ndarray:  # sum_{i < 4} K^i / (4j + i)!
+        return c[4 * j] * eye + c[4 * j + 1] * ks + c[4 * j + 2] * k2 + c[4 * j + 3] * k3
+
+    # sum_{1 <= i <= 16} K^i / i! = (K + K^2/2 + K^3/6) + K^4 (chunk 1 + K^4 (chunk 2 + ...))
+    acc = chunk(3) + c[16] * k4
+    acc = chunk(2) + k4 @ acc
+    acc = chunk(1) + k4 @ acc
+    dev = (ks + c[2] * k2 + c[3] * k3) + k4 @ acc
+    for step in range(int(squarings.max(initial=0))):
+        todo = squarings > step
+        if todo.all():
+            dev = 2.0 * dev + dev @ dev
+        else:
+            part = dev[todo]
+            dev[todo] = 2.0 * part + part @ part
+    return dev
+
+
 class Stiefel(Manifold):
     r"""Orthonormal frames :math:`\mathrm{St}(n, p) = \{X \in \mathbb{R}^{n\times p} :
     X^T X = I_p\}` with the metric induced by the Frobenius inner product (the embedded, or
@@ -129,7 +188,8 @@ class Stiefel(Manifold):
       :math:`S = U^T U`, :math:`\mathrm{Exp}_X U = [X, U]\,\mathrm{expm}\begin{pmatrix}A & -S\\
       I & A\end{pmatrix} \begin{pmatrix}\mathrm{expm}(-A)\\ 0\end{pmatrix}`, evaluated in the
       equivalent form of Zimmermann and Hueper (2022) whose 2p x 2p block is skew-symmetric
-      (below), so both matrix exponentials come from one batched ``eigh`` each.
+      (below); both matrix exponentials by scaling and squaring of a Taylor polynomial in
+      batched matrix products, only the p columns of the block's that the map uses kept.
     * Log: the initial velocity of the **minimizing** geodesic, for every pair off the cut
       locus. O(n) (p = n): the principal logarithm :math:`X\,\mathrm{logm}(X^T Y)`
       (minimizing while every rotation angle of :math:`X^T Y` is below pi; injectivity radius
@@ -227,7 +287,9 @@ class Stiefel(Manifold):
             [np.concatenate([2.0 * a, -_mT(b)], axis=-1),
              np.concatenate([b, np.zeros_like(a)], axis=-1)], axis=-2
         )
-        right = skew_expm(block)[..., :, : self.p] @ skew_expm(-a)
+        left = _expm_minus_identity(block)[..., :, : self.p]
+        left[..., : self.p, :] += np.eye(self.p)
+        right = left @ (_expm_minus_identity(-a) + np.eye(self.p))
         # [X, Q] @ right without forming [X, Q] (an n x 2p copy per point)
         return x @ right[..., : self.p, :] + q @ right[..., self.p :, :]
 

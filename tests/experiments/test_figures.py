@@ -366,3 +366,34 @@ def test_smoothing_is_a_centred_moving_average_and_the_evaluations_stay_visible(
     for bad in (0, 2, 1.5, True):
         with pytest.raises(ValueError, match="argument 'smooth'"):
             plot_curves(recs, "round", "test_accuracy", smooth=bad)
+
+
+def _curve_looks(ax):
+    """(colour, marker) of every private curve of a panel, by label."""
+    import matplotlib.colors as mcolors
+    return {line.get_label(): (mcolors.to_hex(line.get_color()), line.get_marker())
+            for line in ax.get_lines()
+            if not line.get_label().startswith("_") and "non-private" not in line.get_label()
+            and line.get_label() != START_LABEL}
+
+
+def test_more_curves_than_colours_keep_each_its_own_look():
+    # 4 algorithms x 3 budgets: the 10-colour cycle alone would give the 11th and 12th curves
+    # the colours of the 1st and 2nd
+    algorithms, budgets = ("DPDL", "DP-DPSGD", "MUFFLIATO", "DP-CGA"), (2, 4, 8)
+    settings = [f"{a} bipartite planned eps<={e}" for e in budgets for a in algorithms]
+    recs = [{"setting": s, "round": t, "test_accuracy": 0.1 + 0.01 * t * (i + 1)}
+            for i, s in enumerate(settings + ["DPDL bipartite non-private"]) for t in range(5)]
+    looks = _curve_looks(plot_curves(recs, "round", "test_accuracy", by="setting").axes[0])
+    assert set(looks) == set(settings)
+    assert len(set(looks.values())) == len(settings)
+    for a in algorithms:    # the colour says the algorithm, the marker the budget
+        assert len({looks[f"{a} bipartite planned eps<={e}"][0] for e in budgets}) == 1
+    for e in budgets:
+        assert len({looks[f"{a} bipartite planned eps<={e}"][1] for a in algorithms}) == 1
+    # twelve unrelated settings: no family to share a colour, still twelve looks
+    plain = [f"setting {k}" for k in range(12)]
+    recs = [{"setting": s, "round": t, "cost": 1.0 + k + t} for k, s in enumerate(plain)
+            for t in range(5)]
+    looks = _curve_looks(plot_curves(recs, "round", "cost", by="setting").axes[0])
+    assert len(set(looks.values())) == 12

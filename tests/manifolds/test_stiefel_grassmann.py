@@ -32,6 +32,66 @@ def test_stiefel_exp_against_pymanopt(n, p):
         np.testing.assert_allclose(ours.exp(x[i], ui), theirs.exp(x[i], ui), atol=1e-12)
 
 
+def _mp_stiefel_exp(x, u):
+    """Edelman, Arias and Smith (1998), eq. 2.7, in 40 digits: [X, U] expm([[A, -S], [I, A]])
+    [I; 0] expm(-A), A = X^T U, S = U^T U."""
+    with mp.workdps(40):
+        xm, um = mp.matrix(x.tolist()), mp.matrix(u.tolist())
+        p = x.shape[1]
+        a, s = xm.T * um, um.T * um
+        blk = mp.zeros(2 * p, 2 * p)
+        for i in range(p):
+            for j in range(p):
+                blk[i, j], blk[i, p + j], blk[p + i, p + j] = a[i, j], -s[i, j], a[i, j]
+            blk[p + i, i] = 1
+        e, ea = mp.expm(blk), mp.expm(-a)
+        top = mp.matrix([[e[i, j] for j in range(p)] for i in range(p)])
+        bot = mp.matrix([[e[p + i, j] for j in range(p)] for i in range(p)])
+        y = (xm * top + um * bot) * ea
+        return np.array([[float(y[i, j]) for j in range(p)] for i in range(x.shape[0])])
+
+
+@pytest.mark.parametrize("t", [1e-7, 1.0, 3.0, 10.0, 40.0])
+def test_stiefel_exp_against_mpmath_up_to_long_vectors(t):
+    """The Taylor scaling-and-squaring evaluation against 40-digit mpmath, from tiny to long
+    tangent vectors (40: six squarings of the 2p x 2p block)."""
+    m = Stiefel(7, 3)
+    rng = np.random.default_rng(11)
+    x = m.random_point(rng, (3,))
+    u = m.tangent_gaussian(x, 1.0, rng)
+    u *= t / m.norm(x, u)[:, None, None]
+    got = m.exp(x, u)
+    for i in range(3):
+        ref = _mp_stiefel_exp(x[i], u[i])
+        assert np.linalg.norm(got[i] - ref) <= 1e-14 * max(t, 1.0) * np.linalg.norm(ref)
+
+
+@pytest.mark.parametrize("scale", [1e-12, 1e-3, 0.5, 3.0, 60.0])
+def test_expm_minus_identity_against_scipy(scale):
+    """e^K - I of general and skew 6 x 6 matrices against scipy's expm (Pade), and, where
+    subtracting I from scipy's result would cancel digits, against the series to degree 8
+    (the neglected terms below the rounding): the deviation keeps its relative accuracy."""
+    from scipy.linalg import expm
+
+    from rfed.manifolds.stiefel import _expm_minus_identity
+
+    rng = np.random.default_rng(5)
+    k = rng.standard_normal((4, 6, 6))
+    k[2:] -= np.swapaxes(k[2:], -1, -2)
+    k *= scale / np.abs(k).sum(axis=-2).max(axis=-1)[:, None, None]
+    got = _expm_minus_identity(k)
+    for ki, gi in zip(k, got, strict=True):
+        if scale < 0.01:
+            ref, power = np.zeros_like(ki), np.eye(6)
+            for i in range(1, 9):
+                power = power @ ki / i
+                ref += power
+        else:
+            ref = expm(ki) - np.eye(6)
+        tol = 1e-14 if scale < 10 else 1e-12
+        assert np.linalg.norm(gi - ref) <= tol * np.linalg.norm(ref)
+
+
 @pytest.mark.parametrize("t", [1e-8, 1e-4, 0.1, 0.5, 1.0, 1.5, 2.0])
 def test_stiefel_log_inverts_exp_over_distances(t):
     m = Stiefel(7, 3)
