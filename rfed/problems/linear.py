@@ -452,8 +452,18 @@ class LinearProblem(Problem):
             correct = np.sum(right & mask, axis=1).astype(float)
             return float(self._reducer_for("accuracy(x)").agent_sum(correct) / self.n_samples)
         if features is None:
-            features, labels = self.pooled()
+            features, labels = self._pooled_view()
         return float(np.mean(np.where(features @ x >= 0, 1.0, -1.0) == labels))
+
+    def _pooled_view(self) -> tuple[np.ndarray, np.ndarray]:
+        """:meth:`pooled` without its copy when no agent has padding rows: the data's own
+        arrays reshaped to ``(N, d)`` and ``(N,)`` (the same rows in the same order and
+        layout, so a product with them has the copy's bits; at 100,000 x 2,000 the copy costs
+        ten times the product)."""
+        feats, labels = self.data["features"], self.data["labels"]
+        if self.mask.all() and feats.flags.c_contiguous and labels.flags.c_contiguous:
+            return feats.reshape(-1, feats.shape[-1]), labels.reshape(-1)
+        return self.pooled()
 
 
 class LogisticRegression(LinearProblem):

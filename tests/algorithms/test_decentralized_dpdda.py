@@ -209,3 +209,28 @@ def test_iota_of_each_sampler_enters_the_prox_and_the_papers_formula():
     acc = DPDDA(net, sampler="maximal", n_active=3, gamma=1.0, sigma=1.0).init(
         prob, np.zeros(4), np.random.default_rng(0)).ledger
     assert acc.paper.params["iota"] == 0.3
+
+
+@pytest.mark.parametrize("layout", [None, 1, 16])
+def test_the_noise_comes_from_the_agents_stream_of_the_layout(layout):
+    # one active node, no partner: z_i = a_1 (g_i + sigma xi_i) with g_i = -b a known (every
+    # record of the agent is a = e_1, b = +1, hinge at x = 0), so xi_i is read back and must
+    # be the agent's keyed draw under the layout asked for (default: 16 agents per stream)
+    from rfed.randomness import AgentStreams
+    n, q, d, sigma = 4, 3, 5, 0.7
+    feats = np.zeros((n, q, d))
+    feats[..., 0] = 1.0
+    problem = HingeSVM(feats, np.ones((n, q)), L2Regularizer(1e-3), feature_bound=1.0)
+    alg = DPDDA(Network(complete(n)), n_active=1, gamma=1.0, sigma=sigma,
+                agents_per_stream=layout)
+    state = alg.init(problem, np.zeros(d), np.random.default_rng(5))
+    state = alg.step(problem, state)
+    (i,) = np.flatnonzero(state.active)
+    xi = (state.z[i] + np.eye(d)[0]) / sigma
+    streams = AgentStreams(state.seed, agents_per_stream=16 if layout is None else layout)
+    expected = streams.normal(np.array([i]), 0, "noise", (d,))[0]
+    np.testing.assert_allclose(xi, expected, rtol=0, atol=1e-12)
+    other = AgentStreams(state.seed, agents_per_stream=1 if layout in (None, 16) else 16)
+    assert np.abs(xi - other.normal(np.array([i]), 0, "noise", (d,))[0]).max() > 1e-3
+    with pytest.raises(ValueError, match="agents_per_stream"):
+        DPDDA(Network(complete(n)), n_active=1, agents_per_stream=3)

@@ -85,6 +85,32 @@ def test_dpdda_svm_small():
         assert row["target_epsilon"] == 1.0
 
 
+def test_dpdda_svm_public_gamma_and_reused_sweep():
+    # the proximal weights chosen on a public draw (the paper scale's 'tuning' tables): the
+    # chosen one has the lowest public objective and trains the curves; the paper's weight,
+    # not chosen, is an extra labelled curve; the sweep's point at the figure's epsilon is the
+    # convergence curve's end (not a second run)
+    summary, ctx = run_experiment("dpdda-svm", overrides={
+        "n_per_agent": 10, "dim": 5, "epochs": 1, "eps_sweep": [0.8, 1.0], "eval_every": 40,
+        "n_active": [4], "baseline": False, "gammas_l2": [20.0, 1e3], "gammas_l1": [1.0],
+        "gamma_l1": 0.01, "spectrum_decay": 1.0})
+    for reg in ("l2", "l1"):
+        tuning = ctx.tables[f"tuning_{reg}"]
+        best = min(tuning, key=lambda row: row["public_final_cost"])
+        assert [row["chosen"] for row in tuning] == [row is best for row in tuning]
+        assert summary[reg][f"gamma_{reg}"] == best["gamma"]
+        assert all(row["public_start_cost"] == pytest.approx(1.0) for row in tuning)  # x = 0
+    assert summary["l1"]["gamma_l1"] == 1.0
+    paper_l1 = "DP-DDA iota=0.2 paper's gamma=0.01 planned eps<=0.4"
+    assert paper_l1 in summary["l1"]["final_suboptimality"]
+    final = summary["l2"]["final_suboptimality"]
+    sweep = {row["eps"]: row for row in summary["l2"]["sweep"]}
+    assert sweep[0.8]["suboptimality_mean"] == final["DP-DDA iota=0.2 planned eps<=0.8"]
+    runs = {rec["setting"] for rec in ctx.records
+            if rec.get("kind") == "sweep" and rec.get("reg") == "l2"}
+    assert runs == {"DP-DDA iota=0.2 planned eps<=1"}
+
+
 def test_doadp_digits_small():
     summary, ctx = run_experiment("doadp-digits", overrides={
         "epochs": 1, "epsilons": [1.0], "hidden": 8, "eval_every": 100, "non_private": False})

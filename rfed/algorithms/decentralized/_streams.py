@@ -145,13 +145,16 @@ def run_seed(rng: Any) -> int:
 
 def agent_draws(rng: Any, seed: int, agents: np.ndarray | AgentBlock, round: int,
                 purpose: str, *, out: np.ndarray | None = None,
-                work: np.ndarray | None = None) -> Any:
+                work: np.ndarray | None = None, agents_per_stream: int | None = None) -> Any:
     """Per-agent draws of ``agents`` (ids, or a block of the run's streams) for ``(round,
     purpose)``: keyed (into ``out`` and ``work`` when they fit, :class:`KeyedDraws`), or the
-    OS source in secure mode."""
+    OS source in secure mode. ``agents_per_stream``: the streams' layout (None:
+    :data:`AGENTS_PER_STREAM`; an algorithm that draws for a few agents of many per round may
+    take 1, one stream per agent, so a draw does not generate its 15 neighbours' too)."""
     if is_secure(rng):
         return rng
-    return KeyedDraws(_streams_of(seed), agents, round, purpose, out=out, work=work)
+    return KeyedDraws(_streams_of(seed, agents_per_stream), agents, round, purpose, out=out,
+                      work=work)
 
 
 def _streams_of(seed: int, agents_per_stream: int | None = None) -> AgentStreams:
