@@ -8,6 +8,19 @@ is exactly the arithmetic mean ``(1/k) sum x_t``). The wrapped algorithm's round
 releases and ledger are untouched: the average is a function of the outputs the run would have
 released at those rounds, so its privacy report is the wrapped run's report, unchanged. It
 reduces the variance the noise and the minibatches leave in the last iterate.
+
+With ``ema_decay = beta > 0`` the tail is averaged with exponentially decaying weights instead,
+the iterate averaging of De, Berrada, Hayes, Smith and Balle ("Unlocking High-Accuracy
+Differentially Private Image Classification through Scale", arXiv:2204.13650, 2022): the
+``k``-th averaged output enters with weight ``w_k = max(1/k, 1 - beta)``,
+``xbar_k = Exp_{xbar_{k-1}}(w_k Log_{xbar_{k-1}}(x_t))``, i.e. the plain mean while fewer than
+``1 / (1 - beta)`` outputs are averaged (a warm-up: the first averaged output does not keep
+the weight ``beta`` of a start that is not an output), then an exponential moving average of
+decay ``beta``. It is the same post-processing of the same
+outputs, so the privacy argument is unchanged. On Euclidean space both averages are linear in
+the outputs: for a decentralized trainer whose output is the mean of the agents' models, the
+average of the network means is the network mean of the agents' own averages, each a function
+of the agent's own noisy releases and of the messages it received.
 """
 
 from __future__ import annotations
@@ -64,6 +77,10 @@ class TailAveraged(Algorithm):
         ``t0 >= 0``: the outputs of rounds ``t0 + 1, ..., T`` are averaged (``t0 = 0``: every
         round; a ``t0 >= T`` returns the last output). A public number, fixed before the run
         (e.g. half the planned rounds).
+    ema_decay : float
+        ``beta`` in ``[0, 1)``: ``0`` averages the tail uniformly; ``beta > 0`` gives the
+        ``k``-th averaged output the weight ``max(1/k, 1 - beta)`` (an exponential moving
+        average of decay ``beta`` after a uniform warm-up of ``1 / (1 - beta)`` outputs).
 
     Notes
     -----
@@ -72,16 +89,22 @@ class TailAveraged(Algorithm):
     same random numbers as it does unwrapped, so its trajectory is the same.
     """
 
-    def __init__(self, algorithm: Algorithm, *, average_from: int):
+    def __init__(self, algorithm: Algorithm, *, average_from: int, ema_decay: float = 0.0):
         if not isinstance(algorithm, Algorithm):
             raise TypeError(f"argument 'algorithm' must be an rfed Algorithm, got {algorithm!r}")
         if (isinstance(average_from, bool) or not isinstance(average_from, (int, np.integer))
                 or average_from < 0):
             raise ValueError(f"argument 'average_from' must be an int >= 0, got "
                              f"{average_from!r}")
+        if (isinstance(ema_decay, bool) or not isinstance(ema_decay, (int, float, np.floating))
+                or not 0.0 <= float(ema_decay) < 1.0):
+            raise ValueError(f"argument 'ema_decay' must be a float in [0, 1), got "
+                             f"{ema_decay!r}")
         self.algorithm = algorithm
         self.average_from = int(average_from)
-        self.name = f"{algorithm.name} (tail-averaged)"
+        self.ema_decay = float(ema_decay)
+        self.name = (f"{algorithm.name} (tail-averaged)" if self.ema_decay == 0.0 else
+                     f"{algorithm.name} (EMA {self.ema_decay:g} of the tail)")
 
     @property
     def step_size(self) -> Any:
@@ -101,7 +124,12 @@ class TailAveraged(Algorithm):
             average = np.array(x, dtype=float)
         else:
             man = problem.manifold
-            average = man.exp(state.average, man.log(state.average, x) / k)
+            step = man.log(state.average, x)
+            # the uniform mean (weight 1/k) until 1 - beta exceeds it, then the EMA's weight
+            if self.ema_decay > 0.0 and 1.0 - self.ema_decay > 1.0 / k:
+                average = man.exp(state.average, (1.0 - self.ema_decay) * step)
+            else:
+                average = man.exp(state.average, step / k)
         return TailAveragedState(inner=inner, average=average, count=k)
 
     def output(self, problem: Problem, state: TailAveragedState) -> np.ndarray:

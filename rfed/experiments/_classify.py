@@ -18,10 +18,13 @@ local data set, and the noise multiplier scaled so that the noise standard devia
 averaged clipped gradient, ``z * sensitivity / B``, is the private run's. (Only the minibatch
 sampling noise differs: the public batch is smaller.) The search moves one hyperparameter at a
 time over its grid (effective step ``lr * clip``, clip, batch fraction, epochs, momentum,
-feature dimension, tail averaging) from the middle of every grid, keeping a change only if it
-raises the public score, for ``tune_sweeps`` passes; the ``tuning`` table records every
-configuration tried and whether the choice sits at the edge of a grid that could have gone
-further (a domain bound, such as the whole local data set as batch, is not such an edge).
+feature dimension, tail averaging, its exponential decay) from the middle of every grid,
+keeping a change only if it raises the public score, for ``tune_sweeps`` passes; the
+``tuning`` table records every configuration tried and whether the choice sits at the edge of
+a grid that could have gone further (a domain bound, such as the whole local data set as batch,
+is not such an edge).
+With ``tune_folds = 2`` the halves also swap roles and a configuration's score is the mean of
+the two (:mod:`rfed.experiments.utility_decentralized`).
 """
 
 from __future__ import annotations
@@ -68,6 +71,7 @@ DOMAIN_BOUNDS: dict[str, tuple[float, ...]] = {
     "batch_fraction": (1.0,),   # the whole local data set
     "momentum": (0.0,),
     "tail_average": (0.0, 1.0),
+    "ema_decay": (0.0,),        # a uniform tail mean
 }
 
 
@@ -207,14 +211,35 @@ def make_trainer(name: str, hp: Mapping[str, Any], batch: int, noise: Mapping[st
                      f"DO-ADP, noisy DSGD, {CENTRALIZED}")
 
 
-def tail_averaged(alg, rounds: int, tail: float):
-    """``alg`` with the mean of its last ``tail`` fraction of outputs as output (post-processing
-    of released iterates: the privacy report is the wrapped run's)."""
+def tail_averaged(alg, rounds: int, tail: float, ema_decay: float = 0.0):
+    """``alg`` with the average of its last ``tail`` fraction of outputs as output: the uniform
+    mean, or with ``ema_decay > 0`` the warm-started exponential moving average of
+    :class:`rfed.algorithms.averaging.TailAveraged` (post-processing of released iterates: the
+    privacy report is the wrapped run's). ``tail = 0``: the last output, whatever the decay.
+
+    Parameters
+    ----------
+    alg : Algorithm
+    rounds : int
+        The rounds the run will take (public).
+    tail : float
+        The averaged fraction of the rounds, in ``[0, 1]`` (setting ``tail_averages``).
+    ema_decay : float
+        In ``[0, 1)`` (setting ``ema_decays``); 0: the uniform mean.
+
+    Returns
+    -------
+    Algorithm
+        ``alg`` itself when ``tail = 0``, else its :class:`TailAveraged` wrapper.
+    """
     if not 0.0 <= tail <= 1.0:
         raise ValueError(f"setting 'tail_averages' holds fractions in [0, 1], got {tail!r}")
+    if not 0.0 <= ema_decay < 1.0:
+        raise ValueError(f"setting 'ema_decays' holds decays in [0, 1), got {ema_decay!r}")
     if tail == 0.0:
         return alg
-    return TailAveraged(alg, average_from=int(round(rounds * (1.0 - tail))))
+    return TailAveraged(alg, average_from=int(round(rounds * (1.0 - tail))),
+                        ema_decay=float(ema_decay))
 
 
 def local_batch(fraction: float, min_local: int) -> int:
@@ -309,7 +334,7 @@ class PublicProxy:
                 make_trainer(self.name, hp, plan["public_batch"],
                              {"noise_multiplier": plan["public_noise_multiplier"]},
                              self.n_agents, self.cfg),
-                plan["rounds"], float(hp["tail_average"]))
+                plan["rounds"], float(hp["tail_average"]), float(hp.get("ema_decay", 0.0)))
             res = alg.run(problem, plan["rounds"], rng=self.rng(1, rep),
                           x0=np.zeros(problem.n_params), eval_every=plan["rounds"],
                           with_reference=False)

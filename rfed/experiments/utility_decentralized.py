@@ -11,9 +11,9 @@ the smallest local data set ``N``, with non-private and zero-start references, r
   Dirichlet(0.25) splits over 10 agents, beside centralized DP-SGD
   (:class:`rfed.algorithms.centralized.DPSGD`) on the pooled private data at the same budget,
   under each neighbouring relation the trainers account; every trainer's step, clip, batch,
-  epochs, momentum, feature dimension and tail averaging are chosen on the declared public
-  split (:mod:`rfed.experiments._classify`). ``features='pixels'`` runs the earlier pipeline on
-  whitened pixels.
+  epochs, momentum, feature dimension, tail averaging and its exponential decay are chosen on
+  the declared public split (:mod:`rfed.experiments._classify`). ``features='pixels'`` runs the
+  earlier pipeline on whitened pixels.
 * ``utility-svm``: DP-DDA l1- and l2-SVM on a binary Fashion-MNIST task and on the paper-size
   ``epsilon`` stand-in (cached, memory-mapped float32, decaying spectrum ``eps_spectrum_decay``
   (:func:`rfed.datasets.make_epsilon_like`: the isotropic recipe carries too little signal per
@@ -244,10 +244,33 @@ def _noise_multiplier(alg: Any, problem, x0: np.ndarray) -> float:
 
 
 # ---------------------------------------------------------------------- plotting helpers
+def _epsilon_axis_label(rows: list[dict], relation: Callable[[dict], str]) -> str:
+    """The epsilon axis label naming the relation and delta of the certified rows.
+
+    Parameters
+    ----------
+    rows : list of dict
+        The plotted rows (``epsilon_certified``, ``delta`` and what ``relation`` reads).
+    relation : callable
+        ``relation(row) -> str``: the neighbouring relation of a row, as the reader says it.
+
+    Returns
+    -------
+    str
+        ``"certified epsilon, replace-one, delta = 1e-05 (whole run)"``, one relation-and-delta
+        part per distinct pair, joined by ``"; "``.
+    """
+    pairs = dict.fromkeys((relation(r), float(r["delta"])) for r in rows
+                          if r.get("epsilon_certified") is not None)
+    named = "; ".join(f"{rel}, delta = {d:g}" for rel, d in pairs)
+    return f"certified epsilon, {named} (whole run)" if named else "certified epsilon (whole run)"
+
+
 def _privacy_utility_plot(ctx: RunContext, rows: list[dict], panels: list[str], key: str,
                           ylabel: str, title: str, name: str, refs: dict[str, dict],
-                          logy: bool = False) -> None:
-    """Utility against certified epsilon, one curve per algorithm (mean and min-max band)."""
+                          relation: Callable[[dict], str], logy: bool = False) -> None:
+    """Utility against certified epsilon, one curve per algorithm (mean and min-max band);
+    ``relation(row)`` names a row's neighbouring relation on the epsilon axis."""
     fig, axes = new_figure(len(panels))
     for ax, panel in zip(axes, panels, strict=True):
         sub = [r for r in rows if r["panel"] == panel]
@@ -286,7 +309,7 @@ def _privacy_utility_plot(ctx: RunContext, rows: list[dict], panels: list[str], 
         ax.minorticks_off()
         if logy:
             ax.set_yscale("log")
-        ax.set_xlabel("certified epsilon (whole run)")
+        ax.set_xlabel(_epsilon_axis_label(sub, relation))
         ax.set_ylabel(ylabel)
         ax.set_title(panel)
         ax.legend(fontsize=6)
@@ -335,7 +358,8 @@ def _grids(cfg: dict, name: str, dims: list[int]) -> dict[str, list]:
             "epochs": [float(v) for v in cfg["epochs_grid"]],
             "momentum": [float(v) for v in cfg["momenta"]],
             "dim": dims,
-            "tail_average": [float(v) for v in cfg["tail_averages"]]}
+            "tail_average": [float(v) for v in cfg["tail_averages"]],
+            "ema_decay": [float(v) for v in cfg["ema_decays"]]}
 
 
 def _hp_text(hp: dict) -> str:
@@ -350,6 +374,18 @@ def _budget(eps: float, delta: float, relation: str, declared: np.ndarray) -> Pr
         return PrivacyBudget(float(eps), delta, neighboring=relation,
                              public_sizes=tuple(int(v) for v in declared))
     return PrivacyBudget(float(eps), delta, neighboring=relation)
+
+
+def _folds_score(proxies: list[PublicProxy]) -> Callable[[dict], tuple[float, dict]]:
+    """The public score averaged over the folds (NaN if any fold's run diverged); the plan is
+    the first fold's (every fold has the same private plan)."""
+    if len(proxies) == 1:
+        return proxies[0].score
+
+    def score(hp: dict) -> tuple[float, dict]:
+        scored = [p.score(hp) for p in proxies]
+        return float(np.mean([s for s, _ in scored])), scored[0][1]
+    return score
 
 
 def declared_sizes(nominal_total: int, n_agents: int) -> np.ndarray:
@@ -419,9 +455,10 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "reference_maxiter iterations on the pooled private data), each trainer's "
         "non-private run (nonprivate_runs) and the zero start. Hyperparameters (effective "
         "step lr x clip, clip, batch fraction of the smallest local data set, epochs, "
-        "momentum, feature dimension, tail averaging) are "
+        "momentum, feature dimension, tail averaging and its exponential decay ema_decays) are "
         "chosen per trainer on the PUBLIC split only (10 % of the training images: one half "
-        "trained on by the same number of agents, the other half scores), at the private run's "
+        "trained on by the same number of agents, the other half scores; tune_folds = 2 also "
+        "the other way round, averaging the two scores), at the private run's "
         "noise at eps_tune (same rounds, same noise std on the averaged clipped gradient), by "
         "coordinate search over the grids (the 'tuning' table lists every configuration and "
         "flags a choice at a grid's edge); never on the private data or the test images."
@@ -441,7 +478,8 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "steps_dpsgd": [0.8, 1.6, 3.2, 6.4, 12.8],
         "clips": [0.05, 0.2, 0.8, 3.2], "batch_fractions": [0.125, 0.25, 0.5, 1.0],
         "epochs_grid": [20.0, 40.0, 80.0, 160.0], "momenta": [0.0, 0.5, 0.75, 0.9],
-        "dims": [0], "tail_averages": [0.0, 0.25, 0.5, 0.75],
+        "dims": [0], "tail_averages": [0.0, 0.25, 0.5, 0.75], "ema_decays": [0.0],
+        "tune_folds": 1,
         "tune_sweeps": 2, "tune_repetitions": 2, "eps_tune": 3.0,
         "reference_maxiter": 100, "nonprivate_runs": True,
         "target_epsilon": 3.0, "target_accuracy": 87.0, "centralized_target_accuracy": 88.5,
@@ -514,15 +552,22 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
     half = len(data["y_pub"]) // 2
     tune_kind = cfg["partitions"][0]
     tuning, chosen = [], {}
+    folds = int(cfg["tune_folds"])
+    if folds not in (1, 2):
+        raise ValueError(f"setting 'tune_folds' must be 1 (train on the first public half, "
+                         f"score on the second) or 2 (also the other way round), got "
+                         f"{cfg['tune_folds']!r}")
+    halves = (slice(None, half), slice(half, None))
     for mi, name in enumerate(cfg["algorithms"]):
-        proxy = PublicProxy(
-            name, data["x_pub"][:half], data["y_pub"][:half], data["x_pub"][half:],
-            data["y_pub"][half:], counts[tune_kind], n, cfg, proj, bound,
-            _budget(cfg["eps_tune"], delta, relations[0], declared),
+        # fold f trains on one public half and scores on the other; fold 1 swaps them
+        proxies = [PublicProxy(
+            name, data["x_pub"][halves[f]], data["y_pub"][halves[f]],
+            data["x_pub"][halves[1 - f]], data["y_pub"][halves[1 - f]], counts[tune_kind], n,
+            cfg, proj, bound, _budget(cfg["eps_tune"], delta, relations[0], declared),
             int(cfg["tune_repetitions"]),
-            lambda *s, mi=mi: ctx.rng(920, mi, *s))
+            lambda *s, mi=mi, f=f: ctx.rng(920 + f, mi, *s)) for f in range(folds)]
         grids = _grids(cfg, name, dims)
-        best, rows = coordinate_search(proxy.score, grids, int(cfg["tune_sweeps"]))
+        best, rows = coordinate_search(_folds_score(proxies), grids, int(cfg["tune_sweeps"]))
         edges = at_grid_edge(best, grids, {"dim": (n_feat,)})
         chosen[name] = best
         for row in rows:
@@ -537,7 +582,8 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                            "chosen": is_best,
                            "at_grid_edge": ", ".join(edges) if is_best else "",
                            "chosen_on": f"public split ({data['n_public']} images): {half} "
-                                        f"train / {len(data['y_pub']) - half} validation"})
+                                        f"train / {len(data['y_pub']) - half} validation"
+                                        + (", both ways (2 folds)" if folds == 2 else "")})
         ctx.log(setting=f"tuning {name}", algorithm=name, chosen=_hp_text(best),
                 at_grid_edge=", ".join(edges))
     ctx.save_table("tuning", tuning)
@@ -587,7 +633,7 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                     accs, reports, diverged = [], [], 0
                     for rep in range(1 if rel is None else reps):
                         alg = tail_averaged(make_trainer(name, hp, batch, noise, n, cfg),
-                                            rounds, hp["tail_average"])
+                                            rounds, hp["tail_average"], hp["ema_decay"])
                         res = alg.run(problem, rounds, rng=ctx.rng(k, mi, si, rep), x0=x0,
                                       eval_every=rounds, with_reference=False)
                         if res.diverged:
@@ -631,7 +677,8 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
         f"Fashion-MNIST softmax regression on {feats}, {n} agents, delta={delta:g}",
         "privacy_utility", {kind: {lab: v for lab, v in r.items()
                                    if "non-private" in lab or "zero" in lab}
-                            for kind, r in refs.items()})
+                            for kind, r in refs.items()},
+        relation=lambda r: _RELATIONS[r["relation"]])
     comm_rows = _doadp_communication(cfg, ctx, chosen, data, proj, parts, bound, delta) \
         if "DO-ADP" in cfg["algorithms"] else []
     ctx.summary_table([summary_row(
@@ -701,7 +748,7 @@ def _doadp_communication(cfg, ctx, chosen, data, proj, parts, bound, delta) -> l
                         gamma=cfg["doadp_gamma"], p=float(p), k_ratio=float(ratio),
                         grad_bound=hp["clip"], batch_size=batch,
                         budget=PrivacyBudget(cfg["eps_comm"], delta), n_rounds=rounds)
-            res = tail_averaged(alg, rounds, hp["tail_average"]).run(
+            res = tail_averaged(alg, rounds, hp["tail_average"], hp["ema_decay"]).run(
                 problem, rounds, rng=ctx.rng(950, ci, rep), x0=np.zeros(problem.n_params),
                 eval_every=rounds, with_reference=False)
             if res.diverged:
@@ -962,7 +1009,8 @@ def utility_svm(config: dict, ctx: RunContext) -> dict:
     checks = [_svm_checks(p, [r for r in rows if r["panel"] == p], refs[p]) for p in panels]
     ctx.save_table("checks", checks)
     _privacy_utility_plot(ctx, rows, panels, "accuracy", "test accuracy (%)",
-                          "DP-DDA SVMs: " + "; ".join(notes.values()), "privacy_utility", refs)
+                          "DP-DDA SVMs: " + "; ".join(notes.values()), "privacy_utility", refs,
+                          relation=lambda r: "replace-one")
     ctx.summary_table([summary_row(
         f"{r['panel']} target eps={r['target_epsilon']:g}", utility_name="test accuracy (%)",
         utility=r["accuracy_mean"], utility_std=r["accuracy_std"],
@@ -1060,6 +1108,7 @@ def utility_dpdgt(config: dict, ctx: RunContext) -> dict:
         f"DP-DGT, IEEE-14 dispatch, cost-function adjacency radius {radius:g}, delta={delta:g}",
         "privacy_utility",
         {"IEEE-14": {"non-private (noise-free) run": err_np, "start w_0": err_start}},
+        relation=lambda r: f"cost-function adjacency (radius {r['adjacency_radius']:g})",
         logy=True)
     ctx.summary_table([summary_row(
         f"DP-DGT target eps={r['target_epsilon']:g}", utility_name="||w_K - w*||^2 (MW^2)",

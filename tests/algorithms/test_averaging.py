@@ -79,3 +79,35 @@ def test_bad_arguments_are_named():
         TailAveraged(_make_dpdpsgd({}), average_from=2.5)
     with pytest.raises(TypeError, match="algorithm"):
         TailAveraged(object(), average_from=0)
+
+
+@pytest.mark.parametrize("ema_decay", [0.5, 0.8])
+def test_ema_is_the_warm_started_exponential_average_of_the_tail(ema_decay):
+    """Weights by hand: the k-th averaged output enters with max(1/k, 1 - beta)."""
+    problem = _problem()
+    x0 = np.zeros(problem.n_params)
+    alg = _make_dpdpsgd({"noise_multiplier": 1.0})
+    state = alg.init(problem, x0, np.random.default_rng(5))
+    outputs = []
+    for t in range(1, 13):
+        state = alg.step(problem, state)
+        if t > 2:
+            outputs.append(alg.output(problem, state))
+    # closed form of the recursion: x_k's weight is w_k prod_{m > k} (1 - w_m)
+    w = np.array([max(1.0 / k, 1.0 - ema_decay) for k in range(1, len(outputs) + 1)])
+    coef = np.array([w[k] * np.prod(1.0 - w[k + 1:]) for k in range(len(w))])
+    assert abs(coef.sum() - 1.0) < 1e-12 and coef[-1] == pytest.approx(1.0 - ema_decay)
+    res = TailAveraged(_make_dpdpsgd({"noise_multiplier": 1.0}), average_from=2,
+                       ema_decay=ema_decay).run(problem, 12, rng=np.random.default_rng(5),
+                                                x0=x0, eval_every=12, with_reference=False)
+    np.testing.assert_allclose(res.x, np.tensordot(coef, outputs, axes=1), rtol=1e-12,
+                               atol=1e-14)
+    np.testing.assert_array_equal(res.state.inner.x, state.x)
+    # it weighs the last outputs more than the uniform mean does, so it differs from it
+    assert not np.allclose(res.x, np.mean(outputs, axis=0))
+
+
+def test_ema_decay_is_checked():
+    for bad in (-0.1, 1.0, True, "0.9"):
+        with pytest.raises(ValueError, match="ema_decay"):
+            TailAveraged(_make_dpdpsgd({}), average_from=0, ema_decay=bad)

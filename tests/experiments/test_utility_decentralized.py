@@ -192,6 +192,31 @@ def test_classify_refuses_bad_settings(fake_data, tmp_path):
         _tiny_classify(fake_data, tmp_path, features="hog")
     with pytest.raises(ValueError, match="'batch_fractions'"):
         _tiny_classify(fake_data, tmp_path, batch_fractions=[1.5])
+    with pytest.raises(ValueError, match="'tune_folds'"):
+        _tiny_classify(fake_data, tmp_path, tune_folds=3)
+    with pytest.raises(ValueError, match="'ema_decays'"):
+        _tiny_classify(fake_data, tmp_path, ema_decays=[1.0])
+
+
+def test_classify_two_fold_tuning_averages_both_ways(fake_data, tmp_path):
+    """With tune_folds=2 a configuration's public score is the mean of the first fold's score
+    (the one-fold run's, same streams) and of the swapped fold's: twice the two-fold score less
+    the one-fold score is an accuracy on the other half, a multiple of 100 / its size."""
+    grids = {"algorithms": ["DP-DPSGD"], "steps_dpdpsgd": [0.2], "batch_fractions": [1.0],
+             "dims": [0], "ema_decays": [0.0, 0.5], "cache_dir": str(tmp_path / "cache")}
+    _, one = _tiny_classify(fake_data, tmp_path / "one", **grids)
+    summary, two = _tiny_classify(fake_data, tmp_path / "two", tune_folds=2, **grids)
+    first = {t["ema_decay"]: t["public_validation_accuracy"] for t in one.tables["tuning"]}
+    both = {t["ema_decay"]: t for t in two.tables["tuning"]}
+    assert set(first) == set(both) == {0.0, 0.5}
+    n_val = int(both[0.0]["chosen_on"].split("(")[1].split()[0]) // 2   # the public half
+    for decay, row in both.items():
+        assert "2 folds" in row["chosen_on"]
+        other = 2 * row["public_validation_accuracy"] - first[decay]
+        assert 0.0 <= other <= 100.0
+        assert other * n_val / 100 == pytest.approx(round(other * n_val / 100), abs=1e-6)
+    # the decay is one of the hyperparameters the private run reports
+    assert "ema_decay=" in summary["hyperparameters"]["DP-DPSGD"]
 
 
 def test_classify_tiny_on_pixels_with_every_trainer(fake_data, tmp_path):
@@ -430,3 +455,16 @@ def test_dpdgt_full_size(tmp_path):
     means = [r["sq_error_mean"] for r in sorted(rows, key=lambda r: r["target_epsilon"])]
     assert all(b <= a for a, b in zip(means, means[1:], strict=False)), means
     assert means[-1] < 1e-2 * summary["start_sq_error"]
+
+
+def test_epsilon_axis_names_relation_and_delta():
+    rows = [{"relation": "replace_one", "delta": 1e-5, "epsilon_certified": 2.9},
+            {"relation": "add_remove_one", "delta": 2e-6, "epsilon_certified": 3.0},
+            {"relation": "replace_one", "delta": 1e-5, "epsilon_certified": 0.9}]
+    name = lambda r: ud._RELATIONS[r["relation"]]  # noqa: E731
+    assert ud._epsilon_axis_label(rows[:1], name) == (
+        "certified epsilon, replace-one, delta = 1e-05 (whole run)")
+    assert ud._epsilon_axis_label(rows, name) == (
+        "certified epsilon, replace-one, delta = 1e-05; add/remove, delta = 2e-06 (whole run)")
+    assert ud._epsilon_axis_label([dict(rows[0], epsilon_certified=None)], name) == (
+        "certified epsilon (whole run)")
