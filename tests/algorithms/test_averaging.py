@@ -24,18 +24,25 @@ def _make_dpdpsgd(noise):
     return DPDPSGD(Network(circulant(4, 1)), lr=0.5, beta=0.5, batch_size=8, clip=1.0, **noise)
 
 
+def _outputs_after(problem, x0, rounds, after):
+    """The unwrapped DP-DPSGD's outputs of rounds ``after + 1 .. rounds``, stepped by hand,
+    and its last state."""
+    alg = _make_dpdpsgd({"noise_multiplier": 1.0})
+    state = alg.init(problem, x0, np.random.default_rng(5))
+    outputs = []
+    for t in range(1, rounds + 1):
+        state = alg.step(problem, state)
+        if t > after:
+            outputs.append(alg.output(problem, state))
+    return outputs, state
+
+
 @pytest.mark.parametrize("average_from", [0, 3, 7])
 def test_average_is_the_mean_of_the_tail_outputs(average_from):
     problem = _problem()
     x0 = np.zeros(problem.n_params)
-    alg = _make_dpdpsgd({"noise_multiplier": 1.0})
     # by hand: step the unwrapped algorithm and average the outputs of rounds > average_from
-    state = alg.init(problem, x0, np.random.default_rng(5))
-    outputs = []
-    for t in range(1, 11):
-        state = alg.step(problem, state)
-        if t > average_from:
-            outputs.append(alg.output(problem, state))
+    outputs, state = _outputs_after(problem, x0, 10, average_from)
     res = TailAveraged(_make_dpdpsgd({"noise_multiplier": 1.0}), average_from=average_from).run(
         problem, 10, rng=np.random.default_rng(5), x0=x0, eval_every=10,
         with_reference=False)
@@ -86,13 +93,7 @@ def test_ema_is_the_warm_started_exponential_average_of_the_tail(ema_decay):
     """Weights by hand: the k-th averaged output enters with max(1/k, 1 - beta)."""
     problem = _problem()
     x0 = np.zeros(problem.n_params)
-    alg = _make_dpdpsgd({"noise_multiplier": 1.0})
-    state = alg.init(problem, x0, np.random.default_rng(5))
-    outputs = []
-    for t in range(1, 13):
-        state = alg.step(problem, state)
-        if t > 2:
-            outputs.append(alg.output(problem, state))
+    outputs, state = _outputs_after(problem, x0, 12, 2)
     # closed form of the recursion: x_k's weight is w_k prod_{m > k} (1 - w_m)
     w = np.array([max(1.0 / k, 1.0 - ema_decay) for k in range(1, len(outputs) + 1)])
     coef = np.array([w[k] * np.prod(1.0 - w[k + 1:]) for k in range(len(w))])
