@@ -3,7 +3,8 @@
 Each experiment runs in its own child process (``python -m rfed run NAME --out TMP
 --no-progress``); its CPU time (user + system) and peak RSS, from that child's own resource
 usage (``os.wait4``), are printed, then the total. CPU time, not wall time: the machine may be
-shared.
+shared. Each child runs with one BLAS and OpenMP thread (:data:`BLAS_THREADS`) unless the caller
+set those variables, so that idle pool threads spinning do not count as the experiment's CPU.
 
 Usage::
 
@@ -98,6 +99,18 @@ sys.exit(status)
 """
 
 
+#: Thread counts of the BLAS and OpenMP pools, set to 1 in every child unless the caller set
+#: them: an idle OpenBLAS thread spins and its CPU time would count as the experiment's (the
+#: reduced utility-pca-fmnist grid took 1.40x the filing commit's CPU with the default pools
+#: under load and 0.75x with one thread; benchmarks/results/bench_utility_pca_fmnist_*.txt).
+BLAS_THREADS = {"OPENBLAS_NUM_THREADS": "1", "OMP_NUM_THREADS": "1", "MKL_NUM_THREADS": "1"}
+
+
+def _blas_threads() -> str:
+    """The BLAS thread settings the children run with, for the output's header."""
+    return " ".join(f"{k}={os.environ.get(k, v)}" for k, v in BLAS_THREADS.items())
+
+
 #: The timings file ``rfed list`` / ``rfed show`` read (``--record``'s default).
 TIMINGS = Path(__file__).resolve().parents[1] / "rfed" / "experiments" / "timings.json"
 
@@ -116,7 +129,8 @@ def _start(name: str, overrides: list[str], rfed_dir: Path, out: str, rdp_cache:
     stats_file = Path(out) / "checkpoints.json"
     cmd = ([sys.executable, "-c", _COUNTING_CHILD, str(stats_file), *args] if checkpoints
            else [sys.executable, "-m", "rfed", *args])
-    env = dict(os.environ, PYTHONPATH=str(rfed_dir), RFED_CACHE_DIR=rdp_cache)
+    env = dict(BLAS_THREADS, **os.environ)   # the caller's own settings win
+    env.update(PYTHONPATH=str(rfed_dir), RFED_CACHE_DIR=rdp_cache)
     proc = subprocess.Popen(cmd, cwd=rfed_dir, env=env, stdout=subprocess.DEVNULL)
     proc.run_dir = run_dir  # type: ignore[attr-defined]  # where its summary.json goes
     return proc, stats_file, time.perf_counter()
@@ -271,7 +285,7 @@ def main() -> None:
         header = ["$ python " + " ".join(sys.argv),
                   f"# {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}; {commits}; "
                   f"1-min load {load_before:.1f} at the start, {os.getloadavg()[0]:.1f} now; "
-                  f"python {sys.version.split()[0]}"]
+                  f"python {sys.version.split()[0]}; children: {_blas_threads()}"]
         if done < len(args.names):
             header.append(f"# PARTIAL: {done} of {len(args.names)} experiments done")
         args.out.parent.mkdir(parents=True, exist_ok=True)
