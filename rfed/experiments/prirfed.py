@@ -21,6 +21,7 @@ drawn from the same recipe with its own seed; never read from the private data.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -1349,8 +1350,6 @@ def fig5(config: dict, ctx: RunContext) -> dict:
                       suptitle="Hyperbolic prediction of 'primate' (WordNet mammals, H^2)")
     ctx.save_figure(fig, "fig5")
     fig = _poincare_figure(problem, data, truth, results)
-    fig.suptitle("PriRFed, prediction of 'primate' on H^2 (paper's Fig. 6): the best "
-                 "estimates on the Poincare disk", fontsize=11)
     ctx.save_figure(fig, "fig6_poincare")
     return _summary(ctx, rows, ref, dist_reference_to_primate=float(man.dist(
         problem.reference_point(), truth)))
@@ -1420,8 +1419,10 @@ def _poincare_figure(problem: HyperbolicPrediction, data: Mapping[str, Any], tru
             note = "" if len(zooms) > 1 else (
                 f"\n(no zoom: the nearest estimate is {near:.2g} from 'primate')")
             ax.set_title(f"Poincare disk{note}", fontsize=10)
-    if left_out:
-        fig.text(0.5, 0.995, "not drawn, every run diverged: " + "; ".join(left_out),
-                 ha="center", va="top", fontsize=7, wrap=True)
+    # the note on left-out methods goes under the title, so neither covers the other
+    note = textwrap.fill("not drawn, every run diverged: " + "; ".join(left_out), 110)
+    fig.suptitle("PriRFed, prediction of 'primate' on H^2 (paper's Fig. 6): each method's "
+                 "estimate on the Poincare disk" + (f"\n{note}" if left_out else ""),
+                 fontsize=11 if not left_out else 9)
     fig.tight_layout()
     return fig
