@@ -40,7 +40,7 @@ import scipy.linalg
 from rfed.algorithms.baselines.oneshot import (
     BaselineResult,
     calibrate_releases,
-    clip_rows,
+    clip_scales,
     finish,
     is_secure,
 )
@@ -178,10 +178,14 @@ def _clip_records(records: np.ndarray, mask: np.ndarray, bound: float) -> tuple[
     out: np.ndarray | None = None
     n_clipped = 0
     for agent in range(records.shape[0]):
-        rows, clipped = clip_rows(np.where(mask[agent][:, None], records[agent], 0.0), bound)
+        # an agent without padding: its records as they are (np.where would copy them whole)
+        rows = (records[agent] if mask[agent].all() else
+                np.where(mask[agent][:, None], records[agent], 0.0))
         if out is None:
-            out = np.empty(records.shape, dtype=rows.dtype)
-        out[agent] = rows
+            out = np.empty(records.shape, dtype=np.result_type(rows, 1.0))
+        # clip_rows(rows, bound), its product written into place
+        scale, clipped = clip_scales(rows, bound)
+        np.multiply(rows, scale, out=out[agent])
         n_clipped += clipped
     if out is None:
         out = np.where(mask[..., None], records, 0.0)
