@@ -142,23 +142,67 @@ def _records_cache(problem: Any, records: np.ndarray) -> dict:
     return entry
 
 
+class _ClippedRecords:
+    """The records of a SpherePCA-like problem, padding zeroed and rows clipped to a norm
+    bound by :func:`clip_rows`, served one agent at a time.
+
+    Only the rows that clipping or padding changes are stored (a few per agent: unit-normalised
+    images of norm 1 + 2^-52); an agent's block is its records with those rows replaced, the
+    values of ``clip_rows(np.where(mask, records, 0), bound)`` (``1.0 * z == z`` exactly). No
+    clipped copy of the records is kept (hundreds of MiB on Fashion-MNIST).
+    """
+
+    def __init__(self, records: np.ndarray, mask: np.ndarray, bound: float):
+        self.records = records
+        self.shape = records.shape
+        #: per agent, the rows replaced and their values (None: the agent's records as they are)
+        self.patches: list[tuple[np.ndarray, np.ndarray] | None] = []
+        self.n_clipped = 0
+        for agent in range(records.shape[0]):
+            # an agent without padding: its records as they are (np.where would copy them whole)
+            rows = (records[agent] if mask[agent].all() else
+                    np.where(mask[agent][:, None], records[agent], 0.0))
+            scale, clipped = clip_scales(rows, bound)
+            changed = np.flatnonzero((scale[:, 0] != 1.0) | ~mask[agent])
+            self.patches.append(None if changed.size == 0 else
+                                (changed, rows[changed] * scale[changed]))
+            self.n_clipped += clipped
+        self._block = np.empty(records.shape[1:], dtype=np.result_type(records, 1.0))
+
+    def agent(self, agent: int) -> np.ndarray:
+        """Agent ``agent``'s clipped records, shape ``(n_max, d + 1)``: a view of the records,
+        or a buffer overwritten by the next call (read it before)."""
+        patch = self.patches[agent]
+        if patch is None:
+            return self.records[agent]
+        np.copyto(self._block, self.records[agent])
+        self._block[patch[0]] = patch[1]
+        return self._block
+
+    def stacked(self) -> np.ndarray:
+        """Every agent's clipped records, shape ``(n_agents, n_max, d + 1)`` (a fresh array)."""
+        out = np.empty(self.shape, dtype=self._block.dtype)
+        for agent in range(self.shape[0]):
+            out[agent] = self.agent(agent)
+        return out
+
+
 def _clipped_pca_data(problem: Any, budget: PrivacyBudget, bound: float
-                      ) -> tuple[np.ndarray, np.ndarray, int]:
-    """The records (padding zeroed) clipped by :func:`clip_rows`, and the dataset sizes the
-    baseline may use: the true ones under replace-one, the budget's declared public sizes under
-    add/remove. One agent at a time: the same values as the calls on the stacked records,
-    without their stacked temporaries (the masked copy, the squares of the norms, the scaled
-    copy: each hundreds of MiB on Fashion-MNIST, faulted in afresh by the kernel at every run).
-    Computed once per problem and bound (a tuning sweep runs the baselines on the same problem
-    at every budget and repetition); the array returned is shared: read it, do not modify it.
+                      ) -> tuple[_ClippedRecords, np.ndarray]:
+    """The records (padding zeroed) clipped by :func:`clip_rows`, per agent, and the dataset
+    sizes the baseline may use: the true ones under replace-one, the budget's declared public
+    sizes under add/remove. One agent at a time: the same values as the calls on the stacked
+    records, without their stacked temporaries (the masked copy, the squares of the norms, the
+    scaled copy: each hundreds of MiB on Fashion-MNIST, faulted in by the kernel). Computed
+    once per problem and bound (a tuning sweep runs the baselines on the same problem at every
+    budget and repetition).
 
     Returns
     -------
-    z : array, shape ``(n_agents, n_max, d + 1)``
-        The records, padding zeroed, rows clipped to norm ``bound``.
+    z : _ClippedRecords
+        Agent ``i``'s records, padding zeroed and rows clipped to norm ``bound``, are
+        ``z.agent(i)``, shape ``(n_max, d + 1)``; ``z.n_clipped`` rows were clipped.
     counts : int array, shape ``(n_agents,)``
-    n_clipped : int
-        Rows clipped.
     """
     data = getattr(problem, "data", None)
     if not isinstance(data, dict) or "z" not in data:
@@ -167,33 +211,11 @@ def _clipped_pca_data(problem: Any, budget: PrivacyBudget, bound: float
         )
     entry = _records_cache(problem, data["z"])
     if ("clipped", bound) not in entry:
-        entry["clipped", bound] = _clip_records(data["z"], problem.mask, bound)
-    out, n_clipped = entry["clipped", bound]
-    return out, budget.public_counts(np.asarray(problem.counts)), n_clipped
+        entry["clipped", bound] = _ClippedRecords(data["z"], problem.mask, bound)
+    return entry["clipped", bound], budget.public_counts(np.asarray(problem.counts))
 
 
-def _clip_records(records: np.ndarray, mask: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
-    """:func:`clip_rows` of the records with padding zeroed, one agent at a time, and the rows
-    clipped (read-only)."""
-    out: np.ndarray | None = None
-    n_clipped = 0
-    for agent in range(records.shape[0]):
-        # an agent without padding: its records as they are (np.where would copy them whole)
-        rows = (records[agent] if mask[agent].all() else
-                np.where(mask[agent][:, None], records[agent], 0.0))
-        if out is None:
-            out = np.empty(records.shape, dtype=np.result_type(rows, 1.0))
-        # clip_rows(rows, bound), its product written into place
-        scale, clipped = clip_scales(rows, bound)
-        np.multiply(rows, scale, out=out[agent])
-        n_clipped += clipped
-    if out is None:
-        out = np.where(mask[..., None], records, 0.0)
-    out.flags.writeable = False
-    return out, n_clipped
-
-
-def _agent_moments(problem: Any, z: np.ndarray, bound: float) -> np.ndarray:
+def _agent_moments(problem: Any, z: _ClippedRecords, bound: float) -> np.ndarray:
     """``sym_to_vec(z_i^T z_i)`` of every agent's clipped records ``z_i``, shape
     ``(n_agents, d (d + 1) / 2)``: computed once per problem and bound (read-only).
 
@@ -202,9 +224,10 @@ def _agent_moments(problem: Any, z: np.ndarray, bound: float) -> np.ndarray:
     """
     entry = _records_cache(problem, problem.data["z"])
     if ("moments", bound) not in entry:
-        dim = z.shape[-1]
-        moments = np.empty((z.shape[0], dim * (dim + 1) // 2))
-        for agent, zi in enumerate(z):
+        n_agents, _, dim = z.shape
+        moments = np.empty((n_agents, dim * (dim + 1) // 2))
+        for agent in range(n_agents):
+            zi = z.agent(agent)
             sym_to_vec(zi.T @ zi, out=moments[agent])
         moments.flags.writeable = False
         entry["moments", bound] = moments
@@ -272,7 +295,7 @@ class AnalyzeGauss:
         BaselineResult
             ``x`` (the estimate, shape ``(d,)``), its ``cost``, the privacy report and diagnostics.
         """
-        z, counts, n_clipped = _clipped_pca_data(problem, self.budget, self.norm_bound)
+        z, counts = _clipped_pca_data(problem, self.budget, self.norm_bound)
         dim = z.shape[-1]
         cal, _ = calibrate_releases(self.budget, 1, int(counts.min()), is_secure(rng))
         # after the arguments' checks (a bad delta is named before a missing seed)
@@ -297,7 +320,7 @@ class AnalyzeGauss:
             _sizes_assumption(self.budget, "the server divides by their sum (post-processing)"),
         ]
         return finish(problem, x, cal, self.budget, assumptions, rng,
-                      sigma=float(sigma), n_clipped=n_clipped, releases_per_agent=1)
+                      sigma=float(sigma), n_clipped=z.n_clipped, releases_per_agent=1)
 
 
 class NoisyPowerMethod:
@@ -350,7 +373,7 @@ class NoisyPowerMethod:
         BaselineResult
             ``x`` (the estimate, shape ``(d,)``), its ``cost``, the privacy report and diagnostics.
         """
-        z, counts, n_clipped = _clipped_pca_data(problem, self.budget, self.norm_bound)
+        z, counts = _clipped_pca_data(problem, self.budget, self.norm_bound)
         dim = z.shape[-1]
         cal, _ = calibrate_releases(self.budget, self.n_iters, int(counts.min()),
                                     is_secure(rng))
@@ -361,9 +384,13 @@ class NoisyPowerMethod:
             # a data-independent random start (almost surely not orthogonal to the answer)
             x0 = rng.random(dim) - 0.5
         x = np.asarray(x0, dtype=float) / np.linalg.norm(x0)
+        local = np.empty((z.shape[0], dim))
         for _ in range(self.n_iters):
-            zx = np.einsum("anj,j->an", z, x)
-            local = np.einsum("anj,an->aj", z, zx)
+            # A_i x = z_i^T (z_i x), one agent at a time (the values of the contractions over
+            # the stacked records, "anj,j->an" then "anj,an->aj")
+            for agent in range(z.shape[0]):
+                zi = z.agent(agent)
+                np.einsum("nj,n->j", zi, np.einsum("nj,j->n", zi, x), out=local[agent])
             y = gaussian_release(local, sigma, rng).sum(axis=0)
             x = y / np.linalg.norm(y)
         x = x * np.sign(x[np.argmax(np.abs(x))])
@@ -373,5 +400,5 @@ class NoisyPowerMethod:
             _sizes_assumption(self.budget, "only the default delta uses them"),
         ]
         return finish(problem, x, cal, self.budget, assumptions, rng,
-                      sigma=float(sigma), n_clipped=n_clipped,
+                      sigma=float(sigma), n_clipped=z.n_clipped,
                       releases_per_agent=self.n_iters)
