@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -48,6 +48,8 @@ from rfed.problems import Problem, SPDFrechetMean, SpherePCA
 
 __all__ = ["Method", "gap_closed", "make_spread_pca", "spread_spectrum", "sweep_delta",
            "sweep_methods"]
+
+_P = TypeVar("_P", bound=Problem)
 
 _GAP_NAME = "gap closed (f_start - f) / (f_start - f*)"
 
@@ -501,7 +503,7 @@ def _fmnist_problems(config: dict, ctx: RunContext) -> tuple[SpherePCA, SpherePC
     return _cost_only(problem), _cost_only(public)
 
 
-def _cost_only(problem: Problem) -> Problem:
+def _cost_only(problem: _P) -> _P:
     """``problem`` with its runs' recorded rounds holding no gradient norm: a sweep reads the
     last round's cost only, and the norm of the full gradient is a pass over every record at
     each recorded round."""

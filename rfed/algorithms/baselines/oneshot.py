@@ -137,12 +137,16 @@ def clip_scales(z: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
     Parameters
     ----------
     z : ndarray, shape ``(..., d)``
+        The rows (last axis).
     bound : float
+        The largest norm a row keeps.
 
     Returns
     -------
     scale : ndarray, shape ``(..., 1)``
+        ``min(1, bound / ||row||)`` per row.
     n_clipped : int
+        Rows whose norm exceeds ``bound``.
     """
     norms = np.linalg.norm(z, axis=-1, keepdims=True)
     over = norms > bound
