@@ -39,10 +39,11 @@ sys.path.insert(0, str(ROOT))
 
 import measured  # noqa: E402
 
-#: The figure shown for each experiment (its first PNG otherwise).
+#: The figures shown for each experiment (its first PNG otherwise).
 FIGURES = {
-    "dpdgt-ieee14": "fig4_accuracy_privacy.png",
-    "dpdl-digits": "fig_bipartite.png",
+    "dpdgt-ieee14": ("fig4_accuracy_privacy.png",),
+    "dpdl-digits": ("fig_bipartite.png",),
+    "prirfed-fig5": ("fig5.png", "fig6_poincare.png"),
 }
 
 
@@ -92,8 +93,8 @@ def import_run(name: str, run_dir: Path, command: str | None,
                 (path.suffix == ".csv" and path.name != "history.csv"):
             shutil.copy2(path, out / path.name)
     pngs = sorted(run_dir.glob("*.png"))
-    figure = run_dir / FIGURES[name] if name in FIGURES else (pngs[0] if pngs else None)
-    if figure is not None:
+    figures = [run_dir / f for f in FIGURES[name]] if name in FIGURES else pngs[:1]
+    for figure in figures:
         shutil.copy2(figure, out / figure.name)
     seed = summary.get("seed", 0)
     command = command or f"rfed run {name}" + (f" --seed {seed}" if seed else "")

@@ -231,6 +231,9 @@ def doadp_logreg(config: dict, ctx: RunContext) -> dict:
             st = DecSetting(f"DO-ADP p={p:g} k/d={r:g} {budget_label(eps, cfg['delta'])}",
                             problem, doadp(p, r, eps),
                             zero, tags={**tag(p, r, eps), "sweep": True})
+            # a one-setting list draws the streams of setting 0 for each repetition, so at
+            # one budget every configuration sees the same draws (common random numbers:
+            # paired comparisons); the eps_fig2a point reuses Fig. 2(a)'s own-stream runs
             runs = results.get(st.label) or run_dec_settings(
                 ctx, [st], rounds=rounds, repetitions=cfg["repetitions"],
                 eval_every=rounds)[st.label]

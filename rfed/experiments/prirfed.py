@@ -21,6 +21,7 @@ drawn from the same recipe with its own seed; never read from the private data.
 from __future__ import annotations
 
 import math
+import textwrap
 from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
@@ -1349,8 +1350,6 @@ def fig5(config: dict, ctx: RunContext) -> dict:
                       suptitle="Hyperbolic prediction of 'primate' (WordNet mammals, H^2)")
     ctx.save_figure(fig, "fig5")
     fig = _poincare_figure(problem, data, truth, results)
-    fig.suptitle("PriRFed, prediction of 'primate' on H^2 (paper's Fig. 6): the best "
-                 "estimates on the Poincare disk", fontsize=11)
     ctx.save_figure(fig, "fig6_poincare")
     return _summary(ctx, rows, ref, dist_reference_to_primate=float(man.dist(
         problem.reference_point(), truth)))
@@ -1359,9 +1358,10 @@ def fig5(config: dict, ctx: RunContext) -> dict:
 def _poincare_figure(problem: HyperbolicPrediction, data: Mapping[str, Any], truth: np.ndarray,
                      results: dict) -> Any:
     """Fig. 6: the embedding on the Poincare disk, the true 'primate', and each method's
-    estimate: the Frechet mean of its runs' final points (a large marker) with every run's
-    point (small, faint: the spread); runs that diverged are left out, and methods whose every
-    run diverged are named in a note instead of drawn."""
+    estimate: the Frechet mean of its runs' final points (a large marker; the coordinate-wise
+    median on the disk, labelled so, when a run lies too far out for the mean's log maps in
+    float64) with every run's point (small, faint: the spread); runs that diverged are left
+    out, and methods whose every run diverged are named in a note instead of drawn."""
     from rfed.manifolds import PoincareBall
 
     man = problem.manifold
@@ -1376,8 +1376,14 @@ def _poincare_figure(problem: HyperbolicPrediction, data: Mapping[str, Any], tru
                 left_out.append(f"{label} ({len(runs)}/{len(runs)} diverged)")
             continue
         pts = np.stack(kept)
-        centre = man.mean(pts) if len(pts) > 1 else pts[0]
-        shown[label] = (to_ball(centre), to_ball(pts), len(kept), len(runs))
+        try:
+            centre, how = to_ball(man.mean(pts) if len(pts) > 1 else pts[0]), "mean"
+        except FloatingPointError:
+            # a run that wandered to x_0 near float64's range has no representable log map,
+            # so the Frechet mean cannot be computed; every run still maps into the unit
+            # disk, where the coordinate-wise median is defined (and labelled as such)
+            centre, how = np.median(to_ball(pts), axis=0), "disk median"
+        shown[label] = (centre, to_ball(pts), len(kept), len(runs), how)
     ref = to_ball(problem.reference_point())
     # the zoom shows the estimates near 'primate'; when none lies within 0.35 of it, a zoom
     # would be empty, so the figure keeps the disk alone and says so
@@ -1389,12 +1395,12 @@ def _poincare_figure(problem: HyperbolicPrediction, data: Mapping[str, Any], tru
         ax.scatter([t[0]], [t[1]], marker="*", s=180, c="k", label="primate (truth)")
         ax.scatter([ref[0]], [ref[1]], marker="x", s=80, c="r",
                    label="pooled optimum (non-private)")
-        for (label, (centre, pts, n_kept, n_runs)), mk in zip(shown.items(), "osD^v<>ph",
-                                                               strict=False):
+        for (label, (centre, pts, n_kept, n_runs, how)), mk in zip(shown.items(), "osD^v<>ph",
+                                                                    strict=False):
             dot = ax.scatter(pts[:, 0], pts[:, 1], marker=mk, s=10, alpha=0.3)
             ax.scatter([centre[0]], [centre[1]], marker=mk, s=70, color=dot.get_facecolor(),
                        edgecolors="k", linewidths=0.6,
-                       label=f"{label}: mean of {n_kept}/{n_runs} runs (small: each run)")
+                       label=f"{label}: {how} of {n_kept}/{n_runs} runs (small: each run)")
         ax.set_aspect("equal")
         circle = math.pi * np.linspace(0, 2, 400)
         ax.plot(np.cos(circle), np.sin(circle), "k-", lw=0.8)
@@ -1413,8 +1419,10 @@ def _poincare_figure(problem: HyperbolicPrediction, data: Mapping[str, Any], tru
             note = "" if len(zooms) > 1 else (
                 f"\n(no zoom: the nearest estimate is {near:.2g} from 'primate')")
             ax.set_title(f"Poincare disk{note}", fontsize=10)
-    if left_out:
-        fig.text(0.5, 0.995, "not drawn, every run diverged: " + "; ".join(left_out),
-                 ha="center", va="top", fontsize=7, wrap=True)
+    # the note on left-out methods goes under the title, so neither covers the other
+    note = textwrap.fill("not drawn, every run diverged: " + "; ".join(left_out), 110)
+    fig.suptitle("PriRFed, prediction of 'primate' on H^2 (paper's Fig. 6): each method's "
+                 "estimate on the Poincare disk" + (f"\n{note}" if left_out else ""),
+                 fontsize=11 if not left_out else 9)
     fig.tight_layout()
     return fig

@@ -142,3 +142,38 @@ def test_fig5_budget_first_dp_rsvrg_is_the_labelled_released_snapshot_variant():
     assert ctx.privacy[paper[0]]["certified"]["snapshot_releases_per_round"] == 0
     with pytest.raises(ValueError, match="rsvrg_variant"):
         run_experiment("prirfed-fig5", overrides={"rsvrg_variant": "fast", "rounds": 1})
+
+
+def test_poincare_figure_survives_a_run_beyond_the_log_maps_range():
+    """A run whose final point has x_0 ~ 1e181 (seen at prirfed-fig5's paper scale) makes the
+    Frechet mean's log maps overflow; the figure then marks the disk median, labelled so,
+    instead of failing the whole run after its rounds."""
+    from types import SimpleNamespace
+
+    import matplotlib.pyplot as plt
+
+    from rfed.experiments.prirfed import _poincare_figure
+    from rfed.manifolds import Hyperboloid
+
+    man = Hyperboloid(2)
+
+    def point(r, angle):  # (cosh r, sinh r u): geodesic distance r from the origin
+        return np.array([np.cosh(r), np.sinh(r) * np.cos(angle), np.sinh(r) * np.sin(angle)])
+
+    origin = point(0.0, 0.0)
+    problem = SimpleNamespace(manifold=man, reference_point=lambda: point(0.5, 0.3))
+    data = {"targets": np.stack([point(0.4 * k, k) for k in range(5)])}
+    run = lambda x, diverged=False: SimpleNamespace(x=x, diverged=diverged)  # noqa: E731
+    far = np.stack([point(418.0, 1.0), point(418.0, 2.0)])
+    assert np.isfinite(far).all() and far[:, 0].min() > 1e180
+    with pytest.raises(FloatingPointError):
+        man.mean(far)
+    results = {"near": [run(point(0.2, 0.1)), run(point(0.3, 0.2))],
+               "far": [run(far[0]), run(far[1])],
+               "gone": [run(origin, diverged=True)]}
+    fig = _poincare_figure(problem, data, point(0.1, 0.0), results)
+    labels = [h.get_label() for h in fig.axes[0].collections]
+    assert any(lab.startswith("near: mean of 2/2") for lab in labels)
+    assert any(lab.startswith("far: disk median of 2/2") for lab in labels)
+    assert "gone (1/1 diverged)" in fig._suptitle.get_text()
+    plt.close(fig)

@@ -397,3 +397,10 @@ def test_more_curves_than_colours_keep_each_its_own_look():
             for t in range(5)]
     looks = _curve_looks(plot_curves(recs, "round", "cost", by="setting").axes[0])
     assert len(set(looks.values())) == 12
+
+
+def test_dpdgt_fig4_noise_axes_are_logarithmic(produced):
+    """The paper's noise levels span decades: both panels of DP-DGT's Fig. 4 put theta_0 on a
+    log axis (theta_0 = 0, no noise, is the horizontal reference line)."""
+    fig = produced["dpdgt-ieee14"].figures["fig4_accuracy_privacy"]
+    assert [ax.get_xscale() for ax in _panels(fig)] == ["log", "log"]
