@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping, Sequence
-from typing import Any
+from typing import Any, TypeVar
 
 import numpy as np
 
@@ -48,6 +48,8 @@ from rfed.problems import Problem, SPDFrechetMean, SpherePCA
 
 __all__ = ["Method", "gap_closed", "make_spread_pca", "spread_spectrum", "sweep_delta",
            "sweep_methods"]
+
+_P = TypeVar("_P", bound=Problem)
 
 _GAP_NAME = "gap closed (f_start - f) / (f_start - f*)"
 
@@ -481,24 +483,66 @@ def _pca_summary_extra(out: dict, target: float, eps_check: float) -> dict:
 
 def _fmnist_problems(config: dict, ctx: RunContext) -> tuple[SpherePCA, SpherePCA]:
     """The private problem (training images) and the public one (test images, resampled)."""
-    from rfed.datasets import iid_partition, load_fashion_mnist, normalize_l2, stack_agents
+    from rfed.datasets import iid_partition, load_fashion_mnist
 
     n_agents, per = config["n_agents"], config["per_agent"]
+    # the uint8 pixels: scaled, cast and normalised below a block of rows at a time
     (x_train, _), (x_test, _) = load_fashion_mnist(config["data_path"] or None, split="both",
-                                                   flatten=True)
+                                                   raw=True, flatten=True)
     if n_agents * per > len(x_train):
         raise ValueError(f"settings 'n_agents' x 'per_agent' = {n_agents * per} exceed the "
                          f"{len(x_train)} training images")
     # unit-norm rows: the PUBLIC data-domain bound ||z|| <= 1 (never read from the data)
-    z = normalize_l2(x_train.astype(np.float64))
-    parts = iid_partition(len(z), n_agents, ctx.rng(0))[:, :per]
-    problem = SpherePCA(stack_agents(z, parts), norm_bound=1.0)
+    parts = iid_partition(len(x_train), n_agents, ctx.rng(0))[:, :per]
+    problem = SpherePCA(_unit_rows(x_train, parts), norm_bound=1.0)
     # declared public data: the test images, resampled to the private problem's shape so that
     # the calibrated noise of a tuning run is the one of the private run
-    z_pub = normalize_l2(x_test.astype(np.float64))
+    z_pub = _unit_rows(x_test, np.arange(len(x_test))[None, :])[0]
     idx = ctx.rng(1).integers(0, len(z_pub), size=(n_agents, per))
     public = SpherePCA(z_pub[idx], norm_bound=1.0)
-    return problem, public
+    return _cost_only(problem), _cost_only(public)
+
+
+def _cost_only(problem: _P) -> _P:
+    """``problem`` with its runs' recorded rounds holding no gradient norm: a sweep reads the
+    last round's cost only, and the norm of the full gradient is a pass over every record at
+    each recorded round."""
+    problem.evaluate_grad_norm = False
+    return problem
+
+
+#: Rows per block of :func:`_unit_rows` (about 6 MiB of float64 images).
+_UNIT_ROWS_BLOCK = 1024
+
+
+def _unit_rows(pixels: np.ndarray, index: np.ndarray) -> np.ndarray:
+    """``normalize_l2(pixels[index] / 255)`` in float64, a block of rows at a time.
+
+    The loader's scaling (float32 ``pixels / 255``), the cast to float64 and
+    :func:`rfed.datasets.normalize_l2` act on each row alone: the values are those of the
+    calls on the whole split, without their split-sized temporaries (each hundreds of MiB on
+    Fashion-MNIST, faulted in by the kernel page by page).
+
+    Parameters
+    ----------
+    pixels : uint8 array, shape ``(n, d)``
+    index : int array, shape ``(n_agents, per)``
+        The rows of each agent.
+
+    Returns
+    -------
+    array, shape ``(n_agents, per, d)``
+    """
+    from rfed.datasets import normalize_l2
+
+    flat = index.reshape(-1)
+    out = np.empty((flat.size, pixels.shape[1]))
+    for start in range(0, flat.size, _UNIT_ROWS_BLOCK):
+        rows = flat[start:start + _UNIT_ROWS_BLOCK]
+        scaled = pixels[rows].astype(np.float32)
+        scaled /= np.float32(255.0)
+        out[start:start + rows.size] = normalize_l2(scaled.astype(np.float64))
+    return out.reshape(index.shape + (pixels.shape[1],))
 
 
 _PCA_GRID_DEFAULTS = {
@@ -638,8 +682,8 @@ def pca_synthetic(config: dict, ctx: RunContext) -> dict:
 
     eps = _check_epsilons(config["epsilons"])
     shape = (config["n_agents"], config["per_agent"], config["dim"], config["eigengap"])
-    problem = SpherePCA(make_pca_synthetic(*shape, ctx.rng(0)), norm_bound=1.0)
-    public = SpherePCA(make_pca_synthetic(*shape, ctx.rng(7_777)), norm_bound=1.0)
+    problem = _cost_only(SpherePCA(make_pca_synthetic(*shape, ctx.rng(0)), norm_bound=1.0))
+    public = _cost_only(SpherePCA(make_pca_synthetic(*shape, ctx.rng(7_777)), norm_bound=1.0))
     delta = sweep_delta(int(problem.counts.min()))
     out = sweep_methods(
         ctx, problem, public, _pca_methods(config, config["norm_bounds"], config["clips"]),
@@ -780,8 +824,8 @@ def pca_highdim(config: dict, ctx: RunContext) -> dict:
     if shape[1] < shape[2]:
         raise ValueError(f"setting 'per_agent' ({shape[1]}) must be at least 'dim' "
                          f"({shape[2]}): each agent's U_i has orthonormal columns")
-    problem = SpherePCA(make_spread_pca(*shape, ctx.rng(0)), norm_bound=1.0)
-    public = SpherePCA(make_spread_pca(*shape, ctx.rng(7_777)), norm_bound=1.0)
+    problem = _cost_only(SpherePCA(make_spread_pca(*shape, ctx.rng(0)), norm_bound=1.0))
+    public = _cost_only(SpherePCA(make_spread_pca(*shape, ctx.rng(7_777)), norm_bound=1.0))
     delta = sweep_delta(int(problem.counts.min()))
     out = sweep_methods(
         ctx, problem, public, _pca_methods(config, config["norm_bounds"], config["clips"]),

@@ -197,7 +197,10 @@ class SpherePCA(Problem):
         -------
         array, shape ``(d + 1, d + 1)``
         """
-        z = self.data["z"][self.mask]
+        z = self.data["z"]
+        # every row valid: the records themselves, not a masked copy (hundreds of MiB on
+        # Fashion-MNIST; the same rows in the same order, hence the same product)
+        z = z.reshape(-1, z.shape[-1]) if self.mask.all() else z[self.mask]
         return z.T @ z / self.n_samples
 
     def _compute_reference(self) -> np.ndarray:

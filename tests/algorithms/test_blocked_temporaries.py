@@ -68,10 +68,11 @@ def test_pca_baselines_per_agent_records_and_sum_are_bit_identical():
     rng = np.random.default_rng(2)
     problem = _problem(rng, rng.integers(40, 71, 6), shape=(6, 70, 12))
     budget = PrivacyBudget(1.0, 1e-5)
-    z, counts, n_clipped = baselines_pca._clipped_pca_data(problem, budget, 3.0)
+    clipped, counts = baselines_pca._clipped_pca_data(problem, budget, 3.0)
+    z = clipped.stacked()
     stacked, stacked_clipped = clip_rows(np.where(problem.mask[..., None], problem.data["z"],
                                                   0.0), 3.0)
-    assert z.tobytes() == stacked.tobytes() and n_clipped == stacked_clipped > 0
+    assert z.tobytes() == stacked.tobytes() and clipped.n_clipped == stacked_clipped > 0
     np.testing.assert_array_equal(counts, problem.counts)
     # Analyze Gauss: per-agent products, releases and a sum in agent order give the estimate
     # of the stacked form (all agents' products, one draw of every agent's noise, one sum)
@@ -82,6 +83,44 @@ def test_pca_baselines_per_agent_records_and_sum_are_bit_identical():
     total = baselines_pca.vec_to_sym((local + sigma * noise).sum(axis=0), 12) / counts.sum()
     expected = baselines_pca._top_eigenvector(total)
     assert result.x.tobytes() == expected.tobytes()
+
+
+def test_noisy_power_per_agent_products_are_bit_identical_to_the_stacked_form():
+    rng = np.random.default_rng(3)
+    problem = _problem(rng, rng.integers(40, 71, 6), shape=(6, 70, 12))
+    budget = PrivacyBudget(1.0, 1e-5)
+    x0 = rng.standard_normal(12)
+    result = baselines_pca.NoisyPowerMethod(budget, 3, norm_bound=3.0).run(problem, 7, x0=x0)
+    z, _ = clip_rows(np.where(problem.mask[..., None], problem.data["z"], 0.0), 3.0)
+    draws = np.random.default_rng(7)
+    x = x0 / np.linalg.norm(x0)
+    for _ in range(3):
+        local = np.einsum("anj,an->aj", z, np.einsum("anj,j->an", z, x))
+        y = (local + result.info["sigma"] * draws.standard_normal(local.shape)).sum(axis=0)
+        x = y / np.linalg.norm(y)
+    x = x * np.sign(x[np.argmax(np.abs(x))])
+    assert result.x.tobytes() == x.tobytes()
+
+
+def test_pca_baselines_reuse_per_problem_and_follow_new_records():
+    """The second run on a problem (cached clipped rows and second moments) equals a run on a
+    fresh copy of the problem; new records replace the cached values."""
+    def make():
+        rng = np.random.default_rng(6)
+        return _problem(rng, rng.integers(40, 71, 6), shape=(6, 70, 12))
+
+    problem = make()
+    budget = PrivacyBudget(2.0, 1e-5)
+
+    def estimates(p):
+        return (baselines_pca.AnalyzeGauss(budget, 3.0).run(p, 1).x.tobytes(),
+                baselines_pca.NoisyPowerMethod(budget, 2, 3.0).run(p, 1).x.tobytes())
+
+    first = estimates(problem)
+    assert estimates(problem) == first
+    assert estimates(make()) == first
+    problem.data = {**problem.data, "z": problem.data["z"] * 0.5}
+    assert estimates(problem) != first
 
 
 def test_dprsgd_minibatch_sums_in_blocks_are_bit_identical(monkeypatch):

@@ -1,12 +1,21 @@
-"""The SVM reference solvers (l1: dual LP; l2: smoothing continuation; both with a certified
-duality gap) against closed forms and independent formulations."""
+"""The SVM reference solvers (l1: dual LP and working-set LPs; l2: smoothing continuation and
+dual coordinate descent; all with a certified duality gap) against closed forms, independent
+formulations and each other."""
 
 import numpy as np
 import pytest
 import scipy.optimize as sopt
 import scipy.sparse as sp
 
-from rfed.problems.linear import l1_svm_reference, l2_svm_reference
+from rfed.problems.linear import (
+    HingeSVM,
+    L1Regularizer,
+    L2Regularizer,
+    l1_svm_reference,
+    l1_svm_working_set,
+    l2_svm_dual_cd,
+    l2_svm_reference,
+)
 
 
 def _objective(c_rows: np.ndarray, x: np.ndarray, phi: float) -> float:
@@ -156,3 +165,165 @@ def test_l2_reference_certifies_on_one_blas_thread(tmp_path):
     v = c_rows.T @ alpha / n
     dual = float(alpha.mean() - v @ v / (2 * mu))      # a lower bound of P* (alpha feasible)
     assert value - dual <= 1e-9 * max(1.0, value)
+
+
+# --- the scalable solvers (dual coordinate descent for l2, working-set LPs for l1) ---------
+
+def _l2_objective(c_rows: np.ndarray, x: np.ndarray, mu: float) -> float:
+    return float(np.mean(np.maximum(0.0, 1.0 - c_rows @ x)) + 0.5 * mu * x @ x)
+
+
+@pytest.mark.parametrize("n, d, mu", [(80, 4, 1e-2), (400, 16, 1e-3),
+                                     pytest.param(1500, 30, 5e-4, marks=pytest.mark.slow)])
+def test_l2_dual_cd_agrees_with_the_continuation_to_the_certified_gaps(n, d, mu):
+    rng = np.random.default_rng(7 * n + d)
+    c_rows = _margin_rows(n, d, rng)
+    x_cd, gap_cd = l2_svm_dual_cd(c_rows, mu)
+    x_ref, gap_ref = l2_svm_reference(c_rows, mu)
+    value_cd, value_ref = _l2_objective(c_rows, x_cd, mu), _l2_objective(c_rows, x_ref, mu)
+    assert 0.0 <= gap_cd <= 1e-9 * max(1.0, value_cd)
+    # both values lie in [P*, P* + gap]: they differ by at most the larger gap
+    assert abs(value_cd - value_ref) <= max(gap_cd, gap_ref) + 1e-15
+    # mu-strong convexity: ||x - x*||^2 <= 2 (P(x) - P*) / mu for each, so by the triangle rule
+    bound = np.sqrt(2 * gap_cd / mu) + np.sqrt(2 * gap_ref / mu)
+    assert np.linalg.norm(x_cd - x_ref) <= bound + 1e-12
+
+
+def test_l2_dual_cd_closed_forms():
+    # one sample c = 1: x* = min(1, 1/mu); a zero row adds 1/N to P whatever x (alpha_j = 1)
+    for mu in (0.3, 4.0):
+        x, gap = l2_svm_dual_cd(np.array([[1.0]]), mu)
+        np.testing.assert_allclose(x, [min(1.0, 1.0 / mu)], atol=1e-9)
+        assert 0.0 <= gap <= 1e-9
+    x, gap = l2_svm_dual_cd(np.array([[1.0], [0.0]]), 0.3)
+    # P(x) = (max(0, 1 - x) + 1) / 2 + 0.15 x^2: x* = min(1, 1 / (2 * 0.3))
+    np.testing.assert_allclose(x, [1.0], atol=1e-9)
+    assert 0.0 <= gap <= 1e-9
+
+
+@pytest.mark.parametrize("n, d, phi, first_rows",
+                         [(60, 5, 1e-3, 1000), (300, 12, 1e-2, 40), (900, 30, 1e-3, 100),
+                          pytest.param(1200, 60, 5e-4, 50, marks=pytest.mark.slow)])
+def test_l1_working_set_agrees_with_the_dual_lp_to_the_certified_gaps(n, d, phi, first_rows):
+    rng = np.random.default_rng(5 * n + d)
+    c_rows = _margin_rows(n, d, rng)
+    x_ws, gap_ws = l1_svm_working_set(c_rows, phi, first_rows=first_rows)
+    x_lp, gap_lp = l1_svm_reference(c_rows, phi)
+    value_ws, value_lp = _objective(c_rows, x_ws, phi), _objective(c_rows, x_lp, phi)
+    assert 0.0 <= gap_ws <= 1e-9 * max(1.0, value_ws)
+    assert abs(value_ws - value_lp) <= max(gap_ws, gap_lp) + 1e-15
+    # and the primal LP, an independent formulation
+    np.testing.assert_allclose(value_ws, _primal_lp(c_rows, phi), rtol=1e-8, atol=1e-10)
+
+
+def test_l1_working_set_closed_forms():
+    for phi in (0.5, 2.0):
+        x, gap = l1_svm_working_set(np.array([[1.0]]), phi)
+        np.testing.assert_allclose(x, [1.0 if phi < 1 else 0.0], atol=1e-9)
+        assert 0.0 <= gap <= 1e-9
+    x, _ = l1_svm_working_set(np.array([[1.0, 0.0], [0.0, 2.0]]), 0.1)
+    np.testing.assert_allclose(x, [1.0, 0.5], atol=1e-9)
+
+
+def test_a_wrong_dual_scaling_in_dual_cd_is_caught(monkeypatch):
+    # the broken variant runs its passes with w = C^T alpha / (2 N mu): it converges to the
+    # dual optimum of mu' = 2 mu, which the certificate (on the true problem) refuses
+    import rfed.problems.linear as linear
+
+    right = linear._l2_dual_cd_pass
+
+    def wrong(c_rows, sq_norms, scale, *args):
+        return right(c_rows, sq_norms, 2 * scale, *args)
+
+    c_rows = _margin_rows(400, 16, np.random.default_rng(3))
+    monkeypatch.setattr(linear, "_l2_dual_cd_pass", wrong)
+    with pytest.raises(RuntimeError, match="certified duality gap"):
+        l2_svm_dual_cd(c_rows, 1e-3, max_epochs=30)
+    monkeypatch.setattr(linear, "_l2_dual_cd_pass", right)
+    l2_svm_dual_cd(c_rows, 1e-3, max_epochs=30)   # the right one certifies within the budget
+
+
+def test_a_wrong_dual_scaling_in_the_working_sets_is_caught(monkeypatch):
+    # the broken variant halves the LP's multipliers (a dual scaled by 1/(2N), not 1/N): the
+    # certified dual value is then about half of P*, and no iteration certifies
+    import rfed.problems.linear as linear
+
+    right = linear._l1_restricted_lp
+
+    def wrong(*args):
+        x, beta = right(*args)
+        return x, 0.5 * beta
+
+    c_rows = _margin_rows(300, 12, np.random.default_rng(4))
+    monkeypatch.setattr(linear, "_l1_restricted_lp", wrong)
+    with pytest.raises(RuntimeError, match="certified duality gap"):
+        l1_svm_working_set(c_rows, 1e-2, max_iter=10)
+    monkeypatch.setattr(linear, "_l1_restricted_lp", right)
+    l1_svm_working_set(c_rows, 1e-2, max_iter=10)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"mu": 0.0}, "mu"), ({"mu": float("inf")}, "mu"), ({"tol": 0.0}, "tol"),
+    ({"tol": "x"}, "tol"), ({"max_epochs": 0}, "max_epochs"), ({"max_epochs": 2.5}, "max_epochs"),
+    ({"margins_matrix": np.ones(3)}, "margins_matrix")])
+def test_l2_dual_cd_bad_input_names_the_argument(kwargs, name):
+    args = {"margins_matrix": np.ones((3, 2)), "mu": 0.1, **kwargs}
+    with pytest.raises(ValueError, match=f"'{name}'"):
+        l2_svm_dual_cd(**args)
+
+
+@pytest.mark.parametrize("kwargs, name", [
+    ({"phi": -1.0}, "phi"), ({"tol": float("nan")}, "tol"), ({"max_iter": 0}, "max_iter"),
+    ({"first_rows": True}, "first_rows"), ({"growth": 1}, "growth"),
+    ({"margins_matrix": np.ones((0, 2))}, "margins_matrix")])
+def test_l1_working_set_bad_input_names_the_argument(kwargs, name):
+    args = {"margins_matrix": np.ones((3, 2)), "phi": 0.1, **kwargs}
+    with pytest.raises(ValueError, match=f"'{name}'"):
+        l1_svm_working_set(**args)
+
+
+@pytest.mark.parametrize("reg", ["l1", "l2"])
+def test_hinge_svm_switches_to_the_scalable_solver_above_the_threshold(reg, monkeypatch):
+    import rfed.problems.linear as linear
+
+    rng = np.random.default_rng(11)
+    c_rows = _margin_rows(240, 10, rng)
+    labels = np.where(rng.random(240) < 0.5, -1.0, 1.0)
+    feats = (c_rows * labels[:, None]).reshape(4, 60, 10)
+    regularizer = L1Regularizer(1e-2) if reg == "l1" else L2Regularizer(1e-2)
+
+    def solved():
+        problem = HingeSVM(feats, labels.reshape(4, 60), regularizer)
+        return problem.reference_cost(), problem.reference_gap, problem.reference_solver
+
+    exact = solved()
+    monkeypatch.setattr(linear, "SCALABLE_REFERENCE_SAMPLES", 100)
+    scalable = solved()
+    names = {"l1": ("l1_svm_reference", "l1_svm_working_set"),
+             "l2": ("l2_svm_reference", "l2_svm_dual_cd")}[reg]
+    assert (exact[2], scalable[2]) == names
+    assert 0.0 <= scalable[1] <= 1e-9 and 0.0 <= exact[1] <= 1e-9
+    assert abs(exact[0] - scalable[0]) <= max(exact[1], scalable[1]) + 1e-15
+    problem = HingeSVM(feats, labels.reshape(4, 60), regularizer)
+    problem.set_reference(np.zeros(10))
+    assert problem.reference_gap is None
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("reg", ["l1", "l2"])
+def test_scalable_solvers_on_an_epsilon_stand_in(reg):
+    # 8,000 rows of dpdda-svm's recipe at d = 200: the scalable solver against the exact one
+    from rfed.datasets.synthetic import make_epsilon_like
+
+    x, y = make_epsilon_like(8000, 200, np.random.default_rng(99), spectrum_decay=1.0)
+    c_rows = x * y[:, None]
+    if reg == "l1":
+        (x_fast, gap_fast), (x_ref, gap_ref) = (l1_svm_working_set(c_rows, 5e-4),
+                                                l1_svm_reference(c_rows, 5e-4))
+        values = [_objective(c_rows, v, 5e-4) for v in (x_fast, x_ref)]
+    else:
+        (x_fast, gap_fast), (x_ref, gap_ref) = (l2_svm_dual_cd(c_rows, 5e-4),
+                                                l2_svm_reference(c_rows, 5e-4))
+        values = [_l2_objective(c_rows, v, 5e-4) for v in (x_fast, x_ref)]
+    assert 0.0 <= gap_fast <= 1e-9 * max(1.0, values[0])
+    assert abs(values[0] - values[1]) <= max(gap_fast, gap_ref) + 1e-15

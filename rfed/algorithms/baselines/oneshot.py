@@ -14,7 +14,8 @@ from rfed.privacy.ledger import OUTSIDE_THE_GUARANTEE
 from rfed.privacy.secure import is_secure
 
 __all__ = [
-    "BaselineResult", "calibrate_releases", "privacy_report", "clip_rows", "finish", "is_secure"
+    "BaselineResult", "calibrate_releases", "privacy_report", "clip_rows", "clip_scales", "finish",
+    "is_secure",
 ]
 
 
@@ -125,10 +126,31 @@ def clip_rows(z: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
     clipped : ndarray, shape ``(..., d)``
     n_clipped : int
     """
+    scale, n_clipped = clip_scales(z, bound)
+    return z * scale, n_clipped
+
+
+def clip_scales(z: np.ndarray, bound: float) -> tuple[np.ndarray, int]:
+    """The factors of :func:`clip_rows`, ``clip_rows(z, bound)[0] == z * scale`` (1 for the rows
+    within the bound), and the rows clipped: for a caller that writes the product in place.
+
+    Parameters
+    ----------
+    z : ndarray, shape ``(..., d)``
+        The rows (last axis).
+    bound : float
+        The largest norm a row keeps.
+
+    Returns
+    -------
+    scale : ndarray, shape ``(..., 1)``
+        ``min(1, bound / ||row||)`` per row.
+    n_clipped : int
+        Rows whose norm exceeds ``bound``.
+    """
     norms = np.linalg.norm(z, axis=-1, keepdims=True)
     over = norms > bound
-    scale = np.where(over, bound / np.where(over, norms, 1.0), 1.0)
-    return z * scale, int(np.sum(over))
+    return np.where(over, bound / np.where(over, norms, 1.0), 1.0), int(np.sum(over))
 
 
 def finish(

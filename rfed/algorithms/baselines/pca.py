@@ -29,7 +29,9 @@ References
 
 from __future__ import annotations
 
+import functools
 import math
+import weakref
 from typing import Any
 
 import numpy as np
@@ -38,7 +40,7 @@ import scipy.linalg
 from rfed.algorithms.baselines.oneshot import (
     BaselineResult,
     calibrate_releases,
-    clip_rows,
+    clip_scales,
     finish,
     is_secure,
 )
@@ -49,7 +51,7 @@ from rfed.privacy.mechanisms import gaussian_release, release_sensitivity
 __all__ = ["AnalyzeGauss", "NoisyPowerMethod", "sym_to_vec", "vec_to_sym"]
 
 
-def sym_to_vec(a: np.ndarray) -> np.ndarray:
+def sym_to_vec(a: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     """Orthonormal coordinates of symmetric matrices, shape ``(..., n, n) -> (..., n(n+1)/2)``.
 
     Diagonal entries, then the upper off-diagonal entries times :math:`\\sqrt 2`, so the vector's
@@ -59,16 +61,31 @@ def sym_to_vec(a: np.ndarray) -> np.ndarray:
     ----------
     a : ndarray, shape ``(..., n, n)``
         Symmetric.
+    out : float array, shape ``(..., n (n + 1) / 2)``, optional
+        Where the coordinates are written (default a fresh array).
 
     Returns
     -------
     ndarray, shape ``(..., n (n + 1) / 2)``
     """
     n = a.shape[-1]
+    diag, upper = _sym_indices(n)
+    # flat positions taken from the (..., n * n) rows: one gather each instead of the paired
+    # fancy index (the same entries, the same products by sqrt 2)
+    flat = a.reshape(a.shape[:-2] + (n * n,))
+    if out is None:
+        out = np.empty(a.shape[:-2] + (n * (n + 1) // 2,), dtype=np.result_type(a, 1.0))
+    np.take(flat, diag, axis=-1, out=out[..., :n])
+    np.multiply(math.sqrt(2.0), np.take(flat, upper, axis=-1), out=out[..., n:])
+    return out
+
+
+@functools.lru_cache(maxsize=8)
+def _sym_indices(n: int) -> tuple[np.ndarray, np.ndarray]:
+    """Flat indices into ``(n, n)`` of the diagonal and of the upper off-diagonal entries (row
+    by row, :func:`numpy.triu_indices` order)."""
     iu = np.triu_indices(n, 1)
-    return np.concatenate(
-        [np.diagonal(a, axis1=-2, axis2=-1), math.sqrt(2.0) * a[..., iu[0], iu[1]]], axis=-1
-    )
+    return np.arange(n) * (n + 1), iu[0] * n + iu[1]
 
 
 def vec_to_sym(v: np.ndarray, n: int) -> np.ndarray:
@@ -109,39 +126,112 @@ def _check_bound(norm_bound: Any) -> float:
     return b
 
 
+#: Per problem, what the baselines computed from its records and may reuse: the clipped
+#: records and the agents' second-moment coordinates, per norm bound. Keyed weakly (dropped with
+#: the problem) and tied to the records' array (a problem given new records recomputes them);
+#: like the problem's own reference cache, it assumes the records are not modified in place.
+_RECORDS_CACHE: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+
+
+def _records_cache(problem: Any, records: np.ndarray) -> dict:
+    """The cache entry of ``problem``, fresh when its records' array changed."""
+    entry = _RECORDS_CACHE.get(problem)
+    if entry is None or entry["records"] is not records:
+        entry = {"records": records}
+        _RECORDS_CACHE[problem] = entry
+    return entry
+
+
+class _ClippedRecords:
+    """The records of a SpherePCA-like problem, padding zeroed and rows clipped to a norm
+    bound by :func:`clip_rows`, served one agent at a time.
+
+    Only the rows that clipping or padding changes are stored (a few per agent: unit-normalised
+    images of norm 1 + 2^-52); an agent's block is its records with those rows replaced, the
+    values of ``clip_rows(np.where(mask, records, 0), bound)`` (``1.0 * z == z`` exactly). No
+    clipped copy of the records is kept (hundreds of MiB on Fashion-MNIST).
+    """
+
+    def __init__(self, records: np.ndarray, mask: np.ndarray, bound: float):
+        self.records = records
+        self.shape = records.shape
+        #: per agent, the rows replaced and their values (None: the agent's records as they are)
+        self.patches: list[tuple[np.ndarray, np.ndarray] | None] = []
+        self.n_clipped = 0
+        for agent in range(records.shape[0]):
+            # an agent without padding: its records as they are (np.where would copy them whole)
+            rows = (records[agent] if mask[agent].all() else
+                    np.where(mask[agent][:, None], records[agent], 0.0))
+            scale, clipped = clip_scales(rows, bound)
+            changed = np.flatnonzero((scale[:, 0] != 1.0) | ~mask[agent])
+            self.patches.append(None if changed.size == 0 else
+                                (changed, rows[changed] * scale[changed]))
+            self.n_clipped += clipped
+        self._block = np.empty(records.shape[1:], dtype=np.result_type(records, 1.0))
+
+    def agent(self, agent: int) -> np.ndarray:
+        """Agent ``agent``'s clipped records, shape ``(n_max, d + 1)``: a view of the records,
+        or a buffer overwritten by the next call (read it before)."""
+        patch = self.patches[agent]
+        if patch is None:
+            return self.records[agent]
+        np.copyto(self._block, self.records[agent])
+        self._block[patch[0]] = patch[1]
+        return self._block
+
+    def stacked(self) -> np.ndarray:
+        """Every agent's clipped records, shape ``(n_agents, n_max, d + 1)`` (a fresh array)."""
+        out = np.empty(self.shape, dtype=self._block.dtype)
+        for agent in range(self.shape[0]):
+            out[agent] = self.agent(agent)
+        return out
+
+
 def _clipped_pca_data(problem: Any, budget: PrivacyBudget, bound: float
-                      ) -> tuple[np.ndarray, np.ndarray, int]:
-    """The records (padding zeroed) clipped by :func:`clip_rows`, and the dataset sizes the
-    baseline may use: the true ones under replace-one, the budget's declared public sizes under
-    add/remove. One agent at a time: the same values as the calls on the stacked records,
-    without their stacked temporaries (the masked copy, the squares of the norms, the scaled
-    copy: each hundreds of MiB on Fashion-MNIST, faulted in afresh by the kernel at every run).
+                      ) -> tuple[_ClippedRecords, np.ndarray]:
+    """The records (padding zeroed) clipped by :func:`clip_rows`, per agent, and the dataset
+    sizes the baseline may use: the true ones under replace-one, the budget's declared public
+    sizes under add/remove. One agent at a time: the same values as the calls on the stacked
+    records, without their stacked temporaries (the masked copy, the squares of the norms, the
+    scaled copy: each hundreds of MiB on Fashion-MNIST, faulted in by the kernel). Computed
+    once per problem and bound (a tuning sweep runs the baselines on the same problem at every
+    budget and repetition).
 
     Returns
     -------
-    z : array, shape ``(n_agents, n_max, d + 1)``
-        The records, padding zeroed, rows clipped to norm ``bound``.
+    z : _ClippedRecords
+        Agent ``i``'s records, padding zeroed and rows clipped to norm ``bound``, are
+        ``z.agent(i)``, shape ``(n_max, d + 1)``; ``z.n_clipped`` rows were clipped.
     counts : int array, shape ``(n_agents,)``
-    n_clipped : int
-        Rows clipped.
     """
     data = getattr(problem, "data", None)
     if not isinstance(data, dict) or "z" not in data:
         raise TypeError(
             f"argument 'problem' must be a SpherePCA-like problem with data['z'], got {problem!r}"
         )
-    records, mask = data["z"], problem.mask
-    out: np.ndarray | None = None
-    n_clipped = 0
-    for agent in range(records.shape[0]):
-        rows, clipped = clip_rows(np.where(mask[agent][:, None], records[agent], 0.0), bound)
-        if out is None:
-            out = np.empty(records.shape, dtype=rows.dtype)
-        out[agent] = rows
-        n_clipped += clipped
-    if out is None:
-        out = np.where(mask[..., None], records, 0.0)
-    return out, budget.public_counts(np.asarray(problem.counts)), n_clipped
+    entry = _records_cache(problem, data["z"])
+    if ("clipped", bound) not in entry:
+        entry["clipped", bound] = _ClippedRecords(data["z"], problem.mask, bound)
+    return entry["clipped", bound], budget.public_counts(np.asarray(problem.counts))
+
+
+def _agent_moments(problem: Any, z: _ClippedRecords, bound: float) -> np.ndarray:
+    """``sym_to_vec(z_i^T z_i)`` of every agent's clipped records ``z_i``, shape
+    ``(n_agents, d (d + 1) / 2)``: computed once per problem and bound (read-only).
+
+    One agent at a time, its ``(d, d)`` product by BLAS (einsum would not use BLAS here: 8x
+    slower at d = 784). Stacked, the agents' matrices are hundreds of MiB.
+    """
+    entry = _records_cache(problem, problem.data["z"])
+    if ("moments", bound) not in entry:
+        n_agents, _, dim = z.shape
+        moments = np.empty((n_agents, dim * (dim + 1) // 2))
+        for agent in range(n_agents):
+            zi = z.agent(agent)
+            sym_to_vec(zi.T @ zi, out=moments[agent])
+        moments.flags.writeable = False
+        entry["moments", bound] = moments
+    return entry["moments", bound]
 
 
 def _sizes_assumption(budget: PrivacyBudget, use: str) -> str:
@@ -205,7 +295,7 @@ class AnalyzeGauss:
         BaselineResult
             ``x`` (the estimate, shape ``(d,)``), its ``cost``, the privacy report and diagnostics.
         """
-        z, counts, n_clipped = _clipped_pca_data(problem, self.budget, self.norm_bound)
+        z, counts = _clipped_pca_data(problem, self.budget, self.norm_bound)
         dim = z.shape[-1]
         cal, _ = calibrate_releases(self.budget, 1, int(counts.min()), is_secure(rng))
         # after the arguments' checks (a bad delta is named before a missing seed)
@@ -213,13 +303,11 @@ class AnalyzeGauss:
         n_coords = dim * (dim + 1) // 2
         sens = release_sensitivity(self.sensitivity(), n_coords, rng)
         sigma = cal.noise_multiplier * sens
-        # one agent at a time: its (d, d) product by BLAS (einsum would not use BLAS here: 8x
-        # slower at d = 784), its release, added to the sum in agent order (the order of a sum
-        # over the stacked releases). Stacked, the agents' matrices are hundreds of MiB that
-        # the kernel faults in afresh at every run; one agent's are reused.
+        # one agent at a time: its release, added to the sum in agent order (the order of a
+        # sum over the stacked releases)
         total_vec: np.ndarray | None = None
-        for zi in z:
-            released = gaussian_release(sym_to_vec(zi.T @ zi), sigma, rng)
+        for moments in _agent_moments(problem, z, self.norm_bound):
+            released = gaussian_release(moments, sigma, rng)
             if total_vec is None:
                 total_vec = np.array(released, dtype=float)
             else:
@@ -232,7 +320,7 @@ class AnalyzeGauss:
             _sizes_assumption(self.budget, "the server divides by their sum (post-processing)"),
         ]
         return finish(problem, x, cal, self.budget, assumptions, rng,
-                      sigma=float(sigma), n_clipped=n_clipped, releases_per_agent=1)
+                      sigma=float(sigma), n_clipped=z.n_clipped, releases_per_agent=1)
 
 
 class NoisyPowerMethod:
@@ -285,7 +373,7 @@ class NoisyPowerMethod:
         BaselineResult
             ``x`` (the estimate, shape ``(d,)``), its ``cost``, the privacy report and diagnostics.
         """
-        z, counts, n_clipped = _clipped_pca_data(problem, self.budget, self.norm_bound)
+        z, counts = _clipped_pca_data(problem, self.budget, self.norm_bound)
         dim = z.shape[-1]
         cal, _ = calibrate_releases(self.budget, self.n_iters, int(counts.min()),
                                     is_secure(rng))
@@ -296,9 +384,13 @@ class NoisyPowerMethod:
             # a data-independent random start (almost surely not orthogonal to the answer)
             x0 = rng.random(dim) - 0.5
         x = np.asarray(x0, dtype=float) / np.linalg.norm(x0)
+        local = np.empty((z.shape[0], dim))
         for _ in range(self.n_iters):
-            zx = np.einsum("anj,j->an", z, x)
-            local = np.einsum("anj,an->aj", z, zx)
+            # A_i x = z_i^T (z_i x), one agent at a time (the values of the contractions over
+            # the stacked records, "anj,j->an" then "anj,an->aj")
+            for agent in range(z.shape[0]):
+                zi = z.agent(agent)
+                np.einsum("nj,n->j", zi, np.einsum("nj,j->n", zi, x), out=local[agent])
             y = gaussian_release(local, sigma, rng).sum(axis=0)
             x = y / np.linalg.norm(y)
         x = x * np.sign(x[np.argmax(np.abs(x))])
@@ -308,5 +400,5 @@ class NoisyPowerMethod:
             _sizes_assumption(self.budget, "only the default delta uses them"),
         ]
         return finish(problem, x, cal, self.budget, assumptions, rng,
-                      sigma=float(sigma), n_clipped=n_clipped,
+                      sigma=float(sigma), n_clipped=z.n_clipped,
                       releases_per_agent=self.n_iters)
