@@ -11,8 +11,9 @@ A source is one of
     the ``COLUMN`` of the one row of ``docs/results/NAME/summary_table.csv`` whose ``setting``
     contains ``ROW`` (the uniform table every experiment writes);
 ``NAME/TABLE[ROW].COLUMN``
-    the same in ``docs/results/NAME/TABLE.csv`` (the first column identifies the row: every
-    column's text is searched, so ``ROW`` may name several cells joined by ``&``);
+    the same in ``docs/results/NAME/TABLE.csv`` (``NAME`` may name a subfolder,
+    ``NAME/SUB/TABLE``; the first column identifies the row: every column's text is searched,
+    so ``ROW`` may name several cells joined by ``&``);
 ``NAME:KEY/KEY/...``
     a value of ``docs/results/NAME/summary.json`` under its ``summary`` object;
 ``bench:FILE:REGEX``
@@ -95,7 +96,7 @@ def resolve(source: str, results: Path = RESULTS) -> float:
         if match is None:
             raise QuoteError(f"{source}: the pattern matches nothing in {name}")
         return float(match.group(1).replace(",", ""))
-    table_form = re.fullmatch(r"(?P<name>[\w.-]+)(?:/(?P<table>[\w.-]+))?\[(?P<row>[^\]]+)\]"
+    table_form = re.fullmatch(r"(?P<name>[\w./-]+?)(?:/(?P<table>[\w.-]+))?\[(?P<row>[^\]]+)\]"
                               r"\.(?P<column>[\w ()%.-]+)", source)
     if table_form is None and ":" in source:
         name, path = source.split(":", 1)

@@ -100,3 +100,11 @@ def test_a_benchmark_output_and_a_summary_value_are_sources_too(tmp_path):
     (tmp_path / "exp").mkdir()
     (tmp_path / "exp" / "summary.json").write_text('{"summary": {"a": {"b/c": 0.25}}}')
     assert measured.resolve("exp:a/b~1c", tmp_path) == 0.25
+
+
+def test_a_table_in_a_subfolder_of_a_results_folder_is_a_source(tmp_path):
+    for folder, value in ((tmp_path / "exp", "1.5"), (tmp_path / "exp" / "sub", "2.5")):
+        folder.mkdir(parents=True)
+        (folder / "tuning.csv").write_text(f"algorithm,step,chosen\nA,{value},True\n")
+    assert measured.resolve("exp/tuning[A & True].step", tmp_path) == 1.5
+    assert measured.resolve("exp/sub/tuning[A & True].step", tmp_path) == 2.5
