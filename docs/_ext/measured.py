@@ -99,12 +99,12 @@ def resolve(source: str, results: Path = RESULTS) -> float:
     table_form = re.fullmatch(r"(?P<name>[\w./-]+?)(?:/(?P<table>[\w.-]+))?\[(?P<row>[^\]]+)\]"
                               r"\.(?P<column>[\w ()%.-]+)", source)
     if table_form is None and ":" in source:
-        name, path = source.split(":", 1)
+        name, keys = source.split(":", 1)
         file = results / name / "summary.json"
         if not file.exists():
             raise QuoteError(f"no results file {file.relative_to(DOCS.parent)}")
         node = json.loads(file.read_text(encoding="utf-8"))["summary"]
-        for key in path.split("/"):
+        for key in keys.split("/"):
             key = key.replace("~1", "/").replace("~0", "~")
             if isinstance(node, list):
                 node = node[int(key)]
