@@ -462,6 +462,70 @@ def plot_curves(
     return fig
 
 
+def range_without(ax, leave_out: Callable[[str], bool], name: str) -> list[str]:
+    """Fit the y-range of ``ax`` to its curves except those ``leave_out`` selects, and say so.
+
+    A curve orders of magnitude away from the others (e.g. a paper's calibration that ends far
+    above its start) would squash them into one band; here the range is set from the other
+    lines and labelled scatter points (curves and reference lines; faint evaluation dots and
+    bands are ignored), and a second title line names every left-out curve that leaves the
+    range and where it ends. The left-out curves stay drawn and in the legend. Nothing changes
+    when the left-out curves would at most double the range (in decades on a log axis).
+
+    Parameters
+    ----------
+    ax : matplotlib.axes.Axes
+        A panel drawn by :func:`plot_curves` (or by hand), changed in place.
+    leave_out : callable
+        ``leave_out(label) -> bool`` for the labels of the curves not to fit the range to.
+    name : str
+        What the left-out curves are, in words, for the note (e.g. ``"the paper's Thm 1
+        calibration"``).
+
+    Returns
+    -------
+    list of str
+        The labels of the left-out curves that leave the range (the note names them).
+    """
+    log = ax.get_yscale() == "log"
+    kept: list[np.ndarray] = []
+    out: list[tuple[str, np.ndarray]] = []
+    drawn = [(str(line.get_label()), line.get_ydata()) for line in ax.get_lines()]
+    # scatter plots: their points' y coordinates (bands and other collections are unlabelled)
+    drawn += [(str(c.get_label()), np.asarray(c.get_offsets())[:, 1])
+              for c in ax.collections
+              if hasattr(c, "get_offsets") and np.asarray(c.get_offsets()).ndim == 2
+              and not str(c.get_label()).startswith("_")]
+    for label, ydata in drawn:
+        y = np.asarray(ydata, dtype=float)
+        y = y[np.isfinite(y) & (y > 0)] if log else y[np.isfinite(y)]
+        if label.startswith("_") or not y.size:
+            continue
+        (out.append((label, y)) if leave_out(label) else kept.append(y))
+    if not kept or not out:
+        return []
+    lo = min(float(y.min()) for y in kept)
+    hi = max(float(y.max()) for y in kept)
+    full_lo = min(lo, min(float(y.min()) for _, y in out))
+    full_hi = max(hi, max(float(y.max()) for _, y in out))
+    scale = np.log10 if log else (lambda v: v)
+    if scale(full_hi) - scale(full_lo) <= 2.0 * max(scale(hi) - scale(lo), 1e-12):
+        return []  # the left-out curves at most double the range: draw everything
+    if log:
+        bottom, top = lo / 1.5, hi * 1.5
+    else:
+        pad = 0.05 * (hi - lo) or 0.05 * max(abs(hi), 1e-12)
+        bottom, top = lo - pad, hi + pad
+    ax.set_ylim(bottom, top)
+    leaving = [(label, y) for label, y in out if y.max() > top or y.min() < bottom]
+    if leaving:
+        ends = ", ".join(f"{y[-1]:.3g}" for _, y in leaving)
+        title = ax.get_title()
+        note = f"({name} is off this range: ends at {ends})"
+        ax.set_title(f"{title}\n{note}" if title else note, fontsize=10)
+    return [label for label, _ in leaving]
+
+
 def _moving_average(values: np.ndarray, window: int) -> np.ndarray:
     """Centred moving average over ``window`` points (fewer at the ends), shape kept."""
     kernel = np.ones(window)

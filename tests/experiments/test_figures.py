@@ -23,6 +23,7 @@ from rfed.experiments.plotting import (
     finish_figure,
     new_figure,
     plot_curves,
+    range_without,
 )
 from rfed.experiments.registry import RunContext, get_experiment
 
@@ -404,3 +405,33 @@ def test_dpdgt_fig4_noise_axes_are_logarithmic(produced):
     log axis (theta_0 = 0, no noise, is the horizontal reference line)."""
     fig = produced["dpdgt-ieee14"].figures["fig4_accuracy_privacy"]
     assert [ax.get_xscale() for ax in _panels(fig)] == ["log", "log"]
+
+
+def test_a_curve_far_off_the_others_does_not_set_the_range_and_is_named():
+    # DO-ADP's paper calibration at eps 0.01 ends near 1e3 while the certified curves sit in
+    # [0.085, 0.25]: fitted to all, the certified curves squash into one band
+    recs = [{"setting": s, "round": t, "excess_risk": v}
+            for t in range(5)
+            for s, v in (("certified", 0.25 - 0.03 * t), ("non-private", 0.25 - 0.04 * t),
+                         ("paper's Thm 1", 0.25 * 10.0**t))]
+    far = lambda label: "paper's" in label  # noqa: E731
+    ax = plot_curves(recs, "round", "excess_risk", by="setting", logy=True).axes[0]
+    assert ax.get_ylim()[1] > 1e3                      # matplotlib fits every curve
+    assert range_without(ax, far, "the paper's calibration") == ["paper's Thm 1"]
+    bottom, top = ax.get_ylim()
+    assert bottom == pytest.approx(0.09 / 1.5) and top == pytest.approx(0.25 * 1.5)
+    assert "the paper's calibration is off this range: ends at 2.5e+03" in ax.get_title()
+    assert "paper's Thm 1" in [line.get_label() for line in ax.get_lines()]  # still drawn
+    # scatter points count like curves; a far point off a linear axis is named the same way
+    fig, (lin,) = new_figure(1)
+    lin.scatter([1, 2], [0.2, 0.3], label="kept")
+    lin.scatter([3], [40.0], label="paper's point")
+    assert range_without(lin, far, "the paper's point") == ["paper's point"]
+    assert lin.get_ylim() == pytest.approx((0.195, 0.305))
+    # a left-out curve that at most doubles the range changes nothing
+    fig, (near,) = new_figure(1)
+    near.plot([0, 1], [1.0, 2.0], label="kept")
+    near.plot([0, 1], [1.0, 2.9], label="paper's curve")
+    before = near.get_ylim()
+    assert range_without(near, far, "the paper's curve") == []
+    assert near.get_ylim() == before and near.get_title() == ""
