@@ -113,7 +113,8 @@ def _check_doadp(cfg: dict) -> None:
         "dpdo_iterations": 0, "scale": "quick",
     },
     scales={"paper": {
-        "n_per_agent": 5000, "dim": 2000, "spectrum_decay": 1.0, "alphas": [0.01, 0.03, 0.1],
+        "n_per_agent": 5000, "dim": 2000, "spectrum_decay": 1.0,
+        "alphas": [0.001, 0.003, 0.01, 0.03, 0.1],
         "eps_fig2a": 8.0, "eps_paper": 0.01, "eps_sweep": [2.0, 4.0, 8.0], "repetitions": 2,
         "eval_every": 1500}},
     validate=_check_doadp,
