@@ -1198,6 +1198,11 @@ class DPRSVRG(LocalTrainer):
             chosen = x
         n_clipped = np.zeros(agents.size, dtype=int)
         noisy = bool(np.any(sigma > 0))
+        # the first inner step's iterate is the snapshot itself: each difference
+        # grad f_l(x~) - Gamma_{x~}^{x~} grad f_l(x~) is u - u with u finite, +0.0 exactly, where
+        # the transport from a point to itself returns its argument; so is their clipped mean
+        # (norms 0, nothing clipped). Its minibatch is still drawn (the same random stream).
+        first_is_zero = man.exact_self_transport
         snap = x
         buffers = None   # the inner steps' gather buffers, reused by every step
         for k in range(self.steps):
@@ -1211,10 +1216,13 @@ class DPRSVRG(LocalTrainer):
                 if option == 2:
                     chosen = np.where((pick == k * m + j).reshape(shape), xj, chosen)
                 idx, valid = sample_minibatches(counts, int_sizes, rng)
-                v, clipped, buffers = _difference_mean_blocked(
-                    self.difference_mean, problem, xj, snap, agents, idx, valid, sizes,
-                    plan.clip, buffers)
-                n_clipped += _per_row(clipped)
+                if j == 0 and first_is_zero:
+                    v = np.zeros(np.broadcast_shapes(np.shape(xj), np.shape(snap)))
+                else:
+                    v, clipped, buffers = _difference_mean_blocked(
+                        self.difference_mean, problem, xj, snap, agents, idx, valid, sizes,
+                        plan.clip, buffers)
+                    n_clipped += _per_row(clipped)
                 eta = v + man.transport(snap, xj, g_rel)
                 eta = self._release(problem, xj, eta, sigma, rng, noisy)
                 xj = man.exp(xj, -step_size * eta)
