@@ -263,3 +263,21 @@ def test_first_inner_step_skipped_at_the_snapshot_gives_the_same_bits(manifold_n
     fast = run()
     monkeypatch.setattr(cls, "exact_self_transport", False)
     assert run() == fast
+
+
+def test_inner_steps_give_the_same_bits_in_blocks_of_any_size(monkeypatch):
+    # the inner steps' difference means are computed a block of agents at a time; every agent's
+    # values depend on its own rows only, so one agent per block equals all agents in one block
+    from rfed.algorithms.federated import local
+
+    problem = SpherePCA(np.random.default_rng(6).standard_normal((5, 30, 6)))
+
+    def run():
+        tr = DPRSVRG(steps=2, inner_steps=3, clip=0.3, clip_full=0.8,
+                     variant="released_snapshot", batch_size=7, noise_multiplier=0.5)
+        return PriRFed(tr, None, 0.1).run(problem, 2, rng=3).x.tobytes()
+
+    monkeypatch.setattr(local, "_DIFFERENCE_BLOCK_BYTES", 1)
+    one_agent = run()
+    monkeypatch.setattr(local, "_DIFFERENCE_BLOCK_BYTES", 2**30)
+    assert run() == one_agent
