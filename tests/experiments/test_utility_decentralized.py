@@ -271,7 +271,7 @@ def test_classify_public_warm_start_costs_no_privacy(fake_data, tmp_path):
     assert ref["public_warm_start_l2"] == f"{chosen[0]['warm_start_l2']:g}"
     # the fake classes are easy: the public fit alone is far above chance
     assert ref["public_warm_start_test_accuracy"] > ref["zero_start_test_accuracy"] + 20
-    for a, b in zip(off.tables["privacy_utility"], on.tables["privacy_utility"]):
+    for a, b in zip(off.tables["privacy_utility"], on.tables["privacy_utility"], strict=True):
         assert (a["epsilon_certified"], a["noise_multiplier"]) == \
             (b["epsilon_certified"], b["noise_multiplier"])
         assert a["accuracy_mean"] != b["accuracy_mean"]
