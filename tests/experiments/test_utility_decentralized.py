@@ -256,7 +256,7 @@ def test_classify_public_warm_start_costs_no_privacy(fake_data, tmp_path):
     start from the public fit (its test accuracy reported, its L2 strength searched on the
     public split) and the certified privacy is the zero start's: the start is public."""
     grids = {"algorithms": ["DP-DPSGD"], "steps_dpdpsgd": [0.2], "batch_fractions": [1.0],
-             "dims": [0], "cache_dir": str(tmp_path / "cache")}
+             "dims": [16], "cache_dir": str(tmp_path / "cache")}
     _, off = _tiny_classify(fake_data, tmp_path / "off", warm_start_l2s=[0.5], **grids)
     assert all("warm_start_l2" not in t for t in off.tables["tuning"])
     assert all("public_warm_start_test_accuracy" not in r for r in off.tables["references"])
