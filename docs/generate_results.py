@@ -167,8 +167,9 @@ def fragment(name: str) -> str:
                 value = "diverged"
             if reps:
                 value += f" (n={reps})"
-            ref = f"{_num(row['reference'])} ({row['reference_name']})" \
-                if row.get("reference") else "-"
+            # a reference whose every run diverged reads "diverged" too, never nan
+            ref_value = "diverged" if row.get("reference") == "nan" else _num(row["reference"])
+            ref = f"{ref_value} ({row['reference_name']})" if row.get("reference") else "-"
             private = row["epsilon"] not in ("", "inf")
             eps = _num(row["epsilon"]) if private else "non-private"
             rel = relation(row.get("accountant", "")) if private else "-"

@@ -431,6 +431,11 @@ def plot_curves(
                 shown_hi.append(np.max(mean))
             if band != "none" and np.any(hi > lo):
                 ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+        # a curve whose every repetition diverged has nothing to draw: the legend says so
+        gone = _all_diverged(records, by, where, curves)
+        for name, n_lost in gone.items():
+            ax.plot([], [], ls="none", label=f"{name}: all {n_lost} repetition(s) diverged, "
+                                             "not drawn")
         for label, value in (hl[i] or {}).items():
             ax.axhline(value, color="k", ls="--", lw=1.0, label=label)
         if start_line and key in _START_KEYS and x in ("round", "epoch", "iteration") \
@@ -454,12 +459,25 @@ def plot_curves(
         if title:
             ax.set_title(title, fontsize=10)
         ax.grid(alpha=0.3)
-        if names or hl[i]:
+        if names or hl[i] or gone:
             ax.legend(fontsize=8)
     if suptitle:
         fig.suptitle(suptitle, fontsize=11)
     fig.tight_layout()
     return fig
+
+
+def _all_diverged(records: Sequence[Mapping[str, Any]], by: str | None,
+                  where: Callable[..., bool] | None, drawn: Mapping[Any, Any]) -> dict[Any, int]:
+    """The curves (values of ``by``) with a diverged repetition and nothing in ``drawn``, each
+    with its number of diverged repetitions."""
+    lost: dict[Any, set] = {}
+    for rec in records:
+        if rec.get("diverged") and (where is None or where(rec)):
+            key = rec.get(by) if by is not None else None
+            if key not in drawn:
+                lost.setdefault(key, set()).add(rec.get("repetition"))
+    return {key: len(reps) for key, reps in lost.items()}
 
 
 def range_without(ax, leave_out: Callable[[str], bool], name: str) -> list[str]:

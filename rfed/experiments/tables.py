@@ -10,7 +10,8 @@ how many repetitions diverged. :func:`format_summary_table` prints it for the co
 * the final value reads ``mean +- std (n=K)``, or ``value (n=1)``; a setting whose every
   repetition diverged reads ``diverged`` (never a number or ``nan``);
 * a non-private row reads ``non-private`` in the epsilon column (never ``inf``), and a setting
-  whose every repetition diverged reads ``diverged`` there too (never ``0``);
+  whose every repetition diverged reads ``diverged`` there too (never ``0``), as does a
+  reference whose every repetition diverged (never ``nan``);
 * the epsilon column is the run's certified epsilon, the relation and delta beside it and the
   accountant as a footnote;
 * a private row that ends worse than its start is flagged in the last column, more loudly when
@@ -366,7 +367,9 @@ def format_summary_table(rows: Sequence[Mapping[str, Any]]) -> str:
         if with_start:
             line.append(format_value(r.get("start")))
         line.append(_final_cell(r))
-        ref = format_value(r.get("reference"))
+        # a reference whose every run diverged has no value: it reads "diverged", never nan
+        ref = ("diverged" if r.get("reference") is not None and not _finite(r.get("reference"))
+               else format_value(r.get("reference")))
         if len(refs) > 1 and r.get("reference_name") and r.get("reference") is not None:
             ref += f" ({r['reference_name']})"
         line.append(ref)

@@ -37,6 +37,7 @@ Every classification run outputs the tail average of its per-round outputs
 from __future__ import annotations
 
 import itertools
+import math
 from collections.abc import Callable
 from typing import Any
 
@@ -66,6 +67,7 @@ from rfed.experiments._classify import (
     scattering_data,
     sizes_problem,
     softmax_problem,
+    start_point,
     tail_averaged,
 )
 from rfed.experiments._paper_data import certified_delta
@@ -352,7 +354,11 @@ def _grids(cfg: dict, name: str, dims: list[int]) -> dict[str, list]:
     so at a fixed effective step the clip only sets which gradients are shortened (every one
     as it tends to 0), and the step and the clip are not two independent axes (the trainer's
     learning rate is ``step / clip``, :func:`rfed.experiments._classify.make_trainer`)."""
-    return {"step": [float(v) for v in cfg[_STEP_KEYS[name]]],
+    # the public warm start's L2 strength is searched first: the step, clip and epochs that
+    # suit a start near a good model differ from those of the zero start
+    warm = ({"warm_start_l2": [float(v) for v in cfg["warm_start_l2s"]]}
+            if cfg.get("public_warm_start", False) else {})
+    return {**warm, "step": [float(v) for v in cfg[_STEP_KEYS[name]]],
             "clip": [float(v) for v in cfg["clips"]],
             "batch_fraction": [float(v) for v in cfg["batch_fractions"]],
             "epochs": [float(v) for v in cfg["epochs_grid"]],
@@ -461,7 +467,12 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "the other way round, averaging the two scores), at the private run's "
         "noise at eps_tune (same rounds, same noise std on the averaged clipped gradient), by "
         "coordinate search over the grids (the 'tuning' table lists every configuration and "
-        "flags a choice at a grid's edge); never on the private data or the test images."
+        "flags a choice at a grid's edge); never on the private data or the test images. "
+        "public_warm_start = true starts every run from the softmax regression fitted "
+        "non-privately (L-BFGS, reference_maxiter iterations) to the LABELLED public split "
+        "(disjoint from the private records and the test images, so it costs no privacy) "
+        "instead of the zero model, its L2 strength searched on the public split over "
+        "warm_start_l2s (each public fold starts from the fit to its own training half)."
     ),
     defaults={
         "data_path": "", "features": "scattering", "n_agents": 10,
@@ -479,7 +490,8 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "clips": [0.05, 0.2, 0.8, 3.2], "batch_fractions": [0.125, 0.25, 0.5, 1.0],
         "epochs_grid": [20.0, 40.0, 80.0, 160.0], "momenta": [0.0, 0.5, 0.75, 0.9],
         "dims": [0], "tail_averages": [0.0, 0.25, 0.5, 0.75], "ema_decays": [0.0],
-        "tune_folds": 1,
+        "tune_folds": 1, "public_warm_start": False,
+        "warm_start_l2s": [0.003, 0.01, 0.03, 0.1],
         "tune_sweeps": 2, "tune_repetitions": 2, "eps_tune": 3.0,
         "reference_maxiter": 100, "nonprivate_runs": True,
         "target_epsilon": 3.0, "target_accuracy": 87.0, "centralized_target_accuracy": 88.5,
@@ -524,6 +536,12 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
     if bad:
         raise ValueError(f"setting 'relations' holds 'replace_one' or 'add_remove_one', got "
                          f"{sorted(bad)}")
+    check_setting(cfg, "public_warm_start", isinstance(cfg["public_warm_start"], bool),
+                  "true or false")
+    l2s = cfg["warm_start_l2s"]
+    check_setting(cfg, "warm_start_l2s", isinstance(l2s, list) and len(l2s) > 0 and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        and v >= 0 for v in l2s), "a non-empty list of L2 strengths >= 0")
     data = _classify_data(cfg, ctx)
     bound = float(data["feature_bound"])
     n_feat = int(data["x_priv"].shape[1])
@@ -591,7 +609,7 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
     rows = []
     reference_rows: list[dict[str, Any]] = []
     refs: dict[str, dict[str, float]] = {}
-    x0_of: dict[int, np.ndarray] = {}
+    x0_of: dict[tuple[int, float], np.ndarray] = {}
     for k, kind in enumerate(cfg["partitions"]):
         refs[kind] = {}
         for dim in sorted({int(chosen[name]["dim"]) for name in cfg["algorithms"]}):
@@ -599,14 +617,27 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                                       parts[kind], 10, bound)
             problem.reference_maxiter = int(cfg["reference_maxiter"])
             xt_d = proj.apply(xt, dim)
-            x0 = x0_of.setdefault(dim, np.zeros(problem.n_params))
             opt = 100.0 * problem.accuracy(problem.reference_point(), xt_d, yt)
-            start = 100.0 * problem.accuracy(x0, xt_d, yt)
+            start = 100.0 * problem.accuracy(np.zeros(problem.n_params), xt_d, yt)
             refs[kind][f"non-private L-BFGS, dim {dim}"] = opt
             refs[kind]["zero start (chance)"] = start
+            # the public warm starts in use at this dimension (a fit to the public split only)
+            warm = {}
+            for name in cfg["algorithms"]:
+                hp = chosen[name]
+                if int(hp["dim"]) == dim and cfg["public_warm_start"]:
+                    l2 = float(hp["warm_start_l2"])
+                    if (dim, l2) not in x0_of:
+                        x0_of[dim, l2] = start_point(data, proj, dim, hp, cfg)
+                    warm[l2] = 100.0 * problem.accuracy(x0_of[dim, l2], xt_d, yt)
+                    refs[kind][f"public warm start, dim {dim}, l2 {l2:g}"] = warm[l2]
+            # with the warm start off, the table keeps the columns it always had
+            warm_cols = ({"public_warm_start_test_accuracy": max(warm.values()),
+                          "public_warm_start_l2": ", ".join(f"{v:g}" for v in warm)}
+                         if warm else {})
             reference_rows.append({"partition": kind, "dim": dim,
                                    "nonprivate_optimum_test_accuracy": opt,
-                                   "zero_start_test_accuracy": start,
+                                   "zero_start_test_accuracy": start, **warm_cols,
                                    "min_local_size": int(problem.counts.min()),
                                    "max_local_size": int(problem.counts.max()), "delta": delta})
             for mi, name in enumerate(cfg["algorithms"]):
@@ -615,6 +646,8 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                     continue
                 batch = local_batch(hp["batch_fraction"], int(problem.counts.min()))
                 rounds = rounds_for(hp["epochs"], problem.n_samples, n, batch)
+                x0 = (x0_of[dim, float(hp["warm_start_l2"])] if cfg["public_warm_start"]
+                      else np.zeros(problem.n_params))
                 settings = ([(None, None)] if cfg["nonprivate_runs"] else []) + [
                     (rel, eps) for rel in relations for eps in eps_list]
                 refusals = {rel: _supports(name, rel, problem.counts, declared, cfg)
@@ -676,7 +709,8 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
         ctx, private, list(cfg["partitions"]), "accuracy", "test accuracy (%)",
         f"Fashion-MNIST softmax regression on {feats}, {n} agents, delta={delta:g}",
         "privacy_utility", {kind: {lab: v for lab, v in r.items()
-                                   if "non-private" in lab or "zero" in lab}
+                                   if "non-private" in lab or "zero" in lab
+                                   or "warm start" in lab}
                             for kind, r in refs.items()},
         relation=lambda r: _RELATIONS[r["relation"]])
     comm_rows = _doadp_communication(cfg, ctx, chosen, data, proj, parts, bound, delta) \

@@ -369,7 +369,9 @@ def _privacy_utility_figure(rows, f_start, f_star, title):
         g = np.array([r["gap_closed_mean"] for r in rs])
         gs = np.array([r["gap_closed_std"] for r in rs])
         (line,) = ax_gap.plot(eps, g, "o-", label=m)
-        ax_gap.fill_between(eps, g - gs, g + gs, color=line.get_color(), alpha=0.2)
+        # the gap closed is at most 1 (no run ends below the optimum): the band stops there
+        ax_gap.fill_between(eps, g - gs, np.minimum(g + gs, 1.0), color=line.get_color(),
+                            alpha=0.2)
         risk = np.array([r["excess_risk_mean"] for r in rs])
         rstd = np.array([r["cost_std"] for r in rs])
         ax_risk.plot(eps, risk, "o-", color=line.get_color(), label=m)

@@ -35,6 +35,8 @@ repetitions, which no single start dominates.
 
 from __future__ import annotations
 
+import numpy as np
+
 from rfed.experiments.registry import RunContext, check_setting, register
 from rfed.experiments.utility_federated import (
     Method,
@@ -87,9 +89,8 @@ def hyperbolic_problems(config: dict, ctx: RunContext) -> tuple[HyperbolicPredic
         raise ValueError(f"setting 'n_agents' must be an int >= 1, got {config['n_agents']!r}")
     data = wordnet_prediction_data(r=int(config["feature_dim"]))
     feats, targets = data["features"], data["targets"]
-    order = ctx.rng(1).permutation(len(feats))
-    n_pub = int(round(frac * len(feats)))
-    public_idx, private_idx = order[:n_pub], order[n_pub:]
+    public_idx, private_idx = declared_public_words(len(feats), frac, ctx)
+    n_pub = len(public_idx)
     per = int(config["per_agent"]) or len(private_idx) // n_agents
     if not 1 <= per <= len(private_idx) // n_agents:
         raise ValueError(f"settings 'n_agents' x 'per_agent' = {n_agents} x {per} need more than "
@@ -102,6 +103,30 @@ def hyperbolic_problems(config: dict, ctx: RunContext) -> tuple[HyperbolicPredic
     pub = public_idx[ctx.rng(2).integers(0, len(public_idx), size=(n_agents, per))]
     public = HyperbolicPrediction(feats[pub], targets[pub], data["test_feature"], **kw)
     return problem, public, {**data, "n_public": n_pub, "n_private": n_agents * per}
+
+
+def declared_public_words(n_words: int, fraction: float,
+                          ctx: RunContext) -> tuple[np.ndarray, np.ndarray]:
+    """The DECLARED PUBLIC split of the words: ``round(fraction * n_words)`` word indices drawn
+    by the public permutation ``ctx.rng(1)``, and the rest.
+
+    Parameters
+    ----------
+    n_words : int
+        Number of training words.
+    fraction : float
+        The public share, in (0, 1).
+    ctx : RunContext
+        The run's context (its generator ``ctx.rng(1)``).
+
+    Returns
+    -------
+    public : ndarray of int, shape (round(fraction * n_words),)
+    private : ndarray of int, shape (n_words - len(public),)
+    """
+    order = ctx.rng(1).permutation(n_words)
+    n_pub = int(round(fraction * n_words))
+    return order[:n_pub], order[n_pub:]
 
 
 def _check_utility_hyperbolic(cfg: dict) -> None:

@@ -37,6 +37,18 @@ def test_plot_curves_draws_one_line_per_setting_and_panel():
     np.testing.assert_allclose(ax0.get_lines()[0].get_ydata(), -np.arange(5))
 
 
+def test_plot_curves_names_a_curve_whose_every_repetition_diverged():
+    recs = [{"setting": "kept", "repetition": r, "round": t, "cost": 1.0 + t}
+            for r in range(2) for t in range(3)]
+    recs += [{"setting": "gone", "repetition": r, "round": 0, "cost": 5.0} for r in range(2)]
+    recs += [{"setting": "gone", "repetition": r, "diverged": True} for r in range(2)]
+    fig = plot_curves(recs, "round", "cost", by="setting", start_line=False)
+    labels = fig.axes[0].get_legend_handles_labels()[1]
+    assert "gone: all 2 repetition(s) diverged, not drawn" in labels
+    assert [line.get_label() for line in fig.axes[0].get_lines() if line.get_xdata().size] \
+        == ["kept"]
+
+
 def test_registry_lists_the_paper_figures():
     names = {e.name for e in list_experiments()}
     assert {"pca-synthetic", "prirfed-fig1", "prirfed-fig2", "prirfed-fig3", "prirfed-fig4",
@@ -177,3 +189,70 @@ def test_poincare_figure_survives_a_run_beyond_the_log_maps_range():
     assert any(lab.startswith("far: disk median of 2/2") for lab in labels)
     assert "gone (1/1 diverged)" in fig._suptitle.get_text()
     plt.close(fig)
+
+
+def test_fig5_rsvrg_runs_at_its_own_step_chosen_on_public_words(tmp_path):
+    """RSVRG (its non-private reference and the budget-first DP-RSVRG) runs at the step of
+    'rsvrg_step_sizes' with the lowest mean public excess risk (the 'tuning' table); the
+    paper's step stays for the labelled paper's-step settings, whose reference is RSVRG at that
+    step."""
+    import csv
+
+    import rfed.experiments.prirfed as prirfed_experiments
+
+    seen = []
+    original = prirfed_experiments.run_settings
+
+    def spy(ctx, settings, **kwargs):
+        seen.extend((st.label, st.group, st.algorithm.step_size) for st in settings)
+        return original(ctx, settings, **kwargs)
+
+    pytest.MonkeyPatch.setattr(pytest.MonkeyPatch(), prirfed_experiments, "run_settings", spy)
+    try:
+        summary, ctx = run_experiment(
+            "prirfed-fig5", seed=0, out_dir=tmp_path,
+            overrides={"rounds": 3, "repetitions": 1, "eval_every": 3, "inner_steps": 2,
+                       "local_steps": 2, "epsilons": [1.0, 8.0], "tune_repetitions": 2,
+                       "rsvrg_step_sizes": [0.3, 0.01, 0.001]})
+    finally:
+        prirfed_experiments.run_settings = original
+    with open(tmp_path / "tuning.csv") as fh:
+        tuning = list(csv.DictReader(fh))
+    assert [float(r["rsvrg_step_size"]) for r in tuning] == [0.3, 0.01, 0.001]
+    assert {float(r["planned_epsilon"]) for r in tuning} == {8.0}
+    scores = [float(r["public_mean_final_excess_risk"]) for r in tuning]
+    chosen = [float(r["rsvrg_step_size"]) for r in tuning if r["chosen"] == "True"]
+    assert chosen == [float(tuning[int(np.argmin(scores))]["rsvrg_step_size"])]
+    assert summary["rsvrg_step_size"] == chosen[0]
+    assert summary["rsvrg_step_at_grid_edge"] == (chosen[0] in (0.3, 0.001))
+    steps = {label: (group, step) for label, group, step in seen}
+    assert steps["PriRFed-RSVRG non-private"] == ("", chosen[0])
+    assert steps["PriRFed-RSGD non-private"] == ("", 0.3)
+    budget = [lab for lab in steps if "released snapshot" in lab]
+    assert len(budget) == 2 and all(steps[lab] == ("", chosen[0]) for lab in budget)
+    paper = [lab for lab in steps if lab.startswith("PriRFed-DP-RSVRG paper's calibration")]
+    assert [steps[lab] for lab in paper] == [("paper's step 0.3", 0.3)]
+    assert steps["PriRFed-RSVRG non-private, paper's step 0.3"] == ("paper's step 0.3", 0.3)
+    # each private RSVRG row's reference is the non-private RSVRG at its own step
+    rows = {r["setting"]: r for r in ctx.summary_rows}
+    for lab in budget:
+        assert rows[lab]["reference"] == rows["PriRFed-RSVRG non-private"]["utility"]
+    ref = rows["PriRFed-RSVRG non-private, paper's step 0.3"]["utility"]
+    got = rows[paper[0]]["reference"]
+    assert got == ref or (np.isnan(got) and np.isnan(ref))
+    # the paper's claim of Fig. 5, counted at each planned epsilon from the rows
+    claim = {e["planned_epsilon"]: e for e in summary["rsvrg_vs_rsgd"]}
+    assert sorted(claim) == [1.0, 8.0]
+    for eps, e in claim.items():
+        rsgd = rows[f"PriRFed-DP-RSGD planned eps<={eps:g}"]["utility"]
+        rsvrg = rows[[lab for lab in budget if f"eps<={eps:g}" in lab][0]]["utility"]
+        assert e["rsvrg_below_rsgd"] == bool(np.isfinite(rsvrg) and not rsvrg >= rsgd)
+    held = sum(e["rsvrg_below_rsgd"] for e in claim.values())
+    assert summary["rsvrg_vs_rsgd_claim"].startswith(
+        f"the paper's claim (DP-RSVRG ends below DP-RSGD) holds at {held} of 2 ")
+    # one step given: that step, no tuning
+    summary, ctx = run_experiment(
+        "prirfed-fig5", seed=0,
+        overrides={"rounds": 1, "repetitions": 1, "eval_every": 1, "inner_steps": 2,
+                   "local_steps": 2, "epsilons": [8.0], "rsvrg_step_sizes": [0.02]})
+    assert summary["rsvrg_step_size"] == 0.02 and summary["rsvrg_step_chosen_on"] == "given"

@@ -240,9 +240,10 @@ def _all_texts(fig):
 
 
 @pytest.mark.parametrize("name", sorted(FIG_TINY))
-def test_every_figure_follows_the_rules(name, produced):
+def test_every_figure_and_console_table_follows_the_rules(name, produced):
     run = produced[name]
     assert run.exit_code == 0, run.stdout
+    _check_console_table(name, run)
     assert run.figures, f"{name} saved no figure"
     privacy = json.loads((run.out / "privacy.json").read_text())
     stand_in = re.search(r"(?<!public )stand-in", get_experiment(name).description.lower())
@@ -313,6 +314,74 @@ def test_every_figure_follows_the_rules(name, produced):
 
     for fig in run.figures.values():
         plt.close(fig)
+
+
+def _console_table(stdout: str) -> tuple[list[str], list[list[str]], list[str]]:
+    """The summary table ``rfed run`` printed: its header cells, its rows' cells (split at the
+    column spans of the dashes line) and the lines after it."""
+    lines = stdout.splitlines()
+    dash = next(i for i, line in enumerate(lines) if re.fullmatch(r"-+(  -+)+", line))
+    spans = [m.span() for m in re.finditer(r"-+", lines[dash])]
+
+    def cells(line):
+        return [line[a:(spans[k + 1][0] if k + 1 < len(spans) else len(line))].strip()
+                for k, (a, _) in enumerate(spans)]
+
+    body = []
+    for line in lines[dash + 1:]:
+        if not line.strip() or line.startswith(("[", "note:")):
+            break
+        body.append(cells(line))
+    return cells(lines[dash - 1]), body, lines[dash + 1 + len(body):]
+
+
+def _check_console_table(name: str, run: _Produced) -> None:
+    """The console table of an experiment, as ``rfed run`` printed it, against its
+    summary_table.csv: setting, start, final value (mean +- std with n, or diverged), the
+    reference, the certified epsilon with relation and delta ("non-private" for a run without
+    noise, "diverged" where no run finished; never inf, nan or 0), the diverged count, a private
+    result much worse than its start flagged, and one divergence line per setting.
+    (Called by :func:`test_every_figure_and_console_table_follows_the_rules`, so that each
+    experiment runs once per test worker.)"""
+    head, body, after = _console_table(run.stdout)
+    for column in ("setting", "start", "reference", "eps (certified)", "relation, delta",
+                   "diverged"):
+        assert any(h.startswith(column) for h in head), (name, column, head)
+    assert any(h.startswith("final") for h in head), (name, head)
+    col = {next((k for k in ("final", "reference") if h.startswith(k)), h): i
+           for i, h in enumerate(head)}
+    with open(run.out / "summary_table.csv", newline="") as fh:
+        rows = {r["setting"]: r for r in csv.DictReader(fh)}
+    assert [c[0] for c in body] == list(rows), name
+    for cells in body:
+        row, where = rows[cells[0]], (name, cells[0])
+        reps, lost = int(row["repetitions"]), int(row["diverged"])
+        final, eps = cells[col["final"]], cells[col["eps (certified)"]]
+        assert cells[col["diverged"]] == f"{lost}/{reps}", where
+        if lost == reps:
+            assert final == eps == "diverged", where
+            continue
+        assert re.fullmatch(r"\S+( \+- \S+)? \(n=" + str(reps - lost) + r"\)", final), \
+            (where, final)
+        assert "nan" not in final and "nan" not in cells[col["reference"]], where
+        private = row["epsilon"] not in ("", "inf")
+        if not private:
+            assert eps == "non-private" and cells[col["relation, delta"]] == "-", where
+            continue
+        assert re.fullmatch(r"[0-9.e+-]+( \[\d+\])?", eps) and float(eps.split()[0]) > 0, \
+            (where, eps)
+        assert re.fullmatch(r"[a-z].*, delta=[0-9.e+-]+", cells[col["relation, delta"]]), where
+        # much worse than the start: twice its excess (lower is better) or half its accuracy
+        start, end = float(row["start"] or "nan"), float(row["utility"])
+        if np.isfinite(start) and abs(end - 2 * start) > 1e-3 * abs(start) \
+                and abs(end - start / 2) > 1e-3 * abs(start):
+            much = end < start / 2 if row["higher_is_better"] == "True" else end > 2 * start
+            assert ("MUCH WORSE than start" in cells) == much, (where, start, end)
+    # divergence: one line per setting with its count, never one line per repetition
+    listed = [line.split(":")[0].strip() for line in after if re.match(r"  \S.*: \d+ diverged",
+                                                                       line)]
+    assert len(listed) == len(set(listed)), (name, listed)
+    assert set(listed) == {s for s, r in rows.items() if int(r["diverged"])}, (name, listed)
 
 
 def _strict_json(path: Path):

@@ -15,7 +15,7 @@ import pytest
 import rfed.datasets.mnist as mnist_mod
 import rfed.experiments.utility_decentralized as ud
 from rfed.datasets import DatasetNotFoundError, fashion_mnist_available
-from rfed.experiments._classify import CENTRALIZED, partition
+from rfed.experiments._classify import CENTRALIZED, Projections, partition, start_point
 from rfed.experiments.registry import get_experiment, run_experiment
 from rfed.experiments.utility_decentralized import (
     certified_delta,
@@ -196,6 +196,85 @@ def test_classify_refuses_bad_settings(fake_data, tmp_path):
         _tiny_classify(fake_data, tmp_path, tune_folds=3)
     with pytest.raises(ValueError, match="'ema_decays'"):
         _tiny_classify(fake_data, tmp_path, ema_decays=[1.0])
+    with pytest.raises(ValueError, match="'public_warm_start'"):
+        _tiny_classify(fake_data, tmp_path, public_warm_start="public")
+    with pytest.raises(ValueError, match="'warm_start_l2s'"):
+        _tiny_classify(fake_data, tmp_path, public_warm_start=True, warm_start_l2s=[-1.0])
+    with pytest.raises(ValueError, match="'warm_start_l2s'"):
+        _tiny_classify(fake_data, tmp_path, warm_start_l2s=[])
+
+
+def _warm_data(seed: int = 0) -> dict:
+    rng = np.random.default_rng(seed)
+    d, m = 12, 60
+    return {"x_priv": rng.standard_normal((200, d)).astype(np.float32),
+            "y_priv": rng.integers(0, 10, 200), "x_pub": rng.standard_normal((m, d)),
+            "y_pub": np.arange(m) % 10, "x_test": rng.standard_normal((30, d)),
+            "y_test": rng.integers(0, 10, 30), "feature_bound": 10.0}
+
+
+def test_public_warm_start_reads_only_the_public_split():
+    """The warm start is the L2-regularised softmax fit to the public split: changing a private
+    record or a test image leaves it bit for bit, changing a public record moves it; it is
+    the stationary point of the regularised objective (gradient written out here); off, the
+    start is the zero model."""
+    data, lam, dim = _warm_data(), 0.05, 8
+    cfg = {"public_warm_start": True, "reference_maxiter": 500}
+    proj = Projections(data["x_pub"], [dim])
+    x0 = start_point(data, proj, dim, {"warm_start_l2": lam}, cfg)
+    assert x0.shape == (dim * 10 + 10,) and np.abs(x0).max() > 0.1
+    changed = _warm_data()
+    changed["x_priv"][0] += 5.0
+    changed["y_priv"][0] = (changed["y_priv"][0] + 1) % 10
+    changed["x_test"][0] += 5.0
+    assert np.array_equal(start_point(changed, proj, dim, {"warm_start_l2": lam}, cfg), x0)
+    public_changed = _warm_data()
+    public_changed["x_pub"][0] += 1.0
+    assert not np.allclose(
+        start_point(public_changed, Projections(public_changed["x_pub"], [dim]), dim,
+                    {"warm_start_l2": lam}, cfg), x0)
+    # first-order condition of mean CE + (lam / 2) ||W||^2 on the projected public features
+    a = proj.apply(data["x_pub"], dim)
+    w, b = x0[:dim * 10].reshape(dim, 10), x0[dim * 10:]
+    z = a @ w + b
+    p = np.exp(z - z.max(axis=1, keepdims=True))
+    p /= p.sum(axis=1, keepdims=True)
+    r = (p - np.eye(10)[data["y_pub"]]) / len(a)
+    grad = np.concatenate([(a.T @ r + lam * w).ravel(), r.sum(axis=0)])
+    assert np.linalg.norm(grad) < 1e-5
+    off = {"public_warm_start": False, "reference_maxiter": 500, "warm_start_l2s": [lam]}
+    assert not start_point(data, proj, dim, {"warm_start_l2": lam}, off).any()
+    # off, the public search has no warm-start axis (the zero start's search, unchanged)
+    settings = get_experiment("utility-fmnist-classify").config({"warm_start_l2s": [lam]})
+    assert "warm_start_l2" not in ud._grids(settings, "DP-DPSGD", [dim])
+    assert list(ud._grids({**settings, "public_warm_start": True}, "DP-DPSGD", [dim]))[0] \
+        == "warm_start_l2"
+
+
+def test_classify_public_warm_start_costs_no_privacy(fake_data, tmp_path):
+    """Off (the default), a warm-start grid adds no search axis and no column; on, the runs
+    start from the public fit (its test accuracy reported, its L2 strength searched on the
+    public split) and the certified privacy is the zero start's: the start is public."""
+    grids = {"algorithms": ["DP-DPSGD"], "steps_dpdpsgd": [0.2], "batch_fractions": [1.0],
+             "dims": [16], "cache_dir": str(tmp_path / "cache")}
+    _, off = _tiny_classify(fake_data, tmp_path / "off", warm_start_l2s=[0.5], **grids)
+    assert all("warm_start_l2" not in t for t in off.tables["tuning"])
+    assert all("public_warm_start_test_accuracy" not in r for r in off.tables["references"])
+    summary, on = _tiny_classify(fake_data, tmp_path / "on", public_warm_start=True,
+                                 warm_start_l2s=[0.01, 0.1], **grids)
+    tuning = on.tables["tuning"]
+    assert {t["warm_start_l2"] for t in tuning} == {0.01, 0.1}
+    chosen = [t for t in tuning if t["chosen"]]
+    assert len(chosen) == 1
+    assert "warm_start_l2=" in summary["hyperparameters"]["DP-DPSGD"]
+    ref = summary["references"][0]
+    assert ref["public_warm_start_l2"] == f"{chosen[0]['warm_start_l2']:g}"
+    # the fake classes are easy: the public fit alone is far above chance
+    assert ref["public_warm_start_test_accuracy"] > ref["zero_start_test_accuracy"] + 20
+    for a, b in zip(off.tables["privacy_utility"], on.tables["privacy_utility"], strict=True):
+        assert (a["epsilon_certified"], a["noise_multiplier"]) == \
+            (b["epsilon_certified"], b["noise_multiplier"])
+        assert a["accuracy_mean"] != b["accuracy_mean"]
 
 
 def test_classify_two_fold_tuning_averages_both_ways(fake_data, tmp_path):

@@ -333,3 +333,22 @@ def test_epsilon_axis_names_the_relation_and_delta_of_the_reports():
     assert _epsilon_axis_label(rows) == ("certified epsilon, replace-one, delta = 1e-05; "
                                          "add/remove-one, delta = 2e-06 (whole run)")
     assert _epsilon_axis_label(rows[2:3]) == "certified epsilon (whole run)"
+
+
+def test_gap_closed_band_stops_at_its_bound_of_one():
+    """The gap closed is at most 1 (a run never ends below the optimum): a mean 0.97 with std
+    0.04 must not draw a band up to 1.01."""
+    import matplotlib.pyplot as plt
+    from matplotlib.collections import PolyCollection
+
+    from rfed.experiments.utility_federated import _privacy_utility_figure
+
+    rows = [{"method": "m", "target_epsilon": e, "epsilon_certified": e, "delta": 1e-5,
+             "neighboring": "replace_one", "gap_closed_mean": g, "gap_closed_std": 0.04,
+             "excess_risk_mean": 0.1 / e, "cost_std": 0.01}
+            for e, g in ((1.0, 0.87), (2.0, 0.97))]
+    fig = _privacy_utility_figure(rows, np.array([2.0, 2.2]), 1.0, "t")
+    bands = [c for c in fig.axes[0].collections if isinstance(c, PolyCollection)]
+    tops = np.concatenate([p.vertices[:, 1] for c in bands for p in c.get_paths()])
+    assert tops.max() == pytest.approx(1.0) and tops.min() == pytest.approx(0.83)
+    plt.close(fig)
