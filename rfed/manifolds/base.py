@@ -124,6 +124,11 @@ class Manifold(abc.ABC):
     #: Whether :meth:`transport` is parallel transport (an isometry along the minimizing
     #: geodesic). ``False`` marks a documented vector transport (e.g. a projection).
     has_parallel_transport: bool = True
+    #: Whether ``transport(x, x, u)`` returns ``u`` bit for bit for finite ``u`` (nonzero
+    #: entries exactly, zeros up to their sign): an algorithm may then take the transport of a
+    #: vector from a point to itself as the vector without calling it (e.g. the first inner step
+    #: of DP-RSVRG, where the iterate is the snapshot). ``False`` unless a manifold shows it.
+    exact_self_transport: bool = False
 
     # ------------------------------------------------------------------ metric
     @abc.abstractmethod

@@ -23,6 +23,9 @@ class Euclidean(Manifold):
         Shape of one point, e.g. ``Euclidean(5)`` or ``Euclidean(3, 4)``.
     """
 
+    #: transport is a copy of ``u``
+    exact_self_transport = True
+
     def __init__(self, *shape: int):
         if not shape:
             raise ValueError("Euclidean: argument 'shape' must name at least one dimension")

@@ -102,6 +102,9 @@ class Sphere(Manifold):
 
     #: log raises when :math:`\pi - d(x, y)` is below this (the cut locus).
     antipodal_tol = 1e-10
+    #: ``transport(x, x, u)``: ``y - x`` is exactly zero, hence the direction ``e``, the
+    #: coefficient ``<e, u>`` and the correction subtracted from ``u`` are zeros
+    exact_self_transport = True
 
     def __init__(self, dim: int):
         if not isinstance(dim, (int, np.integer)) or isinstance(dim, bool) or dim < 1:

@@ -226,3 +226,58 @@ def test_released_snapshot_without_noise_matches_a_plain_svrg_loop():
     for _ in range(2 * 2 * 3):
         x = S2.exp(x, -0.05 * p.grad(x))
     np.testing.assert_allclose(res.x, x, atol=1e-12)
+
+
+
+@pytest.mark.parametrize("manifold_name", ["sphere", "euclidean"])
+def test_first_inner_step_skipped_at_the_snapshot_gives_the_same_bits(manifold_name,
+                                                                       monkeypatch):
+    # the first inner step's iterate is the snapshot: on a manifold whose self-transport is
+    # exact its difference mean is +0.0, and the trainer takes it without computing it; the
+    # run must equal, bit for bit, the one that computes it (the flag switched off)
+    from rfed.manifolds import Euclidean
+    from rfed.problems import LogisticRegression
+
+    rng = np.random.default_rng(2)
+    problem: SpherePCA | LogisticRegression
+    if manifold_name == "sphere":
+        cls: type = Sphere
+        problem = SpherePCA(rng.standard_normal((3, 20, 4)))
+    else:
+        cls = Euclidean
+        problem = LogisticRegression(rng.standard_normal((3, 20, 4)),
+                                     rng.choice([-1.0, 1.0], size=(3, 20)))
+    snap = problem.manifold.random_point(np.random.default_rng(1), 3)
+    batch = problem.batch(np.arange(3), np.tile(np.arange(5), (3, 1)))
+    v, clipped = DPRSVRG.difference_mean(problem, snap, snap, batch, np.ones((3, 5), bool),
+                                         np.full(3, 5.0), 0.3)
+    assert problem.manifold.exact_self_transport
+    assert np.all(v == 0) and not np.signbit(v).any() and not clipped.any()
+
+    def run():
+        tr = DPRSVRG(steps=2, inner_steps=3, clip=0.3, clip_full=0.8,
+                     variant="released_snapshot", batch_size=5, noise_multiplier=0.7)
+        res = PriRFed(tr, None, 0.1).run(problem, 3, rng=0)
+        return res.x.tobytes(), [h["cost"] for h in res.history]
+
+    fast = run()
+    monkeypatch.setattr(cls, "exact_self_transport", False)
+    assert run() == fast
+
+
+def test_inner_steps_give_the_same_bits_in_blocks_of_any_size(monkeypatch):
+    # the inner steps' difference means are computed a block of agents at a time; every agent's
+    # values depend on its own rows only, so one agent per block equals all agents in one block
+    from rfed.algorithms.federated import local
+
+    problem = SpherePCA(np.random.default_rng(6).standard_normal((5, 30, 6)))
+
+    def run():
+        tr = DPRSVRG(steps=2, inner_steps=3, clip=0.3, clip_full=0.8,
+                     variant="released_snapshot", batch_size=7, noise_multiplier=0.5)
+        return PriRFed(tr, None, 0.1).run(problem, 2, rng=3).x.tobytes()
+
+    monkeypatch.setattr(local, "_DIFFERENCE_BLOCK_BYTES", 1)
+    one_agent = run()
+    monkeypatch.setattr(local, "_DIFFERENCE_BLOCK_BYTES", 2**30)
+    assert run() == one_agent
