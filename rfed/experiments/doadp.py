@@ -34,6 +34,7 @@ from rfed.experiments._decentralized import (
 from rfed.experiments._paper_data import classification_data
 from rfed.experiments.plotting import START_LABEL, new_figure, plot_curves, range_without
 from rfed.experiments.registry import RunContext, check_choices, check_setting, register
+from rfed.experiments.tables import choose_best
 from rfed.networks.graphs import circulant, complete
 from rfed.networks.network import Network
 from rfed.privacy import papers
@@ -340,7 +341,6 @@ def _alpha_on_public(ctx: RunContext, cfg: dict, graph, rounds: int,
     sizes drawn with its own seed (never the private data)."""
     public = _logreg_problem(cfg, ctx.rng(7_777))
     d = public.dim
-    best = None
     for i, alpha in enumerate(cfg["alphas"]):
         alg = DOADP(Network(graph), alpha=alpha, beta=cfg["beta"], gamma=cfg["gamma"], p=1.0,
                     k=d, grad_bound=cfg["grad_bound"], delta0=cfg["delta0"], xhat_init="zero",
@@ -351,12 +351,7 @@ def _alpha_on_public(ctx: RunContext, cfg: dict, graph, rounds: int,
         tuning.append({"alpha": alpha, "planned_epsilon": cfg["eps_fig2a"],
                        "public_final_suboptimality": final,
                        "public_data": "stand-in of the same recipe, own seed"})
-        if best is None or final < best[0]:
-            best = (final, alpha)
-    assert best is not None
-    for row in tuning:
-        row["chosen"] = row["alpha"] == best[1]
-    return float(best[1])
+    return float(choose_best(tuning, "public_final_suboptimality", ["alpha"])["alpha"])
 
 
 def _communication_ordering(rows: list[dict], sweep: list[dict]) -> list[dict]:
@@ -569,7 +564,6 @@ def _digits_alpha_on_public(ctx: RunContext, cfg: dict, problem: MLPClassifier,
                     budget=PrivacyBudget(eps, cfg["delta"]), n_rounds=rounds)
     # the multiplier depends on sizes, rounds and the budget only (not on the clip level)
     z = float(private.init(problem, x0, np.random.default_rng(0)).ledger.noise_multiplier)
-    best = None
     for i, (alpha, bound) in enumerate((a, g) for g in cfg["grad_bounds"]
                                        for a in cfg["alphas"]):
         alg = DOADP(Network(graph), alpha=alpha, **common, grad_bound=bound,
@@ -582,9 +576,6 @@ def _digits_alpha_on_public(ctx: RunContext, cfg: dict, problem: MLPClassifier,
                        "planned_epsilon": eps, "public_validation_accuracy_pct": acc,
                        "public_data": f"{n * q_pub} public images train, "
                                       f"{len(y_pub) - half} validate"})
-        if best is None or acc > best[0]:
-            best = (acc, alpha, bound)
-    assert best is not None
-    for row in tuning:
-        row["chosen"] = (row["alpha"], row["grad_bound"]) == best[1:]
-    return float(best[1]), float(best[2])
+    best = choose_best(tuning, "public_validation_accuracy_pct", ["alpha", "grad_bound"],
+                       higher_is_better=True)
+    return float(best["alpha"]), float(best["grad_bound"])

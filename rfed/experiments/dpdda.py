@@ -40,6 +40,7 @@ from rfed.experiments._decentralized import (
 )
 from rfed.experiments.plotting import START_LABEL, new_figure, plot_curves
 from rfed.experiments.registry import RunContext, check_setting, register
+from rfed.experiments.tables import choose_best
 from rfed.networks.graphs import complete
 from rfed.networks.network import Network
 from rfed.privacy import papers
@@ -297,7 +298,6 @@ def _gamma_on_public(ctx: RunContext, cfg: dict, reg: str, schedule: str, eps: f
     na = max(cfg["n_active"])
     rounds = int(round(cfg["epochs"] * q * n / na))
     start = public.cost(np.zeros(d))
-    best: tuple[float, float] | None = None
     for i, gamma in enumerate(cfg[f"gammas_{reg}"]):
         alg = DPDDA(Network(complete(n)), n_active=na, schedule=schedule, gamma=float(gamma),
                     delta0=cfg["delta0"], clip=public.public_gradient_bound,
@@ -310,12 +310,7 @@ def _gamma_on_public(ctx: RunContext, cfg: dict, reg: str, schedule: str, eps: f
                        "planned_epsilon": eps, "public_start_cost": start,
                        "public_final_cost": final,
                        "public_data": "stand-in of the same recipe, own seed"})
-        if best is None or final < best[0]:
-            best = (final, float(gamma))
-    assert best is not None
-    for row in tuning:
-        row["chosen"] = row["gamma"] == best[1]
-    return best[1]
+    return float(choose_best(tuning, "public_final_cost", ["gamma"])["gamma"])
 
 
 _DEFAULTS = {"n_agents": 20, "n_per_agent": 100, "dim": 50, "spectrum_decay": 1.0,

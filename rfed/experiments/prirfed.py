@@ -40,7 +40,7 @@ from rfed.experiments.registry import (
     summarise_repetitions,
     summary_row,
 )
-from rfed.experiments.tables import gap_closed
+from rfed.experiments.tables import choose_best, gap_closed
 from rfed.privacy import PrivacyBudget
 from rfed.problems import HyperbolicPrediction, Problem, SPDFrechetMean, SpherePCA
 
@@ -893,7 +893,6 @@ def _step_on_public(ctx: RunContext, config: dict, public: np.ndarray, n: int, p
     idx = rng.integers(0, public.shape[0], size=n * per_agent)
     pub = _fig2_problem(public[idx], n, per_agent, rng)
     eps = max(config["epsilons"])
-    best = None
     for k, step in enumerate(config["step_sizes"]):
         alg = PriRFed(trainer_for(), 1, step, budget=PrivacyBudget(eps, config["delta"]),
                       n_rounds=config["rounds"])
@@ -904,12 +903,8 @@ def _step_on_public(ctx: RunContext, config: dict, public: np.ndarray, n: int, p
         tuning.append({"agents": n, "step_size": step, "planned_epsilon": eps,
                        "public_final_excess_risk": final,
                        "public_data": "test images resampled to the private shape"})
-        if best is None or final < best[0]:
-            best = (final, step)
-    assert best is not None
-    for row in tuning[-len(config["step_sizes"]):]:
-        row["chosen"] = row["step_size"] == best[1]
-    return float(best[1])
+    this_search = tuning[-len(config["step_sizes"]):]
+    return float(choose_best(this_search, "public_final_excess_risk", ["step_size"])["step_size"])
 
 
 # ====================================================================== Figures 3 and 4 (SPD)
@@ -1442,7 +1437,6 @@ def _fig5_rsvrg_step_on_public(ctx: RunContext, config: dict, data: Mapping[str,
         diameter=config["diameter"], weights=config["weights"])
     eps, rounds, reps = max(config["epsilons"]), config["rounds"], config["tune_repetitions"]
     x0s = [public.manifold.random_point(ctx.rng(8_890, r)) for r in range(reps)]
-    best = None
     for i, step in enumerate(config["rsvrg_step_sizes"]):
         alg = PriRFed(trainer_for(), 1, step, budget=PrivacyBudget(eps, config["delta"]),
                       n_rounds=rounds)
@@ -1458,12 +1452,8 @@ def _fig5_rsvrg_step_on_public(ctx: RunContext, config: dict, data: Mapping[str,
                        "public_runs": reps,
                        "public_data": f"declared public split ({len(public_idx)} words) "
                                       f"resampled to {n} x {per}"})
-        if best is None or score < best[0]:
-            best = (score, float(step))
-    assert best is not None
-    for row in tuning:
-        row["chosen"] = row["rsvrg_step_size"] == best[1]
-    return best[1]
+    return float(choose_best(tuning, "public_mean_final_excess_risk",
+                             ["rsvrg_step_size"])["rsvrg_step_size"])
 
 
 def _poincare_figure(problem: HyperbolicPrediction, data: Mapping[str, Any], truth: np.ndarray,

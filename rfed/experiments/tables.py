@@ -32,6 +32,7 @@ import numpy as np
 __all__ = [
     "MUCH_WORSE_FACTOR",
     "SUMMARY_COLUMNS",
+    "choose_best",
     "clean_text",
     "format_summary_table",
     "format_table",
@@ -484,3 +485,39 @@ def format_table(rows: Sequence[Mapping[str, Any]], keys: list[str] | None = Non
                                 for k in keys) + " |" for r in rows]
     return "\n".join(lines) + "\n"
 
+
+
+def choose_best(rows: Sequence[dict[str, Any]], score: str, keys: Sequence[str], *,
+                higher_is_better: bool = False) -> dict[str, Any]:
+    """Mark the choice of a tuning table: the first row with the best ``score`` wins.
+
+    Every row gets ``row["chosen"]``: ``True`` for the rows whose ``keys`` equal the winner's,
+    ``False`` otherwise. The first row with a strictly better score than all before it wins,
+    so a later tie never displaces an earlier row and a NaN never wins unless it comes first.
+
+    Parameters
+    ----------
+    rows : sequence of dict
+        The tuning rows of one search, in the order they were run (changed in place).
+    score : str
+        The column holding each row's public score.
+    keys : sequence of str
+        The columns naming the hyperparameters of a row (e.g. ``["alpha"]``).
+    higher_is_better : bool, default False
+        ``True`` for accuracies, ``False`` for costs and excess risks.
+
+    Returns
+    -------
+    dict
+        The winning row.
+    """
+    if not rows:
+        raise ValueError("argument 'rows' holds no tuning row to choose from")
+    best = rows[0]
+    for row in rows[1:]:
+        if (row[score] > best[score]) if higher_is_better else (row[score] < best[score]):
+            best = row
+    chosen = tuple(best[k] for k in keys)
+    for row in rows:
+        row["chosen"] = tuple(row[k] for k in keys) == chosen
+    return best
