@@ -33,7 +33,12 @@ split's features and labels instead of the zero model, and the regularisation st
 more axis of the public search (``warm_start_l2s``). The public proxy of fold ``f`` starts from
 the fit to its own training half (the only public images it may train on without touching its
 validation half); the private runs start from the fit to the whole public split. Neither reads
-a private record or a test image.
+a private record or a test image. With ``public_split_parts = 3`` the public split is cut in
+thirds instead and a fold's warm start is fitted to a third of its own (``PublicProxy.warm_x``),
+so that the public run trains on records new to its start, as the private run does; with
+``warm_start_alone`` the search also scores the warm start alone
+(:meth:`PublicProxy.warm_start_score`), and can report that no private phase beats it
+(:mod:`rfed.experiments.utility_decentralized`).
 """
 
 from __future__ import annotations
