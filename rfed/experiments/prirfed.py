@@ -1409,10 +1409,8 @@ def fig5(config: dict, ctx: RunContext) -> dict:
                 algorithm_name="DP-RSVRG"),
         # DP-RSGD budget-first at the paper's step (its reference: RSGD at that step, the
         # non-private RSGD above)
-        *[Setting(f"{st.label}, {paper_step}", problem, st.algorithm,
-                  algorithm_name="DP-RSGD")
-          for st in _private(rsgd, problem, 1, a, rounds, rsgd_moved, config["delta"],
-                             prefix="PriRFed-DP-RSGD ")],
+        *_private(rsgd, problem, 1, a, rounds, rsgd_moved, config["delta"],
+                  prefix=f"PriRFed-DP-RSGD {paper_step}, ", algorithm_name="DP-RSGD"),
     ]
 
     def to_truth(_p, x):

@@ -300,7 +300,7 @@ def test_fig5_dp_rsgd_runs_at_a_step_chosen_per_planned_epsilon_on_public_words(
         label = f"PriRFed-DP-RSGD planned eps<={eps:g}"
         assert steps[label] == ("", best)
         assert {"planned_epsilon": eps, "step_size": best} in summary["rsgd_step_sizes"]
-        at_paper = f"{label}, paper's step 0.3"
+        at_paper = f"PriRFed-DP-RSGD paper's step 0.3, planned eps<={eps:g}"
         if best == 0.3:
             assert at_paper not in steps
         else:
