@@ -136,3 +136,17 @@ def test_a_table_in_a_subfolder_of_a_results_folder_is_a_source(tmp_path):
         (folder / "tuning.csv").write_text(f"algorithm,step,chosen\nA,{value},True\n")
     assert measured.resolve("exp/tuning[A & True].step", tmp_path) == 1.5
     assert measured.resolve("exp/sub/tuning[A & True].step", tmp_path) == 2.5
+
+
+def test_cells_joined_by_and_prefer_the_row_that_equals_them(tmp_path):
+    """[0.3 & 1.0] names the row whose cells are 0.3 and 1.0 even when another row's longer
+    cells contain them (0.35...); still an error when no single row equals them."""
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "tuning.csv").write_text(
+        "step,eps,score\n0.3,1.0,7\n0.01,1.0,0.35\n0.3,8.0,0.1\n")
+    assert measured.resolve("exp/tuning[0.3 & 1.0].score", tmp_path) == 7
+    with pytest.raises(measured.QuoteError, match="2 rows match"):
+        measured.resolve("exp/tuning[0.3].score", tmp_path)
+    (tmp_path / "exp" / "tuning.csv").write_text("step,eps,score\n0.35,1.0,7\n0.3x,1.0,8\n")
+    with pytest.raises(measured.QuoteError, match="2 rows match"):
+        measured.resolve("exp/tuning[0.3 & 1.0].score", tmp_path)
