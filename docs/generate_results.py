@@ -43,6 +43,7 @@ import measured  # noqa: E402
 FIGURES = {
     "dpdgt-ieee14": ("fig4_accuracy_privacy.png",),
     "dpdl-digits": ("fig_bipartite.png",),
+    "dpdl-digits-paper-ring": ("fig_ring-N10-ad0.25.png", "fig_ring-N30-ad0.25.png"),
     "prirfed-fig5": ("fig5.png", "fig6_poincare.png"),
     "dpdda-svm": ("fig1_l2_convergence.png", "fig2_l2_privacy_utility.png",
                   "fig3_l1_convergence.png"),
