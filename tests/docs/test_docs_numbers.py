@@ -50,14 +50,14 @@ def test_import_replaces_a_folders_files_and_keeps_its_subfolders(tmp_path, monk
     (run / "summary_table.csv").write_text("setting,utility\nA,1\n")
     (run / "history.csv").write_text("not copied\n")
     out = generate_results.import_run("dpdl-digits", run, "rfed run dpdl-digits --set "
-                                      "scale=paper-ring", into="dpdl-digits-paper-ring")
-    assert out == tmp_path / "results" / "dpdl-digits-paper-ring"
+                                      "scale=paper-ring", into="dpdl-digits-other-grid")
+    assert out == tmp_path / "results" / "dpdl-digits-other-grid"
     assert sorted(p.name for p in out.iterdir()) == ["provenance.json", "summary.json",
                                                      "summary_table.csv"]
     (out / "sub").mkdir()
     (out / "sub" / "table.csv").write_text("a\n1\n")
     (out / "stale.csv").write_text("a\n1\n")
-    generate_results.import_run("dpdl-digits", run, None, into="dpdl-digits-paper-ring")
+    generate_results.import_run("dpdl-digits", run, None, into="dpdl-digits-other-grid")
     assert (out / "sub" / "table.csv").exists() and not (out / "stale.csv").exists()
     for bad in ("a/b", "", ".hidden"):
         with pytest.raises(SystemExit, match="--into"):
