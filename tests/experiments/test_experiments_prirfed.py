@@ -191,13 +191,9 @@ def test_poincare_figure_survives_a_run_beyond_the_log_maps_range():
     plt.close(fig)
 
 
-def test_fig5_rsvrg_runs_at_its_own_step_chosen_on_public_words(tmp_path):
-    """RSVRG (its non-private reference and the budget-first DP-RSVRG) runs at the step of
-    'rsvrg_step_sizes' with the lowest mean public excess risk (the 'tuning' table); the
-    paper's step stays for the labelled paper's-step settings, whose reference is RSVRG at that
-    step."""
-    import csv
-
+def _fig5_seeing_steps(out_dir, overrides):
+    """prirfed-fig5 run with ``overrides`` into ``out_dir``: (summary, context, every setting's
+    (label, group, step size) as handed to ``run_settings``)."""
     import rfed.experiments.prirfed as prirfed_experiments
 
     seen = []
@@ -207,15 +203,26 @@ def test_fig5_rsvrg_runs_at_its_own_step_chosen_on_public_words(tmp_path):
         seen.extend((st.label, st.group, st.algorithm.step_size) for st in settings)
         return original(ctx, settings, **kwargs)
 
-    pytest.MonkeyPatch.setattr(pytest.MonkeyPatch(), prirfed_experiments, "run_settings", spy)
+    prirfed_experiments.run_settings = spy
     try:
-        summary, ctx = run_experiment(
-            "prirfed-fig5", seed=0, out_dir=tmp_path,
-            overrides={"rounds": 3, "repetitions": 1, "eval_every": 3, "inner_steps": 2,
-                       "local_steps": 2, "epsilons": [1.0, 8.0], "tune_repetitions": 2,
-                       "rsvrg_step_sizes": [0.3, 0.01, 0.001]})
+        summary, ctx = run_experiment("prirfed-fig5", seed=0, out_dir=out_dir,
+                                      overrides=overrides)
     finally:
         prirfed_experiments.run_settings = original
+    return summary, ctx, seen
+
+
+def test_fig5_rsvrg_runs_at_its_own_step_chosen_on_public_words(tmp_path):
+    """RSVRG (its non-private reference and the budget-first DP-RSVRG) runs at the step of
+    'rsvrg_step_sizes' with the lowest mean public excess risk (the 'tuning' table); the
+    paper's step stays for the labelled paper's-step settings, whose reference is RSVRG at that
+    step."""
+    import csv
+
+    summary, ctx, seen = _fig5_seeing_steps(
+        tmp_path, {"rounds": 3, "repetitions": 1, "eval_every": 3, "inner_steps": 2,
+                   "local_steps": 2, "epsilons": [1.0, 8.0], "tune_repetitions": 2,
+                   "rsvrg_step_sizes": [0.3, 0.01, 0.001]})
     with open(tmp_path / "tuning.csv") as fh:
         tuning = list(csv.DictReader(fh))
     assert [float(r["rsvrg_step_size"]) for r in tuning] == [0.3, 0.01, 0.001]
@@ -266,25 +273,11 @@ def test_fig5_dp_rsgd_runs_at_a_step_chosen_per_planned_epsilon_on_public_words(
     calibration keeps the paper's step."""
     import csv
 
-    import rfed.experiments.prirfed as prirfed_experiments
-
-    seen = []
-    original = prirfed_experiments.run_settings
-
-    def spy(ctx, settings, **kwargs):
-        seen.extend((st.label, st.group, st.algorithm.step_size) for st in settings)
-        return original(ctx, settings, **kwargs)
-
     grid = [0.3, 0.03, 0.003]
-    pytest.MonkeyPatch.setattr(pytest.MonkeyPatch(), prirfed_experiments, "run_settings", spy)
-    try:
-        summary, ctx = run_experiment(
-            "prirfed-fig5", seed=0, out_dir=tmp_path,
-            overrides={"rounds": 3, "repetitions": 1, "eval_every": 3, "inner_steps": 2,
-                       "local_steps": 2, "epsilons": [1.0, 8.0], "tune_repetitions": 2,
-                       "rsvrg_step_sizes": [0.01], "rsgd_step_sizes": grid})
-    finally:
-        prirfed_experiments.run_settings = original
+    summary, ctx, seen = _fig5_seeing_steps(
+        tmp_path, {"rounds": 3, "repetitions": 1, "eval_every": 3, "inner_steps": 2,
+                   "local_steps": 2, "epsilons": [1.0, 8.0], "tune_repetitions": 2,
+                   "rsvrg_step_sizes": [0.01], "rsgd_step_sizes": grid})
     assert not (tmp_path / "tuning.csv").exists()   # RSVRG's step given
     with open(tmp_path / "tuning_rsgd.csv") as fh:
         tuning = list(csv.DictReader(fh))
