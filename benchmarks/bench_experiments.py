@@ -215,13 +215,17 @@ def _row(label: str, cpu: float, wall: float, rss: float, stats: dict | None,
 
 
 def scale_of(overrides: list[str]) -> str:
-    """The scale a run of ``overrides`` measures: ``quick`` (none) or ``paper``
-    (``scale=paper``); any other override is refused (``SystemExit``)."""
-    rest = [o for o in overrides if o.replace(" ", "") != "scale=paper"]
-    if rest:
+    """The scale a run of ``overrides`` measures: ``quick`` (none) or the named scale of one
+    ``scale=NAME`` override (``paper``, or an experiment's other named scale such as
+    ``paper-ring``; the experiment itself refuses a name it does not declare); any other
+    override is refused (``SystemExit``)."""
+    scales = [o.replace(" ", "").split("=", 1)[1] for o in overrides
+              if o.replace(" ", "").startswith("scale=")]
+    rest = [o for o in overrides if not o.replace(" ", "").startswith("scale=")]
+    if rest or len(scales) > 1 or any(not s for s in scales):
         raise SystemExit(f"--record times the configurations users run: no override but "
-                         f"scale=paper is allowed, got {rest}")
-    return "paper" if len(rest) < len(overrides) else "quick"
+                         f"one scale=NAME is allowed, got {overrides}")
+    return scales[0] if scales else "quick"
 
 
 def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rss: float,
@@ -238,7 +242,7 @@ def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rs
         stamp = rfed_dir / "COMMIT"
         commit = stamp.read_text().strip()[:12] if stamp.is_file() else "unknown"
     command = ("python benchmarks/bench_experiments.py --record"
-               + (" --set scale=paper" if scale == "paper" else "") + f" {name}")
+               + (f" --set scale={scale}" if scale != "quick" else "") + f" {name}")
     data["experiments"].setdefault(name, {})[scale] = {
         "cpu_seconds": round(cpu, 1), "wall_seconds": round(wall, 1),
         "peak_rss_mb": round(rss), "date": time.strftime("%Y-%m-%d"), "commit": commit,
