@@ -34,6 +34,11 @@ then imported into the documentation with ``docs/generate_results.py import``).
 ``--out FILE`` also writes the printed table to ``FILE``, under a header that holds the command,
 the commit of each version compared, the date and the 1-minute load before and after.
 
+``--this-set KEY=VALUE`` (with ``--compare``) overrides a setting of the measured version's
+runs only: the same work as the base when an experiment gained runs since (e.g. ``--this-set
+non_private=false`` leaves out the non-private reference runs prirfed-fig3 and prirfed-fig4
+added), so that the ratio compares the cost of the same computation.
+
 ``--rusage`` adds each run's user and system CPU seconds, the system share of its CPU time and
 its minor page faults (the same ``os.wait4`` usage): what a run spends in the kernel faulting
 in large temporaries.
@@ -58,6 +63,7 @@ import subprocess
 import sys
 import tempfile
 import time
+from collections.abc import Sequence
 from pathlib import Path
 
 #: The experiments that need no downloaded data set and are not the utility companions.
@@ -165,23 +171,27 @@ def _finish(proc: subprocess.Popen, stats_file: Path, t0: float, checkpoints: bo
 
 
 def run_versions(name: str, overrides: list[str], rfed_dirs: list[Path], rdp_cache: str = "",
-                 checkpoints: bool = False, concurrent: bool = False, keep: Path | None = None
+                 checkpoints: bool = False, concurrent: bool = False, keep: Path | None = None,
+                 this_overrides: Sequence[str] = ()
                  ) -> list[tuple[float, float, float, dict | None, tuple[int, str] | None,
                                  dict]]:
     """:func:`_finish`'s numbers of ``rfed run name`` with each of ``rfed_dirs``' rfed: one after
     the other, or all at the same time (``concurrent``: one process per core, so that every
     version sees the same load for the whole run). ``keep``: one version only, its results
-    kept in ``keep/name``."""
+    kept in ``keep/name``. ``this_overrides``: further overrides of the last version's run
+    only (the measured one against a base)."""
+    per_version = [list(overrides)] * (len(rfed_dirs) - 1) + [list(overrides)
+                                                              + list(this_overrides)]
     with tempfile.TemporaryDirectory() as out:
         outs = [str(Path(out) / str(i)) for i in range(len(rfed_dirs))]
         for o in outs:
             os.mkdir(o)
         if not concurrent:
-            return [_finish(*_start(name, overrides, d, o, rdp_cache, checkpoints, keep),
+            return [_finish(*_start(name, ov, d, o, rdp_cache, checkpoints, keep),
                             checkpoints)
-                    for d, o in zip(rfed_dirs, outs, strict=True)]
-        started = [_start(name, overrides, d, o, rdp_cache, checkpoints)
-                   for d, o in zip(rfed_dirs, outs, strict=True)]
+                    for ov, d, o in zip(per_version, rfed_dirs, outs, strict=True)]
+        started = [_start(name, ov, d, o, rdp_cache, checkpoints)
+                   for ov, d, o in zip(per_version, rfed_dirs, outs, strict=True)]
         try:
             return [_finish(*s, checkpoints) for s in started]
         finally:
@@ -205,13 +215,17 @@ def _row(label: str, cpu: float, wall: float, rss: float, stats: dict | None,
 
 
 def scale_of(overrides: list[str]) -> str:
-    """The scale a run of ``overrides`` measures: ``quick`` (none) or ``paper``
-    (``scale=paper``); any other override is refused (``SystemExit``)."""
-    rest = [o for o in overrides if o.replace(" ", "") != "scale=paper"]
-    if rest:
+    """The scale a run of ``overrides`` measures: ``quick`` (none) or the named scale of one
+    ``scale=NAME`` override (``paper``, or an experiment's other named scale such as
+    ``paper-ring``; the experiment itself refuses a name it does not declare); any other
+    override is refused (``SystemExit``)."""
+    scales = [o.replace(" ", "").split("=", 1)[1] for o in overrides
+              if o.replace(" ", "").startswith("scale=")]
+    rest = [o for o in overrides if not o.replace(" ", "").startswith("scale=")]
+    if rest or len(scales) > 1 or any(not s for s in scales):
         raise SystemExit(f"--record times the configurations users run: no override but "
-                         f"scale=paper is allowed, got {rest}")
-    return "paper" if len(rest) < len(overrides) else "quick"
+                         f"one scale=NAME is allowed, got {overrides}")
+    return scales[0] if scales else "quick"
 
 
 def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rss: float,
@@ -228,7 +242,7 @@ def record_timing(path: Path, name: str, scale: str, cpu: float, wall: float, rs
         stamp = rfed_dir / "COMMIT"
         commit = stamp.read_text().strip()[:12] if stamp.is_file() else "unknown"
     command = ("python benchmarks/bench_experiments.py --record"
-               + (" --set scale=paper" if scale == "paper" else "") + f" {name}")
+               + (f" --set scale={scale}" if scale != "quick" else "") + f" {name}")
     data["experiments"].setdefault(name, {})[scale] = {
         "cpu_seconds": round(cpu, 1), "wall_seconds": round(wall, 1),
         "peak_rss_mb": round(rss), "date": time.strftime("%Y-%m-%d"), "commit": commit,
@@ -245,6 +259,11 @@ def main() -> None:
     parser.add_argument("names", nargs="*", default=list(DEFAULT_EXPERIMENTS))
     parser.add_argument("--set", action="append", default=[], dest="overrides",
                         metavar="KEY=VALUE", help="override a setting of every experiment run")
+    parser.add_argument("--this-set", action="append", default=[], dest="this_overrides",
+                        metavar="KEY=VALUE",
+                        help="with --compare: override a setting of the measured version's "
+                             "runs only (the same work as the base: e.g. non_private=false "
+                             "leaves out runs an experiment added since the base)")
     parser.add_argument("--rfed", type=Path, default=Path(__file__).resolve().parents[1],
                         help="directory holding the rfed package to measure (default: this "
                              "checkout)")
@@ -300,13 +319,17 @@ def main() -> None:
     if (args.record or args.keep) and args.compare is not None:
         parser.error("--record and --keep measure one version (not with --compare)")
     scale = scale_of(args.overrides) if args.record else ""
+    if args.this_overrides and args.compare is None:
+        parser.error("--this-set needs --compare DIR (it overrides the measured version only)")
     if args.concurrent and args.compare is None:
         parser.error("--concurrent needs --compare DIR (two versions to run at the same time)")
     totals = [0.0] * len(versions)
     order = " and ".join(map(str, versions)) if args.concurrent else " then ".join(
         map(str, versions))
     emit(f"rfed from {order}{' (concurrently)' if args.concurrent else ''}; overrides "
-         f"{args.overrides or 'none'}; RDP disk cache {args.rdp_cache or 'off'}")
+         f"{args.overrides or 'none'}"
+         + (f"; the measured version's only {args.this_overrides}" if args.this_overrides
+            else "") + f"; RDP disk cache {args.rdp_cache or 'off'}")
     head = f"{'experiment':<24} {'CPU s':>8} {'wall s':>8} {'peak RSS MB':>12}"
     if args.rusage:
         head += f" {'user s':>8} {'sys s':>8} {'sys %':>6} {'minor faults':>12}"
@@ -316,7 +339,8 @@ def main() -> None:
     write_out(0)
     for done, name in enumerate(args.names):
         results = run_versions(name, args.overrides, versions, args.rdp_cache,
-                               args.checkpoints, args.concurrent, args.keep)
+                               args.checkpoints, args.concurrent, args.keep,
+                               args.this_overrides)
         if args.record:
             record_timing(args.timings, name, scale, *results[0][:3], args.rfed,
                           runs=results[0][4])

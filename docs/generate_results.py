@@ -10,7 +10,7 @@ Every measured number the documentation quotes comes from a results file committ
 
 Commands (from the repository root)::
 
-    python docs/generate_results.py import NAME RUN_DIR [--command "rfed run NAME"]
+    python docs/generate_results.py import NAME RUN_DIR [--command "rfed run NAME"] [--into F]
     python docs/generate_results.py import-bench FILE.txt --command "python benchmarks/X.py"
     python docs/generate_results.py write     # results.md fragments and every quoted number
     python docs/generate_results.py check     # exit 1 if any quote or fragment differs
@@ -43,6 +43,7 @@ import measured  # noqa: E402
 FIGURES = {
     "dpdgt-ieee14": ("fig4_accuracy_privacy.png",),
     "dpdl-digits": ("fig_bipartite.png",),
+    "dpdl-digits-paper-ring": ("fig_ring-N10-ad0.25.png", "fig_ring-N30-ad0.25.png"),
     "prirfed-fig5": ("fig5.png", "fig6_poincare.png"),
     "dpdda-svm": ("fig1_l2_convergence.png", "fig2_l2_privacy_utility.png",
                   "fig3_l1_convergence.png"),
@@ -80,22 +81,32 @@ def _provenance(command: str, commit: str | None = None) -> dict:
 
 
 def import_run(name: str, run_dir: Path, command: str | None,
-               commit: str | None = None) -> Path:
-    """Copy what ``rfed run NAME`` wrote in ``run_dir`` into ``docs/results/NAME``."""
+               commit: str | None = None, into: str | None = None) -> Path:
+    """Copy what ``rfed run NAME`` wrote in ``run_dir`` into ``docs/results/NAME`` (or into
+    ``docs/results/INTO``, e.g. one of the experiment's named scales beside its paper-scale
+    results).
+
+    The folder's files are replaced; its subfolders (results imported there by hand, e.g. a
+    second grid of the same experiment) are kept.
+    """
     summary = json.loads((run_dir / "summary.json").read_text(encoding="utf-8"))
     if summary.get("experiment") != name:
         raise SystemExit(f"{run_dir}/summary.json is for {summary.get('experiment')!r}, "
                          f"not {name!r}")
-    out = RESULTS / name
-    if out.exists():
-        shutil.rmtree(out)
-    out.mkdir(parents=True)
+    folder = name if into is None else into
+    if not folder or "/" in folder or "\\" in folder or folder.startswith("."):
+        raise SystemExit(f"--into must name one folder under docs/results, got {folder!r}")
+    out = RESULTS / folder
+    out.mkdir(parents=True, exist_ok=True)
+    for old in out.iterdir():
+        if not old.is_dir():
+            old.unlink()
     for path in sorted(run_dir.iterdir()):
         if path.name in ("summary.json", "config.json", "privacy.json") or \
                 (path.suffix == ".csv" and path.name != "history.csv"):
             shutil.copy2(path, out / path.name)
     pngs = sorted(run_dir.glob("*.png"))
-    figures = [run_dir / f for f in FIGURES[name]] if name in FIGURES else pngs[:1]
+    figures = [run_dir / f for f in FIGURES[folder]] if folder in FIGURES else pngs[:1]
     for figure in figures:
         shutil.copy2(figure, out / figure.name)
     seed = summary.get("seed", 0)
@@ -282,6 +293,9 @@ def main(argv: list[str] | None = None) -> int:
                      "(default: rfed run NAME)")
     imp.add_argument("--commit", default=None, help="the commit whose code wrote RUN_DIR "
                      "(default: HEAD)")
+    imp.add_argument("--into", default=None, metavar="FOLDER",
+                     help="import into docs/results/FOLDER instead of docs/results/NAME "
+                     "(e.g. NAME-paper-ring for a named scale beside the paper scale's)")
     bench = sub.add_parser("import-bench", help="copy a benchmark's output")
     bench.add_argument("file", type=Path)
     bench.add_argument("--command", required=True)
@@ -289,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
     sub.add_parser("check", help="exit 1 if a quote or fragment differs from its source")
     args = parser.parse_args(argv)
     if args.action == "import":
-        print(import_run(args.name, args.run_dir, args.command, args.commit))
+        print(import_run(args.name, args.run_dir, args.command, args.commit, args.into))
     elif args.action == "import-bench":
         print(import_bench(args.file, args.command))
     elif args.action == "write":

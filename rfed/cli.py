@@ -171,14 +171,27 @@ def _duration(seconds: float) -> str:
     return duration(seconds)
 
 
-def _cpu_times(name: str, has_paper_scale: bool) -> str:
-    """``"CPU 13 s; paper scale 25 min"``: the measured CPU times of ``name`` at its scales
-    ("not measured" where the timings file has none)."""
+def _cpu_times(name: str, scales: tuple[str, ...] = ()) -> str:
+    """``"CPU 13 s; paper scale 25 min; scale=paper-ring 20 min"``: the measured CPU times of
+    ``name`` at its quick defaults and at each of its named ``scales`` ("not measured" where
+    the timings file has none).
+
+    Parameters
+    ----------
+    name : str
+        The experiment's name.
+    scales : tuple of str, default ()
+        Its named scales (``"paper"``, ``"paper-ring"``, ...), in the registry's order.
+
+    Returns
+    -------
+    str
+    """
     times = _timings().get(name, {})
     parts = []
-    for scale in ("quick", "paper") if has_paper_scale else ("quick",):
+    for scale in ("quick", *scales):
         entry = times.get(scale)
-        label = "CPU" if scale == "quick" else "paper scale"
+        label = {"quick": "CPU", "paper": "paper scale"}.get(scale, f"scale={scale}")
         parts.append(f"{label} {_duration(float(entry['cpu_seconds']))}"
                      if isinstance(entry, dict) and "cpu_seconds" in entry
                      else f"{label} not measured")
@@ -198,7 +211,7 @@ def _print_list() -> None:
         tags = (" (default)" if e.name == DEFAULT_EXPERIMENT else "") + (" [slow]" if e.slow
                                                                          else "")
         tags += "".join(f" [needs {d}]" for d in e.requires)
-        tail = f" [{e.paper_label}]{tags} ({_cpu_times(e.name, 'paper' in e.scales)})"
+        tail = f" [{e.paper_label}]{tags} ({_cpu_times(e.name, tuple(e.scales))})"
         room = LIST_WIDTH - width - 2 - len(tail)   # one line of at most LIST_WIDTH characters
         short = e.short if len(e.short) <= room else e.short[:max(room - 3, 20)].rstrip() + "..."
         print(f"{e.name:<{width}}  {short}{tail}")

@@ -1,7 +1,8 @@
 """The package type-checks: ``mypy rfed`` (its configuration is in ``pyproject.toml``) reports
 no error, so the ``py.typed`` marker the wheel ships is honest.
 
-mypy keeps its incremental cache in pytest's cache folder: the first run on a fresh clone checks
+mypy keeps its incremental cache in pytest's cache folder (in ``.mypy_cache`` when pytest's cache
+plugin is disabled): the first run on a fresh clone checks
 everything (about two minutes of one core), later runs re-check what changed (a second or two).
 Skipped when mypy is not installed (it is in the ``test`` extra).
 """
@@ -20,7 +21,10 @@ ROOT = Path(__file__).resolve().parents[1]
 
 
 def _mypy(request, *args: str) -> subprocess.CompletedProcess:
-    cache = request.config.cache.mkdir("mypy")
+    # Without pytest's cache plugin (``-p no:cacheprovider``) mypy keeps its own default cache
+    # folder, ``.mypy_cache`` in the repository, rather than failing on the missing plugin.
+    plugin_cache = getattr(request.config, "cache", None)
+    cache = plugin_cache.mkdir("mypy") if plugin_cache is not None else ROOT / ".mypy_cache"
     return subprocess.run([sys.executable, "-m", "mypy", "--cache-dir", str(cache), *args],
                           cwd=ROOT, capture_output=True, text=True, timeout=900)
 

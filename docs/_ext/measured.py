@@ -13,7 +13,8 @@ A source is one of
 ``NAME/TABLE[ROW].COLUMN``
     the same in ``docs/results/NAME/TABLE.csv`` (``NAME`` may name a subfolder,
     ``NAME/SUB/TABLE``; the first column identifies the row: every column's text is searched,
-    so ``ROW`` may name several cells joined by ``&``);
+    so ``ROW`` may name several cells joined by ``&``; when several rows contain them, the
+    one row whose cells equal them is meant);
 ``NAME:KEY/KEY/...``
     a value of ``docs/results/NAME/summary.json`` under its ``summary`` object;
 ``bench:FILE:REGEX``
@@ -80,6 +81,11 @@ def _row(rows: list[dict[str, str]], selector: str, where: str) -> dict[str, str
         return all(any(p == cell or p in cell for cell in row.values()) for p in parts)
 
     found = [r for r in rows if matches(r)]
+    if len(found) > 1 and "&" in selector:
+        # several rows hold the parts inside longer cells (0.3 in 0.35...): the one row whose
+        # cells equal every part names itself
+        exact = [r for r in found if all(p in r.values() for p in parts)]
+        found = exact if len(exact) == 1 else found
     if len(found) != 1:
         raise QuoteError(f"{where}: {len(found)} rows match [{selector}] (need exactly one)")
     return found[0]

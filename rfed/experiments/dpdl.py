@@ -84,7 +84,11 @@ def _check_dpdl(cfg: dict) -> None:
         "scale=paper-ring: the paper's ring grid (Appendix D, Table V): the ring (self and "
         "two neighbours, w = 1/3, alpha = 'ring_alpha' = 2 as the paper) for every N in "
         "'agents_grid' {10, 20, 30} and alpha_d in 'dirichlet_grid' {0.25, 1}, on the paper-"
-        "scale data, 1,000 rounds, certified eps 8, DPDL and DP-DPSGD (the baselines off)."
+        "scale data, 1,000 rounds, certified eps 8, DPDL and DP-DPSGD (the baselines off). "
+        "THE MODEL: the MLP at every scale, not the paper's LeNet-5: LeNet-5's per-sample "
+        "gradients through autograd, measured by benchmarks/bench_lenet_per_sample.py and "
+        "scaled to the paper-scale run's count, take far more than 30 CPU-minutes (the "
+        "measured numbers are on the documentation's DPDL page)."
     ),
     defaults={"n_agents": 10, "dirichlet": 0.25, "topologies": ["bipartite", "complete"],
               "epsilons": [4.0, 16.0], "delta": 1e-5, "rounds": 100, "batch_size": 16,

@@ -1204,6 +1204,11 @@ def _check_fig5(cfg: dict) -> None:
         check_setting(cfg, key, cfg[key] > 0, "a number > 0")
     check_setting(cfg, "rsvrg_step_sizes", all(a > 0 for a in cfg["rsvrg_step_sizes"]),
                   "a list of step sizes > 0 (one: that step, no tuning)")
+    check_setting(cfg, "grad_norm", isinstance(cfg["grad_norm"], bool), "true or false")
+    check_setting(cfg, "rsgd_step_sizes", bool(cfg["rsgd_step_sizes"])
+                  and all(a > 0 for a in cfg["rsgd_step_sizes"]),
+                  "a list of step sizes > 0 (one: that step at every planned epsilon, no "
+                  "tuning)")
     check_setting(cfg, "public_fraction", 0 < cfg["public_fraction"] < 1,
                   "a fraction in (0, 1)")
     check_setting(cfg, "tune_repetitions",
@@ -1219,19 +1224,32 @@ def _check_fig5(cfg: dict) -> None:
         "eigenmap features (r = 3), targets from a Lorentz embedding trained by rfed (STAND-IN "
         "for the pretrained Poincare embedding), 9 agents x 131 words, vbar 0.3, M = 4, "
         "delta 1e-4, one agent per round, K = 3, m = 5, step 0.3 (the paper's, for every "
-        "method). RSVRG's OWN STEP: at the paper's step 0.3 RSVRG without noise leaves the "
+        "method; kept for non-private RSGD and the paper's calibrations). RSVRG's OWN STEP: at "
+        "the paper's step 0.3 RSVRG without noise leaves the "
         "floating-point range of the Lorentz model, so RSVRG (its non-private reference and "
         "the budget-first DP-RSVRG) runs at the step of 'rsvrg_step_sizes' whose budget-first "
         "DP-RSVRG, at the largest planned epsilon, ends at the lowest mean excess risk over "
         "'tune_repetitions' runs on PUBLIC words (the 'tuning' table; one step given: no "
         "tuning); the paper's step is kept for RSVRG without noise and for the paper's "
-        "calibration of DP-RSVRG, labelled \"paper's step 0.3\". DEVIATION for record-level "
+        "calibration of DP-RSVRG, labelled \"paper's step 0.3\". DP-RSGD's OWN STEP, PER "
+        "PLANNED EPSILON: at the paper's step a small budget's noise random-walks DP-RSGD far "
+        "from its start, so each budget-first DP-RSGD runs at the step of 'rsgd_step_sizes' "
+        "whose budget-first DP-RSGD at that planned epsilon ends at the lowest mean public "
+        "excess risk over 'tune_repetitions' runs (the 'tuning_rsgd' table; one step given: "
+        "that step at every epsilon, no tuning); where the chosen step is not the paper's, "
+        "DP-RSGD also runs at the paper's step, labelled \"paper's step 0.3\". "
+        "The quick default searches smaller grids ('rsvrg_step_sizes' {0.01, 0.005, 0.002}, "
+        "'rsgd_step_sizes' {0.1, 0.03, 0.01, 0.003}) over 3 public runs each, so that both "
+        "searches cost no more than the one RSVRG search did; scale=paper searches "
+        "{0.05, 0.02, 0.01, 0.005, 0.002} and {0.3, 0.1, 0.03, 0.01, 0.003} over 5 runs. "
+        "DEVIATION for record-level "
         "privacy ('weights'): the default 'kernel' weights alpha_ij = k(w_ij, w) depend on "
         "record j only (the paper's 'kernel_ridge' weights, gamma 1e-5, depend on all of an "
         "agent's records, which rfed accounts with a sensitivity 2 tau per clipped mean); "
         "tau = L_f = max|alpha| M = M = 4 (public, |alpha| <= 1). PriRFed-RSGD / RSVRG "
         "non-private, and DP at the certified whole-run 'epsilons' and, labelled, at the paper's "
-        "local eps 0.15; cost, distance to the true 'primate', and the best prediction on the "
+        "local eps 0.15; cost, distance to the true 'primate' (grad_norm=True also records "
+        "the gradient norm), and the best prediction on the "
         "Poincare disk. 10 repetitions. The DP noise dwarfs the mean gradient, so the DP runs "
         "random-walk outward; runs that leave the floating-point range of the Lorentz model "
         "are reported as diverged. The budget-first DP-RSVRG is, by default "
@@ -1257,11 +1275,15 @@ def _check_fig5(cfg: dict) -> None:
         "rsvrg_variant": "released_snapshot", "clip_diff": 0.125, "rsvrg_batch": 16,
         "delta": 1e-4, "paper_delta": 1e-4, "local_steps": 3, "weights": "kernel",
         "inner_steps": 5, "step_size": 0.3, "rounds": 100, "repetitions": 10, "eval_every": 2,
-        "rsvrg_step_sizes": [0.05, 0.02, 0.01, 0.005, 0.002], "public_fraction": 0.2,
-        "tune_repetitions": 5,
-        "gamma": 1e-5, "bandwidth": 0.3, "kernel": "paper", "diameter": 4.0, "scale": "quick",
+        "rsvrg_step_sizes": [0.01, 0.005, 0.002],
+        "rsgd_step_sizes": [0.1, 0.03, 0.01, 0.003], "public_fraction": 0.2,
+        "tune_repetitions": 3,
+        "gamma": 1e-5, "bandwidth": 0.3, "kernel": "paper", "diameter": 4.0, "grad_norm": False,
+        "scale": "quick",
     },
-    scales={"paper": {"epsilons": [1.0, 8.0], "delta": 1e-5}},
+    scales={"paper": {"epsilons": [1.0, 8.0], "delta": 1e-5, "tune_repetitions": 5,
+                      "rsvrg_step_sizes": [0.05, 0.02, 0.01, 0.005, 0.002],
+                      "rsgd_step_sizes": [0.3, 0.1, 0.03, 0.01, 0.003]}},
     validate=_check_fig5,
 )
 def fig5(config: dict, ctx: RunContext) -> dict:
@@ -1298,6 +1320,9 @@ def fig5(config: dict, ctx: RunContext) -> dict:
         data["test_feature"], gamma=config["gamma"], bandwidth=config["bandwidth"],
         kernel=config["kernel"], diameter=config["diameter"], weights=config["weights"],
     )
+    # the paper's Figs. 5-6 plot the cost and the distance to 'primate': the gradient norm
+    # (a full gradient per evaluation, about 8 % of the run) only on request
+    problem.evaluate_grad_norm = bool(config["grad_norm"])
     truth = data["test_target"]
     man = problem.manifold
     k, m, a = config["local_steps"], config["inner_steps"], config["step_size"]
@@ -1328,23 +1353,51 @@ def fig5(config: dict, ctx: RunContext) -> dict:
     else:
         raise ValueError(f"setting 'rsvrg_variant' must be 'released_snapshot' or 'paper', got "
                          f"{config['rsvrg_variant']!r}")
-    # RSVRG's own step, chosen on public words (the paper's step 0.3 sends RSVRG without
-    # noise out of the Lorentz model's floating-point range)
+    # each method's own step, chosen on public words: the paper's step 0.3 sends RSVRG without
+    # noise out of the Lorentz model's floating-point range, and DP-RSGD at a small budget
+    # random-walks away from its start; DP-RSGD's step is chosen per planned epsilon
+    # (budget-first: a smaller budget, more noise per step, wants a smaller step)
     tuning: list[dict] = []
-    a_vrg = (float(config["rsvrg_step_sizes"][0]) if len(config["rsvrg_step_sizes"]) == 1
-             else _fig5_rsvrg_step_on_public(ctx, config, data, budget_trainer, tuning))
+    tuning_rsgd: list[dict] = []
+    public = None
+    if len(config["rsvrg_step_sizes"]) == 1:
+        a_vrg = float(config["rsvrg_step_sizes"][0])
+    else:
+        public, described = _fig5_public_problem(ctx, config, data)
+        a_vrg = _fig5_step_on_public(ctx, config, public, described, budget_trainer,
+                                     config["rsvrg_step_sizes"], max(config["epsilons"]),
+                                     "rsvrg_step_size", (8_889,), tuning)
+    a_rsgd = {}
+    for j, eps in enumerate(config["epsilons"]):
+        if len(config["rsgd_step_sizes"]) == 1:
+            a_rsgd[float(eps)] = float(config["rsgd_step_sizes"][0])
+            continue
+        if public is None:
+            public, described = _fig5_public_problem(ctx, config, data)
+        a_rsgd[float(eps)] = _fig5_step_on_public(
+            ctx, config, public, described, rsgd, config["rsgd_step_sizes"], eps,
+            "rsgd_step_size", (8_891, j), tuning_rsgd)
     if tuning:
         ctx.save_table("tuning", tuning)
+    if tuning_rsgd:
+        ctx.save_table("tuning_rsgd", tuning_rsgd)
     paper_step = f"paper's step {a:g}"
-    # the order fixes each setting's generators (ctx.rng(index, rep)): the paper's-step RSVRG
-    # comes last, so every earlier setting keeps the generators it had before it was added
+    # the budgets at which DP-RSGD runs at a chosen step other than the paper's: there the
+    # paper's step is run too, labelled, after every other setting
+    rsgd_moved = [eps for eps in config["epsilons"] if a_rsgd[float(eps)] != a]
+    # the order fixes each setting's generators (ctx.rng(index, rep)): the paper's-step runs
+    # come last, so every earlier setting keeps the generators it had before they were added
     settings = [
         Setting("PriRFed-RSGD non-private", problem,
                 PriRFed(DPRSGD(steps=k, batch_size=0.5), 1, a), algorithm_name="DP-RSGD"),
         Setting("PriRFed-RSVRG non-private", problem,
                 PriRFed(DPRSVRG(steps=k, inner_steps=m), 1, a_vrg), algorithm_name="DP-RSVRG"),
-        *_private(rsgd, problem, 1, a, rounds, prefix="PriRFed-DP-RSGD ",
-                  algorithm_name="DP-RSGD", **common),
+        *[s for eps in config["epsilons"]
+          for s in _private(rsgd, problem, 1, a_rsgd[float(eps)], rounds, [eps],
+                            config["delta"], prefix="PriRFed-DP-RSGD ",
+                            algorithm_name="DP-RSGD")],
+        *_private(rsgd, problem, 1, a, rounds, (), config["delta"], common["paper_epsilons"],
+                  common["paper_delta"], prefix="PriRFed-DP-RSGD ", algorithm_name="DP-RSGD"),
         *_private(budget_trainer, problem, 1, a_vrg, rounds, config["epsilons"],
                   config["delta"], prefix=budget_prefix, algorithm_name="DP-RSVRG"),
         # the paper's calibration at the paper's step; its reference: RSVRG at that step
@@ -1354,6 +1407,10 @@ def fig5(config: dict, ctx: RunContext) -> dict:
         Setting(f"PriRFed-RSVRG non-private, {paper_step}", problem,
                 PriRFed(DPRSVRG(steps=k, inner_steps=m), 1, a), group=paper_step,
                 algorithm_name="DP-RSVRG"),
+        # DP-RSGD budget-first at the paper's step (its reference: RSGD at that step, the
+        # non-private RSGD above)
+        *_private(rsgd, problem, 1, a, rounds, rsgd_moved, config["delta"],
+                  prefix=f"PriRFed-DP-RSGD {paper_step}, ", algorithm_name="DP-RSGD"),
     ]
 
     def to_truth(_p, x):
@@ -1373,31 +1430,46 @@ def fig5(config: dict, ctx: RunContext) -> dict:
     fig = plot_curves(ctx.records, "round", ["cost", "dist_to_primate"], by="setting",
                       logy=[False, True], hlines=[{_TRUE_VALUE: ref}, None],
                       suptitle="Hyperbolic prediction of 'primate' (WordNet mammals, H^2)\n"
-                               f"steps: RSGD {a:g} (the paper's); RSVRG {a_vrg:g} ("
+                               "steps: DP-RSGD " + ", ".join(
+                                   f"{a_rsgd[float(e)]:g} at eps<={e:g}"
+                                   for e in config["epsilons"])
+                               + f" ({'chosen on public words' if tuning_rsgd else 'given'}),"
+                               f" RSGD {a:g}; RSVRG {a_vrg:g} ("
                                + ("chosen on public words" if tuning else "given")
-                               + f"), {paper_step} where labelled")
+                               + f"); {paper_step} where labelled")
     ctx.save_figure(fig, "fig5")
     fig = _poincare_figure(problem, data, truth, results)
     ctx.save_figure(fig, "fig6_poincare")
     steps = sorted(float(x) for x in config["rsvrg_step_sizes"])
+    rsgd_grid = [float(x) for x in config["rsgd_step_sizes"]]
     summary = _summary(ctx, rows, ref, dist_reference_to_primate=float(man.dist(
         problem.reference_point(), truth)), step_size=a, rsvrg_step_size=a_vrg,
         rsvrg_step_chosen_on=("given" if not tuning else
                               f"public words (the 'tuning' table), budget-first at planned "
                               f"eps {max(config['epsilons']):g}"),
-        rsvrg_step_at_grid_edge=bool(tuning) and a_vrg in (steps[0], steps[-1]))
+        rsvrg_step_at_grid_edge=bool(tuning) and a_vrg in (steps[0], steps[-1]),
+        rsgd_step_sizes=[{"planned_epsilon": float(e), "step_size": a_rsgd[float(e)]}
+                         for e in config["epsilons"]],
+        rsgd_step_chosen_on=("given" if not tuning_rsgd else
+                             "public words (the 'tuning_rsgd' table), budget-first at each "
+                             "planned eps"),
+        rsgd_step_at_grid_edge=bool(tuning_rsgd) and any(
+            a_rsgd[float(e)] in (min(rsgd_grid), max(rsgd_grid)) for e in config["epsilons"]))
     summary.update(_noise_against_signal(ctx, man.dim, step_sizes={
         st.label: float(st.algorithm.step_size) for st in settings
         if not callable(st.algorithm.step_size)}))
-    summary.update(_fig5_rsvrg_against_rsgd(rows, config["epsilons"], budget_prefix, a, a_vrg))
+    summary.update(_fig5_rsvrg_against_rsgd(rows, config["epsilons"], budget_prefix, a_rsgd,
+                                            a_vrg, chosen=bool(tuning_rsgd)))
     return summary
 
 
 def _fig5_rsvrg_against_rsgd(rows: list[dict], epsilons: Sequence[float], rsvrg_prefix: str,
-                             rsgd_step: float, rsvrg_step: float) -> dict:
+                             rsgd_steps: Mapping[float, float], rsvrg_step: float,
+                             chosen: bool = False) -> dict:
     """The paper's claim of Fig. 5 (DP-RSVRG ends below DP-RSGD), measured at each planned
-    epsilon on the budget-first rows, each algorithm at its own step; a setting whose every run
-    diverged ends at no value and counts as not below."""
+    epsilon on the budget-first rows, each algorithm at its own step (``rsgd_steps``: DP-RSGD's
+    per planned epsilon; ``chosen``: those were chosen on public words); a setting whose every
+    run diverged ends at no value and counts as not below."""
     final = {r["setting"]: r["final_excess_risk_mean"] for r in rows}
     out = []
     for eps in epsilons:
@@ -1408,24 +1480,23 @@ def _fig5_rsvrg_against_rsgd(rows: list[dict], epsilons: Sequence[float], rsvrg_
         below = math.isfinite(float(rsvrg)) and (not math.isfinite(float(rsgd))
                                                  or float(rsvrg) < float(rsgd))
         out.append({"planned_epsilon": float(eps), "rsvrg_final": rsvrg, "rsgd_final": rsgd,
+                    "rsgd_step_size": float(rsgd_steps[float(eps)]),
                     "rsvrg_below_rsgd": bool(below)})
     if not out:
         return {}
     held = sum(e["rsvrg_below_rsgd"] for e in out)
+    steps = ", ".join(f"{e['rsgd_step_size']:g} at eps<={e['planned_epsilon']:g}" for e in out)
     return {"rsvrg_vs_rsgd": out, "rsvrg_vs_rsgd_claim": (
         f"the paper's claim (DP-RSVRG ends below DP-RSGD) holds at {held} of {len(out)} "
-        f"certified budgets ({rsvrg_prefix.strip()} at step {rsvrg_step:g}, DP-RSGD at the "
-        f"paper's step {rsgd_step:g})")}
+        f"certified budgets ({rsvrg_prefix.strip()} at step {rsvrg_step:g}, DP-RSGD at step "
+        f"{steps}, {'chosen on public words' if chosen else 'given'})")}
 
 
-def _fig5_rsvrg_step_on_public(ctx: RunContext, config: dict, data: Mapping[str, Any],
-                               trainer_for: Callable, tuning: list[dict]) -> float:
-    """The step of ``config['rsvrg_step_sizes']`` whose budget-first DP-RSVRG (``trainer_for``,
-    the run's variant) at the largest planned epsilon ends at the lowest mean excess risk over
-    ``tune_repetitions`` runs on PUBLIC words: utility-hyperbolic's declared public split
-    (:func:`~rfed.experiments.utility_hyperbolic.declared_public_words`) resampled, with its
-    own seed, to fig5's ``n_agents x per_agent``; a diverged run counts as infinite. One row
-    per candidate in ``tuning``."""
+def _fig5_public_problem(ctx: RunContext, config: dict, data: Mapping[str, Any]
+                         ) -> tuple[HyperbolicPrediction, str]:
+    """fig5's tuning problem on PUBLIC words: utility-hyperbolic's declared public split
+    (:func:`~rfed.experiments.utility_hyperbolic.declared_public_words`) resampled, with its own
+    seed, to fig5's ``n_agents x per_agent``; and its one-line description."""
     from rfed.experiments.utility_hyperbolic import declared_public_words
 
     n, per = config["n_agents"], config["per_agent"]
@@ -1435,25 +1506,38 @@ def _fig5_rsvrg_step_on_public(ctx: RunContext, config: dict, data: Mapping[str,
         data["features"][words], data["targets"][words], data["test_feature"],
         gamma=config["gamma"], bandwidth=config["bandwidth"], kernel=config["kernel"],
         diameter=config["diameter"], weights=config["weights"])
-    eps, rounds, reps = max(config["epsilons"]), config["rounds"], config["tune_repetitions"]
+    public.evaluate_grad_norm = False   # a search reads the final excess risk only
+    return public, f"declared public split ({len(public_idx)} words) resampled to {n} x {per}"
+
+
+def _fig5_step_on_public(ctx: RunContext, config: dict, public: HyperbolicPrediction,
+                         described: str, trainer_for: Callable, steps: Sequence[float],
+                         epsilon: float, column: str, stream: tuple[int, ...],
+                         tuning: list[dict]) -> float:
+    """The step of ``steps`` whose budget-first run of ``trainer_for`` at planned ``epsilon``
+    ends at the lowest mean excess risk over ``tune_repetitions`` runs on the PUBLIC problem
+    ``public`` (:func:`_fig5_public_problem`); a diverged run counts as infinite. One row per
+    candidate is appended to ``tuning`` (the step under ``column``), marked by
+    :func:`~rfed.experiments.tables.choose_best`; candidate ``i``'s repetition ``r`` draws from
+    ``ctx.rng(*stream, i, r)``, and every search starts from the same points."""
+    rounds, reps = config["rounds"], config["tune_repetitions"]
     x0s = [public.manifold.random_point(ctx.rng(8_890, r)) for r in range(reps)]
-    for i, step in enumerate(config["rsvrg_step_sizes"]):
-        alg = PriRFed(trainer_for(), 1, step, budget=PrivacyBudget(eps, config["delta"]),
+    rows = []
+    for i, step in enumerate(steps):
+        alg = PriRFed(trainer_for(), 1, step, budget=PrivacyBudget(epsilon, config["delta"]),
                       n_rounds=rounds)
-        rngs = [ctx.rng(8_889, i, r) for r in range(reps)]
+        rngs = [ctx.rng(*stream, i, r) for r in range(reps)]
         group = RepeatedRuns(alg, x0s, rngs, n_rounds=rounds, eval_every=rounds)
         res = group.run(public, rounds, rng=rngs[0], x0=x0s[0], eval_every=rounds)
         finals = [math.inf if run.diverged else float(run.history[-1]["excess_risk"])
                   for run in group.results(public, res.state)]
-        score = float(np.mean(finals))
-        tuning.append({"rsvrg_step_size": float(step), "planned_epsilon": eps,
-                       "public_mean_final_excess_risk": score,
-                       "public_diverged": sum(not math.isfinite(f) for f in finals),
-                       "public_runs": reps,
-                       "public_data": f"declared public split ({len(public_idx)} words) "
-                                      f"resampled to {n} x {per}"})
-    return float(choose_best(tuning, "public_mean_final_excess_risk",
-                             ["rsvrg_step_size"])["rsvrg_step_size"])
+        rows.append({column: float(step), "planned_epsilon": float(epsilon),
+                     "public_mean_final_excess_risk": float(np.mean(finals)),
+                     "public_diverged": sum(not math.isfinite(f) for f in finals),
+                     "public_runs": reps, "public_data": described})
+    best = float(choose_best(rows, "public_mean_final_excess_risk", [column])[column])
+    tuning.extend(rows)
+    return best
 
 
 def _poincare_figure(problem: HyperbolicPrediction, data: Mapping[str, Any], truth: np.ndarray,

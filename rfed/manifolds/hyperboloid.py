@@ -79,10 +79,23 @@ class Hyperboloid(Manifold):
       :math:`d = 2\,\mathrm{asinh}\sqrt{w/2}`, :math:`w = \cosh d - 1` written as a sum of
       non-negative terms and evaluated in log space (see :meth:`_log_half_gap`), accurate for
       points hundreds of units apart with coordinates up to the float64 limit. ``dist``
-      equals the norm of ``log`` to rounding at every distance.
+      equals the norm of ``log`` to rounding at every distance from base points near the
+      origin (next item).
     * Float64 range: exp raises ``FloatingPointError`` when its result is not representable
       (:math:`\cosh\|u\| x_0 > 1.8\cdot 10^{308}`, e.g. :math:`\|u\| > 710` from the origin);
-      dist and log accept every representable pair; no method returns inf or NaN silently.
+      dist and log accept every representable pair; proj raises likewise when
+      :math:`\langle x, v\rangle_L\, x` overflows; no method returns inf or NaN silently.
+    * Tangent vectors far from the origin: a tangent vector u at x is stored by its ambient
+      coordinates, whose radial part is of order :math:`x_0 \|u\|`, so its component across
+      the radius is resolved only to about :math:`\epsilon_{\mathrm{mach}}\, x_0 \|u\|`. Norms
+      and logs at base points within about 20 units of the origin (:math:`x_0 < 10^8`) are
+      accurate to a few ulps; beyond, that across error adds in quadrature to the radial
+      part, and the relative error of ``norm(x, log(x, y))`` against ``dist(x, y)`` is of order
+      :math:`(\epsilon_{\mathrm{mach}}\, x_0)^2` (about 1e-6 at 30 units from the origin,
+      :math:`x_0 = \cosh 30`) and of order :math:`\epsilon_{\mathrm{mach}}\, x_0` once that
+      exceeds 1 (beyond about 36 units): a limit of the model in float64, not of the formulas
+      (the Poincare ball has the same limit near its boundary). Points themselves, ``dist``
+      and ``exp`` keep their accuracy out to the float64 range.
     * :math:`\mathrm{Log}_x y = \frac{d}{\sinh d}\,w`, :math:`w = (y - x) + \langle x, y - x
       \rangle_L\, x` (the projection of ``y - x`` onto :math:`T_x`, equal to
       :math:`y - z x`); exactly zero when ``y == x``.
@@ -305,7 +318,17 @@ class Hyperboloid(Manifold):
     def proj(self, x, v):
         x = np.asarray(x, dtype=float)
         v = np.asarray(v, dtype=float)
-        return v + minkowski_inner(x, v)[..., None] * x
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = v + minkowski_inner(x, v)[..., None] * x
+        if not np.all(np.isfinite(out)):
+            # the projection's coordinates grow like x_0^2 |v|: a diverged iterate gets there
+            # first, and the algorithms record a FloatingPointError as divergence
+            raise FloatingPointError(
+                f"{self}: proj(x, v) is not representable in float64 (x_0 = "
+                f"{float(np.max(x[..., 0])):.4g}, max |v| = {float(np.max(np.abs(v))):.4g}); "
+                "<x, v>_L x must stay below ~1e308"
+            )
+        return out
 
     @staticmethod
     def _flip(g):
@@ -458,8 +481,14 @@ class Hyperboloid(Manifold):
     # ------------------------------------------------------------------ membership
     def point_violation(self, x):
         x = np.asarray(x, dtype=float)
-        scale = 1.0 + np.sum(x * x, axis=-1)
-        return np.abs(minkowski_inner(x, x) + 1.0) / scale + np.where(x[..., 0] > 0, 0.0, 1.0)
+        # |<x, x>_L + 1| / (1 + |x|^2) with x scaled by its largest coordinate first, so that
+        # points far out (coordinates above 1e154, whose squares overflow) are measured too
+        big = np.maximum(np.max(np.abs(x), axis=-1), 1.0)
+        xn = x / big[..., None]
+        with np.errstate(under="ignore"):  # 1 / big^2 is 0 to rounding there
+            inv_sq = np.square(1.0 / big)
+        violation = np.abs(minkowski_inner(xn, xn) + inv_sq) / (inv_sq + np.sum(xn * xn, axis=-1))
+        return violation + np.where(x[..., 0] > 0, 0.0, 1.0)
 
     def tangent_violation(self, x, u):
         x = np.asarray(x, dtype=float)

@@ -110,9 +110,14 @@ def test_the_reused_arrays_stay_with_their_algorithm():
 
 
 @pytest.mark.parametrize("name", RECYCLING)
-def test_a_dropped_state_lends_its_arrays_to_a_later_round_with_the_same_bits(name):
+def test_a_dropped_state_lends_its_arrays_to_a_later_round_with_the_same_bits(name,
+                                                                              monkeypatch):
     """A loop that drops each state writes round t + 2 into round t's arrays (double
     buffering), and ends with the bits of a run that kept every state (fresh arrays)."""
+    if name == "DP-DDA":   # DP-DDA recycles from REUSE_MIN_ROWS agents on: here, always
+        import rfed.algorithms.decentralized.dpdda as dpdda_module
+
+        monkeypatch.setattr(dpdda_module, "REUSE_MIN_ROWS", 1)
     alg, problem = _build(name)
     kept = [alg.init(problem, np.zeros(DIM), np.random.default_rng(0))]
     for _ in range(5):
@@ -172,7 +177,8 @@ def test_calibration_weights_do_not_depend_on_the_chunk():
 @pytest.mark.parametrize("sampler", ["maximal", "uniform"])
 def test_dpdda_gathers_into_reused_arrays_with_the_same_bits(monkeypatch, sampler):
     """DP-DDA gathers its active rows and records into arrays kept for the run from
-    ``REUSE_MIN_ROWS`` active nodes on (fresh arrays below): both ways give the same bits."""
+    ``REUSE_MIN_ROWS`` active nodes on, and writes its next state into recycled arrays from
+    ``REUSE_MIN_ROWS`` agents on (fresh arrays below): both ways give the same bits."""
     import rfed.algorithms.decentralized.dpdda as dpdda_module
 
     def run():
@@ -185,10 +191,12 @@ def test_dpdda_gathers_into_reused_arrays_with_the_same_bits(monkeypatch, sample
             state = alg.step(problem, state)
         return _arrays(state), alg
 
-    fresh, _ = run()
+    fresh, fresh_alg = run()
+    assert not scratch_of(fresh_alg)._recycled   # N = 40 < REUSE_MIN_ROWS: fresh arrays
     monkeypatch.setattr(dpdda_module, "REUSE_MIN_ROWS", 1)
     reused, alg = run()
     assert any(k.startswith("gathered rows") for k in scratch_of(alg)._arrays)
     assert "minibatch keys" in scratch_of(alg)._arrays
+    assert {"x", "z", "xtilde"} <= set(scratch_of(alg)._recycled)
     for key, value in fresh.items():
         assert reused[key].tobytes() == value.tobytes(), key

@@ -43,8 +43,10 @@ ROOT = Path(__file__).resolve().parents[2]
     ("prirfed-fig5", "rsvrg_variant=bogus",
      "setting 'rsvrg_variant' must be one of 'released_snapshot', 'paper'; got 'bogus'"),
     ("prirfed-fig5", "rsvrg_step_sizes=[0.01, 0.0]",
-     "setting 'rsvrg_step_sizes' holds numbers > 0 (default [0.05, 0.02, 0.01, 0.005, 0.002]), "
+     "setting 'rsvrg_step_sizes' holds numbers > 0 (default [0.01, 0.005, 0.002]), "
      "got [0.01, 0.0]"),
+    ("prirfed-fig5", "rsgd_step_sizes=[]",
+     "setting 'rsgd_step_sizes' must not be empty (default [0.1, 0.03, 0.01, 0.003])"),
     ("dpdda-svm", "mu=-1.0", "setting 'mu' must be a regularization strength > 0, got -1.0"),
     ("dpdda-svm", "eps_l2=-1.0", "setting 'eps_l2' must be an epsilon > 0, got -1.0"),
     ("dpdgt-ieee14", "q_theta=-1.0", "setting 'q_theta' must be a decay rate in (0, 1], got "

@@ -22,7 +22,9 @@ def timings_file(tmp_path, monkeypatch):
     path = _write(tmp_path / "timings.json", {
         "dpdgt-ieee14": {"quick": {"cpu_seconds": 4321.0, "date": "2026-01-02",
                                    "commit": "abc123", "algorithm_runs": 3}},
-        "doadp-logreg": {"quick": {"cpu_seconds": 12.0}, "paper": {"cpu_seconds": 7.5e3}}})
+        "doadp-logreg": {"quick": {"cpu_seconds": 12.0}, "paper": {"cpu_seconds": 7.5e3}},
+        "dpdl-digits": {"paper-ring": {"cpu_seconds": 1234.0, "date": "2026-03-04",
+                                       "commit": "def456"}}})
     monkeypatch.setattr(timings, "TIMINGS", path)
     return path
 
@@ -35,9 +37,17 @@ def test_list_prints_the_files_times_and_not_measured_elsewhere(timings_file, ca
     assert lines["dpdda-svm"].endswith("(CPU not measured; paper scale not measured)")
     assert lines["utility-spd"].endswith("(CPU not measured)")     # no paper scale
     assert lines["doadp-digits"].endswith("(CPU not measured; paper scale not measured)")
+    # a named scale other than 'paper' is listed under its name
+    assert lines["dpdl-digits"].endswith(
+        "(CPU not measured; paper scale not measured; scale=paper-ring 21 min)")   # 1234 s
     assert main(["show", "dpdgt-ieee14"]) == 0
     assert "defaults: 72 min of CPU (4321 s; measured 2026-01-02 at commit abc123)" in \
         capsys.readouterr().out
+    assert main(["show", "dpdl-digits"]) == 0
+    shown = capsys.readouterr().out
+    assert "scale=paper-ring: 21 min of CPU (1234 s; measured 2026-03-04 at commit def456)" \
+        in shown
+    assert "scale=paper: not measured" in shown
     timings_file.write_text("{not json")       # an unreadable file: nothing is measured
     assert main(["list"]) == 0
     assert "(CPU 72 min" not in capsys.readouterr().out
@@ -51,7 +61,7 @@ def test_the_shipped_timings_file_is_what_list_prints(capsys):
     out = capsys.readouterr().out
     for exp in list_experiments():
         (line,) = [x for x in out.splitlines() if x.startswith(exp.name + " ")]
-        scales = ("quick", "paper") if "paper" in exp.scales else ("quick",)
+        scales = ("quick", *exp.scales)
         cells = re.search(r"\(([^()]*)\)$", line).group(1).split("; ")
         for scale, cell in zip(scales, cells, strict=True):
             entry = shipped.get(exp.name, {}).get(scale)
@@ -110,3 +120,43 @@ def test_a_run_prints_its_first_runs_time(monkeypatch, capsys, tmp_path):
     run_experiment("pca-synthetic", overrides=overrides)
     assert f"rfed: the first of {saved['algorithm_runs']} algorithm runs took" in \
         capsys.readouterr().err
+
+
+def _bench_experiments():
+    """benchmarks/bench_experiments.py as a module (it is a script, not part of the package)."""
+    import importlib.util
+    from pathlib import Path
+
+    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_experiments.py"
+    spec = importlib.util.spec_from_file_location("bench_experiments", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_record_files_a_named_scale_under_its_name(tmp_path, monkeypatch, capsys):
+    """`bench_experiments.py --record --set scale=paper-ring` files the run under 'paper-ring'
+    (with the command that reproduces it), which `rfed list` / `show` then print; any other
+    override, or two scales, is refused."""
+    bench = _bench_experiments()
+    assert bench.scale_of([]) == "quick"
+    assert bench.scale_of(["scale=paper"]) == "paper"
+    assert bench.scale_of(["scale = paper-ring"]) == "paper-ring"
+    for bad in (["rounds=3"], ["scale=paper", "rounds=3"], ["scale=paper", "scale=quick"],
+                ["scale="]):
+        with pytest.raises(SystemExit, match="one scale=NAME"):
+            bench.scale_of(bad)
+    path = tmp_path / "timings.json"
+    bench.record_timing(path, "dpdl-digits", "paper-ring", 1234.0, 700.0, 512.0, tmp_path,
+                        runs=(9, "ab" * 32))
+    bench.record_timing(path, "dpdl-digits", "quick", 30.0, 31.0, 300.0, tmp_path)
+    entry = json.loads(path.read_text())["experiments"]["dpdl-digits"]
+    assert entry["paper-ring"]["command"] == ("python benchmarks/bench_experiments.py --record "
+                                              "--set scale=paper-ring dpdl-digits")
+    assert entry["quick"]["command"] == "python benchmarks/bench_experiments.py --record " \
+                                        "dpdl-digits"
+    assert entry["paper-ring"]["algorithm_runs"] == 9
+    monkeypatch.setattr(timings, "TIMINGS", path)
+    assert main(["list"]) == 0
+    (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("dpdl-digits ")]
+    assert line.endswith("(CPU 30 s; paper scale not measured; scale=paper-ring 21 min)")

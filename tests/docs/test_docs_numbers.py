@@ -10,6 +10,7 @@ and checks that the check catches it.
 
 from __future__ import annotations
 
+import json
 import shutil
 import sys
 from pathlib import Path
@@ -31,9 +32,36 @@ def test_every_quote_fragment_and_the_bibliography_agree_with_their_sources():
 def test_the_pages_quote_measured_numbers_and_every_results_folder_has_its_command():
     quotes = [q for page in measured.pages() for q in measured.quotes(page)]
     assert len(quotes) >= 10
-    for name in generate_results.experiments():
-        prov = (generate_results.RESULTS / name / "provenance.json").read_text()
+    for folder in generate_results.experiments():
+        prov = (generate_results.RESULTS / folder / "provenance.json").read_text()
+        name = json.loads((generate_results.RESULTS / folder / "summary.json").read_text())[
+            "experiment"]
         assert f'"rfed run {name}' in prov and '"commit": "' in prov
+        assert folder == name or folder.startswith(name + "-")   # e.g. NAME-paper-ring
+
+
+def test_import_replaces_a_folders_files_and_keeps_its_subfolders(tmp_path, monkeypatch):
+    """`import NAME RUN --into FOLDER` writes docs/results/FOLDER; importing again replaces the
+    files there but keeps its subfolders."""
+    monkeypatch.setattr(generate_results, "RESULTS", tmp_path / "results")
+    run = tmp_path / "run"
+    run.mkdir()
+    (run / "summary.json").write_text('{"experiment": "dpdl-digits", "summary": {}}')
+    (run / "summary_table.csv").write_text("setting,utility\nA,1\n")
+    (run / "history.csv").write_text("not copied\n")
+    out = generate_results.import_run("dpdl-digits", run, "rfed run dpdl-digits --set "
+                                      "scale=paper-ring", into="dpdl-digits-other-grid")
+    assert out == tmp_path / "results" / "dpdl-digits-other-grid"
+    assert sorted(p.name for p in out.iterdir()) == ["provenance.json", "summary.json",
+                                                     "summary_table.csv"]
+    (out / "sub").mkdir()
+    (out / "sub" / "table.csv").write_text("a\n1\n")
+    (out / "stale.csv").write_text("a\n1\n")
+    generate_results.import_run("dpdl-digits", run, None, into="dpdl-digits-other-grid")
+    assert (out / "sub" / "table.csv").exists() and not (out / "stale.csv").exists()
+    for bad in ("a/b", "", ".hidden"):
+        with pytest.raises(SystemExit, match="--into"):
+            generate_results.import_run("dpdl-digits", run, None, into=bad)
 
 
 @pytest.mark.parametrize("value, actual, ok", [
@@ -108,3 +136,17 @@ def test_a_table_in_a_subfolder_of_a_results_folder_is_a_source(tmp_path):
         (folder / "tuning.csv").write_text(f"algorithm,step,chosen\nA,{value},True\n")
     assert measured.resolve("exp/tuning[A & True].step", tmp_path) == 1.5
     assert measured.resolve("exp/sub/tuning[A & True].step", tmp_path) == 2.5
+
+
+def test_cells_joined_by_and_prefer_the_row_that_equals_them(tmp_path):
+    """[0.3 & 1.0] names the row whose cells are 0.3 and 1.0 even when another row's longer
+    cells contain them (0.35...); still an error when no single row equals them."""
+    (tmp_path / "exp").mkdir()
+    (tmp_path / "exp" / "tuning.csv").write_text(
+        "step,eps,score\n0.3,1.0,7\n0.01,1.0,0.35\n0.3,8.0,0.1\n")
+    assert measured.resolve("exp/tuning[0.3 & 1.0].score", tmp_path) == 7
+    with pytest.raises(measured.QuoteError, match="2 rows match"):
+        measured.resolve("exp/tuning[0.3].score", tmp_path)
+    (tmp_path / "exp" / "tuning.csv").write_text("step,eps,score\n0.35,1.0,7\n0.3x,1.0,8\n")
+    with pytest.raises(measured.QuoteError, match="2 rows match"):
+        measured.resolve("exp/tuning[0.3 & 1.0].score", tmp_path)

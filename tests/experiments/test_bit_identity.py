@@ -33,11 +33,12 @@ SMALL = {
                      "agents": [10], "report_rounds": [1], "inner_steps": 2, "local_steps": 2},
     "prirfed-fig4": {"n_samples": 200, "rounds": 2, "repetitions": 1, "eval_every": 1,
                      "agents": [10], "report_rounds": [1], "inner_steps": 2, "local_steps": 2},
-    # the defaults before issue 9's released-snapshot DP-RSVRG (the paper's Alg. 3 throughout)
-    # and before RSVRG's own step (the paper's step 0.3 for every method)
+    # the defaults before issue 9's released-snapshot DP-RSVRG (the paper's Alg. 3 throughout),
+    # before RSVRG's and DP-RSGD's own steps (the paper's step 0.3 for every method) and before
+    # fig5 stopped recording the gradient norm by default
     "prirfed-fig5": {"rounds": 2, "repetitions": 1, "eval_every": 1, "inner_steps": 2,
                      "local_steps": 2, "epsilons": [1.0], "rsvrg_variant": "paper",
-                     "rsvrg_step_sizes": [0.3]},
+                     "rsvrg_step_sizes": [0.3], "rsgd_step_sizes": [0.3], "grad_norm": True},
     # the quick defaults when the digest was recorded (70 samples per agent, clip B^2)
     "prirfed-kpca": {"rounds": 4, "repetitions": 1, "eval_every": 2, "epsilons": [8.0],
                      "n_per_agent": 70, "clip": "bound"},

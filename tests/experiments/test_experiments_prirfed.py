@@ -191,13 +191,9 @@ def test_poincare_figure_survives_a_run_beyond_the_log_maps_range():
     plt.close(fig)
 
 
-def test_fig5_rsvrg_runs_at_its_own_step_chosen_on_public_words(tmp_path):
-    """RSVRG (its non-private reference and the budget-first DP-RSVRG) runs at the step of
-    'rsvrg_step_sizes' with the lowest mean public excess risk (the 'tuning' table); the
-    paper's step stays for the labelled paper's-step settings, whose reference is RSVRG at that
-    step."""
-    import csv
-
+def _fig5_seeing_steps(out_dir, overrides):
+    """prirfed-fig5 run with ``overrides`` into ``out_dir``: (summary, context, every setting's
+    (label, group, step size) as handed to ``run_settings``)."""
     import rfed.experiments.prirfed as prirfed_experiments
 
     seen = []
@@ -207,15 +203,26 @@ def test_fig5_rsvrg_runs_at_its_own_step_chosen_on_public_words(tmp_path):
         seen.extend((st.label, st.group, st.algorithm.step_size) for st in settings)
         return original(ctx, settings, **kwargs)
 
-    pytest.MonkeyPatch.setattr(pytest.MonkeyPatch(), prirfed_experiments, "run_settings", spy)
+    prirfed_experiments.run_settings = spy
     try:
-        summary, ctx = run_experiment(
-            "prirfed-fig5", seed=0, out_dir=tmp_path,
-            overrides={"rounds": 3, "repetitions": 1, "eval_every": 3, "inner_steps": 2,
-                       "local_steps": 2, "epsilons": [1.0, 8.0], "tune_repetitions": 2,
-                       "rsvrg_step_sizes": [0.3, 0.01, 0.001]})
+        summary, ctx = run_experiment("prirfed-fig5", seed=0, out_dir=out_dir,
+                                      overrides=overrides)
     finally:
         prirfed_experiments.run_settings = original
+    return summary, ctx, seen
+
+
+def test_fig5_rsvrg_runs_at_its_own_step_chosen_on_public_words(tmp_path):
+    """RSVRG (its non-private reference and the budget-first DP-RSVRG) runs at the step of
+    'rsvrg_step_sizes' with the lowest mean public excess risk (the 'tuning' table); the
+    paper's step stays for the labelled paper's-step settings, whose reference is RSVRG at that
+    step."""
+    import csv
+
+    summary, ctx, seen = _fig5_seeing_steps(
+        tmp_path, {"rounds": 3, "repetitions": 1, "eval_every": 3, "inner_steps": 2,
+                   "local_steps": 2, "epsilons": [1.0, 8.0], "tune_repetitions": 2,
+                   "rsvrg_step_sizes": [0.3, 0.01, 0.001]})
     with open(tmp_path / "tuning.csv") as fh:
         tuning = list(csv.DictReader(fh))
     assert [float(r["rsvrg_step_size"]) for r in tuning] == [0.3, 0.01, 0.001]
@@ -256,3 +263,55 @@ def test_fig5_rsvrg_runs_at_its_own_step_chosen_on_public_words(tmp_path):
         overrides={"rounds": 1, "repetitions": 1, "eval_every": 1, "inner_steps": 2,
                    "local_steps": 2, "epsilons": [8.0], "rsvrg_step_sizes": [0.02]})
     assert summary["rsvrg_step_size"] == 0.02 and summary["rsvrg_step_chosen_on"] == "given"
+
+
+def test_fig5_dp_rsgd_runs_at_a_step_chosen_per_planned_epsilon_on_public_words(tmp_path):
+    """Each budget-first DP-RSGD runs at the step of 'rsgd_step_sizes' whose budget-first
+    DP-RSGD at that planned epsilon ends lowest on public words (the 'tuning_rsgd' table, one
+    search per epsilon); where that step is not the paper's, the paper's step runs too,
+    labelled, with the non-private RSGD (at the paper's step) as its reference; the paper's
+    calibration keeps the paper's step."""
+    import csv
+
+    grid = [0.3, 0.03, 0.003]
+    summary, ctx, seen = _fig5_seeing_steps(
+        tmp_path, {"rounds": 3, "repetitions": 1, "eval_every": 3, "inner_steps": 2,
+                   "local_steps": 2, "epsilons": [1.0, 8.0], "tune_repetitions": 2,
+                   "rsvrg_step_sizes": [0.01], "rsgd_step_sizes": grid})
+    assert not (tmp_path / "tuning.csv").exists()   # RSVRG's step given
+    with open(tmp_path / "tuning_rsgd.csv") as fh:
+        tuning = list(csv.DictReader(fh))
+    assert [(float(r["planned_epsilon"]), float(r["rsgd_step_size"])) for r in tuning] == [
+        (e, a) for e in (1.0, 8.0) for a in grid]
+    steps = {label: (group, step) for label, group, step in seen}
+    rows = {r["setting"]: r for r in ctx.summary_rows}
+    for eps in (1.0, 8.0):
+        search = [r for r in tuning if float(r["planned_epsilon"]) == eps]
+        scores = [float(r["public_mean_final_excess_risk"]) for r in search]
+        best = float(search[int(np.argmin(scores))]["rsgd_step_size"])
+        assert [float(r["rsgd_step_size"]) for r in search if r["chosen"] == "True"] == [best]
+        label = f"PriRFed-DP-RSGD planned eps<={eps:g}"
+        assert steps[label] == ("", best)
+        assert {"planned_epsilon": eps, "step_size": best} in summary["rsgd_step_sizes"]
+        at_paper = f"PriRFed-DP-RSGD paper's step 0.3, planned eps<={eps:g}"
+        if best == 0.3:
+            assert at_paper not in steps
+        else:
+            assert steps[at_paper] == ("", 0.3)
+            assert rows[at_paper]["reference"] == rows["PriRFed-RSGD non-private"]["utility"]
+            assert rows[at_paper]["epsilon"] == pytest.approx(eps, rel=1e-3)
+    assert summary["rsgd_step_at_grid_edge"] == any(
+        e["step_size"] in (0.3, 0.003) for e in summary["rsgd_step_sizes"])
+    assert steps["PriRFed-RSGD non-private"] == ("", 0.3)
+    paper = [lab for lab in steps if lab.startswith("PriRFed-DP-RSGD paper's calibration")]
+    assert [steps[lab] for lab in paper] == [("", 0.3)]
+    # one step given: that step at every epsilon, no search, no paper's-step copies
+    summary, ctx = run_experiment(
+        "prirfed-fig5", seed=0,
+        overrides={"rounds": 1, "repetitions": 1, "eval_every": 1, "inner_steps": 2,
+                   "local_steps": 2, "epsilons": [1.0, 8.0], "rsvrg_step_sizes": [0.02],
+                   "rsgd_step_sizes": [0.3]})
+    assert summary["rsgd_step_chosen_on"] == "given"
+    assert [e["step_size"] for e in summary["rsgd_step_sizes"]] == [0.3, 0.3]
+    assert not any("paper's step" in r["setting"] and "DP-RSGD" in r["setting"]
+                   for r in ctx.summary_rows)

@@ -24,7 +24,7 @@ SMALL = {
     # these rounds
     "prirfed-fig5": {"rounds": 8, "repetitions": 4, "eval_every": 2, "inner_steps": 2,
                      "local_steps": 2, "epsilons": [1.0], "rsvrg_variant": "paper",
-                     "rsvrg_step_sizes": [0.3]},
+                     "rsvrg_step_sizes": [0.3], "rsgd_step_sizes": [0.3]},
 }
 
 

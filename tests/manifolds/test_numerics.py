@@ -137,6 +137,38 @@ def test_hyperboloid_tangent_gaussian_is_transport_from_origin():
     np.testing.assert_allclose(g, h.transport(h.origin, x, at_origin), atol=1e-12)
 
 
+@pytest.mark.parametrize("radius", [5.0, 20.0, 25.0, 30.0, 34.0])
+def test_hyperboloid_log_far_from_the_origin_keeps_the_documented_accuracy(radius):
+    """The documented float64 limit of ambient tangent coordinates: at a base point x far out,
+    the component across the radius is resolved to eps x_0 |u|, so norm(log) / dist - 1 is
+    O((eps x_0)^2) (plus ulps), derived from the representation, not measured."""
+    h = Hyperboloid(2)
+    rng = np.random.default_rng(int(radius))
+    o = np.broadcast_to(h.origin, (64, 3))
+    out = h.tangent_gaussian(o, 1.0, rng)
+    x = h.exp(o, radius * out / h.norm(o, out)[:, None])
+    near = h.tangent_gaussian(o, 1.0, rng)
+    y = h.exp(o, rng.uniform(0.1, 3.0, (64, 1)) * near / h.norm(o, near)[:, None])
+    rel = np.abs(h.norm(x, h.log(x, y)) / h.dist(x, y) - 1.0)
+    eps_x0 = np.finfo(float).eps * np.cosh(radius)
+    assert np.max(rel) <= 100.0 * eps_x0**2 + 1e-13, (radius, np.max(rel), eps_x0**2)
+    # the target end is near the origin: there the log is accurate at every distance
+    back = np.abs(h.norm(y, h.log(y, x)) / h.dist(x, y) - 1.0)
+    assert np.max(back) <= 1e-13
+
+
+def test_hyperboloid_far_points_are_checked_and_proj_refuses_to_overflow():
+    h = Hyperboloid(2)
+    o = h.origin
+    u = np.array([0.0, 600.0, 0.0])
+    x = h.exp(o, u)  # x_0 = cosh 600, about 2e260: x * x overflows
+    with np.errstate(over="raise", invalid="raise"):  # no overflow warning on the way
+        assert h.point_violation(x) <= 1e-15
+        assert h.point_violation(-x) >= 1.0  # the lower sheet still fails
+        with pytest.raises(FloatingPointError, match="proj"):
+            h.proj(x, np.array([1.0, 2.0, 3.0]))
+
+
 # ---------------------------------------------------------------- poincare <-> hyperboloid
 def test_poincare_hyperboloid_maps_are_inverse_isometries():
     h = Hyperboloid(3)

@@ -79,3 +79,41 @@ def test_cost_only_evaluation(sizes):
     np.testing.assert_array_equal(p.grad(x), both.grad(x))
     with pytest.raises(ValueError, match="evaluate_grad_norm"):
         SPDFrechetMean.from_arrays(parts, evaluate_grad_norm="no")
+
+
+def test_kept_evaluations_are_never_stale():
+    """The evaluations kept by (agents, point bytes) (the common start of the settings'
+    repetitions is evaluated once) return what a fresh problem computes, byte for byte: after
+    the point is mutated in place, for another point of the same shape, for another subset of
+    agents, and after the oldest answers were dropped to stay under the byte bound."""
+    pts = make_wishart_spd(60, 3, 7)
+    parts = np.split(pts, [20, 40])
+    kept = SPDFrechetMean.from_arrays(parts, evaluate_grad_norm=False)
+    rng = np.random.default_rng(4)
+
+    def fresh(x, agents=None):
+        return SPDFrechetMean.from_arrays(parts, evaluate_grad_norm=False).local_cost(x, agents)
+
+    x = kept.manifold.random_point(rng)
+    first = kept.local_cost(x)
+    assert first.tobytes() == fresh(x).tobytes()
+    x[0, 0] += 0.25   # the same array, another point: not the kept answer
+    x[1, 1] += 0.25
+    moved = kept.local_cost(x)
+    assert moved.tobytes() == fresh(x).tobytes() != first.tobytes()
+    other = kept.manifold.random_point(rng)
+    assert kept.local_cost(other).tobytes() == fresh(other).tobytes()
+    subset = np.array([2, 0])
+    assert kept.local_cost(other, subset).tobytes() == fresh(other, subset).tobytes()
+    # a returned answer is the caller's: writing into it leaves the kept one alone
+    answer = kept.local_cost(other)
+    answer[:] = 0.0
+    assert kept.local_cost(other).tobytes() == fresh(other).tobytes()
+    # a bound below one entry keeps the last answer only: the oldest go, and a point
+    # evaluated again is recomputed
+    kept._EVALUATIONS_BYTES = 1
+    points = [kept.manifold.random_point(rng) for _ in range(3)]
+    for p in points:
+        kept.local_cost(p)
+    assert len(kept._evaluated) == 1
+    assert kept.local_cost(points[0]).tobytes() == fresh(points[0]).tobytes()

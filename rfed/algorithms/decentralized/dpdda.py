@@ -63,7 +63,8 @@ from rfed.randomness import check_agents_per_stream, public_generator
 __all__ = ["DPDDA"]
 
 #: Active nodes from which a round gathers their rows and records into arrays kept for the
-#: run: below, fresh arrays (served from malloc's free lists) cost less than the bookkeeping.
+#: run, and agents from which it writes the next state and its message into recycled arrays:
+#: below, fresh arrays (served from malloc's free lists) cost less than the bookkeeping.
 REUSE_MIN_ROWS = 4096
 
 
@@ -461,16 +462,18 @@ class DPDDA(PrivateAlgorithm):
         """The array the next state's ``field`` is written into: the one of the state two
         rounds old when nothing else holds it
         (:meth:`~rfed.algorithms.decentralized._common.ScratchArrays.recycled`), for
-        C-contiguous float64 rows; else ``None`` (a fresh one)."""
+        C-contiguous float64 rows of at least :data:`REUSE_MIN_ROWS` agents; else ``None`` (a
+        fresh one: below that size the bookkeeping costs more than the allocation saves)."""
         if (type(like) is not np.ndarray or like.dtype != np.float64
-                or not like.flags.c_contiguous):
+                or not like.flags.c_contiguous or like.shape[0] < REUSE_MIN_ROWS):
             return None
         return scratch_of(self).recycled(field, like.shape)
 
     def _message_copy(self, z: np.ndarray) -> np.ndarray:
         """A copy of ``z`` to build the round's messages in: the run's reused array for float64
-        (the mixing product returns a fresh one, so the message never leaves the round)."""
-        if z.dtype != np.float64:
+        rows of at least :data:`REUSE_MIN_ROWS` agents (the mixing product returns a fresh one,
+        so the message never leaves the round), else a fresh copy."""
+        if z.dtype != np.float64 or z.shape[0] < REUSE_MIN_ROWS:
             return z.copy()
         msg = scratch_of(self).take("message", z.shape)
         np.copyto(msg, z)
