@@ -33,7 +33,12 @@ split's features and labels instead of the zero model, and the regularisation st
 more axis of the public search (``warm_start_l2s``). The public proxy of fold ``f`` starts from
 the fit to its own training half (the only public images it may train on without touching its
 validation half); the private runs start from the fit to the whole public split. Neither reads
-a private record or a test image.
+a private record or a test image. With ``public_split_parts = 3`` the public split is cut in
+thirds instead and a fold's warm start is fitted to a third of its own (``PublicProxy.warm_x``),
+so that the public run trains on records new to its start, as the private run does; with
+``warm_start_alone`` the search also scores the warm start alone
+(:meth:`PublicProxy.warm_start_score`), and can report that no private phase beats it
+(:mod:`rfed.experiments.utility_decentralized`).
 """
 
 from __future__ import annotations
@@ -358,6 +363,12 @@ class PublicProxy:
     budget_noise : callable
         ``budget_noise(alg_factory_kwargs) -> dict`` giving the budget arguments of a private
         run of ``rounds`` rounds (``{'budget': ..., 'n_rounds': ...}``).
+    warm_x, warm_y : arrays, optional
+        The public part the warm start is fitted to (features before projection). None: the
+        training part itself (the warm start has then seen every record the public run trains
+        on, which a private run's records are not); a third part disjoint from both the
+        training and the validation parts makes the public run's data new to its start, as a
+        private run's are (setting ``public_split_parts = 3``).
     """
 
     name: str
@@ -373,6 +384,8 @@ class PublicProxy:
     budget: Any
     repetitions: int
     rng: Callable[..., np.random.Generator]
+    warm_x: np.ndarray | None = None
+    warm_y: np.ndarray | None = None
 
     def __post_init__(self):
         parts = partition(self.train_y, self.n_agents, "iid", 1.0, self.rng(0))
@@ -388,10 +401,33 @@ class PublicProxy:
             return np.zeros(self.problem(dim).n_params)
         key = (int(dim), float(hp["warm_start_l2"]))
         if key not in self._starts:
+            fit_x, fit_y = ((self.train_x, self.train_y)
+                            if self.warm_x is None or self.warm_y is None
+                            else (self.warm_x, self.warm_y))
             self._starts[key] = public_warm_start(
-                self.projections.apply(self.train_x, dim), self.train_y, key[1],
+                self.projections.apply(fit_x, dim), fit_y, key[1],
                 int(self.cfg["reference_maxiter"]), self.feature_bound)
         return self._starts[key]
+
+    def warm_start_score(self, hp: Mapping[str, Any]) -> float:
+        """The validation accuracy (%) of the warm start alone, with no private phase: the
+        candidate that says the private run at this budget does not improve on its start.
+
+        Parameters
+        ----------
+        hp : mapping
+            ``warm_start_l2`` and ``dim``.
+
+        Returns
+        -------
+        float
+        """
+        if not self.cfg.get("public_warm_start", False):
+            raise ValueError("setting 'warm_start_alone' needs public_warm_start = true")
+        dim = int(hp["dim"])
+        x0 = self.start(hp, dim)
+        return float(100.0 * self.problem(dim).accuracy(
+            x0, self.projections.apply(self.val_x, dim), self.val_y))
 
     def problem(self, dim: int) -> SoftmaxRegression:
         """The public training problem at feature dimension ``dim`` (cached)."""

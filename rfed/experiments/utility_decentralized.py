@@ -394,6 +394,103 @@ def _folds_score(proxies: list[PublicProxy]) -> Callable[[dict], tuple[float, di
     return score
 
 
+def _check_public_folds(cfg: dict) -> tuple[int, int]:
+    """The settings ``public_split_parts``, ``tune_folds`` and ``warm_start_alone`` checked
+    (before any data is read); returns the parts and the folds."""
+    parts = cfg["public_split_parts"]
+    check_setting(cfg, "public_split_parts", parts in (2, 3) and not isinstance(parts, bool),
+                  "2 (halves) or 3 (thirds: warm start, training, validation)")
+    check_setting(cfg, "warm_start_alone", isinstance(cfg["warm_start_alone"], bool),
+                  "true or false")
+    if parts == 3 and not cfg.get("public_warm_start", False):
+        raise ValueError("setting 'public_split_parts' = 3 fits the warm start to one third: "
+                         "it needs public_warm_start = true")
+    if cfg["warm_start_alone"] and not cfg.get("public_warm_start", False):
+        raise ValueError("setting 'warm_start_alone' scores the public warm start alone: it "
+                         "needs public_warm_start = true")
+    folds = cfg["tune_folds"]
+    if folds not in range(1, parts + 1) or isinstance(folds, bool):
+        raise ValueError(f"setting 'tune_folds' must be 1 (train on the first public part, "
+                         f"score on the next) to {parts} (every rotation of the "
+                         f"{parts} parts), got {cfg['tune_folds']!r}")
+    return int(parts), int(folds)
+
+
+def _public_folds(cfg: dict, n_public: int, n_declared: int
+                  ) -> tuple[int, list[tuple[slice | None, slice, slice]], str]:
+    """The public tuning folds: how many, each fold's (warm-start part, training part,
+    validation part) of the public split, and the ``chosen_on`` text of the tuning table.
+
+    ``public_split_parts = 2``: halves; fold 0 trains on the first and scores on the second,
+    fold 1 the other way round; the warm start (if any) is fitted to the training half.
+    ``public_split_parts = 3``: thirds; fold ``f`` fits the warm start to third ``f``, trains
+    on third ``f + 1`` and scores on third ``f + 2`` (mod 3), so that the public run, like a
+    private run, trains on records its start has not seen.
+    """
+    parts, folds = _check_public_folds(cfg)
+    cut = [i * n_public // parts for i in range(parts + 1)]
+    pieces = [slice(cut[i], cut[i + 1]) for i in range(parts)]
+    if parts == 2:
+        roles: list[tuple[slice | None, slice, slice]] = [(None, pieces[0], pieces[1]),
+                                                          (None, pieces[1], pieces[0])]
+        text = (f"public split ({n_declared} images): {cut[1]} train / {n_public - cut[1]} "
+                f"validation" + (", both ways (2 folds)" if folds == 2 else ""))
+    else:
+        roles = [(pieces[f], pieces[(f + 1) % 3], pieces[(f + 2) % 3]) for f in range(3)]
+        text = (f"public split ({n_declared} images) in thirds: warm start / train / "
+                f"validation ({cut[1]}, {cut[2] - cut[1]}, {n_public - cut[2]})"
+                + (f", {folds} rotations ({folds} folds)" if folds > 1 else ""))
+    return int(folds), roles, text
+
+
+def public_search(proxies: list[PublicProxy], grids: dict[str, list], sweeps: int,
+                  warm_start_alone: bool) -> dict[str, Any]:
+    """The public search of one trainer: the coordinate search of its private configurations
+    over ``grids`` (scores averaged over the folds' ``proxies``) and, with
+    ``warm_start_alone``, the warm start alone (no private phase) as one more candidate.
+
+    The warm start alone is scored on each fold's validation part at every warm-start L2
+    strength and feature dimension of the grids (averaged over the folds). It is preferred
+    only if its best score is strictly above the best private configuration's (a tie keeps
+    the private phase, as a tie keeps the current value in the search).
+
+    Parameters
+    ----------
+    proxies : list of PublicProxy
+        One per fold.
+    grids : dict of str to list
+        The search grids (:func:`_grids`); with ``warm_start_alone`` they hold
+        ``warm_start_l2`` and ``dim``.
+    sweeps : int
+        Passes of :func:`rfed.experiments._classify.coordinate_search`.
+    warm_start_alone : bool
+        Score the warm start alone as a candidate.
+
+    Returns
+    -------
+    dict
+        ``best`` (the best private configuration), ``rows`` (every private configuration
+        scored), ``best_score``, ``alone_rows`` (the warm start alone at each L2 strength and
+        dimension: ``warm_start_l2``, ``dim``, ``public_score``; empty without
+        ``warm_start_alone``), ``alone_best`` (the best of them or None) and
+        ``prefers_warm_start_alone``.
+    """
+    best, rows = coordinate_search(_folds_score(proxies), grids, sweeps)
+    best_score = next(r["public_score"] for r in rows if all(r[k] == best[k] for k in grids))
+    alone_rows = []
+    if warm_start_alone:
+        for l2 in grids["warm_start_l2"]:
+            for dim in grids["dim"]:
+                hp = {"warm_start_l2": l2, "dim": dim}
+                alone_rows.append({**hp, "public_score": float(np.mean(
+                    [p.warm_start_score(hp) for p in proxies]))})
+    alone_best = max(alone_rows, key=lambda r: r["public_score"], default=None)
+    prefers = alone_best is not None and (
+        not math.isfinite(best_score) or alone_best["public_score"] > best_score)
+    return {"best": best, "rows": rows, "best_score": best_score, "alone_rows": alone_rows,
+            "alone_best": alone_best, "prefers_warm_start_alone": bool(prefers)}
+
+
 def declared_sizes(nominal_total: int, n_agents: int) -> np.ndarray:
     """Public nominal local sizes: ``nominal_total`` split as evenly as possible.
 
@@ -472,7 +569,16 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "non-privately (L-BFGS, reference_maxiter iterations) to the LABELLED public split "
         "(disjoint from the private records and the test images, so it costs no privacy) "
         "instead of the zero model, its L2 strength searched on the public split over "
-        "warm_start_l2s (each public fold starts from the fit to its own training half)."
+        "warm_start_l2s (each public fold starts from the fit to its own training half). "
+        "public_split_parts = 3 cuts the public split in thirds instead (the warm start "
+        "fitted to one, the public run trained on the next, scored on the last; tune_folds "
+        "up to 3 rotations), so that the public run trains on records its start has not "
+        "seen, as the private run does; warm_start_alone = true also scores the warm start "
+        "alone (no private phase, at every warm_start_l2s and dims) on the same validation "
+        "parts, and the tuning table chooses it when it beats every private configuration: "
+        "the public search then reports that private training at this budget does not "
+        "improve on the public start (summary.json: public_choice; the private runs are "
+        "still made, at the best private configuration, for the table)."
     ),
     defaults={
         "data_path": "", "features": "scattering", "n_agents": 10,
@@ -490,7 +596,8 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "clips": [0.05, 0.2, 0.8, 3.2], "batch_fractions": [0.125, 0.25, 0.5, 1.0],
         "epochs_grid": [20.0, 40.0, 80.0, 160.0], "momenta": [0.0, 0.5, 0.75, 0.9],
         "dims": [0], "tail_averages": [0.0, 0.25, 0.5, 0.75], "ema_decays": [0.0],
-        "tune_folds": 1, "public_warm_start": False,
+        "tune_folds": 1, "public_split_parts": 2, "warm_start_alone": False,
+        "public_warm_start": False,
         "warm_start_l2s": [0.003, 0.01, 0.03, 0.1],
         "tune_sweeps": 2, "tune_repetitions": 2, "eps_tune": 3.0,
         "reference_maxiter": 100, "nonprivate_runs": True,
@@ -542,6 +649,7 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
     check_setting(cfg, "warm_start_l2s", isinstance(l2s, list) and len(l2s) > 0 and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
         and v >= 0 for v in l2s), "a non-empty list of L2 strengths >= 0")
+    _check_public_folds(cfg)
     data = _classify_data(cfg, ctx)
     bound = float(data["feature_bound"])
     n_feat = int(data["x_priv"].shape[1])
@@ -567,30 +675,40 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
     delta = delta_of[relations[0]]
     # --- hyperparameters on the public split, at the noise of the first partition's private
     # run at eps_tune under the first relation
-    half = len(data["y_pub"]) // 2
     tune_kind = cfg["partitions"][0]
-    tuning, chosen = [], {}
-    folds = int(cfg["tune_folds"])
-    if folds not in (1, 2):
-        raise ValueError(f"setting 'tune_folds' must be 1 (train on the first public half, "
-                         f"score on the second) or 2 (also the other way round), got "
-                         f"{cfg['tune_folds']!r}")
-    halves = (slice(None, half), slice(half, None))
+    tuning, chosen, public_choice = [], {}, {}
+    folds, roles, chosen_on = _public_folds(cfg, len(data["y_pub"]), data["n_public"])
+    alone = bool(cfg["warm_start_alone"])
     for mi, name in enumerate(cfg["algorithms"]):
-        # fold f trains on one public half and scores on the other; fold 1 swaps them
+        # fold f warm-starts on roles[f][0] (None: its training part), trains on roles[f][1]
+        # and scores on roles[f][2]
         proxies = [PublicProxy(
-            name, data["x_pub"][halves[f]], data["y_pub"][halves[f]],
-            data["x_pub"][halves[1 - f]], data["y_pub"][halves[1 - f]], counts[tune_kind], n,
+            name, data["x_pub"][train], data["y_pub"][train],
+            data["x_pub"][val], data["y_pub"][val], counts[tune_kind], n,
             cfg, proj, bound, _budget(cfg["eps_tune"], delta, relations[0], declared),
             int(cfg["tune_repetitions"]),
-            lambda *s, mi=mi, f=f: ctx.rng(920 + f, mi, *s)) for f in range(folds)]
+            lambda *s, mi=mi, f=f: ctx.rng(920 + f, mi, *s),
+            warm_x=None if warm is None else data["x_pub"][warm],
+            warm_y=None if warm is None else data["y_pub"][warm])
+            for f, (warm, train, val) in enumerate(roles[:folds])]
         grids = _grids(cfg, name, dims)
-        best, rows = coordinate_search(_folds_score(proxies), grids, int(cfg["tune_sweeps"]))
+        search = public_search(proxies, grids, int(cfg["tune_sweeps"]), alone)
+        best, rows, best_score = search["best"], search["rows"], search["best_score"]
+        alone_rows, alone_best = search["alone_rows"], search["alone_best"]
+        prefers_alone = search["prefers_warm_start_alone"]
         edges = at_grid_edge(best, grids, {"dim": (n_feat,)})
         chosen[name] = best
+        public_choice[name] = {
+            "private_phase": not prefers_alone,
+            "public_score_with_private_phase": best_score,
+            **({"public_score_warm_start_alone": alone_best["public_score"],
+                "warm_start_alone": _hp_text({k: alone_best[k] for k in ("warm_start_l2",
+                                                                         "dim")})}
+               if alone_best is not None else {})}
+        phase = {"private_phase": True} if alone else {}
         for row in rows:
-            is_best = all(row[k] == best[k] for k in grids)
-            tuning.append({"algorithm": name, **{k: row[k] for k in grids},
+            is_best = all(row[k] == best[k] for k in grids) and not prefers_alone
+            tuning.append({"algorithm": name, **phase, **{k: row[k] for k in grids},
                            "public_validation_accuracy": row["public_score"],
                            "rounds": row["rounds"], "local_batch": row["batch"],
                            "noise_multiplier": row["noise_multiplier"],
@@ -599,11 +717,18 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                            "eps_tune": cfg["eps_tune"], "relation": relations[0],
                            "chosen": is_best,
                            "at_grid_edge": ", ".join(edges) if is_best else "",
-                           "chosen_on": f"public split ({data['n_public']} images): {half} "
-                                        f"train / {len(data['y_pub']) - half} validation"
-                                        + (", both ways (2 folds)" if folds == 2 else "")})
+                           "chosen_on": chosen_on})
+        for row in alone_rows:
+            tuning.append({"algorithm": name, "private_phase": False,
+                           "warm_start_l2": row["warm_start_l2"], "dim": row["dim"],
+                           "public_validation_accuracy": row["public_score"],
+                           "eps_tune": cfg["eps_tune"], "relation": relations[0],
+                           "chosen": prefers_alone and row is alone_best,
+                           "at_grid_edge": "", "chosen_on": chosen_on})
         ctx.log(setting=f"tuning {name}", algorithm=name, chosen=_hp_text(best),
-                at_grid_edge=", ".join(edges))
+                at_grid_edge=", ".join(edges),
+                public_choice=("the warm start alone (no private phase)" if prefers_alone
+                               else "the private phase"))
     ctx.save_table("tuning", tuning)
     # --- the sweep: per partition, per feature dimension in use, per trainer
     rows = []
@@ -729,6 +854,7 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
     return {"delta": delta, "delta_by_relation": {r: delta_of[r] for r in relations},
             "declared_public_sizes": declared.tolist(),
             "hyperparameters": {k: _hp_text(v) for k, v in chosen.items()},
+            "public_choice": public_choice,
             "references": reference_rows, "privacy_utility": rows, "communication": comm_rows,
             "targets": targets, "target": targets.get("decentralized replace_one")}
 

@@ -547,3 +547,89 @@ def test_epsilon_axis_names_relation_and_delta():
         "certified epsilon, replace-one, delta = 1e-05; add/remove, delta = 2e-06 (whole run)")
     assert ud._epsilon_axis_label([dict(rows[0], epsilon_certified=None)], name) == (
         "certified epsilon (whole run)")
+
+
+def _proxies_for(warm_labels_true: bool, train_labels_true: bool, seed: int = 0):
+    """Public proxies on separable synthetic classes (one fold each way round is not needed:
+    one fold), whose warm-start part and training part have true or shuffled labels."""
+    from rfed.experiments._classify import PublicProxy
+    from rfed.privacy.budget import PrivacyBudget
+    rng = np.random.default_rng(seed)
+    d, m = 20, 300
+    centres = 0.6 * rng.standard_normal((10, d))
+
+    def part(true: bool):
+        y = rng.integers(0, 10, m)
+        x = centres[y] + rng.standard_normal((m, d))
+        x /= np.linalg.norm(x, axis=1, keepdims=True)
+        return x, (y if true else rng.permutation(y))
+    (wx, wy), (tx, ty), (vx, vy) = part(warm_labels_true), part(train_labels_true), part(True)
+    cfg = {"public_warm_start": True, "reference_maxiter": 200, "graph_degree": 1,
+           "decentralized_sampling": "poisson"}
+    proxy = PublicProxy(CENTRALIZED, tx, ty, vx, vy, np.array([3000] * 4), 4, cfg,
+                        Projections(np.vstack([wx, tx, vx]), [d]), 1.0,
+                        PrivacyBudget(2.0, 1e-5), 1,
+                        lambda *s: np.random.default_rng([seed, *s]), warm_x=wx, warm_y=wy)
+    grids = {"warm_start_l2": [0.01], "step": [1.0, 4.0], "clip": [1.0],
+             "batch_fraction": [0.5], "epochs": [20.0], "momentum": [0.5], "dim": [d],
+             "tail_average": [0.5], "ema_decay": [0.0]}
+    return [proxy], grids
+
+
+def test_public_search_prefers_the_warm_start_when_private_steps_only_add_noise():
+    """When the records the public run trains on carry no label information (shuffled
+    labels: a private step can only add noise to the start), the search's choice is the warm
+    start alone; when the warm start learned nothing (its part shuffled) and the training part
+    is informative, the search keeps the private phase. Without the candidate the search has
+    no way to say no private phase is better."""
+    proxies, grids = _proxies_for(warm_labels_true=True, train_labels_true=False)
+    noise_only = ud.public_search(proxies, grids, 1, warm_start_alone=True)
+    assert noise_only["prefers_warm_start_alone"]
+    assert noise_only["alone_best"]["public_score"] > 50.0   # far above chance (10 %)
+    assert noise_only["alone_best"]["public_score"] > noise_only["best_score"]
+    proxies, grids = _proxies_for(warm_labels_true=False, train_labels_true=True)
+    informative = ud.public_search(proxies, grids, 1, warm_start_alone=True)
+    assert not informative["prefers_warm_start_alone"]
+    assert informative["best_score"] > informative["alone_best"]["public_score"] + 20
+    # off, the candidate is not scored and the private phase is the only choice
+    off = ud.public_search(*_proxies_for(True, False), 1, warm_start_alone=False)
+    assert off["alone_rows"] == [] and not off["prefers_warm_start_alone"]
+    assert off["best"] == noise_only["best"]
+
+
+_THIRDS = {"algorithms": [CENTRALIZED], "batch_fractions": [1.0], "dims": [16],
+           "public_warm_start": True, "warm_start_l2s": [0.01, 0.1],
+           "public_split_parts": 3, "warm_start_alone": True, "tune_folds": 2}
+
+
+def test_classify_public_thirds_refuses_bad_settings(fake_data, tmp_path):
+    """Thirds and the warm-start-alone candidate need the warm start; at most as many
+    rotations as parts; each refusal names its setting."""
+    for bad, match in (({"public_warm_start": False}, "'public_split_parts'"),
+                       ({"public_warm_start": False, "public_split_parts": 2},
+                        "'warm_start_alone'"),
+                       ({"tune_folds": 4}, "'tune_folds'"),
+                       ({"public_split_parts": 4}, "'public_split_parts'")):
+        with pytest.raises(ValueError, match=match):
+            _tiny_classify(fake_data, tmp_path / "bad", **{**_THIRDS, **bad})
+
+
+@pytest.mark.slow
+def test_classify_public_thirds_and_warm_start_alone(fake_data, tmp_path):
+    """public_split_parts = 3 fits the warm start to one third, trains on the next and scores
+    on the last; warm_start_alone adds the warm start alone to the tuning table (one chosen
+    row in all) and the choice to the summary."""
+    grids = _THIRDS
+    summary, ctx = _tiny_classify(fake_data, tmp_path / "thirds", **grids)
+    tuning = ctx.tables["tuning"]
+    alone = [t for t in tuning if t["private_phase"] is False]
+    assert {(t["warm_start_l2"], t["dim"]) for t in alone} == {(0.01, 16), (0.1, 16)}
+    assert sum(bool(t["chosen"]) for t in tuning) == 1
+    assert all("in thirds" in t["chosen_on"] and "2 rotations" in t["chosen_on"]
+               for t in tuning)
+    choice = summary["public_choice"][CENTRALIZED]
+    best_alone = max(t["public_validation_accuracy"] for t in alone)
+    assert choice["public_score_warm_start_alone"] == best_alone
+    assert choice["private_phase"] == (choice["public_score_with_private_phase"] >= best_alone)
+    chosen = next(t for t in tuning if t["chosen"])
+    assert chosen["private_phase"] is choice["private_phase"]
