@@ -359,7 +359,10 @@ class PublicProxy:
     val_x, val_y : arrays
         The public half that scores.
     private_counts : array of int
-        The private local sizes of the partition the noise is calibrated for.
+        The local sizes of the private partition that the private run's batch, rounds and
+        noise are planned from: the true sizes under replace-one, the declared public sizes
+        under add/remove (where the true sizes are private;
+        :func:`rfed.experiments.utility_decentralized.planning_sizes`).
     budget_noise : callable
         ``budget_noise(alg_factory_kwargs) -> dict`` giving the budget arguments of a private
         run of ``rounds`` rounds (``{'budget': ..., 'n_rounds': ...}``).

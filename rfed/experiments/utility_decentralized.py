@@ -509,6 +509,38 @@ def declared_sizes(nominal_total: int, n_agents: int) -> np.ndarray:
     return np.array([base + (1 if i < extra else 0) for i in range(int(n_agents))])
 
 
+def planning_sizes(relation: str | None, counts: np.ndarray, declared: np.ndarray
+                   ) -> np.ndarray:
+    """The local sizes a run's batch and rounds are computed from.
+
+    Under add/remove the true local sizes are private (one record more or less changes
+    them), so a batch or a round count read from them would release a function of private
+    data that no accountant charges: the declared public sizes are used. Under replace-one
+    the true sizes are public, and a non-private run (``relation=None``) spends nothing.
+
+    Parameters
+    ----------
+    relation : {'replace_one', 'add_remove_one'} or None
+        The run's neighbouring relation; None for a non-private run.
+    counts : int array, shape ``(n_agents,)``
+        The true local sizes.
+    declared : int array, shape ``(n_agents,)``
+        The declared public local sizes (:func:`declared_sizes`).
+
+    Returns
+    -------
+    int array, shape ``(n_agents,)``
+    """
+    return np.asarray(declared if relation == "add_remove_one" else counts)
+
+
+def _run_plan(hp: dict, sizes: np.ndarray, n_agents: int) -> tuple[int, int]:
+    """(local batch, rounds) of a run with hyperparameters ``hp`` on local sizes ``sizes``
+    (:func:`planning_sizes`)."""
+    batch = local_batch(hp["batch_fraction"], int(sizes.min()))
+    return batch, rounds_for(hp["epochs"], int(sizes.sum()), n_agents, batch)
+
+
 def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray,
               cfg: dict) -> str | None:
     """Why trainer ``name`` cannot run under ``relation`` (None: it can), asked of the trainer
@@ -684,7 +716,8 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
         # and scores on roles[f][2]
         proxies = [PublicProxy(
             name, data["x_pub"][train], data["y_pub"][train],
-            data["x_pub"][val], data["y_pub"][val], counts[tune_kind], n,
+            data["x_pub"][val], data["y_pub"][val],
+            planning_sizes(relations[0], counts[tune_kind], declared), n,
             cfg, proj, bound, _budget(cfg["eps_tune"], delta, relations[0], declared),
             int(cfg["tune_repetitions"]),
             lambda *s, mi=mi, f=f: ctx.rng(920 + f, mi, *s),
@@ -769,15 +802,19 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                 hp = chosen[name]
                 if int(hp["dim"]) != dim:
                     continue
-                batch = local_batch(hp["batch_fraction"], int(problem.counts.min()))
-                rounds = rounds_for(hp["epochs"], problem.n_samples, n, batch)
+                # each relation's batch and rounds from the sizes it may read
+                plans = {rel: _run_plan(hp, planning_sizes(rel, problem.counts, declared), n)
+                         for rel in [None, *relations]}
                 x0 = (x0_of[dim, float(hp["warm_start_l2"])] if cfg["public_warm_start"]
                       else np.zeros(problem.n_params))
                 settings = ([(None, None)] if cfg["nonprivate_runs"] else []) + [
                     (rel, eps) for rel in relations for eps in eps_list]
-                refusals = {rel: _supports(name, rel, problem.counts, declared, cfg)
+                refusals = {rel: _supports(name, rel,
+                                           planning_sizes(rel, problem.counts, declared),
+                                           declared, cfg)
                             for rel in relations}
                 for si, (rel, eps) in enumerate(settings):
+                    batch, rounds = plans[rel]
                     if rel is not None:
                         why = refusals[rel]
                         if why is not None:

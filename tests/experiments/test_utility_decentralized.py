@@ -116,6 +116,31 @@ def _tiny_classify(fake_data, tmp_path, **changes):
                           overrides=overrides)
 
 
+def test_add_remove_plans_its_batch_and_rounds_from_the_declared_sizes(fake_data, tmp_path):
+    """Under add/remove the true local sizes are private: the batch and the rounds of a private
+    run, and of the public proxy that tunes it, read the declared public sizes, never the
+    true ones (a Dirichlet split makes the two differ); replace-one reads the true ones."""
+    from rfed.experiments._classify import local_batch, rounds_for
+
+    summary, ctx = _tiny_classify(
+        fake_data, tmp_path, partitions=["dirichlet"], dirichlet_alpha=0.5,
+        relations=["add_remove_one", "replace_one"], algorithms=["DP-DPSGD"],
+        batch_fractions=[0.5], dims=[16], steps_dpdpsgd=[0.1])
+    declared = summary["declared_public_sizes"]
+    true = {r["partition"]: (r["min_local_size"], r["max_local_size"])
+            for r in summary["references"]}["dirichlet"]
+    assert true[0] < min(declared) < true[1]  # the two differ: the test can fail
+    rows = {r["relation"]: r for r in ctx.tables["privacy_utility"]
+            if r.get("epsilon_certified") is not None}
+    batch = local_batch(0.5, min(declared))
+    assert rows["add_remove_one"]["local_batch"] == batch
+    assert rows["add_remove_one"]["rounds"] == rounds_for(2.0, sum(declared), 4, batch)
+    assert rows["replace_one"]["local_batch"] == local_batch(0.5, true[0])
+    # the public search was planned at the first relation's (add/remove) sizes
+    assert {t["local_batch"] for t in ctx.tables["tuning"] if t["algorithm"] == "DP-DPSGD"} \
+        == {batch}
+
+
 def test_classify_tiny_on_scattering_features(fake_data, tmp_path):
     summary, ctx = _tiny_classify(fake_data, tmp_path,
                                   relations=["replace_one", "add_remove_one"])
