@@ -11,7 +11,8 @@ Every measured number the documentation quotes comes from a results file committ
 Commands (from the repository root)::
 
     python docs/generate_results.py import NAME RUN_DIR [--command "rfed run NAME"] [--into F]
-    python docs/generate_results.py import-bench FILE.txt --command "python benchmarks/X.py"
+    python docs/generate_results.py import-bench FILE.txt --command "python benchmarks/X.py" \
+        [--commit C]
     python docs/generate_results.py write     # results.md fragments and every quoted number
     python docs/generate_results.py check     # exit 1 if any quote or fragment differs
 
@@ -84,7 +85,8 @@ def import_run(name: str, run_dir: Path, command: str | None,
                commit: str | None = None, into: str | None = None) -> Path:
     """Copy what ``rfed run NAME`` wrote in ``run_dir`` into ``docs/results/NAME`` (or into
     ``docs/results/INTO``, e.g. one of the experiment's named scales beside its paper-scale
-    results).
+    results, or ``NAME/SUB``, a second run of the same experiment that the pages quote as
+    ``NAME/SUB:...``).
 
     The folder's files are replaced; its subfolders (results imported there by hand, e.g. a
     second grid of the same experiment) are kept.
@@ -94,8 +96,11 @@ def import_run(name: str, run_dir: Path, command: str | None,
         raise SystemExit(f"{run_dir}/summary.json is for {summary.get('experiment')!r}, "
                          f"not {name!r}")
     folder = name if into is None else into
-    if not folder or "/" in folder or "\\" in folder or folder.startswith("."):
-        raise SystemExit(f"--into must name one folder under docs/results, got {folder!r}")
+    parts = folder.split("/")
+    if (not folder or "\\" in folder or len(parts) > 2
+            or any(not part or part.startswith(".") for part in parts)):
+        raise SystemExit(f"--into must name a folder under docs/results, or a subfolder of one "
+                         f"(FOLDER/SUB, e.g. {name}/second-grid), got {folder!r}")
     out = RESULTS / folder
     out.mkdir(parents=True, exist_ok=True)
     for old in out.iterdir():
@@ -116,12 +121,13 @@ def import_run(name: str, run_dir: Path, command: str | None,
     return out
 
 
-def import_bench(path: Path, command: str) -> Path:
-    """Copy a benchmark's printed table into ``docs/results/benchmarks`` with its command."""
+def import_bench(path: Path, command: str, commit: str | None = None) -> Path:
+    """Copy a benchmark's printed table into ``docs/results/benchmarks`` with its command and
+    the commit whose code ran it (``commit``; default HEAD at import time)."""
     out = RESULTS / "benchmarks"
     out.mkdir(parents=True, exist_ok=True)
     text = path.read_text(encoding="utf-8")
-    prov = _provenance(command)
+    prov = _provenance(command, commit)
     header = "".join(f"# {k}: {v}\n" for k, v in prov.items())
     (out / path.name).write_text(header + text, encoding="utf-8")
     return out / path.name
@@ -299,13 +305,15 @@ def main(argv: list[str] | None = None) -> int:
     bench = sub.add_parser("import-bench", help="copy a benchmark's output")
     bench.add_argument("file", type=Path)
     bench.add_argument("--command", required=True)
+    bench.add_argument("--commit", default=None, help="the commit whose code ran the benchmark "
+                       "(default: HEAD)")
     sub.add_parser("write", help="regenerate the fragments and every quoted number")
     sub.add_parser("check", help="exit 1 if a quote or fragment differs from its source")
     args = parser.parse_args(argv)
     if args.action == "import":
         print(import_run(args.name, args.run_dir, args.command, args.commit, args.into))
     elif args.action == "import-bench":
-        print(import_bench(args.file, args.command))
+        print(import_bench(args.file, args.command, args.commit))
     elif args.action == "write":
         for path in write():
             print(f"wrote {_rel(path)}")

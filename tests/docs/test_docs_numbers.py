@@ -59,9 +59,28 @@ def test_import_replaces_a_folders_files_and_keeps_its_subfolders(tmp_path, monk
     (out / "stale.csv").write_text("a\n1\n")
     generate_results.import_run("dpdl-digits", run, None, into="dpdl-digits-other-grid")
     assert (out / "sub" / "table.csv").exists() and not (out / "stale.csv").exists()
-    for bad in ("a/b", "", ".hidden"):
+    # a second run of the same experiment goes into a subfolder, which the first keeps
+    nested = generate_results.import_run("dpdl-digits", run, None,
+                                         into="dpdl-digits-other-grid/second")
+    assert nested == out / "second" and (nested / "summary_table.csv").exists()
+    generate_results.import_run("dpdl-digits", run, None, into="dpdl-digits-other-grid")
+    assert (nested / "summary_table.csv").exists()
+    for bad in ("a/b/c", "", ".hidden", "a/../b", "a//b", "/abs", "a/.b"):
         with pytest.raises(SystemExit, match="--into"):
             generate_results.import_run("dpdl-digits", run, None, into=bad)
+
+
+def test_import_bench_records_the_commit_that_ran(tmp_path, monkeypatch):
+    monkeypatch.setattr(generate_results, "RESULTS", tmp_path / "results")
+    table = tmp_path / "bench_x.txt"
+    table.write_text("row 1.0\n")
+    head = generate_results._git("rev-parse", "HEAD")
+    parent = generate_results._git("rev-parse", "HEAD~1")
+    if "unknown" in (head, parent):
+        pytest.skip("not a git checkout with a parent commit")
+    out = generate_results.import_bench(table, "python benchmarks/bench_x.py", "HEAD~1")
+    text = out.read_text()
+    assert f"# commit: {parent}\n" in text and head not in text and text.endswith("row 1.0\n")
 
 
 @pytest.mark.parametrize("value, actual, ok", [
