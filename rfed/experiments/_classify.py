@@ -339,6 +339,29 @@ def rounds_for(epochs: float, n_samples: int, n_agents: int, batch: int) -> int:
     return max(1, int(round(float(epochs) * n_samples / n_agents / batch)))
 
 
+def batch_and_rounds(hp: Mapping[str, Any], sizes: np.ndarray, n_agents: int) -> tuple[int, int]:
+    """The local batch and the rounds of a run with hyperparameters ``hp`` on local sizes
+    ``sizes``: :func:`local_batch` of the smallest, :func:`rounds_for` of their sum.
+
+    Parameters
+    ----------
+    hp : mapping
+        ``batch_fraction`` and ``epochs``.
+    sizes : int array, shape ``(n_agents,)``
+        The local sizes the run may read (public: the declared ones under add/remove,
+        :func:`rfed.experiments.utility_decentralized.planning_sizes`).
+    n_agents : int
+
+    Returns
+    -------
+    (int, int)
+        ``(batch, rounds)``.
+    """
+    sizes = np.asarray(sizes)
+    batch = local_batch(float(hp["batch_fraction"]), int(sizes.min()))
+    return batch, rounds_for(hp["epochs"], int(sizes.sum()), n_agents, batch)
+
+
 def noise_multiplier(alg, counts: np.ndarray) -> float:
     """The multiplier the budget-first calibration gives ``alg`` for local sizes ``counts``
     (public numbers: sizes, rounds, batch; no record is read)."""
@@ -443,9 +466,7 @@ class PublicProxy:
     def plan(self, hp: Mapping[str, Any]) -> dict:
         """The private run's batch, rounds and noise multiplier, and the public run's batch and
         noise multiplier (same noise std on the averaged clipped gradient)."""
-        n_priv_min = int(self.private_counts.min())
-        batch = local_batch(float(hp["batch_fraction"]), n_priv_min)
-        rounds = rounds_for(hp["epochs"], int(self.private_counts.sum()), self.n_agents, batch)
+        batch, rounds = batch_and_rounds(hp, self.private_counts, self.n_agents)
         alg = make_trainer(self.name, hp, batch,
                            {"budget": self.budget, "n_rounds": rounds}, self.n_agents, self.cfg)
         z = noise_multiplier(alg, self.private_counts)

@@ -59,11 +59,10 @@ from rfed.experiments._classify import (
     Projections,
     PublicProxy,
     at_grid_edge,
+    batch_and_rounds,
     coordinate_search,
-    local_batch,
     make_trainer,
     partition,
-    rounds_for,
     scattering_data,
     sizes_problem,
     softmax_problem,
@@ -531,14 +530,10 @@ def planning_sizes(relation: str | None, counts: np.ndarray, declared: np.ndarra
     -------
     int array, shape ``(n_agents,)``
     """
+    if relation not in (None, "replace_one", "add_remove_one"):
+        raise ValueError(f"setting 'relations' holds 'replace_one' or 'add_remove_one', got "
+                         f"{relation!r}")
     return np.asarray(declared if relation == "add_remove_one" else counts)
-
-
-def _run_plan(hp: dict, sizes: np.ndarray, n_agents: int) -> tuple[int, int]:
-    """(local batch, rounds) of a run with hyperparameters ``hp`` on local sizes ``sizes``
-    (:func:`planning_sizes`)."""
-    batch = local_batch(hp["batch_fraction"], int(sizes.min()))
-    return batch, rounds_for(hp["epochs"], int(sizes.sum()), n_agents, batch)
 
 
 def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray,
@@ -803,7 +798,8 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                 if int(hp["dim"]) != dim:
                     continue
                 # each relation's batch and rounds from the sizes it may read
-                plans = {rel: _run_plan(hp, planning_sizes(rel, problem.counts, declared), n)
+                plans = {rel: batch_and_rounds(hp, planning_sizes(rel, problem.counts, declared),
+                                               n)
                          for rel in [None, *relations]}
                 x0 = (x0_of[dim, float(hp["warm_start_l2"])] if cfg["public_warm_start"]
                       else np.zeros(problem.n_params))
@@ -934,8 +930,7 @@ def _doadp_communication(cfg, ctx, chosen, data, proj, parts, bound, delta) -> l
     problem = softmax_problem(proj.apply(data["x_priv"], dim), data["y_priv"], parts[kind], 10,
                               bound)
     xt_d = proj.apply(data["x_test"], dim)
-    batch = local_batch(hp["batch_fraction"], int(problem.counts.min()))
-    rounds = rounds_for(hp["epochs"], problem.n_samples, n, batch)
+    batch, rounds = batch_and_rounds(hp, problem.counts, n)  # replace-one: public sizes
     graph = circulant(n, cfg["graph_degree"])
     comm_rows = []
     for ci, (p, ratio) in enumerate(cfg["comm_configs"]):
