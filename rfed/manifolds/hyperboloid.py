@@ -123,7 +123,16 @@ class Hyperboloid(Manifold):
       \rangle_L\, x` (the projection of ``y - x`` onto :math:`T_x`, equal to
       :math:`y - z x`); exactly zero when ``y == x``.
     * Parallel transport along the geodesic:
-      :math:`P_{x\to y} u = u + \frac{\langle y, u\rangle_L}{1 + z}(x + y)`.
+      :math:`P_{x\to y} u = u + \frac{\langle y, u\rangle_L}{1 + z}(x + y)`. The Lorentz
+      products :math:`z = -\langle x, y\rangle_L` and :math:`\langle y, u\rangle_L` cancel
+      by up to :math:`\min(x_0, y_0)` times the float64 limit (all digits lost at 20 and 30
+      units out on one side); where both :math:`x_0, y_0 >` :attr:`TRANSPORT_FAR` (= 64,
+      about 4.9 units from the origin) they are taken from :meth:`_lorentz_gap` instead.
+      Against 60-digit references, :math:`\|P u - P_{x\to y} u\|_y \le 4\,\epsilon\,(x_0 +
+      y_0)\,\|u\|` there and :math:`\le 8 \min(x_0, y_0)\,\epsilon\,(x_0 + y_0)\,\|u\|`
+      nearer (measured at most 1.6 and 4.3 times :math:`\epsilon (x_0 + y_0)`, resp. that
+      times :math:`\min(x_0, y_0)`): :math:`\epsilon (x_0 + y_0)` is the resolution of the
+      points and of tangent vectors at them across the radius.
     * Tangent Gaussian: :math:`(0, \sigma g)`, :math:`g \sim N(0, I_d)`, at the origin
       :math:`o = (1, 0, \dots, 0)`, transported to x (:ref:`neighbours-tangent-gaussian`).
       The orthonormal tangent basis is the transported standard basis of :math:`T_o`.
@@ -431,12 +440,68 @@ class Hyperboloid(Manifold):
             )
         return x
 
+    #: :meth:`transport` takes the cancellation-free form where both points are beyond this
+    #: x_0 (the Lorentz-product form errs by about min(x_0, y_0) times the float64 limit)
+    TRANSPORT_FAR = 64.0
+
     def transport(self, x, y, u):
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
         u = np.asarray(u, dtype=float)
         z = -minkowski_inner(x, y)
         coef = minkowski_inner(y, u) / (1.0 + z)
+        out = u + coef[..., None] * (x + y)
+        far = np.minimum(x[..., 0], y[..., 0]) > self.TRANSPORT_FAR
+        if far.any():
+            # (beyond x_0 y_0 = 1e150 its squares would overflow, and eps x_0 > 1e59 there)
+            with np.errstate(over="ignore"):
+                far = np.broadcast_to(far & (x[..., 0] * y[..., 0] < 1e150), out.shape[:-1])
+            xb, yb, ub = (np.broadcast_to(a, out.shape)[far] for a in (x, y, u))
+            out[far] = self._transport_far(xb, yb, ub)
+        return out
+
+    @staticmethod
+    def _lorentz_gap(x, y):
+        r"""(:math:`D = x_0 y_s - y_0 x_s`, :math:`x_0 - y_0`) without cancellation.
+
+        With :math:`\hat x = x_s / \|x_s\|` and :math:`y_s = y_\perp + (y_s\cdot\hat x)\,\hat
+        x`: :math:`D = x_0 y_\perp + D_\parallel \hat x`, where :math:`D_\parallel = x_0
+        (y_s\cdot\hat x) - y_0 \|x_s\|` is, when :math:`y_s\cdot\hat x > 0`, the ratio
+        :math:`\big((\delta\cdot\hat x)(y_s\cdot\hat x + \|x_s\|) - \|x_s\|^2
+        \|y_\perp\|^2\big) / (x_0\, y_s\cdot\hat x + y_0 \|x_s\|)` (from :math:`x_0^2 = 1 +
+        \|x_s\|^2`), :math:`\delta = y_s - x_s`, and :math:`x_0 - y_0 = -\delta\cdot(x_s +
+        y_s) / (x_0 + y_0)`. Both products of the direct form are about :math:`x_0 y_0`, and
+        their difference can be as small as :math:`\sinh d` (points on one ray). The rounding of
+        :math:`y_\perp` along :math:`\hat x` (:math:`\epsilon \|y_s\|`, amplified by
+        :math:`x_0`) is projected out.
+        """
+        x0, y0 = x[..., 0], y[..., 0]
+        xs, ys = x[..., 1:], y[..., 1:]
+        nx = np.sqrt(np.einsum("...i,...i->...", xs, xs))
+        xh = xs / np.where(nx > 0, nx, 1.0)[..., None]
+        yx = np.einsum("...i,...i->...", ys, xh)
+        yperp = ys - yx[..., None] * xh
+        yperp -= np.einsum("...i,...i->...", yperp, xh)[..., None] * xh
+        delta = ys - xs
+        dx = np.einsum("...i,...i->...", delta, xh)
+        p2 = np.einsum("...i,...i->...", yperp, yperp)
+        pos = yx > 0
+        den = np.where(pos, x0 * yx + y0 * nx, 1.0)
+        dpar = np.where(pos, (dx * (yx + nx) - nx * nx * p2) / den, x0 * yx - y0 * nx)
+        gap = -np.einsum("...i,...i->...", delta, xs + ys) / (x0 + y0)
+        return x0[..., None] * yperp + dpar[..., None] * xh, gap
+
+    def _transport_far(self, x, y, u):
+        r"""Transport with :math:`\langle y, u\rangle_L = u_s\cdot D / x_0` (u tangent at x, its
+        time coordinate :math:`u_s\cdot x_s / x_0`) and :math:`1 + z = 2 + (\|D\|^2 + (x_0 -
+        y_0)^2) / (2 x_0 y_0)` from :meth:`_lorentz_gap`, where the Lorentz products cancel."""
+        d, gap = self._lorentz_gap(x, y)
+        x0, y0 = x[..., 0], y[..., 0]
+        r = 1.0 / (np.sqrt(x0) * np.sqrt(y0))
+        dr = d * r[..., None]
+        half_gap = 0.5 * (np.einsum("...i,...i->...", dr, dr) + np.square(gap * r))  # z - 1
+        yu = np.einsum("...i,...i->...", u[..., 1:], d / x0[..., None])
+        coef = yu / (2.0 + half_gap)
         return u + coef[..., None] * (x + y)
 
     def proj(self, x, v):

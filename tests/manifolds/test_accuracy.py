@@ -1,7 +1,7 @@
 """Accuracy against independent references: Grassmann principal angles near pi/2 (mpmath and
-scipy.linalg.subspace_angles), hyperboloid distances from 1e-15 to 30 (mpmath), the hyperboloid
-log's documented law (16 + x_0) eps (mpmath), and the product's transport flag (a factor with a
-projection transport makes the product's one)."""
+scipy.linalg.subspace_angles), hyperboloid distances from 1e-15 to 30 (mpmath), the documented
+laws of the hyperboloid's log ((16 + x_0) eps) and transport (mpmath), and the product's
+transport flag (a factor with a projection transport makes the product's one)."""
 
 import mpmath as mp
 import numpy as np
@@ -205,6 +205,48 @@ def test_hyperboloid_log_meets_the_documented_law(radius):
             assert err_norm <= law, (kind, y, err_norm, law)
             if kind == "radial":
                 assert err_norm <= 16.0 * eps + 4.0 * (eps * x[0]) ** 2, (y, err_norm)
+
+
+def _hyperboloid_transport_error(h, x, y, u, dps=60):
+    """|transport(x, y, u) - P u|_y / |u|_x against ``dps`` digits (u read by its spatial part,
+    its time coordinate from tangency, as :meth:`Hyperboloid.norm` reads it)."""
+    mp.mp.dps = dps
+    xm, ym = ([mp.sqrt(1 + sum(mp.mpf(float(v)) ** 2 for v in p[1:]))]
+              + [mp.mpf(float(v)) for v in p[1:]] for p in (x, y))
+    um = [mp.mpf(0)] + [mp.mpf(float(v)) for v in u[1:]]
+    um[0] = sum(a * b for a, b in zip(um[1:], xm[1:], strict=True)) / xm[0]
+
+    def lorentz(a, b):
+        return -a[0] * b[0] + sum(p * q for p, q in zip(a[1:], b[1:], strict=True))
+
+    coef = lorentz(ym, um) / (1 - lorentz(xm, ym))
+    ref = [a + coef * (b + c) for a, b, c in zip(um, xm, ym, strict=True)]
+    got = h.transport(x, y, u)
+    diff = [mp.mpf(float(a)) - b for a, b in zip(got, ref, strict=True)]
+    return float(_tangent_norm_mpmath(ym, diff) / _tangent_norm_mpmath(xm, um))
+
+
+@pytest.mark.parametrize("rx", [0.5, 4.0, 10.0, 18.0, 20.0, 25.0])
+def test_hyperboloid_transport_meets_the_documented_law(rx):
+    """Transport between points on one ray (where the Lorentz products cancelled: 4.3e4
+    relative error from 20 to 30 units out), nearly on it, across and opposite:
+    4 eps (x_0 + y_0) |u| where both x_0, y_0 > TRANSPORT_FAR, 8 min(x_0, y_0) eps (x_0 + y_0)
+    |u| nearer."""
+    h = Hyperboloid(2)
+    eps = np.finfo(float).eps
+    o = h.origin
+    for ry in (0.5, 5.0, 10.0, 18.0, 20.0, 30.0):
+        for turn in (0.0, 1e-3, 0.05, np.pi / 2, np.pi):
+            x = h.exp(o, rx * np.array([0.0, np.cos(0.3), np.sin(0.3)]))
+            y = h.exp(o, ry * np.array([0.0, np.cos(0.3 + turn), np.sin(0.3 + turn)]))
+            if h.dist(x, y) < 1e-6:
+                continue
+            m = min(x[0], y[0])
+            factor = 4.0 if m > h.TRANSPORT_FAR else 8.0 * m
+            for coords in ([0.3, -0.7], [1.0, 0.0], [0.0, 1.0]):
+                u = h.from_coords(x, np.array(coords))
+                err = _hyperboloid_transport_error(h, x, y, u)
+                assert err <= factor * eps * (x[0] + y[0]), (rx, ry, turn, coords, err)
 
 
 # ---------------------------------------------------------------- product flag
