@@ -1,6 +1,7 @@
 """Accuracy against independent references: Grassmann principal angles near pi/2 (mpmath and
-scipy.linalg.subspace_angles), hyperboloid distances from 1e-15 to 30 (mpmath), and the
-product's transport flag (a factor with a projection transport makes the product's one)."""
+scipy.linalg.subspace_angles), hyperboloid distances from 1e-15 to 30 (mpmath), the documented
+laws of the hyperboloid's log ((16 + x_0) eps) and transport (mpmath), and the product's
+transport flag (a factor with a projection transport makes the product's one)."""
 
 import mpmath as mp
 import numpy as np
@@ -123,6 +124,129 @@ def test_hyperboloid_distance_is_symmetric_at_tiny_distances():
     x = h.random_point(rng, 50)
     y = h.exp(x, unit_tangent(h, x, rng, np.full(50, 1e-11)))
     np.testing.assert_allclose(h.dist(x, y), h.dist(y, x), rtol=2e-15)
+
+
+def _hyperboloid_log_mpmath(x, y, dps=60):
+    """(Log_x y at ``dps`` digits, d, x at ``dps`` digits) for the points given by their
+    spatial coordinates (time coordinates recomputed)."""
+    mp.mp.dps = dps
+    xs = [mp.mpf(float(v)) for v in x[1:]]
+    ys = [mp.mpf(float(v)) for v in y[1:]]
+    xm = [mp.sqrt(1 + sum(v * v for v in xs)), *xs]
+    ym = [mp.sqrt(1 + sum(v * v for v in ys)), *ys]
+    z = xm[0] * ym[0] - sum(a * b for a, b in zip(xs, ys, strict=True))
+    d = mp.acosh(z)
+    return [d / mp.sinh(d) * (b - z * a) for a, b in zip(xm, ym, strict=True)], d, xm
+
+
+def _tangent_norm_mpmath(xm, v):
+    """Norm at x of the (nearly tangent) vector v: across part plus radial part / x_0, as
+    :meth:`Hyperboloid.norm` reads ambient coordinates."""
+    nx = mp.sqrt(sum(a * a for a in xm[1:]))
+    xhat = [a / nx for a in xm[1:]] if nx > 0 else [mp.mpf(0)] * (len(xm) - 1)
+    along = sum(a * b for a, b in zip(v[1:], xhat, strict=True))
+    perp = [a - along * b for a, b in zip(v[1:], xhat, strict=True)]
+    return mp.sqrt(sum(a * a for a in perp) + (along / xm[0]) ** 2)
+
+
+def _hyperboloid_log_errors(h, x, y):
+    """(|log - Log|_x / d, |norm(log) / dist - 1|) against 60 digits."""
+    ref, d, xm = _hyperboloid_log_mpmath(x, y)
+    got = h.log(x, y)
+    err = _tangent_norm_mpmath(xm, [mp.mpf(float(a)) - b for a, b in zip(got, ref, strict=True)])
+    return float(err / d), abs(float(h.norm(x, got)) / float(h.dist(x, y)) - 1.0)
+
+
+@pytest.mark.parametrize("rx, ry", [(18.0, 40.0), (20.0, 40.0), (10.0, 40.0), (5.0, 30.0),
+                                    (15.0, 60.0)])
+def test_hyperboloid_log_far_out_on_the_same_side(rx, ry):
+    """Targets farther out on the base's own side: the Lorentz product -<x, y>_L / y_0 the log
+    used cancelled (norm(log) 22.47 for d = 22 at 18 and 40 units, 40 for d = 20 at 20 and
+    40 units)."""
+    h = Hyperboloid(2)
+    o, e = h.origin, np.array([0.0, 1.0, 0.0])
+    for direction in (e, np.array([0.0, 0.6, 0.8])):
+        x, y = h.exp(o, rx * direction), h.exp(o, ry * direction)
+        np.testing.assert_allclose(h.norm(x, h.log(x, y)), ry - rx, rtol=1e-14)
+        err_log, err_norm = _hyperboloid_log_errors(h, x, y)
+        eps_law = (16.0 + x[0]) * np.finfo(float).eps
+        assert err_log <= eps_law, (err_log, eps_law)
+        assert err_norm <= 16 * np.finfo(float).eps, err_norm
+
+
+@pytest.mark.parametrize("radius", [0.0, 2.0, 5.0, 10.0, 15.0, 20.0, 25.0, 30.0])
+def test_hyperboloid_log_meets_the_documented_law(radius):
+    """The class notes' law, at base points 0 to 30 units from the origin, targets on the same
+    side (farther and nearer), across, opposite and near the base in random directions:
+    |log - Log|_x <= (16 + x_0) eps d, |norm(log) / dist - 1| <= (16 + x_0) eps, and
+    16 eps + 4 (eps x_0)^2 for radial logs."""
+    h = Hyperboloid(2)
+    eps = np.finfo(float).eps
+    rng = np.random.default_rng(int(radius) + 7)
+    o = h.origin
+    a = rng.uniform(0.0, 2.0 * np.pi)
+
+    def at(r, angle):
+        return h.exp(o, r * np.array([0.0, np.cos(angle), np.sin(angle)]))
+
+    x = at(radius, a)
+    radial = [at(r, a) for r in (radius + 2.0, radius + 15.0, radius + 25.0, 0.5 * radius)]
+    radial += [at(r, a + np.pi) for r in (0.5, 3.0, 20.0)]
+    oblique = [at(r, a + t) for r in (0.5, 10.0, radius, radius + 20.0)
+               for t in (1e-3, 0.3, np.pi / 2, 2.5)]
+    oblique += [h.exp(x, unit_tangent(h, x, rng, dist)) for dist in (0.01, 0.3, 3.0, 10.0, 25.0)]
+    law = (16.0 + x[0]) * eps
+    for kind, targets in (("radial", radial), ("oblique", oblique)):
+        for y in targets:
+            if h.dist(x, y) < 1e-6:
+                continue
+            err_log, err_norm = _hyperboloid_log_errors(h, x, y)
+            assert err_log <= law, (kind, y, err_log, law)
+            assert err_norm <= law, (kind, y, err_norm, law)
+            if kind == "radial":
+                assert err_norm <= 16.0 * eps + 4.0 * (eps * x[0]) ** 2, (y, err_norm)
+
+
+def _hyperboloid_transport_error(h, x, y, u, dps=60):
+    """|transport(x, y, u) - P u|_y / |u|_x against ``dps`` digits (u read by its spatial part,
+    its time coordinate from tangency, as :meth:`Hyperboloid.norm` reads it)."""
+    mp.mp.dps = dps
+    xm, ym = ([mp.sqrt(1 + sum(mp.mpf(float(v)) ** 2 for v in p[1:]))]
+              + [mp.mpf(float(v)) for v in p[1:]] for p in (x, y))
+    um = [mp.mpf(0)] + [mp.mpf(float(v)) for v in u[1:]]
+    um[0] = sum(a * b for a, b in zip(um[1:], xm[1:], strict=True)) / xm[0]
+
+    def lorentz(a, b):
+        return -a[0] * b[0] + sum(p * q for p, q in zip(a[1:], b[1:], strict=True))
+
+    coef = lorentz(ym, um) / (1 - lorentz(xm, ym))
+    ref = [a + coef * (b + c) for a, b, c in zip(um, xm, ym, strict=True)]
+    got = h.transport(x, y, u)
+    diff = [mp.mpf(float(a)) - b for a, b in zip(got, ref, strict=True)]
+    return float(_tangent_norm_mpmath(ym, diff) / _tangent_norm_mpmath(xm, um))
+
+
+@pytest.mark.parametrize("rx", [0.5, 4.0, 10.0, 18.0, 20.0, 25.0])
+def test_hyperboloid_transport_meets_the_documented_law(rx):
+    """Transport between points on one ray (where the Lorentz products cancelled: 4.3e4
+    relative error from 20 to 30 units out), nearly on it, across and opposite:
+    4 eps (x_0 + y_0) |u| where both x_0, y_0 > TRANSPORT_FAR, 8 min(x_0, y_0) eps (x_0 + y_0)
+    |u| nearer."""
+    h = Hyperboloid(2)
+    eps = np.finfo(float).eps
+    o = h.origin
+    for ry in (0.5, 5.0, 10.0, 18.0, 20.0, 30.0):
+        for turn in (0.0, 1e-3, 0.05, np.pi / 2, np.pi):
+            x = h.exp(o, rx * np.array([0.0, np.cos(0.3), np.sin(0.3)]))
+            y = h.exp(o, ry * np.array([0.0, np.cos(0.3 + turn), np.sin(0.3 + turn)]))
+            if h.dist(x, y) < 1e-6:
+                continue
+            m = min(x[0], y[0])
+            factor = 4.0 if m > h.TRANSPORT_FAR else 8.0 * m
+            for coords in ([0.3, -0.7], [1.0, 0.0], [0.0, 1.0]):
+                u = h.from_coords(x, np.array(coords))
+                err = _hyperboloid_transport_error(h, x, y, u)
+                assert err <= factor * eps * (x[0] + y[0]), (rx, ry, turn, coords, err)
 
 
 # ---------------------------------------------------------------- product flag

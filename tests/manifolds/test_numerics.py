@@ -1,11 +1,14 @@
 """Manifold-specific numerics and the maps between models."""
 
+import warnings
+
 import numpy as np
 import pytest
 
 from rfed.manifolds import (
     SPD,
     AntipodalError,
+    ConvergenceWarning,
     Euclidean,
     Hyperboloid,
     PoincareBall,
@@ -167,6 +170,48 @@ def test_hyperboloid_far_points_are_checked_and_proj_refuses_to_overflow():
         assert h.point_violation(-x) >= 1.0  # the lower sheet still fails
         with pytest.raises(FloatingPointError, match="proj"):
             h.proj(x, np.array([1.0, 2.0, 3.0]))
+
+
+def test_hyperboloid_mean_starts_at_the_positive_weight_point_nearest_the_origin():
+    h = Hyperboloid(2)
+    o = h.origin
+    pts = np.stack([h.exp(o, np.array([0.0, r, 0.0])) for r in (3.0, 0.5, 1.0)])
+    batch = np.stack([pts, pts[::-1]])
+    weights = np.array([[1.0, 1.0, 1.0], [1.0, 0.0, 1.0]])  # the nearest has weight 0 in one
+    # a tolerance met at the start returns the start itself
+    start = h.mean(batch, weights, tol=1e3)
+    np.testing.assert_array_equal(start, np.stack([pts[1], pts[2]]))
+
+
+def test_hyperboloid_mean_far_first_point_finds_the_midpoint_and_warns():
+    """The far point first (40 units out) and a near one: the mean started at the first point
+    with the cancelling log returned a point 21.83 / 18.29 from them, silently."""
+    h = Hyperboloid(2)
+    o = h.origin
+    far = h.exp(o, np.array([0.0, 40.0, 0.0]))
+    near = h.exp(o, np.array([0.0, 0.0, 0.5]))
+    half = 0.5 * h.dist(far, near)
+    for init in (None, far, near):
+        with pytest.warns(ConvergenceWarning, match="resolved only to about"):
+            m = h.mean(np.stack([far, near]), init=init)
+        np.testing.assert_allclose(h.dist(m, far), half, rtol=1e-12)
+        np.testing.assert_allclose(h.dist(m, near), half, rtol=1e-12)
+
+
+def test_hyperboloid_mean_warns_beyond_the_accurate_range_only():
+    h = Hyperboloid(2)
+    o = h.origin
+    near = h.exp(o, np.array([0.0, 0.0, 0.5]))
+    x60 = h.exp(o, np.array([0.0, 60.0, 0.0]))
+    with pytest.warns(ConvergenceWarning, match=r"\(16 \+ x_0\) eps relative"):
+        h.mean(np.stack([x60, near]), init=near)
+    # data near the origin (up to 8 units out): accurate, no warning
+    rng = np.random.default_rng(3)
+    pts = h.exp(o, 8.0 * h.tangent_gaussian(np.broadcast_to(o, (5, 20, 3)), 0.5, rng))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        m = h.mean(pts)
+    assert m.shape == (5, 3) and np.all(h.belongs(m))
 
 
 # ---------------------------------------------------------------- poincare <-> hyperboloid
