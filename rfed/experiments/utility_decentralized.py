@@ -616,7 +616,8 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "still made, at the best private configuration, for the table). warm_start_mixes "
         "(with public_warm_start; default [1.0], no axis) is one more axis of the public "
         "search, searched last: the output is moved back toward the public start, x0 + mix "
-        "(x - x0) (Wortsman et al. 2022's weight-space interpolation; post-processing of the "
+        "(x - x0) (the weight-space interpolation of WiSE-FT, Wortsman et al. 2022; "
+        "post-processing of the "
         "released output and the public start, so it costs no privacy), shrinking the noise "
         "the private phase adds to its start."
     ),
