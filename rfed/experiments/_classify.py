@@ -518,7 +518,8 @@ class PublicProxy:
             dim = int(hp["dim"])
             problem = self.problem(dim)
             x0 = self.start(hp, dim)
-            xs: list[np.ndarray] | None = []
+            xs: list[np.ndarray] = []
+            diverged = False
             for rep in range(self.repetitions):
                 alg = tail_averaged(
                     make_trainer(self.name, hp, plan["public_batch"],
@@ -529,10 +530,10 @@ class PublicProxy:
                               x0=x0, eval_every=plan["rounds"],
                               with_reference=False)
                 if res.diverged:
-                    xs = None
+                    diverged = True
                     break
                 xs.append(np.asarray(res.x))
-            self._outputs[key] = xs
+            self._outputs[key] = None if diverged else xs
         return self._outputs[key]
 
     def score(self, hp: Mapping[str, Any]) -> tuple[float, dict]:
