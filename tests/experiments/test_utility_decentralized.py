@@ -696,10 +696,18 @@ def test_public_proxy_scores_a_mix_on_the_same_trained_outputs():
     assert mixed < plain
 
 
-def test_classify_warm_start_mixes_axis_and_refusals(fake_data, tmp_path):
+def test_classify_warm_start_mixes_axis_and_refusals(fake_data, tmp_path, monkeypatch):
     """warm_start_mixes adds the axis warm_start_mix to the public search (last) only when it
     is other than [1.0]; it needs the public warm start; bad fractions are refused naming the
-    setting; the chosen mix is reported with the hyperparameters."""
+    setting; the chosen mix is reported with the hyperparameters and applied to every private
+    run's output, toward that run's start."""
+    from rfed.experiments._classify import mix_toward_start
+    applied = []
+
+    def recording(x, x0, mix):
+        applied.append((float(mix), bool(np.any(x0))))
+        return mix_toward_start(x, x0, mix)
+    monkeypatch.setattr(ud, "mix_toward_start", recording)
     settings = get_experiment("utility-fmnist-classify").config({})
     assert "warm_start_mix" not in ud._grids({**settings, "public_warm_start": True},
                                              "DP-DPSGD", [16])
@@ -721,3 +729,6 @@ def test_classify_warm_start_mixes_axis_and_refusals(fake_data, tmp_path):
     chosen = next(t for t in tuning if t["chosen"])
     assert f"warm_start_mix={chosen['warm_start_mix']:g}" in summary["hyperparameters"][
         "DP-DPSGD"]
+    # every run of the trainer (its non-private run and one private repetition) output the
+    # mixed model, toward the public warm start (not the zero model)
+    assert applied == [(chosen["warm_start_mix"], True)] * 2
