@@ -231,6 +231,13 @@ METHODS: dict[str, Reference] = {r.key: r for r in [
     _ref("xiao2017fmnist", ["Han Xiao", "Kashif Rasul", "Roland Vollgraf"],
          "Fashion-MNIST: a Novel Image Dataset for Benchmarking Machine Learning Algorithms",
          "arXiv preprint", 2017, "1708.07747", ["Fashion-MNIST"]),
+    _ref("wortsman2022", ["Mitchell Wortsman", "Gabriel Ilharco", "Jong Wook Kim", "Mike Li",
+                          "Simon Kornblith", "Rebecca Roelofs", "Raphael Gontijo Lopes",
+                          "Hannaneh Hajishirzi", "Ali Farhadi", "Hongseok Namkoong",
+                          "Ludwig Schmidt"],
+         "Robust fine-tuning of zero-shot models",
+         "Proceedings of the IEEE/CVF Conference on Computer Vision and Pattern Recognition "
+         "(CVPR)", 2022, "2109.01903", ["WiSE-FT"]),
     _ref("kar2012", ["Soummya Kar", "Gabriela Hug"],
          "Distributed Robust Economic Dispatch in Power Systems: A Consensus + Innovations "
          "Approach", "IEEE Power and Energy Society General Meeting", 2012,

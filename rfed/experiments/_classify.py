@@ -74,6 +74,7 @@ __all__ = [
     "PublicProxy",
     "coordinate_search",
     "make_trainer",
+    "mix_toward_start",
     "public_warm_start",
     "scattering_data",
 ]
@@ -88,6 +89,7 @@ DOMAIN_BOUNDS: dict[str, tuple[float, ...]] = {
     "tail_average": (0.0, 1.0),
     "ema_decay": (0.0,),        # a uniform tail mean
     "warm_start_l2": (0.0,),    # an unregularised public fit
+    "warm_start_mix": (1.0,),   # the private run's own output, not moved toward its start
 }
 
 
@@ -327,6 +329,37 @@ def tail_averaged(alg, rounds: int, tail: float, ema_decay: float = 0.0):
                         ema_decay=float(ema_decay))
 
 
+def mix_toward_start(x: np.ndarray, x0: np.ndarray, mix: float) -> np.ndarray:
+    """The output ``x0 + mix (x - x0)``: the private run's output ``x`` moved back toward its
+    public start ``x0`` (setting ``warm_start_mixes``).
+
+    The weight-space interpolation between a start and the model trained from it of Wortsman
+    et al. (WiSE-FT, "Robust fine-tuning of zero-shot models", CVPR 2022, arXiv:2109.01903),
+    here as a shrinkage of the private phase's noisy displacement: the displacement's noise
+    shrinks by ``mix`` and so does its signal. A function of the released output and of the
+    public start only, so it costs no privacy (post-processing).
+
+    Parameters
+    ----------
+    x : ndarray
+        The private run's output.
+    x0 : ndarray
+        Its start (public: the zero model or the public warm start).
+    mix : float
+        In ``(0, 1]``; 1 returns ``x`` itself.
+
+    Returns
+    -------
+    ndarray
+    """
+    mix = float(mix)
+    if not (math.isfinite(mix) and 0.0 < mix <= 1.0):
+        raise ValueError(f"setting 'warm_start_mixes' holds fractions in (0, 1], got {mix!r}")
+    if mix == 1.0:
+        return x
+    return x0 + mix * (np.asarray(x) - x0)
+
+
 def local_batch(fraction: float, min_local: int) -> int:
     """The local batch ``round(fraction * min_local)``, at least 1."""
     if not 0.0 < fraction <= 1.0:
@@ -418,6 +451,7 @@ class PublicProxy:
         self._parts = parts
         self._problems: dict[int, SoftmaxRegression] = {}
         self._starts: dict[tuple[int, float], np.ndarray] = {}
+        self._outputs: dict[tuple, list[np.ndarray] | None] = {}
         self.public_counts = np.array([len(p) for p in parts])
 
     def start(self, hp: Mapping[str, Any], dim: int) -> np.ndarray:
@@ -474,27 +508,49 @@ class PublicProxy:
         return {"batch": batch, "rounds": rounds, "noise_multiplier": z,
                 "public_batch": pub_batch, "public_noise_multiplier": z * pub_batch / batch}
 
+    def outputs(self, hp: Mapping[str, Any]) -> list[np.ndarray] | None:
+        """The public runs' outputs at ``hp`` (one per repetition, before any
+        ``warm_start_mix``; cached, so that the mix, a post-processing, is scored without
+        training again); None if a run diverged."""
+        key = tuple(sorted((k, v) for k, v in hp.items() if k != "warm_start_mix"))
+        if key not in self._outputs:
+            plan = self.plan(hp)
+            dim = int(hp["dim"])
+            problem = self.problem(dim)
+            x0 = self.start(hp, dim)
+            xs: list[np.ndarray] = []
+            diverged = False
+            for rep in range(self.repetitions):
+                alg = tail_averaged(
+                    make_trainer(self.name, hp, plan["public_batch"],
+                                 {"noise_multiplier": plan["public_noise_multiplier"]},
+                                 self.n_agents, self.cfg),
+                    plan["rounds"], float(hp["tail_average"]), float(hp.get("ema_decay", 0.0)))
+                res = alg.run(problem, plan["rounds"], rng=self.rng(1, rep),
+                              x0=x0, eval_every=plan["rounds"],
+                              with_reference=False)
+                if res.diverged:
+                    diverged = True
+                    break
+                xs.append(np.asarray(res.x))
+            self._outputs[key] = None if diverged else xs
+        return self._outputs[key]
+
     def score(self, hp: Mapping[str, Any]) -> tuple[float, dict]:
         """Mean public validation accuracy (%) over the repetitions, and the run plan; NaN if
-        a run diverged."""
+        a run diverged. With ``hp['warm_start_mix']`` each output is first moved toward its
+        start (:func:`mix_toward_start`)."""
         plan = self.plan(hp)
         dim = int(hp["dim"])
+        xs = self.outputs(hp)
+        if xs is None:
+            return float("nan"), plan
         problem = self.problem(dim)
         val_x = self.projections.apply(self.val_x, dim)
         x0 = self.start(hp, dim)
-        accs = []
-        for rep in range(self.repetitions):
-            alg = tail_averaged(
-                make_trainer(self.name, hp, plan["public_batch"],
-                             {"noise_multiplier": plan["public_noise_multiplier"]},
-                             self.n_agents, self.cfg),
-                plan["rounds"], float(hp["tail_average"]), float(hp.get("ema_decay", 0.0)))
-            res = alg.run(problem, plan["rounds"], rng=self.rng(1, rep),
-                          x0=x0, eval_every=plan["rounds"],
-                          with_reference=False)
-            if res.diverged:
-                return float("nan"), plan
-            accs.append(100.0 * problem.accuracy(res.x, val_x, self.val_y))
+        mix = float(hp.get("warm_start_mix", 1.0))
+        accs = [100.0 * problem.accuracy(mix_toward_start(x, x0, mix), val_x, self.val_y)
+                for x in xs]
         return float(np.mean(accs)), plan
 
 

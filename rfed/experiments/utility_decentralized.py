@@ -62,6 +62,7 @@ from rfed.experiments._classify import (
     batch_and_rounds,
     coordinate_search,
     make_trainer,
+    mix_toward_start,
     partition,
     scattering_data,
     sizes_problem,
@@ -364,7 +365,14 @@ def _grids(cfg: dict, name: str, dims: list[int]) -> dict[str, list]:
             "momentum": [float(v) for v in cfg["momenta"]],
             "dim": dims,
             "tail_average": [float(v) for v in cfg["tail_averages"]],
-            "ema_decay": [float(v) for v in cfg["ema_decays"]]}
+            "ema_decay": [float(v) for v in cfg["ema_decays"]], **_mix_grid(cfg)}
+
+
+def _mix_grid(cfg: dict) -> dict[str, list[float]]:
+    """The ``warm_start_mix`` axis (searched last: a post-processing of the run's output), only
+    when ``warm_start_mixes`` is other than ``[1.0]`` (the default: no axis, no column)."""
+    mixes = [float(v) for v in cfg.get("warm_start_mixes", [1.0])]
+    return {} if mixes == [1.0] else {"warm_start_mix": mixes}
 
 
 def _hp_text(hp: dict) -> str:
@@ -605,7 +613,13 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "parts, and the tuning table chooses it when it beats every private configuration: "
         "the public search then reports that private training at this budget does not "
         "improve on the public start (summary.json: public_choice; the private runs are "
-        "still made, at the best private configuration, for the table)."
+        "still made, at the best private configuration, for the table). warm_start_mixes "
+        "(with public_warm_start; default [1.0], no axis) is one more axis of the public "
+        "search, searched last: the output is moved back toward the public start, x0 + mix "
+        "(x - x0) (the weight-space interpolation of WiSE-FT, Wortsman et al. 2022; "
+        "post-processing of the "
+        "released output and the public start, so it costs no privacy), shrinking the noise "
+        "the private phase adds to its start."
     ),
     defaults={
         "data_path": "", "features": "scattering", "n_agents": 10,
@@ -625,7 +639,7 @@ def _supports(name: str, relation: str, counts: np.ndarray, declared: np.ndarray
         "dims": [0], "tail_averages": [0.0, 0.25, 0.5, 0.75], "ema_decays": [0.0],
         "tune_folds": 1, "public_split_parts": 2, "warm_start_alone": False,
         "public_warm_start": False,
-        "warm_start_l2s": [0.003, 0.01, 0.03, 0.1],
+        "warm_start_l2s": [0.003, 0.01, 0.03, 0.1], "warm_start_mixes": [1.0],
         "tune_sweeps": 2, "tune_repetitions": 2, "eps_tune": 3.0,
         "reference_maxiter": 100, "nonprivate_runs": True,
         "target_epsilon": 3.0, "target_accuracy": 87.0, "centralized_target_accuracy": 88.5,
@@ -676,6 +690,13 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
     check_setting(cfg, "warm_start_l2s", isinstance(l2s, list) and len(l2s) > 0 and all(
         isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
         and v >= 0 for v in l2s), "a non-empty list of L2 strengths >= 0")
+    mixes = cfg["warm_start_mixes"]
+    check_setting(cfg, "warm_start_mixes", isinstance(mixes, list) and len(mixes) > 0 and all(
+        isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v)
+        and 0 < v <= 1 for v in mixes), "a non-empty list of fractions in (0, 1]")
+    if [float(v) for v in mixes] != [1.0] and not cfg["public_warm_start"]:
+        raise ValueError("setting 'warm_start_mixes' moves the output toward the public warm "
+                         "start: it needs public_warm_start = true")
     _check_public_folds(cfg)
     data = _classify_data(cfg, ctx)
     bound = float(data["feature_bound"])
@@ -830,7 +851,9 @@ def utility_fmnist_classify(config: dict, ctx: RunContext) -> dict:
                         if res.diverged:
                             diverged += 1
                             continue
-                        acc = 100.0 * problem.accuracy(res.x, xt_d, yt)
+                        x_out = mix_toward_start(res.x, x0, float(hp.get("warm_start_mix",
+                                                                          1.0)))
+                        acc = 100.0 * problem.accuracy(x_out, xt_d, yt)
                         accs.append(acc)
                         reports.append(res.privacy)
                         ctx.log(setting=f"{kind} {name} {rel} eps={eps}", partition=kind,

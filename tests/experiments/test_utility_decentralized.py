@@ -658,3 +658,77 @@ def test_classify_public_thirds_and_warm_start_alone(fake_data, tmp_path):
     assert choice["private_phase"] == (choice["public_score_with_private_phase"] >= best_alone)
     chosen = next(t for t in tuning if t["chosen"])
     assert chosen["private_phase"] is choice["private_phase"]
+
+
+def test_mix_toward_start_is_the_interpolation_and_refuses_bad_fractions():
+    """x0 + mix (x - x0); mix 1 is the output itself; a fraction outside (0, 1] is refused
+    naming the setting."""
+    from rfed.experiments._classify import mix_toward_start
+    rng = np.random.default_rng(3)
+    x, x0 = rng.standard_normal(7), rng.standard_normal(7)
+    assert mix_toward_start(x, x0, 1.0) is x
+    assert np.allclose(mix_toward_start(x, x0, 0.25), 0.75 * x0 + 0.25 * x)
+    for bad in (0.0, -0.5, 1.5, float("nan")):
+        with pytest.raises(ValueError, match="'warm_start_mixes'"):
+            mix_toward_start(x, x0, bad)
+
+
+def test_public_proxy_scores_a_mix_on_the_same_trained_outputs():
+    """The public score of warm_start_mix m is the validation accuracy of x0 + m (x - x0) for
+    the outputs x of the unmixed configuration (trained once: the mix is post-processing), and
+    m = 1 scores as the configuration without the axis."""
+    from rfed.experiments._classify import mix_toward_start
+    proxies, grids = _proxies_for(warm_labels_true=False, train_labels_true=True)
+    proxy = proxies[0]
+    hp = {k: v[0] for k, v in grids.items()}
+    plain, _ = proxy.score(hp)
+    assert proxy.score({**hp, "warm_start_mix": 1.0})[0] == plain
+    xs = proxy.outputs(hp)
+    assert len(proxy._outputs) == 1 and xs is not None
+    x0 = proxy.start(hp, hp["dim"])
+    mixed, _ = proxy.score({**hp, "warm_start_mix": 0.3})
+    assert len(proxy._outputs) == 1          # not trained again
+    val = proxy.projections.apply(proxy.val_x, hp["dim"])
+    by_hand = np.mean([100.0 * proxy.problem(hp["dim"]).accuracy(
+        mix_toward_start(x, x0, 0.3), val, proxy.val_y) for x in xs])
+    assert mixed == pytest.approx(by_hand)
+    # the warm start learned nothing here (its labels shuffled): pulling toward it costs
+    assert mixed < plain
+
+
+def test_classify_warm_start_mixes_axis_and_refusals(fake_data, tmp_path, monkeypatch):
+    """warm_start_mixes adds the axis warm_start_mix to the public search (last) only when it
+    is other than [1.0]; it needs the public warm start; bad fractions are refused naming the
+    setting; the chosen mix is reported with the hyperparameters and applied to every private
+    run's output, toward that run's start."""
+    from rfed.experiments._classify import mix_toward_start
+    applied = []
+
+    def recording(x, x0, mix):
+        applied.append((float(mix), bool(np.any(x0))))
+        return mix_toward_start(x, x0, mix)
+    monkeypatch.setattr(ud, "mix_toward_start", recording)
+    settings = get_experiment("utility-fmnist-classify").config({})
+    assert "warm_start_mix" not in ud._grids({**settings, "public_warm_start": True},
+                                             "DP-DPSGD", [16])
+    grids = ud._grids({**settings, "public_warm_start": True,
+                       "warm_start_mixes": [0.5, 1.0]}, "DP-DPSGD", [16])
+    assert list(grids)[-1] == "warm_start_mix" and grids["warm_start_mix"] == [0.5, 1.0]
+    for bad in ({"public_warm_start": True, "warm_start_mixes": [0.0]},
+                {"public_warm_start": True, "warm_start_mixes": []},
+                {"public_warm_start": True, "warm_start_mixes": [True]},
+                {"warm_start_mixes": [0.5]}):
+        with pytest.raises(ValueError, match="'warm_start_mixes'"):
+            _tiny_classify(fake_data, tmp_path / "bad", **bad)
+    summary, ctx = _tiny_classify(
+        fake_data, tmp_path / "on", algorithms=["DP-DPSGD"], steps_dpdpsgd=[0.2],
+        batch_fractions=[1.0], dims=[16], public_warm_start=True, warm_start_l2s=[0.1],
+        warm_start_mixes=[0.5, 1.0])
+    tuning = ctx.tables["tuning"]
+    assert {t["warm_start_mix"] for t in tuning} == {0.5, 1.0}
+    chosen = next(t for t in tuning if t["chosen"])
+    assert f"warm_start_mix={chosen['warm_start_mix']:g}" in summary["hyperparameters"][
+        "DP-DPSGD"]
+    # every run of the trainer (its non-private run and one private repetition) output the
+    # mixed model, toward the public warm start (not the zero model)
+    assert applied == [(chosen["warm_start_mix"], True)] * 2
