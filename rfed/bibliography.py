@@ -238,6 +238,38 @@ METHODS: dict[str, Reference] = {r.key: r for r in [
          "Robust fine-tuning of zero-shot models",
          "Proceedings of the IEEE/CVF Conference on Computer Vision and Pattern Recognition "
          "(CVPR)", 2022, "2109.01903", ["WiSE-FT"]),
+    # the decentralized papers' baselines (docs/guide/baselines.md)
+    _ref("cyffers2022", ["Edwige Cyffers", "Mathieu Even", "Aurelien Bellet",
+                         "Laurent Massoulie"],
+         "Muffliato: Peer-to-Peer Privacy Amplification for Decentralized Optimization and "
+         "Averaging", "Advances in Neural Information Processing Systems 35 (NeurIPS)", 2022,
+         "2206.05091", ["MUFFLIATO", "Muffliato"]),
+    _ref("huang2015dpdo", ["Zhenqi Huang", "Sayan Mitra", "Nitin Vaidya"],
+         "Differentially Private Distributed Optimization",
+         "Proceedings of the 16th International Conference on Distributed Computing and "
+         "Networking (ICDCN)", 2015, "1401.2596", ["DPDO"]),
+    _ref("esfandiari2021", ["Yasaman Esfandiari", "Sin Yong Tan", "Zhanhong Jiang",
+                            "Aditya Balu", "Ethan Herron", "Chinmay Hegde", "Soumik Sarkar"],
+         "Cross-Gradient Aggregation for Decentralized Learning from Non-IID Data",
+         "Proceedings of the 38th International Conference on Machine Learning (ICML), PMLR "
+         "139", 2021, "2103.02051", ["DP-CGA", "CGA"]),
+    # private learning on public features (utility-fmnist-classify)
+    _ref("tramer2021", ["Florian Tramer", "Dan Boneh"],
+         "Differentially Private Learning Needs Better Features (or Much More Data)",
+         "International Conference on Learning Representations (ICLR)", 2021, "2011.11660",
+         ["Tramer and Boneh"]),
+    _ref("bruna2013", ["Joan Bruna", "Stephane Mallat"],
+         "Invariant Scattering Convolution Networks",
+         "IEEE Transactions on Pattern Analysis and Machine Intelligence 35(8)", 2013,
+         "1203.1513", ["ScatterNet", "Bruna and Mallat"]),
+    _ref("wu2018groupnorm", ["Yuxin Wu", "Kaiming He"], "Group Normalization",
+         "European Conference on Computer Vision (ECCV)", 2018, "1803.08494",
+         ["GroupNorm"]),
+    _ref("papernot2021", ["Nicolas Papernot", "Abhradeep Thakurta", "Shuang Song",
+                          "Steve Chien", "Ulfar Erlingsson"],
+         "Tempered Sigmoid Activations for Deep Learning with Differential Privacy",
+         "Proceedings of the AAAI Conference on Artificial Intelligence 35", 2021,
+         "2007.14191", ["tempered sigmoid"]),
     _ref("kar2012", ["Soummya Kar", "Gabriela Hug"],
          "Distributed Robust Economic Dispatch in Power Systems: A Consensus + Innovations "
          "Approach", "IEEE Power and Energy Society General Meeting", 2012,
