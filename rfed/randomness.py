@@ -784,6 +784,31 @@ class StackedStreams:
             self.streams[0].block_rows(self._agent_blocks[0], rnd, code, m, sampler,
                                        out=drawn.reshape(self.size, m))
             return drawn
+        if sampler is _standard_normal and self._agent_blocks[0].ids is not None:
+            drawn = np.empty((self.size, *shape))
+            if self._normal_rows(rnd, code, drawn.reshape(self.size, m)):
+                return drawn
         rows = np.concatenate([st.block_rows(block, rnd, code, m, sampler) for st, block
                                in zip(self.streams, self._agent_blocks, strict=True)])
         return rows.reshape((self.size, *shape))
+
+    def _normal_rows(self, rnd: int, code: int, out: np.ndarray) -> bool:
+        """One stream per agent: every run's normals written into the rows of ``out``
+        ``(size, m)``, the per-agent loop of :meth:`AgentStreams.block_rows` run over all the
+        runs' agents in one call (a round of R runs with one agent each draws R rows, and the
+        per-call checks of ``block_rows`` were most of a draw's time); the same values.
+        ``False`` (nothing drawn) when some stream has no direct counter writes."""
+        writers = [st._counter_writer() for st in self.streams]
+        if any(w is None for w in writers):
+            return False
+        rows = iter(out)
+        for st, block, direct in zip(self.streams, self._agent_blocks, writers, strict=True):
+            assert direct is not None and block.ids is not None
+            counter, pos, half = direct.counter, direct.buffer_pos, direct.has_uint32
+            counter[2], counter[3] = rnd, code
+            fill = st._gen.standard_normal
+            for agent in block.ids:
+                counter[0], counter[1] = 0, agent
+                pos.value, half.value = 4, 0
+                fill(out=next(rows))
+        return True

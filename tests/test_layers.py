@@ -16,7 +16,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[1] / "rfed"
 
 #: Modules at the bottom, importable from anywhere: they import no other module of rfed.
-FOUNDATION = ("rfed", "_checks", "_docstrings", "_io", "_malloc", "bibliography", "randomness")
+FOUNDATION = ("rfed", "_checks", "_docstrings", "_einsum", "_io", "_malloc", "bibliography",
+              "randomness")
 
 #: Each of rfed's packages (and top-level modules) with the units it may import directly;
 #: what those may import, it may import too. Its own unit and FOUNDATION are always allowed.

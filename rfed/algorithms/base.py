@@ -511,7 +511,7 @@ class Algorithm(abc.ABC):
         x = self.iterates(state)
         if x is None:
             return None
-        if not np.all(np.isfinite(x)):
+        if not np.isfinite(x).all():
             n_bad = int(x.size - np.count_nonzero(np.isfinite(x)))
             return f"{n_bad} non-finite iterate entries (NaN/inf)"
         if recorded:

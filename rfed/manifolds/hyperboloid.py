@@ -7,6 +7,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from rfed._einsum import einsum
 from rfed.manifolds.base import (
     ConvergenceWarning,
     Manifold,
@@ -36,7 +37,7 @@ def minkowski_inner(u: np.ndarray, v: np.ndarray) -> np.ndarray:
     """
     u = np.asarray(u, dtype=float)
     v = np.asarray(v, dtype=float)
-    return np.einsum("...i,...i->...", u, v) - 2.0 * u[..., 0] * v[..., 0]
+    return einsum("...i,...i->...", u, v) - 2.0 * u[..., 0] * v[..., 0]
 
 
 def sinhc(t: np.ndarray) -> np.ndarray:
@@ -163,9 +164,9 @@ class Hyperboloid(Manifold):
         squares (the Lorentz form :math:`\|u_s\|^2 - u_0^2` cancels by a factor x_0^2 at far
         base points: 1e-4 relative error at x_0 = 1e6)."""
         xs = x[..., 1:]
-        nx = np.sqrt(np.einsum("...i,...i->...", xs, xs))
+        nx = np.sqrt(einsum("...i,...i->...", xs, xs))
         xhat = xs / np.where(nx > 0, nx, 1.0)[..., None]
-        along = np.einsum("...i,...i->...", u[..., 1:], xhat)
+        along = einsum("...i,...i->...", u[..., 1:], xhat)
         perp = u[..., 1:] - along[..., None] * xhat
         return perp, along / x[..., 0]
 
@@ -173,11 +174,11 @@ class Hyperboloid(Manifold):
         x = np.asarray(x, dtype=float)
         pu, au = self._split(x, np.asarray(u, dtype=float))
         pv, av = self._split(x, np.asarray(v, dtype=float))
-        return np.einsum("...i,...i->...", pu, pv) + au * av
+        return einsum("...i,...i->...", pu, pv) + au * av
 
     def norm(self, x, u):
         pu, au = self._split(np.asarray(x, dtype=float), np.asarray(u, dtype=float))
-        return np.sqrt(np.einsum("...i,...i->...", pu, pu) + au * au)
+        return np.sqrt(einsum("...i,...i->...", pu, pu) + au * au)
 
     @staticmethod
     def _log_half_gap(x, y):
@@ -192,7 +193,7 @@ class Hyperboloid(Manifold):
         x0 = x[..., 0]
         y0 = y[..., 0]
         dn = x[..., 1:] / x0[..., None] - y[..., 1:] / y0[..., None]
-        s = np.einsum("...i,...i->...", dn, dn) + np.square(1.0 / y0 - 1.0 / x0)
+        s = einsum("...i,...i->...", dn, dn) + np.square(1.0 / y0 - 1.0 / x0)
         with np.errstate(divide="ignore"):
             return np.log(0.5) + np.log(x0) + np.log(y0) + np.log(s)
 
@@ -216,11 +217,11 @@ class Hyperboloid(Manifold):
         sigma = xs + ys
         big = np.max(np.abs(sigma), axis=-1, initial=0.0)
         sig = sigma / np.where(big > 0, big, 1.0)[..., None]
-        sig /= np.where(big > 0, np.sqrt(np.einsum("...i,...i->...", sig, sig)), 1.0)[..., None]
-        alpha = np.einsum("...i,...i->...", delta, sig)
+        sig /= np.where(big > 0, np.sqrt(einsum("...i,...i->...", sig, sig)), 1.0)[..., None]
+        alpha = einsum("...i,...i->...", delta, sig)
         perp = delta - alpha[..., None] * sig
         a = alpha / (x[..., 0] + y[..., 0])
-        return (np.einsum("...i,...i->...", perp, perp) + 4.0 * a * a) / (1.0 - a * a)
+        return (einsum("...i,...i->...", perp, perp) + 4.0 * a * a) / (1.0 - a * a)
 
     #: below this distance :meth:`dist` and :meth:`log` use the Lorentz chord (in the
     #: cancellation-free form of :meth:`_chord_sq`), above it the projective form
@@ -235,7 +236,7 @@ class Hyperboloid(Manifold):
         x0 = x[..., 0]
         y0 = y[..., 0]
         dn = x[..., 1:] / x0[..., None] - y[..., 1:] / y0[..., None]
-        s = np.einsum("...i,...i->...", dn, dn) + np.square(1.0 / y0 - 1.0 / x0)
+        s = einsum("...i,...i->...", dn, dn) + np.square(1.0 / y0 - 1.0 / x0)
         with np.errstate(over="ignore", invalid="ignore"):
             w = (0.5 * x0) * y0 * s
             out = np.array(2.0 * np.arcsinh(np.sqrt(0.5 * w)))
@@ -259,7 +260,7 @@ class Hyperboloid(Manifold):
         out = np.empty(spatial.shape[:-1] + (spatial.shape[-1] + 1,))
         out[..., 1:] = spatial
         with np.errstate(over="ignore", invalid="ignore"):
-            sq = np.einsum("...i,...i->...", spatial, spatial)
+            sq = einsum("...i,...i->...", spatial, spatial)
         if np.all(sq < 1e300):
             # the usual case: nothing near the float64 limit
             out[..., 0] = np.sqrt(1.0 + sq)
@@ -268,7 +269,7 @@ class Hyperboloid(Manifold):
         scale = np.where(big > 1e150, big, 1.0)[..., None]
         t = spatial / scale
         out[..., 0] = scale[..., 0] * np.sqrt(
-            np.square(1.0 / scale[..., 0]) + np.einsum("...i,...i->...", t, t)
+            np.square(1.0 / scale[..., 0]) + einsum("...i,...i->...", t, t)
         )
         return out
 
@@ -326,7 +327,7 @@ class Hyperboloid(Manifold):
             ws = (y[..., 1:] - x[..., 1:]) - gap[..., None] * x[..., 1:]
             out = np.empty(ws.shape[:-1] + (ws.shape[-1] + 1,))
             out[..., 1:] = ws
-            out[..., 0] = np.einsum("...i,...i->...", ws, x[..., 1:]) / x[..., 0]
+            out[..., 0] = einsum("...i,...i->...", ws, x[..., 1:]) / x[..., 0]
             out *= _inv_sinhc(np.where(far, 1.0, d))[..., None]
         out = np.where(np.all(x == y, axis=-1, keepdims=True), 0.0, out)
         if np.any(far):
@@ -592,7 +593,7 @@ class Hyperboloid(Manifold):
         """Parallel transport of the origin tangent vector (0, spatial) to x."""
         x = np.asarray(x, dtype=float)
         xs = x[..., 1:]
-        time = np.einsum("...i,...i->...", spatial, xs)  # <(0, s), x>_L
+        time = einsum("...i,...i->...", spatial, xs)  # <(0, s), x>_L
         coef = (time / (1.0 + x[..., 0]))[..., None]
         out = np.empty(np.broadcast_shapes(x.shape, spatial.shape[:-1] + x.shape[-1:]))
         out[..., 0] = time

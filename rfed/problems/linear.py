@@ -43,6 +43,7 @@ import scipy.optimize as sopt
 import scipy.sparse as sp
 
 from rfed._checks import numeric_array
+from rfed._einsum import einsum
 from rfed.manifolds import Euclidean
 from rfed.problems.base import Problem
 from rfed.problems.outer_gradients import outer_clipped_sum
@@ -335,7 +336,7 @@ class LinearProblem(Problem):
     # data term ---------------------------------------------------------------
 
     def _margins(self, x, batch):
-        return batch["labels"] * np.einsum("...bd,...d->...b", batch["features"], x)
+        return batch["labels"] * einsum("...bd,...d->...b", batch["features"], x)
 
     def sample_data_loss(self, x: np.ndarray, batch: Mapping[str, np.ndarray]) -> np.ndarray:
         """Per-sample data loss (no regularizer), shape ``(*lead, b)``.

@@ -455,3 +455,67 @@ def test_spd_log_dist_eigh_matches_the_pencil():
         np.testing.assert_array_equal(with_chol[0], without[0])
         np.testing.assert_array_equal(with_chol[1], without[1])
     np.testing.assert_array_equal(m.log(x, y, np.linalg.cholesky(y)), m.log(x, y))
+
+
+def _dist_eigvalsh_every_pair(m, x, y, chol_y):
+    """``SPD.dist_eigvalsh`` as it was before pairs skipped ``eigvalsh``: the eigenvalues of
+    every pair, then ``dist`` for the unresolved ones, each with its own copy of ``x``."""
+    _, inv = m._frame(x)
+    b = inv @ chol_y
+    mu = np.linalg.eigvalsh(b @ np.swapaxes(b, -1, -2))
+    resolved = mu[..., 0] * SPD.EIGVALSH_MAX_CONDITION > mu[..., -1]
+    d = np.sqrt(np.sum(np.square(np.log(np.where(resolved[..., None], mu, 1.0))), axis=-1))
+    if np.all(resolved):
+        return np.sqrt(np.sum(np.square(np.log(mu)), axis=-1))
+    xb = np.broadcast_to(x, y.shape)
+    d[~resolved] = m.dist(xb[~resolved].copy(), y[~resolved], chol_y[~resolved])
+    return d
+
+
+def test_spd_dist_eigvalsh_skips_only_pairs_it_would_refuse():
+    """``SPD.dist_eigvalsh`` hands a pair whose whitened diagonal spans more than
+    ``_DIAGONAL_SPAN`` to ``dist`` without its eigenvalues, and factors one point's frame once
+    for all the pairs it redoes: bit for bit the route that takes every pair's eigenvalues and
+    redoes each unresolved pair with its own copy of the point, on 9 x 9 pairs whose whitened
+    condition spans 1e1-1e7 (many near the threshold, some with a diagonal spread just under
+    it), at one point for all pairs and at one point per row. The margin is needed: skipping
+    from a spread of half the threshold changes bits."""
+    m = SPD(9)
+    rng = np.random.default_rng(11)
+    q, _ = np.linalg.qr(rng.standard_normal((600, 9, 9)))
+    conds = np.concatenate([10.0 ** rng.uniform(1, 7, 300),
+                            10.0 ** rng.uniform(3.6, 4.2, 300)])
+    w = conds[:, None] ** np.sort(rng.uniform(0, 1, (600, 9)), axis=-1)
+    w[:, 0], w[:, -1] = 1.0, conds
+    # some pairs nearly diagonal: their diagonal spread is close to their condition
+    q[::3] = np.eye(9) + 1e-3 * np.tril(rng.standard_normal((200, 9, 9)))
+    q[::3] = np.linalg.qr(q[::3])[0]
+    x = m.random_point(rng)
+    chol, _ = m._frame(x)
+    whitened = (q * w[:, None, :]) @ np.swapaxes(q, -1, -2)
+    y = chol @ (0.5 * (whitened + np.swapaxes(whitened, -1, -2))) @ chol.T
+    y = (0.5 * (y + np.swapaxes(y, -1, -2))).reshape(20, 30, 9, 9)
+    r = np.linalg.cholesky(y)
+    _, inv = m._frame(x)
+    b = inv @ r
+    diag = np.diagonal(b @ np.swapaxes(b, -1, -2), axis1=-2, axis2=-1)
+    spread = diag.max(-1) / diag.min(-1)
+    # the data reach every case: skipped, near the margin, and resolved despite a wide spread
+    assert np.sum(spread > m._DIAGONAL_SPAN) > 40
+    assert np.sum((spread > 0.5 * SPD.EIGVALSH_MAX_CONDITION)
+                  & (spread < SPD.EIGVALSH_MAX_CONDITION)) > 20
+    for xe in (x.reshape(1, 1, 9, 9), np.broadcast_to(x, (20, 1, 9, 9)).copy()):
+        expected = _dist_eigvalsh_every_pair(m, xe, y, r)
+        np.testing.assert_array_equal(m.dist_eigvalsh(xe, y, r), expected)
+        np.testing.assert_array_equal(m.dist_eigvalsh(xe, y), expected)
+    # all pairs past the spread (none left for eigvalsh) and none past it
+    far = np.argsort(spread, axis=None)[-40:]
+    near = np.argsort(spread, axis=None)[:40]
+    for pick in (far, near):
+        yy, rr = y.reshape(-1, 9, 9)[pick], r.reshape(-1, 9, 9)[pick]
+        np.testing.assert_array_equal(m.dist_eigvalsh(x, yy, rr),
+                                      _dist_eigvalsh_every_pair(m, x, yy, rr))
+    broken = SPD(9)
+    broken._DIAGONAL_SPAN = 0.5 * SPD.EIGVALSH_MAX_CONDITION
+    assert not np.array_equal(broken.dist_eigvalsh(x.reshape(1, 1, 9, 9), y, r),
+                              _dist_eigvalsh_every_pair(m, x.reshape(1, 1, 9, 9), y, r))

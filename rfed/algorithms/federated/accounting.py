@@ -145,20 +145,20 @@ def record_round(ledger: PrivacyLedger, round_index: int, plan: LocalPlan,
     if not events.private:
         return
     agents = np.asarray(agents)
-    if not np.all(np.isfinite(plan.sensitivity[agents])):
+    if not np.isfinite(plan.sensitivity[agents]).all():
         return
     charges = [(events.specs, events.ids[agents], plan.steps)]
     if events.snapshot_specs is not None and events.snapshot_ids is not None:  # set together
         charges.append((events.snapshot_specs, events.snapshot_ids[agents], plan.snapshot_steps))
-    if agents.ndim != 1 or not agents.size or any(bool(np.any(ids < 0)) for _, ids, _ in charges) \
-            or (agents.size > 1 and not bool(np.all(agents[1:] > agents[:-1]))):
+    if agents.ndim != 1 or not agents.size or any(bool((ids < 0).any()) for _, ids, _ in charges) \
+            or (agents.size > 1 and not bool((agents[1:] > agents[:-1]).all())):
         # no agent, repeated or unsorted ids, or values ledger.record refuses: the general
         # path (which charges a repeated id once per occurrence, or raises)
         _record_general(ledger, round_index, plan, agents)
         return
     for specs, ids, count in charges:
         first = int(ids[0])
-        if ids.size == 1 or bool(np.all(ids == first)):
+        if ids.size == 1 or bool((ids == first).all()):
             # one event for the whole call (one agent, or equal configurations); every id is
             # >= 0 here (a refused row took the general path), so its event exists
             spec = specs[first]

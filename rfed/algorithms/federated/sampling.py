@@ -98,7 +98,7 @@ def sample_minibatches(
     """
     counts = np.asarray(counts, dtype=int)
     sizes = np.asarray(sizes, dtype=int)
-    if np.any(sizes < 1) or np.any(sizes > counts):
+    if (sizes < 1).any() or (sizes > counts).any():
         raise ValueError("argument 'sizes' must satisfy 1 <= sizes[a] <= counts[a]")
     b = int(sizes.max())
     n_max = int(counts.max())
