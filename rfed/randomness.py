@@ -42,6 +42,7 @@ replayable by design.
 from __future__ import annotations
 
 import ctypes
+import functools
 import math
 import threading
 import zlib
@@ -107,6 +108,19 @@ def ranks_to_uniforms(ranks: np.ndarray) -> np.ndarray:
 
 def _check_shape(shape) -> tuple[int, ...]:
     return (int(shape),) if isinstance(shape, (int, np.integer)) else tuple(shape)
+
+
+def _fill_rows_by_counter(direct: _PhiloxCounter, fill, rnd: int, code: int, ids,
+                          rows: np.ndarray) -> None:
+    """Row ``i`` of ``rows`` from ``fill(out=row)`` with the Philox counter keyed to
+    ``(0, ids[i], rnd, code)`` and its buffer emptied: the state assignment of re-keying,
+    written into the generator directly (this loop is the per-agent cost of every draw)."""
+    counter, pos, half = direct.counter, direct.buffer_pos, direct.has_uint32
+    counter[2], counter[3] = rnd, code
+    for row, agent in zip(rows, ids, strict=True):
+        counter[0], counter[1] = 0, agent
+        pos.value, half.value = 4, 0
+        fill(out=row)
 
 
 def _standard_normal(gen: np.random.Generator, size: tuple[int, ...],
@@ -561,18 +575,11 @@ class AgentStreams:
                 out = np.empty((block.size, m))
             gen = self._gen
             if direct is not None:
-                counter, pos, half = direct.counter, direct.buffer_pos, direct.has_uint32
-                counter[2], counter[3] = rnd, code
                 # normals straight from the generator's method (the sampler's call, one frame
                 # less per agent)
-                fill = gen.standard_normal if sampler is _standard_normal else None
-                for row, agent in zip(out, ids, strict=True):
-                    counter[0], counter[1] = 0, agent
-                    pos.value, half.value = 4, 0
-                    if fill is not None:
-                        fill(out=row)
-                    else:
-                        sampler(gen, (m,), out=row)
+                fill = (gen.standard_normal if sampler is _standard_normal
+                        else functools.partial(sampler, gen, (m,)))
+                _fill_rows_by_counter(direct, fill, rnd, code, ids, out)
                 return out
             for row, agent in zip(out, ids, strict=True):
                 inner["counter"] = [0, agent, rnd, code]
@@ -801,14 +808,10 @@ class StackedStreams:
         writers = [st._counter_writer() for st in self.streams]
         if any(w is None for w in writers):
             return False
-        rows = iter(out)
+        lo = 0
         for st, block, direct in zip(self.streams, self._agent_blocks, writers, strict=True):
             assert direct is not None and block.ids is not None
-            counter, pos, half = direct.counter, direct.buffer_pos, direct.has_uint32
-            counter[2], counter[3] = rnd, code
-            fill = st._gen.standard_normal
-            for agent in block.ids:
-                counter[0], counter[1] = 0, agent
-                pos.value, half.value = 4, 0
-                fill(out=next(rows))
+            _fill_rows_by_counter(direct, st._gen.standard_normal, rnd, code, block.ids,
+                                  out[lo:lo + block.size])
+            lo += block.size
         return True
