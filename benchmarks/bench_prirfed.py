@@ -37,8 +37,8 @@ local steps with clipping and tangent noise, full batch or the paper's ``b = N_i
   noise`` (the half gathered per block). These take the two products with ``np.einsum``; the
   rows ``... , BLAS) + noise`` take them with ``np.matmul`` (OpenBLAS's ``gemv`` per agent:
   faster on cached blocks, different last bits). Each is timed for every block size ``S`` of
-  :data:`FLOOR_BLOCK_BYTES` (a competent user tunes it to the machine's caches: on a machine
-  with 2 MiB of L2 per core the 512 KiB blocks took 0.6x the time of 4 MiB ones), and the
+  :data:`FLOOR_BLOCK_BYTES` (a competent user tunes it to the machine's caches; the rows show
+  how much it matters on the machine that runs them), and the
   line ``rfed / best one-read floor (with noise)`` (the fastest of all these rows, the
   strongest floor) is the ratio the performance guide quotes; the line after it names that
   row;
@@ -74,7 +74,6 @@ from rfed.algorithms.federated.sampling import sample_minibatches
 from rfed.algorithms.federated.streams import AGENTS_PER_STREAM
 from rfed.problems import Problem, SpherePCA
 from rfed.randomness import AgentStreams, StackedStreams
-
 
 #: Block sizes (bytes of records per block of agents) at which the blocked floors are timed;
 #: the best floor is the fastest over them (rfed's own block size is one of them).

@@ -534,9 +534,9 @@ def _agent_data(problem: Problem, agents: np.ndarray) -> tuple[dict, np.ndarray]
 #: Bytes of gathered minibatch rows per block of :func:`_clipped_sum_in_order` (and of records
 #: per block of the fused full-batch step), so that the block's passes read it from the cache.
 #: Half of one core's L2 on the 2-core machine the benchmarks run on (2 MiB per core): there
-#: benchmarks/bench_prirfed.py's floors and rfed's round were fastest with blocks of 0.5-1 MiB,
-#: 4 MiB blocks taking about 1.15-1.25x longer; on an older machine with a 32 MiB L3, blocks of
-#: 1-8 MiB took within 3% of each other and one gather of everything 1.4x.
+#: the floors of benchmarks/bench_prirfed.py (timed by block size in its table) and rfed's
+#: round were faster with blocks of 0.5-1 MiB than with 4 MiB; on an older machine with a 32 MiB
+#: L3, blocks of 1-8 MiB took within 3% of each other and one gather of everything 1.4x.
 _GATHER_BLOCK_BYTES = 2**20
 #: The same for the inner steps of the released-snapshot DP-RSVRG, whose difference mean makes
 #: about ten temporaries of the block's size: blocks of one agent (about 1 MiB, one core's L2
