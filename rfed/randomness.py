@@ -117,7 +117,8 @@ def _fill_rows_by_counter(direct: _PhiloxCounter, fill, rnd: int, code: int, ids
     written into the generator directly (this loop is the per-agent cost of every draw)."""
     counter, pos, half = direct.counter, direct.buffer_pos, direct.has_uint32
     counter[2], counter[3] = rnd, code
-    for row, agent in zip(rows, ids, strict=True):
+    # Python ints: a ctypes element takes them faster than numpy integers
+    for row, agent in zip(rows, ids.tolist() if type(ids) is np.ndarray else ids, strict=True):
         counter[0], counter[1] = 0, agent
         pos.value, half.value = 4, 0
         fill(out=row)
@@ -586,6 +587,15 @@ class AgentStreams:
                 bits.state = state  # type: ignore[assignment]  # numpy's stubs: a TypedDict
                 sampler(gen, (m,), out=row)
             return out
+        if of_raw is _uniforms_of_raw and direct is not None:
+            # numpy's uniforms k 2^-53 of the same words (k = raw >> 11, Generator.random's
+            # next_double), written per agent like the normals; + 2^-54 then gives (k + 1/2)
+            # 2^-53 correctly rounded, as _uniforms_of_raw's conversion of 2k + 1 rounds it:
+            # the same values without the per-agent raw arrays
+            if out is None:
+                out = np.empty((block.size, m))
+            _fill_rows_by_counter(direct, self._gen.random, rnd, code, ids, out)
+            return np.add(out, 2.0**-54, out=out)
         # raw words agent by agent, converted for the whole block at once (ranks in place of
         # their raw words: in ``out`` when given)
         raw: np.ndarray = (out if out is not None and of_raw is _ranks_of_raw

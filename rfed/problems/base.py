@@ -44,7 +44,7 @@ from __future__ import annotations
 import abc
 import copy
 import math
-from collections.abc import Mapping
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 import numpy as np
@@ -489,6 +489,58 @@ class Problem(abc.ABC):
                             mode="raise" if dest is None else "clip")
             got[k] = taken.reshape(idx.shape + v.shape[2:])
         return got
+
+    def _batch_blocks(self, agents: np.ndarray, idx: np.ndarray, per_block: int,
+                     out: Mapping[str, np.ndarray]) -> Iterator[tuple[int, int, dict]]:
+        """:meth:`batch` of consecutive blocks of ``per_block`` agents, into the same buffers.
+
+        Yields ``(start, stop, batch)`` where ``batch`` is what ``batch(agents[start:stop],
+        idx[start:stop], out=out)`` returns (views of ``out``, overwritten by the next block):
+        the ids and indices are checked, and the flat row index built, once for all blocks
+        rather than once per block (a trainer's step gathers hundreds of small blocks).
+
+        Parameters
+        ----------
+        agents : int array, shape ``(A,)``
+            Global ids.
+        idx : int array, shape ``(A, b)``
+            Row indices in ``0 .. n_max - 1``.
+        per_block : int
+            Agents per block (``>= 1``; the last block may be smaller).
+        out : mapping of str to array
+            Buffers ``{key: (>= per_block b, ...)}``.
+
+        Yields
+        ------
+        start, stop : int
+        batch : dict of str to array, each of shape ``(stop - start, b, ...)``
+        """
+        agents = np.asarray(agents)
+        idx = np.asarray(idx)
+        n_agents = agents.shape[0]
+        if not all(v.flags.c_contiguous for v in self._data.values()) or not idx.size:
+            for start in range(0, n_agents, per_block):
+                stop = min(n_agents, start + per_block)
+                yield start, stop, self.batch(agents[start:stop], idx[start:stop], out=out)
+            return
+        rows = self._rows(agents)
+        lo, hi = idx.min(), idx.max()
+        if lo < 0 or hi >= self.n_max:
+            raise ValueError(f"argument 'idx' must hold row indices in [0, {self.n_max}), "
+                             f"got range [{lo}, {hi}]")
+        b = idx.shape[1]
+        # (A, b): the flat row numbers (every data array has the same rows per agent)
+        flat = rows[:, None] * next(iter(self._data.values())).shape[1] + idx
+        sources = [(k, v.reshape((-1,) + v.shape[2:]), out[k]) for k, v in self._data.items()]
+        for start in range(0, n_agents, per_block):
+            stop = min(n_agents, start + per_block)
+            block_rows = flat[start:stop].reshape(-1)
+            shape = (stop - start, b)
+            # indices checked above: mode 'clip' gathers into the buffer directly
+            yield start, stop, {
+                k: np.take(src, block_rows, axis=0, out=buf[: block_rows.size],
+                           mode="clip").reshape(shape + src.shape[1:])
+                for k, src, buf in sources}
 
     def agent_data(self, agents: np.ndarray) -> tuple[dict[str, np.ndarray], np.ndarray]:
         """All rows of ``agents`` (global ids, shape ``(A,)``): ``({key: (A, n_max, ...)},

@@ -332,3 +332,31 @@ def test_resource_allocation_shards_hold_their_agents_costs_only():
     _equal(restored.primal_rows(restored.agents, price[restored.agents]), w[restored.agents])
     with pytest.raises(ValueError, match="argument 'agents' must hold distinct ids"):
         full.shard(np.array([0, 0]))
+
+
+@pytest.mark.parametrize("per_block", [1, 2, 5])
+def test_batch_blocks_gather_what_batch_gathers(full, per_block):
+    # Problem._batch_blocks (the ids and indices checked once for a trainer's blocks) gives
+    # each block what batch() gives it, on the full problem and on a shard (global ids mapped
+    # to its rows), and refuses what batch() refuses
+    rng = np.random.default_rng(per_block)
+    block = np.array([1, 2, 4])
+    part = full.shard(block)
+    agents = np.array([4, 1, 4, 2, 1])
+    idx = full.sample_batches(agents, 3, rng)
+    for prob in (full, part):
+        buffers = {k: np.empty((per_block * 3,) + v.shape[2:], v.dtype)
+                   for k, v in prob._data.items()}
+        starts = []
+        for start, stop, got in prob._batch_blocks(agents, idx, per_block, buffers):
+            starts.append(start)
+            want = full.batch(agents[start:stop], idx[start:stop])
+            assert sorted(got) == sorted(want)
+            for key in want:
+                _equal(got[key], want[key])
+        assert starts == list(range(0, agents.size, per_block))
+    buffers = {k: np.empty((per_block * 3,) + v.shape[2:], v.dtype) for k, v in part._data.items()}
+    with pytest.raises(ValueError, match=r"agent 3 is not held here"):
+        next(part._batch_blocks(np.array([1, 3]), idx[:2], per_block, buffers))
+    with pytest.raises(ValueError, match=r"argument 'idx' must hold row indices in \[0, 9\)"):
+        next(full._batch_blocks(agents, idx + N_MAX, per_block, buffers))

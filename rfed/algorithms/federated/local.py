@@ -531,11 +531,13 @@ def _agent_data(problem: Problem, agents: np.ndarray) -> tuple[dict, np.ndarray]
     return problem.agent_data(agents)
 
 
-#: Bytes of gathered minibatch rows per block of :func:`_clipped_sum_in_order`, so that the
-#: block's passes read it from the cache: on a 32 MiB L3 (benchmarks/bench_prirfed.py shapes,
-#: dimension 784, half batches) blocks of 1-8 MiB took within 3% of each other, 16 MiB 6-8% more,
-#: 32 MiB 20% more and one gather of everything 1.4x.
-_GATHER_BLOCK_BYTES = 4 * 2**20
+#: Bytes of gathered minibatch rows per block of :func:`_clipped_sum_in_order` (and of records
+#: per block of the fused full-batch step), so that the block's passes read it from the cache.
+#: Half of one core's L2 on the 2-core machine the benchmarks run on (2 MiB per core): there
+#: the floors of benchmarks/bench_prirfed.py (timed by block size in its table) and rfed's
+#: round were faster with blocks of 0.5-1 MiB than with 4 MiB; on an older machine with a 32 MiB
+#: L3, blocks of 1-8 MiB took within 3% of each other and one gather of everything 1.4x.
+_GATHER_BLOCK_BYTES = 2**20
 #: The same for the inner steps of the released-snapshot DP-RSVRG, whose difference mean makes
 #: about ten temporaries of the block's size: blocks of one agent (about 1 MiB, one core's L2
 #: here) took 0.8x the time of 4 MiB blocks on utility-pca-fmnist's shapes (128 x 784 per agent).
@@ -741,9 +743,7 @@ def _difference_mean_blocked(difference_mean: Any, problem: Problem, x: np.ndarr
     snapshot = np.asarray(snapshot, dtype=float)
     v = _out_or_empty(out, np.broadcast_shapes(x.shape, snapshot.shape))
     n_clipped = np.empty(n_agents, dtype=int)
-    for start in range(0, n_agents, per_block):
-        stop = min(n_agents, start + per_block)
-        block = problem.batch(agents[start:stop], idx[start:stop], out=buffers)
+    for start, stop, block in problem._batch_blocks(agents, idx, per_block, buffers):
         part, clipped = difference_mean(problem, x[start:stop], snapshot[start:stop], block,
                                         valid[start:stop], sizes[start:stop], clip)
         v[start:stop] = part
