@@ -446,6 +446,18 @@ class Problem(abc.ABC):
                              "are on another process)")
         return rows
 
+    def _checked_idx(self, idx: Any) -> np.ndarray:
+        """``idx`` as an array, refused unless its row indices are in ``[0, n_max)``."""
+        idx = np.asarray(idx)
+        if idx.size:
+            # a round's few indices: Python's min and max of a list cost less than reductions
+            few = idx.ravel().tolist() if idx.size <= 256 else None
+            lo, hi = (min(few), max(few)) if few is not None else (idx.min(), idx.max())
+            if lo < 0 or hi >= self.n_max:
+                raise ValueError(f"argument 'idx' must hold row indices in [0, {self.n_max}), "
+                                 f"got range [{lo}, {hi}]")
+        return idx
+
     def batch(self, agents: np.ndarray, idx: np.ndarray,
               out: Mapping[str, np.ndarray] | None = None) -> dict[str, np.ndarray]:
         """Gather samples ``idx`` of ``agents``.
@@ -465,14 +477,7 @@ class Problem(abc.ABC):
         dict of str to array, each of shape ``(A, b, ...)`` (views of ``out`` when given)
         """
         rows = self._rows(np.asarray(agents))
-        idx = np.asarray(idx)
-        if idx.size:
-            # a round's few indices: Python's min and max of a list cost less than reductions
-            few = idx.ravel().tolist() if idx.size <= 256 else None
-            lo, hi = (min(few), max(few)) if few is not None else (idx.min(), idx.max())
-            if lo < 0 or hi >= self.n_max:
-                raise ValueError(f"argument 'idx' must hold row indices in [0, {self.n_max}), "
-                                 f"got range [{lo}, {hi}]")
+        idx = self._checked_idx(idx)
         got = {}
         flat = None
         for k, v in self._data.items():
@@ -524,10 +529,7 @@ class Problem(abc.ABC):
                 yield start, stop, self.batch(agents[start:stop], idx[start:stop], out=out)
             return
         rows = self._rows(agents)
-        lo, hi = idx.min(), idx.max()
-        if lo < 0 or hi >= self.n_max:
-            raise ValueError(f"argument 'idx' must hold row indices in [0, {self.n_max}), "
-                             f"got range [{lo}, {hi}]")
+        self._checked_idx(idx)
         b = idx.shape[1]
         # (A, b): the flat row numbers (every data array has the same rows per agent)
         flat = rows[:, None] * next(iter(self._data.values())).shape[1] + idx
