@@ -34,6 +34,13 @@ then imported into the documentation with ``docs/generate_results.py import``).
 ``--out FILE`` also writes the printed table to ``FILE``, under a header that holds the command,
 the commit of each version compared, the date and the 1-minute load before and after.
 
+``--pairs N`` (with ``--compare``) runs each experiment's pair of versions ``N`` times (the
+base first in odd repetitions, the measured version first in even ones), prints every pair's
+rows and ratio, then per experiment the median ratio and its range, and at the end each
+repetition's totals and ratio and the median and range of those ratios: on a machine whose
+speed moves by a third between runs (``docs/guide/performance.md``), a single pair cannot
+decide a ratio within a few percent of 1, the spread of several can say whether it is.
+
 ``--this-set KEY=VALUE`` (with ``--compare``) overrides a setting of the measured version's
 runs only: the same work as the base when an experiment gained runs since (e.g. ``--this-set
 non_private=false`` leaves out the non-private reference runs prirfed-fig3 and prirfed-fig4
@@ -59,6 +66,7 @@ import argparse
 import hashlib
 import json
 import os
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -172,16 +180,16 @@ def _finish(proc: subprocess.Popen, stats_file: Path, t0: float, checkpoints: bo
 
 def run_versions(name: str, overrides: list[str], rfed_dirs: list[Path], rdp_cache: str = "",
                  checkpoints: bool = False, concurrent: bool = False, keep: Path | None = None,
-                 this_overrides: Sequence[str] = ()
+                 this_overrides: Sequence[str] = (), measured: int = -1
                  ) -> list[tuple[float, float, float, dict | None, tuple[int, str] | None,
                                  dict]]:
     """:func:`_finish`'s numbers of ``rfed run name`` with each of ``rfed_dirs``' rfed: one after
     the other, or all at the same time (``concurrent``: one process per core, so that every
     version sees the same load for the whole run). ``keep``: one version only, its results
-    kept in ``keep/name``. ``this_overrides``: further overrides of the last version's run
-    only (the measured one against a base)."""
-    per_version = [list(overrides)] * (len(rfed_dirs) - 1) + [list(overrides)
-                                                              + list(this_overrides)]
+    kept in ``keep/name``. ``this_overrides``: further overrides of the run of
+    ``rfed_dirs[measured]`` only (the measured version against a base; default the last)."""
+    per_version = [list(overrides) for _ in rfed_dirs]
+    per_version[measured] += list(this_overrides)
     with tempfile.TemporaryDirectory() as out:
         outs = [str(Path(out) / str(i)) for i in range(len(rfed_dirs))]
         for o in outs:
@@ -276,6 +284,9 @@ def main() -> None:
                         help="with --compare: run the two versions at the same time, one "
                              "process per core (both see the same load; a base-against-base "
                              "run measured ratios of 1.00-1.01 on 2 cores)")
+    parser.add_argument("--pairs", type=int, default=1, metavar="N",
+                        help="with --compare: run each pair of versions N times and print the "
+                             "median and range of the ratios (default 1)")
     parser.add_argument("--rusage", action="store_true",
                         help="also print each run's user and system CPU seconds, the system "
                              "share and its minor page faults")
@@ -323,7 +334,12 @@ def main() -> None:
         parser.error("--this-set needs --compare DIR (it overrides the measured version only)")
     if args.concurrent and args.compare is None:
         parser.error("--concurrent needs --compare DIR (two versions to run at the same time)")
-    totals = [0.0] * len(versions)
+    if args.pairs < 1:
+        parser.error(f"argument --pairs must be an int >= 1, got {args.pairs}")
+    if args.pairs > 1 and args.compare is None:
+        parser.error("--pairs needs --compare DIR (it repeats a pair of versions)")
+    # totals[r][i]: repetition r's total of version i (base, this)
+    totals = [[0.0] * len(versions) for _ in range(args.pairs)]
     order = " and ".join(map(str, versions)) if args.concurrent else " then ".join(
         map(str, versions))
     emit(f"rfed from {order}{' (concurrently)' if args.concurrent else ''}; overrides "
@@ -338,33 +354,55 @@ def main() -> None:
     emit(head)
     write_out(0)
     for done, name in enumerate(args.names):
-        results = run_versions(name, args.overrides, versions, args.rdp_cache,
-                               args.checkpoints, args.concurrent, args.keep,
-                               args.this_overrides)
-        if args.record:
-            record_timing(args.timings, name, scale, *results[0][:3], args.rfed,
-                          runs=results[0][4])
-        for i, (cpu, wall, rss, stats, _, kernel) in enumerate(results):
-            totals[i] += cpu
-            label = name if len(versions) == 1 else f"{name} [{'base' if i == 0 else 'this'}]"
-            emit(_row(label, cpu, wall, rss, stats, kernel if args.rusage else None))
-        if len(versions) == 2:
-            emit(f"{name + ' this/base':<24} {results[1][0] / results[0][0]:8.3f}")
+        ratios = []
+        for rep in range(args.pairs):
+            # the base first in odd repetitions, the measured version first in even ones
+            order = list(range(len(versions)))[::1 if rep % 2 == 0 else -1]
+            got = run_versions(name, args.overrides, [versions[i] for i in order],
+                               args.rdp_cache, args.checkpoints, args.concurrent, args.keep,
+                               args.this_overrides, order.index(len(versions) - 1))
+            results = [got[order.index(i)] for i in range(len(versions))]
+            if args.record:
+                record_timing(args.timings, name, scale, *results[0][:3], args.rfed,
+                              runs=results[0][4])
+            tag = f" #{rep + 1}" if args.pairs > 1 else ""
+            for i, (cpu, wall, rss, stats, _, kernel) in enumerate(results):
+                totals[rep][i] += cpu
+                label = (name if len(versions) == 1
+                         else f"{name} [{'base' if i == 0 else 'this'}]{tag}")
+                emit(_row(label, cpu, wall, rss, stats, kernel if args.rusage else None))
+            if len(versions) == 2:
+                ratios.append(results[1][0] / results[0][0])
+                emit(f"{name + ' this/base' + tag:<24} {ratios[-1]:8.3f}")
+        if args.pairs > 1:
+            emit(f"{name + ' this/base':<24} {statistics.median(ratios):8.3f} median of "
+                 f"{args.pairs} pairs, range {min(ratios):.3f}-{max(ratios):.3f}")
         if done + 1 < len(args.names):
             # the totals of the experiments done so far, in the file only until the next row
             tags = [""] if len(versions) == 1 else [" [base]", " [this]"]
-            so_far = [f"{'total so far' + tag:<24} {t:8.1f}"
-                      for tag, t in zip(tags, totals, strict=True)]
-            if len(versions) == 2:
-                so_far.append(f"{'total so far this/base':<24} {totals[1] / totals[0]:8.3f}")
+            so_far = []
+            for rep, rep_totals in enumerate(totals):
+                pair = f" #{rep + 1}" if args.pairs > 1 else ""
+                so_far += [f"{'total so far' + tag + pair:<24} {t:8.1f}"
+                           for tag, t in zip(tags, rep_totals, strict=True)]
+                if len(versions) == 2:
+                    so_far.append(f"{'total so far this/base' + pair:<24} "
+                                  f"{rep_totals[1] / rep_totals[0]:8.3f}")
             lines.extend(so_far)
             write_out(done + 1)
             del lines[-len(so_far):]
-    for i, total in enumerate(totals):
-        label = "total" if len(versions) == 1 else f"total [{'base' if i == 0 else 'this'}]"
-        emit(f"{label:<24} {total:8.1f}")
-    if len(versions) == 2:
-        emit(f"{'total this/base':<24} {totals[1] / totals[0]:8.3f}")
+    for rep, rep_totals in enumerate(totals):
+        tag = f" #{rep + 1}" if args.pairs > 1 else ""
+        for i, total in enumerate(rep_totals):
+            label = ("total" if len(versions) == 1
+                     else f"total [{'base' if i == 0 else 'this'}]{tag}")
+            emit(f"{label:<24} {total:8.1f}")
+        if len(versions) == 2:
+            emit(f"{'total this/base' + tag:<24} {rep_totals[1] / rep_totals[0]:8.3f}")
+    if args.pairs > 1:
+        total_ratios = [t[1] / t[0] for t in totals]
+        emit(f"{'total this/base':<24} {statistics.median(total_ratios):8.3f} median of "
+             f"{args.pairs} pairs, range {min(total_ratios):.3f}-{max(total_ratios):.3f}")
     write_out(len(args.names))
 
 

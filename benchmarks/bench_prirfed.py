@@ -45,7 +45,13 @@ local steps with clipping and tangent noise, full batch or the paper's ``b = N_i
 * ``part: K keyed noise draws``: the K tangent-noise draws of the round (``A x d`` standard
   normals per step from rfed's per-agent keyed streams), which no data floor counts; the
   closing line also prints rfed minus it over the best floor, and rfed over the best floor
-  plus it.
+  plus it;
+* ``lean loop, rfed's bits (S)``: the same round as plain numpy calls (:func:`lean_round`: no
+  problem, manifold, mechanism or trainer objects; rfed's arithmetic and keyed draws), checked
+  to give rfed's new point bit for bit before it is timed, per block size ``S`` (those giving
+  the same agents per block timed once): what rfed's results cost without rfed. The closing
+  line ``best lean loop (rfed's bits) / best one-read floor`` separates what rfed's code costs
+  (``rfed / best lean loop``) from what its arithmetic and keyed draws cost.
 
 The last column is time / rfed; the closing lines print rfed / floor. The last measured table
 is ``benchmarks/results/bench_prirfed.txt`` (imported into ``docs/results/benchmarks/``).
@@ -212,6 +218,83 @@ def floor_random_batch(z: np.ndarray, x: np.ndarray, k_steps: int,
             _products(zb.reshape(stop - start, b, dim), x, None, blas)
 
 
+def lean_round(problem: SpherePCA, plan, x0: np.ndarray, seed: int, rnd: int,
+               step_size: float, k_steps: int, half: bool, block_bytes: int) -> np.ndarray:
+    """One PriRFed round (every agent, K DP-RSGD steps, tangent-mean aggregation) written as
+    plain numpy calls with rfed's arithmetic and keyed draws, so that its output is rfed's bit
+    for bit (checked before timing): what a competent user writes who wants rfed's results
+    without its objects. Every agent holds the same ``N`` records; ``half``: ``b = N / 2``.
+
+    Per step: the minibatch keys from the agents' streams and each agent's ``b`` smallest
+    (sorted, the rows rfed's in-order gather reads), then per block of agents holding about
+    ``block_bytes`` of rows the gather (``half``), ``a = Z x``, the clip scales and
+    ``-2 (Z^T (c a) - (sum c a^2) x)`` (SpherePCA's formula), the mean over the public ``b``,
+    the keyed normals projected on each tangent space and scaled by ``sigma``, and the closed
+    form of the sphere's exponential map with its norm check (``Sphere.exp``); finally rfed's
+    :func:`tangent_mean`, the same call as the per-agent loop's.
+    """
+    z_all, sq_all = problem.data["z"], problem.data["sq"]
+    n_agents, n_per, dim = z_all.shape
+    b = n_per // 2 if half else n_per
+    agents = np.arange(n_agents)
+    streams = StackedStreams([seed], [agents], agents_per_stream=AGENTS_PER_STREAM)
+    sigma = plan.sigma[agents][:, None]
+    size, tau = float(plan.sizes[0]), plan.clip
+    per_block = max(1, block_bytes // (b * dim * 8))
+    z_flat, sq_flat = z_all.reshape(-1, dim), sq_all.reshape(-1)
+    buf = np.empty((min(per_block, n_agents) * b, dim))
+    x = np.broadcast_to(x0, (n_agents, dim))
+    calls = 0
+    for _ in range(k_steps):
+        if half:
+            keys = streams.draw(rnd, f"local#{calls}", (n_per,), "uniform")
+            calls += 1
+            flat = agents[:, None] * n_per + np.sort(
+                np.argpartition(keys, b - 1, axis=1)[:, :b], axis=1)
+        total = np.empty((n_agents, dim))
+        for start in range(0, n_agents, per_block):
+            stop = min(n_agents, start + per_block)
+            if half:
+                rows = flat[start:stop].reshape(-1)
+                z = np.take(z_flat, rows, axis=0, out=buf[: rows.size],
+                            mode="clip").reshape(stop - start, b, dim)
+                sq = sq_flat[rows].reshape(stop - start, b)
+            else:
+                z, sq = z_all[start:stop], sq_all[start:stop]
+            xb = x[start:stop]
+            a = np.matmul(z, xb[..., None])[..., 0]
+            work = np.multiply(a, a)
+            np.subtract(sq, work, out=work)
+            np.maximum(work, 0.0, out=work)
+            np.sqrt(work, out=work)
+            norms = np.abs(a)
+            norms *= 2.0
+            norms *= work
+            ca = np.divide(tau, np.fmax(norms, tau, out=work), out=work)
+            ca *= a
+            part = np.matmul(ca[..., None, :], z, out=total[start:stop, None, :])[..., 0, :]
+            part -= np.multiply(a, ca, out=a).sum(-1)[..., None] * xb
+            part *= -2.0
+        total /= size
+        if not (np.isfinite(total).all() and np.isfinite(x).all()):
+            raise FloatingPointError("diverged")
+        eta = streams.draw(rnd, f"local#{calls}", (dim,), "normal")
+        calls += 1
+        eta -= np.einsum("...i,...i->...", x, eta)[..., None] * x
+        eta *= sigma
+        eta += total
+        eta *= -step_size
+        t = np.sqrt(np.einsum("...i,...i->...", eta, eta))
+        y = eta * (np.sin(t) / t)[..., None]
+        y += np.cos(t)[..., None] * x
+        norm_sq = np.einsum("...i,...i->...", y, y)
+        strayed = np.abs(norm_sq - 1.0) > 8 * np.finfo(float).eps
+        if strayed.any():
+            y *= np.where(strayed, 1.0 / np.sqrt(norm_sq), 1.0)[..., None]
+        x = y
+    return tangent_mean(problem.manifold, x0, x, problem.counts / problem.counts.sum())
+
+
 def noise_draws(n_agents: int, dim: int, k_steps: int) -> None:
     """K keyed tangent-noise draws of the round, ``(A, dim - 1)`` standard normals each, from the
     per-agent streams rfed uses (not data reads: the part of a round no data floor counts)."""
@@ -373,6 +456,8 @@ def main() -> None:
                               n_sampled=None, step_size=0.1)
                 state = alg.init(prob, x0, np.random.default_rng(1))
                 fns[label] = lambda alg=alg, prob=prob, state=state: alg.step(prob, state)
+                if prob is fast:
+                    fast_alg, fast_state = alg, state
             plan = DPRSGD(steps=k_steps, batch_size=batch, clip=2.0 * dim, paper_epsilon=0.15,
                           paper_delta=1e-4).plan(fast)
             b = None if batch is None else n_per // 2
@@ -403,6 +488,19 @@ def main() -> None:
                         fns[f"one-read floor (blocked gather{tag}{where}) + noise"] = (
                             lambda z=z, x=x0, blas=blas, size=size: floor_one_read_gather(
                                 z, x, k_steps, np.random.default_rng(4), size, blas))
+            expected = fast_alg.step(fast, fast_state).x
+            # block sizes giving the same agents per block time the same loop: the smallest
+            rows_b = n_per // 2 if batch is not None else n_per
+            by_agents = {max(1, size // (rows_b * dim * 8)): size
+                         for size in sorted(FLOOR_BLOCK_BYTES, reverse=True)}
+            for size in sorted(by_agents.values()):
+                def lean(size=size, half=batch is not None, st=fast_state, alg=fast_alg,
+                         prob=fast):
+                    return lean_round(prob, st.plan, st.x, st.seed, st.round,
+                                      alg._alpha(st.round), k_steps, half, size)
+                if not np.array_equal(lean(), expected):
+                    raise AssertionError("the lean loop does not reproduce rfed's round")
+                fns[f"lean loop, rfed's bits ({_size_label(size)})"] = lean
             fns["part: K keyed noise draws"] = (
                 lambda n=n_agents: noise_draws(n, dim, k_steps))
             times = interleaved_medians(fns, args.repeat)
@@ -426,6 +524,12 @@ def main() -> None:
                          and f", {_size_label(_GATHER_BLOCK_BYTES)})" in label]
             print(f"{'':<18} {batch_label:<10} rfed / best one-read floor in rfed's "
                   f"{_size_label(_GATHER_BLOCK_BYTES)} blocks = {ref / min(rfed_size):.2f}")
+            lean_label, lean_time = min(
+                ((label, t) for label, t in times.items() if label.startswith("lean loop")),
+                key=lambda item: item[1])
+            print(f"{'':<18} {batch_label:<10} best lean loop (rfed's bits) / best one-read "
+                  f"floor = {lean_time / one_read:.2f}; rfed / best lean loop = "
+                  f"{ref / lean_time:.2f} ({lean_label})")
             noise = times["part: K keyed noise draws"]
             print(f"{'':<18} {batch_label:<10} rfed / best floor = {ref / min(reachable):.2f}; "
                   f"(rfed - noise draws) / best floor = {(ref - noise) / min(reachable):.2f}; "

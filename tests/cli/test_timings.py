@@ -4,6 +4,7 @@ a long run prints its estimated total time after its first algorithm run."""
 import hashlib
 import json
 import re
+import sys
 
 import pytest
 
@@ -160,3 +161,48 @@ def test_record_files_a_named_scale_under_its_name(tmp_path, monkeypatch, capsys
     assert main(["list"]) == 0
     (line,) = [x for x in capsys.readouterr().out.splitlines() if x.startswith("dpdl-digits ")]
     assert line.endswith("(CPU 30 s; paper scale not measured; scale=paper-ring 21 min)")
+
+
+def test_compare_pairs_alternate_the_order_and_report_median_and_range(tmp_path, monkeypatch,
+                                                                         capsys):
+    """`bench_experiments.py --compare BASE --pairs 3`: each experiment's pair runs three times,
+    the base first in the first and third and the measured version first in the second (its
+    --this-set overrides always on the measured version's run), and the ratios' median and
+    range are those of the CPU times the runs reported, per experiment and for the totals."""
+    bench = _bench_experiments()
+    base, this = tmp_path / "base", tmp_path / "this"
+    cpu = {("expA", base): [10.0, 12.0, 11.0], ("expA", this): [11.0, 12.0, 13.2],
+           ("expB", base): [20.0, 20.0, 20.0], ("expB", this): [20.0, 20.0, 20.0]}
+    calls = []
+
+    def fake_run_versions(name, overrides, rfed_dirs, rdp_cache="", checkpoints=False,
+                          concurrent=False, keep=None, this_overrides=(), measured=-1):
+        calls.append((name, list(rfed_dirs), rfed_dirs[measured], list(this_overrides)))
+        rep = sum(1 for c in calls if c[0] == name) - 1
+        return [(cpu[name, d][rep], 1.0, 100.0, None, None, {}) for d in rfed_dirs]
+
+    monkeypatch.setattr(bench, "run_versions", fake_run_versions)
+    monkeypatch.setattr(sys, "argv", ["bench_experiments.py", "--compare", str(base), "--rfed",
+                                      str(this), "--pairs", "3", "--this-set", "k=v",
+                                      "expA", "expB"])
+    bench.main()
+    assert [c[1] for c in calls[:3]] == [[base, this], [this, base], [base, this]]
+    assert all(c[2] == this and c[3] == ["k=v"] for c in calls)
+    out = capsys.readouterr().out
+
+    def line(pattern: str) -> bool:
+        return re.search(f"^{pattern}$", out, flags=re.M) is not None
+
+    assert line(r"expA this/base #2 +1\.000")
+    assert line(r"expA this/base +1\.100 median of 3 pairs, range 1\.000-1\.200")
+    assert line(r"expB this/base +1\.000 median of 3 pairs, range 1\.000-1\.000")
+    # totals: 31/30, 32/32, 33.2/31
+    assert line(r"total this/base #3 +1\.071")
+    assert out.splitlines()[-1].split() == ["total", "this/base", "1.033", "median", "of", "3",
+                                            "pairs,", "range", "1.000-1.071"]
+    for bad, message in ((["--pairs", "0"], "--pairs must be an int >= 1"),
+                         (["--pairs", "2"], "--pairs needs --compare")):
+        monkeypatch.setattr(sys, "argv", ["bench_experiments.py", *bad, "expA"])
+        with pytest.raises(SystemExit):
+            bench.main()
+        assert message in capsys.readouterr().err
