@@ -375,8 +375,7 @@ def main() -> None:
                 ratios.append(results[1][0] / results[0][0])
                 emit(f"{name + ' this/base' + tag:<24} {ratios[-1]:8.3f}")
         if args.pairs > 1:
-            emit(f"{name + ' this/base':<24} {statistics.median(ratios):8.3f} median of "
-                 f"{args.pairs} pairs, range {min(ratios):.3f}-{max(ratios):.3f}")
+            emit(_spread(name + " this/base", ratios))
         if done + 1 < len(args.names):
             # the totals of the experiments done so far, in the file only until the next row
             tags = [""] if len(versions) == 1 else [" [base]", " [this]"]
@@ -400,10 +399,14 @@ def main() -> None:
         if len(versions) == 2:
             emit(f"{'total this/base' + tag:<24} {rep_totals[1] / rep_totals[0]:8.3f}")
     if args.pairs > 1:
-        total_ratios = [t[1] / t[0] for t in totals]
-        emit(f"{'total this/base':<24} {statistics.median(total_ratios):8.3f} median of "
-             f"{args.pairs} pairs, range {min(total_ratios):.3f}-{max(total_ratios):.3f}")
+        emit(_spread("total this/base", [t[1] / t[0] for t in totals]))
     write_out(len(args.names))
+
+
+def _spread(label: str, ratios: list[float]) -> str:
+    """``label``, then the median and range of the pairs' ``ratios`` (``--pairs``)."""
+    return (f"{label:<24} {statistics.median(ratios):8.3f} median of {len(ratios)} pairs, "
+            f"range {min(ratios):.3f}-{max(ratios):.3f}")
 
 
 def _commit(rfed_dir: Path) -> str:
