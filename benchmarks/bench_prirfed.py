@@ -51,7 +51,17 @@ local steps with clipping and tangent noise, full batch or the paper's ``b = N_i
   to give rfed's new point bit for bit before it is timed, per block size ``S`` (those giving
   the same agents per block timed once): what rfed's results cost without rfed. The closing
   line ``best lean loop (rfed's bits) / best one-read floor`` separates what rfed's code costs
-  (``rfed / best lean loop``) from what its arithmetic and keyed draws cost.
+  (``rfed / best lean loop``) from what its arithmetic and keyed draws cost;
+* ``lean loop, changed bits (S)``: the lean loop with rfed's bits given up where that pays
+  (:func:`lean_round_changed`: per-agent keyed SFC64 normals, the clip factor in fewer
+  operations, one tangent projection of gradient and noise together, the sphere's closed-form
+  tangent mean), checked before timing to equal the lean loop to rounding when the noise is
+  zero. ``part: K keyed noise draws, SFC64 per agent`` is its noise alone; ``lean loop,
+  changed arithmetic (S)`` is the same loop with rfed's keyed Philox noise (its randomness
+  kept, only its last bits changed). The closing lines ``best lean loop (changed ...) / best
+  one-read floor`` are what a numpy round reaches if every run's last bits (and randomness)
+  change (issue 27 allows it once); each ratio times ``rfed / best lean loop`` estimates rfed's
+  round with those bits.
 
 The last column is time / rfed; the closing lines print rfed / floor. The last measured table
 is ``benchmarks/results/bench_prirfed.txt`` (imported into ``docs/results/benchmarks/``).
@@ -70,6 +80,7 @@ streams, the floor of any implementation with these streams. Compare checkouts w
 from __future__ import annotations
 
 import argparse
+import ctypes
 
 import numpy as np
 from _timing import interleaved_medians
@@ -219,7 +230,8 @@ def floor_random_batch(z: np.ndarray, x: np.ndarray, k_steps: int,
 
 
 def lean_round(problem: SpherePCA, plan, x0: np.ndarray, seed: int, rnd: int,
-               step_size: float, k_steps: int, half: bool, block_bytes: int) -> np.ndarray:
+               step_size: float, k_steps: int, half: bool, block_bytes: int,
+               sigma: np.ndarray | None = None) -> np.ndarray:
     """One PriRFed round (every agent, K DP-RSGD steps, tangent-mean aggregation) written as
     plain numpy calls with rfed's arithmetic and keyed draws, so that its output is rfed's bit
     for bit (checked before timing): what a competent user writes who wants rfed's results
@@ -231,14 +243,15 @@ def lean_round(problem: SpherePCA, plan, x0: np.ndarray, seed: int, rnd: int,
     ``-2 (Z^T (c a) - (sum c a^2) x)`` (SpherePCA's formula), the mean over the public ``b``,
     the keyed normals projected on each tangent space and scaled by ``sigma``, and the closed
     form of the sphere's exponential map with its norm check (``Sphere.exp``); finally rfed's
-    :func:`tangent_mean`, the same call as the per-agent loop's.
+    :func:`tangent_mean`, the same call as the per-agent loop's. ``sigma``: the agents' noise
+    scales instead of the plan's (e.g. zeros, to compare with :func:`lean_round_changed`).
     """
     z_all, sq_all = problem.data["z"], problem.data["sq"]
     n_agents, n_per, dim = z_all.shape
     b = n_per // 2 if half else n_per
     agents = np.arange(n_agents)
     streams = StackedStreams([seed], [agents], agents_per_stream=AGENTS_PER_STREAM)
-    sigma = plan.sigma[agents][:, None]
+    sigma = (plan.sigma[agents] if sigma is None else sigma)[:, None]
     size, tau = float(plan.sizes[0]), plan.clip
     per_block = max(1, block_bytes // (b * dim * 8))
     z_flat, sq_flat = z_all.reshape(-1, dim), sq_all.reshape(-1)
@@ -295,11 +308,150 @@ def lean_round(problem: SpherePCA, plan, x0: np.ndarray, seed: int, rnd: int,
     return tangent_mean(problem.manifold, x0, x, problem.counts / problem.counts.sum())
 
 
-def noise_draws(n_agents: int, dim: int, k_steps: int) -> None:
-    """K keyed tangent-noise draws of the round, ``(A, dim - 1)`` standard normals each, from the
-    per-agent streams rfed uses (not data reads: the part of a round no data floor counts)."""
-    streams = AgentStreams(1, agents_per_stream=AGENTS_PER_STREAM)
+def _splitmix64(words: np.ndarray) -> np.ndarray:
+    """SplitMix64's output function on each word (uint64, wrapping): 53-bit keys spread over
+    all 64 bits (an SFC64 state with zero top bits starts with correlated outputs)."""
+    z = words.copy()
+    z ^= z >> np.uint64(30)
+    z *= np.uint64(0xBF58476D1CE4E5B9)
+    z ^= z >> np.uint64(27)
+    z *= np.uint64(0x94D049BB133111EB)
+    z ^= z >> np.uint64(31)
+    return z
+
+
+class KeyedSFC64Normals:
+    """Per-agent keyed standard normals from numpy's SFC64 (its fastest bit generator), one
+    key per agent: each agent's SFC64 state ``(a, b, c, 1)`` is three 53-bit words from the
+    agent's own keyed Philox stream (rfed's :class:`StackedStreams`, kind ``'uniform'``, times
+    ``2^53``) mixed over 64 bits by :func:`_splitmix64`, written into one cached generator
+    through ``ctypes`` (the layout of numpy's ``sfc64_state`` is checked against the
+    generator's ``state`` first), then the agent's ``d`` normals by numpy's ziggurat. A row
+    depends only on (seed, agent, round, purpose), not on which other agents draw. What rfed's
+    per-agent noise would cost with a faster keyed generator: NOT rfed's streams (a different
+    generator changes every run's bits)."""
+
+    class _State(ctypes.Structure):
+        _fields_ = [("s", ctypes.c_uint64 * 4), ("has_uint32", ctypes.c_int),
+                    ("uinteger", ctypes.c_uint32)]
+
+    def __init__(self, seeds, blocks):
+        self.keys = StackedStreams(seeds, blocks, agents_per_stream=1)
+        self.bits = np.random.SFC64(0)
+        self.gen = np.random.Generator(self.bits)
+        self.state = ctypes.cast(self.bits.ctypes.state_address,
+                                 ctypes.POINTER(self._State)).contents
+        self.state.s[0], self.state.s[1], self.state.s[2], self.state.s[3] = 5, 6, 7, 1
+        if [int(v) for v in self.bits.state["state"]["state"]] != [5, 6, 7, 1]:
+            raise AssertionError("numpy's sfc64_state is not laid out as this benchmark assumes")
+
+    def draw(self, rnd: int, purpose: str, dim: int) -> np.ndarray:
+        """Standard normals ``(agents, dim)``: row i from agent i's own key."""
+        words = _splitmix64((self.keys.draw(rnd, purpose, (3,), "uniform")
+                             * 2.0**53).astype(np.uint64))
+        out = np.empty((words.shape[0], dim))
+        s, fill = self.state.s, self.gen.standard_normal
+        for row, (a, b, c) in zip(out, words.tolist(), strict=True):
+            s[0], s[1], s[2], s[3] = a, b, c, 1
+            self.state.has_uint32 = 0
+            fill(out=row)
+        return out
+
+
+def lean_round_changed(problem: SpherePCA, plan, x0: np.ndarray, seed: int, rnd: int,
+                       step_size: float, k_steps: int, half: bool, block_bytes: int,
+                       sigma: np.ndarray | None = None, sfc64: bool = True) -> np.ndarray:
+    r"""The round of :func:`lean_round` with its bits given up where that pays: what numpy
+    reaches if every run's randomness and last bits change once (issue 27 allows it).
+
+    Against :func:`lean_round`: the tangent noise from :class:`KeyedSFC64Normals` (one key per
+    agent; the minibatch keys are rfed's); the clip factor in fewer operations,
+    :math:`c\,a = a\,(\tau/2) / \max(|a| \sqrt{s - a^2}, \tau/2)` (the same factor), with
+    :math:`-2/b` folded in; each block's EUCLIDEAN sum :math:`-\frac{2}{b} Z^T (c\,a)` only,
+    and one tangent projection per step of the gradient and the noise together
+    (:math:`P_x(-\frac2b Z^T c a) = -\frac2b(Z^T c a - \langle a, c a\rangle x)`, the
+    Riemannian sum); the finiteness check on the step's norm; the sphere's closed-form
+    tangent mean (one product with the agents' points). With ``sigma = 0`` it equals
+    :func:`lean_round` to rounding (checked before timing). ``sfc64=False``: the noise from
+    rfed's keyed Philox streams, as :func:`lean_round` draws it (only the arithmetic changed:
+    every run's last bits, not its randomness)."""
+    z_all, sq_all = problem.data["z"], problem.data["sq"]
+    n_agents, n_per, dim = z_all.shape
+    b = n_per // 2 if half else n_per
     agents = np.arange(n_agents)
+    streams = StackedStreams([seed], [agents], agents_per_stream=AGENTS_PER_STREAM)
+    normals = KeyedSFC64Normals([seed], [agents]) if sfc64 else None
+    sigma = (plan.sigma[agents] if sigma is None else sigma)[:, None]
+    size, half_tau = float(plan.sizes[0]), plan.clip / 2.0
+    factor, floor_sq = -2.0 / size * half_tau, half_tau * half_tau
+    per_block = max(1, block_bytes // (b * dim * 8))
+    z_flat, sq_flat = z_all.reshape(-1, dim), sq_all.reshape(-1)
+    buf = np.empty((min(per_block, n_agents) * b, dim))
+    x = np.broadcast_to(x0, (n_agents, dim))
+    calls = 0
+    for _ in range(k_steps):
+        if half:
+            keys = streams.draw(rnd, f"local#{calls}", (n_per,), "uniform")
+            calls += 1
+            flat = agents[:, None] * n_per + np.sort(
+                np.argpartition(keys, b - 1, axis=1)[:, :b], axis=1)
+        total = np.empty((n_agents, dim))
+        for start in range(0, n_agents, per_block):
+            stop = min(n_agents, start + per_block)
+            if half:
+                rows = flat[start:stop].reshape(-1)
+                z = np.take(z_flat, rows, axis=0, out=buf[: rows.size],
+                            mode="clip").reshape(stop - start, b, dim)
+                sq = sq_flat[rows].reshape(stop - start, b)
+            else:
+                z, sq = z_all[start:stop], sq_all[start:stop]
+            a = np.matmul(z, x[start:stop, :, None])[..., 0]
+            a_sq = a * a
+            work = np.subtract(sq, a_sq)
+            work *= a_sq
+            np.sqrt(np.maximum(work, floor_sq, out=work), out=work)
+            ca = np.divide(a, work, out=work)
+            ca *= factor
+            np.matmul(ca[..., None, :], z, out=total[start:stop, None, :])
+        eta = (normals.draw(rnd, f"local#{calls}", dim) if normals is not None
+               else streams.draw(rnd, f"local#{calls}", (dim,), "normal"))
+        calls += 1
+        eta *= sigma
+        eta += total
+        eta -= np.einsum("ij,ij->i", x, eta)[:, None] * x
+        t = np.sqrt(np.einsum("ij,ij->i", eta, eta)) * step_size
+        if not np.isfinite(t).all():
+            raise FloatingPointError("diverged")
+        y = eta * (-step_size * np.sin(t) / np.where(t > 0, t, 1.0))[:, None]
+        y += np.cos(t)[:, None] * x
+        norm_sq = np.einsum("ij,ij->i", y, y)
+        strayed = np.abs(norm_sq - 1.0) > 8 * np.finfo(float).eps
+        if strayed.any():
+            y *= np.where(strayed, 1.0 / np.sqrt(norm_sq), 1.0)[:, None]
+        x = y
+    # tangent mean on the sphere: sum_i w_i theta_i / sin(theta_i) (x_i - cos(theta_i) x0)
+    weights = problem.counts / problem.counts.sum()
+    cos = np.clip(x @ x0, -1.0, 1.0)
+    theta = np.arccos(cos)
+    coef = weights * np.where(theta > 1e-8, theta / np.sin(np.maximum(theta, 1e-300)), 1.0)
+    step = coef @ x - (coef * cos).sum() * x0
+    norm = float(np.linalg.norm(step))
+    if norm == 0.0:
+        return x0.copy()
+    return np.cos(norm) * x0 + (np.sin(norm) / norm) * step
+
+
+def noise_draws(n_agents: int, dim: int, k_steps: int, sfc64: bool = False) -> None:
+    """K keyed tangent-noise draws of the round, ``(A, dim - 1)`` standard normals each, from the
+    per-agent streams rfed uses (not data reads: the part of a round no data floor counts);
+    ``sfc64``: from :class:`KeyedSFC64Normals` instead (one key per agent, another generator)."""
+    agents = np.arange(n_agents)
+    if sfc64:
+        normals = KeyedSFC64Normals([1], [agents])
+        for k in range(k_steps):
+            normals.draw(0, f"local#{k}", dim - 1)
+        return
+    streams = AgentStreams(1, agents_per_stream=AGENTS_PER_STREAM)
     for k in range(k_steps):
         streams.normal(agents, 0, f"local#{k}", (dim - 1,))
 
@@ -495,14 +647,29 @@ def main() -> None:
                          for size in sorted(FLOOR_BLOCK_BYTES, reverse=True)}
             for size in sorted(by_agents.values()):
                 def lean(size=size, half=batch is not None, st=fast_state, alg=fast_alg,
-                         prob=fast):
+                         prob=fast, sigma=None):
                     return lean_round(prob, st.plan, st.x, st.seed, st.round,
-                                      alg._alpha(st.round), k_steps, half, size)
+                                      alg._alpha(st.round), k_steps, half, size, sigma)
                 if not np.array_equal(lean(), expected):
                     raise AssertionError("the lean loop does not reproduce rfed's round")
                 fns[f"lean loop, rfed's bits ({_size_label(size)})"] = lean
+
+                for label, sfc64 in (("changed arithmetic", False), ("changed bits", True)):
+                    def changed(size=size, half=batch is not None, st=fast_state, alg=fast_alg,
+                                prob=fast, sigma=None, sfc64=sfc64):
+                        return lean_round_changed(prob, st.plan, st.x, st.seed, st.round,
+                                                  alg._alpha(st.round), k_steps, half, size,
+                                                  sigma, sfc64)
+                    zero = np.zeros(n_agents)
+                    gap = np.abs(changed(sigma=zero) - lean(sigma=zero)).max()
+                    if not gap <= 1e-12:
+                        raise AssertionError(f"without noise the {label} loop is {gap:.1e} "
+                                             "from rfed's arithmetic (expected rounding)")
+                    fns[f"lean loop, {label} ({_size_label(size)})"] = changed
             fns["part: K keyed noise draws"] = (
                 lambda n=n_agents: noise_draws(n, dim, k_steps))
+            fns["part: K keyed noise draws, SFC64 per agent"] = (
+                lambda n=n_agents: noise_draws(n, dim, k_steps, sfc64=True))
             times = interleaved_medians(fns, args.repeat)
             ref = times["rfed batched"]
             for label, t in times.items():
@@ -525,11 +692,19 @@ def main() -> None:
             print(f"{'':<18} {batch_label:<10} rfed / best one-read floor in rfed's "
                   f"{_size_label(_GATHER_BLOCK_BYTES)} blocks = {ref / min(rfed_size):.2f}")
             lean_label, lean_time = min(
-                ((label, t) for label, t in times.items() if label.startswith("lean loop")),
-                key=lambda item: item[1])
+                ((label, t) for label, t in times.items()
+                 if label.startswith("lean loop, rfed's bits")), key=lambda item: item[1])
             print(f"{'':<18} {batch_label:<10} best lean loop (rfed's bits) / best one-read "
                   f"floor = {lean_time / one_read:.2f}; rfed / best lean loop = "
                   f"{ref / lean_time:.2f} ({lean_label})")
+            for kind in ("changed arithmetic", "changed bits"):
+                changed_label, changed_time = min(
+                    ((label, t) for label, t in times.items()
+                     if label.startswith(f"lean loop, {kind}")), key=lambda item: item[1])
+                print(f"{'':<18} {batch_label:<10} best lean loop ({kind}) / best one-read "
+                      f"floor = {changed_time / one_read:.2f} ({changed_label}); times rfed / "
+                      f"best lean loop (rfed's bits) = "
+                      f"{changed_time / one_read * ref / lean_time:.2f}")
             noise = times["part: K keyed noise draws"]
             print(f"{'':<18} {batch_label:<10} rfed / best floor = {ref / min(reachable):.2f}; "
                   f"(rfed - noise draws) / best floor = {(ref - noise) / min(reachable):.2f}; "
