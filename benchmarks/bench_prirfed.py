@@ -1,6 +1,8 @@
 """Speed of one PriRFed round (PCA on a sphere) against per-agent loops and the data-stream floor.
 
-Run on demand: ``python benchmarks/bench_prirfed.py [--quick] [--repeat 5]``.
+Run on demand: ``python benchmarks/bench_prirfed.py [--quick] [--repeat 5] [--shape AxN]
+[--batch full|half]`` (``--shape`` and ``--batch`` restrict the table to some settings, e.g.
+``--shape 1000x50 --batch half --repeat 21`` for a tighter median of the one setting).
 
 Settings: issue 4's 100 agents x 600 samples of dimension 784 (uniform [0, 1] pixels,
 synthetic), and 1,000 agents x 50 samples of dimension 784; full participation, K = 3 DP-RSGD
@@ -575,11 +577,29 @@ def rsvrg_step(repeat: int) -> None:
     print("(a noise draw is 64 normals per run, from the agent's own stream)")
 
 
+def _shape(text: str) -> tuple[int, int]:
+    """``--shape AxN``: A agents of N records each (N even, for the half batches)."""
+    try:
+        n_agents, n_per = (int(part) for part in text.lower().split("x"))
+    except ValueError:
+        raise argparse.ArgumentTypeError(
+            f"expected A agents x N records as AxN (e.g. 1000x50), got {text!r}") from None
+    if n_agents < 1 or n_per < 2 or n_per % 2:
+        raise argparse.ArgumentTypeError(
+            f"expected A >= 1 agents and an even N >= 2 records, got {text!r}")
+    return n_agents, n_per
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true",
                         help="10 agents x 600 and 100 agents x 50 instead")
     parser.add_argument("--repeat", type=int, default=5)
+    parser.add_argument("--shape", action="append", type=_shape, metavar="AxN",
+                        help="only this setting, A agents x N records (repeatable; default "
+                             "both of the chosen size's)")
+    parser.add_argument("--batch", action="append", choices=("full", "half"),
+                        help="only this batch (repeatable; default both)")
     parser.add_argument("--rsvrg-step", action="store_true",
                         help="one DP-RSVRG inner step in prirfed-fig2's setting instead")
     args = parser.parse_args()
@@ -588,6 +608,13 @@ def main() -> None:
         return
     dim, k_steps = 784, 3
     shapes = [(10, 600), (100, 50)] if args.quick else [(100, 600), (1000, 50)]
+    if args.shape:
+        shapes = args.shape
+    if args.repeat < 1:
+        parser.error(f"argument --repeat: expected a positive number of calls, got {args.repeat}")
+    batches = [(label, value) for name, label, value in (("full", "full", None),
+                                                         ("half", "N_i/2", 0.5))
+               if not args.batch or name in args.batch]
     print(f"PriRFed round, Sphere({dim - 1}) PCA, K = {k_steps} DP-RSGD steps (eps 0.15, "
           f"delta 1e-4); median CPU time of {args.repeat} interleaved calls")
     print(f"{'agents x samples':<18} {'batch':<10} {'method':<56} {'seconds':>9} "
@@ -598,7 +625,7 @@ def main() -> None:
         fast = SpherePCA(z)
         generic = GenericPCA(z)
         x0 = fast.manifold.random_point(rng)
-        for batch_label, batch in (("full", None), ("N_i/2", 0.5)):
+        for batch_label, batch in batches:
             fns = {}
             for label, prob in (("rfed batched", fast),
                                 ("rfed batched, generic clipping", generic)):

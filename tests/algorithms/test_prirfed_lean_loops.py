@@ -94,3 +94,14 @@ def test_keyed_sfc64_normals(bench, monkeypatch):
     # than the accountant assumes), and the same check fails
     monkeypatch.setattr(bench, "_splitmix64", lambda words: words)
     assert first_draws_off() >= 5
+
+
+def test_shape_argument(bench):
+    import argparse
+
+    assert bench._shape("1000x50") == (1000, 50)
+    assert bench._shape("10X8") == (10, 8)
+    for bad, expected in (("10", "as AxN"), ("ax50", "as AxN"), ("10x7", "even N"),
+                          ("0x50", "A >= 1")):
+        with pytest.raises(argparse.ArgumentTypeError, match=expected):
+            bench._shape(bad)
