@@ -62,7 +62,7 @@ local steps with clipping and tangent noise, full batch or the paper's ``b = N_i
   changed arithmetic (S)`` is the same loop with rfed's keyed Philox noise (its randomness
   kept, only its last bits changed). The closing lines ``best lean loop (changed ...) / best
   one-read floor`` are what a numpy round reaches if every run's last bits (and randomness)
-  change (issue 27 allows it once); each ratio times ``rfed / best lean loop`` estimates rfed's
+  change once; each ratio times ``rfed / best lean loop`` estimates rfed's
   round with those bits.
 
 The last column is time / rfed; the closing lines print rfed / floor. The last measured table
@@ -364,7 +364,7 @@ def lean_round_changed(problem: SpherePCA, plan, x0: np.ndarray, seed: int, rnd:
                        step_size: float, k_steps: int, half: bool, block_bytes: int,
                        sigma: np.ndarray | None = None, sfc64: bool = True) -> np.ndarray:
     r"""The round of :func:`lean_round` with its bits given up where that pays: what numpy
-    reaches if every run's randomness and last bits change once (issue 27 allows it).
+    reaches if every run's randomness and last bits change once.
 
     Against :func:`lean_round`: the tangent noise from :class:`KeyedSFC64Normals` (one key per
     agent; the minibatch keys are rfed's); the clip factor in fewer operations,
