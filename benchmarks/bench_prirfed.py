@@ -231,6 +231,53 @@ def floor_random_batch(z: np.ndarray, x: np.ndarray, k_steps: int,
             _products(zb.reshape(stop - start, b, dim), x, None, blas)
 
 
+class _StepGather:
+    """A step's records per block of agents holding about ``block_bytes`` of them, as rfed's
+    in-order gather reads them: with ``half``, each agent's ``b = N / 2`` rows of smallest keys
+    (sorted), gathered by one flat ``np.take`` into a buffer reused across blocks and steps;
+    else each block's rows in place. Shared by :func:`lean_round` and
+    :func:`lean_round_changed`."""
+
+    def __init__(self, problem: SpherePCA, half: bool, block_bytes: int):
+        self.z, self.sq, self.half = problem.data["z"], problem.data["sq"], half
+        n_agents, self.n_per, dim = self.z.shape
+        self.b = self.n_per // 2 if half else self.n_per
+        self.per_block = max(1, block_bytes // (self.b * dim * 8))
+        self.z_flat, self.sq_flat = self.z.reshape(-1, dim), self.sq.reshape(-1)
+        self.buf = np.empty((min(self.per_block, n_agents) * self.b, dim))
+
+    def steps(self, streams: StackedStreams, rnd: int, k_steps: int):
+        """Per step ``(keys, noise_purpose)``: the minibatch keys drawn from ``streams`` (half
+        batches; else ``None``) and the purpose of the step's noise draw, numbered as rfed's
+        DP-RSGD numbers its draws (``local#0``, ``local#1``, ... in drawing order)."""
+        calls = 0
+        for _ in range(k_steps):
+            keys = None
+            if self.half:
+                keys = streams.draw(rnd, f"local#{calls}", (self.n_per,), "uniform")
+                calls += 1
+            yield keys, f"local#{calls}"
+            calls += 1
+
+    def blocks(self, keys: np.ndarray | None):
+        """``(start, stop, z (stop - start, b, d), sq (stop - start, b))`` per block; ``keys``
+        ``(A, N)``: the minibatch keys of a half batch (``None``: every row)."""
+        n_agents, b, dim = self.z.shape[0], self.b, self.z.shape[2]
+        flat = None
+        if keys is not None:
+            flat = np.arange(n_agents)[:, None] * self.n_per + np.sort(
+                np.argpartition(keys, b - 1, axis=1)[:, :b], axis=1)
+        for start in range(0, n_agents, self.per_block):
+            stop = min(n_agents, start + self.per_block)
+            if flat is None:
+                yield start, stop, self.z[start:stop], self.sq[start:stop]
+                continue
+            rows = flat[start:stop].reshape(-1)
+            z = np.take(self.z_flat, rows, axis=0, out=self.buf[: rows.size],
+                        mode="clip").reshape(stop - start, b, dim)
+            yield start, stop, z, self.sq_flat[rows].reshape(stop - start, b)
+
+
 def lean_round(problem: SpherePCA, plan, x0: np.ndarray, seed: int, rnd: int,
                step_size: float, k_steps: int, half: bool, block_bytes: int,
                sigma: np.ndarray | None = None) -> np.ndarray:
@@ -248,34 +295,16 @@ def lean_round(problem: SpherePCA, plan, x0: np.ndarray, seed: int, rnd: int,
     :func:`tangent_mean`, the same call as the per-agent loop's. ``sigma``: the agents' noise
     scales instead of the plan's (e.g. zeros, to compare with :func:`lean_round_changed`).
     """
-    z_all, sq_all = problem.data["z"], problem.data["sq"]
-    n_agents, n_per, dim = z_all.shape
-    b = n_per // 2 if half else n_per
+    n_agents, n_per, dim = problem.data["z"].shape
     agents = np.arange(n_agents)
     streams = StackedStreams([seed], [agents], agents_per_stream=AGENTS_PER_STREAM)
     sigma = (plan.sigma[agents] if sigma is None else sigma)[:, None]
     size, tau = float(plan.sizes[0]), plan.clip
-    per_block = max(1, block_bytes // (b * dim * 8))
-    z_flat, sq_flat = z_all.reshape(-1, dim), sq_all.reshape(-1)
-    buf = np.empty((min(per_block, n_agents) * b, dim))
+    gather = _StepGather(problem, half, block_bytes)
     x = np.broadcast_to(x0, (n_agents, dim))
-    calls = 0
-    for _ in range(k_steps):
-        if half:
-            keys = streams.draw(rnd, f"local#{calls}", (n_per,), "uniform")
-            calls += 1
-            flat = agents[:, None] * n_per + np.sort(
-                np.argpartition(keys, b - 1, axis=1)[:, :b], axis=1)
+    for keys, noise_purpose in gather.steps(streams, rnd, k_steps):
         total = np.empty((n_agents, dim))
-        for start in range(0, n_agents, per_block):
-            stop = min(n_agents, start + per_block)
-            if half:
-                rows = flat[start:stop].reshape(-1)
-                z = np.take(z_flat, rows, axis=0, out=buf[: rows.size],
-                            mode="clip").reshape(stop - start, b, dim)
-                sq = sq_flat[rows].reshape(stop - start, b)
-            else:
-                z, sq = z_all[start:stop], sq_all[start:stop]
+        for start, stop, z, sq in gather.blocks(keys):
             xb = x[start:stop]
             a = np.matmul(z, xb[..., None])[..., 0]
             work = np.multiply(a, a)
@@ -293,8 +322,7 @@ def lean_round(problem: SpherePCA, plan, x0: np.ndarray, seed: int, rnd: int,
         total /= size
         if not (np.isfinite(total).all() and np.isfinite(x).all()):
             raise FloatingPointError("diverged")
-        eta = streams.draw(rnd, f"local#{calls}", (dim,), "normal")
-        calls += 1
+        eta = streams.draw(rnd, noise_purpose, (dim,), "normal")
         eta -= np.einsum("...i,...i->...", x, eta)[..., None] * x
         eta *= sigma
         eta += total
@@ -377,36 +405,18 @@ def lean_round_changed(problem: SpherePCA, plan, x0: np.ndarray, seed: int, rnd:
     :func:`lean_round` to rounding (checked before timing). ``sfc64=False``: the noise from
     rfed's keyed Philox streams, as :func:`lean_round` draws it (only the arithmetic changed:
     every run's last bits, not its randomness)."""
-    z_all, sq_all = problem.data["z"], problem.data["sq"]
-    n_agents, n_per, dim = z_all.shape
-    b = n_per // 2 if half else n_per
+    n_agents, n_per, dim = problem.data["z"].shape
     agents = np.arange(n_agents)
     streams = StackedStreams([seed], [agents], agents_per_stream=AGENTS_PER_STREAM)
     normals = KeyedSFC64Normals([seed], [agents]) if sfc64 else None
     sigma = (plan.sigma[agents] if sigma is None else sigma)[:, None]
     size, half_tau = float(plan.sizes[0]), plan.clip / 2.0
     factor, floor_sq = -2.0 / size * half_tau, half_tau * half_tau
-    per_block = max(1, block_bytes // (b * dim * 8))
-    z_flat, sq_flat = z_all.reshape(-1, dim), sq_all.reshape(-1)
-    buf = np.empty((min(per_block, n_agents) * b, dim))
+    gather = _StepGather(problem, half, block_bytes)
     x = np.broadcast_to(x0, (n_agents, dim))
-    calls = 0
-    for _ in range(k_steps):
-        if half:
-            keys = streams.draw(rnd, f"local#{calls}", (n_per,), "uniform")
-            calls += 1
-            flat = agents[:, None] * n_per + np.sort(
-                np.argpartition(keys, b - 1, axis=1)[:, :b], axis=1)
+    for keys, noise_purpose in gather.steps(streams, rnd, k_steps):
         total = np.empty((n_agents, dim))
-        for start in range(0, n_agents, per_block):
-            stop = min(n_agents, start + per_block)
-            if half:
-                rows = flat[start:stop].reshape(-1)
-                z = np.take(z_flat, rows, axis=0, out=buf[: rows.size],
-                            mode="clip").reshape(stop - start, b, dim)
-                sq = sq_flat[rows].reshape(stop - start, b)
-            else:
-                z, sq = z_all[start:stop], sq_all[start:stop]
+        for start, stop, z, sq in gather.blocks(keys):
             a = np.matmul(z, x[start:stop, :, None])[..., 0]
             a_sq = a * a
             work = np.subtract(sq, a_sq)
@@ -415,9 +425,8 @@ def lean_round_changed(problem: SpherePCA, plan, x0: np.ndarray, seed: int, rnd:
             ca = np.divide(a, work, out=work)
             ca *= factor
             np.matmul(ca[..., None, :], z, out=total[start:stop, None, :])
-        eta = (normals.draw(rnd, f"local#{calls}", dim) if normals is not None
-               else streams.draw(rnd, f"local#{calls}", (dim,), "normal"))
-        calls += 1
+        eta = (normals.draw(rnd, noise_purpose, dim) if normals is not None
+               else streams.draw(rnd, noise_purpose, (dim,), "normal"))
         eta *= sigma
         eta += total
         eta -= np.einsum("ij,ij->i", x, eta)[:, None] * x
