@@ -612,6 +612,8 @@ def main() -> None:
     parser.add_argument("--rsvrg-step", action="store_true",
                         help="one DP-RSVRG inner step in prirfed-fig2's setting instead")
     args = parser.parse_args()
+    if args.repeat < 1:
+        parser.error(f"argument --repeat: expected a positive number of calls, got {args.repeat}")
     if args.rsvrg_step:
         rsvrg_step(args.repeat)
         return
@@ -619,8 +621,6 @@ def main() -> None:
     shapes = [(10, 600), (100, 50)] if args.quick else [(100, 600), (1000, 50)]
     if args.shape:
         shapes = args.shape
-    if args.repeat < 1:
-        parser.error(f"argument --repeat: expected a positive number of calls, got {args.repeat}")
     batches = [(label, value) for name, label, value in (("full", "full", None),
                                                          ("half", "N_i/2", 0.5))
                if not args.batch or name in args.batch]
