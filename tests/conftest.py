@@ -20,3 +20,32 @@ if platform.machine() in ("x86_64", "AMD64"):
         warnings.warn("numpy was imported before tests/conftest.py: OpenBLAS keeps the kernels of "
                       "this CPU and the pinned bit-identity digests may differ", stacklevel=1)
     os.environ.setdefault("OPENBLAS_CORETYPE", "Haswell")
+
+
+def load_benchmark(name: str):
+    """``benchmarks/<name>.py`` as a module (a script, not part of the package), with
+    ``benchmarks/`` on ``sys.path`` while it loads (its ``from _timing import ...``)."""
+    import importlib.util
+    from pathlib import Path
+
+    folder = Path(__file__).resolve().parents[1] / "benchmarks"
+    spec = importlib.util.spec_from_file_location(name, folder / f"{name}.py")
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.path.insert(0, str(folder))
+    try:
+        spec.loader.exec_module(module)
+    finally:
+        sys.path.remove(str(folder))
+    return module
+
+
+try:
+    import pytest
+except ImportError:  # pragma: no cover - pytest runs this file
+    pass
+else:
+    @pytest.fixture(name="load_benchmark", scope="session")
+    def _load_benchmark_fixture():
+        """:func:`load_benchmark` for tests (conftest is not importable from subfolders)."""
+        return load_benchmark

@@ -3,31 +3,17 @@ loop gives rfed's round bit for bit; the changed-bits loop gives the same round 
 when the noise is zero; its keyed SFC64 normals depend only on their agent's key and have a
 standard normal's moments, and the moment check catches a broken seeding (unmixed keys)."""
 
-import importlib.util
-import sys
-from pathlib import Path
-
 import numpy as np
 import pytest
 
 from rfed.algorithms.federated import DPRSGD, PriRFed
 from rfed.problems import SpherePCA
 
-BENCHMARKS = Path(__file__).resolve().parents[2] / "benchmarks"
-
 
 @pytest.fixture(scope="module")
-def bench():
-    """benchmarks/bench_prirfed.py as a module (a script, not part of the package)."""
-    sys.path.insert(0, str(BENCHMARKS))  # its `from _timing import ...`
-    try:
-        spec = importlib.util.spec_from_file_location("bench_prirfed", BENCHMARKS /
-                                                      "bench_prirfed.py")
-        module = importlib.util.module_from_spec(spec)
-        spec.loader.exec_module(module)
-    finally:
-        sys.path.remove(str(BENCHMARKS))
-    return module
+def bench(load_benchmark):
+    """benchmarks/bench_prirfed.py as a module."""
+    return load_benchmark("bench_prirfed")
 
 
 def _round(n_agents, n_per, half, dim=40):

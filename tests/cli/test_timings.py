@@ -123,23 +123,12 @@ def test_a_run_prints_its_first_runs_time(monkeypatch, capsys, tmp_path):
         capsys.readouterr().err
 
 
-def _bench_experiments():
-    """benchmarks/bench_experiments.py as a module (it is a script, not part of the package)."""
-    import importlib.util
-    from pathlib import Path
-
-    path = Path(__file__).resolve().parents[2] / "benchmarks" / "bench_experiments.py"
-    spec = importlib.util.spec_from_file_location("bench_experiments", path)
-    module = importlib.util.module_from_spec(spec)
-    spec.loader.exec_module(module)
-    return module
-
-
-def test_record_files_a_named_scale_under_its_name(tmp_path, monkeypatch, capsys):
+def test_record_files_a_named_scale_under_its_name(tmp_path, monkeypatch, capsys,
+                                                    load_benchmark):
     """`bench_experiments.py --record --set scale=paper-ring` files the run under 'paper-ring'
     (with the command that reproduces it), which `rfed list` / `show` then print; any other
     override, or two scales, is refused."""
-    bench = _bench_experiments()
+    bench = load_benchmark("bench_experiments")
     assert bench.scale_of([]) == "quick"
     assert bench.scale_of(["scale=paper"]) == "paper"
     assert bench.scale_of(["scale = paper-ring"]) == "paper-ring"
@@ -164,12 +153,12 @@ def test_record_files_a_named_scale_under_its_name(tmp_path, monkeypatch, capsys
 
 
 def test_compare_pairs_alternate_the_order_and_report_median_and_range(tmp_path, monkeypatch,
-                                                                         capsys):
+                                                                         capsys, load_benchmark):
     """`bench_experiments.py --compare BASE --pairs 3`: each experiment's pair runs three times,
     the base first in the first and third and the measured version first in the second (its
     --this-set overrides always on the measured version's run), and the ratios' median and
     range are those of the CPU times the runs reported, per experiment and for the totals."""
-    bench = _bench_experiments()
+    bench = load_benchmark("bench_experiments")
     base, this = tmp_path / "base", tmp_path / "this"
     cpu = {("expA", base): [10.0, 12.0, 11.0], ("expA", this): [11.0, 12.0, 13.2],
            ("expB", base): [20.0, 20.0, 20.0], ("expB", this): [20.0, 20.0, 20.0]}
