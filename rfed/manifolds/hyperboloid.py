@@ -225,12 +225,32 @@ class Hyperboloid(Manifold):
     #: otherwise rescale them by powers of two first (:meth:`_split_scaled`)
     _SQUARE_SAFE = 2.0**500
 
-    def _unsafe(self, x, pu, au):
-        """Rows where squaring the plain :meth:`_split` components could overflow, underflow
-        or has (and where x_0 is so large that |x_s|^2 overflowed inside the split)."""
+    def _unsafe(self, x, pu, au, out):
+        """``None`` when no row is suspect (the common case), else the rows where squaring
+        the plain :meth:`_split` components overflowed, underflowed or could have (and where
+        x_0 is so large that |x_s|^2 overflowed inside the split). Screened on the result
+        ``out`` first: a finite result of at least 2^-500 from x_0 <= 2^500 had no overflow
+        and no harmful underflow; only the other rows have their components examined."""
+        safe = self._SQUARE_SAFE
+        size = np.abs(out)
+        # the common case in three reductions (a NaN fails the first comparison)
+        if size.size and 1.0 / safe <= size.min() and size.max() < np.inf \
+                and x[..., 0].max() <= safe:
+            return None
+        x0 = np.broadcast_to(x[..., 0], out.shape)
+        with np.errstate(invalid="ignore"):
+            suspect = np.array(~np.isfinite(out) | ~(size >= 1.0 / safe) | (x0 > safe))
+        if not np.any(suspect):
+            return suspect
+        pu = np.broadcast_to(pu, out.shape + pu.shape[-1:])[suspect]
+        au = np.broadcast_to(au, out.shape)[suspect]
         m = np.maximum(np.max(np.abs(pu), axis=-1, initial=0.0), np.abs(au))
-        ok = (m <= self._SQUARE_SAFE) & ((m >= 1.0 / self._SQUARE_SAFE) | (m == 0.0))
-        return ~(ok & (x[..., 0] <= self._SQUARE_SAFE))
+        ok = (m <= safe) & ((m >= 1.0 / safe) | (m == 0.0)) & (x0[suspect] <= safe)
+        # a non-finite result from components that look safe (e.g. |u| near 2^500 in a very
+        # high dimension) is rescaled too
+        ok &= np.isfinite(out[suspect])
+        suspect[suspect] = ~ok
+        return suspect
 
     def _refuse(self, method, what):
         raise FloatingPointError(
@@ -245,8 +265,10 @@ class Hyperboloid(Manifold):
             pu, au = self._split(x, u)
             pv, av = self._split(x, v)
             out = np.array(einsum("...i,...i->...", pu, pv) + au * av)
-        bad = self._unsafe(x, pu, au) | self._unsafe(x, pv, av)
-        if np.any(bad):
+        bad = self._unsafe(x, pu, au, out)
+        if bad is not None:  # (the screen reads out and x_0 only: None for u is None for v)
+            bad = bad | self._unsafe(x, pv, av, out)
+        if bad is not None and np.any(bad):
             # (rows with a non-finite input keep the NaN or inf they give)
             bad &= np.all(np.isfinite(x) & np.isfinite(u) & np.isfinite(v), axis=-1)
             x, u, v = (np.broadcast_to(a, bad.shape + x.shape[-1:])[bad] for a in (x, u, v))
@@ -264,8 +286,8 @@ class Hyperboloid(Manifold):
         with np.errstate(over="ignore", invalid="ignore", under="ignore"):
             pu, au = self._split(x, u)
             out = np.array(np.sqrt(einsum("...i,...i->...", pu, pu) + au * au))
-        bad = self._unsafe(x, pu, au)
-        if np.any(bad):
+        bad = self._unsafe(x, pu, au, out)
+        if bad is not None and np.any(bad):
             bad &= np.all(np.isfinite(x) & np.isfinite(u), axis=-1)
             x, u = (np.broadcast_to(a, bad.shape + x.shape[-1:])[bad] for a in (x, u))
             c, k = self._split_scaled(x, u)
