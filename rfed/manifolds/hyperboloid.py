@@ -92,8 +92,17 @@ class Hyperboloid(Manifold):
       origin (next item).
     * Float64 range: exp raises ``FloatingPointError`` when its result is not representable
       (:math:`\cosh\|u\| x_0 > 1.8\cdot 10^{308}`, e.g. :math:`\|u\| > 710` from the origin);
-      dist and log accept every representable pair; proj raises likewise when
-      :math:`\langle x, v\rangle_L\, x` overflows; no method returns inf or NaN silently.
+      dist accepts every pair of representable points (:attr:`HUGE`), log every pair whose
+      tangent vector, of coordinates about :math:`x_0 d`, is representable, and raises
+      otherwise; inner and norm square their terms after scaling by powers of two where a
+      square could overflow or underflow (beyond :math:`x_0 \approx 10^{154}`, about 355
+      units out, or for vectors above :math:`2^{500}` or below :math:`2^{-500}`; the same
+      bits as before elsewhere) and raise only when the result itself exceeds
+      :math:`1.8\cdot 10^{308}`; to_coords and tangent_violation rescale likewise; proj,
+      ehess2rhess and transport raise when their result overflows (transport also when its
+      Lorentz products, of order :math:`x_0 y_0 \|u\|`, do: beyond :math:`x_0 y_0 \approx
+      10^{308}`); from_poincare refuses :math:`|p| \ge 1`. From finite inputs no method
+      returns inf or NaN silently or warns of an overflow on the way.
     * Tangent vectors far from the origin: a tangent vector u at x is stored by its ambient
       coordinates, whose radial part is of order :math:`x_0 \|u\|`, so its component across
       the radius is resolved only to about :math:`\epsilon_{\mathrm{mach}}\, x_0 \|u\|`, and
@@ -112,7 +121,11 @@ class Hyperboloid(Manifold):
         from far out leave towards the origin);
       - once :math:`\epsilon x_0 \sim 1` (beyond about 36 units from the origin) tangent
         vectors at x carry no direction across the radius: a limit of the model in float64,
-        not of the formulas (the Poincare ball has the same limit near its boundary).
+        not of the formulas (the Poincare ball has the same limit near its boundary). The
+        across part of a vector is then rounding of size :math:`\epsilon x_0 \|u\|`, and the
+        two bounds above hold only up to a small factor (they bound nothing useful there);
+        where the split across and along the radius is exact (:math:`x_s` on a coordinate
+        axis) ``norm(log(x, y))`` still equals ``dist`` to a few eps at every :math:`x_0`.
 
       Points, ``dist`` and ``exp`` keep their accuracy out to the float64 range, relative to
       the points' own resolution (a point at :math:`x_0` is resolved to
@@ -170,15 +183,119 @@ class Hyperboloid(Manifold):
         perp = u[..., 1:] - along[..., None] * xhat
         return perp, along / x[..., 0]
 
+    @staticmethod
+    def _split_scaled(x, u):
+        r"""The vector :math:`(u_\perp, u_s\cdot\hat x_s / x_0)` of :meth:`_split` as
+        :math:`2^k c`, with the largest entry of c in [1/2, 1) (0 when u is), for any finite x
+        and u: every scaling is by a power of two (exact), so no square or intermediate
+        overflows or underflows and :math:`\|c\|` keeps its relative digits (a component
+        below :math:`2^{-1022}` times the largest is rounded to subnormals: negligible).
+
+        Returns
+        -------
+        c : ndarray, shape ``(*batch, d + 1)``
+        k : ndarray of int, shape ``batch``
+        """
+        def exponent(a):  # a = m 2^e, m in [1/2, 1); a large negative sentinel for 0
+            return np.where(a > 0, np.frexp(a)[1], -(2**20))
+
+        xs = x[..., 1:]
+        xs = np.ldexp(xs, -exponent(np.max(np.abs(xs), axis=-1, initial=0.0))[..., None])
+        nx = np.sqrt(einsum("...i,...i->...", xs, xs))
+        xhat = xs / np.where(nx > 0, nx, 1.0)[..., None]
+        ku = exponent(np.max(np.abs(u[..., 1:]), axis=-1, initial=0.0))
+        us = np.ldexp(u[..., 1:], -np.maximum(ku, -1074)[..., None])  # max |us| in [1/2, 1)
+        along = einsum("...i,...i->...", us, xhat)
+        perp = us - along[..., None] * xhat
+        # along / x_0 = (along / f_0) 2^-e_0, x_0 = f_0 2^e_0: scaled apart so that it keeps
+        # its digits when x_0 is near the float64 limit
+        f0, e0 = np.frexp(x[..., 0])
+        a = along / f0
+        k = np.maximum(
+            exponent(np.max(np.abs(perp), axis=-1, initial=0.0)), exponent(np.abs(a)) - e0
+        )
+        k = np.where(k > -(2**19), k, 0)  # u = 0
+        c = np.empty(perp.shape[:-1] + (perp.shape[-1] + 1,))
+        c[..., :-1] = np.ldexp(perp, -k[..., None])
+        c[..., -1] = np.ldexp(a, -e0 - k)
+        return c, np.maximum(ku, -1074) + k
+
+    #: :meth:`inner` and :meth:`norm` square the components of :meth:`_split` directly while
+    #: they lie within [2^-500, 2^500] (and x_0 <= 2^500, where |x_s|^2 cannot overflow), and
+    #: otherwise rescale them by powers of two first (:meth:`_split_scaled`)
+    _SQUARE_SAFE = 2.0**500
+
+    def _unsafe(self, x, pu, au, out):
+        """``None`` when no row is suspect (the common case), else the rows where squaring
+        the plain :meth:`_split` components overflowed, underflowed or could have (and where
+        x_0 is so large that |x_s|^2 overflowed inside the split). Screened on the result
+        ``out`` first: a finite result of at least 2^-500 from x_0 <= 2^500 had no overflow
+        and no harmful underflow; only the other rows have their components examined."""
+        safe = self._SQUARE_SAFE
+        size = np.abs(out)
+        # the common case in three reductions (a NaN fails the first comparison)
+        if size.size and 1.0 / safe <= size.min() and size.max() < np.inf \
+                and x[..., 0].max() <= safe:
+            return None
+        x0 = np.broadcast_to(x[..., 0], out.shape)
+        with np.errstate(invalid="ignore"):
+            suspect = np.array(~np.isfinite(out) | ~(size >= 1.0 / safe) | (x0 > safe))
+        if not np.any(suspect):
+            return suspect
+        pu = np.broadcast_to(pu, out.shape + pu.shape[-1:])[suspect]
+        au = np.broadcast_to(au, out.shape)[suspect]
+        m = np.maximum(np.max(np.abs(pu), axis=-1, initial=0.0), np.abs(au))
+        ok = (m <= safe) & ((m >= 1.0 / safe) | (m == 0.0)) & (x0[suspect] <= safe)
+        # a non-finite result from components that look safe (e.g. |u| near 2^500 in a very
+        # high dimension) is rescaled too
+        ok &= np.isfinite(out[suspect])
+        suspect[suspect] = ~ok
+        return suspect
+
+    def _refuse(self, method, what):
+        raise FloatingPointError(
+            f"{self}: {method} is not representable in float64 ({what} exceeds 1.8e308)"
+        )
+
     def inner(self, x, u, v):
         x = np.asarray(x, dtype=float)
-        pu, au = self._split(x, np.asarray(u, dtype=float))
-        pv, av = self._split(x, np.asarray(v, dtype=float))
-        return einsum("...i,...i->...", pu, pv) + au * av
+        u = np.asarray(u, dtype=float)
+        v = np.asarray(v, dtype=float)
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            pu, au = self._split(x, u)
+            pv, av = self._split(x, v)
+            out = np.array(einsum("...i,...i->...", pu, pv) + au * av)
+        bad = self._unsafe(x, pu, au, out)
+        if bad is not None:  # (the screen reads out and x_0 only: None for u is None for v)
+            bad = bad | self._unsafe(x, pv, av, out)
+        if bad is not None and np.any(bad):
+            # (rows with a non-finite input keep the NaN or inf they give)
+            bad &= np.all(np.isfinite(x) & np.isfinite(u) & np.isfinite(v), axis=-1)
+            x, u, v = (np.broadcast_to(a, bad.shape + x.shape[-1:])[bad] for a in (x, u, v))
+            cu, ku = self._split_scaled(x, u)
+            cv, kv = self._split_scaled(x, v)
+            with np.errstate(over="ignore"):
+                out[bad] = np.ldexp(einsum("...i,...i->...", cu, cv), ku + kv)
+            if not np.all(np.isfinite(out[bad])):
+                self._refuse("inner(x, u, v)", "|<u, v>_x|")
+        return out[()]
 
     def norm(self, x, u):
-        pu, au = self._split(np.asarray(x, dtype=float), np.asarray(u, dtype=float))
-        return np.sqrt(einsum("...i,...i->...", pu, pu) + au * au)
+        x = np.asarray(x, dtype=float)
+        u = np.asarray(u, dtype=float)
+        with np.errstate(over="ignore", invalid="ignore", under="ignore"):
+            pu, au = self._split(x, u)
+            out = np.array(np.sqrt(einsum("...i,...i->...", pu, pu) + au * au))
+        bad = self._unsafe(x, pu, au, out)
+        if bad is not None and np.any(bad):
+            bad &= np.all(np.isfinite(x) & np.isfinite(u), axis=-1)
+            x, u = (np.broadcast_to(a, bad.shape + x.shape[-1:])[bad] for a in (x, u))
+            c, k = self._split_scaled(x, u)
+            with np.errstate(over="ignore"):
+                out[bad] = np.ldexp(np.sqrt(einsum("...i,...i->...", c, c)), k)
+            if not np.all(np.isfinite(out[bad])):
+                self._refuse("norm(x, u)", "|u|_x")
+        return out[()]
 
     @staticmethod
     def _log_half_gap(x, y):
@@ -196,6 +313,36 @@ class Hyperboloid(Manifold):
         s = einsum("...i,...i->...", dn, dn) + np.square(1.0 / y0 - 1.0 / x0)
         with np.errstate(divide="ignore"):
             return np.log(0.5) + np.log(x0) + np.log(y0) + np.log(s)
+
+    #: pairs with :math:`x_0 y_0` above this (about 8e270) take the scaled forms of
+    #: :meth:`_half_gap_scaled` in :meth:`dist` and :meth:`log`: the terms of
+    #: :meth:`_log_half_gap` underflow beyond it (and :math:`1 / (x_0 y_0)` with them)
+    HUGE = 2.0**900
+
+    @staticmethod
+    def _half_gap_scaled(x, y):
+        r""":math:`w = \cosh d(x, y) - 1` as :math:`c\, 4^e` (c in [1/2, 2 (d + 1)), e an int;
+        c = 0 when y == x) for any pair of representable points, without underflow or
+        overflow.
+
+        :math:`w = \tfrac12 x_0 y_0 \big(\|\delta\|^2 + (1/y_0 - 1/x_0)^2\big) = 2 \|V\|^2`,
+        :math:`\delta = x_s/x_0 - y_s/y_0`, with :math:`V = \big(\tfrac12 t \delta,
+        \tfrac12 (x_0 - y_0)/t\big)`, :math:`t = \sqrt{x_0}\sqrt{y_0}` (the sum of
+        non-negative terms of :meth:`_log_half_gap`, whose second term underflows for points
+        beyond :math:`x_0 = 10^{154}` on one ray); V is scaled by a power of two before it is
+        squared.
+        """
+        x0 = x[..., 0]
+        y0 = y[..., 0]
+        t = np.sqrt(x0) * np.sqrt(y0)
+        v = np.empty(x.shape)
+        dn = x[..., 1:] / x0[..., None] - y[..., 1:] / y0[..., None]
+        v[..., :-1] = dn * (0.5 * t)[..., None]
+        v[..., -1] = 0.5 * ((x0 - y0) / t)
+        top = np.max(np.abs(v), axis=-1)
+        e = np.where(top > 0, np.frexp(top)[1], 0)
+        v = np.ldexp(v, -e[..., None])
+        return 2.0 * einsum("...i,...i->...", v, v), e
 
     @staticmethod
     def _chord_sq(x, y):
@@ -232,7 +379,9 @@ class Hyperboloid(Manifold):
         non-negative terms of :meth:`_log_half_gap` (formed directly, and in log space only for
         the pairs where it would overflow, where ``log(2 w)`` is d to rounding); the pairs
         nearer than :attr:`NEAR` then take ``2 asinh(c / 2)`` from the Lorentz chord c
-        (:meth:`_chord_sq`), which keeps their relative digits."""
+        (:meth:`_chord_sq`), which keeps their relative digits. Pairs with :math:`x_0 y_0 >`
+        :attr:`HUGE` take w from :meth:`_half_gap_scaled` (its terms underflow there), and a
+        chord whose square overflows :meth:`_dist_across`."""
         x0 = x[..., 0]
         y0 = y[..., 0]
         dn = x[..., 1:] / x0[..., None] - y[..., 1:] / y0[..., None]
@@ -243,10 +392,49 @@ class Hyperboloid(Manifold):
         big = ~(w <= 2e17)  # w > 2e17 (or overflowed): asinh(sqrt(w/2)) = log(2 w) to rounding
         if np.any(big):
             out[big] = np.log(2.0) + self._log_half_gap(x[big], y[big])
+        with np.errstate(over="ignore"):
+            huge = ~(x0 * y0 <= self.HUGE)
+        if np.any(huge):  # the terms of w underflow (same ray far out): scaled, w = c 4^e
+            c, e = self._half_gap_scaled(x[huge], y[huge])
+            with np.errstate(over="ignore", divide="ignore"):
+                wh = np.ldexp(c, 2 * e)
+                out[huge] = np.where(
+                    wh <= 2e17,
+                    2.0 * np.arcsinh(np.sqrt(0.5 * wh)),
+                    np.log(2.0 * c) + (2.0 * np.log(2.0)) * e,
+                )
         near = out < self.NEAR
         if np.any(near):
-            out[near] = 2.0 * np.arcsinh(0.5 * np.sqrt(self._chord_sq(x[near], y[near])))
+            with np.errstate(over="ignore", invalid="ignore"):
+                out[near] = 2.0 * np.arcsinh(0.5 * np.sqrt(self._chord_sq(x[near], y[near])))
+            lost = near & ~np.isfinite(out)
+            if np.any(lost):  # far out, the rounding of x_s and y_s across the radius
+                out[lost] = self._dist_across(x[lost], y[lost])
         return out[()]
+
+    @staticmethod
+    def _dist_across(x, y):
+        r"""d for pairs whose :math:`\delta_\perp` in :meth:`_chord_sq` overflows when squared:
+        far out (:math:`x_0 > 10^{154}`) the spatial coordinates' rounding across the radius,
+        :math:`\epsilon x_0`, is itself a distance of order :math:`2 \log(\epsilon x_0)`
+        (metric factor 1 there), which the projective form's :math:`\delta` cannot see. The
+        chord's terms scaled by a power of two; :math:`2\,\mathrm{asinh}(c/2) = 2 \log c` to
+        rounding for :math:`c > 2^{500}`."""
+        xs, ys = x[..., 1:], y[..., 1:]
+        delta = ys - xs
+        sigma = xs + ys
+        big = np.max(np.abs(sigma), axis=-1)
+        sig = sigma / big[..., None]
+        sig /= np.sqrt(einsum("...i,...i->...", sig, sig))[..., None]
+        alpha = einsum("...i,...i->...", delta, sig)
+        perp = delta - alpha[..., None] * sig
+        a = alpha / (x[..., 0] + y[..., 0])
+        k = np.frexp(np.max(np.abs(perp), axis=-1))[1]
+        perp = np.ldexp(perp, -k[..., None])
+        c2 = (einsum("...i,...i->...", perp, perp) + 4.0 * np.square(np.ldexp(a, -k))) / (
+            1.0 - a * a
+        )
+        return np.log(c2) + (2.0 * np.log(2.0)) * k
 
     def dist(self, x, y):
         x, y = np.broadcast_arrays(np.asarray(x, dtype=float), np.asarray(y, dtype=float))
@@ -300,8 +488,9 @@ class Hyperboloid(Manifold):
         :meth:`_log_half_gap` (the Lorentz product :math:`-\langle x, y\rangle_L / y_0`
         cancels: all digits lost when y is farther out on the same side as x, e.g. 20 and 40
         units from the origin), scaled by :math:`d\, x_0 y_0 / \sinh d`,
-        :math:`\sinh(d) / (x_0 y_0) = \sqrt{h (h + 2 / (x_0 y_0))}`: no overflow while
-        :math:`x_0 < 10^{154}`. Accuracy: see the class notes
+        :math:`\sinh(d) / (x_0 y_0) = \sqrt{h (h + 2 / (x_0 y_0))}`; beyond
+        :math:`x_0 y_0 =` :attr:`HUGE` the scale-free forms of :meth:`_log_huge`. Accuracy:
+        see the class notes
         (:math:`(16 + x_0)\,\epsilon_{\mathrm{mach}}` relative).
 
         Parameters
@@ -330,6 +519,11 @@ class Hyperboloid(Manifold):
             out[..., 0] = einsum("...i,...i->...", ws, x[..., 1:]) / x[..., 0]
             out *= _inv_sinhc(np.where(far, 1.0, d))[..., None]
         out = np.where(np.all(x == y, axis=-1, keepdims=True), 0.0, out)
+        with np.errstate(over="ignore"):
+            huge = ~(x[..., 0] * y[..., 0] <= self.HUGE) & np.any(x != y, axis=-1)
+        if np.any(huge):
+            out[huge] = self._log_huge(x[huge], y[huge], d[huge])
+        far &= ~huge
         if np.any(far):
             xf, yf = x[far], y[far]
             x0, y0 = xf[..., 0], yf[..., 0]
@@ -354,6 +548,41 @@ class Hyperboloid(Manifold):
                 f"{self}: log(x, y) overflowed (x_0 = {float(np.max(x[..., 0])):.3g}): the "
                 "tangent vector at such a far base point is not representable in float64"
             )
+        return out
+
+    def _log_huge(self, x, y, d):
+        r"""Log map for pairs with :math:`x_0 y_0 >` :attr:`HUGE` (where :math:`1 / (x_0 y_0)`
+        and the terms of :meth:`_log_half_gap` underflow, and :math:`(z - 1)\, x` overflows).
+
+        Beyond 20 units apart, with :math:`q = 1 / (z - 1) = 1 / w` from
+        :meth:`_half_gap_scaled`: :math:`y - z x = (z - 1)(q y - (1 + q) x)` and
+        :math:`\sinh d = (z - 1)\sqrt{1 + 2 q}`, so
+        :math:`\mathrm{Log}_x y = \frac{d}{\sqrt{1 + 2q}} (q y - (1 + q) x)`: no term
+        larger than the result. Nearer, the form of :meth:`log` on x and y scaled by the same
+        power of two :math:`2^{-k}`, :math:`x_0 \in [1/2, 1) 2^k` (exact), then scaled back.
+        The time coordinate follows from tangency, :math:`w_0 = w_s\cdot x_s / x_0`.
+        """
+        x0 = x[..., 0]
+        out = np.empty(x.shape)
+        far = d >= 20.0
+        if np.any(far):
+            c, e = self._half_gap_scaled(x[far], y[far])
+            q = np.ldexp(1.0 / c, -2 * e)  # underflows to 0 once w > 1e308: then Log = -d x
+            ws = q[..., None] * y[far][..., 1:] - (1.0 + q)[..., None] * x[far][..., 1:]
+            with np.errstate(over="ignore"):
+                ws *= (d[far] / np.sqrt(1.0 + 2.0 * q))[..., None]
+            out[far, 1:] = ws
+            out[far, 0] = einsum("...i,...i->...", ws, x[far][..., 1:] / x0[far][..., None])
+        near = ~far
+        if np.any(near):
+            k = np.frexp(x0[near])[1][..., None]
+            xs, ys = np.ldexp(x[near][..., 1:], -k), np.ldexp(y[near][..., 1:], -k)
+            gap = 2.0 * np.square(np.sinh(0.5 * d[near]))
+            ws = ((ys - xs) - gap[..., None] * xs) * _inv_sinhc(d[near])[..., None]
+            with np.errstate(over="ignore"):
+                out[near, 1:] = np.ldexp(ws, k)
+            xhat0 = xs / np.ldexp(x0[near], -k[..., 0])[..., None]  # x_s / x_0
+            out[near, 0] = einsum("...i,...i->...", out[near, 1:], xhat0)
         return out
 
     #: :meth:`mean` warns when its error estimate exceeds this fraction of the mean distance
@@ -449,9 +678,10 @@ class Hyperboloid(Manifold):
         x = np.asarray(x, dtype=float)
         y = np.asarray(y, dtype=float)
         u = np.asarray(u, dtype=float)
-        z = -minkowski_inner(x, y)
-        coef = minkowski_inner(y, u) / (1.0 + z)
-        out = u + coef[..., None] * (x + y)
+        with np.errstate(over="ignore", invalid="ignore"):
+            z = -minkowski_inner(x, y)
+            coef = minkowski_inner(y, u) / (1.0 + z)
+            out = u + coef[..., None] * (x + y)
         far = np.minimum(x[..., 0], y[..., 0]) > self.TRANSPORT_FAR
         if far.any():
             # (beyond x_0 y_0 = 1e150 its squares would overflow, and eps x_0 > 1e59 there)
@@ -459,6 +689,14 @@ class Hyperboloid(Manifold):
                 far = np.broadcast_to(far & (x[..., 0] * y[..., 0] < 1e150), out.shape[:-1])
             xb, yb, ub = (np.broadcast_to(a, out.shape)[far] for a in (x, y, u))
             out[far] = self._transport_far(xb, yb, ub)
+        finite_in = np.all(np.isfinite(x) & np.isfinite(y) & np.isfinite(u))
+        if finite_in and not np.all(np.isfinite(out)):
+            # beyond x_0 y_0 = 1e150 the Lorentz products themselves (of order x_0 y_0 |u|)
+            # overflow before the result does
+            raise FloatingPointError(
+                f"{self}: transport(x, y, u) overflowed (x_0 = {float(np.max(x[..., 0])):.3g}, "
+                f"y_0 = {float(np.max(y[..., 0])):.3g}): x_0 y_0 |u|_x must stay below ~1e308"
+            )
         return out
 
     @staticmethod
@@ -566,8 +804,16 @@ class Hyperboloid(Manifold):
             The Riemannian Hessian applied to ``u``, tangent at ``x``.
         """
         x = np.asarray(x, dtype=float)
-        xg = np.sum(x * np.asarray(egrad, dtype=float), axis=-1, keepdims=True)
-        return self.proj(x, self._flip(ehess)) + xg * np.asarray(u, dtype=float)
+        with np.errstate(over="ignore", invalid="ignore"):
+            xg = np.sum(x * np.asarray(egrad, dtype=float), axis=-1, keepdims=True)
+            out = self.proj(x, self._flip(ehess)) + xg * np.asarray(u, dtype=float)
+        if not np.all(np.isfinite(out)):
+            raise FloatingPointError(
+                f"{self}: ehess2rhess(x, egrad, ehess, u) is not representable in float64 "
+                f"(x_0 = {float(np.max(x[..., 0])):.4g}): (x . egrad) u, of order x_0^2 |egrad| "
+                "|u|_x, must stay below ~1e308"
+            )
+        return out
 
     # ------------------------------------------------------------------ random
     def random_point(self, rng, size: int | Sequence[int] = ()):
@@ -629,7 +875,14 @@ class Hyperboloid(Manifold):
         """
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
-        return u[..., 1:] - u[..., :1] * x[..., 1:] / (1.0 + x[..., :1])
+        with np.errstate(over="ignore", invalid="ignore"):
+            out = np.array(u[..., 1:] - u[..., :1] * x[..., 1:] / (1.0 + x[..., :1]))
+        bad = ~np.all(np.isfinite(out), axis=-1)
+        if np.any(bad):  # u_0 x_s overflows beyond x_0 |u| ~ 1e154: x_s / (1 + x_0) first
+            bad &= np.all(np.isfinite(x) & np.isfinite(u), axis=-1)
+            xb, ub = (np.broadcast_to(a, bad.shape + x.shape[-1:])[bad] for a in (x, u))
+            out[bad] = ub[..., 1:] - ub[..., :1] * (xb[..., 1:] / (1.0 + xb[..., :1]))
+        return out
 
     def from_coords(self, x, coords):
         return self._from_origin(x, np.asarray(coords, dtype=float))
@@ -663,9 +916,21 @@ class Hyperboloid(Manifold):
         Returns
         -------
         ndarray, shape ``(..., d + 1)``
+
+        Raises
+        ------
+        FloatingPointError
+            When some :math:`|p| \ge 1` (the image would be inf or on the wrong sheet).
         """
         p = np.asarray(p, dtype=float)
         sq = np.sum(p * p, axis=-1, keepdims=True)
+        if np.any(sq >= 1.0):
+            raise FloatingPointError(
+                "Hyperboloid.from_poincare(p): |p| >= 1 (up to "
+                f"{float(np.sqrt(np.max(sq))):.17g}): not a point of the open ball; the ball "
+                "resolves points only out to x_0 ~ 1e16 (1 - |p| ~ 1 / x_0), and to_poincare "
+                "rounds farther points onto its boundary"
+            )
         return np.concatenate([1.0 + sq, 2.0 * p], axis=-1) / (1.0 - sq)
 
     # ------------------------------------------------------------------ membership
@@ -683,8 +948,18 @@ class Hyperboloid(Manifold):
     def tangent_violation(self, x, u):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
-        scale = np.maximum(np.linalg.norm(x, axis=-1) * np.linalg.norm(u, axis=-1), 1e-300)
-        return np.abs(minkowski_inner(x, u)) / scale
+        with np.errstate(over="ignore", invalid="ignore"):
+            scale = np.maximum(np.linalg.norm(x, axis=-1) * np.linalg.norm(u, axis=-1), 1e-300)
+            out = np.array(np.abs(minkowski_inner(x, u)) / scale)
+        bad = ~(np.isfinite(out) & np.isfinite(scale))
+        if np.any(bad):  # far out: x_0 |u| beyond 1.8e308; both scaled by powers of two first
+            bad &= np.all(np.isfinite(x) & np.isfinite(u), axis=-1)
+            xb, ub = (np.broadcast_to(a, bad.shape + x.shape[-1:])[bad] for a in (x, u))
+            xb, ub = (np.ldexp(a, -np.frexp(np.max(np.abs(a), axis=-1))[1][..., None])
+                      for a in (xb, ub))
+            den = np.linalg.norm(xb, axis=-1) * np.linalg.norm(ub, axis=-1)
+            out[bad] = np.abs(minkowski_inner(xb, ub)) / np.where(den > 0, den, 1.0)
+        return out[()]
 
     point_violation_description = (
         "violation is |<x, x>_L + 1| / (1 + ||x||^2), plus 1 when x_0 <= 0 (lower sheet)"

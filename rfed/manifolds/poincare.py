@@ -44,7 +44,8 @@ def _tanhc(t):
     """tanh(t)/t with its series near 0."""
     small = np.abs(t) < _SERIES
     ts = np.where(small, 1.0, t)
-    return np.where(small, 1.0 - t * t / 3.0, np.tanh(ts) / ts)
+    tt = np.where(small, t, 0.0)  # (t * t of a huge step would overflow, with a warning)
+    return np.where(small, 1.0 - tt * tt / 3.0, np.tanh(ts) / ts)
 
 
 class PoincareBall(Manifold):

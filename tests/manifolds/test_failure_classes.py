@@ -68,6 +68,94 @@ def test_hyperboloid_exp_beyond_355(r):
     np.testing.assert_allclose(h.dist(h.origin, y), r, rtol=1e-12)
 
 
+def _mp_dist(x, y):
+    """arcosh(-<x, y>_L) of the points given by their spatial coordinates (time coordinates
+    recomputed), at 700 digits: x_0 y_0 reaches 1e608 and -<x, y>_L = cosh d cancels it down
+    to cosh 5 for the pairs on one ray."""
+    with mp.workdps(700):
+        xs = [mp.mpf(float(c)) for c in x[1:]]
+        ys = [mp.mpf(float(c)) for c in y[1:]]
+        x0 = mp.sqrt(1 + sum(c**2 for c in xs))
+        y0 = mp.sqrt(1 + sum(c**2 for c in ys))
+        return float(mp.acosh(x0 * y0 - sum(a * b for a, b in zip(xs, ys, strict=True))))
+
+
+# x at r units out along e_1 (x_0 = cosh r: 1e130 to 5e303), y at the origin, turned by
+# about 1 / r (the issue's pairs, dist about 2 r), or 5 units nearer or farther on the same ray
+# (where dist returned inf and log raised beyond x_0 y_0 = 1e308: the terms of w = cosh d - 1
+# underflowed, and 1 / (x_0 y_0) with them). With x_s on a coordinate axis the split of
+# a tangent vector at x into its parts across and along the radius is exact (x_hat = e_1), so
+# norm(log(x, y)) carries only log's and norm's own rounding, a few eps (the class notes'
+# radial law, 16 eps, without the (eps x_0)^2 term of an inexact split): 1e-12 is a margin
+# of ~4500 over that, far below what the old norm returned (inf from r = 360 on, and
+# |log_s| ~ x_0 d instead of d at x_0 = 1e199 where |x_s|^2 overflowed inside the split)
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("r", [300.0, 360.0, 400.0, 460.0, 700.0])
+@pytest.mark.parametrize("target", ["origin", "turned", "inward", "outward"])
+def test_hyperboloid_norm_of_log_equals_dist_far_from_the_origin(r, target):
+    h = Hyperboloid(2)
+    e1 = np.array([1.0, 0.0])
+    x = _exact_far_point(r, e1)
+    if target == "origin":
+        y = h.origin
+    elif target == "turned":
+        y = _exact_far_point(np.hypot(r, 1.0), np.array([r, 1.0]) / np.hypot(r, 1.0))
+    else:
+        y = _exact_far_point(r - 5.0 if target == "inward" else r + 5.0, e1)
+    ref = _mp_dist(x, y)
+    u = h.log(x, y)
+    np.testing.assert_allclose(h.dist(x, y), ref, rtol=1e-12)
+    np.testing.assert_allclose(h.norm(x, u), ref, rtol=1e-12)
+    np.testing.assert_allclose(np.sqrt(h.inner(x, u, u)), ref, rtol=1e-12)
+    # batched with an ordinary row: the far row does not change the near one's bits
+    o = h.origin
+    v = h.log(o, y)
+    np.testing.assert_array_equal(h.norm(np.stack([x, o]), np.stack([u, v]))[1], h.norm(o, v))
+
+
+@pytest.mark.filterwarnings("error")
+def test_hyperboloid_norm_and_inner_of_huge_and_tiny_vectors():
+    """Squares of 1e300 overflow and of 1e-200 underflow: the results are representable and
+    accurate; an inner product or norm beyond 1.8e308 is refused, naming the method."""
+    h = Hyperboloid(2)
+    o = h.origin
+    for c in (1e300, 1e-200):
+        u = np.array([0.0, 3.0 * c, 4.0 * c])
+        np.testing.assert_allclose(h.norm(o, u), 5.0 * c, rtol=1e-15)
+        np.testing.assert_allclose(h.inner(o, u, np.array([0.0, 1.0, 0.0])), 3.0 * c, rtol=1e-15)
+    with pytest.raises(FloatingPointError, match=r"inner\(x, u, v\) is not representable"):
+        h.inner(o, np.array([0.0, 1e300, 0.0]), np.array([0.0, 1e10, 0.0]))
+    with pytest.raises(FloatingPointError, match=r"norm\(x, u\) is not representable"):
+        h.norm(o, np.array([0.0, 1.7e308, 1.7e308]))
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("r", [400.0, 700.0])
+def test_hyperboloid_far_base_point_methods_neither_overflow_nor_warn(r):
+    """At x_0 = 1e173 and 5e303 (the tangent vector log(x, o) of coordinates about r x_0):
+    tangent_violation and to_coords rescale (they overflowed with a warning, tangent_violation
+    then read 0 / inf); transport, ehess2rhess and from_poincare refuse a result that is not
+    representable instead of returning inf with a warning."""
+    h = Hyperboloid(2)
+    x = _exact_far_point(r, np.array([0.6, 0.8]))
+    u = h.log(x, h.origin)
+    assert h.tangent_violation(x, u) <= 1e-15
+    assert h.is_tangent(x, u)
+    # u points at the origin: its coordinates at the origin are -r (0.6, 0.8), resolved to
+    # eps x_0 |u| (class notes): only finiteness is checked
+    assert np.all(np.isfinite(h.to_coords(x, u)))
+    near = _exact_far_point(r - 30.0, np.array([0.6, 0.8]))
+    # x_0 y_0 > 1e308: the Lorentz products overflow although the transported vector (of
+    # coordinates about r y_0) is representable; a refusal, not inf (a scale-free transport
+    # would return it)
+    with pytest.raises(FloatingPointError, match="transport"):
+        h.transport(x, near, u)
+    with pytest.raises(FloatingPointError, match="not representable"):
+        h.ehess2rhess(x, np.ones(3), np.ones(3), u)
+    with pytest.raises(FloatingPointError, match="from_poincare"):
+        h.from_poincare(h.to_poincare(x))
+
+
 def test_hyperboloid_exp_out_of_range_raises():
     h = Hyperboloid(2)
     with pytest.raises(FloatingPointError, match="not representable in float64"):

@@ -262,6 +262,21 @@ def test_checked_exp_refuses_an_overflowing_step(case):
         m.checked().exp(x, huge)
 
 
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize(
+    "case", [c for c in EVERY if c.startswith(("Hyperboloid", "PoincareBall"))]
+)
+def test_checked_exp_of_an_overflowing_step_is_warning_free_on_the_hyperbolic_models(case):
+    """The step of the test above on the hyperbolic models: refused without a RuntimeWarning on
+    the way (the norm of a 1e300 step overflowed in the hyperboloid's squares, t * t in the
+    ball's tanh(t) / t series branch)."""
+    m = CASES[case]()
+    x = m.random_point(0)
+    huge = scale(m, unit_tangent(m, x, np.random.default_rng(1), 1.0), 1e300)
+    with pytest.raises((FloatingPointError, ValueError), match="float64"):
+        m.checked().exp(x, huge)
+
+
 def test_checked_exp_on_the_ball_refuses_a_clipped_result():
     ball = PoincareBall(2)
     x = np.zeros(2)
