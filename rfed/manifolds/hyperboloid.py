@@ -518,9 +518,10 @@ class Hyperboloid(Manifold):
             out[..., 1:] = ws
             out[..., 0] = einsum("...i,...i->...", ws, x[..., 1:]) / x[..., 0]
             out *= _inv_sinhc(np.where(far, 1.0, d))[..., None]
-        out = np.where(np.all(x == y, axis=-1, keepdims=True), 0.0, out)
+        same = np.all(x == y, axis=-1)
+        out = np.where(same[..., None], 0.0, out)
         with np.errstate(over="ignore"):
-            huge = ~(x[..., 0] * y[..., 0] <= self.HUGE) & np.any(x != y, axis=-1)
+            huge = ~(x[..., 0] * y[..., 0] <= self.HUGE) & ~same
         if np.any(huge):
             out[huge] = self._log_huge(x[huge], y[huge], d[huge])
         far &= ~huge
