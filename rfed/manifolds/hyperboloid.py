@@ -232,11 +232,16 @@ class Hyperboloid(Manifold):
         ``out`` first: a finite result of at least 2^-500 from x_0 <= 2^500 had no overflow
         and no harmful underflow; only the other rows have their components examined."""
         safe = self._SQUARE_SAFE
-        size = np.abs(out)
-        # the common case in three reductions (a NaN fails the first comparison)
-        if size.size and 1.0 / safe <= size.min() and size.max() < np.inf \
+        # the common case: in three reductions, or for one point on Python floats (numpy's
+        # reductions of a 0-d array cost more than the norm itself); a NaN fails the first
+        # comparison
+        if out.ndim == 0 and x.ndim == 1:
+            if 1.0 / safe <= abs(float(out)) < np.inf and float(x[0]) <= safe:
+                return None
+        elif out.size and 1.0 / safe <= np.abs(out).min() and np.abs(out).max() < np.inf \
                 and x[..., 0].max() <= safe:
             return None
+        size = np.abs(out)
         x0 = np.broadcast_to(x[..., 0], out.shape)
         with np.errstate(invalid="ignore"):
             suspect = np.array(~np.isfinite(out) | ~(size >= 1.0 / safe) | (x0 > safe))
