@@ -814,11 +814,9 @@ class Hyperboloid(Manifold):
             xg = np.sum(x * np.asarray(egrad, dtype=float), axis=-1, keepdims=True)
             out = self.proj(x, self._flip(ehess)) + xg * np.asarray(u, dtype=float)
         if not np.all(np.isfinite(out)):
-            raise FloatingPointError(
-                f"{self}: ehess2rhess(x, egrad, ehess, u) is not representable in float64 "
-                f"(x_0 = {float(np.max(x[..., 0])):.4g}): (x . egrad) u, of order x_0^2 |egrad| "
-                "|u|_x, must stay below ~1e308"
-            )
+            self._refuse("ehess2rhess(x, egrad, ehess, u)",
+                         f"(x . egrad) u (of order x_0^2 |egrad| |u|_x, x_0 = "
+                         f"{float(np.max(x[..., 0])):.4g})")
         return out
 
     # ------------------------------------------------------------------ random
