@@ -62,6 +62,29 @@ def _input_atol(a: Any, atol: float, point_size: int) -> float:
     return atol
 
 
+def entry_scaled(u: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+    """``u`` divided by its largest entry (at least 1) over ``axes``, for norms that must not
+    overflow: ``||u / big||`` is at most the square root of the number of entries, and a ratio
+    with ``max(1, ||u||)`` below keeps its value as ``max(1 / big, ||u / big||)``.
+
+    Parameters
+    ----------
+    u : ndarray, shape ``(*batch, *point_shape)``
+        Vectors (finite).
+    axes : tuple of int
+        The point axes (negative), e.g. ``(-1,)`` for vectors, ``(-2, -1)`` for matrices.
+
+    Returns
+    -------
+    scaled : ndarray, shape of ``u``
+        ``u / big``.
+    big : ndarray, shape ``batch``
+        ``max(1, max |u|)`` over each point's entries.
+    """
+    big = np.maximum(np.max(np.abs(u), axis=axes, initial=0.0), 1.0)
+    return u / np.expand_dims(big, axes), big
+
+
 def size_tuple(size: int | Sequence[int]) -> tuple[int, ...]:
     """A ``size`` argument (an int or a sequence of ints) as a tuple of ints.
 
@@ -582,7 +605,11 @@ class Manifold(abc.ABC):
         """
         atol = _input_atol(x, atol, int(np.prod(self.point_shape)))
         arr = self._check_array(x, name)
-        viol = np.asarray(self.point_violation(arr))
+        with np.errstate(over="ignore", invalid="ignore"):
+            # an overflow makes the violation inf or NaN, which fails the test below: refused
+            # without a RuntimeWarning first (the violations are scale-free where a point may
+            # be huge, so an overflow never passes a point)
+            viol = np.asarray(self.point_violation(arr))
         worst = float(np.max(viol)) if viol.size else 0.0
         if not worst <= atol:
             where = ""
@@ -623,7 +650,8 @@ class Manifold(abc.ABC):
         """
         atol = _input_atol(u, _input_atol(x, atol, 1), int(np.prod(self.point_shape)))
         arr = self._check_array(u, name)
-        viol = np.asarray(self.tangent_violation(np.asarray(x, dtype=float), arr))
+        with np.errstate(over="ignore", invalid="ignore"):  # as in check_point
+            viol = np.asarray(self.tangent_violation(np.asarray(x, dtype=float), arr))
         worst = float(np.max(viol)) if viol.size else 0.0
         if not worst <= atol:
             raise ValueError(
@@ -640,12 +668,16 @@ class Manifold(abc.ABC):
         retract) left float64 (NaN or inf) or the manifold (used by :meth:`checked`)."""
         y = np.asarray(y, dtype=float)
         if not np.all(np.isfinite(y)):
-            norm = np.asarray(self.norm(np.asarray(x, dtype=float), np.asarray(u, dtype=float)))
+            with np.errstate(over="ignore", invalid="ignore"):
+                norm = float(np.max(self.norm(np.asarray(x, dtype=float),
+                                              np.asarray(u, dtype=float))))
+            longest = f"up to {norm:.4g}" if np.isfinite(norm) else "beyond float64's range"
             raise ValueError(
                 f"{self}: argument 'u' is too long: {method}(x, u) is not representable in "
-                f"float64 (NaN/inf in the result) for |u|_x up to {float(np.max(norm)):.4g}"
+                f"float64 (NaN/inf in the result) for |u|_x {longest}"
             )
-        viol = np.asarray(self.point_violation(y))
+        with np.errstate(over="ignore", invalid="ignore"):  # as in check_point
+            viol = np.asarray(self.point_violation(y))
         worst = float(np.max(viol)) if viol.size else 0.0
         if not worst <= 1e-6:
             raise ValueError(

@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rfed.manifolds.base import Manifold, as_generator
+from rfed.manifolds.base import Manifold, as_generator, entry_scaled
 from rfed.manifolds.stiefel import Stiefel
 
 __all__ = ["Grassmann", "principal_angles"]
@@ -302,11 +302,9 @@ class Grassmann(Manifold):
     def tangent_violation(self, x, u):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
-        # u scaled by its largest entry first: huge vectors do not overflow the norms
-        big = np.maximum(np.max(np.abs(u), axis=(-2, -1), initial=0.0), 1.0)[..., None, None]
-        u = u / big
-        scale = np.maximum(np.linalg.norm(u, axis=(-2, -1)), 1.0 / big[..., 0, 0])
-        return np.linalg.norm(_mT(x) @ u, axis=(-2, -1)) / scale
+        u, big = entry_scaled(u, (-2, -1))  # huge vectors do not overflow the norms
+        return np.linalg.norm(_mT(x) @ u, axis=(-2, -1)) / np.maximum(
+            np.linalg.norm(u, axis=(-2, -1)), 1.0 / big)
 
     point_violation_description = "violation is ||X^T X - I||_F (X an orthonormal representative)"
     tangent_violation_description = "violation is ||X^T U||_F / max(1, ||U||_F) (horizontal space)"

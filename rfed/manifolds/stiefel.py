@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rfed.manifolds._stiefel_log import shooting_log
-from rfed.manifolds.base import Manifold, as_generator, size_tuple
+from rfed.manifolds.base import Manifold, as_generator, entry_scaled, size_tuple
 
 __all__ = ["Stiefel", "StiefelLogError", "skew_expm", "skew_logm"]
 
@@ -520,11 +520,9 @@ class Stiefel(Manifold):
     def tangent_violation(self, x, u):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
-        # u scaled by its largest entry first: huge vectors do not overflow the norms
-        big = np.maximum(np.max(np.abs(u), axis=(-2, -1), initial=0.0), 1.0)[..., None, None]
-        u = u / big
-        scale = np.maximum(np.linalg.norm(u, axis=(-2, -1)), 1.0 / big[..., 0, 0])
-        return np.linalg.norm(_sym(_mT(x) @ u), axis=(-2, -1)) / scale
+        u, big = entry_scaled(u, (-2, -1))  # huge vectors do not overflow the norms
+        return np.linalg.norm(_sym(_mT(x) @ u), axis=(-2, -1)) / np.maximum(
+            np.linalg.norm(u, axis=(-2, -1)), 1.0 / big)
 
     point_violation_description = "violation is ||X^T X - I||_F"
     tangent_violation_description = "violation is ||sym(X^T U)||_F / max(1, ||U||_F)"

@@ -197,7 +197,14 @@ def test_mean_weights_validation():
 
 
 # ---------------------------------------------------------------- every manifold case
-from manifold_cases import CASES, blocks, is_product, scale, unit_tangent  # noqa: E402
+from manifold_cases import (  # noqa: E402
+    CASES,
+    ambient_normal,
+    blocks,
+    is_product,
+    scale,
+    unit_tangent,
+)
 
 EVERY = list(CASES)
 
@@ -263,18 +270,53 @@ def test_checked_exp_refuses_an_overflowing_step(case):
 
 
 @pytest.mark.filterwarnings("error")
-@pytest.mark.parametrize(
-    "case", [c for c in EVERY if c.startswith(("Hyperboloid", "PoincareBall"))]
-)
-def test_checked_exp_of_an_overflowing_step_is_warning_free_on_the_hyperbolic_models(case):
-    """The step of the test above on the hyperbolic models: refused without a RuntimeWarning on
-    the way (the norm of a 1e300 step overflowed in the hyperboloid's squares, t * t in the
-    ball's tanh(t) / t series branch)."""
+@pytest.mark.parametrize("case", EVERY)
+def test_checked_exp_of_an_overflowing_step_is_warning_free(case):
+    """The step of the test above through the checked view only: refused (or, where the result
+    is representable, passed) without a RuntimeWarning on the way. The hyperboloid's squares of
+    a 1e300 step overflowed, as did the ball's t * t, the tangent checks' norms (sphere, SPD),
+    the refusal message's |u|_x (Stiefel, Oblique) and X^T X of a huge result (SO)."""
     m = CASES[case]()
     x = m.random_point(0)
     huge = scale(m, unit_tangent(m, x, np.random.default_rng(1), 1.0), 1e300)
-    with pytest.raises((FloatingPointError, ValueError), match="float64"):
-        m.checked().exp(x, huge)
+    try:
+        y = m.checked().exp(x, huge)
+    except (FloatingPointError, ValueError) as exc:
+        assert "float64" in str(exc) or "too long" in str(exc)
+        return
+    assert np.all(m.belongs(y))
+
+
+def _off(m, rng, violation):
+    """An ambient array (tuple for products) that ``violation`` (point_violation, or
+    tangent_violation at a fixed base point) rejects at scale 1, or None where every array
+    passes (Euclidean space; every vector is tangent to the ball)."""
+    for _ in range(5):
+        a = ambient_normal(m, rng, ())
+        if float(np.max(violation(a))) > 1e-3:
+            return a
+    return None
+
+
+@pytest.mark.filterwarnings("error")
+@pytest.mark.parametrize("case", EVERY)
+def test_checks_refuse_a_huge_non_member(case):
+    """A vector off the tangent space, or an array off the manifold, stays refused when scaled
+    by 1e300 (every violation is scale-free or grows with the scale for vectors longer than 1),
+    without a RuntimeWarning. The sphere's tangent check passed 1e300 x (the norm overflowed to
+    inf, so the violation |<x, u>| / inf was 0), and SPD's point check a huge non-symmetric
+    matrix (asymmetry over an infinite norm)."""
+    m = CASES[case]()
+    rng = np.random.default_rng(7)
+    x = m.random_point(0)
+    u = _off(m, rng, lambda a: m.tangent_violation(x, a))
+    if u is not None:
+        with pytest.raises(ValueError, match=r"argument 'u(\[\d\])?' is not a tangent"):
+            m.check_tangent(x, scale(m, u, 1e300))
+    p = _off(m, rng, m.point_violation)
+    if p is not None:
+        with pytest.raises(ValueError, match=r"argument 'x(\[\d\])?' is not on the manifold"):
+            m.check_point(scale(m, p, 1e300))
 
 
 def test_checked_exp_on_the_ball_refuses_a_clipped_result():
