@@ -62,7 +62,7 @@ def _input_atol(a: Any, atol: float, point_size: int) -> float:
     return atol
 
 
-def entry_scaled(u: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
+def _entry_scaled(u: np.ndarray, axes: tuple[int, ...]) -> tuple[np.ndarray, np.ndarray]:
     """``u`` divided by its largest entry (at least 1) over ``axes``, for norms that must not
     overflow: ``||u / big||`` is at most the square root of the number of entries, and a ratio
     with ``max(1, ||u||)`` below keeps its value as ``max(1 / big, ||u / big||)``.

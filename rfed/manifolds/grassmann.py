@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rfed.manifolds.base import Manifold, as_generator, entry_scaled
+from rfed.manifolds.base import Manifold, _entry_scaled, as_generator
 from rfed.manifolds.stiefel import Stiefel
 
 __all__ = ["Grassmann", "principal_angles"]
@@ -302,7 +302,7 @@ class Grassmann(Manifold):
     def tangent_violation(self, x, u):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
-        u, big = entry_scaled(u, (-2, -1))  # huge vectors do not overflow the norms
+        u, big = _entry_scaled(u, (-2, -1))  # huge vectors do not overflow the norms
         return np.linalg.norm(_mT(x) @ u, axis=(-2, -1)) / np.maximum(
             np.linalg.norm(u, axis=(-2, -1)), 1.0 / big)
 

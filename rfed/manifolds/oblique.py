@@ -13,7 +13,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rfed.manifolds.base import Manifold, as_generator, entry_scaled, size_tuple
+from rfed.manifolds.base import Manifold, _entry_scaled, as_generator, size_tuple
 from rfed.manifolds.sphere import Sphere
 
 __all__ = ["Oblique"]
@@ -183,7 +183,7 @@ class Oblique(Manifold):
         return np.max(np.abs(np.linalg.norm(x, axis=-2) - 1.0), axis=-1)
 
     def tangent_violation(self, x, u):
-        us, big = entry_scaled(np.asarray(u, dtype=float), (-2, -1))  # norms cannot overflow
+        us, big = _entry_scaled(np.asarray(u, dtype=float), (-2, -1))  # norms cannot overflow
         scale = np.maximum(np.linalg.norm(us, axis=(-2, -1)), 1.0 / big)
         return np.linalg.norm(np.sum(np.asarray(x, dtype=float) * us, axis=-2), axis=-1) / scale
 

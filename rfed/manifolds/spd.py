@@ -6,7 +6,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from rfed.manifolds.base import Manifold, as_generator, entry_scaled, size_tuple
+from rfed.manifolds.base import Manifold, _entry_scaled, as_generator, size_tuple
 
 __all__ = ["SPD"]
 
@@ -562,14 +562,14 @@ class SPD(Manifold):
     def point_violation(self, x):
         # scaled by its largest entry first (the violation is scale-free): the norm of a huge
         # non-symmetric matrix would overflow to inf and give asymmetry 0
-        x, _ = entry_scaled(np.asarray(x, dtype=float), (-2, -1))
+        x, _ = _entry_scaled(np.asarray(x, dtype=float), (-2, -1))
         scale = np.maximum(np.linalg.norm(x, axis=(-2, -1)), np.finfo(float).tiny)
         asym = np.linalg.norm(x - _mT(x), axis=(-2, -1)) / scale
         lam_min = np.linalg.eigvalsh(_sym(x))[..., 0]
         return asym + np.where(lam_min > 0, 0.0, 1.0 - lam_min / scale)
 
     def tangent_violation(self, x, u):
-        u, _ = entry_scaled(np.asarray(u, dtype=float), (-2, -1))  # scale-free, as above
+        u, _ = _entry_scaled(np.asarray(u, dtype=float), (-2, -1))  # scale-free, as above
         scale = np.maximum(np.linalg.norm(u, axis=(-2, -1)), np.finfo(float).tiny)
         return np.linalg.norm(u - _mT(u), axis=(-2, -1)) / scale
 

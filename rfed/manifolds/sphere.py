@@ -7,7 +7,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rfed._einsum import einsum
-from rfed.manifolds.base import Manifold, as_generator, entry_scaled, size_tuple
+from rfed.manifolds.base import Manifold, _entry_scaled, as_generator, size_tuple
 
 __all__ = ["Sphere", "AntipodalError"]
 
@@ -393,7 +393,7 @@ class Sphere(Manifold):
     def tangent_violation(self, x, u):
         # scaled by its largest entry first: the norm of a huge normal vector 1e300 x would
         # overflow to inf and pass it as tangent (violation 1e300 / inf = 0)
-        u, big = entry_scaled(np.asarray(u, dtype=float), (-1,))
+        u, big = _entry_scaled(np.asarray(u, dtype=float), (-1,))
         scale = np.maximum(np.linalg.norm(u, axis=-1), 1.0 / big)
         return np.abs(np.sum(np.asarray(x) * u, axis=-1)) / scale
 

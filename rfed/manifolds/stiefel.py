@@ -8,7 +8,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from rfed.manifolds._stiefel_log import shooting_log
-from rfed.manifolds.base import Manifold, as_generator, entry_scaled, size_tuple
+from rfed.manifolds.base import Manifold, _entry_scaled, as_generator, size_tuple
 
 __all__ = ["Stiefel", "StiefelLogError", "skew_expm", "skew_logm"]
 
@@ -520,7 +520,7 @@ class Stiefel(Manifold):
     def tangent_violation(self, x, u):
         x = np.asarray(x, dtype=float)
         u = np.asarray(u, dtype=float)
-        u, big = entry_scaled(u, (-2, -1))  # huge vectors do not overflow the norms
+        u, big = _entry_scaled(u, (-2, -1))  # huge vectors do not overflow the norms
         return np.linalg.norm(_sym(_mT(x) @ u), axis=(-2, -1)) / np.maximum(
             np.linalg.norm(u, axis=(-2, -1)), 1.0 / big)
 
