@@ -360,6 +360,13 @@ class _SaveTo:
     def __init__(self, path: str | os.PathLike, binding: dict[str, Any]):
         self.path = Path(path)
         self.binding = binding
+        # refused before the first round, not at the first checkpoint (rounds later)
+        if self.path.is_dir():
+            raise ValueError(f"argument 'checkpoint': '{self.path}' is a folder; expected the "
+                             "path of a file")
+        if not self.path.parent.is_dir():
+            raise ValueError(f"argument 'checkpoint': the folder of '{self.path}' does not "
+                             "exist (create it first)")
 
     def __call__(self, payload: dict) -> None:
         save_state(self.path, payload, kind=CHECKPOINT_KIND, bind=self.binding)
