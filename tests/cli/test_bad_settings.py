@@ -57,6 +57,17 @@ ROOT = Path(__file__).resolve().parents[2]
     ("utility-pca-synthetic", "rsvrg_variant=bogus",
      "setting 'rsvrg_variant' must be one of 'released_snapshot', 'paper'; got 'bogus'"),
     ("doadp-logreg", "grad_bound=1e999", "setting 'grad_bound' must be a finite number, got inf"),
+    # the synthetic PCA recipe's settings (were refused by the data generator as "argument")
+    ("pca-synthetic", "dim=1", "setting 'dim' must be an int >= 6 (the records' dimension "
+                               "d + 1: the recipe's spectrum has 5 structured entries), got 1"),
+    ("prirfed-kpca", "eigengap=0.9", "setting 'eigengap' must be a number in (0, 1/1.4) (the "
+                                     "recipe's spectrum holds 1 - 1.4 eigengap), got 0.9"),
+    ("pca-synthetic", "n_per_agent=10", "setting 'n_per_agent' must be an int >= dim = 25 "
+                                        "(each agent's records span the dimensions), got 10"),
+    ("prirfed-fig1", "dim=80", "setting 'dim' must be an int in [6, 70] (each agent's 70 "
+                               "records span the dimensions), got 80"),
+    ("utility-pca-synthetic", "per_agent=3", "setting 'per_agent' must be an int >= dim = 25 "
+                                             "(each agent's records span the dimensions), got 3"),
 ])
 def test_a_bad_setting_is_refused_naming_it(tmp_path, capsys, name, setting, expected):
     out = tmp_path / "out"
