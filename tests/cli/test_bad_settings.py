@@ -130,6 +130,41 @@ def test_problems_name_the_users_argument():
         assert "data[" not in str(info.value) and "inhomogeneous" not in str(info.value)
 
 
+def test_accuracy_on_held_out_samples_names_the_argument_of_the_wrong_shape():
+    from rfed.problems.linear import L2Regularizer, LogisticRegression
+    from rfed.problems.softmax import SoftmaxRegression
+
+    rng = np.random.default_rng(0)
+    logreg = LogisticRegression(rng.standard_normal((2, 5, 3)),
+                                np.sign(rng.standard_normal((2, 5))), L2Regularizer(0.1))
+    softmax = SoftmaxRegression(rng.standard_normal((2, 5, 3)), rng.integers(0, 4, (2, 5)),
+                                n_classes=4)
+    d = softmax.manifold.dim
+    cases = [
+        (lambda: logreg.accuracy(np.zeros(3), np.ones((6, 4)), np.ones(6)),
+         "argument 'features' must have shape (N, 3) (the problem's 3 features per sample), "
+         "got (6, 4)"),
+        (lambda: logreg.accuracy(np.zeros(3), np.ones((6, 3)), np.ones(5)),
+         "argument 'labels' must have shape (6,) (one per row of 'features'), got (5,)"),
+        (lambda: logreg.accuracy(np.zeros(4), np.ones((6, 3)), np.ones(6)),
+         "argument 'x' must have shape (3,) (one point), got (4,)"),
+        (lambda: logreg.accuracy(np.zeros(3), np.ones((6, 3))),
+         "argument 'labels' is required with 'features'"),
+        (lambda: softmax.accuracy(np.zeros(d), np.ones((6, 5)), np.zeros(6, dtype=int)),
+         "argument 'features' must have shape (N, 3)"),
+        (lambda: softmax.accuracy(np.zeros(d), np.ones((6, 3)), np.zeros(7, dtype=int)),
+         "argument 'labels' must have shape (6,)"),
+    ]
+    for call, expected in cases:
+        with pytest.raises(ValueError) as info:
+            call()
+        assert expected in str(info.value), str(info.value)
+    # the right shapes give the same value as before the checks
+    feats, labs = rng.standard_normal((6, 3)), np.sign(rng.standard_normal(6))
+    x = rng.standard_normal(3)
+    assert logreg.accuracy(x, feats, labs) == np.mean(np.where(feats @ x >= 0, 1.0, -1.0) == labs)
+
+
 # ---------------------------------------------------------------------------- datasets
 def _idx(path: Path, magic: int, shape: tuple[int, ...], data: bytes) -> None:
     head = struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in shape)
