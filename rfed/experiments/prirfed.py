@@ -462,6 +462,19 @@ def check_pca_settings(cfg: dict) -> None:
         f"None (every agent) or an int in [1, n_agents = {cfg['n_agents']}]")
     check_pca_recipe(cfg, "n_per_agent")
 
+def _check_pca_synthetic(cfg: dict) -> None:
+    check_pca_settings(cfg)
+    step = cfg["step_size"]
+    try:   # the setting is a string: 'paper' or a number, read as the run reads it
+        number = float(step) if step != "paper" else 1.0
+    except (TypeError, ValueError):
+        number = float("nan")
+    check_setting(cfg, "step_size", math.isfinite(number) and number > 0,
+                  "'paper' (1/(2 L_g), L_g from the public stand-in) or a number > 0")
+    check_setting(cfg, "clip", cfg["clip"] in ("paper", "tight", "median"),
+                  "'paper', 'tight' or 'median' (a rule on the public stand-in)")
+
+
 @register(
     "pca-synthetic",
     paper="PriRFed, Sec. 6.1 / Fig. 1 column 1 (fast default)",
@@ -485,7 +498,7 @@ def check_pca_settings(cfg: dict) -> None:
         "step_size": "paper", "n_sampled": None, "clip": "median", "rounds": 2000,
         "repetitions": 3, "eval_every": 50, "non_private": True,
     },
-    validate=check_pca_settings,
+    validate=_check_pca_synthetic,
 )
 def pca_synthetic(config: dict, ctx: RunContext) -> dict:
     """Experiment ``pca-synthetic``: leading eigenvector on the sphere with PriRFed.

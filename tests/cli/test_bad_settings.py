@@ -68,6 +68,12 @@ ROOT = Path(__file__).resolve().parents[2]
                                "records span the dimensions), got 80"),
     ("utility-pca-synthetic", "per_agent=3", "setting 'per_agent' must be an int >= dim = 25 "
                                              "(each agent's records span the dimensions), got 3"),
+    ("pca-synthetic", "step_size=fast", "setting 'step_size' must be 'paper' (1/(2 L_g), L_g "
+                                        "from the public stand-in) or a number > 0, got 'fast'"),
+    ("pca-synthetic", "step_size=-1", "setting 'step_size' must be 'paper' (1/(2 L_g), L_g "
+                                      "from the public stand-in) or a number > 0, got '-1'"),
+    ("pca-synthetic", "clip=0", "setting 'clip' must be 'paper', 'tight' or 'median' (a rule on "
+                                "the public stand-in), got '0'"),
 ])
 def test_a_bad_setting_is_refused_naming_it(tmp_path, capsys, name, setting, expected):
     out = tmp_path / "out"
