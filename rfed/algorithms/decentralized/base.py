@@ -318,7 +318,8 @@ class PrivateGradient:
 
     Examples
     --------
-    In a :class:`PrivateAlgorithm`'s ``step``, every agent of the block releases::
+    In a :class:`PrivateAlgorithm`'s ``step``, every agent of the block releases, once per
+    round (the draws are keyed by ``state.t``: the step returns ``state.advance(...)``)::
 
         g = self.gradient(problem, state)      # (n_local, *point_shape), charged to the ledger
     """
