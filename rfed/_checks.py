@@ -12,7 +12,7 @@ from typing import Any
 
 import numpy as np
 
-__all__ = ["numeric_array"]
+__all__ = ["numeric_array", "held_out_samples"]
 
 _KIND_NAMES = {"b": "booleans", "i": "integers", "u": "integers", "f": "real numbers",
                "c": "complex numbers", "U": "strings", "S": "bytes", "O": "Python objects",
@@ -55,3 +55,47 @@ def numeric_array(value: Any, name: str, dtype: Any = float, kinds: str = "biuf"
         raise ValueError(f"argument '{name}' must hold {wanted}, got {what} (dtype "
                          f"{raw.dtype})")
     return raw if dtype is None else raw.astype(dtype, copy=False)
+
+
+def held_out_samples(x: Any, features: Any, labels: Any, point_shape: tuple[int, ...],
+                     n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One point and the samples an accuracy is evaluated on, checked against the problem.
+
+    Parameters
+    ----------
+    x : array_like, shape ``point_shape``
+        The point.
+    features : array_like, shape ``(N, n_features)``
+        The samples (their dtype kept: float32 features stay float32).
+    labels : array_like, shape ``(N,)``
+        One label per sample.
+    point_shape : tuple of int
+        The problem's point shape.
+    n_features : int
+        The problem's number of features per sample.
+
+    Returns
+    -------
+    x, features, labels : numpy.ndarray
+        As arrays.
+
+    Raises
+    ------
+    ValueError
+        A shape that is not the expected one, or ``labels`` missing with ``features``; the
+        message names the argument.
+    """
+    x = np.asarray(x)
+    if x.shape != tuple(point_shape):
+        raise ValueError(f"argument 'x' must have shape {tuple(point_shape)} (one point), got "
+                         f"{x.shape}")
+    if labels is None:
+        raise ValueError("argument 'labels' is required with 'features' (one label per row)")
+    features, labels = np.asarray(features), np.asarray(labels)
+    if features.ndim != 2 or features.shape[1] != n_features:
+        raise ValueError(f"argument 'features' must have shape (N, {n_features}) (the "
+                         f"problem's {n_features} features per sample), got {features.shape}")
+    if labels.shape != features.shape[:1]:
+        raise ValueError(f"argument 'labels' must have shape ({features.shape[0]},) (one per "
+                         f"row of 'features'), got {labels.shape}")
+    return x, features, labels

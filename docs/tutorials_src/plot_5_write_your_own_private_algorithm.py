@@ -18,7 +18,9 @@ level, averaged and noised. Three public names do the private part:
   budget for the worst-off agent), opens the account and returns the privacy report;
 * :class:`~rfed.algorithms.decentralized.PrivateGradient` is the private step, minibatch ->
   clip -> mean -> noise -> ledger event, drawn from each agent's keyed random stream (so the run
-  is the same on any number of MPI processes);
+  is the same on any number of MPI processes); the stream is keyed by the round, so a step calls
+  it once and returns ``state.advance(...)``, the next round's state (a second call in the same
+  round is refused: it would draw the same noise again);
 * its ``release(problem)`` states what one agent releases per round (a
   :class:`~rfed.algorithms.private.GaussianRelease`: its public sensitivity and sampling), which
   the calibration and the accountant read.
@@ -155,4 +157,7 @@ fig.tight_layout()
 #
 # Checkpoints (``run(..., checkpoint=FILE)``) and resuming work for it as for rfed's own
 # algorithms: its state is the contract's
-# :class:`~rfed.algorithms.decentralized.PrivateState`.
+# :class:`~rfed.algorithms.decentralized.PrivateState`. A state with fields of your own (a
+# dataclass subclassing it, named by the algorithm's ``state_class`` and filled by its
+# ``start_fields``) is registered with :func:`rfed.state.register_state_type` before saving or
+# loading (:doc:`../guide/files-and-checkpoints`).

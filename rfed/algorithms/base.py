@@ -354,12 +354,27 @@ def load_checkpoint(source: str | os.PathLike | dict,
     return payload
 
 
+def _checkpoint_path_error(path: Path) -> str | None:
+    """Why a checkpoint cannot be written to ``path`` (naming the argument ``checkpoint``), or
+    ``None``: checked before the first round, not met at the first checkpoint, rounds later."""
+    if path.is_dir():
+        return f"argument 'checkpoint': '{path}' is a folder; expected the path of a file"
+    if not path.parent.is_dir():
+        return (f"argument 'checkpoint': the folder of '{path}' does not exist (create it "
+                "first)")
+    return None
+
+
 class _SaveTo:
     """``save(payload)`` writing the payload atomically to a state file bound to its run."""
 
     def __init__(self, path: str | os.PathLike, binding: dict[str, Any]):
         self.path = Path(path)
         self.binding = binding
+        # refused before the first round, not at the first checkpoint (rounds later)
+        error = _checkpoint_path_error(self.path)
+        if error is not None:
+            raise ValueError(error)
 
     def __call__(self, payload: dict) -> None:
         save_state(self.path, payload, kind=CHECKPOINT_KIND, bind=self.binding)
@@ -561,7 +576,8 @@ class Algorithm(abc.ABC):
             Save a checkpoint every ``checkpoint_every`` rounds (0: only at Ctrl-C).
         checkpoint : path or callable, optional
             Where checkpoints go: a file (an :mod:`rfed.state` file, written atomically and
-            bound to this run by :func:`checkpoint_binding`) or ``checkpoint(payload)``. The
+            bound to this run by :func:`checkpoint_binding`; its folder must exist, checked
+            before the first round) or ``checkpoint(payload)``. The
             payload is a dict with ``format``, ``algorithm``, ``n_rounds``, ``eval_every``,
             ``round`` (rounds done), ``state`` and ``history``.
             A callable with a method ``due()`` is asked before each periodic checkpoint and

@@ -98,6 +98,7 @@ import numpy as np
 import scipy.sparse as sp
 
 from rfed._docstrings import sections_from
+from rfed.algorithms.base import _checkpoint_path_error
 from rfed.algorithms.decentralized._blocks import merge_accounts
 from rfed.manifolds import as_generator
 from rfed.networks.comm import (
@@ -959,6 +960,7 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
         :class:`SavedBlocks`, in an :mod:`rfed.state` file (checksummed, no pickle) bound to
         the run (algorithm, ``n_rounds``, number of agents). One file rather than one per rank:
         a job killed while saving leaves the previous whole checkpoint, never a mix of rounds.
+        Its folder must exist on rank 0 (checked before the first round; every rank raises).
     resume_from : path, optional
         Continue from such a checkpoint (``rng`` and ``x0`` are then unused) on ANY number of
         ranks: rank 0 splits the saved state into this job's blocks. The run ends
@@ -981,6 +983,13 @@ def run_mpi(algorithm, problem, n_rounds: int, *, rng, x0=None, checkpoint_every
         raise ValueError("argument 'checkpoint' (a file path) is required with "
                          "'checkpoint_every'")
     problem = shard_for_rank(problem, _algorithm_comm(algorithm))
+    if checkpoint is not None:
+        # rank 0 writes the file: it checks the folder, and every rank raises alike
+        world = _check_comm(_algorithm_comm(algorithm))
+        error = _checkpoint_path_error(Path(checkpoint)) if world.rank == 0 else None
+        error = world.comm.bcast(error, root=0)
+        if error is not None:
+            raise ValueError(error)
     if resume_from is not None:
         comm = _check_comm(_algorithm_comm(algorithm))
         state, start = _load(Path(resume_from), algorithm, comm, n_rounds)

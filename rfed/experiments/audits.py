@@ -28,6 +28,7 @@ from __future__ import annotations
 import argparse
 import copy
 import dataclasses
+import sys
 from collections.abc import Callable
 from typing import Any
 
@@ -381,6 +382,23 @@ CONFIGURATIONS: dict[str, tuple[Callable[[float, float, bool], AuditConfiguratio
 }
 
 
+def _bad_audit_argument(args: argparse.Namespace, sigma: float) -> str | None:
+    """What is wrong with ``rfed audit``'s options (naming the option and the value), or
+    ``None``: checked before anything runs, so a bad value exits with status 2 and cannot be
+    mistaken for status 1 (refuted)."""
+    for option, value in (("--sigma", sigma), ("--noise-factor", args.noise_factor)):
+        if not (np.isfinite(value) and value > 0):
+            return f"{option} must be a finite number > 0, got {value!r}"
+    for option, value in (("--delta", args.delta), ("--confidence", args.confidence)):
+        if not 0 < value < 1:
+            return f"{option} must lie in the open interval (0, 1), got {value!r}"
+    if args.trials < 4:
+        return f"--trials must be an int >= 4 (trials per neighbour), got {args.trials}"
+    if args.seed < 0:
+        return f"--seed must be an int >= 0, got {args.seed}"
+    return None
+
+
 def audit_main(argv: list[str] | None = None) -> int:
     """``rfed audit NAME``: audit a named configuration and print certified vs audited epsilon.
 
@@ -423,8 +441,9 @@ def audit_main(argv: list[str] | None = None) -> int:
         return int(exc.code or 0)
     build, default_sigma = CONFIGURATIONS[args.name]
     sigma = default_sigma if args.sigma is None else args.sigma
-    if not (sigma > 0 and args.noise_factor > 0 and args.trials >= 4):
-        print("error: --sigma and --noise-factor must be > 0 and --trials >= 4")
+    problem = _bad_audit_argument(args, sigma)
+    if problem is not None:
+        print(f"rfed audit: error: {problem}", file=sys.stderr)
         return 2
     config = build(sigma, args.noise_factor, args.secure)
     if args.secure:

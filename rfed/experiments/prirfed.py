@@ -407,9 +407,39 @@ def _public_pca_constants(config: dict, ctx: RunContext, n_per_agent: int,
     return float(levels[str(rule)]), float(2.0 * sq.max())
 
 
+def check_pca_recipe(cfg: dict, per_agent: str | int) -> None:
+    """The settings of PriRFed's synthetic PCA recipe
+    (:func:`rfed.datasets.synthetic.make_pca_synthetic`), refused naming the setting before
+    the run starts: ``dim``, ``eigengap`` and the records per agent.
+
+    Parameters
+    ----------
+    cfg : dict
+        The experiment's settings.
+    per_agent : str or int
+        The setting holding the records per agent, or their number when it is fixed.
+
+    Raises
+    ------
+    ValueError
+        A setting out of the recipe's range, naming the setting.
+    """
+    dim = cfg["dim"]
+    check_setting(cfg, "dim", dim >= 6, "an int >= 6 (the records' dimension d + 1: the "
+                  "recipe's spectrum has 5 structured entries)")
+    check_setting(cfg, "eigengap", 0 < cfg["eigengap"] < 1 / 1.4,
+                  "a number in (0, 1/1.4) (the recipe's spectrum holds 1 - 1.4 eigengap)")
+    if isinstance(per_agent, str):
+        check_setting(cfg, per_agent, cfg[per_agent] >= dim,
+                      f"an int >= dim = {dim} (each agent's records span the dimensions)")
+    else:
+        check_setting(cfg, "dim", dim <= per_agent, f"an int in [6, {per_agent}] (each agent's "
+                      f"{per_agent} records span the dimensions)")
+
+
 def check_pca_settings(cfg: dict) -> None:
     """The settings of the PCA experiments (pca-synthetic, prirfed-kpca): batch fraction,
-    sampled agents, eigengap.
+    sampled agents, and the recipe's (:func:`check_pca_recipe`).
 
     Parameters
     ----------
@@ -430,7 +460,20 @@ def check_pca_settings(cfg: dict) -> None:
         isinstance(sampled, int) and not isinstance(sampled, bool)
         and 1 <= sampled <= cfg["n_agents"]),
         f"None (every agent) or an int in [1, n_agents = {cfg['n_agents']}]")
-    check_setting(cfg, "eigengap", 0 < cfg["eigengap"] < 1, "a number in (0, 1)")
+    check_pca_recipe(cfg, "n_per_agent")
+
+def _check_pca_synthetic(cfg: dict) -> None:
+    check_pca_settings(cfg)
+    step = cfg["step_size"]
+    try:   # the setting is a string: 'paper' or a number, read as the run reads it
+        number = float(step) if step != "paper" else 1.0
+    except (TypeError, ValueError):
+        number = float("nan")
+    check_setting(cfg, "step_size", math.isfinite(number) and number > 0,
+                  "'paper' (1/(2 L_g), L_g from the public stand-in) or a number > 0")
+    check_setting(cfg, "clip", cfg["clip"] in ("paper", "tight", "median"),
+                  "'paper', 'tight' or 'median' (a rule on the public stand-in)")
+
 
 @register(
     "pca-synthetic",
@@ -455,7 +498,7 @@ def check_pca_settings(cfg: dict) -> None:
         "step_size": "paper", "n_sampled": None, "clip": "median", "rounds": 2000,
         "repetitions": 3, "eval_every": 50, "non_private": True,
     },
-    validate=check_pca_settings,
+    validate=_check_pca_synthetic,
 )
 def pca_synthetic(config: dict, ctx: RunContext) -> dict:
     """Experiment ``pca-synthetic``: leading eigenvector on the sphere with PriRFed.
@@ -515,6 +558,10 @@ def pca_synthetic(config: dict, ctx: RunContext) -> dict:
 
 
 # ====================================================================== Figure 1
+def _check_fig1(cfg: dict) -> None:
+    check_pca_recipe(cfg, 70)   # N_i = 70 in columns 1 and 2 (100 in column 3)
+
+
 @register(
     "prirfed-fig1",
     paper="PriRFed, Fig. 1 (Sec. 6.1)",
@@ -543,6 +590,7 @@ def pca_synthetic(config: dict, ctx: RunContext) -> dict:
     },
     scales={"paper": {"epsilons": [1.0, 8.0]}},
     slow=True,
+    validate=_check_fig1,
 )
 def fig1(config: dict, ctx: RunContext) -> dict:
     """Experiment ``prirfed-fig1``: synthetic PCA on S^24, PriRFed Fig. 1 (Sec. 6.1).

@@ -560,6 +560,13 @@ _PCA_GRID_DEFAULTS = {
 def _check_rsvrg_variant(cfg: dict) -> None:
     check_choices(cfg, "rsvrg_variant", ("released_snapshot", "paper"))
 
+
+def _check_pca_synthetic(cfg: dict) -> None:
+    from rfed.experiments.prirfed import check_pca_recipe
+
+    _check_rsvrg_variant(cfg)
+    check_pca_recipe(cfg, "per_agent")
+
 @register(
     "utility-pca-fmnist",
     paper="PriRFed, Sec. 6.1, companion",
@@ -657,7 +664,7 @@ def pca_fmnist(config: dict, ctx: RunContext) -> dict:
            "rsvrg_rounds": [30], "rsvrg_inner_steps": [3], "rsvrg_steps": [100.0, 300.0, 1000.0],
            "rsvrg_clip_diffs": [0.1, 0.25], "rsvrg_batches": [128, 512]},
     },
-    validate=_check_rsvrg_variant,
+    validate=_check_pca_synthetic,
 )
 def pca_synthetic(config: dict, ctx: RunContext) -> dict:
     """Experiment ``utility-pca-synthetic``: synthetic PCA at an affordable size, PriRFed

@@ -953,10 +953,11 @@ class CheckedManifold:
 
     Points are the arguments named ``x`` and ``y`` (and the ``points`` of :meth:`mean`), passed
     by position or by keyword; tangent vectors ``u`` and ``v`` are checked against the base
-    point ``x``; the ``sigma`` of ``tangent_gaussian`` must be finite and non-negative; the
-    result of ``exp`` and ``retract`` must be finite and on the manifold (a step too long for
-    float64 is refused, naming ``u``). Costs a membership test per call; meant for
-    debugging and for public boundaries, not for hot loops.
+    point ``x``; the arguments' batch axes must broadcast against each other; the ``sigma`` of
+    ``tangent_gaussian`` must be finite and non-negative; the result of ``exp`` and ``retract``
+    must be finite and on the manifold (a step too long for float64 is refused, naming ``u``).
+    Costs a membership test per call; meant for debugging and for public boundaries, not for
+    hot loops.
 
     Parameters
     ----------
@@ -993,6 +994,9 @@ class CheckedManifold:
 
         def checked_call(*args, **kwargs):
             args = list(args)
+            self._check_batches(
+                [(role, args[i] if i < len(args) else kwargs[role])
+                 for i, role in enumerate(roles) if i < len(args) or role in kwargs])
             base = None
             for i, role in enumerate(roles):
                 # the argument in role ``role``: positional, or passed by keyword
@@ -1028,6 +1032,37 @@ class CheckedManifold:
 
         checked_call.__doc__ = target.__doc__
         return checked_call
+
+    def _check_batches(self, named: list[tuple[str, Any]]) -> None:
+        """Raise ``ValueError`` naming the arguments when their leading batch axes do not
+        broadcast against each other (an argument whose trailing shape is not the point shape is
+        left to :meth:`Manifold.check_point` / :meth:`Manifold.check_tangent`, which name it)."""
+        if len(named) < 2:
+            return
+        shapes: Any = self.manifold.point_shape   # a Product's: one shape per block
+        product = bool(shapes) and isinstance(shapes[0], tuple)
+        batches = []
+        for role, value in named:
+            blocks: list[tuple[str, Any, Any]]
+            if product and isinstance(value, (tuple, list)):
+                # a Product's blocks (a tuple of the wrong length is check_point's to refuse)
+                blocks = [(f"{role}[{i}]", v, s)
+                          for i, (v, s) in enumerate(zip(value, shapes, strict=False))]
+            else:
+                blocks = [(role, value, shapes)]
+            for name, v, point_shape in blocks:
+                shape, k = np.shape(v), len(point_shape)
+                if len(shape) >= k and shape[len(shape) - k:] == tuple(point_shape):
+                    batches.append((name, shape[: len(shape) - k]))
+        try:
+            np.broadcast_shapes(*(b for _, b in batches))
+        except ValueError:
+            listed = ", ".join(f"'{name}' {batch}" for name, batch in batches)
+            raise ValueError(
+                f"{self.manifold}: the batch shapes (the axes before the point shape) of "
+                f"arguments {listed} do not broadcast against each other; they are matched from "
+                "the right, so insert an axis to pair each point with several vectors, e.g. "
+                "exp(x[:, None], u)") from None
 
     def __repr__(self) -> str:
         return f"checked({self.manifold!r})"

@@ -424,6 +424,19 @@ def _supported(events: Sequence[tuple[EventSpec, int]], method: str, neighboring
     return True
 
 
+def _event_pairs(events: Iterable[Any], name: str) -> list[tuple[EventSpec, int]]:
+    """``events`` as a list of ``(EventSpec, count)`` pairs with counts ``>= 0``, or a
+    ``TypeError`` naming ``name`` and the first item that is not such a pair."""
+    pairs = []
+    for i, item in enumerate(events):
+        if not (isinstance(item, (tuple, list)) and len(item) == 2
+                and isinstance(item[0], EventSpec)):
+            raise TypeError(f"{name} must hold (EventSpec, count) pairs, e.g. "
+                            f"(EventSpec.make('gaussian', z), 300); item {i} is {item!r}")
+        pairs.append((item[0], check_int(item[1], "count", minimum=0)))
+    return pairs
+
+
 def certify(
     events: Iterable[tuple[EventSpec, int]],
     delta: float,
@@ -452,8 +465,10 @@ def certify(
     ------
     ValueError
         If no accountant supports the events (the message names the event).
+    TypeError
+        An item of ``events`` that is not an ``(EventSpec, count)`` pair.
     """
-    events = [(spec, check_int(count, "count", minimum=0)) for spec, count in events]
+    events = _event_pairs(events, "argument 'events'")
     delta = check_delta(delta)
     check_choice(neighboring, "neighboring", NEIGHBORING)
     check_choice(method, "method", _METHOD_CHOICES)
@@ -509,6 +524,8 @@ def calibrate(
     ------
     ValueError
         If the target needs a multiplier above 1e6, or the events cannot be accounted.
+    TypeError
+        ``events_for(z)`` lists an item that is not an ``(EventSpec, count)`` pair.
     """
     if not isinstance(budget, PrivacyBudget):
         raise TypeError(f"argument 'budget' must be a PrivacyBudget, got {budget!r}")
@@ -524,7 +541,8 @@ def calibrate(
 
     def cert(z: float) -> Certificate:
         if z not in cache:
-            cache[z] = certify(events_for(z), delta, budget.neighboring, budget.method,
+            events = _event_pairs(events_for(z), "argument 'events_for': events_for(z)")
+            cache[z] = certify(events, delta, budget.neighboring, budget.method,
                                pld_discretization=pld_discretization)
         return cache[z]
 

@@ -42,7 +42,7 @@ import numpy as np
 import scipy.optimize as sopt
 import scipy.sparse as sp
 
-from rfed._checks import numeric_array
+from rfed._checks import held_out_samples, numeric_array
 from rfed._einsum import einsum
 from rfed.manifolds import Euclidean
 from rfed.problems.base import Problem
@@ -463,7 +463,15 @@ class LinearProblem(Problem):
         Returns
         -------
         float
+
+        Raises
+        ------
+        ValueError
+            ``x``, ``features`` or ``labels`` of another shape (naming the argument).
         """
+        if features is not None:
+            x, features, labels = held_out_samples(x, features, labels,
+                                                   self.manifold.point_shape, self.dim)
         if features is None and self.is_shard:
             data, mask = self.agent_data(self.agents)
             right = np.where(data["features"] @ x >= 0, 1.0, -1.0) == data["labels"]

@@ -36,7 +36,7 @@ from __future__ import annotations
 import numpy as np
 import scipy.optimize as sopt
 
-from rfed._checks import numeric_array
+from rfed._checks import held_out_samples, numeric_array
 from rfed.manifolds import Euclidean
 from rfed.problems.base import Problem
 from rfed.problems.outer_gradients import outer_clipped_sum, row_sq_norms
@@ -302,9 +302,17 @@ class SoftmaxRegression(Problem):
         Returns
         -------
         float
+
+        Raises
+        ------
+        ValueError
+            ``x``, ``features`` or ``labels`` of another shape (naming the argument).
         """
         if features is None:
             features, labels = self.pooled()
+        else:
+            x, features, labels = held_out_samples(x, features, labels,
+                                                   self.manifold.point_shape, self.n_in)
         return float(np.mean(self.predict(x, features) == np.asarray(labels)))
 
     def _compute_reference(self) -> np.ndarray:

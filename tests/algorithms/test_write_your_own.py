@@ -72,6 +72,44 @@ def test_the_example_certifies_between_0_9_and_1_of_its_target(epsilon):
         algorithm.step(problem, res.state)
 
 
+@pytest.mark.parametrize("mistake", ["no advance", "two releases"])
+def test_a_step_that_would_release_twice_in_one_round_is_refused_before_drawing(mistake):
+    # the minibatch and the noise are keyed by (seed, agent, state.t): a step that returns a
+    # state that did not advance, or calls the private gradient twice, would draw them again
+    # (the same noise on gradients at other points: their difference would be noise-free)
+    ex = _example()
+
+    class Mistaken(ex.NoisyGossipSGD):
+        def step(self, problem, state):
+            g = self.gradient(problem, state)
+            if mistake == "two releases":
+                g = g + self.gradient(problem, state)
+                return state.advance(x=state.x - self.lr * g)
+            state.x = state.x - self.lr * g
+            return state
+
+    algorithm, problem = ex.build()
+    mistaken = Mistaken(algorithm.network, lr=0.2, clip=1.0, batch_size=10,
+                        budget=PrivacyBudget(epsilon=2.0, delta=1e-5), n_rounds=ex.N_ROUNDS)
+    with pytest.raises(RuntimeError, match=r"already released in round t=0; .* call it once "
+                                           r"per step and return state.advance"):
+        mistaken.run(problem, rng=np.random.default_rng(7), x0=np.zeros(ex.DIM))
+
+
+def test_a_subclass_that_skips_the_contract_s_init_is_told_so():
+    ex = _example()
+
+    class NoSuperInit(ex.NoisyGossipSGD):
+        def __init__(self, network, **privacy):
+            self.network, self.lr, self.gradient = network, 0.2, None
+
+    algorithm, problem = ex.build()
+    for n_rounds in (None, 3):   # the planned rounds are the noise's; init needs the noise too
+        with pytest.raises(TypeError, match=r"NoSuperInit.__init__ must call "
+                                            r"super\(\).__init__\(network, \*\*privacy\)"):
+            NoSuperInit(algorithm.network).run(problem, n_rounds, rng=1, x0=np.zeros(ex.DIM))
+
+
 def test_the_example_passes_an_audit_that_catches_a_broken_variant():
     """One round of 6000 agents, half holding a canary record (the worst case of replace-one at
     the public start); the broken variant adds 4x less noise than its ledger records."""

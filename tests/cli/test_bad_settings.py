@@ -57,6 +57,23 @@ ROOT = Path(__file__).resolve().parents[2]
     ("utility-pca-synthetic", "rsvrg_variant=bogus",
      "setting 'rsvrg_variant' must be one of 'released_snapshot', 'paper'; got 'bogus'"),
     ("doadp-logreg", "grad_bound=1e999", "setting 'grad_bound' must be a finite number, got inf"),
+    # the synthetic PCA recipe's settings (were refused by the data generator as "argument")
+    ("pca-synthetic", "dim=1", "setting 'dim' must be an int >= 6 (the records' dimension "
+                               "d + 1: the recipe's spectrum has 5 structured entries), got 1"),
+    ("prirfed-kpca", "eigengap=0.9", "setting 'eigengap' must be a number in (0, 1/1.4) (the "
+                                     "recipe's spectrum holds 1 - 1.4 eigengap), got 0.9"),
+    ("pca-synthetic", "n_per_agent=10", "setting 'n_per_agent' must be an int >= dim = 25 "
+                                        "(each agent's records span the dimensions), got 10"),
+    ("prirfed-fig1", "dim=80", "setting 'dim' must be an int in [6, 70] (each agent's 70 "
+                               "records span the dimensions), got 80"),
+    ("utility-pca-synthetic", "per_agent=3", "setting 'per_agent' must be an int >= dim = 25 "
+                                             "(each agent's records span the dimensions), got 3"),
+    ("pca-synthetic", "step_size=fast", "setting 'step_size' must be 'paper' (1/(2 L_g), L_g "
+                                        "from the public stand-in) or a number > 0, got 'fast'"),
+    ("pca-synthetic", "step_size=-1", "setting 'step_size' must be 'paper' (1/(2 L_g), L_g "
+                                      "from the public stand-in) or a number > 0, got '-1'"),
+    ("pca-synthetic", "clip=0", "setting 'clip' must be 'paper', 'tight' or 'median' (a rule on "
+                                "the public stand-in), got '0'"),
 ])
 def test_a_bad_setting_is_refused_naming_it(tmp_path, capsys, name, setting, expected):
     out = tmp_path / "out"
@@ -117,6 +134,41 @@ def test_problems_name_the_users_argument():
             call()
         assert expected in str(info.value) and "\n" not in str(info.value), str(info.value)
         assert "data[" not in str(info.value) and "inhomogeneous" not in str(info.value)
+
+
+def test_accuracy_on_held_out_samples_names_the_argument_of_the_wrong_shape():
+    from rfed.problems.linear import L2Regularizer, LogisticRegression
+    from rfed.problems.softmax import SoftmaxRegression
+
+    rng = np.random.default_rng(0)
+    logreg = LogisticRegression(rng.standard_normal((2, 5, 3)),
+                                np.sign(rng.standard_normal((2, 5))), L2Regularizer(0.1))
+    softmax = SoftmaxRegression(rng.standard_normal((2, 5, 3)), rng.integers(0, 4, (2, 5)),
+                                n_classes=4)
+    d = softmax.manifold.dim
+    cases = [
+        (lambda: logreg.accuracy(np.zeros(3), np.ones((6, 4)), np.ones(6)),
+         "argument 'features' must have shape (N, 3) (the problem's 3 features per sample), "
+         "got (6, 4)"),
+        (lambda: logreg.accuracy(np.zeros(3), np.ones((6, 3)), np.ones(5)),
+         "argument 'labels' must have shape (6,) (one per row of 'features'), got (5,)"),
+        (lambda: logreg.accuracy(np.zeros(4), np.ones((6, 3)), np.ones(6)),
+         "argument 'x' must have shape (3,) (one point), got (4,)"),
+        (lambda: logreg.accuracy(np.zeros(3), np.ones((6, 3))),
+         "argument 'labels' is required with 'features'"),
+        (lambda: softmax.accuracy(np.zeros(d), np.ones((6, 5)), np.zeros(6, dtype=int)),
+         "argument 'features' must have shape (N, 3)"),
+        (lambda: softmax.accuracy(np.zeros(d), np.ones((6, 3)), np.zeros(7, dtype=int)),
+         "argument 'labels' must have shape (6,)"),
+    ]
+    for call, expected in cases:
+        with pytest.raises(ValueError) as info:
+            call()
+        assert expected in str(info.value), str(info.value)
+    # the right shapes give the same value as before the checks
+    feats, labs = rng.standard_normal((6, 3)), np.sign(rng.standard_normal(6))
+    x = rng.standard_normal(3)
+    assert logreg.accuracy(x, feats, labs) == np.mean(np.where(feats @ x >= 0, 1.0, -1.0) == labs)
 
 
 # ---------------------------------------------------------------------------- datasets

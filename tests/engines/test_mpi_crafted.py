@@ -70,6 +70,17 @@ def run_child(out: str, folder: str) -> None:
         except ValueError as exc:
             error = str(exc)
         results[name] = {"error": error, "rounds": rounds, "marker": marker.exists()}
+    # a checkpoint path whose folder does not exist: every rank refuses it before a round
+    rounds = []
+    alg, prob = _case(MPICommunicator)
+    try:
+        run_mpi(alg, prob, N_ROUNDS, rng=np.random.default_rng(1), x0=np.zeros(4),
+                checkpoint_every=2, checkpoint=work / "no-such-folder" / "x.ckpt",
+                callback=lambda t, state: rounds.append(t))
+        error = None
+    except ValueError as exc:
+        error = str(exc)
+    results["no folder"] = {"error": error, "rounds": rounds}
     gathered = world.gather(results, root=0)
     if rank == 0:
         Path(out).write_text(json.dumps(gathered))
@@ -103,6 +114,10 @@ def test_run_mpi_refuses_crafted_checkpoints_on_every_rank(tmp_path):
                 got["error"].startswith(f"argument 'resume_from': '{path}' {text}")), got
             assert "\n" not in got["error"]
             assert got["rounds"] == [] and not got["marker"], name
+        missing = tmp_path / "no-such-folder" / "x.ckpt"
+        assert results["no folder"] == {
+            "error": f"argument 'checkpoint': the folder of '{missing}' does not exist (create "
+                     "it first)", "rounds": []}
     assert not (tmp_path / "marker").exists()
 
 

@@ -120,6 +120,17 @@ def test_checkpoint_to_a_path_and_resume(tmp_path):
         make().run(problem, 10, rng=1, resume_from=tmp_path / "junk.pkl")
 
 
+def test_a_checkpoint_path_without_its_folder_is_refused_before_any_round(tmp_path):
+    make, problem_factory, _ = CASES["prirfed-dprsgd"]
+    rounds = []
+    for target, message in ((tmp_path / "no-such-folder" / "ck.npz", "does not exist"),
+                            (tmp_path, "is a folder")):
+        with pytest.raises(ValueError, match=f"argument 'checkpoint': .*{message}"):
+            make().run(problem_factory(), 10, rng=1, checkpoint_every=6, checkpoint=target,
+                       callback=lambda t, record, state: rounds.append(t))
+    assert rounds == []
+
+
 class _Walk(Algorithm):
     """Gradient-free test algorithm: x <- x * factor (Euclidean) or a sphere point drifting."""
 

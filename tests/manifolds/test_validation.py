@@ -210,6 +210,19 @@ EVERY = list(CASES)
 
 
 @pytest.mark.parametrize("case", EVERY)
+def test_checked_view_names_arguments_whose_batches_do_not_broadcast(case):
+    m = CASES[case]()
+    x, y = m.random_point(0, (5,)), m.random_point(1, (3,))
+    with pytest.raises(ValueError, match=r"batch shapes .* of arguments 'x.* \(5,\).*'y.* "
+                                         r"\(3,\) do not broadcast"):
+        m.checked().dist(x, y)
+    with pytest.raises(ValueError, match=r"'x.* \(5,\).*'u.* \(3,\) do not broadcast"):
+        m.checked().exp(x, m.zero_vector(y))
+    # batches that broadcast still pass
+    assert np.shape(m.checked().dist(x, m.random_point(2, (5,)))) == (5,)
+
+
+@pytest.mark.parametrize("case", EVERY)
 @pytest.mark.parametrize("sigma", [np.nan, np.inf, -0.5, "big"])
 def test_checked_tangent_gaussian_refuses_bad_sigma(case, sigma):
     m = CASES[case]()

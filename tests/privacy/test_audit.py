@@ -239,3 +239,18 @@ def test_audit_main_gaussian_and_bad_arguments(capsys):
     assert audit_main(["gaussian", "--trials", "20000"]) == 0
     assert audit_main(["gaussian", "--sigma", "-1"]) == 2
     assert audit_main(["no-such-config"]) == 2
+
+
+@pytest.mark.parametrize("option, value", [
+    ("--delta", "2"), ("--delta", "0"), ("--confidence", "1.5"), ("--confidence", "nan"),
+    ("--sigma", "-1"), ("--sigma", "inf"), ("--noise-factor", "0"), ("--trials", "3"),
+    ("--seed", "-1"),
+])
+def test_audit_main_refuses_each_bad_option_in_one_line_naming_it(option, value, capsys):
+    # status 2 before anything runs (a traceback's status 1 would read as "refuted")
+    assert audit_main(["dp-rsgd-onestep", option, value]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    lines = captured.err.strip().splitlines()
+    assert len(lines) == 1 and lines[0].startswith(f"rfed audit: error: {option} ")
+    assert value in lines[0]

@@ -118,6 +118,20 @@ def test_calibrate_refuses_unreachable_budget_and_requires_delta():
         calibrate(lambda z: [], {"epsilon": 1.0})
 
 
+@pytest.mark.parametrize("item", [
+    ("gaussian", 1.0),                        # the kind's name in place of its EventSpec
+    (EventSpec.make("gaussian", 1.0),),       # the count left out
+    EventSpec.make("gaussian", 1.0),          # not a pair at all
+])
+def test_events_that_are_not_eventspec_count_pairs_are_refused_naming_the_argument(item):
+    with pytest.raises(TypeError, match=r"argument 'events' must hold \(EventSpec, count\) "
+                                        r"pairs.*item 0 is"):
+        certify([item], 1e-5)
+    with pytest.raises(TypeError, match=r"argument 'events_for': events_for\(z\) must hold "
+                                        r"\(EventSpec, count\) pairs.*item 0 is"):
+        calibrate(lambda z: [item], PrivacyBudget(1.0, 1e-5))
+
+
 def test_calibration_is_deterministic_and_serializable():
     def events(z):
         return [(EventSpec.make("gaussian", z, "poisson", 0.01), 1000)]

@@ -318,7 +318,8 @@ class PrivateGradient:
 
     Examples
     --------
-    In a :class:`PrivateAlgorithm`'s ``step``, every agent of the block releases::
+    In a :class:`PrivateAlgorithm`'s ``step``, every agent of the block releases, once per
+    round (the draws are keyed by ``state.t``: the step returns ``state.advance(...)``)::
 
         g = self.gradient(problem, state)      # (n_local, *point_shape), charged to the ledger
     """
@@ -430,11 +431,19 @@ class PrivateGradient:
         Raises
         ------
         RuntimeError
-            A round past the budget's planned rounds (before anything is drawn).
+            A round past the budget's planned rounds, or a second call in round ``state.t``
+            (a step that called it twice, or returned a state that did not advance): its
+            minibatch and noise would be the same draws again (before anything is drawn).
         ValueError
             A non-finite gradient (before anything is released).
         """
         if state.ledger is not None:
+            if getattr(state.ledger, "rounds", -1) > state.t:
+                raise RuntimeError(
+                    f"{state.ledger.algorithm}: the private gradient was already released in "
+                    f"round t={state.t}; its minibatch and noise are keyed by the round, so a "
+                    "second release would repeat them: call it once per step and return "
+                    "state.advance(...), which moves to the next round")
             state.ledger.check_can_step()
         agents = state.comm.agents
         if rows is None:
@@ -687,7 +696,15 @@ class PrivateAlgorithm(DecentralizedAlgorithm):
     @property
     def n_rounds(self) -> int | None:
         """The planned rounds (the noise configuration's): the default of :meth:`run`."""
-        return self.noise.n_rounds
+        return self._noise_config().n_rounds
+
+    def _noise_config(self) -> NoiseConfig:
+        """``self.noise``, or a ``TypeError`` saying why a subclass has none."""
+        noise = self.__dict__.get("noise")
+        if noise is None:
+            raise TypeError(f"{type(self).__name__}.__init__ must call super().__init__(network, "
+                            "**privacy): PrivateAlgorithm's takes the noise and the network")
+        return noise
 
     # ------------------------------------------------------------------ what a subclass states
     def release(self, problem: Any) -> Release:
@@ -900,6 +917,7 @@ class PrivateAlgorithm(DecentralizedAlgorithm):
         PrivateState
             Of :attr:`state_class`.
         """
+        self._noise_config()
         self.check_problem(problem)
         comm = self.network.comm
         x = np.broadcast_to(x0, (comm.n_local,) + problem.manifold.point_shape).copy()
