@@ -141,8 +141,9 @@ def _parser() -> _Parser:
                      "flower: a Flower SuperLink with SuperNodes on loopback (TLS, SuperNode "
                      "authentication), flower-sim: Flower's simulation engine (experiments: "
                      f"{', '.join(FLOWER_EXPERIMENTS)})")
-    run.add_argument("--supernodes", type=int, default=2, metavar="K",
-                     help="SuperNodes of --engine flower / flower-sim (default 2)")
+    run.add_argument("--supernodes", type=int, default=None, metavar="K",
+                     help="SuperNodes of --engine flower / flower-sim (default 2; refused with "
+                     "the other engines)")
     run.add_argument("--secure", action="store_true",
                      help="secure mode: the operating system's randomness and discrete noise "
                      "for every algorithm run (not replayable from the seed, by design); "
@@ -543,6 +544,10 @@ def _run(args) -> int:
     from rfed._malloc import keep_freed_memory
 
     keep_freed_memory()   # a run's rounds reuse the same temporaries: no page faults for them
+    if args.supernodes is not None and args.engine not in ("flower", "flower-sim"):
+        _error(f"--supernodes applies to --engine flower / flower-sim only, not to --engine "
+               f"{args.engine}")
+        return 2
     if args.engine == "mpi":
         return _run_on_mpi(args)
     if args.engine in ("flower", "flower-sim"):
@@ -621,6 +626,8 @@ def _run_on_flower(args) -> int:
         if args.secure:
             raise ValueError(f"--secure cannot be used with --engine {args.engine} (the "
                              "federation replays the seeded noise to compare with one process)")
+        if args.supernodes is None:
+            args.supernodes = 2
         if isinstance(args.supernodes, bool) or args.supernodes < 1:
             raise ValueError(f"--supernodes must be an int >= 1, got {args.supernodes}")
     except ValueError as exc:

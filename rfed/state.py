@@ -65,6 +65,7 @@ __all__ = [
     "StateFileError",
     "StateBindingError",
     "UnsupportedStateError",
+    "check_state",
     "dumps_state",
     "loads_state",
     "save_state",
@@ -673,6 +674,27 @@ def _unpacked(read: Mapping[str, np.ndarray], entry: list[Any]) -> np.ndarray:
 def _json_normal(value: Any) -> Any:
     """``value`` as JSON reads it back (tuples become lists, keys strings)."""
     return json.loads(json.dumps(value, allow_nan=False))
+
+
+def check_state(tree: Any) -> None:
+    """Raise what :func:`dumps_state` would raise for ``tree``'s types, writing nothing.
+
+    The tree is walked as :func:`dumps_state` walks it, without copying an array or making
+    bytes: a run that will checkpoint calls it on its first state, so that a state class not
+    registered with :func:`register_state_type` is refused before the first round, not at the
+    first checkpoint rounds later.
+
+    Parameters
+    ----------
+    tree : object
+        The state (see the module docstring for what it may hold).
+
+    Raises
+    ------
+    UnsupportedStateError
+        ``tree`` holds a value of a type that is not a state type (the message says where).
+    """
+    _Encoder().encode(tree, "state")
 
 
 def dumps_state(tree: Any, *, kind: str, bind: Mapping[str, Any] | None = None) -> bytes:

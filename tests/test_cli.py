@@ -2,6 +2,8 @@
 
 import json
 
+import pytest
+
 from rfed.cli import main
 from rfed.privacy import OUTSIDE_THE_GUARANTEE
 
@@ -41,6 +43,20 @@ def test_rfed_run_errors_exit_2_without_traceback(tmp_path, capsys):
     assert main(["run", "pca-synthetic", "--set", "epsilons=[-1.0]", "--no-progress",
                  "--out", str(tmp_path / "x")]) == 2
     assert "epsilon" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("engine", [[], ["--engine", "inprocess"], ["--engine", "mpi"]])
+def test_rfed_run_refuses_supernodes_without_a_flower_engine(tmp_path, capsys, engine):
+    """--supernodes means nothing outside the Flower engines: refused in one line before the
+    run (it was ignored silently), naming the option and the engine."""
+    assert main(["run", "pca-synthetic", "--supernodes", "3", "--out", str(tmp_path / "r"),
+                 *engine]) == 2
+    captured = capsys.readouterr()
+    err = captured.err.strip()
+    assert "--supernodes applies to --engine flower / flower-sim only" in err
+    assert f"--engine {engine[1] if engine else 'inprocess'}" in err
+    assert len(err.splitlines()) == 1 and captured.out == ""
+    assert not (tmp_path / "r").exists()
 
 
 def test_rfed_run_decentralized_prints_privacy_table(tmp_path, capsys):

@@ -54,7 +54,7 @@ from rfed.manifolds.base import as_generator
 from rfed.networks.engine import current_engine
 from rfed.privacy.secure import SecureRandom, is_secure
 from rfed.problems.base import Problem
-from rfed.state import StateFileError, load_state, save_state
+from rfed.state import StateFileError, check_state, load_state, save_state
 
 __all__ = [
     "Algorithm",
@@ -368,6 +368,9 @@ def _checkpoint_path_error(path: Path) -> str | None:
 class _SaveTo:
     """``save(payload)`` writing the payload atomically to a state file bound to its run."""
 
+    #: :meth:`Algorithm.run` checks the first state's types (:func:`rfed.state.check_state`)
+    writes_state_files = True
+
     def __init__(self, path: str | os.PathLike, binding: dict[str, Any]):
         self.path = Path(path)
         self.binding = binding
@@ -672,6 +675,9 @@ class Algorithm(abc.ABC):
             start = 0
             history.append(self._record(problem, state, 0, with_reference, callback))
 
+        if getattr(checkpoint, "writes_state_files", False):
+            # a state type the files cannot hold is refused now, not at the first checkpoint
+            check_state(self._payload(start, n_rounds, eval_every, state, history))
         # a saver may skip a periodic checkpoint (e.g. a wall-clock floor): when, not what
         due = getattr(checkpoint, "due", None)
         with _deferred_sigint(checkpoint is not None

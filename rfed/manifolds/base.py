@@ -96,10 +96,22 @@ def size_tuple(size: int | Sequence[int]) -> tuple[int, ...]:
     Returns
     -------
     tuple of int
+
+    Raises
+    ------
+    ValueError
+        ``size`` is not a non-negative int or a sequence of them (e.g. ``-1``, ``2.5``).
     """
-    if isinstance(size, (int, np.integer)):
-        return (int(size),)
-    return tuple(int(s) for s in size)
+    entries = [size] if isinstance(size, (int, np.integer)) else size
+    try:
+        entries = list(entries)
+    except TypeError:
+        entries = [size]
+    if not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_))
+               and s >= 0 for s in entries):
+        raise ValueError("argument 'size' must be a batch shape: a non-negative int or a "
+                         f"sequence of them, got {size!r}")
+    return tuple(int(s) for s in entries)
 
 
 def as_generator(rng: Any, name: str = "rng") -> np.random.Generator:

@@ -298,8 +298,9 @@ class FlatProduct(Manifold):
         -------
         ndarray, shape ``(*batch, total)``
         """
-        flat = [
-            np.reshape(b, np.shape(b)[: np.ndim(b) - len(m.point_shape)] + (-1,))
+        flat = [  # each block's point size spelled out: -1 cannot be inferred for an empty batch
+            np.reshape(b, np.shape(b)[: np.ndim(b) - len(m.point_shape)]
+                       + (int(np.prod(m.point_shape)),))
             for b, m in zip(blocks, self.manifolds, strict=True)
         ]
         batch = np.broadcast_shapes(*(f.shape[:-1] for f in flat))

@@ -96,6 +96,43 @@ def test_a_step_that_would_release_twice_in_one_round_is_refused_before_drawing(
         mistaken.run(problem, rng=np.random.default_rng(7), x0=np.zeros(ex.DIM))
 
 
+def test_a_state_class_of_your_own_not_registered_is_refused_before_the_first_round(tmp_path):
+    # a checkpointed run holds its state in an rfed state file, which holds registered types
+    # only: an unregistered state class is refused before round 1 (it was refused at the first
+    # checkpoint, after checkpoint_every rounds had run), and nothing is written
+    import dataclasses
+
+    from rfed.algorithms.decentralized import PrivateState
+    from rfed.state import UnsupportedStateError
+
+    ex = _example()
+
+    @dataclasses.dataclass
+    class CountingState(PrivateState):
+        steps: int = 0
+
+    rounds = []
+
+    class WithOwnState(ex.NoisyGossipSGD):
+        state_class = CountingState
+
+        def step(self, problem, state):
+            rounds.append(state.t)
+            return super().step(problem, state)
+
+    algorithm, problem = ex.build()
+    own = WithOwnState(algorithm.network, lr=0.2, clip=1.0, batch_size=10,
+                       budget=PrivacyBudget(epsilon=2.0, delta=1e-5), n_rounds=ex.N_ROUNDS)
+    path = tmp_path / "ck.rfed"
+    with pytest.raises(UnsupportedStateError, match=r"CountingState.*register_state_type"):
+        own.run(problem, rng=np.random.default_rng(7), x0=np.zeros(ex.DIM), checkpoint=path,
+                checkpoint_every=2)
+    assert rounds == [] and not path.exists()
+    # without a checkpoint nothing is saved, so nothing is checked: the run goes through
+    own.run(problem, 3, rng=np.random.default_rng(7), x0=np.zeros(ex.DIM))
+    assert rounds == [0, 1, 2]
+
+
 def test_a_subclass_that_skips_the_contract_s_init_is_told_so():
     ex = _example()
 

@@ -356,3 +356,17 @@ def test_mean_of_no_point_is_refused(case):
     empty = tuple(np.zeros((0,) + mi.point_shape) for mi, _ in blocks(m, m.random_point(0)))
     with pytest.raises(ValueError, match=r"argument 'points' holds no point"):
         m.mean(empty if is_product(m) else empty[0])
+
+
+@pytest.mark.parametrize("case", EVERY)
+@pytest.mark.parametrize("size", [-1, (2, -1), 2.5, True, "3"])
+def test_random_point_refuses_a_bad_size(case, size):
+    """A batch shape that is not non-negative ints is refused naming 'size' (it was numpy's
+    "negative dimensions are not allowed", or a float truncated silently), and the good ones
+    give their shape."""
+    m = CASES[case]()
+    with pytest.raises(ValueError, match=r"argument 'size' must be a batch shape"):
+        m.random_point(0, size)
+    for good, batch in [(0, (0,)), (np.int64(2), (2,)), ((2, 1), (2, 1)), ((), ())]:
+        first = blocks(m, m.random_point(0, good))[0]
+        assert first[1].shape == batch + first[0].point_shape
