@@ -58,13 +58,15 @@ def numeric_array(value: Any, name: str, dtype: Any = float, kinds: str = "biuf"
 
 
 def held_out_samples(x: Any, features: Any, labels: Any, point_shape: tuple[int, ...],
-                     n_features: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """One point and the samples an accuracy is evaluated on, checked against the problem.
+                     n_features: int, *, batched: bool = False
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """One point (or a batch) and the samples an accuracy is evaluated on, checked against
+    the problem.
 
     Parameters
     ----------
-    x : array_like, shape ``point_shape``
-        The point.
+    x : array_like, shape ``point_shape`` (``(*lead, *point_shape)`` with ``batched``)
+        The point, or points.
     features : array_like, shape ``(N, n_features)``
         The samples (their dtype kept: float32 features stay float32).
     labels : array_like, shape ``(N,)``
@@ -73,6 +75,8 @@ def held_out_samples(x: Any, features: Any, labels: Any, point_shape: tuple[int,
         The problem's point shape.
     n_features : int
         The problem's number of features per sample.
+    batched : bool
+        ``x`` may carry leading batch axes.
 
     Returns
     -------
@@ -86,9 +90,11 @@ def held_out_samples(x: Any, features: Any, labels: Any, point_shape: tuple[int,
         message names the argument.
     """
     x = np.asarray(x)
-    if x.shape != tuple(point_shape):
-        raise ValueError(f"argument 'x' must have shape {tuple(point_shape)} (one point), got "
-                         f"{x.shape}")
+    shape = tuple(point_shape)
+    if (x.shape[x.ndim - len(shape):] != shape or x.ndim < len(shape)) if batched \
+            else x.shape != shape:
+        wanted = f"(*lead, {', '.join(map(str, shape))})" if batched else f"{shape} (one point)"
+        raise ValueError(f"argument 'x' must have shape {wanted}, got {x.shape}")
     if labels is None:
         raise ValueError("argument 'labels' is required with 'features' (one label per row)")
     features, labels = np.asarray(features), np.asarray(labels)

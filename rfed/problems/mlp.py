@@ -20,7 +20,7 @@ from __future__ import annotations
 import numpy as np
 from scipy.special import logsumexp
 
-from rfed._checks import numeric_array
+from rfed._checks import held_out_samples, numeric_array
 from rfed.manifolds import Euclidean, as_generator
 from rfed.problems.base import Problem
 
@@ -300,7 +300,14 @@ class MLPClassifier(Problem):
         -------
         ndarray or float
             The fraction classified correctly, of the batch shape ``lead`` of ``x``.
+
+        Raises
+        ------
+        ValueError
+            ``x``, ``features`` or ``labels`` of another shape (naming the argument).
         """
+        x, features, labels = held_out_samples(x, features, labels, self.manifold.point_shape,
+                                               self.n_in, batched=True)
         x = np.asarray(x, dtype=float)
         lead = x.shape[:-1]
         feats = np.broadcast_to(features, lead + np.shape(features))

@@ -171,6 +171,31 @@ def test_accuracy_on_held_out_samples_names_the_argument_of_the_wrong_shape():
     assert logreg.accuracy(x, feats, labs) == np.mean(np.where(feats @ x >= 0, 1.0, -1.0) == labs)
 
 
+
+def test_mlp_accuracy_names_the_argument_of_the_wrong_shape():
+    from rfed.problems.mlp import MLPClassifier
+
+    rng = np.random.default_rng(0)
+    mlp = MLPClassifier(rng.standard_normal((2, 5, 3)), rng.integers(0, 4, (2, 5)),
+                        n_hidden=4, n_classes=4)
+    d = mlp.manifold.dim
+    for call, expected in [
+        (lambda: mlp.accuracy(np.zeros((2, d + 1)), np.ones((6, 3)), np.zeros(6, dtype=int)),
+         f"argument 'x' must have shape (*lead, {d}), got (2, {d + 1})"),
+        (lambda: mlp.accuracy(np.zeros(d), np.ones((6, 5)), np.zeros(6, dtype=int)),
+         "argument 'features' must have shape (N, 3)"),
+        (lambda: mlp.accuracy(np.zeros(d), np.ones((6, 3)), np.zeros(7, dtype=int)),
+         "argument 'labels' must have shape (6,)"),
+    ]:
+        with pytest.raises(ValueError) as info:
+            call()
+        assert expected in str(info.value), str(info.value)
+    # batched points give one accuracy each, as the points one at a time
+    xs, feats = rng.standard_normal((3, d)), rng.standard_normal((6, 3))
+    labs = rng.integers(0, 4, 6)
+    np.testing.assert_array_equal(mlp.accuracy(xs, feats, labs),
+                                  [mlp.accuracy(x, feats, labs) for x in xs])
+
 # ---------------------------------------------------------------------------- datasets
 def _idx(path: Path, magic: int, shape: tuple[int, ...], data: bytes) -> None:
     head = struct.pack(">I", magic) + b"".join(struct.pack(">I", d) for d in shape)
