@@ -116,10 +116,6 @@ def test_divergence_grid_is_dp_accountings_bit_for_bit(adjacency, sampling_prob,
     ours = acc_mod._GaussianPrivacyLoss(standard_deviation, **args)
     theirs = _LOSS.GaussianPrivacyLoss(standard_deviation, **args)
     grid = np.concatenate([np.arange(-2000, 2001) * 1e-3, [0.0, -0.0, 5e-324, -5e-324, 40.0]])
-    if sampling_prob < 1 and adjacency == "ADD":
-        grid = grid[grid < -np.log1p(-sampling_prob)]   # dp-accounting's own domain
-    if sampling_prob < 1 and adjacency == "REMOVE":
-        grid = grid[grid > np.log1p(-sampling_prob)]
     assert _bits(ours.get_delta_for_epsilon(grid)).tolist() == \
         _bits(theirs.get_delta_for_epsilon(grid)).tolist()
     assert _bits([ours.get_delta_for_epsilon(0.5)]) == _bits([theirs.get_delta_for_epsilon(0.5)])
