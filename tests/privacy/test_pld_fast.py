@@ -118,7 +118,8 @@ def test_divergence_grid_is_dp_accountings_bit_for_bit(adjacency, sampling_prob,
     grid = np.concatenate([np.arange(-2000, 2001) * 1e-3, [0.0, -0.0, 5e-324, -5e-324, 40.0]])
     assert _bits(ours.get_delta_for_epsilon(grid)).tolist() == \
         _bits(theirs.get_delta_for_epsilon(grid)).tolist()
-    assert _bits([ours.get_delta_for_epsilon(0.5)]) == _bits([theirs.get_delta_for_epsilon(0.5)])
+    assert _bits([ours.get_delta_for_epsilon(0.5)]).tolist() == \
+        _bits([theirs.get_delta_for_epsilon(0.5)]).tolist()
 
 
 # ---------------------------------------------------------------------- the memos' keys
