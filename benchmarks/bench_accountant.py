@@ -25,6 +25,14 @@ curves again, which the ``cold rfed`` column times.
 The noise multipliers of the rfed calls must agree exactly; the dp-accounting one is
 printed beside them (it differs where dp-accounting's curve is off, see
 ``tests/privacy/test_rdp_vectorized.py``).
+
+**PLD.** The first PLD accountant prirfed-fig1 builds (a calibration trial: an unsampled
+Gaussian composed over the planned run, replace-one), and the same event under add/remove, are
+built with dp-accounting's ``PLDAccountant`` and with rfed's (the inverse privacy loss on the
+connect-the-dots grid as one array expression), interleaved, median of ``--repeat`` CPU times;
+their epsilons at the experiment's delta must be the same float.
+
+``--tables`` picks the tables (default: all three).
 """
 
 from __future__ import annotations
@@ -33,14 +41,16 @@ import argparse
 import logging
 import time
 
+import dp_accounting as dpa
 import numpy as np
 from _timing import interleaved_medians
+from dp_accounting import pld as dpa_pld
 from dp_accounting.rdp import rdp_privacy_accountant as dpa_rdp
 
 from rfed.algorithms.decentralized import _privacy as dec_privacy
 from rfed.algorithms.decentralized import dpdl as dpdl_module
 from rfed.algorithms.federated import accounting as fed_accounting
-from rfed.experiments.registry import run_experiment
+from rfed.experiments.registry import get_experiment, run_experiment
 from rfed.privacy import accountants
 from rfed.privacy.accountants import DEFAULT_RDP_ORDERS, EventSpec
 
@@ -176,14 +186,48 @@ def calibration_table(repeat: int) -> None:
               f"{z[0]!r} / {noise_of(outputs['dpa'])!r}", flush=True)
 
 
+def dp_accounting_pld(events, neighboring: str, vdi: float) -> dpa_pld.PLDAccountant:
+    """The PLD accountant as built before: dp-accounting's ``PLDAccountant``."""
+    acc = dpa_pld.PLDAccountant(neighboring_relation=accountants._NR[neighboring],
+                                value_discretization_interval=vdi)
+    acc.compose(dpa.ComposedDpEvent(
+        [dpa.SelfComposedDpEvent(s.to_dp_event("pld", neighboring), c) for s, c in events]))
+    return acc
+
+
+def pld_table(repeat: int) -> None:
+    (events, neighboring, vdi), _ = capture_call(accountants, "_pld_accountant", "prirfed-fig1")
+    delta = get_experiment("prirfed-fig1").defaults["delta"]
+    print(f"\n{'PLD accountant':<52} {'dp-accounting [ms]':>19} {'rfed [ms]':>10} {'ratio':>7}")
+    build = accountants._pld_accountant.__wrapped__
+    for relation in (neighboring, "add_remove_one"):
+        label = (f"prirfed-fig1 {' + '.join(f'{c} x {s.describe()}' for s, c in events)}"
+                 f" {relation}")
+        eps = {build(events, relation, vdi).get_epsilon(delta),
+               dp_accounting_pld(events, relation, vdi).get_epsilon(delta)}
+        assert len(eps) == 1, (label, eps)
+        med = interleaved_medians({
+            "dpa": lambda r=relation: dp_accounting_pld(events, r, vdi),
+            "rfed": lambda r=relation: build(events, r, vdi),
+        }, repeat)
+        print(f"{label:<52} {1e3 * med['dpa']:>19.1f} {1e3 * med['rfed']:>10.1f} "
+              f"{med['dpa'] / med['rfed']:>6.1f}x", flush=True)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeat", type=int, default=7, help="timed calls per row (median)")
+    parser.add_argument("--tables", nargs="+", choices=("curves", "calibration", "pld"),
+                        default=["curves", "calibration", "pld"], help="the tables to print")
     args = parser.parse_args()
     # dp-accounting warns once per order whose fractional series it abandons (inf), per call
     logging.getLogger("absl").setLevel(logging.ERROR)
-    curve_table(args.repeat)
-    calibration_table(args.repeat)
+    if "curves" in args.tables:
+        curve_table(args.repeat)
+    if "calibration" in args.tables:
+        calibration_table(args.repeat)
+    if "pld" in args.tables:
+        pld_table(args.repeat)
 
 
 if __name__ == "__main__":

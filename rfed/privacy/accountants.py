@@ -55,6 +55,17 @@ upper bound can be far above the truth (DO-ADP's setting, 120000 steps of a weak
 mechanism: 0.049 at interval 1e-3, 0.0136 at 1e-4, 0.0036 at 1e-5). When the expected epsilon is
 small compared with ``steps * pld_discretization``, lower the interval or use RDP.
 
+**PLD construction.** dp-accounting folds the ``count`` invocations of an unsampled Gaussian into
+one Gaussian of standard deviation ``z / sqrt(count)`` and builds its connect-the-dots PLD from
+the hockey-stick divergence at every multiple of the interval in the privacy-loss range;
+dp-accounting 0.6 inverts the privacy loss there in a Python loop, one call per point, which
+took most of a construction's time. rfed builds that distribution with dp-accounting's code
+except that loop, evaluated as one array expression (:class:`_GaussianPrivacyLoss`): the same
+operations on the same floats in the same order, so the same distribution and epsilons, bit for
+bit (tests/privacy/test_pld_fast.py compares them with dp-accounting's as integers). Sampled
+events and the Laplace mechanism are dp-accounting's own; under a release other than the one
+mirrored, so is everything.
+
 **Caching.** Every epsilon rfed prints, returns or calibrates to is computed from curves
 evaluated in the process: an RDP curve depends only on its event, the relation and the orders,
 and is kept in an in-memory LRU for the life of the process (:func:`clear_rdp_cache` empties
@@ -95,6 +106,7 @@ import dataclasses
 import functools
 import importlib.metadata
 import math
+import numbers
 from collections.abc import Iterable, Mapping
 from typing import Any
 
@@ -591,9 +603,93 @@ def _rdp_epsilon(events, neighboring: str, orders: tuple[float, ...] | None, del
     return eps
 
 
+#: The dp-accounting releases whose PLD code :class:`_GaussianPrivacyLoss` and
+#: :func:`_unsampled_gaussian_pld` mirror (tests/privacy/test_pld_fast.py compares them with
+#: ``==``); under any other release the accountant is dp-accounting's own, unchanged.
+_PLD_MIRRORED_VERSIONS = ("0.6.0",)
+
+
+class _GaussianPrivacyLoss(dpa_pld.privacy_loss_mechanism.GaussianPrivacyLoss):
+    """dp-accounting's Gaussian privacy loss with the hockey-stick grid of an unsampled
+    mechanism evaluated as one array expression.
+
+    Connect-the-dots asks :meth:`get_delta_for_epsilon` for the divergence at every multiple of
+    the discretization interval in the privacy-loss range (tens of thousands of points), and
+    dp-accounting 0.6 inverts the privacy loss there in a Python loop, one call per point: most
+    of a PLD's construction. Without sampling that inverse is ``-eps * s^2 / c / 2``
+    (replace-one) or ``-c / 2 - eps * s^2 / c`` (remove), ``s`` the standard deviation and
+    ``c`` the sensitivity: the same IEEE operations on the same floats in the same order,
+    applied to the whole array, give the same bits. Everything else (the CDFs, the tail, the
+    sampled mechanism, another adjacency) is dp-accounting's code.
+    """
+
+    def get_delta_for_epsilon(self, epsilon):
+        """dp-accounting's divergence at ``epsilon``, vectorized as the class docstring says.
+
+        Parameters
+        ----------
+        epsilon : float or array_like
+            The epsilons.
+
+        Returns
+        -------
+        float or numpy.ndarray
+            The divergences (a float for a scalar ``epsilon``).
+        """
+        adjacency = dpa_pld.privacy_loss_mechanism.AdjacencyType
+        epsilons = None if isinstance(epsilon, numbers.Number) else np.asarray(epsilon)
+        if (epsilons is None or epsilons.ndim != 1 or epsilons.dtype != np.float64
+                or self.sampling_prob != 1.0
+                or self.adjacency_type not in (adjacency.REPLACE, adjacency.REMOVE)):
+            return super().get_delta_for_epsilon(epsilon)
+        sd2 = self._standard_deviation**2
+        c = self.sensitivity
+        if self.adjacency_type == adjacency.REPLACE:
+            # _inverse_privacy_loss_replace: 0.0 at a zero loss (not -0.0)
+            x_cutoffs = np.where(epsilons == 0, 0.0, -epsilons * sd2 / c / 2)
+        else:
+            # _inverse_privacy_loss_without_subsampling_remove
+            x_cutoffs = -0.5 * c - epsilons * sd2 / c
+        deltas = self.mu_upper_cdf(x_cutoffs) - np.exp(epsilons + self.mu_lower_log_cdf(x_cutoffs))
+        return np.clip(deltas, 0, 1)
+
+
+def _unsampled_gaussian_pld(standard_deviation: float, vdi: float, relation):
+    """``privacy_loss_distribution.from_gaussian_mechanism(standard_deviation,
+    value_discretization_interval=vdi, neighboring_relation=relation)`` (its defaults:
+    sensitivity 1, pessimistic connect-the-dots, truncation bound -50, no sampling) through
+    :class:`_GaussianPrivacyLoss`."""
+    module = dpa_pld.privacy_loss_distribution
+    adjacency = dpa_pld.privacy_loss_mechanism.AdjacencyType.REMOVE
+    if relation == dpa.NeighboringRelation.REPLACE_ONE:
+        adjacency = dpa_pld.privacy_loss_mechanism.AdjacencyType.REPLACE
+    pmf = module._create_pld_pmf_from_monotone_privacy_loss(
+        _GaussianPrivacyLoss(standard_deviation, adjacency_type=adjacency),
+        pessimistic_estimate=True, value_discretization_interval=vdi, use_connect_dots=True)
+    return module.PrivacyLossDistribution(pmf)
+
+
+class _PLDAccountant(dpa_pld.PLDAccountant):
+    """dp-accounting's PLD accountant, composing an unsampled Gaussian event as its
+    ``_maybe_compose`` does (one Gaussian of standard deviation ``z / sqrt(count)``) with the
+    PLD of :func:`_unsampled_gaussian_pld`: the same distribution, bit for bit, without
+    dp-accounting's per-point loop."""
+
+    def _maybe_compose(self, event, count, do_compose):
+        if (do_compose and isinstance(event, dpa.GaussianDpEvent) and event.noise_multiplier != 0
+                and self.neighboring_relation in (dpa.NeighboringRelation.ADD_OR_REMOVE_ONE,
+                                                  dpa.NeighboringRelation.REPLACE_ONE)):
+            self._pld = self._pld.compose(_unsampled_gaussian_pld(
+                event.noise_multiplier / math.sqrt(count), self._value_discretization_interval,
+                self.neighboring_relation))
+            return None
+        return super()._maybe_compose(event, count, do_compose)
+
+
 @functools.lru_cache(maxsize=256)
 def _pld_accountant(events: tuple[tuple[EventSpec, int], ...], neighboring: str, vdi: float):
-    acc = dpa_pld.PLDAccountant(
+    mirrored = DP_ACCOUNTING_VERSION in _PLD_MIRRORED_VERSIONS
+    acc = (_PLDAccountant if mirrored else dpa_pld.PLDAccountant)(
         neighboring_relation=_NR[neighboring], value_discretization_interval=vdi
     )
     acc.compose(
