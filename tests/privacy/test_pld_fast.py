@@ -67,8 +67,12 @@ def _readings(acc: dpa_pld.PLDAccountant):
 def test_the_mirrored_release_is_installed():
     """The array expression mirrors dp-accounting 0.6.0's loop; under another release rfed
     falls back to dp-accounting's accountant (exact, slower): re-check the mirror, then add the
-    release to ``_PLD_MIRRORED_VERSIONS``."""
-    assert acc_mod.DP_ACCOUNTING_VERSION in acc_mod._PLD_MIRRORED_VERSIONS
+    release to ``_PLD_MIRRORED_VERSIONS`` (another release is no error: the same epsilons,
+    slower, so a new install is told, not failed)."""
+    if acc_mod.DP_ACCOUNTING_VERSION not in acc_mod._PLD_MIRRORED_VERSIONS:
+        pytest.skip(f"dp-accounting {acc_mod.DP_ACCOUNTING_VERSION} is not a mirrored release "
+                    f"({', '.join(acc_mod._PLD_MIRRORED_VERSIONS)}): rfed composes with "
+                    "dp-accounting's own accountant")
     events = ((EventSpec.make("gaussian", 2.0), 10),)
     assert type(_rfed_accountant(events, "replace_one", 1e-3)) is acc_mod._PLDAccountant
 
