@@ -102,10 +102,10 @@ def size_tuple(size: int | Sequence[int]) -> tuple[int, ...]:
     ValueError
         ``size`` is not a non-negative int or a sequence of them (e.g. ``-1``, ``2.5``).
     """
-    entries = [size] if isinstance(size, (int, np.integer)) else size
+    entries: list[Any]
     try:
-        entries = list(entries)
-    except TypeError:
+        entries = [size] if isinstance(size, (int, np.integer)) else list(size)
+    except TypeError:  # not a sequence (e.g. 2.5): refused below
         entries = [size]
     if not all(isinstance(s, (int, np.integer)) and not isinstance(s, (bool, np.bool_))
                and s >= 0 for s in entries):
