@@ -715,7 +715,7 @@ def _run_and_report(args, name: str, seed: int, overrides: dict, out: Path, mode
     from rfed.experiments.registry import OutputDirError, run_experiment
 
     verb = "resuming" if mode == "resume" else "rfed run"
-    print(f"{verb} {name} (seed {seed}) -> {out}", flush=True)
+    header = f"{verb} {name} (seed {seed}) -> {out}"
     terminated = _SigtermAsInterrupt()
     try:
         with terminated:
@@ -723,7 +723,8 @@ def _run_and_report(args, name: str, seed: int, overrides: dict, out: Path, mode
                                           progress=not args.no_progress, mode=mode,
                                           checkpoint_every=args.checkpoint_every,
                                           checkpoint_seconds=args.checkpoint_seconds,
-                                          secure=args.secure)
+                                          secure=args.secure,
+                                          on_start=lambda: print(header, flush=True))
     except OutputDirError as exc:
         _error(exc)
         return 2

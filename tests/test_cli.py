@@ -45,6 +45,20 @@ def test_rfed_run_errors_exit_2_without_traceback(tmp_path, capsys):
     assert "epsilon" in capsys.readouterr().err
 
 
+def test_rfed_run_prints_its_header_only_once_the_run_starts(tmp_path, capsys):
+    """A refused folder prints the refusal only (the header 'rfed run NAME (seed S) -> OUT'
+    was printed first, as if the run had started); a run that starts prints it first."""
+    out = tmp_path / "r"
+    out.mkdir()
+    (out / "notes.txt").write_text("mine")
+    assert main(["run", "pca-synthetic", "--out", str(out), "--no-progress"]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "rfed: error:" in captured.err
+    assert main(["run", "pca-synthetic", "--resume", str(out)]) == 2
+    captured = capsys.readouterr()
+    assert captured.out == "" and "rfed: error:" in captured.err
+
+
 @pytest.mark.parametrize("engine", [[], ["--engine", "inprocess"], ["--engine", "mpi"]])
 def test_rfed_run_refuses_supernodes_without_a_flower_engine(tmp_path, capsys, engine):
     """--supernodes means nothing outside the Flower engines: refused in one line before the

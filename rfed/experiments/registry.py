@@ -274,6 +274,7 @@ def run_experiment(
     checkpoint_every: int = 100,
     secure: bool = False,
     checkpoint_seconds: float = 5.0,
+    on_start: Callable[[], None] | None = None,
 ) -> tuple[dict, RunContext]:
     """Run experiment ``name``; return its summary and the context holding everything logged.
 
@@ -303,6 +304,10 @@ def run_experiment(
         Secure mode: noise from OS randomness (not reproducible).
     checkpoint_seconds : float, default 5.0
         The least time between two checkpoints.
+    on_start : callable, optional
+        Called with no argument once the configuration is valid and the output folder is
+        ready, before the experiment's first run (``rfed run`` prints its header there, so a
+        refused configuration or folder prints only the refusal).
 
     Returns
     -------
@@ -325,6 +330,8 @@ def run_experiment(
     start = time.perf_counter()
     try:
         ctx.open(name, config)
+        if on_start is not None:
+            on_start()
         with run_hook(ctx):
             summary = dict(exp.func(config, ctx))
         summary.setdefault("seconds", time.perf_counter() - start)
