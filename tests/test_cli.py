@@ -59,6 +59,13 @@ def test_rfed_run_prints_its_header_only_once_the_run_starts(tmp_path, capsys):
     assert captured.out == "" and "rfed: error:" in captured.err
 
 
+def test_run_experiment_refuses_an_on_start_that_is_not_callable():
+    from rfed.experiments.registry import run_experiment
+
+    with pytest.raises(TypeError, match=r"argument 'on_start' must be callable"):
+        run_experiment("pca-synthetic", on_start="print")
+
+
 @pytest.mark.parametrize("engine", [[], ["--engine", "inprocess"], ["--engine", "mpi"]])
 def test_rfed_run_refuses_supernodes_without_a_flower_engine(tmp_path, capsys, engine):
     """--supernodes means nothing outside the Flower engines: refused in one line before the

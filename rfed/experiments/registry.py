@@ -318,6 +318,9 @@ def run_experiment(
     """
     from rfed.algorithms.base import run_hook
 
+    if on_start is not None and not callable(on_start):
+        raise TypeError(f"argument 'on_start' must be callable with no argument, got "
+                        f"{type(on_start).__name__}")
     exp = get_experiment(name)
     config = exp.config(overrides)
     ctx = RunContext(seed=seed, out_dir=Path(out_dir) if out_dir is not None else None,
