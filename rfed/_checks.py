@@ -91,8 +91,8 @@ def held_out_samples(x: Any, features: Any, labels: Any, point_shape: tuple[int,
     """
     x = np.asarray(x)
     shape = tuple(point_shape)
-    if (x.shape[x.ndim - len(shape):] != shape or x.ndim < len(shape)) if batched \
-            else x.shape != shape:
+    point_axes = x.shape[max(x.ndim - len(shape), 0):] if batched else x.shape
+    if point_axes != shape:
         wanted = f"(*lead, {', '.join(map(str, shape))})" if batched else f"{shape} (one point)"
         raise ValueError(f"argument 'x' must have shape {wanted}, got {x.shape}")
     if labels is None:
